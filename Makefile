@@ -1,0 +1,35 @@
+# aimi swarm: build, test, demo. `make help` lists the targets.
+GO      ?= go
+BIN     ?= bin
+PKGS    := ./...
+export CGO_ENABLED ?= 0
+
+.PHONY: help build test lint fuzz bench clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## build aimi, aimid and acp-runner into bin/ (static)
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+lint: ## go vet and gofmt
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test: lint ## every test, against the real Docker engine (builds the images it needs)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 25m $(PKGS)
+
+FUZZTIME ?= 10s
+fuzz: ## short run of every fuzz target
+	@for spec in $$($(GO) test -list '^Fuzz' ./... 2>/dev/null | awk '/^Fuzz/{print $$1}' | sort -u); do :; done
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+bench: ## benchmarks with their targets
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+clean: ## remove build output
+	rm -rf $(BIN)
