@@ -1,0 +1,26 @@
+package tasks
+
+// transitions is the story status table of spec/tasks-v3.md: completed and
+// skipped are terminal, pending never jumps straight to completed or failed.
+var transitions = map[Status][]Status{
+	Pending:    {InProgress, Skipped},
+	InProgress: {Completed, Failed},
+	Failed:     {InProgress},
+}
+
+// CanTransition reports whether a story may move from one status to another.
+// Staying in the same status is allowed: re-applying a message changes nothing.
+func CanTransition(from, to Status) bool {
+	if from == to {
+		return true
+	}
+	for _, s := range transitions[from] {
+		if s == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether no transition leaves the status.
+func (s Status) Terminal() bool { return s == Completed || s == Skipped }
