@@ -1,0 +1,225 @@
+package acpclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// Config configures one Client.
+type Config struct {
+	// Workspace is the directory agents may touch: fs/* paths and terminal
+	// working directories must resolve inside it.
+	Workspace string
+	// Policy answers permission requests.
+	Policy Policy
+	// Env is the environment of terminal commands (the runner's environment
+	// plus the task-request's envVars); nil means os.Environ().
+	Env []string
+	// Logger receives diagnostics; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Client implements acp.Client for one agent connection. It is safe for
+// concurrent use: the SDK calls requests from several goroutines.
+type Client struct {
+	workspace string   // absolute, as configured
+	resolved  string   // workspace with symlinks resolved
+	root      *os.Root // every fs/* access goes through it
+	policy    Policy
+	env       []string
+	log       *slog.Logger
+
+	cancelled atomic.Bool // after Cancel, permission requests get the cancelled outcome
+
+	transcript *Transcript
+	terms      *terminals
+}
+
+var _ acp.Client = (*Client)(nil)
+
+// New opens the workspace and returns a Client. Close it to kill terminals
+// that are still running.
+func New(cfg Config) (*Client, error) {
+	abs, err := filepath.Abs(cfg.Workspace)
+	if err != nil {
+		return nil, fmt.Errorf("acp client: workspace %q: %w", cfg.Workspace, err)
+	}
+	resolved, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return nil, fmt.Errorf("acp client: resolve workspace %q: %w (it must exist)", abs, err)
+	}
+	root, err := os.OpenRoot(resolved)
+	if err != nil {
+		return nil, fmt.Errorf("acp client: open workspace %q: %w", resolved, err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	env := cfg.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	return &Client{
+		workspace:  abs,
+		resolved:   resolved,
+		root:       root,
+		policy:     cfg.Policy,
+		env:        env,
+		log:        log,
+		transcript: newTranscript(),
+		terms:      newTerminals(),
+	}, nil
+}
+
+// Close kills and forgets every terminal and closes the workspace root.
+func (c *Client) Close() error {
+	c.terms.closeAll()
+	return c.root.Close()
+}
+
+// Cancel makes every permission request from now on answer with the
+// cancelled outcome, as ACP requires once the client sent session/cancel.
+func (c *Client) Cancel() { c.cancelled.Store(true) }
+
+// Transcript is what the agent reported so far.
+func (c *Client) Transcript() *Transcript { return c.transcript }
+
+// rel maps an agent-supplied path to a path relative to the workspace root.
+// ACP paths are absolute; a relative one is taken relative to the workspace.
+// Only the lexical part is checked here: os.Root refuses symlink escapes when
+// the path is opened.
+func (c *Client) rel(p string) (string, error) {
+	if p == "" {
+		return "", errors.New("empty path")
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(c.workspace, p)
+	}
+	p = filepath.Clean(p)
+	for _, base := range []string{c.workspace, c.resolved} {
+		r, err := filepath.Rel(base, p)
+		if err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("path %q is outside the workspace %s", p, c.workspace)
+}
+
+func outside(path string, err error) *acp.RequestError {
+	return acp.NewInvalidParams(map[string]any{"path": path, "error": err.Error()})
+}
+
+// isEscape reports whether os.Root refused the path because it leaves the
+// root (".." or a symlink pointing out).
+func isEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
+}
+
+func fsError(path string, err error) error {
+	if isEscape(err) {
+		return outside(path, fmt.Errorf("path %q resolves outside the workspace", path))
+	}
+	if errors.Is(err, fs.ErrNotExist) {
+		return acp.NewInvalidParams(map[string]any{"path": path, "error": "file does not exist"})
+	}
+	return acp.NewInternalError(map[string]any{"path": path, "error": err.Error()})
+}
+
+// ReadTextFile implements acp.Client. Line is 1-based; Limit counts lines.
+func (c *Client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	r, err := c.rel(p.Path)
+	if err != nil {
+		return acp.ReadTextFileResponse{}, outside(p.Path, err)
+	}
+	data, err := c.root.ReadFile(r)
+	if err != nil {
+		return acp.ReadTextFileResponse{}, fsError(p.Path, err)
+	}
+	c.transcript.noteFile("read", r)
+	return acp.ReadTextFileResponse{Content: sliceLines(string(data), p.Line, p.Limit)}, nil
+}
+
+// sliceLines returns limit lines starting at the 1-based line.
+func sliceLines(s string, line, limit *int) string {
+	if line == nil && limit == nil {
+		return s
+	}
+	lines := strings.SplitAfter(s, "\n")
+	start := 0
+	if line != nil && *line > 1 {
+		start = *line - 1
+	}
+	if start >= len(lines) {
+		return ""
+	}
+	end := len(lines)
+	if limit != nil && *limit >= 0 && start+*limit < end {
+		end = start + *limit
+	}
+	return strings.Join(lines[start:end], "")
+}
+
+// WriteTextFile implements acp.Client. Missing parent directories are made.
+func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	r, err := c.rel(p.Path)
+	if err != nil {
+		return acp.WriteTextFileResponse{}, outside(p.Path, err)
+	}
+	if r == "." {
+		return acp.WriteTextFileResponse{}, outside(p.Path, errors.New("the workspace itself is not a file"))
+	}
+	if dir := filepath.Dir(r); dir != "." {
+		if err := c.root.MkdirAll(dir, 0o755); err != nil {
+			return acp.WriteTextFileResponse{}, fsError(p.Path, err)
+		}
+	}
+	if err := c.root.WriteFile(r, []byte(p.Content), 0o644); err != nil {
+		return acp.WriteTextFileResponse{}, fsError(p.Path, err)
+	}
+	c.transcript.noteFile("wrote", r)
+	return acp.WriteTextFileResponse{}, nil
+}
+
+// RequestPermission implements acp.Client: the answer comes from the policy,
+// or is cancelled once the turn is being cancelled.
+func (c *Client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	title := ""
+	if p.ToolCall.Title != nil {
+		title = *p.ToolCall.Title
+	}
+	if c.cancelled.Load() || ctx.Err() != nil {
+		c.transcript.notePermission(title, "cancelled")
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
+	}
+	allow := c.policy.allows(p.ToolCall.Kind)
+	id, ok := choose(p.Options, allow)
+	if !ok {
+		c.transcript.notePermission(title, "cancelled (no matching option)")
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
+	}
+	verdict := "rejected"
+	if allow {
+		verdict = "allowed"
+	}
+	c.transcript.notePermission(title, verdict)
+	c.log.Debug("permission answered", "tool", title, "verdict", verdict, "policy", c.policy.String())
+	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(id)}, nil
+}
+
+// SessionUpdate implements acp.Client. It only folds the update into the
+// transcript under a mutex: the SDK queues at most 1024 notifications and
+// drops the connection when a slow handler lets the queue fill.
+func (c *Client) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	c.transcript.apply(n.Update)
+	return nil
+}
