@@ -1,0 +1,528 @@
+package configs
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	units "github.com/docker/go-units"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+)
+
+// DefaultYAML is the documented default configuration, the lowest layer.
+//
+//go:embed aimi.yaml
+var DefaultYAML []byte
+
+// File locations and names of the layers.
+const (
+	// RepoConfigPath is the per-repository config file, relative to the repo root.
+	RepoConfigPath = ".aimi/config.yaml"
+	// userConfigRel is the user's config file below $XDG_CONFIG_HOME.
+	userConfigRel = "aimi/config.yaml"
+	// EnvPrefix starts every environment variable the config reads.
+	EnvPrefix = "AIMI_"
+)
+
+// Git modes (git.mode).
+const (
+	GitAuto   = "auto"
+	GitLocal  = "local"
+	GitRemote = "remote"
+)
+
+// Agent kinds (agent.kind).
+const (
+	AgentDemo = "demo"
+	AgentACP  = "acp"
+	AgentExec = "exec"
+)
+
+// Config is the validated configuration.
+type Config struct {
+	Sandbox Sandbox
+	Swarm   Swarm
+	Agent   Agent
+	Task    Task
+	Git     Git
+	Publish Publish
+	// Warnings are non-fatal findings (e.g. an agent.env value naming an
+	// unset variable); the daemon logs them. They never contain values.
+	Warnings []string
+}
+
+// Sandbox is the per-container isolation and limits.
+type Sandbox struct {
+	Image           string
+	CPUs            float64
+	MemoryBytes     int64
+	MemorySwapBytes int64 // memory + swap in total; -1 unlimited
+	DiskBytes       int64 // 0: no limit; best effort
+	Pids            int64
+	Runtime         string
+	RequireRuntime  bool
+	ReadOnlyRoot    bool
+}
+
+// Swarm is the fan-out and supervision settings.
+type Swarm struct {
+	MaxContainers int
+	Timeout       time.Duration
+	StopGrace     time.Duration
+}
+
+// Agent is what the runner inside each container drives.
+type Agent struct {
+	Kind             string
+	Command          string
+	VerifyCommand    string
+	PermissionPolicy string
+	Env              Secrets
+}
+
+// Task is what goes into every task-request.
+type Task struct {
+	EnvVars map[string]string
+}
+
+// Git is where containers clone from and push to.
+type Git struct {
+	Mode string
+}
+
+// Publish is how finished branches become pull requests.
+type Publish struct {
+	GitHubAPI string
+	TokenEnv  string
+}
+
+// Secrets is a map of environment values that must never be printed: every
+// formatting path (fmt, slog, JSON) shows the keys only.
+type Secrets map[string]string
+
+// String lists the keys with redacted values.
+func (s Secrets) String() string {
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k+"=<redacted>")
+	}
+	sort.Strings(keys)
+	return "[" + strings.Join(keys, " ") + "]"
+}
+
+// GoString redacts for %#v too.
+func (s Secrets) GoString() string { return s.String() }
+
+// LogValue redacts for slog.
+func (s Secrets) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalJSON redacts for JSON.
+func (s Secrets) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(s.String())), nil }
+
+// LoadOptions says where the layers come from. The zero value loads the
+// embedded defaults, the user's file and the process environment.
+type LoadOptions struct {
+	// RepoPath, when set, adds <RepoPath>/.aimi/config.yaml as a layer.
+	RepoPath string
+	// UserConfigPath overrides $XDG_CONFIG_HOME/aimi/config.yaml; "-" means none.
+	UserConfigPath string
+	// Flags, when set, must have been registered with AddFlags; flags the
+	// user changed win over every other layer.
+	Flags *pflag.FlagSet
+	// LookupEnv reads the environment (default os.LookupEnv); used for
+	// AIMI_* variables, ${VAR} in agent.env and $XDG_CONFIG_HOME/$HOME.
+	LookupEnv func(string) (string, bool)
+}
+
+// key describes one scalar config key.
+type key struct {
+	name string // dotted, as in the YAML file
+	help string // one line, for the flag
+}
+
+// scalarKeys are every key that takes one value; agent.env and task.env_vars
+// are maps and come from files only.
+var scalarKeys = []key{
+	{"sandbox.image", "image every sandbox container runs"},
+	{"sandbox.cpus", "CPUs per container"},
+	{"sandbox.memory", "memory limit per container (e.g. 4g)"},
+	{"sandbox.swap", "memory+swap per container in total (e.g. 8g; -1 unlimited)"},
+	{"sandbox.disk", "writable-layer size per container, best effort"},
+	{"sandbox.pids", "process limit per container"},
+	{"sandbox.runtime", `OCI runtime ("" or sysbox-runc)`},
+	{"sandbox.require_runtime", "refuse to run when the runtime is missing"},
+	{"sandbox.read_only_root", "read-only root filesystem"},
+	{"swarm.max_containers", "containers running at once"},
+	{"swarm.timeout", "time limit per container"},
+	{"swarm.stop_grace", "time between SIGTERM and SIGKILL on stop"},
+	{"agent.kind", "agent kind: demo, acp or exec"},
+	{"agent.command", "agent command line (acp, exec)"},
+	{"agent.verify_command", "command run after each story"},
+	{"agent.permission_policy", "allow, reject or allow-kinds:k1,k2"},
+	{"git.mode", "auto, local or remote"},
+	{"publish.github_api", "GitHub REST API base URL"},
+	{"publish.token_env", "name of the env variable holding the GitHub token"},
+}
+
+// mapKeys are the keys holding string maps.
+var mapKeys = []string{"agent.env", "task.env_vars"}
+
+// EnvName is the environment variable for a scalar key: AIMI_ + the key
+// upper-cased with dots as underscores (sandbox.memory -> AIMI_SANDBOX_MEMORY,
+// the name the shell tools used).
+func EnvName(k string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(k, ".", "_"))
+}
+
+// FlagName is the flag for a scalar key: sandbox.memory -> sandbox-memory.
+func FlagName(k string) string {
+	return strings.NewReplacer(".", "-", "_", "-").Replace(k)
+}
+
+// AddFlags registers one string flag per scalar key (FlagName), with no
+// default so that only flags the user sets override the other layers.
+func AddFlags(fs *pflag.FlagSet) {
+	for _, k := range scalarKeys {
+		fs.String(FlagName(k.name), "", k.help+" (config "+k.name+")")
+	}
+}
+
+// Load merges the layers and validates the result. Every problem is reported,
+// one per line, each naming the key, the bad value, where it came from and
+// the fix.
+func Load(opts LoadOptions) (*Config, error) {
+	lookup := opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if err := v.ReadConfig(bytes.NewReader(DefaultYAML)); err != nil {
+		return nil, fmt.Errorf("read embedded default config: %w (this is a build bug)", err)
+	}
+	var sources []source
+	var probs []string
+	addFile := func(path string) {
+		data, err := os.ReadFile(path)
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if err != nil {
+			probs = append(probs, fmt.Sprintf("%s: %v; make it readable or remove it", path, err))
+			return
+		}
+		lv := viper.New()
+		lv.SetConfigType("yaml")
+		if err := lv.ReadConfig(bytes.NewReader(data)); err != nil {
+			probs = append(probs, fmt.Sprintf("%s: not valid YAML: %v", path, err))
+			return
+		}
+		for _, k := range lv.AllKeys() {
+			if !known(k) {
+				probs = append(probs, fmt.Sprintf("%s: unknown key %q; known keys are listed in configs/aimi.yaml", path, k))
+			}
+		}
+		if err := v.MergeConfigMap(lv.AllSettings()); err != nil {
+			probs = append(probs, fmt.Sprintf("%s: %v", path, err))
+			return
+		}
+		sources = append(sources, source{name: path, v: lv})
+	}
+	if opts.RepoPath != "" {
+		addFile(filepath.Join(opts.RepoPath, RepoConfigPath))
+	}
+	if p := userConfigPath(opts.UserConfigPath, lookup); p != "" {
+		addFile(p)
+	}
+	// The environment is merged as a config layer (rather than viper's
+	// AutomaticEnv) so that LookupEnv can be injected and so that flags,
+	// bound below, still win.
+	envLayer := map[string]any{}
+	for _, k := range scalarKeys {
+		if val, ok := lookup(EnvName(k.name)); ok {
+			setNested(envLayer, k.name, val)
+			sources = append(sources, source{name: EnvName(k.name), key: k.name})
+		}
+	}
+	if err := v.MergeConfigMap(envLayer); err != nil {
+		return nil, fmt.Errorf("merge environment: %w", err)
+	}
+	if opts.Flags != nil {
+		for _, k := range scalarKeys {
+			f := opts.Flags.Lookup(FlagName(k.name))
+			if f == nil || !f.Changed {
+				continue
+			}
+			if err := v.BindPFlag(k.name, f); err != nil {
+				return nil, fmt.Errorf("bind flag --%s: %w", f.Name, err)
+			}
+			sources = append(sources, source{name: "--" + f.Name, key: k.name})
+		}
+	}
+	cfg, vprobs := build(v, sources, lookup)
+	probs = append(probs, vprobs...)
+	if len(probs) > 0 {
+		return nil, &Error{Problems: probs}
+	}
+	return cfg, nil
+}
+
+// Error is a config that failed validation; each problem names its key.
+type Error struct{ Problems []string }
+
+func (e *Error) Error() string {
+	return "invalid config:\n  " + strings.Join(e.Problems, "\n  ")
+}
+
+// source is one layer above the defaults, used to say where a bad value came
+// from: a file (v set) or a single key from an env variable or flag.
+type source struct {
+	name string
+	key  string
+	v    *viper.Viper
+}
+
+// origin names the strongest layer that set key.
+func origin(sources []source, k string) string {
+	for i := len(sources) - 1; i >= 0; i-- {
+		s := sources[i]
+		if s.key == k || (s.v != nil && s.v.IsSet(k)) {
+			return s.name
+		}
+	}
+	return "default config"
+}
+
+func known(k string) bool {
+	for _, s := range scalarKeys {
+		if s.name == k {
+			return true
+		}
+	}
+	for _, m := range mapKeys {
+		if k == m || strings.HasPrefix(k, m+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func setNested(m map[string]any, dotted string, val any) {
+	parts := strings.Split(dotted, ".")
+	for _, p := range parts[:len(parts)-1] {
+		sub, ok := m[p].(map[string]any)
+		if !ok {
+			sub = map[string]any{}
+			m[p] = sub
+		}
+		m = sub
+	}
+	m[parts[len(parts)-1]] = val
+}
+
+func userConfigPath(override string, lookup func(string) (string, bool)) string {
+	switch override {
+	case "-":
+		return ""
+	case "":
+	default:
+		return override
+	}
+	if d, ok := lookup("XDG_CONFIG_HOME"); ok && d != "" {
+		return filepath.Join(d, userConfigRel)
+	}
+	if h, ok := lookup("HOME"); ok && h != "" {
+		return filepath.Join(h, ".config", userConfigRel)
+	}
+	return ""
+}
+
+var (
+	envKeyRE   = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+	kindListRE = regexp.MustCompile(`^allow-kinds:[a-z_]+(,[a-z_]+)*$`)
+	runtimeRE  = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
+)
+
+// build validates every key, collecting all problems.
+func build(v *viper.Viper, sources []source, lookup func(string) (string, bool)) (*Config, []string) {
+	var probs []string
+	bad := func(k, val, why, fix string) {
+		probs = append(probs, fmt.Sprintf("%s: %q %s (from %s); %s", k, val, why, origin(sources, k), fix))
+	}
+	str := func(k string) string { return strings.TrimSpace(v.GetString(k)) }
+	size := func(k string, allowEmpty, allowUnlimited bool) int64 {
+		s := str(k)
+		if s == "" && allowEmpty {
+			return 0
+		}
+		if s == "-1" && allowUnlimited {
+			return -1
+		}
+		n, err := units.RAMInBytes(s)
+		if err != nil || n <= 0 {
+			bad(k, s, "is not a size", "use a number with k, m or g, e.g. 4g")
+			return 0
+		}
+		return n
+	}
+	boolean := func(k string) bool {
+		s := str(k)
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			bad(k, s, "is not a boolean", "use true or false")
+		}
+		return b
+	}
+	duration := func(k string) time.Duration {
+		s := str(k)
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			bad(k, s, "is not a positive duration", "use a number with s, m or h, e.g. 30s or 2h")
+			return 0
+		}
+		return d
+	}
+	integer := func(k string, lo, hi int64) int64 {
+		s := str(k)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < lo || n > hi {
+			bad(k, s, "is out of range or not a whole number", fmt.Sprintf("use a whole number from %d to %d", lo, hi))
+			return 0
+		}
+		return n
+	}
+	oneOf := func(k string, allowed ...string) string {
+		s := str(k)
+		for _, a := range allowed {
+			if s == a {
+				return s
+			}
+		}
+		bad(k, s, "is not allowed", "use one of "+strings.Join(allowed, ", "))
+		return s
+	}
+
+	var c Config
+	c.Sandbox.Image = str("sandbox.image")
+	if c.Sandbox.Image == "" || strings.ContainsAny(c.Sandbox.Image, " \t\n") {
+		bad("sandbox.image", c.Sandbox.Image, "is not an image reference", "use a name like aimi-sandbox:latest")
+	}
+	cpus := str("sandbox.cpus")
+	if f, err := strconv.ParseFloat(cpus, 64); err != nil || f <= 0 || f > 1024 {
+		bad("sandbox.cpus", cpus, "is not a CPU count", "use a positive number such as 2 or 1.5")
+	} else {
+		c.Sandbox.CPUs = f
+	}
+	c.Sandbox.MemoryBytes = size("sandbox.memory", false, false)
+	c.Sandbox.MemorySwapBytes = size("sandbox.swap", false, true)
+	if c.Sandbox.MemoryBytes > 0 && c.Sandbox.MemorySwapBytes > 0 && c.Sandbox.MemorySwapBytes < c.Sandbox.MemoryBytes {
+		bad("sandbox.swap", str("sandbox.swap"), "is smaller than sandbox.memory "+str("sandbox.memory"),
+			"swap is memory+swap in total: use at least the memory value, or -1 for unlimited")
+	}
+	c.Sandbox.DiskBytes = size("sandbox.disk", true, false)
+	c.Sandbox.Pids = integer("sandbox.pids", 16, 1<<22)
+	c.Sandbox.Runtime = str("sandbox.runtime")
+	if c.Sandbox.Runtime != "" && !runtimeRE.MatchString(c.Sandbox.Runtime) {
+		bad("sandbox.runtime", c.Sandbox.Runtime, "is not a runtime name", `use "" for the engine default or e.g. sysbox-runc`)
+	}
+	c.Sandbox.RequireRuntime = boolean("sandbox.require_runtime")
+	if c.Sandbox.RequireRuntime && c.Sandbox.Runtime == "" {
+		bad("sandbox.require_runtime", "true", "needs sandbox.runtime", "set sandbox.runtime (e.g. sysbox-runc) or require_runtime: false")
+	}
+	c.Sandbox.ReadOnlyRoot = boolean("sandbox.read_only_root")
+
+	c.Swarm.MaxContainers = int(integer("swarm.max_containers", 1, 256))
+	c.Swarm.Timeout = duration("swarm.timeout")
+	c.Swarm.StopGrace = duration("swarm.stop_grace")
+
+	c.Agent.Kind = oneOf("agent.kind", AgentDemo, AgentACP, AgentExec)
+	c.Agent.Command = str("agent.command")
+	if (c.Agent.Kind == AgentACP || c.Agent.Kind == AgentExec) && c.Agent.Command == "" {
+		bad("agent.command", "", "is empty but agent.kind is "+c.Agent.Kind, "set the agent's command line, e.g. claude-code-acp")
+	}
+	c.Agent.VerifyCommand = str("agent.verify_command")
+	c.Agent.PermissionPolicy = str("agent.permission_policy")
+	if p := c.Agent.PermissionPolicy; p != "allow" && p != "reject" && !kindListRE.MatchString(p) {
+		bad("agent.permission_policy", p, "is not a policy", "use allow, reject or allow-kinds:read,edit")
+	}
+	env, eprobs, warns := stringMap(v, "agent.env", sources, lookup, true)
+	probs = append(probs, eprobs...)
+	c.Agent.Env = env
+	c.Warnings = warns
+	ev, eprobs, _ := stringMap(v, "task.env_vars", sources, lookup, false)
+	probs = append(probs, eprobs...)
+	c.Task.EnvVars = ev
+
+	c.Git.Mode = oneOf("git.mode", GitAuto, GitLocal, GitRemote)
+	c.Publish.GitHubAPI = str("publish.github_api")
+	if u := c.Publish.GitHubAPI; !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		bad("publish.github_api", u, "is not an http(s) URL", "use e.g. https://api.github.com")
+	}
+	c.Publish.TokenEnv = str("publish.token_env")
+	if !envKeyRE.MatchString(c.Publish.TokenEnv) {
+		bad("publish.token_env", c.Publish.TokenEnv, "is not an environment variable name", "use a name like GITHUB_TOKEN (the token itself stays in the environment)")
+	}
+	return &c, probs
+}
+
+// stringMap reads a map key. viper folds keys to lower case, so keys are
+// upper-cased back (environment names are upper case by the spec's rule
+// ^[A-Z_][A-Z0-9_]*$). With expand, values may name daemon environment
+// variables as ${NAME}; an unset one drops the key with a warning.
+func stringMap(v *viper.Viper, k string, sources []source, lookup func(string) (string, bool), expand bool) (map[string]string, []string, []string) {
+	out := map[string]string{}
+	var probs, warns []string
+	raw := v.Get(k)
+	if raw == nil {
+		return out, nil, nil
+	}
+	m, ok := raw.(map[string]any)
+	if !ok {
+		return out, []string{fmt.Sprintf("%s: is not a map (from %s); write it as NAME: value lines", k, origin(sources, k))}, nil
+	}
+	for name, val := range m {
+		full := k + "." + name
+		up := strings.ToUpper(name)
+		if !envKeyRE.MatchString(up) {
+			probs = append(probs, fmt.Sprintf("%s: key %q is not an environment name (from %s); use letters, digits and _ , not starting with a digit", k, name, origin(sources, full)))
+			continue
+		}
+		var s string
+		switch tv := val.(type) {
+		case string:
+			s = tv
+		case int, int64, float64, bool:
+			s = fmt.Sprint(tv)
+		default:
+			// Never echo the value: it may be a secret.
+			probs = append(probs, fmt.Sprintf("%s: value of %s is not a string (from %s); quote it", k, up, origin(sources, full)))
+			continue
+		}
+		if expand {
+			var missing []string
+			s = os.Expand(s, func(n string) string {
+				val, ok := lookup(n)
+				if !ok {
+					missing = append(missing, n)
+				}
+				return val
+			})
+			if len(missing) > 0 {
+				warns = append(warns, fmt.Sprintf("%s: %s not set because the daemon's environment has no %s", k, up, strings.Join(missing, ", ")))
+				continue
+			}
+		}
+		out[up] = s
+	}
+	return out, probs, warns
+}

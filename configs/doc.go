@@ -1,0 +1,13 @@
+// Package configs owns aimi's configuration: the documented default file
+// (aimi.yaml, embedded), the layering of the user's and the repository's files,
+// AIMI_* environment variables and flags with viper, and the validation that
+// turns raw values into a typed Config or an error naming the key and the fix.
+// It does not know how the values are used; the daemon maps a Config onto the
+// orchestrator's settings.
+//
+// Precedence, strongest first: flags > AIMI_* environment >
+// $XDG_CONFIG_HOME/aimi/config.yaml > <repo>/.aimi/config.yaml > aimi.yaml.
+// The daemon loads the config once without a repository; each swarm start
+// loads it again with that repository's .aimi/config.yaml as an extra layer
+// (see LoadOptions.RepoPath), so per-repo values apply to that repo's swarms.
+package configs
