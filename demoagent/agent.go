@@ -1,0 +1,288 @@
+package demoagent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// Markers recognized in a prompt.
+const (
+	MarkerFail         = "[demo:fail]"
+	MarkerSlow         = "[demo:slow]"
+	MarkerIgnoreCancel = "[demo:ignore-cancel]"
+)
+
+// slowFor is how long [demo:slow] waits: long enough for any test to stop
+// the runner mid-story, short enough that a forgotten marker ends eventually.
+const slowFor = 60 * time.Second
+
+var (
+	fileRe  = regexp.MustCompile(`(?i)\bfile\s+([A-Za-z0-9_.][A-Za-z0-9_./-]*)\s+exists`)
+	storyRe = regexp.MustCompile(`\bUS-\d{3}\b`)
+)
+
+// Run serves one ACP connection on r/w (the agent's stdin/stdout) until the
+// client disconnects or ctx ends.
+func Run(ctx context.Context, r io.Reader, w io.Writer, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &agent{sessions: map[acp.SessionId]string{}, log: log}
+	conn := acp.NewAgentSideConnection(a, w, r)
+	conn.SetLogger(log)
+	a.conn = conn
+	select {
+	case <-conn.Done():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type agent struct {
+	conn     *acp.AgentSideConnection
+	log      *slog.Logger
+	mu       sync.Mutex
+	sessions map[acp.SessionId]string // session -> cwd
+	next     int
+}
+
+var _ acp.Agent = (*agent)(nil)
+
+func (a *agent) Initialize(ctx context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
+	return acp.InitializeResponse{
+		ProtocolVersion:   acp.ProtocolVersionNumber,
+		AgentCapabilities: acp.AgentCapabilities{},
+		AgentInfo:         &acp.Implementation{Name: "aimi-demo-agent", Version: "1"},
+	}, nil
+}
+
+func (a *agent) Authenticate(ctx context.Context, p acp.AuthenticateRequest) (acp.AuthenticateResponse, error) {
+	return acp.AuthenticateResponse{}, nil
+}
+
+func (a *agent) NewSession(ctx context.Context, p acp.NewSessionRequest) (acp.NewSessionResponse, error) {
+	if !filepath.IsAbs(p.Cwd) {
+		return acp.NewSessionResponse{}, acp.NewInvalidParams(map[string]any{"cwd": p.Cwd, "error": "cwd must be absolute"})
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.next++
+	id := acp.SessionId(fmt.Sprintf("demo-%d", a.next))
+	a.sessions[id] = p.Cwd
+	return acp.NewSessionResponse{SessionId: id}, nil
+}
+
+// Cancel needs no work: the SDK cancels the running Prompt's context.
+func (a *agent) Cancel(ctx context.Context, p acp.CancelNotification) error { return nil }
+
+func (a *agent) CloseSession(ctx context.Context, p acp.CloseSessionRequest) (acp.CloseSessionResponse, error) {
+	a.mu.Lock()
+	delete(a.sessions, p.SessionId)
+	a.mu.Unlock()
+	return acp.CloseSessionResponse{}, nil
+}
+
+func (a *agent) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
+	return acp.ListSessionsResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionList)
+}
+
+func (a *agent) ResumeSession(ctx context.Context, p acp.ResumeSessionRequest) (acp.ResumeSessionResponse, error) {
+	return acp.ResumeSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionResume)
+}
+
+func (a *agent) SetSessionConfigOption(ctx context.Context, p acp.SetSessionConfigOptionRequest) (acp.SetSessionConfigOptionResponse, error) {
+	return acp.SetSessionConfigOptionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionSetConfigOption)
+}
+
+func (a *agent) SetSessionMode(ctx context.Context, p acp.SetSessionModeRequest) (acp.SetSessionModeResponse, error) {
+	return acp.SetSessionModeResponse{}, nil
+}
+
+// Prompt runs one deterministic turn.
+func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResponse, error) {
+	a.mu.Lock()
+	cwd, ok := a.sessions[p.SessionId]
+	a.mu.Unlock()
+	if !ok {
+		return acp.PromptResponse{}, acp.NewInvalidParams(map[string]any{"sessionId": p.SessionId, "error": "unknown session"})
+	}
+	var text strings.Builder
+	for _, b := range p.Prompt {
+		if b.Text != nil {
+			text.WriteString(b.Text.Text)
+			text.WriteString("\n")
+		}
+	}
+	t := &turn{a: a, sid: p.SessionId, cwd: cwd, prompt: text.String()}
+	reason, err := t.run(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
+		}
+		return acp.PromptResponse{}, err
+	}
+	return acp.PromptResponse{StopReason: reason}, nil
+}
+
+type turn struct {
+	a      *agent
+	sid    acp.SessionId
+	cwd    string
+	prompt string
+}
+
+func (t *turn) say(ctx context.Context, s string) error {
+	return t.a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: t.sid, Update: acp.UpdateAgentMessageText(s)})
+}
+
+func (t *turn) update(ctx context.Context, u acp.SessionUpdate) error {
+	return t.a.conn.SessionUpdate(ctx, acp.SessionNotification{SessionId: t.sid, Update: u})
+}
+
+func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
+	story := storyRe.FindString(t.prompt)
+	if story == "" {
+		story = "story"
+	}
+	target := story + ".md"
+	if m := fileRe.FindStringSubmatch(t.prompt); m != nil {
+		target = filepath.Clean(m[1])
+	}
+	if err := t.say(ctx, fmt.Sprintf("Demo agent (no model) working on %s. ", story)); err != nil {
+		return "", err
+	}
+	if strings.Contains(t.prompt, MarkerFail) {
+		if err := t.say(ctx, fmt.Sprintf("The story carries %s, so I refuse it without changing anything.", MarkerFail)); err != nil {
+			return "", err
+		}
+		return acp.StopReasonRefusal, nil
+	}
+	plan := []acp.PlanEntry{
+		{Content: "Write " + target, Priority: acp.PlanEntryPriorityHigh, Status: acp.PlanEntryStatusInProgress},
+		{Content: "Check the working tree", Priority: acp.PlanEntryPriorityMedium, Status: acp.PlanEntryStatusPending},
+	}
+	if err := t.update(ctx, acp.UpdatePlan(plan...)); err != nil {
+		return "", err
+	}
+	if strings.Contains(t.prompt, MarkerSlow) {
+		wait := ctx
+		if strings.Contains(t.prompt, MarkerIgnoreCancel) {
+			wait = context.WithoutCancel(ctx)
+		}
+		if err := t.say(ctx, "Taking my time ("+MarkerSlow+"). "); err != nil && wait == ctx {
+			return "", err
+		}
+		select {
+		case <-wait.Done():
+			return "", wait.Err()
+		case <-time.After(slowFor):
+		}
+	}
+
+	// Edit: announce, ask, write, read back.
+	path := filepath.Join(t.cwd, target)
+	editID := acp.ToolCallId("write-" + story)
+	content := fmt.Sprintf("# %s\n\nWritten by the aimi demo agent for %s.\n", target, story)
+	if err := t.update(ctx, acp.StartEditToolCall(editID, "Write "+target, path, content)); err != nil {
+		return "", err
+	}
+	perm, err := t.a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+		SessionId: t.sid,
+		ToolCall: acp.ToolCallUpdate{
+			ToolCallId: editID,
+			Title:      acp.Ptr("Write " + target),
+			Kind:       acp.Ptr(acp.ToolKindEdit),
+			Status:     acp.Ptr(acp.ToolCallStatusPending),
+			Locations:  []acp.ToolCallLocation{{Path: path}},
+		},
+		Options: []acp.PermissionOption{
+			{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"},
+			{Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject", OptionId: "reject"},
+		},
+	})
+	if err != nil {
+		return "", fmt.Errorf("demo agent: permission request: %w", err)
+	}
+	if perm.Outcome.Cancelled != nil {
+		return acp.StopReasonCancelled, nil
+	}
+	if perm.Outcome.Selected == nil || perm.Outcome.Selected.OptionId != "allow" {
+		_ = t.update(ctx, acp.UpdateToolCall(editID, acp.WithUpdateStatus(acp.ToolCallStatusFailed)))
+		if err := t.say(ctx, "Permission to write "+target+" was rejected, so I cannot do this story."); err != nil {
+			return "", err
+		}
+		return acp.StopReasonRefusal, nil
+	}
+	if _, err := t.a.conn.WriteTextFile(ctx, acp.WriteTextFileRequest{SessionId: t.sid, Path: path, Content: content}); err != nil {
+		_ = t.update(ctx, acp.UpdateToolCall(editID, acp.WithUpdateStatus(acp.ToolCallStatusFailed)))
+		if err := t.say(ctx, fmt.Sprintf("Writing %s failed: %v.", target, err)); err != nil {
+			return "", err
+		}
+		return acp.StopReasonRefusal, nil
+	}
+	if _, err := t.a.conn.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: t.sid, Path: path, Line: acp.Ptr(1), Limit: acp.Ptr(1)}); err != nil {
+		return "", fmt.Errorf("demo agent: read back %s: %w", target, err)
+	}
+	if err := t.update(ctx, acp.UpdateToolCall(editID, acp.WithUpdateStatus(acp.ToolCallStatusCompleted))); err != nil {
+		return "", err
+	}
+
+	// Execute: git status in the workspace through terminal/*.
+	execID := acp.ToolCallId("status-" + story)
+	if err := t.update(ctx, acp.StartToolCall(execID, "git status --short", acp.WithStartKind(acp.ToolKindExecute), acp.WithStartStatus(acp.ToolCallStatusInProgress))); err != nil {
+		return "", err
+	}
+	status, err := t.terminal(ctx, "git", "status", "--short")
+	st := acp.ToolCallStatusCompleted
+	if err != nil {
+		st = acp.ToolCallStatusFailed
+		status = err.Error()
+	}
+	if err := t.update(ctx, acp.UpdateToolCall(execID, acp.WithUpdateStatus(st))); err != nil {
+		return "", err
+	}
+	plan[0].Status, plan[1].Status = acp.PlanEntryStatusCompleted, acp.PlanEntryStatusCompleted
+	if err := t.update(ctx, acp.UpdatePlan(plan...)); err != nil {
+		return "", err
+	}
+	changed := len(strings.Fields(status)) / 2
+	if err := t.say(ctx, fmt.Sprintf("I wrote %s and checked the working tree (%d changed paths).", target, changed)); err != nil {
+		return "", err
+	}
+	return acp.StopReasonEndTurn, nil
+}
+
+// terminal runs one command through terminal/create, wait_for_exit, output
+// and release, and returns its output.
+func (t *turn) terminal(ctx context.Context, cmd string, args ...string) (string, error) {
+	c := t.a.conn
+	term, err := c.CreateTerminal(ctx, acp.CreateTerminalRequest{SessionId: t.sid, Command: cmd, Args: args, Cwd: acp.Ptr(t.cwd), OutputByteLimit: acp.Ptr(4096)})
+	if err != nil {
+		return "", fmt.Errorf("create terminal: %w", err)
+	}
+	defer func() {
+		_, _ = c.ReleaseTerminal(context.WithoutCancel(ctx), acp.ReleaseTerminalRequest{SessionId: t.sid, TerminalId: term.TerminalId})
+	}()
+	exit, err := c.WaitForTerminalExit(ctx, acp.WaitForTerminalExitRequest{SessionId: t.sid, TerminalId: term.TerminalId})
+	if err != nil {
+		return "", fmt.Errorf("wait for terminal: %w", err)
+	}
+	out, err := c.TerminalOutput(ctx, acp.TerminalOutputRequest{SessionId: t.sid, TerminalId: term.TerminalId})
+	if err != nil {
+		return "", fmt.Errorf("terminal output: %w", err)
+	}
+	if exit.ExitCode == nil || *exit.ExitCode != 0 {
+		return out.Output, fmt.Errorf("%s exited abnormally: %s", cmd, strings.TrimSpace(out.Output))
+	}
+	return out.Output, nil
+}
