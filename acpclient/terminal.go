@@ -252,4 +252,3 @@ func cutFront(buf []byte, limit int) []byte {
 	// Copy so the dropped prefix can be collected.
 	return append([]byte(nil), buf[start:]...)
 }
-
