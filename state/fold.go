@@ -1,0 +1,209 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// RejectedError is a valid message the fold refused: it breaks the story
+// transition table, names an unknown story, or arrives after the container
+// reached a terminal status. The state is unchanged.
+type RejectedError struct {
+	Reason string
+}
+
+func (e *RejectedError) Error() string { return "message rejected: " + e.Reason }
+
+func rejectf(format string, args ...any) error {
+	return &RejectedError{Reason: fmt.Sprintf(format, args...)}
+}
+
+// Tracker folds one container's message stream. It is not safe for
+// concurrent use; the Recorder serialises calls.
+type Tracker struct {
+	order   []string // story ids in task-file order
+	stories map[string]tasks.Status
+	open    bool // true when built without a task file: any story id is accepted
+	status  ContainerStatus
+	prURL   *string
+	final   *acpmsg.Message // the message that made the status terminal
+}
+
+// NewTracker starts a container's fold from its task file: every story
+// begins with the status the file gives it (so stories already completed or
+// skipped stay so). With a nil file the tracker learns story ids from the
+// messages, each starting pending.
+func NewTracker(tf *tasks.File) *Tracker {
+	t := &Tracker{stories: map[string]tasks.Status{}, status: StatusPending}
+	if tf == nil {
+		t.open = true
+		return t
+	}
+	for _, s := range tf.UserStories {
+		if _, dup := t.stories[s.ID]; dup {
+			continue
+		}
+		st := s.Status
+		if st == "" {
+			st = tasks.Pending
+		}
+		t.order = append(t.order, s.ID)
+		t.stories[s.ID] = st
+	}
+	return t
+}
+
+// Apply folds one validated message. It returns a *RejectedError, leaving
+// the state unchanged, for a message the fold refuses; applying a message
+// twice changes nothing the second time.
+func (t *Tracker) Apply(m acpmsg.Message) error {
+	_, err := t.apply(m)
+	return err
+}
+
+// apply is Apply that also reports whether the state changed.
+func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
+	if t.status.Terminal() {
+		if t.final != nil && sameMessage(*t.final, m) {
+			return false, nil
+		}
+		if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && t.stories[p.StoryID] == tasks.Status(p.Status) {
+			// A replayed story report that changes nothing is harmless.
+			return false, nil
+		}
+		return false, rejectf("%s after the container is already %s", m.Type, t.status)
+	}
+	switch p := m.Payload.(type) {
+	case *acpmsg.TaskRequest:
+		return t.start(), nil
+	case *acpmsg.ProgressUpdate:
+		cur, known := t.stories[p.StoryID]
+		if !known {
+			if !t.open {
+				return false, rejectf("story %s is not in the task file", p.StoryID)
+			}
+			cur = tasks.Pending
+		}
+		to := tasks.Status(p.Status)
+		if !tasks.CanTransition(cur, to) {
+			return false, rejectf("story %s cannot go from %s to %s", p.StoryID, cur, to)
+		}
+		changed = t.start()
+		if !known {
+			t.order = append(t.order, p.StoryID)
+			changed = true
+		}
+		if cur != to || !known {
+			t.stories[p.StoryID] = to
+			changed = true
+		}
+		return changed, nil
+	case *acpmsg.Completion:
+		var st ContainerStatus
+		switch p.Status {
+		case acpmsg.CompletionCompleted:
+			st = StatusCompleted
+		case acpmsg.CompletionFailed:
+			st = StatusFailed
+		case acpmsg.CompletionStopped:
+			st = StatusStopped
+		default:
+			return false, rejectf("completion status %q is not completed, failed or stopped", p.Status)
+		}
+		t.status = st
+		t.prURL = nil
+		if p.PRURL != nil {
+			u := *p.PRURL
+			t.prURL = &u
+		}
+		t.final = &m
+		return true, nil
+	case *acpmsg.ErrorPayload:
+		t.status = StatusFailed
+		t.final = &m
+		return true, nil
+	case nil:
+		return false, rejectf("%s message has no payload", m.Type)
+	default:
+		return false, rejectf("unknown payload %T", m.Payload)
+	}
+}
+
+// start moves a pending container to running.
+func (t *Tracker) start() bool {
+	if t.status == StatusPending {
+		t.status = StatusRunning
+		return true
+	}
+	return false
+}
+
+// sameMessage reports whether b is a duplicate of a: same type, timestamp
+// and payload.
+func sameMessage(a, b acpmsg.Message) bool {
+	if a.Type != b.Type || a.Timestamp != b.Timestamp {
+		return false
+	}
+	switch pa := a.Payload.(type) {
+	case *acpmsg.Completion:
+		pb, ok := b.Payload.(*acpmsg.Completion)
+		return ok && pa.Status == pb.Status && eqPtr(pa.PRURL, pb.PRURL) && slices.Equal(pa.Errors, pb.Errors)
+	case *acpmsg.ErrorPayload:
+		pb, ok := b.Payload.(*acpmsg.ErrorPayload)
+		return ok && *pa == *pb
+	}
+	return false
+}
+
+func eqPtr(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// Status is the container's status.
+func (t *Tracker) Status() ContainerStatus { return t.status }
+
+// PRURL is the pull request URL of the completion, or nil.
+func (t *Tracker) PRURL() *string {
+	if t.prURL == nil {
+		return nil
+	}
+	u := *t.prURL
+	return &u
+}
+
+// Stories returns a copy of the per-story status map.
+func (t *Tracker) Stories() map[string]tasks.Status { return maps.Clone(t.stories) }
+
+// Progress derives storyProgress from the per-story map. Skipped stories
+// count in Total only.
+func (t *Tracker) Progress() Progress {
+	p := Progress{Total: len(t.stories)}
+	for _, s := range t.stories {
+		switch s {
+		case tasks.Completed:
+			p.Completed++
+		case tasks.Failed:
+			p.Failed++
+		case tasks.InProgress:
+			p.InProgress++
+		case tasks.Pending:
+			p.Pending++
+		}
+	}
+	return p
+}
+
+// CopyTo writes the fold's fields (status, prUrl, storyProgress) into c. It
+// leaves identity, timestamps and acpPid to the caller.
+func (t *Tracker) CopyTo(c *Container) {
+	c.Status = t.status
+	c.PRURL = t.PRURL()
+	c.StoryProgress = t.Progress()
+}

@@ -1,0 +1,349 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// File locations, relative to the repository root. The shell tools use the
+// same names.
+const (
+	DirName       = ".aimi"                 // per-repository aimi directory
+	StateFileName = "swarm-state.json"      // aggregate state, in DirName
+	LockFileName  = "swarm-state.json.lock" // flock(LOCK_EX) taken around every write, in DirName
+	JournalDir    = "swarm"                 // journals: DirName/JournalDir/<swarmId>/<containerName>.ndjson
+	corruptSuffix = ".corrupt-"             // swarm-state.json.corrupt-<UTC time>
+	tempPrefix    = ".swarm-state.json.tmp-"
+)
+
+// ErrNoState is returned by Load when the state file does not exist.
+var ErrNoState = errors.New("no swarm state file (start a swarm with 'aimi swarm start')")
+
+// CorruptError is returned by Load when the state file was empty or not a
+// swarm state; the file was renamed aside to MovedTo and is not overwritten.
+type CorruptError struct {
+	Path    string // the state file
+	MovedTo string // where the corrupt content now is ("" if the rename failed)
+	Err     error  // why it did not parse
+}
+
+func (e *CorruptError) Error() string {
+	if e.MovedTo == "" {
+		return fmt.Sprintf("swarm state %s is corrupt: %v (could not move it aside; inspect or remove it)", e.Path, e.Err)
+	}
+	return fmt.Sprintf("swarm state %s was corrupt (%v) and was moved to %s; inspect it, or start a new swarm", e.Path, e.Err, e.MovedTo)
+}
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// Store is one repository's .aimi/swarm-state.json. Its methods are safe for
+// concurrent use by goroutines and processes: writes are serialised by the
+// flock, reads rely on atomic rename.
+type Store struct {
+	root      string
+	dir       string
+	path      string
+	lockPath  string
+	cleanOnce sync.Once
+}
+
+// Open returns the store of the repository at repoRoot. It touches nothing
+// on disk until used.
+func Open(repoRoot string) *Store {
+	dir := filepath.Join(repoRoot, DirName)
+	return &Store{
+		root:     repoRoot,
+		dir:      dir,
+		path:     filepath.Join(dir, StateFileName),
+		lockPath: filepath.Join(dir, LockFileName),
+	}
+}
+
+// Path is the state file's path.
+func (s *Store) Path() string { return s.path }
+
+// Root is the repository root the store was opened on.
+func (s *Store) Root() string { return s.root }
+
+// JournalPath is the journal of one container of one swarm.
+func (s *Store) JournalPath(swarmID, containerName string) string {
+	return filepath.Join(s.dir, JournalDir, swarmID, containerName+".ndjson")
+}
+
+// Load reads the state file without taking the lock (rename is atomic). A
+// missing file is ErrNoState; an empty or unparsable one is moved aside and
+// reported as *CorruptError.
+func (s *Store) Load(ctx context.Context) (*Swarm, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sw, _, err := s.read()
+	if err == nil || errors.Is(err, ErrNoState) {
+		return sw, err
+	}
+	var perr *parseError
+	if !errors.As(err, &perr) {
+		return nil, err
+	}
+	// Corrupt: move it aside under the lock, after checking that the file
+	// is still the one we read (a writer may have replaced it meanwhile).
+	var out *Swarm
+	lerr := s.withLock(ctx, func() error {
+		out, err = s.loadLocked()
+		return nil
+	})
+	if lerr != nil {
+		return nil, lerr
+	}
+	return out, err
+}
+
+// parseError marks content that is not a swarm state.
+type parseError struct{ err error }
+
+func (e *parseError) Error() string { return e.err.Error() }
+func (e *parseError) Unwrap() error { return e.err }
+
+// read reads and decodes the file, returning its content too.
+func (s *Store) read() (*Swarm, []byte, error) {
+	b, err := os.ReadFile(s.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, ErrNoState
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read swarm state: %w", err)
+	}
+	sw, err := Decode(b)
+	if err != nil {
+		return nil, b, &parseError{err}
+	}
+	return sw, b, nil
+}
+
+// Decode parses the content of a state file. Empty content, anything but one
+// JSON object, wrong types, and a missing swarmId are errors. Unknown fields
+// are ignored (and dropped on the next save): the schema has none, but a
+// reader must not fail on another tool's mistake.
+func Decode(b []byte) (*Swarm, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("file is empty")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var sw Swarm
+	if err := dec.Decode(&sw); err != nil {
+		return nil, fmt.Errorf("not a swarm state: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("not a swarm state: content after the JSON object")
+	}
+	if sw.SwarmID == "" {
+		return nil, errors.New("not a swarm state: swarmId is missing")
+	}
+	for i, c := range sw.Containers {
+		if c == nil {
+			return nil, fmt.Errorf("not a swarm state: containers[%d] is null", i)
+		}
+	}
+	return &sw, nil
+}
+
+// loadLocked is Load with the lock held: a corrupt file is renamed aside.
+func (s *Store) loadLocked() (*Swarm, error) {
+	sw, _, err := s.read()
+	var perr *parseError
+	if !errors.As(err, &perr) {
+		return sw, err
+	}
+	aside := s.path + corruptSuffix + time.Now().UTC().Format("20060102T150405.000000000Z")
+	cerr := &CorruptError{Path: s.path, Err: perr.err}
+	if rerr := os.Rename(s.path, aside); rerr == nil {
+		cerr.MovedTo = aside
+		_ = syncDir(s.dir)
+	}
+	return nil, cerr
+}
+
+// Save writes the swarm atomically under the lock. A swarm that would not
+// validate against the schema is refused.
+func (s *Store) Save(ctx context.Context, sw *Swarm) error {
+	if err := sw.Validate(); err != nil {
+		return fmt.Errorf("refusing to save an invalid swarm state: %w", err)
+	}
+	return s.withLock(ctx, func() error { return s.writeLocked(sw) })
+}
+
+// Update locks the file, loads it, lets fn mutate it and saves the result,
+// so edits other tools made in between are not clobbered. A missing file is
+// ErrNoState, a corrupt one *CorruptError; fn is not called then. If fn
+// returns an error nothing is written.
+func (s *Store) Update(ctx context.Context, fn func(*Swarm) error) error {
+	return s.update(ctx, func(cur *Swarm) (*Swarm, error) {
+		if cur == nil {
+			return nil, ErrNoState
+		}
+		if err := fn(cur); err != nil {
+			return nil, err
+		}
+		return cur, nil
+	}, nil)
+}
+
+// update is Update where fn sees nil for a missing file, and, when
+// onCorrupt is set, for a corrupt one too (after it was moved aside and
+// onCorrupt told).
+func (s *Store) update(ctx context.Context, fn func(cur *Swarm) (*Swarm, error), onCorrupt func(*CorruptError)) error {
+	return s.withLock(ctx, func() error {
+		cur, err := s.loadLocked()
+		var cerr *CorruptError
+		switch {
+		case err == nil, errors.Is(err, ErrNoState):
+		case onCorrupt != nil && errors.As(err, &cerr) && cerr.MovedTo != "":
+			onCorrupt(cerr)
+			cur = nil
+		default:
+			return err
+		}
+		next, err := fn(cur)
+		if err != nil {
+			return err
+		}
+		if err := next.Validate(); err != nil {
+			return fmt.Errorf("refusing to save an invalid swarm state: %w", err)
+		}
+		return s.writeLocked(next)
+	})
+}
+
+// Remove deletes the state file under the lock. A missing file is not an
+// error. Journals are left alone: they are what `aimi swarm logs` shows.
+func (s *Store) Remove(ctx context.Context) error {
+	return s.withLock(ctx, func() error {
+		err := os.Remove(s.path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove swarm state: %w", err)
+		}
+		return syncDir(s.dir)
+	})
+}
+
+// writeLocked is the atomic write: temp file in the same directory, write,
+// fsync, rename over the state file, fsync the directory. The temp file is
+// removed on every error path.
+func (s *Store) writeLocked(sw *Swarm) (err error) {
+	b, err := json.MarshalIndent(sw, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode swarm state: %w", err)
+	}
+	b = append(b, '\n')
+	s.cleanOnce.Do(s.removeStaleTemps)
+	f, err := os.CreateTemp(s.dir, tempPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("write swarm state: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(b); err != nil {
+		return fmt.Errorf("write swarm state: %w", err)
+	}
+	// CreateTemp makes 0600; the state file is read by other tools.
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write swarm state: %w", err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write swarm state: fsync: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write swarm state: %w", err)
+	}
+	if err = os.Rename(f.Name(), s.path); err != nil {
+		return fmt.Errorf("write swarm state: %w", err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("write swarm state: fsync %s: %w", s.dir, err)
+	}
+	return nil
+}
+
+// removeStaleTemps deletes temp files left by a writer killed mid-save. It
+// runs with the lock held, so no live writer of ours owns one.
+func (s *Store) removeStaleTemps() {
+	ents, err := os.ReadDir(s.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			os.Remove(filepath.Join(s.dir, e.Name()))
+		}
+	}
+}
+
+// lockPoll bounds how long a waiting locker sleeps between LOCK_NB tries:
+// flock has no timeout, and ctx must be honoured.
+const lockPoll = 20 * time.Millisecond
+
+// withLock runs fn holding flock(LOCK_EX) on the lock file, creating .aimi
+// if needed. The flock is per open file description, so goroutines of one
+// process exclude each other as well as other processes.
+func (s *Store) withLock(ctx context.Context, fn func() error) error {
+	if err := os.MkdirAll(s.dir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", s.dir, err)
+	}
+	f, err := os.OpenFile(s.lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("open lock %s: %w", s.lockPath, err)
+	}
+	defer f.Close() // closing the descriptor releases the flock
+	if err := lockFile(ctx, int(f.Fd())); err != nil {
+		return fmt.Errorf("lock %s: %w (another aimi tool holds it)", s.lockPath, err)
+	}
+	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	return fn()
+}
+
+// lockFile takes LOCK_EX, retrying LOCK_NB with a growing sleep until ctx ends.
+func lockFile(ctx context.Context, fd int) error {
+	wait := time.Millisecond
+	for {
+		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		wait = min(wait*2, lockPoll)
+	}
+}
+
+// syncDir fsyncs a directory so a rename or create in it is durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
