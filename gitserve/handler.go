@@ -1,0 +1,204 @@
+package gitserve
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cgi"
+	"strings"
+)
+
+// maxDrain bounds what is read and thrown away of a refused push: git sends
+// the whole pack before it reads the answer, and an answer to a half-read
+// body ends as "broken pipe" instead of the refusal's message.
+const maxDrain = 1 << 30
+
+// ServeHTTP serves /<swarmID>.git/{info/refs,git-upload-pack,git-receive-pack}
+// (smart HTTP only) to the holders of a token for that repository.
+func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.lookup(requestToken(r))
+	if !ok {
+		// Same answer with no token and a wrong one, and before the path
+		// is looked at: a caller without a token learns nothing.
+		w.Header().Set("WWW-Authenticate", `Basic realm="aimi git service"`)
+		deny(w, http.StatusUnauthorized, "aimi git service: a valid container token is required (password or Bearer token)")
+		s.log.Debug("git request without a valid token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		return
+	}
+	key, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), ".git/")
+	if !ok || key != rec.SwarmKey {
+		deny(w, http.StatusForbidden, "aimi git service: this token grants access to its own swarm's repository only")
+		s.log.Info("git request for another repository refused", "container", rec.Container, "path", r.URL.Path)
+		return
+	}
+	service := r.URL.Query().Get("service")
+	switch {
+	case r.Method == http.MethodGet && rest == "info/refs" && (service == "git-upload-pack" || service == "git-receive-pack"):
+	case r.Method == http.MethodPost && rest == "git-upload-pack":
+	case r.Method == http.MethodPost && rest == "git-receive-pack":
+		if !s.gatePush(w, r, rec) {
+			return
+		}
+		defer s.afterPush(r, rec)
+	default:
+		deny(w, http.StatusForbidden, "aimi git service: only the smart HTTP protocol is served (info/refs, git-upload-pack, git-receive-pack)")
+		return
+	}
+	s.log.Debug("git request", "container", rec.Container, "method", r.Method, "path", r.URL.Path, "service", service)
+	s.cgi(rec).ServeHTTP(w, withoutCredentials(r, key, rest))
+}
+
+// cgi is git http-backend for one request: the allowed ref goes to the
+// pre-receive hook through the environment, the container's name becomes
+// the reflog identity.
+func (s *Service) cgi(rec record) *cgi.Handler {
+	return &cgi.Handler{
+		Path: s.backend,
+		Dir:  s.repos,
+		Env: []string{
+			"GIT_PROJECT_ROOT=" + s.repos,
+			"GIT_HTTP_EXPORT_ALL=1",
+			"GIT_CONFIG_NOSYSTEM=1",
+			"GIT_CONFIG_GLOBAL=/dev/null",
+			"HOME=" + s.dir,
+			"REMOTE_USER=" + rec.Container,
+			EnvAllowedRef + "=refs/heads/" + rec.Branch,
+		},
+		InheritEnv: []string{"PATH", "TMPDIR", "LANG"},
+		Stderr:     &lineLogger{log: s.log, container: rec.Container},
+	}
+}
+
+// withoutCredentials is the request git http-backend sees: its path rebuilt
+// from the checked parts and no Authorization header (net/http/cgi would
+// put it into the environment of git and its hooks).
+func withoutCredentials(r *http.Request, key, rest string) *http.Request {
+	r2 := r.Clone(r.Context())
+	r2.Header.Del("Authorization")
+	r2.URL.Path = "/" + key + ".git/" + rest
+	r2.URL.RawPath = ""
+	return r2
+}
+
+// gatePush reads the command list of a git-receive-pack request and lets it
+// through (with the body restored) only if every command updates exactly
+// refs/heads/<rec.Branch> and none deletes it. Otherwise it answers with a
+// report git prints as "[remote rejected]" and returns false.
+func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) bool {
+	body := io.Reader(r.Body)
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			deny(w, http.StatusBadRequest, "aimi git service: push body is not valid gzip")
+			return false
+		}
+		// The body git http-backend gets is the inflated one.
+		r.Header.Del("Content-Encoding")
+		r.ContentLength = -1
+		body = zr
+	}
+	cmds, head, err := ParsePushCommands(body)
+	if err != nil {
+		s.log.Info("malformed push refused", "container", rec.Container, "err", err)
+		deny(w, http.StatusBadRequest, "aimi git service: push refused: "+err.Error())
+		return false
+	}
+	allowed := "refs/heads/" + rec.Branch
+	var bad []RefUpdate
+	for _, u := range cmds.Updates {
+		if u.Ref != allowed || u.IsDelete() {
+			bad = append(bad, u)
+		}
+	}
+	if len(bad) == 0 {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), body), r.Body}
+		return true
+	}
+	reason := func(u RefUpdate) string {
+		switch {
+		case u.Ref == allowed && u.IsDelete():
+			return "aimi: deleting " + allowed + " is refused (it holds this container's work)"
+		case u.Ref != allowed:
+			return "aimi: this container may push only " + allowed
+		default:
+			return "aimi: refused with the rest of this push (" + bad[0].Ref + " is not allowed)"
+		}
+	}
+	refs := make([]string, len(bad))
+	for i, u := range bad {
+		refs[i] = u.Ref
+	}
+	s.log.Info("push refused", "container", rec.Container, "allowed", allowed, "refused", refs)
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrain))
+	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(refusalReport(cmds, reason))
+	return false
+}
+
+// afterPush records the branch's value once git http-backend is done.
+func (s *Service) afterPush(r *http.Request, rec record) {
+	tip, err := branchTip(r.Context(), s.mirrorPath(rec.SwarmKey), rec.Branch)
+	if err != nil {
+		s.log.Warn("could not read the branch after a push", "container", rec.Container, "branch", rec.Branch, "err", err)
+		return
+	}
+	if tip != "" {
+		s.notePush(rec.Container, tip)
+		s.log.Info("push received", "container", rec.Container, "branch", rec.Branch, "tip", tip)
+	}
+}
+
+// requestToken reads the token from "Authorization: Bearer <token>" or
+// "Authorization: Basic" with the token as password (any user name).
+func requestToken(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	if _, pw, ok := r.BasicAuth(); ok {
+		return pw
+	}
+	return ""
+}
+
+// deny answers with a plain-text message; git shows text/plain bodies of
+// failed requests as "remote: <message>".
+func deny(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(status)
+	fmt.Fprintln(w, msg)
+}
+
+// lineLogger turns git http-backend's stderr into log lines. The backend
+// never sees the token (withoutCredentials), so nothing secret can pass.
+type lineLogger struct {
+	log       *slog.Logger
+	container string
+	buf       []byte
+}
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
+		}
+		l.log.Warn("git http-backend", "container", l.container, "stderr", string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+	if len(l.buf) > 4096 {
+		l.log.Warn("git http-backend", "container", l.container, "stderr", string(l.buf))
+		l.buf = nil
+	}
+	return len(p), nil
+}

@@ -1,0 +1,563 @@
+package gitserve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/publish"
+)
+
+// Names and defaults that other parts of aimi rely on.
+const (
+	// DefaultTokenEnv is the daemon environment variable holding the GitHub
+	// token used to push and open pull requests.
+	DefaultTokenEnv = "GITHUB_TOKEN"
+	// DefaultHostedRemote is the remote of the user's checkout that
+	// publishing pushes to.
+	DefaultHostedRemote = "origin"
+	// EnvAllowedRef is set by the service for every git http-backend run;
+	// the mirrors' pre-receive hook refuses any ref other than its value
+	// (and everything when it is unset).
+	EnvAllowedRef = "AIMI_ALLOWED_REF"
+
+	stateName = "grants.json" // 0600: token hashes, never tokens
+	reposDir  = "repos"
+)
+
+// Errors of Grant, Publish and Unreceived (errors.Is).
+var (
+	// ErrNotListening: Grant before any ListenOn, so there is no address to
+	// put in the repository URL.
+	ErrNotListening = errors.New("git service is not listening yet: call ListenOn with the swarm network's gateway IP first")
+	// ErrUnknownContainer: the service never granted access to the
+	// container, so it knows nothing of its work.
+	ErrUnknownContainer = errors.New("the git service has no grant for this container")
+	// ErrNothingReceived: the container was granted access but never pushed
+	// its branch, so whether it made commits is unknown. Cleanup should
+	// keep it (unless forced) when it may have done work.
+	ErrNothingReceived = errors.New("the container never pushed its branch to the git service")
+)
+
+// Options configure a Service. DataDir is required; the rest has defaults.
+type Options struct {
+	// DataDir is the service's own directory: it holds the CA (ca.pem 0644,
+	// ca-key.pem 0600), the mirrors (repos/<swarmID>.git) and the grants
+	// (grants.json 0600). Created 0700 if missing.
+	DataDir string
+	// Logger receives the service's logs (default slog.Default()). Tokens,
+	// Authorization headers and the CA key are never logged.
+	Logger *slog.Logger
+	// GitHubAPI is the REST API base for pull requests (default
+	// https://api.github.com; GitHub Enterprise: https://<host>/api/v3).
+	GitHubAPI string
+	// GitHubHost is the web host of remotes that API serves (default
+	// github.com for the default API, else the API's host).
+	GitHubHost string
+	// TokenEnv names the daemon environment variable holding the GitHub
+	// token (default GITHUB_TOKEN). Without a token, Publish stops after
+	// the user's checkout.
+	TokenEnv string
+	// HostedRemote is the remote of the user's checkout that Publish pushes
+	// to (default origin).
+	HostedRemote string
+	// PRBase is the pull requests' base branch (default: the remote's HEAD
+	// branch, else the branch the swarm started from).
+	PRBase string
+	// HTTPClient talks to the GitHub API (default: 30s timeout).
+	HTTPClient *http.Client
+	// Backend is the path of git-http-backend (default: found through
+	// `git --exec-path`).
+	Backend string
+	// Getenv reads the daemon's environment (default os.Getenv); tests
+	// replace it.
+	Getenv func(string) string
+	// TipProbe, when set, lets Unreceived ask what a container's branch
+	// really points at (see TipProbe).
+	TipProbe TipProbe
+}
+
+// TipProbe reads the tip of a branch inside a container (for example by
+// copying its .git refs out through the Engine API, which works on stopped
+// containers too). It returns "" when the container has no such branch.
+type TipProbe interface {
+	BranchTip(ctx context.Context, containerName, branch string) (string, error)
+}
+
+// Grant is what a container needs to reach the service. Its fields match
+// orchestrator.Grant one to one, so a conversion turns one into the other.
+type Grant struct {
+	RepoURL string // https://<ip>:<port>/<swarmID>.git
+	Token   string // secret: into the container's environment only
+	CAFile  string // host path of the CA certificate, to mount read-only
+}
+
+// record is what the service remembers of one container, persisted in
+// grants.json. The token is kept only as its SHA-256: enough to check it
+// after a daemon restart, useless to anyone reading the file.
+type record struct {
+	Container string    `json:"container"`
+	SwarmKey  string    `json:"swarmKey"`
+	RepoPath  string    `json:"repoPath"`
+	Branch    string    `json:"branch"`
+	TokenHash string    `json:"tokenHash,omitempty"` // "" once revoked
+	GrantedAt time.Time `json:"grantedAt"`
+	// Pushed is true once a push from this container updated its branch;
+	// Tip is the branch's value after its last push.
+	Pushed   bool      `json:"pushed,omitempty"`
+	Tip      string    `json:"tip,omitempty"`
+	PushedAt time.Time `json:"pushedAt,omitzero"`
+}
+
+type persisted struct {
+	// Port is reused at every ListenOn and after a restart, so repository
+	// URLs handed to running containers stay valid across daemon restarts.
+	Port    int       `json:"port"`
+	Records []*record `json:"records"`
+}
+
+type listener struct {
+	srv  *http.Server
+	port int
+	done chan struct{}
+}
+
+// Service is the git service. It implements the orchestrator's GitService
+// (Grant through a conversion of Grant, see there) and http.Handler.
+type Service struct {
+	dir     string
+	repos   string
+	log     *slog.Logger
+	opts    Options
+	ca      *authority
+	backend string
+
+	// mirrorMu serializes mirror creation (a git clone) without holding mu.
+	mirrorMu sync.Mutex
+
+	// mu guards everything below; it is never held across git or network
+	// calls except the state file write.
+	mu        sync.Mutex
+	port      int
+	byName    map[string]*record
+	byToken   map[string]*record // token hash -> record
+	listeners map[string]*listener
+	lastIP    string
+	closed    bool
+}
+
+// New opens (or creates) the service's data directory and CA. It does not
+// listen yet: ListenOn does, once the swarm network's gateway is known.
+func New(opts Options) (*Service, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("git service: Options.DataDir is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.TokenEnv == "" {
+		opts.TokenEnv = DefaultTokenEnv
+	}
+	if opts.HostedRemote == "" {
+		opts.HostedRemote = DefaultHostedRemote
+	}
+	if opts.Getenv == nil {
+		opts.Getenv = os.Getenv
+	}
+	dir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("git service data dir %q: %w", opts.DataDir, err)
+	}
+	s := &Service{
+		dir:       dir,
+		repos:     filepath.Join(dir, reposDir),
+		log:       opts.Logger.With("component", "gitserve"),
+		opts:      opts,
+		byName:    map[string]*record{},
+		byToken:   map[string]*record{},
+		listeners: map[string]*listener{},
+	}
+	if err := os.MkdirAll(s.repos, 0o700); err != nil {
+		return nil, fmt.Errorf("create git service data dir %s: %w", s.repos, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("restrict git service data dir %s: %w", dir, err)
+	}
+	s.backend = opts.Backend
+	if s.backend == "" {
+		execPath, err := publish.Git{}.Run(context.Background(), dir, "--exec-path")
+		if err != nil {
+			return nil, fmt.Errorf("git service needs git (git --exec-path failed: %w); install git", err)
+		}
+		s.backend = filepath.Join(execPath, "git-http-backend")
+	}
+	if _, err := exec.LookPath(s.backend); err != nil {
+		return nil, fmt.Errorf("git service: git-http-backend not usable at %s: %w (install git's full package or set Options.Backend)", s.backend, err)
+	}
+	ca, created, err := loadOrCreateCA(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.ca = ca
+	if created {
+		s.log.Info("created the git service CA", "cert", s.CAFile())
+	}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// CAFile is the host path of the CA certificate (PEM) that containers must
+// trust: mount it read-only and point GIT_SSL_CAINFO and SSL_CERT_FILE at
+// the mounted path.
+func (s *Service) CAFile() string { return filepath.Join(s.dir, caCertName) }
+
+// ListenOn starts a TLS listener on ip (the swarm network's gateway) with a
+// certificate for that IP. The port is the one used before (also before a
+// daemon restart) when it is free, else one the system picks. Calling it
+// again for the same ip does nothing; the most recent ip is the one Grant
+// puts into repository URLs (any gateway of the host reaches the service
+// from any swarm network, the host answering on all its addresses).
+func (s *Service) ListenOn(ctx context.Context, ip string) error {
+	addr := net.ParseIP(ip)
+	if addr == nil {
+		return fmt.Errorf("git service: listen on %q: not an IP address", ip)
+	}
+	ip = addr.String()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("git service: ListenOn after Close")
+	}
+	if _, ok := s.listeners[ip]; ok {
+		s.lastIP = ip
+		return nil
+	}
+	cert, err := s.ca.serverCert(addr)
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(ip, strconv.Itoa(s.port)))
+	if err != nil && s.port != 0 {
+		s.log.Warn("git service port taken, picking another (containers granted before a restart must be granted again)", "ip", ip, "port", s.port, "err", err)
+		ln, err = lc.Listen(ctx, "tcp", net.JoinHostPort(ip, "0"))
+	}
+	if err != nil {
+		return fmt.Errorf("git service: listen on %s: %w (is it the gateway of an existing network?)", ip, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	l := &listener{port: port, done: make(chan struct{})}
+	l.srv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// Connection-level errors (TLS handshakes of scanners...) are
+		// debug noise; they never carry request headers.
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	tlsLn := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	go func() {
+		defer close(l.done)
+		if err := l.srv.Serve(tlsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("git service listener stopped", "ip", ip, "port", port, "err", err)
+		}
+	}()
+	s.listeners[ip] = l
+	s.lastIP = ip
+	if s.port != port {
+		s.port = port
+		if err := s.saveLocked(); err != nil {
+			s.log.Warn("could not persist the git service port", "err", err)
+		}
+	}
+	s.log.Info("git service listening", "addr", net.JoinHostPort(ip, strconv.Itoa(port)))
+	return nil
+}
+
+// Close stops every listener (in-flight requests get a few seconds).
+func (s *Service) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	ls := s.listeners
+	s.listeners = map[string]*listener{}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var errs []error
+	for _, l := range ls {
+		if err := l.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, l.srv.Close())
+		}
+		<-l.done
+	}
+	return errors.Join(errs...)
+}
+
+var (
+	swarmKeyRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+	containerRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$`)
+)
+
+// Grant gives containerName a fresh token for the repository of swarmID
+// (a bare mirror of repoPath, made at the swarm's first Grant) that may
+// clone, fetch and push refs/heads/<branch>. A new Grant for the same
+// container replaces its token; what it pushed before is remembered.
+func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, branch string) (Grant, error) {
+	switch {
+	case !swarmKeyRe.MatchString(swarmID):
+		return Grant{}, fmt.Errorf("git service grant: swarm id %q is not usable as a repository name", swarmID)
+	case !containerRe.MatchString(containerName):
+		return Grant{}, fmt.Errorf("git service grant: invalid container name %q", containerName)
+	case !publish.ValidBranch(branch):
+		return Grant{}, fmt.Errorf("git service grant: invalid branch name %q (want %s)", branch, "^[a-zA-Z0-9][a-zA-Z0-9/_-]*$")
+	case !filepath.IsAbs(repoPath):
+		return Grant{}, fmt.Errorf("git service grant: repository path %q is not absolute", repoPath)
+	}
+	s.mu.Lock()
+	ip := s.lastIP
+	var port int
+	if l := s.listeners[ip]; l != nil {
+		port = l.port
+	}
+	s.mu.Unlock()
+	if ip == "" {
+		return Grant{}, ErrNotListening
+	}
+	if _, err := s.ensureMirror(ctx, repoPath, swarmID); err != nil {
+		return Grant{}, err
+	}
+	token, err := newToken()
+	if err != nil {
+		return Grant{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.byName[containerName]
+	if rec != nil && rec.TokenHash != "" {
+		delete(s.byToken, rec.TokenHash)
+	}
+	if rec == nil || rec.SwarmKey != swarmID || rec.Branch != branch {
+		rec = &record{Container: containerName, SwarmKey: swarmID, Branch: branch}
+	}
+	rec.RepoPath = repoPath
+	rec.TokenHash = hashToken(token)
+	rec.GrantedAt = time.Now().UTC()
+	s.byName[containerName] = rec
+	s.byToken[rec.TokenHash] = rec
+	if err := s.saveLocked(); err != nil {
+		delete(s.byToken, rec.TokenHash)
+		return Grant{}, err
+	}
+	s.log.Info("git access granted", "container", containerName, "swarm", swarmID, "branch", branch)
+	return Grant{
+		RepoURL: "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/" + swarmID + ".git",
+		Token:   token,
+		CAFile:  s.CAFile(),
+	}, nil
+}
+
+// Revoke ends containerName's access. What it pushed stays (Publish and
+// Unreceived still answer for it).
+func (s *Service) Revoke(containerName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.byName[containerName]
+	if rec == nil || rec.TokenHash == "" {
+		return
+	}
+	delete(s.byToken, rec.TokenHash)
+	rec.TokenHash = ""
+	if err := s.saveLocked(); err != nil {
+		// The token is gone from memory; after a restart it would work
+		// again until the next save. Say so.
+		s.log.Warn("git access revoked in memory only: could not persist it", "container", containerName, "err", err)
+		return
+	}
+	s.log.Info("git access revoked", "container", containerName)
+}
+
+// lookup returns a copy of the record a token belongs to.
+func (s *Service) lookup(token string) (record, bool) {
+	if token == "" {
+		return record{}, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Comparing hashes through a map keeps the check independent of how
+	// many leading bytes of a guess are right.
+	rec, ok := s.byToken[hashToken(token)]
+	if !ok {
+		return record{}, false
+	}
+	return *rec, true
+}
+
+func (s *Service) recordByName(name string) (record, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.byName[name]
+	if !ok {
+		return record{}, false
+	}
+	return *rec, true
+}
+
+// notePush records the branch value after a push from container.
+func (s *Service) notePush(container, tip string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.byName[container]
+	if rec == nil || (rec.Pushed && rec.Tip == tip) {
+		return
+	}
+	rec.Pushed, rec.Tip, rec.PushedAt = true, tip, time.Now().UTC()
+	if err := s.saveLocked(); err != nil {
+		s.log.Warn("could not persist a received push", "container", container, "err", err)
+	}
+}
+
+func (s *Service) load() error {
+	data, err := os.ReadFile(filepath.Join(s.dir, stateName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read git service grants: %w", err)
+	}
+	var p persisted
+	if err := json.Unmarshal(data, &p); err != nil {
+		return fmt.Errorf("git service grants %s are corrupt: %w (move the file away to start over; granted containers then lose access)", filepath.Join(s.dir, stateName), err)
+	}
+	s.port = p.Port
+	for _, r := range p.Records {
+		if r == nil || r.Container == "" {
+			continue
+		}
+		s.byName[r.Container] = r
+		if r.TokenHash != "" {
+			s.byToken[r.TokenHash] = r
+		}
+	}
+	return nil
+}
+
+func (s *Service) saveLocked() error {
+	p := persisted{Port: s.port, Records: make([]*record, 0, len(s.byName))}
+	for _, r := range s.byName {
+		p.Records = append(p.Records, r)
+	}
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode git service grants: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(s.dir, stateName), data, 0o600); err != nil {
+		return fmt.Errorf("write git service grants: %w", err)
+	}
+	return nil
+}
+
+func newToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generate a git token: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+func hashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// mirrorGit runs git on the service's mirrors with a hermetic config: the
+// daemon user's global and system config (hooksPath, aliases, credential
+// helpers) must not change what the service does.
+var mirrorGit = publish.Git{Env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull}}
+
+func (s *Service) mirrorPath(key string) string { return filepath.Join(s.repos, key+".git") }
+
+// preReceive is the mirrors' second gate, behind the pkt-line check of the
+// HTTP handler: it refuses every ref but $AIMI_ALLOWED_REF, and deletions.
+// Without the variable (receive-pack not started by the service) it refuses
+// everything.
+const preReceive = `#!/bin/sh
+# Installed by aimid's git service. See package gitserve.
+while read -r old new ref; do
+	if [ -z "$AIMI_ALLOWED_REF" ] || [ "$ref" != "$AIMI_ALLOWED_REF" ]; then
+		echo "aimi: push to $ref refused: this token may push only ${AIMI_ALLOWED_REF:-nothing}" >&2
+		exit 1
+	fi
+	case "$new" in
+	*[!0]*) ;;
+	*) echo "aimi: deleting $ref is refused" >&2; exit 1 ;;
+	esac
+done
+exit 0
+`
+
+// ensureMirror returns the bare mirror of swarm key, cloning repoPath into
+// it first if it does not exist. The clone is made under a temporary name
+// and renamed, so a half-made mirror is never served.
+func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (string, error) {
+	s.mirrorMu.Lock()
+	defer s.mirrorMu.Unlock()
+	dst := s.mirrorPath(key)
+	if _, err := os.Stat(filepath.Join(dst, "HEAD")); err == nil {
+		return dst, nil
+	}
+	if _, err := mirrorGit.Run(ctx, repoPath, "rev-parse", "--git-dir"); err != nil {
+		return "", fmt.Errorf("git service: %s is not a git repository: %w", repoPath, err)
+	}
+	tmp, err := os.MkdirTemp(s.repos, ".tmp-"+key+"-")
+	if err != nil {
+		return "", fmt.Errorf("git service: make mirror dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	work := filepath.Join(tmp, "m.git")
+	steps := [][]string{
+		{"clone", "--bare", "--quiet", repoPath, work},
+		{"-C", work, "remote", "remove", "origin"},
+		{"-C", work, "config", "http.receivepack", "true"},
+		{"-C", work, "config", "receive.denyDeletes", "true"},
+		{"-C", work, "config", "receive.denyNonFastForwards", "true"},
+		{"-C", work, "config", "uploadpack.allowFilter", "true"},
+	}
+	for _, args := range steps {
+		if _, err := mirrorGit.Run(ctx, tmp, args...); err != nil {
+			return "", fmt.Errorf("git service: make the mirror of %s: %w", repoPath, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(work, "hooks", "pre-receive"), []byte(preReceive), 0o755); err != nil {
+		return "", fmt.Errorf("git service: install the mirror's pre-receive hook: %w", err)
+	}
+	if err := os.Rename(work, dst); err != nil {
+		return "", fmt.Errorf("git service: place the mirror at %s: %w", dst, err)
+	}
+	s.log.Info("git service mirror created", "swarm", key, "from", repoPath)
+	return dst, nil
+}
+
+// branchTip reads refs/heads/<branch> in the mirror ("" when absent).
+func branchTip(ctx context.Context, mirror, branch string) (string, error) {
+	out, err := mirrorGit.Run(ctx, mirror, "for-each-ref", "--format=%(objectname)", "refs/heads/"+branch)
+	return strings.TrimSpace(out), err
+}

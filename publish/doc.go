@@ -1,0 +1,8 @@
+// Package publish moves a sandbox's finished branch to where the user sees
+// it: into the user's own checkout as refs/heads/<branch> (never moving a
+// branch that is checked out there or has diverged), and, when a hosted
+// remote and a token are configured, to that remote with a pull request
+// opened through the GitHub REST API (GitHub Enterprise through its API
+// base). It runs the git CLI; it knows nothing of containers or of the git
+// service that received the branch (package gitserve calls it).
+package publish

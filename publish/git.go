@@ -1,0 +1,82 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Git runs the git CLI. Env is appended to the daemon's environment, so a
+// caller can add GIT_* settings (a hermetic config, a token header through
+// GIT_CONFIG_COUNT) without them ever appearing on a command line, where any
+// local user could read them in ps.
+type Git struct {
+	Env []string
+}
+
+// Run runs git in dir and returns its stdout without the trailing newline.
+// The error carries git's stderr (which never holds the Env values: git does
+// not echo config it was given) so it says why git refused.
+func (g Git) Run(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"), g.Env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", &GitError{Args: args, Dir: dir, Stderr: msg, Err: err}
+	}
+	return strings.TrimRight(stdout.String(), "\n"), nil
+}
+
+// GitError is a failed git command.
+type GitError struct {
+	Args   []string
+	Dir    string
+	Stderr string
+	Err    error
+}
+
+func (e *GitError) Error() string {
+	return fmt.Sprintf("git %s (in %s): %s", strings.Join(e.Args, " "), e.Dir, e.Stderr)
+}
+
+func (e *GitError) Unwrap() error { return e.Err }
+
+// ExitCode is git's exit status, or -1 when git did not run to an exit.
+func (e *GitError) ExitCode() int {
+	var ee *exec.ExitError
+	if errors.As(e.Err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// revParse resolves a ref to an object id, or "" when the ref does not exist.
+func (g Git) revParse(ctx context.Context, dir, ref string) (string, error) {
+	out, err := g.Run(ctx, dir, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+	var ge *GitError
+	if errors.As(err, &ge) && ge.ExitCode() == 1 {
+		return "", nil
+	}
+	return out, err
+}
+
+// isAncestor reports whether a is an ancestor of (or equal to) b.
+func (g Git) isAncestor(ctx context.Context, dir, a, b string) (bool, error) {
+	_, err := g.Run(ctx, dir, "merge-base", "--is-ancestor", a, b)
+	var ge *GitError
+	if errors.As(err, &ge) && ge.ExitCode() == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -1,0 +1,121 @@
+package publish
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Hosted pushes branches to the user's hosted GitHub remote and opens pull
+// requests for them. The zero value with a token publishes to "origin" on
+// github.com.
+type Hosted struct {
+	// RemoteName is the remote of the user's checkout to publish to
+	// (default "origin").
+	RemoteName string
+	// GitHub holds the API base and the token; no token, no publishing.
+	GitHub GitHub
+	// WebHost is the host of the remotes GitHub.API serves: github.com for
+	// the default API, else the API URL's host (GitHub Enterprise serves
+	// https://<host>/api/v3 for repositories on <host>). A remote on any
+	// other host is left alone: the token is not sent to it.
+	WebHost string
+	// Base is the pull request's base branch; default the remote's HEAD
+	// branch as the checkout knows it (refs/remotes/<remote>/HEAD), else the
+	// fallback the caller gives.
+	Base string
+}
+
+// HostedResult is what Hosted.Publish did: a pull request URL, or why it
+// did nothing (no token, no such remote, not a GitHub remote).
+type HostedResult struct {
+	PRURL   string
+	Skipped string
+}
+
+// Publish pushes refs/heads/<branch> of the checkout at repoPath to the
+// hosted remote and opens a pull request (or finds the open one) for it.
+// fallbackBase is the base branch when neither Base nor the remote's HEAD
+// names one; body is the pull request's description.
+func (h Hosted) Publish(ctx context.Context, g Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
+	if !ValidBranch(branch) {
+		return HostedResult{}, fmt.Errorf("publish %q: %w", branch, ErrBadBranch)
+	}
+	if h.GitHub.Token == "" {
+		return HostedResult{Skipped: "no GitHub token in the daemon's environment"}, nil
+	}
+	name := h.RemoteName
+	if name == "" {
+		name = "origin"
+	}
+	raw, err := g.Run(ctx, repoPath, "remote", "get-url", name)
+	if err != nil {
+		return HostedResult{Skipped: fmt.Sprintf("the checkout has no remote %q", name)}, nil
+	}
+	remote, err := ParseRemote(raw)
+	if err != nil {
+		return HostedResult{Skipped: fmt.Sprintf("remote %q is not a hosted repository: %v", name, err)}, nil
+	}
+	webHost, err := h.webHost()
+	if err != nil {
+		return HostedResult{}, err
+	}
+	if !strings.EqualFold(remote.Host, webHost) {
+		return HostedResult{Skipped: fmt.Sprintf("remote %q is on %s, the GitHub API serves %s", name, remote.Host, webHost)}, nil
+	}
+
+	// The token travels as an http.<url>.extraHeader given through the
+	// environment (GIT_CONFIG_COUNT, git >= 2.31): not on the command line,
+	// not in any config file, and sent to this remote's URL only.
+	basic := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + h.GitHub.Token))
+	pushGit := Git{Env: append(append([]string(nil), g.Env...),
+		"GIT_CONFIG_COUNT=1",
+		"GIT_CONFIG_KEY_0=http.https://"+remote.Host+"/.extraHeader",
+		"GIT_CONFIG_VALUE_0=Authorization: Basic "+basic,
+	)}
+	ref := "refs/heads/" + branch
+	if _, err := pushGit.Run(ctx, repoPath, "push", "--quiet", remote.HTTPSURL(), ref+":"+ref); err != nil {
+		return HostedResult{}, fmt.Errorf("push %s to %s (remote %q): %w", branch, remote.HTTPSURL(), name, err)
+	}
+
+	base := h.Base
+	if base == "" {
+		if head, err := g.Run(ctx, repoPath, "symbolic-ref", "--quiet", "--short", "refs/remotes/"+name+"/HEAD"); err == nil {
+			base = strings.TrimPrefix(head, name+"/")
+		}
+	}
+	if base == "" {
+		base = fallbackBase
+	}
+	if base == "" {
+		base = "main"
+	}
+	gh := h.GitHub
+	prURL, err := gh.OpenPullRequest(ctx, remote.Owner, remote.Repo, PullRequest{
+		Title: "aimi swarm: " + branch,
+		Head:  branch,
+		Base:  base,
+		Body:  body,
+	})
+	if err != nil {
+		return HostedResult{}, err
+	}
+	return HostedResult{PRURL: prURL}, nil
+}
+
+func (h Hosted) webHost() (string, error) {
+	if h.WebHost != "" {
+		return h.WebHost, nil
+	}
+	api := h.GitHub.API
+	if api == "" || strings.TrimRight(api, "/") == DefaultAPI {
+		return "github.com", nil
+	}
+	u, err := url.Parse(api)
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("GitHub API base %q is not a URL (want e.g. https://github.example.com/api/v3)", api)
+	}
+	return u.Host, nil
+}
