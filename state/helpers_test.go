@@ -74,7 +74,7 @@ func newTestSwarm(names ...string) *Swarm {
 
 func newTestContainer(i int, name string) *Container {
 	return &Container{
-		ContainerID:   fmt.Sprintf("%012x", 0xabc000+i),
+		ContainerID:   fmt.Sprintf("abc000abc%03x", i),
 		ContainerName: name,
 		TaskFilePath:  ".aimi/tasks/2026-03-01-" + name + "-tasks.json",
 		BranchName:    "feat/" + name,
@@ -109,21 +109,21 @@ func stamp(i int) string { return t0.Add(time.Duration(i) * time.Second).Format(
 
 func progress(i int, story string, st tasks.Status) acpmsg.Message {
 	return acpmsg.Message{Type: acpmsg.TypeProgressUpdate, Timestamp: stamp(i), SwarmID: testSwarmID,
-		ContainerID: "abc000abc000", Payload: &acpmsg.ProgressUpdate{StoryID: story, Status: string(st), Output: "did " + story}}
+		ContainerID: "abc000abc000abc000", Payload: &acpmsg.ProgressUpdate{StoryID: story, Status: string(st), Output: "did " + story}}
 }
 
 func completion(i int, st string, pr *string) acpmsg.Message {
 	return acpmsg.Message{Type: acpmsg.TypeCompletion, Timestamp: stamp(i), SwarmID: testSwarmID,
-		ContainerID: "abc000abc000", Payload: &acpmsg.Completion{Status: st, PRURL: pr, Errors: []string{}}}
+		ContainerID: "abc000abc000abc000", Payload: &acpmsg.Completion{Status: st, PRURL: pr, Errors: []string{}}}
 }
 
 func errorMsg(i int, code string) acpmsg.Message {
 	return acpmsg.Message{Type: acpmsg.TypeError, Timestamp: stamp(i), SwarmID: testSwarmID,
-		ContainerID: "abc000abc000", Payload: &acpmsg.ErrorPayload{Code: code, Message: "boom"}}
+		ContainerID: "abc000abc000abc000", Payload: &acpmsg.ErrorPayload{Code: code, Message: "boom"}}
 }
 
 func taskRequest(i int) acpmsg.Message {
 	return acpmsg.Message{Type: acpmsg.TypeTaskRequest, Timestamp: stamp(i), SwarmID: testSwarmID,
-		ContainerID: "abc000abc000", Payload: &acpmsg.TaskRequest{TaskFilePath: ".aimi/tasks/x-tasks.json",
+		ContainerID: "abc000abc000abc000", Payload: &acpmsg.TaskRequest{TaskFilePath: ".aimi/tasks/x-tasks.json",
 			BranchName: "feat/x", RepoURL: "https://example.com/r.git", EnvVars: map[string]string{"API_TOKEN": "s3cret"}}}
 }

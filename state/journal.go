@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"time"
@@ -230,26 +231,46 @@ type Position struct {
 // LastPosition returns the position at the end of a journal. A missing
 // journal is the zero Position.
 func LastPosition(path string) (Position, error) {
+	pos, _, err := lastRecord(path)
+	return pos, err
+}
+
+// lastRecord is LastPosition plus the content hash of the last record.
+func lastRecord(path string) (Position, uint64, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return Position{}, nil
+		return Position{}, 0, nil
 	}
 	if err != nil {
-		return Position{}, fmt.Errorf("read journal: %w", err)
+		return Position{}, 0, fmt.Errorf("read journal: %w", err)
 	}
 	defer f.Close()
 	var pos Position
+	var sum uint64
 	err = scanJournal(f, func(r Record) error {
 		pos.Seq = r.Seq
 		if r.Cursor != "" {
 			pos.Cursor = r.Cursor
 		}
+		sum = r.contentHash()
 		return nil
 	})
 	if err != nil {
-		return pos, fmt.Errorf("read journal %s: %w", path, err)
+		return pos, sum, fmt.Errorf("read journal %s: %w", path, err)
 	}
-	return pos, nil
+	return pos, sum, nil
+}
+
+// contentHash identifies a record's line content (message or raw line), to
+// recognise the same line read again at the same cursor.
+func (r *Record) contentHash() uint64 {
+	h := fnv.New64a()
+	if len(r.Message) > 0 {
+		h.Write(r.Message)
+	} else {
+		h.Write([]byte(r.Raw + r.RawBase64))
+	}
+	return h.Sum64()
 }
 
 // RestoreTracker rebuilds a container's fold after a restart by replaying

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"maps"
@@ -194,12 +193,12 @@ func openJournal(path string) (*journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	pos, err := LastPosition(path)
+	pos, sum, err := lastRecord(path)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &journal{path: path, f: f, size: size, pos: pos}, nil
+	return &journal{path: path, f: f, size: size, pos: pos, lastHash: sum}, nil
 }
 
 // cutTornTail truncates the file after its last newline and returns the new
@@ -266,19 +265,14 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var body []byte
 	if msg != nil {
 		b, err := encodeMessage(msg)
 		if err != nil {
 			return fmt.Errorf("record %s: encode message: %w", containerName, err)
 		}
-		body = b
-	} else {
-		body = []byte(rec.Raw + rec.RawBase64)
+		rec.Message, rec.Raw, rec.RawBase64 = b, "", ""
 	}
-	h := fnv.New64a()
-	h.Write(body)
-	sum := h.Sum64()
+	sum := rec.contentHash()
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -306,7 +300,6 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 	if msg != nil {
 		rec.Valid, rec.Reason = true, ""
 		rec.Type = string(msg.Type)
-		rec.Message, rec.Raw, rec.RawBase64 = body, "", ""
 		if err := r.checkIdentity(tc.c, msg); err != nil {
 			rejected = err
 		} else {

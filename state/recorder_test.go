@@ -1,0 +1,276 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+func cursor(i int) string { return t0.Add(time.Duration(i) * time.Microsecond).Format(time.RFC3339Nano) }
+
+// newTestRecorder tracks the named containers, each with a pendingFile(n).
+func newTestRecorder(t *testing.T, root string, n int, names ...string) (*Recorder, *Store) {
+	t.Helper()
+	st := Open(root)
+	rec := NewRecorder(st, newTestSwarm(), RecorderOptions{})
+	t.Cleanup(func() { rec.Close(context.Background()) })
+	for i, name := range names {
+		if err := rec.Track(newTestContainer(i, name), NewTracker(pendingFile(n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rec, st
+}
+
+func recordMsg(t *testing.T, rec *Recorder, name string, i int, m acpmsg.Message) error {
+	t.Helper()
+	return rec.Record(context.Background(), name, Record{Cursor: cursor(i), Stream: StreamStdout}, &m)
+}
+
+func TestRecorderJournalsThenSaves(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	rec, st := newTestRecorder(t, root, 2, "aimi-swarm-auth")
+	msgs := []acpmsg.Message{taskRequest(0), progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed),
+		progress(3, "US-002", tasks.InProgress)}
+	for i, m := range msgs {
+		if err := recordMsg(t, rec, "aimi-swarm-auth", i, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bad := Record{Cursor: cursor(4), Stream: StreamStderr, Reason: "line is not JSON"}
+	bad.SetRaw([]byte("npm WARN \xff\xfe"))
+	if err := rec.Record(ctx, "aimi-swarm-auth", bad, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := os.ReadFile(st.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validateState(compileSchema(t), b); err != nil {
+		t.Fatalf("state file does not validate: %v", err)
+	}
+	sw, _ := st.Load(ctx)
+	c := sw.Container("aimi-swarm-auth")
+	if c.Status != StatusRunning || c.StoryProgress != (Progress{Total: 2, Completed: 1, InProgress: 1}) {
+		t.Fatalf("state = %s %+v", c.Status, c.StoryProgress)
+	}
+
+	jpath := rec.JournalPath("aimi-swarm-auth")
+	if want := filepath.Join(root, ".aimi", "swarm", testSwarmID, "aimi-swarm-auth.ndjson"); jpath != want {
+		t.Fatalf("journal at %s, want %s", jpath, want)
+	}
+	recs, err := ReadJournal(jpath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 5 {
+		t.Fatalf("%d records, want 5", len(recs))
+	}
+	for i, r := range recs {
+		if r.Seq != int64(i+1) || r.Cursor != cursor(i) {
+			t.Errorf("record %d: seq %d cursor %s", i, r.Seq, r.Cursor)
+		}
+	}
+	if r := recs[1]; !r.Valid || r.Type != "progress-update" || r.Stream != StreamStdout {
+		t.Errorf("valid record = %+v", r)
+	}
+	if m, err := recs[2].DecodeMessage(); err != nil || m.Payload.(*acpmsg.ProgressUpdate).Status != "completed" {
+		t.Errorf("journaled message = %+v, %v", m, err)
+	}
+	if r := recs[4]; r.Valid || r.Reason != "line is not JSON" || !bytes.Equal(r.RawLine(), []byte("npm WARN \xff\xfe")) {
+		t.Errorf("invalid record = %+v (raw %q)", r, r.RawLine())
+	}
+	raw, _ := os.ReadFile(jpath)
+	if bytes.Contains(raw, []byte("s3cret")) || !bytes.Contains(raw, []byte(`"API_TOKEN":"[redacted]"`)) {
+		t.Errorf("task-request envVars not redacted in the journal:\n%s", raw)
+	}
+	if pos, _ := LastPosition(jpath); pos != (Position{Seq: 5, Cursor: cursor(4)}) {
+		t.Errorf("LastPosition = %+v", pos)
+	}
+}
+
+func TestRecorderRejections(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		msgs []acpmsg.Message
+		mut  func(*acpmsg.Message)
+	}{
+		{"transition against the table", []acpmsg.Message{progress(1, "US-001", tasks.Completed)}, nil},
+		{"message of another swarm", []acpmsg.Message{progress(1, "US-001", tasks.InProgress)},
+			func(m *acpmsg.Message) { m.SwarmID = "00000000-0000-4000-8000-000000000000" }},
+		{"message of another container", []acpmsg.Message{progress(1, "US-001", tasks.InProgress)},
+			func(m *acpmsg.Message) { m.ContainerID = "fff000fff000" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name+" is journaled as rejected and changes nothing", func(t *testing.T) {
+			rec, st := newTestRecorder(t, t.TempDir(), 1, "c")
+			m := tc.msgs[0]
+			if tc.mut != nil {
+				tc.mut(&m)
+			}
+			err := recordMsg(t, rec, "c", 1, m)
+			var rej *RejectedError
+			if !errors.As(err, &rej) {
+				t.Fatalf("Record = %v, want *RejectedError", err)
+			}
+			rec.Flush(ctx)
+			sw, _ := st.Load(ctx)
+			if c := sw.Container("c"); c.Status != StatusPending || c.StoryProgress.Pending != 1 {
+				t.Fatalf("state changed: %+v", c)
+			}
+			recs, _ := ReadJournal(rec.JournalPath("c"))
+			if len(recs) != 1 || recs[0].Rejected != rej.Reason {
+				t.Fatalf("journal = %+v", recs)
+			}
+			if s := rec.Stats(); s.Rejected != 1 || s.Records != 1 {
+				t.Fatalf("stats = %+v", s)
+			}
+		})
+	}
+}
+
+func TestRecorderDropsLinesAlreadyJournaled(t *testing.T) {
+	ctx := context.Background()
+	rec, _ := newTestRecorder(t, t.TempDir(), 1, "c")
+	recordMsg(t, rec, "c", 1, progress(1, "US-001", tasks.InProgress))
+	recordMsg(t, rec, "c", 2, progress(2, "US-001", tasks.Completed))
+	// a reader restarted with `since` = cursor 1 sees lines 1 and 2 again
+	recordMsg(t, rec, "c", 1, progress(1, "US-001", tasks.InProgress))
+	recordMsg(t, rec, "c", 2, progress(2, "US-001", tasks.Completed))
+	// a different line with the same cursor is kept
+	other := Record{Cursor: cursor(2), Stream: StreamStderr}
+	other.SetRaw([]byte("warning"))
+	rec.Record(ctx, "c", other, nil)
+	rec.Flush(ctx)
+	recs, _ := ReadJournal(rec.JournalPath("c"))
+	if len(recs) != 3 {
+		t.Fatalf("%d records, want 3: %+v", len(recs), recs)
+	}
+}
+
+func TestRecorderRestartRestoresTheFoldAndContinuesTheJournal(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	st := Open(root)
+	rec := NewRecorder(st, newTestSwarm(), RecorderOptions{})
+	c := newTestContainer(0, "c")
+	rec.Track(c, NewTracker(pendingFile(3)))
+	msgs := []acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed),
+		progress(3, "US-002", tasks.Skipped), progress(4, "US-003", tasks.InProgress)}
+	for i, m := range msgs {
+		recordMsg(t, rec, "c", i, m)
+	}
+	want, _ := rec.Stories("c")
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// a crash mid-append leaves a torn line
+	jpath := st.JournalPath(testSwarmID, "c")
+	f, _ := os.OpenFile(jpath, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"seq":5,"cursor":"2026`)
+	f.Close()
+
+	tr, pos, err := RestoreTracker(jpath, pendingFile(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(tr.Stories(), want) || pos != (Position{Seq: 4, Cursor: cursor(3)}) {
+		t.Fatalf("restored %v at %+v, want %v", tr.Stories(), pos, want)
+	}
+	sw, err := st.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec2 := NewRecorder(st, sw, RecorderOptions{})
+	defer rec2.Close(ctx)
+	if err := rec2.Track(sw.Container("c"), tr); err != nil {
+		t.Fatal(err)
+	}
+	recordMsg(t, rec2, "c", 3, progress(4, "US-003", tasks.InProgress)) // replayed: dropped
+	recordMsg(t, rec2, "c", 5, progress(5, "US-003", tasks.Completed))
+	recordMsg(t, rec2, "c", 6, completion(6, "completed", ptr("https://x.test/pr/7")))
+	if err := rec2.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ReadJournal(jpath)
+	if err != nil {
+		t.Fatalf("journal after restart: %v", err)
+	}
+	if len(recs) != 6 || recs[4].Seq != 5 || recs[5].Seq != 6 {
+		t.Fatalf("journal after restart: %+v", recs)
+	}
+	got, _ := st.Load(ctx)
+	gc := got.Container("c")
+	if gc.Status != StatusCompleted || gc.StoryProgress != (Progress{Total: 3, Completed: 2}) || *gc.PRURL != "https://x.test/pr/7" {
+		t.Fatalf("state after restart: %+v %+v", gc, gc.StoryProgress)
+	}
+}
+
+func TestRecorderSaveKeepsOtherToolsEntriesAndReplacesCorruptFiles(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	rec, st := newTestRecorder(t, root, 1, "mine")
+	rec.Flush(ctx)
+	st.Update(ctx, func(s *Swarm) error {
+		s.Containers = append(s.Containers, newTestContainer(7, "theirs"))
+		return nil
+	})
+	recordMsg(t, rec, "mine", 1, progress(1, "US-001", tasks.InProgress))
+	rec.Flush(ctx)
+	sw, _ := st.Load(ctx)
+	if len(sw.Containers) != 2 || sw.Container("theirs") == nil || sw.Container("mine").Status != StatusRunning {
+		t.Fatalf("after merge: %+v", sw.Containers)
+	}
+
+	os.WriteFile(st.Path(), []byte("{garbage"), 0o644)
+	recordMsg(t, rec, "mine", 2, progress(2, "US-001", tasks.Completed))
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sw, err := st.Load(ctx)
+	if err != nil || sw.Container("mine").StoryProgress.Completed != 1 {
+		t.Fatalf("after corrupt file: %+v %v", sw, err)
+	}
+	aside, _ := filepath.Glob(st.Path() + ".corrupt-*")
+	if len(aside) != 1 {
+		t.Fatalf("corrupt file not kept aside: %v", aside)
+	}
+}
+
+func TestRecorderLifecycleErrors(t *testing.T) {
+	ctx := context.Background()
+	rec, _ := newTestRecorder(t, t.TempDir(), 1, "c")
+	if err := rec.Track(newTestContainer(0, "c"), NewTracker(nil)); err == nil || !strings.Contains(err.Error(), "already tracked") {
+		t.Errorf("second Track = %v", err)
+	}
+	if err := recordMsg(t, rec, "nope", 1, taskRequest(1)); err == nil {
+		t.Error("Record of an untracked container succeeded")
+	}
+	if err := rec.UpdateContainer("c", func(c *Container) { c.ACPPID = ptr(7); c.Status = StatusCompleted }); err != nil {
+		t.Fatal(err)
+	}
+	if s := rec.Snapshot().Container("c"); *s.ACPPID != 7 || s.Status != StatusPending {
+		t.Errorf("UpdateContainer: pid %v status %s (the fold owns status)", *s.ACPPID, s.Status)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recordMsg(t, rec, "c", 1, taskRequest(1)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Record after Close = %v", err)
+	}
+}
