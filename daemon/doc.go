@@ -1,0 +1,27 @@
+// Package daemon owns aimid's API: the JSON-over-HTTP protocol on a unix
+// socket (routes, request and error shapes, NDJSON streams), the Server that
+// serves it in front of a Swarms implementation (the orchestrator's Manager),
+// the socket's life cycle (0700 directory, 0600 socket, stale socket
+// detection, one daemon per socket), and the typed Client the `aimi` CLI uses.
+//
+// It does not run swarms or read config: the orchestrator does the work and
+// cmd/aimid wires config, engine and git service together.
+//
+// # Protocol
+//
+//	GET  /v1/health                               -> Health
+//	POST /v1/swarms/start    orchestrator.StartRequest -> orchestrator.SwarmView
+//	GET  /v1/swarms/status?repo=DIR               -> orchestrator.SwarmView
+//	POST /v1/swarms/stop     StopRequest          -> orchestrator.SwarmView
+//	POST /v1/swarms/resume   ResumeRequest        -> orchestrator.SwarmView
+//	POST /v1/swarms/cleanup  CleanupRequest       -> orchestrator.CleanupReport
+//	GET  /v1/swarms/logs?repo=DIR&name=N&follow=1 -> NDJSON of state.Record
+//	GET  /v1/events[?repo=DIR]                    -> NDJSON of orchestrator.Event
+//
+// Errors are {"error":"...","code":"..."} (plus "field" naming the bad
+// request field and "problems" listing invalid task files) with 400 for
+// invalid input, 404 for an unknown swarm or container, 409 for an active
+// swarm, 503 while shutting down and 500 otherwise. The API is only as
+// private as the socket: anyone who can open it can run containers, so it is
+// created 0600 in a 0700 directory owned by the daemon's user.
+package daemon

@@ -1,0 +1,398 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// Swarms is what the Server serves; *orchestrator.Manager satisfies it.
+type Swarms interface {
+	Start(ctx context.Context, req orchestrator.StartRequest) (orchestrator.SwarmView, error)
+	Status(ctx context.Context, repoPath string) (orchestrator.SwarmView, error)
+	Stop(ctx context.Context, repoPath string, names []string) (orchestrator.SwarmView, error)
+	Resume(ctx context.Context, repoPath string, retryFailed bool) (orchestrator.SwarmView, error)
+	Cleanup(ctx context.Context, repoPath string, force bool) (orchestrator.CleanupReport, error)
+	Journal(ctx context.Context, repoPath, name string, follow bool) (<-chan state.Record, error)
+	Subscribe(ctx context.Context) <-chan orchestrator.Event
+}
+
+// maxRequestBody bounds request bodies: a start with thousands of task files
+// is still far below it.
+const maxRequestBody = 1 << 20
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	Swarms Swarms
+	Logger *slog.Logger // default slog.Default()
+	// PrepareStart, when set, completes a start request before it reaches
+	// Swarms (cmd/aimid merges the repository's .aimi/config.yaml here). An
+	// error is returned to the client as is (wrap a *FieldError for 400).
+	PrepareStart func(ctx context.Context, req *orchestrator.StartRequest) error
+	Version      string
+}
+
+// Server serves the API over HTTP.
+type Server struct {
+	opts    ServerOptions
+	log     *slog.Logger
+	mux     *http.ServeMux
+	started time.Time
+	// done is closed by Shutdown so that streams (logs --follow, events)
+	// end and http.Server.Shutdown does not wait for them forever.
+	done     chan struct{}
+	doneOnce sync.Once
+	http     *http.Server
+}
+
+// NewServer builds the routes.
+func NewServer(opts ServerOptions) *Server {
+	s := &Server{opts: opts, log: opts.Logger, mux: http.NewServeMux(), started: time.Now().UTC(), done: make(chan struct{})}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.mux.HandleFunc(RouteHealth, s.health)
+	s.mux.HandleFunc(RouteStart, s.start)
+	s.mux.HandleFunc(RouteStatus, s.status)
+	s.mux.HandleFunc(RouteStop, s.stop)
+	s.mux.HandleFunc(RouteResume, s.resume)
+	s.mux.HandleFunc(RouteCleanup, s.cleanup)
+	s.mux.HandleFunc(RouteLogs, s.logs)
+	s.mux.HandleFunc(RouteEvents, s.events)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, &notFoundError{r.Method + " " + r.URL.Path})
+	})
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	return s
+}
+
+type notFoundError struct{ route string }
+
+func (e *notFoundError) Error() string {
+	return "no such API route " + e.route + "; is aimi newer than aimid? restart the daemon"
+}
+
+// ServeHTTP logs each request (method, path, status, duration; never bodies,
+// which may carry env values).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	s.mux.ServeHTTP(rw, r)
+	s.log.Debug("api", "method", r.Method, "path", r.URL.Path, "status", rw.status, "duration", time.Since(start))
+}
+
+// Serve serves on ln until Shutdown (then it returns nil).
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.http.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, ends streams, and waits for in-flight requests
+// until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.doneOnce.Do(func() { close(s.done) })
+	return s.http.Shutdown(ctx)
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
+
+// Flush passes through so streams reach the client line by line.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, Health{Status: "ok", PID: os.Getpid(), StartedAt: s.started, Version: s.opts.Version})
+}
+
+func (s *Server) start(w http.ResponseWriter, r *http.Request) {
+	var req orchestrator.StartRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := checkStart(&req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.opts.PrepareStart != nil {
+		if err := s.opts.PrepareStart(r.Context(), &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	view, err := s.opts.Swarms.Start(r.Context(), req)
+	s.answer(w, r, view, err)
+}
+
+func checkStart(req *orchestrator.StartRequest) error {
+	if err := checkRepo("repoPath", req.RepoPath); err != nil {
+		return err
+	}
+	switch {
+	case len(req.TaskFiles) == 0:
+		return &FieldError{"taskFiles", "no task file given; name at least one .aimi/tasks/*-tasks.json"}
+	case req.Max < 0:
+		return &FieldError{"max", fmt.Sprintf("%d is negative; use a positive number of containers, or 0 for the configured default", req.Max)}
+	case req.Append && req.Force:
+		return &FieldError{"force", "append and force exclude each other; use one"}
+	}
+	for i, f := range req.TaskFiles {
+		if f == "" {
+			return &FieldError{fmt.Sprintf("taskFiles[%d]", i), "empty path"}
+		}
+	}
+	return nil
+}
+
+// checkRepo requires an absolute path of an existing directory: the CLI
+// resolves the repo before calling, and the daemon must not guess from its
+// own working directory.
+func checkRepo(field, p string) error {
+	if p == "" {
+		return &FieldError{field, "missing; give the repository's absolute path"}
+	}
+	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+		return &FieldError{field, fmt.Sprintf("%q is not a clean absolute path", p)}
+	}
+	fi, err := os.Stat(p)
+	if err != nil || !fi.IsDir() {
+		return &FieldError{field, fmt.Sprintf("%q is not a directory the daemon can read", p)}
+	}
+	return nil
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	repo := r.URL.Query().Get("repo")
+	if err := checkRepo("repo", repo); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	view, err := s.opts.Swarms.Status(r.Context(), repo)
+	s.answer(w, r, view, err)
+}
+
+func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
+	var req StopRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := checkRepo("repoPath", req.RepoPath); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for i, n := range req.Names {
+		if n == "" {
+			s.writeError(w, r, &FieldError{fmt.Sprintf("names[%d]", i), "empty container name"})
+			return
+		}
+	}
+	view, err := s.opts.Swarms.Stop(r.Context(), req.RepoPath, req.Names)
+	s.answer(w, r, view, err)
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	var req ResumeRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := checkRepo("repoPath", req.RepoPath); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	view, err := s.opts.Swarms.Resume(r.Context(), req.RepoPath, req.RetryFailed)
+	s.answer(w, r, view, err)
+}
+
+func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
+	var req CleanupRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := checkRepo("repoPath", req.RepoPath); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rep, err := s.opts.Swarms.Cleanup(r.Context(), req.RepoPath, req.Force)
+	s.answer(w, r, rep, err)
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	repo, name := q.Get("repo"), q.Get("name")
+	if err := checkRepo("repo", repo); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if name == "" {
+		s.writeError(w, r, &FieldError{"name", "missing; give a container name from 'aimi swarm status'"})
+		return
+	}
+	follow, err := parseBool(q.Get("follow"))
+	if err != nil {
+		s.writeError(w, r, &FieldError{"follow", err.Error()})
+		return
+	}
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	recs, err := s.opts.Swarms.Journal(ctx, repo, name, follow)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	stream(ctx, w, recs)
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	repo := r.URL.Query().Get("repo")
+	if repo != "" {
+		if err := checkRepo("repo", repo); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	evs := s.opts.Swarms.Subscribe(ctx)
+	if repo == "" {
+		stream(ctx, w, evs)
+		return
+	}
+	filtered := make(chan orchestrator.Event)
+	go func() {
+		defer close(filtered)
+		for e := range evs {
+			if e.RepoPath != repo {
+				continue
+			}
+			select {
+			case filtered <- e:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	stream(ctx, w, filtered)
+}
+
+// streamContext ends with the request or with the server's shutdown.
+func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// stream writes every value of ch as one NDJSON line, flushing whenever the
+// channel has nothing more ready (so a burst costs one flush, and a quiet
+// follow still delivers each line at once), until ch closes or ctx ends.
+func stream[T any](ctx context.Context, w http.ResponseWriter, ch <-chan T) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	flush := func() {
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	flush() // headers now: the client knows the stream is open
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v, ok := <-ch:
+			if !ok {
+				return
+			}
+			if err := enc.Encode(v); err != nil {
+				return // client gone
+			}
+			if len(ch) == 0 {
+				flush()
+			}
+		}
+	}
+}
+
+func parseBool(s string) (bool, error) {
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, fmt.Errorf("%q is not a boolean; use true or false", s)
+	}
+	return b, nil
+}
+
+// decode reads a JSON body, rejecting unknown fields (a typo'd field must not
+// be silently ignored) and trailing data.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
+		err = errors.New("more than one JSON value")
+	}
+	if err != nil {
+		s.writeError(w, r, &FieldError{"body", fmt.Sprintf("not a valid request: %v", err)})
+		return false
+	}
+	return true
+}
+
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := errorBody(err)
+	var nf *notFoundError
+	if errors.As(err, &nf) {
+		status, body.Code = http.StatusNotFound, CodeNotFound
+	}
+	if status >= 500 {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		s.log.Info("request refused", "method", r.Method, "path", r.URL.Path, "status", status, "code", body.Code)
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,370 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// rawCall sends a raw HTTP request over the socket, for cases the typed
+// client cannot produce (bad bodies, unknown routes).
+func rawCall(t *testing.T, sock, method, path, body string) (int, ErrorBody) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	defer hc.CloseIdleConnections()
+	req, _ := http.NewRequest(method, "http://aimid"+path, strings.NewReader(body))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var eb ErrorBody
+	data, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(data, &eb)
+	return resp.StatusCode, eb
+}
+
+func TestHealthAnswersWithThePID(t *testing.T) {
+	c, _, _ := serve(t, &fakeSwarms{})
+	h, err := c.Health(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Status != "ok" || h.PID != os.Getpid() || h.Version != "test" {
+		t.Fatalf("health = %+v", h)
+	}
+}
+
+func TestRequestsReachTheSwarmsWithTheirArguments(t *testing.T) {
+	repo := shortTempDir(t)
+	var gotStart orchestrator.StartRequest
+	var gotStop []string
+	var gotRetry, gotForce bool
+	fake := &fakeSwarms{
+		start: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+			gotStart = r
+			return view(r.RepoPath), nil
+		},
+		stop: func(_ string, n []string) (orchestrator.SwarmView, error) {
+			gotStop = n
+			return view(repo), nil
+		},
+		resume: func(_ string, r bool) (orchestrator.SwarmView, error) { gotRetry = r; return view(repo), nil },
+		cleanup: func(_ string, f bool) (orchestrator.CleanupReport, error) {
+			gotForce = f
+			return orchestrator.CleanupReport{RepoPath: repo, Removed: []string{"aimi-a"}}, nil
+		},
+	}
+	c, _, _ := serve(t, fake)
+	ctx := context.Background()
+	req := orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{".aimi/tasks/a-tasks.json"}, Max: 2, Append: true, Local: true, Image: "img:1"}
+	v, err := c.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.RepoPath != repo || v.State.SwarmID == "" {
+		t.Errorf("start view = %+v", v)
+	}
+	if fmt.Sprint(gotStart) != fmt.Sprint(req) {
+		t.Errorf("start request = %+v, want %+v", gotStart, req)
+	}
+	if _, err := c.Status(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stop(ctx, repo, []string{"aimi-a", "aimi-b"}); err != nil || strings.Join(gotStop, ",") != "aimi-a,aimi-b" {
+		t.Errorf("stop: %v %v", err, gotStop)
+	}
+	if _, err := c.Resume(ctx, repo, true); err != nil || !gotRetry {
+		t.Errorf("resume: %v retry=%v", err, gotRetry)
+	}
+	rep, err := c.Cleanup(ctx, repo, true)
+	if err != nil || !gotForce || len(rep.Removed) != 1 {
+		t.Errorf("cleanup: %v force=%v %+v", err, gotForce, rep)
+	}
+	if got := strings.Join(fake.Calls(), " "); got != "start status stop resume cleanup" {
+		t.Errorf("calls = %s", got)
+	}
+}
+
+func TestInvalidInputIsRefusedWith400NamingTheField(t *testing.T) {
+	repo := shortTempDir(t)
+	file := filepath.Join(repo, "f")
+	os.WriteFile(file, nil, 0o644)
+	start := func(r orchestrator.StartRequest) string { b, _ := json.Marshal(r); return string(b) }
+	tf := []string{".aimi/tasks/a-tasks.json"}
+	tests := []struct {
+		name, method, path, body, field string
+	}{
+		{"start without repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{TaskFiles: tf}), "repoPath"},
+		{"start with relative repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: "repo", TaskFiles: tf}), "repoPath"},
+		{"start with unclean repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo + "/../x", TaskFiles: tf}), "repoPath"},
+		{"start with missing repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo + "/nope", TaskFiles: tf}), "repoPath"},
+		{"start with a file as repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: file, TaskFiles: tf}), "repoPath"},
+		{"start without task files", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo}), "taskFiles"},
+		{"start with an empty task file", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{""}}), "taskFiles[0]"},
+		{"start with negative max", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo, TaskFiles: tf, Max: -1}), "max"},
+		{"start with append and force", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo, TaskFiles: tf, Append: true, Force: true}), "force"},
+		{"start with an unknown field", "POST", "/v1/swarms/start", `{"repoPath":"` + repo + `","taskFile":["x"]}`, "body"},
+		{"start with a non-JSON body", "POST", "/v1/swarms/start", `nope`, "body"},
+		{"start with two JSON values", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo, TaskFiles: tf}) + "{}", "body"},
+		{"status without repo", "GET", "/v1/swarms/status", "", "repo"},
+		{"stop with an empty name", "POST", "/v1/swarms/stop", `{"repoPath":"` + repo + `","names":[""]}`, "names[0]"},
+		{"resume without repo", "POST", "/v1/swarms/resume", `{}`, "repoPath"},
+		{"cleanup with relative repo", "POST", "/v1/swarms/cleanup", `{"repoPath":"."}`, "repoPath"},
+		{"logs without name", "GET", "/v1/swarms/logs?repo=" + repo, "", "name"},
+		{"logs with a bad follow", "GET", "/v1/swarms/logs?repo=" + repo + "&name=aimi-a&follow=often", "", "follow"},
+		{"events with a relative repo", "GET", "/v1/events?repo=x", "", "repo"},
+	}
+	fake := &fakeSwarms{}
+	_, _, sock := serve(t, fake)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := rawCall(t, sock, tt.method, tt.path, tt.body)
+			if status != http.StatusBadRequest || body.Code != CodeInvalid || body.Field != tt.field {
+				t.Fatalf("got %d %+v, want 400 invalid_request field %s", status, body, tt.field)
+			}
+			if !strings.Contains(body.Error, tt.field) {
+				t.Errorf("message %q does not name the field", body.Error)
+			}
+		})
+	}
+	if len(fake.Calls()) != 0 {
+		t.Errorf("invalid requests reached the swarms: %v", fake.Calls())
+	}
+}
+
+func TestOrchestratorErrorsMapToHTTPCodesAndBackToSentinels(t *testing.T) {
+	repo := shortTempDir(t)
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		code   string
+		is     error
+	}{
+		{"active swarm is 409", orchestrator.ErrActiveSwarm, 409, CodeActiveSwarm, orchestrator.ErrActiveSwarm},
+		{"no swarm is 404", fmt.Errorf("status %s: %w", repo, orchestrator.ErrNoSwarm), 404, CodeNotFound, orchestrator.ErrNoSwarm},
+		{"unknown container is 404", fmt.Errorf("aimi-x: %w", orchestrator.ErrUnknownContainer), 404, CodeNotFound, orchestrator.ErrUnknownContainer},
+		{"invalid request is 400", fmt.Errorf("%w: image: bad", orchestrator.ErrInvalidRequest), 400, CodeInvalid, orchestrator.ErrInvalidRequest},
+		{"shutdown is 503", orchestrator.ErrShutdown, 503, CodeShuttingDown, orchestrator.ErrShutdown},
+		{"anything else is 500", errors.New("engine exploded"), 500, CodeInternal, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, _, _ := serve(t, &fakeSwarms{status: func(string) (orchestrator.SwarmView, error) { return orchestrator.SwarmView{}, tt.err }})
+			_, err := c.Status(context.Background(), repo)
+			var ae *APIError
+			if !errors.As(err, &ae) {
+				t.Fatalf("err = %v, want *APIError", err)
+			}
+			if ae.Status != tt.status || ae.Body.Code != tt.code || ae.Error() != tt.err.Error() {
+				t.Fatalf("got %d %+v", ae.Status, ae.Body)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.is)
+			}
+		})
+	}
+}
+
+func TestInvalidTaskFilesComeBackAsProblemsPerFile(t *testing.T) {
+	repo := shortTempDir(t)
+	probs := []orchestrator.TaskFileProblem{{Path: ".aimi/tasks/a-tasks.json", Reason: "US-001: dependsOn US-009 which does not exist"}, {Path: "../x.json", Reason: "not under .aimi/tasks/"}}
+	c, _, _ := serve(t, &fakeSwarms{start: func(orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+		return orchestrator.SwarmView{}, &orchestrator.TaskFileError{Problems: probs}
+	}})
+	_, err := c.Start(context.Background(), orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Code != CodeTaskFiles || fmt.Sprint(ae.Body.Problems) != fmt.Sprint(probs) {
+		t.Fatalf("err = %#v", err)
+	}
+	if !errors.Is(err, orchestrator.ErrInvalidRequest) || !strings.Contains(err.Error(), "nothing was started") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestPrepareStartCompletesTheRequestOrRefusesIt(t *testing.T) {
+	repo := shortTempDir(t)
+	var got orchestrator.StartRequest
+	fake := &fakeSwarms{start: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) { got = r; return view(repo), nil }}
+	c, _, _ := serve(t, fake, func(o *ServerOptions) {
+		o.PrepareStart = func(_ context.Context, r *orchestrator.StartRequest) error {
+			if r.Image == "bad" {
+				return &FieldError{"image", "bad image from .aimi/config.yaml"}
+			}
+			r.Image = "from-repo-config"
+			return nil
+		}
+	})
+	if _, err := c.Start(context.Background(), orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}}); err != nil || got.Image != "from-repo-config" {
+		t.Fatalf("err=%v image=%q", err, got.Image)
+	}
+	_, err := c.Start(context.Background(), orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}, Image: "bad"})
+	var ae *APIError
+	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Field != "image" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestUnknownRouteIsA404WithAHint(t *testing.T) {
+	_, _, sock := serve(t, &fakeSwarms{})
+	status, body := rawCall(t, sock, "GET", "/v2/whatever", "")
+	if status != 404 || body.Code != CodeNotFound || !strings.Contains(body.Error, "restart the daemon") {
+		t.Fatalf("got %d %+v", status, body)
+	}
+}
+
+func TestLogsStreamEveryRecordInOrder(t *testing.T) {
+	repo := shortTempDir(t)
+	var gotFollow bool
+	fake := &fakeSwarms{journal: func(ctx context.Context, r, name string, follow bool) (<-chan state.Record, error) {
+		if name != "aimi-a" {
+			return nil, fmt.Errorf("%s: %w", name, orchestrator.ErrUnknownContainer)
+		}
+		gotFollow = follow
+		ch := make(chan state.Record)
+		go func() {
+			defer close(ch)
+			for i := int64(1); i <= 500; i++ {
+				select {
+				case ch <- state.Record{Seq: i, Stream: "stdout", Valid: true, Type: "progress-update"}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+		return ch, nil
+	}}
+	c, _, _ := serve(t, fake)
+	var seqs []int64
+	err := c.Logs(context.Background(), repo, "aimi-a", true, func(r state.Record) error { seqs = append(seqs, r.Seq); return nil })
+	if err != nil || !gotFollow {
+		t.Fatalf("err=%v follow=%v", err, gotFollow)
+	}
+	if len(seqs) != 500 || seqs[0] != 1 || seqs[499] != 500 {
+		t.Fatalf("got %d records", len(seqs))
+	}
+	for i, s := range seqs {
+		if s != int64(i+1) {
+			t.Fatalf("record %d has seq %d", i, s)
+		}
+	}
+	err = c.Logs(context.Background(), repo, "aimi-zz", false, func(state.Record) error { return nil })
+	if !errors.Is(err, orchestrator.ErrUnknownContainer) {
+		t.Fatalf("unknown container: %v", err)
+	}
+}
+
+func TestEventsArriveLiveAndFilteredByRepo(t *testing.T) {
+	repo := shortTempDir(t)
+	fake := &fakeSwarms{eventsCh: make(chan orchestrator.Event)}
+	c, _, _ := serve(t, fake)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := make(chan orchestrator.Event)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Events(ctx, repo, func(e orchestrator.Event) error {
+			got <- e
+			return nil
+		})
+	}()
+	// The subscription is open once the fake saw it; send an event of another
+	// repo (filtered out) and two of ours, one at a time: each must arrive
+	// before the next is sent, proving the stream is flushed per event.
+	for _, e := range []orchestrator.Event{
+		{RepoPath: "/other", Kind: orchestrator.EventProgress},
+		{RepoPath: repo, Kind: orchestrator.EventContainerStarted, ContainerName: "aimi-a"},
+		{RepoPath: repo, Kind: orchestrator.EventProgress, StoryID: "US-001"},
+	} {
+		select {
+		case fake.eventsCh <- e:
+		case <-ctx.Done():
+			t.Fatal("subscription never opened")
+		}
+		if e.RepoPath != repo {
+			continue
+		}
+		select {
+		case g := <-got:
+			if g.Kind != e.Kind || g.StoryID != e.StoryID {
+				t.Fatalf("got %+v, want %+v", g, e)
+			}
+		case <-ctx.Done():
+			t.Fatalf("event %v not delivered", e.Kind)
+		}
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("Events returned %v after cancel", err)
+	}
+}
+
+func TestShutdownEndsOpenStreams(t *testing.T) {
+	fake := &fakeSwarms{eventsCh: make(chan orchestrator.Event)}
+	c, srv, _ := serve(t, fake)
+	errc := make(chan error, 1)
+	go func() { errc <- c.Events(context.Background(), "", func(orchestrator.Event) error { return nil }) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(fake.Calls()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("shutdown waited for the stream: %v", err)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("stream ended with %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("stream did not end")
+	}
+}
+
+func TestNoDaemonGivesUnreachableWithTheStartCommand(t *testing.T) {
+	sock := filepath.Join(shortTempDir(t), "aimid.sock")
+	c := NewClient(sock)
+	_, err := c.Health(context.Background())
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{sock, "aimid &", "systemctl --user start aimid"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not mention %q", err, want)
+		}
+	}
+}
+
+func TestErrorAnswersAreLoggedWithoutBodies(t *testing.T) {
+	repo := shortTempDir(t)
+	var logs bytes.Buffer
+	fake := &fakeSwarms{}
+	_, _, sock := serve(t, fake, func(o *ServerOptions) {
+		o.Logger = slogTo(&logs)
+	})
+	rawCall(t, sock, "POST", "/v1/swarms/start", `{"repoPath":"`+repo+`","taskFiles":["x"],"append":true,"force":true,"image":"SECRETISH"}`)
+	if strings.Contains(logs.String(), "SECRETISH") {
+		t.Fatalf("request body logged: %s", logs.String())
+	}
+	if !strings.Contains(logs.String(), "request refused") {
+		t.Errorf("refusal not logged: %s", logs.String())
+	}
+}

@@ -1,0 +1,95 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// ErrAlreadyRunning: another daemon answers on the socket.
+var ErrAlreadyRunning = errors.New("another aimid is already running on this socket")
+
+// staleDialTimeout bounds the probe of an existing socket file: a live daemon
+// accepts at once; a dead one refuses at once. The timeout only covers a
+// daemon too busy to accept, which still counts as live.
+const staleDialTimeout = 2 * time.Second
+
+// Listener is the daemon's socket. Close removes the socket file and releases
+// the lock, so a clean exit leaves nothing behind.
+type Listener struct {
+	net.Listener
+	path string
+	lock *os.File
+}
+
+// Path is the socket's file path.
+func (l *Listener) Path() string { return l.path }
+
+// Close stops listening, removes the socket and releases the lock.
+func (l *Listener) Close() error {
+	err := l.Listener.Close()
+	// net's unix listener unlinks the file on Close; make sure anyway.
+	if rmErr := os.Remove(l.path); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
+		err = rmErr
+	}
+	l.lock.Close() // closing the descriptor drops the flock
+	return err
+}
+
+// Listen opens the daemon's unix socket at path. The directory is created
+// 0700 and the socket chmod-ed 0600 right after bind; since the directory
+// is already private, nobody else can reach the socket in between. A lock
+// file next to the socket (<path>.lock, flock) makes two daemons starting at
+// once safe; a leftover socket file from a killed daemon (connect refused)
+// is removed and replaced, a live one is ErrAlreadyRunning.
+func Listen(path string) (*Listener, error) {
+	if path == "" {
+		return nil, errors.New("listen: empty socket path")
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create socket directory %s: %w (pass --socket with a writable path)", dir, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("make socket directory %s private: %w", dir, err)
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s.lock: %w", path, err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w (%s); stop it first or use another --socket", ErrAlreadyRunning, path)
+		}
+		return nil, fmt.Errorf("lock %s.lock: %w", path, err)
+	}
+	fail := func(err error) (*Listener, error) { lock.Close(); return nil, err }
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&fs.ModeSocket == 0 {
+			return fail(fmt.Errorf("%s exists and is not a socket; remove it or use another --socket", path))
+		}
+		if c, err := net.DialTimeout("unix", path, staleDialTimeout); err == nil {
+			c.Close()
+			return fail(fmt.Errorf("%w (%s); stop it first or use another --socket", ErrAlreadyRunning, path))
+		}
+		if err := os.Remove(path); err != nil {
+			return fail(fmt.Errorf("remove stale socket %s: %w", path, err))
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fail(fmt.Errorf("listen on %s: %w", path, err))
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return fail(fmt.Errorf("chmod socket %s: %w", path, err))
+	}
+	return &Listener{Listener: ln, path: path, lock: lock}, nil
+}

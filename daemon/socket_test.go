@@ -1,0 +1,91 @@
+package daemon
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func slogTo(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func TestListenMakesAPrivateDirectoryAndSocket(t *testing.T) {
+	sock := filepath.Join(shortTempDir(t), "a", "b", "aimid.sock")
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	fi, err := os.Stat(sock)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("socket mode = %v, %v", fi.Mode(), err)
+	}
+	di, _ := os.Stat(filepath.Dir(sock))
+	if di.Mode().Perm() != 0o700 {
+		t.Errorf("dir mode = %v", di.Mode())
+	}
+}
+
+func TestListenReplacesAStaleSocket(t *testing.T) {
+	sock := filepath.Join(shortTempDir(t), "aimid.sock")
+	// A killed daemon leaves its socket file: bind one and drop it without
+	// unlinking.
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.SetUnlinkOnClose(false)
+	l.Close()
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatal("stale socket not left behind")
+	}
+	ln, err := Listen(sock)
+	if err != nil {
+		t.Fatalf("stale socket not replaced: %v", err)
+	}
+	ln.Close()
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Close left the socket: %v", err)
+	}
+}
+
+func TestListenRefusesWhenADaemonIsLive(t *testing.T) {
+	t.Run("same lock", func(t *testing.T) {
+		sock := filepath.Join(shortTempDir(t), "aimid.sock")
+		ln, err := Listen(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		if _, err := Listen(sock); !errors.Is(err, ErrAlreadyRunning) {
+			t.Fatalf("second Listen: %v", err)
+		}
+	})
+	t.Run("socket answers without the lock", func(t *testing.T) {
+		sock := filepath.Join(shortTempDir(t), "aimid.sock")
+		l, err := net.Listen("unix", sock) // a daemon that does not take the lock
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if _, err := Listen(sock); !errors.Is(err, ErrAlreadyRunning) {
+			t.Fatalf("Listen over a live socket: %v", err)
+		}
+	})
+}
+
+func TestListenRefusesToReplaceANonSocket(t *testing.T) {
+	sock := filepath.Join(shortTempDir(t), "aimid.sock")
+	os.WriteFile(sock, []byte("precious"), 0o600)
+	if _, err := Listen(sock); err == nil {
+		t.Fatal("Listen replaced a regular file")
+	}
+	if b, _ := os.ReadFile(sock); string(b) != "precious" {
+		t.Fatal("file changed")
+	}
+}
