@@ -21,7 +21,6 @@ test: lint ## every test, against the real Docker engine (builds the images it n
 
 FUZZTIME ?= 10s
 fuzz: ## short run of every fuzz target
-	@for spec in $$($(GO) test -list '^Fuzz' ./... 2>/dev/null | awk '/^Fuzz/{print $$1}' | sort -u); do :; done
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
 	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \

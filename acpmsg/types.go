@@ -1,7 +1,5 @@
 package acpmsg
 
-import "encoding/json"
-
 // Type is the envelope's message discriminator.
 type Type string
 
@@ -55,50 +53,57 @@ const (
 
 // Message is one envelope with its payload decoded into the concrete type
 // named by Type: *TaskRequest, *ProgressUpdate, *Completion or *ErrorPayload.
+//
+// The validate tags are the spec's envelope rules; the custom tags (msgtype,
+// rfc3339, uuid4) are registered in validate.go. Payload is validated
+// separately so that its field paths read payload.<field>.
 type Message struct {
-	Type        Type    `json:"type"`
-	Timestamp   string  `json:"timestamp"` // RFC 3339
-	SwarmID     string  `json:"swarmId"`
-	ContainerID string  `json:"containerId"`
-	Payload     Payload `json:"payload"`
+	Type        Type    `json:"type" validate:"msgtype"`
+	Timestamp   string  `json:"timestamp" validate:"rfc3339"` // RFC 3339
+	SwarmID     string  `json:"swarmId" validate:"uuid4"`
+	ContainerID string  `json:"containerId" validate:"required"`
+	Payload     Payload `json:"payload" validate:"-"`
 }
 
 // Payload is implemented by the four payload types.
 type Payload interface{ messageType() Type }
 
 // TaskRequest assigns a task file to a container.
+// EnvVars is never nil after decoding (absent means {}); it is omitted from
+// the encoding when empty.
 type TaskRequest struct {
-	TaskFilePath string            `json:"taskFilePath"`
-	BranchName   string            `json:"branchName"`
-	RepoURL      string            `json:"repoUrl"`
-	EnvVars      map[string]string `json:"envVars"`
+	TaskFilePath string            `json:"taskFilePath" validate:"taskpath"`
+	BranchName   string            `json:"branchName" validate:"branch"`
+	RepoURL      string            `json:"repoUrl" validate:"repourl"`
+	EnvVars      map[string]string `json:"envVars,omitempty" validate:"dive,keys,envkey,endkeys"`
 }
 
 // ProgressUpdate reports one story's new status.
+// Output may be empty but must be present on the wire; use TruncateOutput
+// to stay within MaxOutputChars.
 type ProgressUpdate struct {
-	StoryID string `json:"storyId"`
-	Status  string `json:"status"`
-	Output  string `json:"output"`
+	StoryID string `json:"storyId" validate:"storyid"`
+	Status  string `json:"status" validate:"oneof=pending in_progress completed failed skipped"`
+	Output  string `json:"output" validate:"max=2000"`
 }
 
 // Completion is a container's final message.
+// PRURL nil encodes as null (no PR); the key itself must be present on the
+// wire. Errors must be non-nil (an empty list is [] on the wire); use
+// CapErrors to stay within the limits.
 type Completion struct {
-	Status string   `json:"status"`
-	PRURL  *string  `json:"prUrl"`
-	Errors []string `json:"errors"`
+	Status string   `json:"status" validate:"oneof=completed failed stopped"`
+	PRURL  *string  `json:"prUrl" validate:"omitnil,weburl"`
+	Errors []string `json:"errors" validate:"required,max=50,dive,max=500"`
 }
 
 // ErrorPayload reports a container-level, non-recoverable error.
 type ErrorPayload struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
+	Code    string `json:"code" validate:"errcode"`
+	Message string `json:"message" validate:"max=2000"`
 }
 
 func (*TaskRequest) messageType() Type    { return TypeTaskRequest }
 func (*ProgressUpdate) messageType() Type { return TypeProgressUpdate }
 func (*Completion) messageType() Type     { return TypeCompletion }
 func (*ErrorPayload) messageType() Type   { return TypeError }
-
-// keep encoding/json imported for the codec file that implements
-// Message.UnmarshalJSON.
-var _ json.Marshaler = (*json.RawMessage)(nil)
