@@ -29,9 +29,9 @@ type wireEnvelope struct {
 }
 
 type wireTaskRequest struct {
-	TaskFilePath *string          `json:"taskFilePath"`
-	BranchName   *string          `json:"branchName"`
-	RepoURL      *string          `json:"repoUrl"`
+	TaskFilePath *string           `json:"taskFilePath"`
+	BranchName   *string           `json:"branchName"`
+	RepoURL      *string           `json:"repoUrl"`
 	EnvVars      map[string]string `json:"envVars"`
 }
 
