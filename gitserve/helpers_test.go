@@ -1,0 +1,126 @@
+package gitserve
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// hermeticEnv keeps the tester's git config out of the tests.
+var hermeticEnv = []string{
+	"GIT_CONFIG_NOSYSTEM=1",
+	"GIT_CONFIG_GLOBAL=" + os.DevNull,
+	"GIT_TERMINAL_PROMPT=0",
+	"GIT_AUTHOR_NAME=Test", "GIT_AUTHOR_EMAIL=test@example.com",
+	"GIT_COMMITTER_NAME=Test", "GIT_COMMITTER_EMAIL=test@example.com",
+	"LC_ALL=C",
+}
+
+// gitOut runs git and returns its combined output and error.
+func gitOut(dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), hermeticEnv...), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// mustGit runs git and fails the test if it fails.
+func mustGit(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	out, err := gitOut(dir, nil, args...)
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// newRepo makes a checkout on branch main with one commit.
+func newRepo(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "repo")
+	mustGit(t, "", "init", "-q", "-b", "main", dir)
+	commitFile(t, dir, "README.md", "hello\n")
+	return dir
+}
+
+func commitFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustGit(t, dir, "add", name)
+	mustGit(t, dir, "commit", "-q", "-m", "add "+name)
+	return mustGit(t, dir, "rev-parse", "HEAD")
+}
+
+// syncBuffer is a log sink the service's goroutines write to concurrently.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// newService starts a service with every log line captured at debug level.
+func newService(t testing.TB, opts Options) (*Service, *syncBuffer) {
+	t.Helper()
+	logs := &syncBuffer{}
+	if opts.DataDir == "" {
+		opts.DataDir = filepath.Join(t.TempDir(), "data")
+	}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, logs
+}
+
+// refs lists every ref of a repository with its value, and the object
+// files, so that "nothing changed" can be compared.
+func snapshot(t testing.TB, repo string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(mustGit(t, repo, "for-each-ref", "--format=%(refname) %(objectname)"))
+	b.WriteString("\n--objects--\n")
+	_ = filepath.WalkDir(filepath.Join(repo, "objects"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b.WriteString(strings.TrimPrefix(p, repo) + "\n")
+		}
+		return nil
+	})
+	return b.String()
+}
+
+// clientEnv is the environment a container gets: the CA to trust and the
+// token as an extra header (as the runner sends it).
+func clientEnv(caFile, authHeader string) []string {
+	env := []string{"GIT_SSL_CAINFO=" + caFile}
+	if authHeader != "" {
+		env = append(env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader", "GIT_CONFIG_VALUE_0="+authHeader)
+	}
+	return env
+}
+
+func ctxT(t testing.TB) context.Context { return t.Context() }
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,328 @@
+package gitserve
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func bearer(tok string) string { return "Authorization: Bearer " + tok }
+
+func basic(tok string) string {
+	return "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("aimi:"+tok))
+}
+
+// TestServiceOverHTTPS drives real git clone and push over https against
+// the service on 127.0.0.1: the granted ref goes through, every other push
+// and every request without a fitting token is refused with git-visible
+// reasons, and the repository is unchanged by every refusal.
+func TestServiceOverHTTPS(t *testing.T) {
+	ctx := ctxT(t)
+	repo := newRepo(t)
+	otherRepo := newRepo(t)
+	s, logs := newService(t, Options{})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatalf("second ListenOn on the same ip: %v", err)
+	}
+	a, err := s.Grant(ctx, repo, "swarm-1", "aimi-a", "feat/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Grant(ctx, repo, "swarm-1", "aimi-b", "feat-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Grant(ctx, otherRepo, "swarm-2", "aimi-c", "feat-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, err := s.Grant(ctx, repo, "swarm-1", "aimi-gone", "feat-gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Revoke("aimi-gone")
+	if !strings.HasPrefix(a.RepoURL, "https://127.0.0.1:") || !strings.HasSuffix(a.RepoURL, "/swarm-1.git") {
+		t.Fatalf("RepoURL = %q", a.RepoURL)
+	}
+	if a.Token == b.Token || len(a.Token) != 64 {
+		t.Fatalf("tokens not distinct 32-byte hex: %d chars", len(a.Token))
+	}
+	mirror := s.mirrorPath("swarm-1")
+
+	// A container's workspace: clone with its token, commit on its branch.
+	work := filepath.Join(t.TempDir(), "work")
+	if out, err := gitOut("", clientEnv(a.CAFile, bearer(a.Token)), "clone", "-q", a.RepoURL, work); err != nil {
+		t.Fatalf("clone with a Bearer token: %v\n%s", err, out)
+	}
+	if out, err := gitOut("", clientEnv(a.CAFile, basic(a.Token)), "clone", "-q", a.RepoURL, filepath.Join(t.TempDir(), "w2")); err != nil {
+		t.Fatalf("clone with a Basic token: %v\n%s", err, out)
+	}
+	mustGit(t, work, "checkout", "-q", "-b", "feat/a")
+	tip := commitFile(t, work, "a.txt", "story 1\n")
+
+	if _, err := s.Unreceived(ctx, repo, "aimi-a", "feat/a"); err == nil {
+		t.Fatal("Unreceived before any push: want ErrNothingReceived")
+	}
+	if out, err := gitOut(work, clientEnv(a.CAFile, bearer(a.Token)), "push", "-q", "origin", "HEAD:refs/heads/feat/a"); err != nil {
+		t.Fatalf("push of the granted branch: %v\n%s", err, out)
+	}
+	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat/a"); got != tip {
+		t.Fatalf("mirror feat/a = %s, want %s", got, tip)
+	}
+	if commits, err := s.Unreceived(ctx, repo, "aimi-a", "feat/a"); err != nil || len(commits) != 0 {
+		t.Fatalf("Unreceived after the push = %v, %v; want none", commits, err)
+	}
+	// More work on top is accepted too (fast-forward).
+	commitFile(t, work, "a2.txt", "story 2\n")
+	if out, err := gitOut(work, clientEnv(a.CAFile, bearer(a.Token)), "push", "-q", "origin", "HEAD:refs/heads/feat/a"); err != nil {
+		t.Fatalf("second push of the granted branch: %v\n%s", err, out)
+	}
+
+	// Unpushed work, so that every refused push below has something to send.
+	commitFile(t, work, "a3.txt", "story 3\n")
+	otherURL := strings.Replace(a.RepoURL, "swarm-1", "swarm-2", 1)
+	refused := []struct {
+		name string
+		dir  string
+		env  []string
+		args []string
+		want string // in git's output
+	}{
+		{"push to another container's branch is refused", work, clientEnv(a.CAFile, bearer(a.Token)),
+			[]string{"push", "origin", "HEAD:refs/heads/feat-b"}, "may push only refs/heads/feat/a"},
+		{"push to main is refused", work, clientEnv(a.CAFile, bearer(a.Token)),
+			[]string{"push", "origin", "HEAD:refs/heads/main"}, "may push only refs/heads/feat/a"},
+		{"push of a tag is refused", work, clientEnv(a.CAFile, bearer(a.Token)),
+			[]string{"push", "origin", "HEAD:refs/tags/v1"}, "may push only refs/heads/feat/a"},
+		{"push of the granted ref with another ref is refused whole", work, clientEnv(a.CAFile, bearer(a.Token)),
+			[]string{"push", "origin", "HEAD:refs/heads/feat/a", "HEAD:refs/heads/other"}, "refused with the rest of this push"},
+		{"deleting the granted branch is refused", work, clientEnv(a.CAFile, bearer(a.Token)),
+			[]string{"push", "origin", ":refs/heads/feat/a"}, "deleting refs/heads/feat/a is refused"},
+		{"non-fast-forward push of the granted branch is refused", work, clientEnv(a.CAFile, bearer(a.Token)),
+			[]string{"push", "--force", "origin", "HEAD~2:refs/heads/feat/a"}, "rejected"},
+		{"another container's token cannot push this branch", work, clientEnv(a.CAFile, bearer(b.Token)),
+			[]string{"push", "origin", "HEAD:refs/heads/feat/a"}, "may push only refs/heads/feat-b"},
+		{"push without a token is refused", work, clientEnv(a.CAFile, ""),
+			[]string{"push", "origin", "HEAD:refs/heads/feat/a"}, "could not read Username"},
+		{"push with a wrong token is refused", work, clientEnv(a.CAFile, bearer(strings.Repeat("0", 64))),
+			[]string{"push", "origin", "HEAD:refs/heads/feat/a"}, "could not read Username"},
+		{"push with a wrong Basic password is refused", work, clientEnv(a.CAFile, basic("nope")),
+			[]string{"push", "origin", "HEAD:refs/heads/feat/a"}, "could not read Username"},
+		{"push with a revoked token is refused", work, clientEnv(a.CAFile, bearer(revoked.Token)),
+			[]string{"push", "origin", "HEAD:refs/heads/feat-gone"}, "could not read Username"},
+		{"clone without a token is refused", "", clientEnv(a.CAFile, ""),
+			[]string{"clone", a.RepoURL, filepath.Join(t.TempDir(), "x")}, "could not read Username"},
+		{"clone of another swarm's repository is refused", "", clientEnv(a.CAFile, bearer(a.Token)),
+			[]string{"clone", otherURL, filepath.Join(t.TempDir(), "x")}, "own swarm's repository only"},
+		{"push into another swarm's repository is refused", work, clientEnv(a.CAFile, bearer(a.Token)),
+			[]string{"push", otherURL, "HEAD:refs/heads/feat/a"}, "own swarm's repository only"},
+		{"the other swarm's token cannot push here", work, clientEnv(a.CAFile, bearer(c.Token)),
+			[]string{"push", "origin", "HEAD:refs/heads/feat-c"}, "own swarm's repository only"},
+		{"a client without the CA does not connect", "", []string{"GIT_SSL_CAINFO=" + os.DevNull},
+			[]string{"ls-remote", a.RepoURL}, "unable to access"},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			before, beforeOther := snapshot(t, mirror), snapshot(t, s.mirrorPath("swarm-2"))
+			out, err := gitOut(tc.dir, tc.env, tc.args...)
+			if err == nil {
+				t.Fatalf("git %v succeeded, want refused\n%s", tc.args, out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("git output lacks %q:\n%s", tc.want, out)
+			}
+			if after := snapshot(t, mirror); after != before {
+				t.Errorf("repository changed by a refused request:\nbefore %s\nafter %s", before, after)
+			}
+			if after := snapshot(t, s.mirrorPath("swarm-2")); after != beforeOther {
+				t.Errorf("other swarm's repository changed by a refused request")
+			}
+		})
+	}
+
+	t.Run("dumb http and other paths are refused", func(t *testing.T) {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(s.ca.certPEM)
+		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		base := strings.TrimSuffix(a.RepoURL, "/swarm-1.git")
+		for _, p := range []string{"/swarm-1.git/HEAD", "/swarm-1.git/objects/info/packs", "/swarm-1.git/info/refs", "/swarm-1.git/config", "/swarm-1.git/../swarm-2.git/info/refs?service=git-upload-pack"} {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+p, nil)
+			req.Header.Set("Authorization", "Bearer "+a.Token)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("GET %s = %d, want 403", p, resp.StatusCode)
+			}
+		}
+	})
+
+	// The user's checkout was never written by any of it.
+	if got := mustGit(t, repo, "for-each-ref", "--format=%(refname)"); got != "refs/heads/main" {
+		t.Errorf("user's checkout refs = %q, want only main", got)
+	}
+
+	// Secrets never reach the logs or the grants file.
+	caKey, err := os.ReadFile(filepath.Join(s.dir, caKeyName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grants, err := os.ReadFile(filepath.Join(s.dir, stateName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logs.String()
+	if !strings.Contains(log, "push refused") || !strings.Contains(log, "push received") {
+		t.Fatalf("logs lack the push events, is the capture working?\n%s", log)
+	}
+	for name, secret := range map[string]string{"token a": a.Token, "token b": b.Token, "token c": c.Token,
+		"revoked token": revoked.Token, "CA key": keyBody(caKey), "CA certificate": keyBody(s.ca.certPEM)} {
+		if strings.Contains(log, secret) {
+			t.Errorf("%s appears in the logs", name)
+		}
+		if strings.Contains(string(grants), secret) {
+			t.Errorf("%s appears in %s", name, stateName)
+		}
+	}
+	for _, h := range []string{"Authorization", "Bearer", "Basic "} {
+		if strings.Contains(log, h) {
+			t.Errorf("logs mention %q", h)
+		}
+	}
+}
+
+// keyBody is the base64 body of a PEM block, the part that would leak.
+func keyBody(pemData []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(pemData)), "\n")
+	return strings.Join(lines[1:len(lines)-1], "")[:40]
+}
+
+// TestServiceSurvivesRestart: a new Service on the same data dir keeps the
+// CA, the port and the grants, so running containers keep their access.
+func TestServiceSurvivesRestart(t *testing.T) {
+	ctx := ctxT(t)
+	repo := newRepo(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	s1, _ := newService(t, Options{DataDir: dir})
+	if err := s1.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s1.Grant(ctx, repo, "swarm-r", "aimi-r", "feat-r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caBefore, _ := os.ReadFile(g.CAFile)
+	s1.Close()
+
+	s2, _ := newService(t, Options{DataDir: dir})
+	if err := s2.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	caAfter, _ := os.ReadFile(s2.CAFile())
+	if string(caBefore) != string(caAfter) {
+		t.Fatal("the CA changed across a restart")
+	}
+	if st, err := os.Stat(filepath.Join(dir, caKeyName)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("CA key mode: %v %v", st.Mode(), err)
+	}
+	if st, err := os.Stat(s2.CAFile()); err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("CA cert mode: %v %v", st.Mode(), err)
+	}
+	if out, err := gitOut("", clientEnv(g.CAFile, bearer(g.Token)), "ls-remote", g.RepoURL); err != nil {
+		t.Fatalf("the old URL and token after a restart: %v\n%s", err, out)
+	}
+}
+
+// TestListenOnCertificateNamesTheIP: the served certificate verifies
+// against the CA for the IP itself.
+func TestListenOnCertificateNamesTheIP(t *testing.T) {
+	ctx := ctxT(t)
+	s, _ := newService(t, Options{})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.ca.certPEM)
+	s.mu.Lock()
+	port := s.listeners["127.0.0.1"].port
+	s.mu.Unlock()
+	conn, err := tls.Dial("tcp", "127.0.0.1:"+itoa(port), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+	if err != nil {
+		t.Fatalf("TLS with the service CA: %v", err)
+	}
+	conn.Close()
+	if err := s.ListenOn(ctx, "not-an-ip"); err == nil {
+		t.Fatal("ListenOn accepted a host name")
+	}
+}
+
+func TestGrantRefusesBadInput(t *testing.T) {
+	ctx := ctxT(t)
+	repo := newRepo(t)
+	s, _ := newService(t, Options{})
+	if _, err := s.Grant(ctx, repo, "swarm", "aimi-x", "b"); err == nil {
+		t.Fatal("Grant before ListenOn succeeded")
+	}
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, repo, swarm, container, branch string }{
+		{"swarm id with a slash", repo, "a/b", "aimi-x", "b"},
+		{"swarm id with dots", repo, "..", "aimi-x", "b"},
+		{"branch with a space", repo, "s", "aimi-x", "a b"},
+		{"branch with ..", repo, "s", "aimi-x", "a..b"},
+		{"relative repo", "repo", "s", "aimi-x", "b"},
+		{"not a repository", t.TempDir(), "s", "aimi-x", "b"},
+		{"empty container", repo, "s", "", "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := s.Grant(ctx, tc.repo, tc.swarm, tc.container, tc.branch); err == nil {
+				t.Fatal("Grant succeeded")
+			}
+		})
+	}
+}
+
+// TestPreReceiveHookIsASecondGate: receive-pack run without the service's
+// gate (plain local push into the mirror) is refused by the hook.
+func TestPreReceiveHookIsASecondGate(t *testing.T) {
+	ctx := ctxT(t)
+	repo := newRepo(t)
+	s, _ := newService(t, Options{})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Grant(ctx, repo, "swarm-h", "aimi-h", "feat-h"); err != nil {
+		t.Fatal(err)
+	}
+	mirror := s.mirrorPath("swarm-h")
+	before := snapshot(t, mirror)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		ref  string
+	}{
+		{"no allowed ref refuses everything", nil, "refs/heads/feat-h"},
+		{"another ref than the allowed one", []string{EnvAllowedRef + "=refs/heads/feat-h"}, "refs/heads/main2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := gitOut(repo, tc.env, "push", mirror, "HEAD:"+tc.ref)
+			if err == nil || !strings.Contains(out, "aimi: push to "+tc.ref+" refused") {
+				t.Fatalf("push = %v\n%s", err, out)
+			}
+		})
+	}
+	if after := snapshot(t, mirror); after != before {
+		t.Fatal("mirror changed")
+	}
+}
