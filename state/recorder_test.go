@@ -15,7 +15,9 @@ import (
 	"github.com/aimi-tools/swarm/tasks"
 )
 
-func cursor(i int) string { return t0.Add(time.Duration(i) * time.Microsecond).Format(time.RFC3339Nano) }
+func cursor(i int) string {
+	return t0.Add(time.Duration(i) * time.Microsecond).Format(time.RFC3339Nano)
+}
 
 // newTestRecorder tracks the named containers, each with a pendingFile(n).
 func newTestRecorder(t *testing.T, root string, n int, names ...string) (*Recorder, *Store) {
