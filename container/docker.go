@@ -1,0 +1,474 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+)
+
+// Docker drives one Docker engine through the Engine API. It is safe for
+// concurrent use.
+type Docker struct {
+	cli *client.Client
+	log *slog.Logger
+}
+
+// Option configures a Docker.
+type Option func(*Docker)
+
+// WithLogger sets the logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(d *Docker) { d.log = l } }
+
+// NewDocker connects to the engine named by the environment (DOCKER_HOST,
+// DOCKER_API_VERSION, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY) with API version
+// negotiation, since the engine may speak an older API than the client
+// library, and pings it.
+func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("%w: configure client from the environment: %w (check DOCKER_HOST)", ErrEngineUnavailable, err)
+	}
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("%w at %s: %w (is the Docker daemon running, and may this user use its socket?)", ErrEngineUnavailable, cli.DaemonHost(), err)
+	}
+	return newDocker(cli, opts...), nil
+}
+
+func newDocker(cli *client.Client, opts ...Option) *Docker {
+	d := &Docker{cli: cli, log: slog.Default()}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
+}
+
+// Close releases the client's connections.
+func (d *Docker) Close() error { return d.cli.Close() }
+
+// HasRuntime reports whether the engine has the named OCI runtime (e.g.
+// "sysbox-runc"), so callers can use it "when available".
+func (d *Docker) HasRuntime(ctx context.Context, name string) (bool, error) {
+	info, err := d.cli.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read engine info: %w", err)
+	}
+	_, ok := info.Runtimes[name]
+	return ok, nil
+}
+
+// ImageExists reports whether ref is present on the engine.
+func (d *Docker) ImageExists(ctx context.Context, ref string) (bool, error) {
+	_, err := d.cli.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case errdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("inspect image %s: %w", ref, err)
+	}
+}
+
+// Create creates (does not start) the container described by s and returns
+// its id. The spec is validated completely before any engine call. A
+// container that already has the name is a conflict (ErrConflict) while it
+// runs, and is removed and replaced otherwise. A missing image is
+// ErrImageNotFound, a missing required runtime ErrRuntimeMissing, a missing
+// network ErrNetworkNotFound; none of them leaves anything behind.
+func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
+	if err := s.validate(); err != nil {
+		return "", err
+	}
+	runtime := s.Runtime
+	if runtime != "" {
+		ok, err := d.HasRuntime(ctx, runtime)
+		if err != nil {
+			return "", fmt.Errorf("create container %s: %w", s.Name, err)
+		}
+		if !ok && s.RequireRuntime {
+			return "", fmt.Errorf("create container %s: %w: runtime %q is required by the configuration but the engine does not have it; install it (%s) or drop the requirement", s.Name, ErrRuntimeMissing, runtime, runtimeInstallGuide)
+		}
+		if !ok {
+			d.log.Warn("runtime not installed, using the engine default", "container", s.Name, "runtime", runtime, "install", runtimeInstallGuide)
+			runtime = ""
+		}
+	}
+	if ok, err := d.ImageExists(ctx, s.Image); err != nil {
+		return "", fmt.Errorf("create container %s: %w", s.Name, err)
+	} else if !ok {
+		return "", fmt.Errorf("create container %s: %w: %s (%s; nothing is pulled)", s.Name, ErrImageNotFound, s.Image, imageBuildHint)
+	}
+	if s.Network != "" {
+		if _, err := d.cli.NetworkInspect(ctx, s.Network, network.InspectOptions{}); errdefs.IsNotFound(err) {
+			return "", fmt.Errorf("create container %s: %w: %s (create it with EnsureNetwork first)", s.Name, ErrNetworkNotFound, s.Network)
+		} else if err != nil {
+			return "", fmt.Errorf("create container %s: inspect network %s: %w", s.Name, s.Network, err)
+		}
+	}
+	if err := d.replaceStale(ctx, s.Name); err != nil {
+		return "", err
+	}
+
+	cfg, hc, nc := s.engineConfig(runtime)
+	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
+	if errdefs.IsConflict(err) {
+		// Another creator won the race for the name after replaceStale.
+		return "", fmt.Errorf("create container %s: %w: %w", s.Name, ErrConflict, err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("create container %s: %w", s.Name, err)
+	}
+	for _, w := range resp.Warnings {
+		d.log.Warn("engine warning on create", "container", s.Name, "warning", w)
+	}
+	return resp.ID, nil
+}
+
+// replaceStale makes the name free: a running (or paused, restarting,
+// being removed) holder is a conflict; a created or exited one is removed.
+func (d *Docker) replaceStale(ctx context.Context, name string) error {
+	old, err := d.cli.ContainerInspect(ctx, name)
+	if errdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create container %s: inspect existing container: %w", name, err)
+	}
+	if st := old.State; st != nil && (st.Running || st.Paused || st.Restarting || st.Status == "removing") {
+		return fmt.Errorf("create container %s: %w (status %s, id %.12s); stop it first or pick another name", name, ErrConflict, st.Status, old.ID)
+	}
+	d.log.Info("removing stale container before recreating it", "container", name, "id", old.ID)
+	if err := d.Remove(ctx, old.ID); err != nil {
+		return fmt.Errorf("create container %s: remove stale container: %w", name, err)
+	}
+	return nil
+}
+
+// engineConfig translates a validated Spec into the engine's create request.
+func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+	labels := make(map[string]string, len(s.Labels)+1)
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	if _, ok := labels[LabelSandbox]; !ok {
+		labels[LabelSandbox] = "true"
+	}
+	cfg := &container.Config{
+		Image:      s.Image,
+		Labels:     labels,
+		Env:        append([]string(nil), s.Env...),
+		User:       s.User,
+		WorkingDir: s.WorkingDir,
+		Cmd:        append([]string(nil), s.Cmd...),
+		// stdin stays open across attaches: the task-request is written
+		// through a later attach, and closing that attach must not close
+		// the runner's stdin. No TTY: it would merge stderr into stdout and
+		// rewrite newlines.
+		OpenStdin: true,
+		StdinOnce: false,
+		Tty:       false,
+	}
+	if len(cfg.Cmd) == 0 {
+		cfg.Cmd = nil
+	}
+	hc := &container.HostConfig{
+		NetworkMode:    container.NetworkMode(s.Network),
+		ReadonlyRootfs: s.ReadOnlyRootfs,
+		Runtime:        runtime,
+		ExtraHosts:     append([]string(nil), s.ExtraHosts...),
+		CapDrop:        []string{"ALL"},
+		CapAdd:         keptCapabilities(),
+		SecurityOpt:    []string{noNewPrivileges},
+		LogConfig: container.LogConfig{
+			Type:   logDriver,
+			Config: map[string]string{"max-size": logMaxSize, "max-file": logMaxFile},
+		},
+		// No AutoRemove: the exit code and OOMKilled must survive until the
+		// orchestrator has read them, even across its own restart.
+		AutoRemove:    false,
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		Resources: container.Resources{
+			NanoCPUs:   s.NanoCPUs,
+			Memory:     s.MemoryBytes,
+			MemorySwap: s.MemorySwapBytes,
+		},
+	}
+	if s.PidsLimit != 0 {
+		p := s.PidsLimit
+		hc.Resources.PidsLimit = &p
+	}
+	if s.ReadOnlyRootfs {
+		// Git, agents and most tools need a scratch directory.
+		hc.Tmpfs = map[string]string{"/tmp": "rw,nosuid,nodev,size=256m"}
+	}
+	for _, m := range s.Mounts {
+		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	var nc *network.NetworkingConfig
+	if s.Network != "" {
+		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.Network: {}}}
+	}
+	return cfg, hc, nc
+}
+
+// Start starts a created container.
+func (d *Docker) Start(ctx context.Context, id string) error {
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return fmt.Errorf("start container %s: %w", id, notFound(err))
+	}
+	return nil
+}
+
+// Exit is how a container ended.
+type Exit struct {
+	Code      int
+	OOMKilled bool
+	Err       error // the wait itself failed (ctx done, container removed)
+}
+
+// Wait reports the container's next exit on the returned channel (one value,
+// then closed). Call it before Start: the engine registers the wait before
+// Wait returns, so an exit right after start is not missed. If the wait
+// breaks (the engine restarted, the connection dropped), the container is
+// inspected: an exited container's result comes from the inspection, a
+// running one is waited on again.
+func (d *Docker) Wait(ctx context.Context, id string) <-chan Exit {
+	out := make(chan Exit, 1)
+	resC, errC := d.cli.ContainerWait(ctx, id, container.WaitConditionNextExit)
+	go func() {
+		defer close(out)
+		out <- d.wait(ctx, id, resC, errC)
+	}()
+	return out
+}
+
+func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.WaitResponse, errC <-chan error) Exit {
+	backoff := 100 * time.Millisecond
+	for {
+		var werr error
+		select {
+		case res := <-resC:
+			if res.Error != nil && res.Error.Message != "" {
+				werr = errors.New(res.Error.Message)
+				break
+			}
+			return d.exitFromInspect(ctx, id, int(res.StatusCode))
+		case werr = <-errC:
+		}
+		if ctx.Err() != nil {
+			return Exit{Err: fmt.Errorf("wait for container %s: %w", id, ctx.Err())}
+		}
+		d.log.Warn("wait for container broke, inspecting and waiting again", "container", id, "err", werr)
+		info, err := d.Inspect(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return Exit{Err: fmt.Errorf("wait for container %s: %w (removed while waiting)", id, ErrNotFound)}
+		}
+		if err == nil && !info.Running && (info.Status == "exited" || info.Status == "dead") {
+			return Exit{Code: info.ExitCode, OOMKilled: info.OOMKilled}
+		}
+		if err := sleepCtx(ctx, backoff); err != nil {
+			return Exit{Err: fmt.Errorf("wait for container %s: %w", id, err)}
+		}
+		backoff = min(2*backoff, 5*time.Second)
+		cond := container.WaitConditionNextExit
+		if err == nil && info.Running {
+			// not-running also returns at once if it exits before the
+			// wait registers.
+			cond = container.WaitConditionNotRunning
+		}
+		resC, errC = d.cli.ContainerWait(ctx, id, cond)
+	}
+}
+
+// exitFromInspect adds OOMKilled, which the wait response does not carry.
+func (d *Docker) exitFromInspect(ctx context.Context, id string, code int) Exit {
+	ex := Exit{Code: code}
+	info, err := d.Inspect(ctx, id)
+	if err != nil {
+		d.log.Warn("inspect after exit failed; OOMKilled unknown", "container", id, "err", err)
+		return ex
+	}
+	ex.OOMKilled = info.OOMKilled
+	return ex
+}
+
+// Info is what Inspect and List report about a container.
+type Info struct {
+	ID, Name, Image string // Name without the engine's leading "/"
+	Labels          map[string]string
+	Status          string // created, running, paused, restarting, removing, exited, dead
+	Running         bool
+	ExitCode        int
+	OOMKilled       bool
+	Error           string // the engine's error for the last start/exit, if any
+	Pid             int
+	StartedAt       time.Time // zero if never started
+	FinishedAt      time.Time // zero if never finished
+
+	// What the container was created with, for verification.
+	NanoCPUs, MemoryBytes, MemorySwapBytes, PidsLimit int64
+	ReadOnlyRootfs                                    bool
+	Runtime                                           string
+	SecurityOpt, CapAdd, CapDrop                      []string
+	LogDriver                                         string
+	NetworkMode                                       string
+	Networks                                          map[string]string // network name -> IPv4 address
+	User                                              string
+}
+
+// Inspect reports a container's state and configuration.
+func (d *Docker) Inspect(ctx context.Context, id string) (Info, error) {
+	c, err := d.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return Info{}, fmt.Errorf("inspect container %s: %w", id, notFound(err))
+	}
+	info := Info{ID: c.ID, Name: trimSlash(c.Name), Image: c.Image}
+	if c.Config != nil {
+		info.Image = c.Config.Image
+		info.Labels = c.Config.Labels
+		info.User = c.Config.User
+	}
+	if st := c.State; st != nil {
+		info.Status = string(st.Status)
+		info.Running = st.Running
+		info.ExitCode = st.ExitCode
+		info.OOMKilled = st.OOMKilled
+		info.Error = st.Error
+		info.Pid = st.Pid
+		info.StartedAt = engineTime(st.StartedAt)
+		info.FinishedAt = engineTime(st.FinishedAt)
+	}
+	if hc := c.HostConfig; hc != nil {
+		info.NanoCPUs = hc.NanoCPUs
+		info.MemoryBytes = hc.Memory
+		info.MemorySwapBytes = hc.MemorySwap
+		if hc.PidsLimit != nil {
+			info.PidsLimit = *hc.PidsLimit
+		}
+		info.ReadOnlyRootfs = hc.ReadonlyRootfs
+		info.Runtime = hc.Runtime
+		info.SecurityOpt = hc.SecurityOpt
+		info.CapAdd = hc.CapAdd
+		info.CapDrop = hc.CapDrop
+		info.LogDriver = hc.LogConfig.Type
+		info.NetworkMode = string(hc.NetworkMode)
+	}
+	if c.NetworkSettings != nil {
+		info.Networks = make(map[string]string, len(c.NetworkSettings.Networks))
+		for name, ep := range c.NetworkSettings.Networks {
+			if ep != nil {
+				info.Networks[name] = ep.IPAddress
+			}
+		}
+	}
+	return info, nil
+}
+
+// Stop sends SIGTERM, waits up to grace (rounded up to whole seconds, the
+// engine's unit), then kills. Stopping a container that is not running is
+// not an error.
+func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error {
+	secs := int(math.Ceil(max(grace, 0).Seconds()))
+	if err := d.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil {
+		return fmt.Errorf("stop container %s: %w", id, notFound(err))
+	}
+	return nil
+}
+
+// Remove force-removes a container (killing it if it runs) with its
+// anonymous volumes. A container that does not exist is not an error.
+func (d *Docker) Remove(ctx context.Context, id string) error {
+	err := d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err == nil || errdefs.IsNotFound(err) {
+		return nil
+	}
+	if !errdefs.IsConflict(err) {
+		return fmt.Errorf("remove container %s: %w", id, err)
+	}
+	// "removal already in progress": wait until the other remover is done,
+	// so that on return the name is free.
+	for {
+		if _, ierr := d.cli.ContainerInspect(ctx, id); errdefs.IsNotFound(ierr) {
+			return nil
+		}
+		if serr := sleepCtx(ctx, 100*time.Millisecond); serr != nil {
+			return fmt.Errorf("remove container %s: %w (%w)", id, err, serr)
+		}
+	}
+}
+
+// List reports every container (any state) carrying all the given labels.
+func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Info, error) {
+	cs, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilters(labels)})
+	if err != nil {
+		return nil, fmt.Errorf("list containers: %w", err)
+	}
+	out := make([]Info, 0, len(cs))
+	for _, c := range cs {
+		info, err := d.Inspect(ctx, c.ID)
+		if errors.Is(err, ErrNotFound) {
+			continue // removed between list and inspect
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list containers: %w", err)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+func labelFilters(labels map[string]string) filters.Args {
+	f := filters.NewArgs()
+	for k, v := range labels {
+		f.Add("label", k+"="+v)
+	}
+	return f
+}
+
+// notFound adds ErrNotFound to the engine's not-found errors so callers need
+// not import errdefs.
+func notFound(err error) error {
+	if errdefs.IsNotFound(err) {
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	return err
+}
+
+func trimSlash(name string) string {
+	if len(name) > 0 && name[0] == '/' {
+		return name[1:]
+	}
+	return name
+}
+
+// engineTime parses the engine's RFC 3339 state times; its "never" value
+// (0001-01-01T00:00:00Z) becomes the zero time.
+func engineTime(s string) time.Time {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.Year() <= 1 {
+		return time.Time{}
+	}
+	return t
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

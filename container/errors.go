@@ -1,0 +1,30 @@
+package container
+
+import "errors"
+
+// Errors callers match with errors.Is. Each returned error wraps one of these
+// with what failed and what to do.
+var (
+	// ErrInvalidName: a container or network name does not match
+	// ^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$. Reported before any engine call.
+	ErrInvalidName = errors.New("invalid name")
+	// ErrInvalidSpec: some other field of a Spec is invalid. Reported before
+	// any engine call.
+	ErrInvalidSpec = errors.New("invalid container spec")
+	// ErrConflict: a running container already has the requested name.
+	ErrConflict = errors.New("a running container already has this name")
+	// ErrImageNotFound: the image does not exist on the engine (there is no
+	// registry to pull from).
+	ErrImageNotFound = errors.New("image not found")
+	// ErrRuntimeMissing: a required OCI runtime is not installed.
+	ErrRuntimeMissing = errors.New("container runtime not installed")
+	// ErrNetworkNotFound: the spec names a network that does not exist.
+	ErrNetworkNotFound = errors.New("network not found")
+	// ErrNotFound: no such container.
+	ErrNotFound = errors.New("no such container")
+	// ErrEngineUnavailable: no Docker engine answers.
+	ErrEngineUnavailable = errors.New("docker engine unavailable")
+	// ErrLineTooLong: a log line exceeded MaxLineBytes; it is reported (with
+	// its cursor and size) and skipped.
+	ErrLineTooLong = errors.New("line exceeds the 64 KiB limit")
+)

@@ -1,0 +1,290 @@
+package container
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// MaxLineBytes caps one output line (newline excluded). It equals the swarm
+// message spec's NDJSON line limit (acpmsg.MaxLineBytes); longer lines are
+// reported with ErrLineTooLong and skipped.
+const MaxLineBytes = 64 * 1024
+
+// Stream says which output stream a line came from.
+type Stream int
+
+// The engine's stream ids in multiplexed frames (stdcopy.Stdout/Stderr).
+const (
+	Stdout Stream = 1
+	Stderr Stream = 2
+)
+
+func (s Stream) String() string {
+	switch s {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	}
+	return fmt.Sprintf("stream(%d)", int(s))
+}
+
+// Line is one line of a container's output, or a problem with one.
+//
+// A line with Err == ErrLineTooLong (errors.Is) has a valid Cursor, Stream and
+// Size but no Data: it was too long and was skipped. A Line with a zero
+// Cursor and a non-nil Err is a failure of the stream itself; it is the last
+// value before the channel closes.
+type Line struct {
+	Cursor Cursor
+	Stream Stream
+	Data   []byte // without the newline; owned by the receiver
+	Size   int    // length of the full line in bytes (newline excluded)
+	Err    error
+}
+
+const (
+	frameHeaderLen = 8
+	// maxPrefixLen bounds the search for the timestamp's terminating space
+	// (the engine's fixed layout is 30 bytes).
+	maxPrefixLen = 64
+	// chunkLen is how much of a frame's payload is handled at once, so a
+	// hostile or huge frame size never means a huge allocation.
+	chunkLen = 32 * 1024
+	// engineErrStream is stdcopy.Systemerr: the engine reporting an error in
+	// the middle of the stream.
+	engineErrStream = 3
+)
+
+// errEngineStream marks an error the engine sent inside the log stream.
+var errEngineStream = errors.New("engine error in log stream")
+
+// partial is a line that has started (on one stream) but not yet ended.
+type partial struct {
+	active bool
+	cur    Cursor
+	buf    []byte
+	size   int
+	over   bool
+}
+
+// frameSplitter turns the engine's multiplexed, timestamped log stream into
+// lines. Each frame is one log entry "<timestamp> <text>"; text ends in a
+// newline unless the entry is a partial piece of a longer line (json-file
+// splits at 16 KiB), whose next pieces follow as further frames of the same
+// stream. A line's cursor time is the timestamp of its first frame.
+type frameSplitter struct {
+	max  int
+	pend [3]partial // indexed by Stream
+	// seqs counts lines started per timestamp (UnixNano) in this stream of
+	// frames, to number lines that share a timestamp. Pruned of old keys.
+	seqs    map[int64]int
+	newest  int64
+	scratch []byte
+	emit    func(Line) bool // false: stop reading
+}
+
+func newFrameSplitter(max int, emit func(Line) bool) *frameSplitter {
+	return &frameSplitter{max: max, seqs: map[int64]int{}, scratch: make([]byte, chunkLen), emit: emit}
+}
+
+// errStopped is returned by readFrom when emit asked to stop.
+var errStopped = errors.New("stopped by receiver")
+
+// readFrom reads frames until EOF (nil), an error, or emit returning false
+// (errStopped). Lines still open at the end stay pending: the caller decides
+// whether the output really ended (flush) or the stream merely broke.
+func (f *frameSplitter) readFrom(r io.Reader) error {
+	br, ok := r.(*bufio.Reader)
+	if !ok {
+		br = bufio.NewReaderSize(r, chunkLen)
+	}
+	var hdr [frameHeaderLen]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("read frame header: %w", err)
+		}
+		stream := int(hdr[0])
+		size := int64(binary.BigEndian.Uint32(hdr[4:]))
+		if stream == engineErrStream {
+			msg, _ := io.ReadAll(io.LimitReader(br, min(size, 4096)))
+			return fmt.Errorf("%w: %s", errEngineStream, bytes.TrimSpace(msg))
+		}
+		if stream != int(Stdout) && stream != int(Stderr) {
+			return fmt.Errorf("read frame: unexpected stream id %d (is the container using a TTY?)", stream)
+		}
+		ts, n, err := readTimestamp(br, size)
+		if err != nil {
+			return err
+		}
+		if err := f.payload(br, Stream(stream), ts, size-n); err != nil {
+			return err
+		}
+	}
+}
+
+// readTimestamp reads "<RFC 3339 time> " from the start of a frame and
+// returns the time and the number of bytes consumed.
+func readTimestamp(br *bufio.Reader, size int64) (time.Time, int64, error) {
+	limit := min(size, maxPrefixLen)
+	var buf [maxPrefixLen]byte
+	for i := int64(0); i < limit; i++ {
+		b, err := br.ReadByte()
+		if err != nil {
+			return time.Time{}, 0, fmt.Errorf("read frame timestamp: %w", unexpectedEOF(err))
+		}
+		if b == ' ' {
+			t, err := time.Parse(time.RFC3339Nano, string(buf[:i]))
+			if err != nil {
+				return time.Time{}, 0, fmt.Errorf("read frame timestamp: %w (were logs requested with timestamps?)", err)
+			}
+			return t.UTC(), i + 1, nil
+		}
+		buf[i] = b
+	}
+	return time.Time{}, 0, fmt.Errorf("read frame timestamp: no timestamp in the first %d bytes of a %d byte frame", limit, size)
+}
+
+func unexpectedEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// payload feeds n bytes of one frame to the stream's line assembly.
+func (f *frameSplitter) payload(br *bufio.Reader, s Stream, ts time.Time, n int64) error {
+	p := &f.pend[s]
+	if !p.active {
+		f.start(p, ts)
+	}
+	for n > 0 {
+		chunk := f.scratch[:min(n, int64(len(f.scratch)))]
+		if _, err := io.ReadFull(br, chunk); err != nil {
+			return fmt.Errorf("read frame payload: %w", unexpectedEOF(err))
+		}
+		n -= int64(len(chunk))
+		for len(chunk) > 0 {
+			i := bytes.IndexByte(chunk, '\n')
+			if i < 0 {
+				f.add(p, chunk)
+				break
+			}
+			f.add(p, chunk[:i])
+			chunk = chunk[i+1:]
+			if !f.end(s, p) {
+				return errStopped
+			}
+			if len(chunk) > 0 || n > 0 {
+				// More text after a newline in one frame: a new line with
+				// the same timestamp (not produced by json-file, but cheap
+				// to handle).
+				f.start(p, ts)
+			}
+		}
+	}
+	return nil
+}
+
+func (f *frameSplitter) start(p *partial, ts time.Time) {
+	key := ts.UnixNano()
+	seq := f.seqs[key]
+	f.seqs[key] = seq + 1
+	if key > f.newest {
+		f.newest = key
+	}
+	if len(f.seqs) > 4096 {
+		f.pruneSeqs()
+	}
+	*p = partial{active: true, cur: Cursor{Time: ts, Seq: seq}, buf: p.buf[:0]}
+}
+
+// pruneSeqs forgets timestamps far older than the newest seen: a line can
+// only share a timestamp with lines written around the same instant (stdout
+// and stderr are logged by two goroutines, so their order may differ by a
+// little, never by minutes).
+func (f *frameSplitter) pruneSeqs() {
+	cutoff := f.newest - int64(time.Minute)
+	for k := range f.seqs {
+		if k < cutoff {
+			delete(f.seqs, k)
+		}
+	}
+}
+
+func (f *frameSplitter) add(p *partial, b []byte) {
+	p.size += len(b)
+	if p.over {
+		return
+	}
+	if p.size > f.max {
+		p.over = true
+		p.buf = nil // release the memory of an oversized line at once
+		return
+	}
+	p.buf = append(p.buf, b...)
+}
+
+// end completes the stream's pending line and emits it.
+func (f *frameSplitter) end(s Stream, p *partial) bool {
+	l := Line{Cursor: p.cur, Stream: s, Size: p.size}
+	if p.over {
+		l.Err = fmt.Errorf("%w: %s line of %d bytes at %s skipped", ErrLineTooLong, s, p.size, p.cur)
+	} else {
+		l.Data = bytes.Clone(p.buf)
+		if l.Data == nil {
+			l.Data = []byte{}
+		}
+	}
+	p.active = false
+	p.over = false
+	p.size = 0
+	p.buf = p.buf[:0]
+	return f.emit(l)
+}
+
+// flush emits lines left open when the output really ended (a last line
+// without a newline), oldest first.
+func (f *frameSplitter) flush() bool {
+	a, b := &f.pend[Stdout], &f.pend[Stderr]
+	first, second := Stdout, Stderr
+	if a.active && b.active && b.cur.Compare(a.cur) < 0 {
+		first, second = Stderr, Stdout
+	}
+	for _, s := range []Stream{first, second} {
+		if p := &f.pend[s]; p.active {
+			if !f.end(s, p) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// oldestPending returns the start time of the oldest open line, if any.
+func (f *frameSplitter) oldestPending() (time.Time, bool) {
+	var t time.Time
+	found := false
+	for _, s := range []Stream{Stdout, Stderr} {
+		if p := f.pend[s]; p.active && (!found || p.cur.Time.Before(t)) {
+			t, found = p.cur.Time, true
+		}
+	}
+	return t, found
+}
+
+// reset forgets open lines and sequence numbers before a new pass over the
+// output (which re-reads them from its Since).
+func (f *frameSplitter) reset() {
+	f.pend = [3]partial{}
+	clear(f.seqs)
+	f.newest = 0
+}

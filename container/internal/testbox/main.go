@@ -1,0 +1,156 @@
+// Command testbox is the scripted process the container package's tests run
+// inside real containers. It is built as a static binary into a FROM scratch
+// image by internal/dockertest, so it can rely on nothing but itself: no
+// shell, no libc, no coreutils.
+//
+// The script comes from the environment variable TESTBOX_SCRIPT: steps
+// separated by ';', each "verb" or "verb:argument", run in order:
+//
+//	line:TEXT      print TEXT on stdout
+//	err:TEXT       print TEXT on stderr
+//	lines:N        print "line 0" .. "line N-1" on stdout in one write burst
+//	big:N          print one line of N bytes ('x' repeated) on stdout
+//	readstdin      read one line from stdin, print "stdin:" + the line
+//	alloc          allocate and touch memory 1 MiB at a time until killed
+//	sleep:DUR      sleep for a Go duration (e.g. 30s)
+//	trap:N         on SIGTERM print "sigterm" and exit with code N
+//	trap:ignore    on SIGTERM print "sigterm ignored" and carry on
+//	listen:PORT    accept TCP connections on PORT in the background
+//	connect:ADDR   dial ADDR (host:port) with a 3s timeout, print
+//	               "connect ok" or "connect failed: <reason>"
+//	exit:N         exit with code N
+//
+// After the last step it exits 0.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(os.Getenv("TESTBOX_SCRIPT")); err != nil {
+		fmt.Fprintln(os.Stderr, "testbox:", err)
+		os.Exit(2)
+	}
+}
+
+func run(script string) error {
+	out := bufio.NewWriterSize(os.Stdout, 1<<20)
+	// Flush after every step so output order across steps is the script's.
+	defer out.Flush()
+	for _, step := range strings.Split(script, ";") {
+		if step == "" {
+			continue
+		}
+		verb, arg, _ := strings.Cut(step, ":")
+		if err := do(out, verb, arg); err != nil {
+			return fmt.Errorf("step %q: %w", step, err)
+		}
+		if err := out.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func do(out *bufio.Writer, verb, arg string) error {
+	switch verb {
+	case "line":
+		fmt.Fprintln(out, arg)
+	case "err":
+		fmt.Fprintln(os.Stderr, arg)
+	case "lines":
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			fmt.Fprintf(out, "line %d\n", i)
+		}
+	case "big":
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		out.WriteString(strings.Repeat("x", n) + "\n")
+	case "readstdin":
+		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("read stdin: %w", err)
+		}
+		fmt.Fprintln(out, "stdin:"+strings.TrimSuffix(line, "\n"))
+	case "alloc":
+		var keep [][]byte
+		for {
+			b := make([]byte, 1<<20)
+			for i := 0; i < len(b); i += 4096 {
+				b[i] = 1
+			}
+			keep = append(keep, b)
+		}
+	case "sleep":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			return err
+		}
+		time.Sleep(d)
+	case "trap":
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM)
+		go func() {
+			for range sig {
+				if arg == "ignore" {
+					fmt.Println("sigterm ignored")
+					continue
+				}
+				// The main loop flushes after every step, so nothing of
+				// out is pending while a later step (sleep) runs.
+				code, _ := strconv.Atoi(arg)
+				fmt.Println("sigterm")
+				os.Exit(code)
+			}
+		}()
+	case "listen":
+		l, err := net.Listen("tcp", ":"+arg)
+		if err != nil {
+			return err
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("hello\n"))
+				c.Close()
+			}
+		}()
+		fmt.Fprintln(out, "listening", arg)
+	case "connect":
+		c, err := net.DialTimeout("tcp", arg, 3*time.Second)
+		if err != nil {
+			fmt.Fprintln(out, "connect failed:", err)
+			return nil
+		}
+		c.Close()
+		fmt.Fprintln(out, "connect ok")
+	case "exit":
+		code, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		out.Flush()
+		os.Exit(code)
+	default:
+		return fmt.Errorf("unknown verb %q", verb)
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package container
+
+// Label keys every aimi container and network carries. They are the recovery
+// index: with the state file gone, the daemon finds its containers by them.
+const (
+	// LabelSandbox marks a resource as created by aimi ("true").
+	LabelSandbox = "org.aimi.sandbox"
+	// LabelSwarmID holds the swarm's id.
+	LabelSwarmID = "org.aimi.swarm-id"
+	// LabelTaskFile holds the task file path the container runs.
+	LabelTaskFile = "org.aimi.task-file"
+	// LabelProject holds the absolute path of the project repository.
+	LabelProject = "org.aimi.project"
+)
+
+// Engine-side names this package relies on.
+const (
+	// runtimeInstallGuide is named in the error when a required runtime is
+	// missing from the engine.
+	runtimeInstallGuide = "https://github.com/nestybox/sysbox#installation"
+	// imageBuildHint tells the user how to get the sandbox image; there is
+	// no registry to pull from.
+	imageBuildHint = "build it with 'make sandbox-image'"
+	// iccOption is the bridge driver option that, set to "false", drops
+	// traffic between containers on the same bridge. One such network per
+	// swarm isolates its containers from each other while using a single
+	// address pool entry (the engine's default pools allow only about 30
+	// bridge networks in all, so a network per container stops at ~30).
+	iccOption = "com.docker.network.bridge.enable_icc"
+	// logDriver is a driver the logs endpoint can read back.
+	logDriver = "json-file"
+	// logMaxSize and logMaxFile bound the disk a chatty container can use;
+	// the reader follows live, so rotation only drops lines nobody reads.
+	logMaxSize = "10m"
+	logMaxFile = "3"
+	// noNewPrivileges forbids gaining privileges through setuid binaries.
+	noNewPrivileges = "no-new-privileges:true"
+)
+
+// keptCapabilities are the only capabilities a sandbox keeps after dropping
+// ALL. Each is there because git or a coding agent working on a checkout as
+// root needs it:
+//
+//   - CHOWN: package managers and tar extraction set file owners.
+//   - DAC_OVERRIDE: root writing into a workspace (bind mount) owned by
+//     another uid.
+//   - FOWNER: chmod/utime on files owned by another uid (git checkout of an
+//     existing workspace, npm/pip caches).
+//   - SETUID, SETGID: an entrypoint that drops from root to an unprivileged
+//     user (with no-new-privileges, nothing can gain privileges back).
+//   - KILL: stopping the agent's child processes when they run as another
+//     uid.
+//
+// Everything else (NET_RAW, MKNOD, SYS_CHROOT, NET_BIND_SERVICE, AUDIT_WRITE,
+// SETFCAP, SETPCAP, FSETID) stays dropped.
+func keptCapabilities() []string {
+	return []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL"}
+}
+
+// KeptCapabilities returns the capabilities sandboxes keep (see the list's
+// reasons in the source); a fresh slice on every call.
+func KeptCapabilities() []string { return keptCapabilities() }

@@ -1,0 +1,207 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+const (
+	// skewWindow is how far back each re-read starts before the newest line
+	// already delivered. stdout and stderr are logged by two goroutines that
+	// take their timestamps before writing, so the log file's order can put
+	// a line with a slightly older timestamp after a newer one; re-reading a
+	// window (and dropping lines already delivered) catches such a line if
+	// it landed after the previous read ended.
+	skewWindow = 2 * time.Second
+	// maxReadFailures bounds how many consecutive failed reads (engine
+	// gone, errors in the stream) Lines tolerates before giving up.
+	maxReadFailures = 20
+)
+
+// Lines streams the container's stdout and stderr as lines with the
+// engine's timestamps, starting strictly after the cursor `after` (the zero
+// Cursor: from the beginning). With follow, it keeps reading until the
+// container has exited and its output is drained (or ctx is done); it can be
+// called before Start and misses nothing. Without follow it returns what is
+// there now. The channel is closed at the end; see Line for how errors are
+// reported. Lines longer than MaxLineBytes are reported and skipped.
+//
+// Lines on one stream come in order. Across stdout and stderr the order is
+// the engine log's, which follows the timestamps to within the skew of two
+// goroutines; a resumed reader can miss or repeat a line of the other stream
+// written within that skew of the cursor, so protocol messages belong on
+// one stream (stdout).
+func (d *Docker) Lines(ctx context.Context, id string, after Cursor, follow bool) (<-chan Line, error) {
+	if _, err := d.cli.ContainerInspect(ctx, id); err != nil {
+		return nil, fmt.Errorf("read output of container %s: %w", id, notFound(err))
+	}
+	out := make(chan Line, 256)
+	r := &lineReader{d: d, id: id, after: after, out: out, seen: map[Cursor]struct{}{}}
+	go func() {
+		defer close(out)
+		r.run(ctx, follow)
+	}()
+	return out, nil
+}
+
+// lineReader is one Lines call: repeated passes over the engine's log, each
+// from Since=floor, delivering every line after `after` exactly once.
+type lineReader struct {
+	d     *Docker
+	id    string
+	after Cursor
+	out   chan<- Line
+	// floor: every line with a time before it has been delivered (or is at
+	// or before `after`). Each pass asks the engine for lines since floor.
+	floor time.Time
+	// seen holds the cursors delivered with time >= floor-skewWindow.
+	seen    map[Cursor]struct{}
+	newest    time.Time // newest delivered line's time
+	pruneAt   int
+	delivered int            // lines sent so far
+	fs        *frameSplitter // the current pass's splitter
+}
+
+func (r *lineReader) run(ctx context.Context, follow bool) {
+	r.floor = r.after.Time
+	failures, delivered := 0, 0
+	backoff := 20 * time.Millisecond
+	final := !follow
+	for {
+		fs := newFrameSplitter(MaxLineBytes, func(l Line) bool { return r.deliver(ctx, l) })
+		r.fs = fs
+		err := r.pass(ctx, fs, follow && !final)
+		if ctx.Err() != nil || errors.Is(err, errStopped) {
+			return
+		}
+		if final && err == nil {
+			// The output really ended: a last line without newline is a
+			// line.
+			fs.flush()
+			return
+		}
+		r.advanceFloor(fs)
+		if err != nil {
+			failures++
+			r.d.log.Warn("reading container output failed, re-reading from the cursor", "container", r.id, "err", err, "failures", failures)
+			if failures >= maxReadFailures {
+				r.fail(ctx, fmt.Errorf("read output of container %s: giving up after %d failed reads: %w", r.id, failures, err))
+				return
+			}
+		} else {
+			failures = 0
+		}
+		info, ierr := r.d.Inspect(ctx, r.id)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(ierr, ErrNotFound):
+			r.fail(ctx, fmt.Errorf("read output of container %s: %w (removed; its output is gone)", r.id, ErrNotFound))
+			return
+		case ierr != nil:
+			failures++
+			if failures >= maxReadFailures {
+				r.fail(ctx, fmt.Errorf("read output of container %s: %w", r.id, ierr))
+				return
+			}
+		case info.Status == "exited" || info.Status == "dead":
+			// One more pass, not following, started after the exit: it
+			// picks up whatever the follow stream had not delivered yet.
+			final = true
+			continue
+		}
+		// Created: the engine does not follow a container that has not
+		// started, so poll until it does. Running, paused, restarting: the
+		// follow stream ended early (engine hiccup), read on soon.
+		if r.delivered > delivered {
+			backoff = 20 * time.Millisecond
+		}
+		delivered = r.delivered
+		if sleepCtx(ctx, backoff) != nil {
+			return
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// pass reads the log once from the floor.
+func (r *lineReader) pass(ctx context.Context, fs *frameSplitter, follow bool) error {
+	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
+	if !r.floor.IsZero() {
+		since := r.floor.Add(-skewWindow)
+		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+	}
+	rc, err := r.d.cli.ContainerLogs(ctx, r.id, opts)
+	if err != nil {
+		return fmt.Errorf("open logs: %w", notFound(err))
+	}
+	defer rc.Close()
+	return fs.readFrom(rc)
+}
+
+// deliver sends l unless it is at or before `after` or already delivered.
+func (r *lineReader) deliver(ctx context.Context, l Line) bool {
+	if !l.Cursor.After(r.after) {
+		return true
+	}
+	if _, dup := r.seen[l.Cursor]; dup {
+		return true
+	}
+	r.seen[l.Cursor] = struct{}{}
+	if l.Cursor.Time.After(r.newest) {
+		r.newest = l.Cursor.Time
+	}
+	if len(r.seen) > r.pruneAt {
+		r.pruneSeen()
+	}
+	select {
+	case r.out <- l:
+		r.delivered++
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// advanceFloor moves the floor to the newest delivered line, but not past a
+// line still open (it will be re-read whole), and forgets delivered cursors
+// the next pass cannot return.
+func (r *lineReader) advanceFloor(fs *frameSplitter) {
+	floor := r.newest
+	if t, ok := fs.oldestPending(); ok && t.Before(floor) {
+		floor = t
+	}
+	if floor.After(r.floor) {
+		r.floor = floor
+	}
+}
+
+// pruneSeen forgets delivered cursors no later pass can return: a pass starts
+// skewWindow before the next floor, which is at least the older of the newest
+// delivered line and the oldest open one.
+func (r *lineReader) pruneSeen() {
+	low := r.newest
+	if r.fs != nil {
+		if t, ok := r.fs.oldestPending(); ok && t.Before(low) {
+			low = t
+		}
+	}
+	cutoff := low.Add(-2 * skewWindow)
+	for c := range r.seen {
+		if c.Time.Before(cutoff) {
+			delete(r.seen, c)
+		}
+	}
+	r.pruneAt = max(2*len(r.seen), 1024)
+}
+
+func (r *lineReader) fail(ctx context.Context, err error) {
+	select {
+	case r.out <- Line{Err: err}:
+	case <-ctx.Done():
+	}
+}

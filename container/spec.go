@@ -1,0 +1,154 @@
+package container
+
+import (
+	"fmt"
+	"net/netip"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// namePattern is the shape of every container and network name aimi creates;
+// the prefix keeps aimi's resources recognisable on a shared engine.
+const namePattern = `^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$`
+
+// maxNameLen keeps names well inside what the engine and iptables comments
+// accept.
+const maxNameLen = 128
+
+var (
+	nameRE    = regexp.MustCompile(namePattern)
+	envKeyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	runtimeRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+)
+
+// Spec describes one sandbox container. Zero limits mean "engine default".
+type Spec struct {
+	Name   string            // ^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$
+	Image  string            // must exist on the engine (nothing is pulled)
+	Labels map[string]string // org.aimi.* labels (Label* constants); LabelSandbox=true is added if missing
+	Env    []string          // KEY=VALUE; values may be secrets and are never logged or put in errors
+
+	NanoCPUs        int64 // CPU quota in units of 1e-9 CPUs
+	MemoryBytes     int64 // memory limit
+	MemorySwapBytes int64 // memory+swap limit; equal to MemoryBytes means no swap; -1 unlimited swap
+	PidsLimit       int64 // max processes; 0 = engine default, -1 unlimited
+
+	ReadOnlyRootfs bool   // root filesystem read-only (a tmpfs is mounted on /tmp)
+	Runtime        string // "" = engine default; e.g. "sysbox-runc"
+	RequireRuntime bool   // a missing Runtime is ErrRuntimeMissing instead of a fallback to the default
+
+	// Network is the network to join (from EnsureNetwork). "" joins the
+	// engine's default bridge, which does NOT isolate containers from each
+	// other; "host" is refused.
+	Network    string
+	Mounts     []Mount  // bind mounts
+	ExtraHosts []string // "name:ip" or "name:host-gateway"
+	User       string   // user[:group] inside the container; "" = image default
+	WorkingDir string   // absolute; "" = image default
+	Cmd        []string // overrides the image's CMD when non-empty
+}
+
+// Mount is a bind mount from the engine's host into the container.
+type Mount struct {
+	Source   string // absolute path on the engine's host
+	Target   string // absolute path in the container
+	ReadOnly bool
+}
+
+// ValidName reports whether name is a valid aimi container or network name.
+func ValidName(name string) bool {
+	return len(name) <= maxNameLen && nameRE.MatchString(name)
+}
+
+func checkName(name string) error {
+	if !ValidName(name) {
+		return fmt.Errorf("%w %q: must match %s and be at most %d characters", ErrInvalidName, name, namePattern, maxNameLen)
+	}
+	return nil
+}
+
+// validate checks everything that can be checked without the engine, so a bad
+// spec never leaves anything behind. Env values never appear in errors.
+func (s *Spec) validate() error {
+	if err := checkName(s.Name); err != nil {
+		return fmt.Errorf("container %w", err)
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w for %s: %s", ErrInvalidSpec, s.Name, fmt.Sprintf(format, args...))
+	}
+	if s.Image == "" || strings.ContainsAny(s.Image, " \t\n") {
+		return bad("image %q must be a non-empty reference without spaces", s.Image)
+	}
+	for k := range s.Labels {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			return bad("label key %q must be non-empty without '=' or spaces", k)
+		}
+	}
+	for i, e := range s.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || !envKeyRE.MatchString(k) {
+			// Only the key (or the index) is shown: values may be secrets.
+			if ok {
+				return bad("env entry %d: key %q must match %s", i, k, envKeyRE)
+			}
+			return bad("env entry %d is not KEY=VALUE", i)
+		}
+	}
+	if s.NanoCPUs < 0 || s.MemoryBytes < 0 {
+		return bad("NanoCPUs and MemoryBytes must not be negative")
+	}
+	switch {
+	case s.MemorySwapBytes < -1:
+		return bad("MemorySwapBytes must be -1 (unlimited), 0 (default) or >= MemoryBytes")
+	case s.MemorySwapBytes > 0 && s.MemoryBytes == 0:
+		return bad("MemorySwapBytes needs MemoryBytes")
+	case s.MemorySwapBytes > 0 && s.MemorySwapBytes < s.MemoryBytes:
+		return bad("MemorySwapBytes (%d) must be >= MemoryBytes (%d)", s.MemorySwapBytes, s.MemoryBytes)
+	}
+	if s.PidsLimit < -1 {
+		return bad("PidsLimit must be -1 (unlimited), 0 (default) or positive")
+	}
+	if s.Runtime != "" && !runtimeRE.MatchString(s.Runtime) {
+		return bad("runtime %q must match %s", s.Runtime, runtimeRE)
+	}
+	if s.RequireRuntime && s.Runtime == "" {
+		return bad("RequireRuntime needs Runtime")
+	}
+	if s.Network == "host" {
+		return bad("network \"host\" would give the sandbox the host's network stack")
+	}
+	if s.Network != "" && !runtimeRE.MatchString(s.Network) {
+		return bad("network %q must match %s", s.Network, runtimeRE)
+	}
+	for i, m := range s.Mounts {
+		if !cleanAbs(m.Source) || !cleanAbs(m.Target) {
+			return bad("mount %d: source %q and target %q must be absolute, clean paths", i, m.Source, m.Target)
+		}
+		if m.Target == "/" {
+			return bad("mount %d: target must not be /", i)
+		}
+	}
+	for _, h := range s.ExtraHosts {
+		name, addr, ok := strings.Cut(h, ":")
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return bad("extra host %q must be name:ip or name:host-gateway", h)
+		}
+		if addr != "host-gateway" {
+			if _, err := netip.ParseAddr(addr); err != nil {
+				return bad("extra host %q: %q is neither an IP nor host-gateway", h, addr)
+			}
+		}
+	}
+	if strings.ContainsAny(s.User, " \t\n") {
+		return bad("user %q must not contain spaces", s.User)
+	}
+	if s.WorkingDir != "" && !cleanAbs(s.WorkingDir) {
+		return bad("working dir %q must be an absolute, clean path", s.WorkingDir)
+	}
+	return nil
+}
+
+func cleanAbs(p string) bool {
+	return path.IsAbs(p) && path.Clean(p) == p
+}

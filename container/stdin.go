@@ -1,0 +1,44 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/docker/docker/api/types/container"
+)
+
+// WriteStdin writes one line (a trailing newline is added if missing) to the
+// container's stdin through a fresh attach, then closes the attach
+// connection. It never half-closes (CloseWrite): on a container created with
+// StdinOnce=false that would close the container's stdin for good; closing
+// the whole attach connection leaves stdin open for a later attach. The line
+// must not contain a newline inside and must fit MaxLineBytes; it is never
+// logged (a task-request may carry secrets).
+func (d *Docker) WriteStdin(ctx context.Context, id string, line []byte) error {
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	if bytes.IndexByte(line, '\n') >= 0 {
+		return fmt.Errorf("write stdin of container %s: the line contains a newline; send one line per call", id)
+	}
+	if len(line) > MaxLineBytes {
+		return fmt.Errorf("write stdin of container %s: line of %d bytes exceeds %d", id, len(line), MaxLineBytes)
+	}
+	hr, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true})
+	if err != nil {
+		return fmt.Errorf("attach stdin of container %s: %w", id, notFound(err))
+	}
+	defer hr.Close()
+	// The hijacked connection ignores ctx: close it when ctx ends so a
+	// stuck write returns.
+	stop := context.AfterFunc(ctx, hr.Close)
+	defer stop()
+	buf := make([]byte, 0, len(line)+1)
+	buf = append(append(buf, line...), '\n')
+	if _, err := hr.Conn.Write(buf); err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("write stdin of container %s: %w", id, err)
+	}
+	return nil
+}

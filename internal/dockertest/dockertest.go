@@ -1,0 +1,301 @@
+// Package dockertest holds the helpers every test that needs the real Docker
+// engine shares: a client that fails (or, with AIMI_SKIP_DOCKER=1, skips)
+// when no engine answers, images built from static Go binaries through the
+// Engine API (no registry, no docker CLI), unique run labels, and cleanup
+// that removes only what carries a given label. It never prunes globally:
+// other engineers' tests run on the same engine at the same time.
+package dockertest
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/build"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
+)
+
+// LabelKey is the label every resource a test creates carries, with a RunID
+// as value, so cleanup can find exactly that test's resources.
+const LabelKey = "org.aimi.test-run"
+
+// SkipEnv names the environment variable that turns "no engine" from a test
+// failure into a skip. CI has an engine, so the default is to fail.
+const SkipEnv = "AIMI_SKIP_DOCKER"
+
+// cleanupTimeout bounds cleanup work; it runs after the test's own context
+// may already be cancelled.
+const cleanupTimeout = 60 * time.Second
+
+// RunID returns a new unique label value (time plus random bits), distinct
+// across processes and calls.
+func RunID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%d-%s", time.Now().UnixNano()%1e9, hex.EncodeToString(b[:]))
+}
+
+// NewClient returns an API client configured from the environment with API
+// version negotiation (the engine here speaks 1.41, older than the library).
+func NewClient() (*client.Client, error) {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("create docker client: %w", err)
+	}
+	return cli, nil
+}
+
+// Client returns a client that answered a ping, closed at the end of the
+// test. No engine fails the test, unless AIMI_SKIP_DOCKER=1 skips it.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
+	if os.Getenv(SkipEnv) == "1" {
+		t.Skipf("%s=1: skipping test that needs the Docker engine", SkipEnv)
+	}
+	cli, err := NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		t.Fatalf("no Docker engine answers (%v); start one or set %s=1 to skip", err, SkipEnv)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// CleanupByLabel force-removes every container, then every network, that
+// carries the label key=value. Images are removed by BuildGoImage's own
+// cleanup. Not-found errors (something else removed it first) are ignored.
+func CleanupByLabel(ctx context.Context, key, value string) error {
+	cli, err := NewClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return cleanupByLabel(ctx, cli, key, value)
+}
+
+func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) error {
+	f := filters.NewArgs(filters.Arg("label", key+"="+value))
+	var errs []error
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		return fmt.Errorf("list containers labelled %s=%s: %w", key, value, err)
+	}
+	for _, c := range cs {
+		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !errdefs.IsNotFound(err) && !isRemovalInProgress(err) {
+			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
+		}
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("list networks labelled %s=%s: %w", key, value, err))...)
+	}
+	for _, n := range ns {
+		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isRemovalInProgress(err error) bool {
+	return errdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")
+}
+
+// Cleanup registers t.Cleanup removing every container and network labelled
+// key=value; failures are reported as test errors.
+func Cleanup(t testing.TB, key, value string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := CleanupByLabel(ctx, key, value); err != nil {
+			t.Errorf("cleanup of resources labelled %s=%s: %v", key, value, err)
+		}
+	})
+}
+
+// BuildGoImage compiles each Go package of pkgs (path in the image -> import
+// path or directory, resolved from the test's working directory) as a static
+// linux binary (CGO_ENABLED=0), adds the extra files (path in the image ->
+// content), and builds a FROM scratch image through the Engine API tagged
+// aimi-test/<test name>:<run id> and labelled with labels plus
+// LabelKey=<run id>. The image's CMD is the first binary path in sorted
+// order. t.Cleanup removes the image (after the test's own cleanups, which
+// must remove the containers using it). Returns the tag.
+func BuildGoImage(t testing.TB, ctx context.Context, pkgs map[string]string, files map[string][]byte, labels map[string]string) string {
+	t.Helper()
+	cli := Client(t)
+	if len(pkgs) == 0 {
+		t.Fatal("BuildGoImage: no packages to build")
+	}
+	runID := RunID()
+	tag := "aimi-test/" + imageName(t.Name()) + ":" + runID
+	dir := t.TempDir()
+
+	targets := make([]string, 0, len(pkgs))
+	for target := range pkgs {
+		if !path.IsAbs(target) || path.Clean(target) != target {
+			t.Fatalf("BuildGoImage: image path %q must be absolute and clean", target)
+		}
+		targets = append(targets, target)
+	}
+	sort.Strings(targets)
+
+	var df strings.Builder
+	df.WriteString("FROM scratch\n")
+	ctxFiles := map[string][]byte{}
+	for i, target := range targets {
+		out := filepath.Join(dir, fmt.Sprintf("bin%d", i))
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkgs[target])
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("BuildGoImage: go build %s: %v\n%s", pkgs[target], err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("bin%d", i)
+		ctxFiles[name] = b
+		fmt.Fprintf(&df, "COPY %s %s\n", name, target)
+	}
+	extra := make([]string, 0, len(files))
+	for p := range files {
+		extra = append(extra, p)
+	}
+	sort.Strings(extra)
+	for i, p := range extra {
+		if !path.IsAbs(p) || path.Clean(p) != p {
+			t.Fatalf("BuildGoImage: file path %q must be absolute and clean", p)
+		}
+		name := fmt.Sprintf("file%d", i)
+		ctxFiles[name] = files[p]
+		fmt.Fprintf(&df, "COPY %s %s\n", name, p)
+	}
+	cmdJSON, _ := json.Marshal([]string{targets[0]})
+	fmt.Fprintf(&df, "CMD %s\n", cmdJSON)
+	ctxFiles["Dockerfile"] = []byte(df.String())
+
+	tarball, err := tarOf(ctxFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]string{LabelKey: runID}
+	for k, v := range labels {
+		all[k] = v
+	}
+	// Remove the image even if the build half-failed: the tag may exist.
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		_, err := cli.ImageRemove(cctx, tag, image.RemoveOptions{Force: true, PruneChildren: true})
+		if err != nil && !errdefs.IsNotFound(err) {
+			t.Errorf("remove test image %s: %v", tag, err)
+		}
+	})
+	if err := buildImage(ctx, cli, tarball, tag, all); err != nil {
+		t.Fatal(err)
+	}
+	return tag
+}
+
+// buildImage runs the classic builder (BuildKit needs a session the plain
+// API call cannot give) and turns an error in the JSON progress stream, which
+// arrives with HTTP 200, into a Go error.
+func buildImage(ctx context.Context, cli *client.Client, tarball []byte, tag string, labels map[string]string) error {
+	resp, err := cli.ImageBuild(ctx, bytes.NewReader(tarball), build.ImageBuildOptions{
+		Tags:        []string{tag},
+		Labels:      labels,
+		Remove:      true,
+		ForceRemove: true,
+		Version:     build.BuilderV1,
+	})
+	if err != nil {
+		return fmt.Errorf("build image %s: %w", tag, err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	var log strings.Builder
+	for {
+		var m struct {
+			Stream      string `json:"stream"`
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("build image %s: read progress: %w", tag, err)
+		}
+		log.WriteString(m.Stream)
+		if m.Error != "" {
+			return fmt.Errorf("build image %s: %s\n%s", tag, m.Error, log.String())
+		}
+	}
+}
+
+func tarOf(files map[string][]byte) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		hdr := &tar.Header{Name: n, Mode: 0o755, Size: int64(len(files[n])), ModTime: time.Unix(0, 0)}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, fmt.Errorf("tar %s: %w", n, err)
+		}
+		if _, err := tw.Write(files[n]); err != nil {
+			return nil, fmt.Errorf("tar %s: %w", n, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, fmt.Errorf("close tar: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+var nonName = regexp.MustCompile(`[^a-z0-9]+`)
+
+// imageName turns a test name into a valid repository path component.
+func imageName(testName string) string {
+	n := strings.Trim(nonName.ReplaceAllString(strings.ToLower(testName), "-"), "-")
+	if len(n) > 60 {
+		n = strings.Trim(n[:60], "-")
+	}
+	if n == "" {
+		n = "image"
+	}
+	return n
+}
