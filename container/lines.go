@@ -59,7 +59,7 @@ type lineReader struct {
 	// or before `after`). Each pass asks the engine for lines since floor.
 	floor time.Time
 	// seen holds the cursors delivered with time >= floor-skewWindow.
-	seen    map[Cursor]struct{}
+	seen      map[Cursor]struct{}
 	newest    time.Time // newest delivered line's time
 	pruneAt   int
 	delivered int            // lines sent so far
