@@ -1,0 +1,60 @@
+// Command acp-runner is the main process of every sandbox container. It reads
+// one task-request line on stdin, clones the repository, runs the task file's
+// stories through a coding agent, and reports progress-update, completion and
+// error lines on stdout (protocol only; logs go to stderr). Build it static:
+// CGO_ENABLED=0 go build ./cmd/acp-runner. The image needs git and /bin/sh.
+//
+// Usage:
+//
+//	acp-runner               run the task-request read from stdin
+//	acp-runner demo-agent    serve the built-in deterministic ACP agent on stdio
+//
+// Exit status: 0 after completion "completed" or "stopped", 1 after an error
+// message or completion "failed", 2 for a configuration error (reported as an
+// error message too).
+//
+// Signals: SIGTERM or SIGINT stop the run: the agent's turn is cancelled with
+// session/cancel, open permission requests are answered cancelled, the agent
+// gets AIMI_STOP_GRACE to end its turn, then its process group is killed, and
+// the runner emits completion "stopped". Give the container a stop timeout
+// longer than AIMI_STOP_GRACE plus a few seconds.
+//
+// Environment (set by the daemon):
+//
+//	AIMI_AGENT              acp | exec | demo. Default: acp when AIMI_AGENT_COMMAND is
+//	                        set, else demo.
+//	AIMI_AGENT_COMMAND      acp: the ACP agent's command line, run as `sh -c "exec ..."`
+//	                        in the workspace (e.g. "claude-code-acp", "gemini
+//	                        --experimental-acp", "codex-acp", "opencode acp", "goose acp");
+//	                        one fresh agent process per story.
+//	                        exec: a shell command run per story with the prompt on stdin
+//	                        and AIMI_STORY_ID set; exit status 0 means the turn ended well.
+//	AIMI_VERIFY_COMMAND     optional shell command run in the workspace after each story
+//	                        the agent finished (stop reason end_turn); non-zero exit fails
+//	                        the story with the tail of its output.
+//	AIMI_PERMISSION_POLICY  allow (default) | reject | allow-kinds:read,edit,execute,...
+//	                        answers session/request_permission; kinds are ACP tool kinds
+//	                        (read, edit, delete, move, search, execute, think, fetch,
+//	                        switch_mode, other).
+//	AIMI_WORKSPACE          directory to clone into, empty or missing; default /workspace.
+//	                        fs/* and terminal/* of the agent are confined to it.
+//	AIMI_STOP_GRACE         Go duration an agent gets to end a cancelled turn; default 10s.
+//	AIMI_GIT_AUTHOR_NAME    author and committer of the story commits; default "aimi swarm".
+//	AIMI_GIT_AUTHOR_EMAIL   default "swarm@aimi.invalid".
+//	AIMI_GIT_TOKEN          optional token for https clone and push, sent as HTTP Basic
+//	                        auth (AIMI_GIT_USERNAME:token) through git's http.extraHeader
+//	                        given in GIT_CONFIG_* variables: never on a command line, in
+//	                        .git/config, in logs or messages, and removed from the
+//	                        environment of agents, verify commands and terminals.
+//	AIMI_GIT_USERNAME       user name for the token; default x-access-token.
+//	GIT_SSL_CAINFO          read by git itself: CA bundle for the daemon's git service.
+//	AIMI_SWARM_ID           envelope ids for the error message when the task-request
+//	AIMI_CONTAINER_ID       itself is unreadable (default: a fresh id and the hostname).
+//	AIMI_LOG_LEVEL          debug | info (default) | warn | error.
+//
+// The task-request's envVars are added to the environment of the agent, the
+// verify command and terminals (not of the runner itself).
+//
+// The demo agent and its test markers ([demo:fail], [demo:slow],
+// [demo:ignore-cancel]) are described in package demoagent.
+package main

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/demoagent"
+	"github.com/aimi-tools/swarm/runner"
+	"github.com/google/uuid"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv(runner.EnvLogLevel))}))
+	slog.SetDefault(log)
+
+	if len(args) > 0 {
+		switch args[0] {
+		case "demo-agent":
+			// Default signal handling: the runner ends the demo agent by
+			// closing its stdin or signalling its process group.
+			if err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, log.With("component", "demo-agent")); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("demo agent", "err", err)
+				return 1
+			}
+			return 0
+		case "-h", "--help", "help":
+			fmt.Fprintln(os.Stderr, "usage: acp-runner [demo-agent]  (see `go doc ./cmd/acp-runner` for the environment)")
+			return 0
+		default:
+			fmt.Fprintf(os.Stderr, "acp-runner: unknown argument %q; usage: acp-runner [demo-agent]\n", args[0])
+			return 2
+		}
+	}
+
+	cfg, err := runner.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		log.Error("configuration", "err", err)
+		reportConfigError(cfg, err)
+		return 2
+	}
+	cfg.Logger = log
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return runner.Run(ctx, cfg, os.Stdin, os.Stdout)
+}
+
+// reportConfigError emits the one error message a misconfigured runner owes
+// the daemon, with the fallback ids (the request is not read).
+func reportConfigError(cfg runner.Config, err error) {
+	swarm, container := cfg.SwarmID, cfg.ContainerID
+	if swarm == "" {
+		swarm = uuid.NewString()
+	}
+	if container == "" {
+		container, _ = os.Hostname()
+	}
+	m := acpmsg.NewMessage(acpmsg.TypeError, swarm, container, &acpmsg.ErrorPayload{Code: acpmsg.CodeInvalidInput, Message: acpmsg.TruncateOutput("acp-runner configuration: " + err.Error())})
+	_ = acpmsg.NewWriter(os.Stdout).Write(m)
+}
+
+func logLevel(s string) slog.Level {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}

@@ -1,0 +1,287 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpclient"
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// outcome is how one agent turn on one story ended.
+type outcome struct {
+	stop    acp.StopReason // set when the agent answered the prompt
+	summary string         // one paragraph from the agent's stream
+	err     error          // the agent could not be driven (crash, protocol error)
+}
+
+// backend drives one story. Cancelling ctx means "stop the run": the backend
+// cancels the turn the way its protocol wants, waits at most the stop grace
+// period, and reports acp.StopReasonCancelled.
+type backend interface {
+	runStory(ctx context.Context, storyID, prompt string) outcome
+}
+
+// processExitWait is how long an agent gets to exit by itself after its stdin
+// closes (and again after SIGTERM) before its process group is killed.
+const processExitWait = time.Second
+
+// tailWriter keeps the last bytes written (agent stderr, exec output) for
+// failure summaries.
+type tailWriter struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	if len(w.buf) > 2*w.max {
+		w.buf = append([]byte(nil), w.buf[len(w.buf)-w.max:]...)
+	}
+	return len(p), nil
+}
+
+func (w *tailWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.ToValidUTF8(string(w.buf), "")
+}
+
+// process is an agent subprocess in its own process group.
+type process struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	stderr *tailWriter
+}
+
+func startProcess(argv []string, dir string, env []string, stdin io.Reader, stdout io.Writer, log *slog.Logger) (*process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin = stdin
+	cmd.Stdout = stdout
+	p := &process{cmd: cmd, exited: make(chan struct{}), stderr: &tailWriter{max: 4096}}
+	// The agent's stderr is its log: keep a tail for failure summaries and
+	// pass it on to ours (stdout is reserved for protocol lines).
+	cmd.Stderr = io.MultiWriter(os.Stderr, p.stderr)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A grandchild holding stderr open must not block Wait forever.
+	cmd.WaitDelay = processExitWait
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		err := cmd.Wait()
+		log.Debug("agent process exited", "pid", cmd.Process.Pid, "err", err)
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// stop ends the process group: wait briefly for a voluntary exit, then
+// SIGTERM, then SIGKILL. The group is signalled even when the leader has
+// exited, so helpers it spawned do not outlive the story.
+func (p *process) stop() {
+	pgid := p.cmd.Process.Pid
+	select {
+	case <-p.exited:
+	case <-time.After(processExitWait):
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(processExitWait):
+		}
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-p.exited
+}
+
+// acpBackend runs each story in a fresh agent process speaking ACP on its
+// stdio: initialize, session/new in the workspace, one session/prompt.
+type acpBackend struct {
+	argv         []string
+	workspace    string
+	env          []string
+	policy       acpclient.Policy
+	grace        time.Duration
+	log          *slog.Logger
+	onAgentStart func(int)
+}
+
+func (b *acpBackend) runStory(ctx context.Context, storyID, prompt string) outcome {
+	log := b.log.With("story", storyID)
+	client, err := acpclient.New(acpclient.Config{Workspace: b.workspace, Policy: b.policy, Env: b.env, Logger: log})
+	if err != nil {
+		return outcome{err: err}
+	}
+	defer client.Close()
+
+	// Plain os.Pipe pairs: exec.Cmd then copies nothing, and Wait never
+	// closes the ends the SDK is still reading.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return outcome{err: fmt.Errorf("agent stdin pipe: %w", err)}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return outcome{err: fmt.Errorf("agent stdout pipe: %w", err)}
+	}
+	proc, err := startProcess(b.argv, b.workspace, b.env, inR, outW, log)
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return outcome{err: fmt.Errorf("start agent %q: %w (check %s)", b.argv[0], err, EnvAgentCommand)}
+	}
+	log.Info("agent started", "pid", proc.cmd.Process.Pid, "command", b.argv[0])
+	if b.onAgentStart != nil {
+		b.onAgentStart(proc.cmd.Process.Pid)
+	}
+	defer func() {
+		inW.Close() // EOF on the agent's stdin: ACP agents exit on it
+		proc.stop()
+		outR.Close()
+	}()
+
+	conn := acp.NewClientSideConnection(client, inW, outR)
+	conn.SetLogger(log)
+	crashed := func(step string, err error) outcome {
+		select {
+		case <-proc.exited:
+			err = fmt.Errorf("agent exited during %s (%v): %s", step, err, oneLine(proc.stderr.String(), 400))
+		default:
+			err = fmt.Errorf("agent %s: %w", step, err)
+		}
+		return outcome{err: err, summary: client.Transcript().Summary()}
+	}
+
+	if _, err := conn.Initialize(ctx, acp.InitializeRequest{
+		ProtocolVersion: acp.ProtocolVersionNumber,
+		ClientCapabilities: acp.ClientCapabilities{
+			Fs:       acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
+			Terminal: true,
+		},
+		ClientInfo: &acp.Implementation{Name: "aimi-acp-runner", Version: "1"},
+	}); err != nil {
+		if ctx.Err() != nil {
+			return outcome{stop: acp.StopReasonCancelled}
+		}
+		return crashed("initialize", err)
+	}
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.workspace, McpServers: []acp.McpServer{}})
+	if err != nil {
+		if ctx.Err() != nil {
+			return outcome{stop: acp.StopReasonCancelled}
+		}
+		return crashed("session/new", err)
+	}
+
+	type answer struct {
+		resp acp.PromptResponse
+		err  error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		// Not ctx: cancelling Prompt's context abandons the request and the
+		// stop reason with it. A stop goes through session/cancel instead.
+		r, err := conn.Prompt(context.WithoutCancel(ctx), acp.PromptRequest{
+			SessionId: sess.SessionId,
+			Prompt:    []acp.ContentBlock{acp.TextBlock(prompt)},
+		})
+		answers <- answer{r, err}
+	}()
+
+	var a answer
+	select {
+	case a = <-answers:
+	case <-ctx.Done():
+		log.Info("stopping: cancelling the agent's turn", "grace", b.grace)
+		client.Cancel()
+		if err := conn.Cancel(context.WithoutCancel(ctx), acp.CancelNotification{SessionId: sess.SessionId}); err != nil {
+			log.Warn("session/cancel failed", "err", err)
+		}
+		select {
+		case a = <-answers:
+		case <-time.After(b.grace):
+			log.Warn("agent did not end its turn within the grace period; killing its process group")
+			return outcome{stop: acp.StopReasonCancelled, summary: client.Transcript().Summary()}
+		}
+	}
+	sum := client.Transcript().Summary()
+	if a.err != nil {
+		if ctx.Err() != nil {
+			return outcome{stop: acp.StopReasonCancelled, summary: sum}
+		}
+		o := crashed("session/prompt", a.err)
+		return o
+	}
+	return outcome{stop: a.resp.StopReason, summary: sum}
+}
+
+// execBackend runs a plain command per story with the prompt on stdin;
+// exit status 0 counts as end_turn.
+type execBackend struct {
+	command   string
+	workspace string
+	env       []string
+	grace     time.Duration
+	log       *slog.Logger
+}
+
+func (b *execBackend) runStory(ctx context.Context, storyID, prompt string) outcome {
+	log := b.log.With("story", storyID)
+	out := &tailWriter{max: 8192}
+	cmd := exec.Command("/bin/sh", "-c", b.command)
+	cmd.Dir = b.workspace
+	cmd.Env = append(append([]string(nil), b.env...), "AIMI_STORY_ID="+storyID)
+	cmd.Stdin = strings.NewReader(prompt)
+	cmd.Stdout = io.MultiWriter(out, os.Stderr)
+	cmd.Stderr = cmd.Stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = processExitWait
+	if err := cmd.Start(); err != nil {
+		return outcome{err: fmt.Errorf("start %s: %w", EnvAgentCommand, err)}
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	pgid := cmd.Process.Pid
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		log.Info("stopping: terminating the exec agent", "grace", b.grace)
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(b.grace):
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		return outcome{stop: acp.StopReasonCancelled, summary: "Command output: " + tail(out.String(), 1500)}
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	sum := "Command output: " + tail(out.String(), 1500)
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return outcome{stop: acp.StopReasonEndTurn, summary: sum}
+	case errors.As(err, &ee):
+		return outcome{err: fmt.Errorf("agent command exited with %v", ee.ProcessState), summary: sum}
+	default:
+		return outcome{err: fmt.Errorf("agent command: %w", err), summary: sum}
+	}
+}

@@ -1,0 +1,113 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+)
+
+// git runs the git CLI in the workspace. The token, when configured, reaches
+// git only through GIT_CONFIG_* environment variables (http.extraHeader): it
+// is never on a command line (visible in ps), never in .git/config (visible
+// to the agent) and redacted from every error message.
+type git struct {
+	dir    string
+	env    []string
+	secret []string // strings to redact from output
+	mu     sync.Mutex
+}
+
+func newGit(cfg *Config) *git {
+	env := append([]string(nil), cfg.Env...)
+	env = append(env,
+		"GIT_TERMINAL_PROMPT=0", // a missing credential must fail, not wait for a tty
+		"GIT_AUTHOR_NAME="+cfg.AuthorName, "GIT_AUTHOR_EMAIL="+cfg.AuthorEmail,
+		"GIT_COMMITTER_NAME="+cfg.AuthorName, "GIT_COMMITTER_EMAIL="+cfg.AuthorEmail,
+	)
+	g := &git{dir: cfg.Workspace}
+	if cfg.GitToken != "" {
+		basic := base64.StdEncoding.EncodeToString([]byte(cfg.GitUsername + ":" + cfg.GitToken))
+		env = append(env,
+			"GIT_CONFIG_COUNT=1",
+			"GIT_CONFIG_KEY_0=http.extraHeader",
+			"GIT_CONFIG_VALUE_0=Authorization: Basic "+basic,
+		)
+		g.secret = []string{cfg.GitToken, basic}
+	}
+	g.env = env
+	return g
+}
+
+func (g *git) redact(s string) string {
+	for _, sec := range g.secret {
+		s = strings.ReplaceAll(s, sec, "[redacted]")
+	}
+	return s
+}
+
+// run executes git with args in dir (the workspace unless dir is set) and
+// returns trimmed stdout; the error carries git's stderr.
+func (g *git) runIn(ctx context.Context, dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = g.env
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(stdout.String())
+		}
+		return "", fmt.Errorf("git %s: %v: %s", g.redact(args[0]), err, g.redact(msg))
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+func (g *git) run(ctx context.Context, args ...string) (string, error) {
+	return g.runIn(ctx, g.dir, args...)
+}
+
+// clone clones url into the (empty or missing) workspace.
+func (g *git) clone(ctx context.Context, url string) error {
+	_, err := g.runIn(ctx, "", "clone", "--quiet", "--", url, g.dir)
+	return err
+}
+
+// checkout switches to branch: tracking origin/branch when the remote has it,
+// else a new branch from HEAD.
+func (g *git) checkout(ctx context.Context, branch string) error {
+	if _, err := g.run(ctx, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+branch); err == nil {
+		_, err := g.run(ctx, "checkout", "--quiet", "-B", branch, "--track", "origin/"+branch)
+		return err
+	}
+	_, err := g.run(ctx, "checkout", "--quiet", "-b", branch)
+	return err
+}
+
+// commitAll stages the whole tree and commits; nothing to commit is not an
+// error (ok is false then).
+func (g *git) commitAll(ctx context.Context, msg string) (ok bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, err := g.run(ctx, "add", "--all"); err != nil {
+		return false, err
+	}
+	if _, err := g.run(ctx, "diff", "--cached", "--quiet"); err == nil {
+		return false, nil
+	}
+	if _, err := g.run(ctx, "commit", "--quiet", "--no-verify", "-m", msg); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (g *git) push(ctx context.Context, branch string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, err := g.run(ctx, "push", "--quiet", "--set-upstream", "origin", "HEAD:refs/heads/"+branch)
+	return err
+}

@@ -1,0 +1,316 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/tasks"
+	acp "github.com/coder/acp-go-sdk"
+	"github.com/google/uuid"
+)
+
+// Exit codes of Run.
+const (
+	ExitOK     = 0 // completion completed or stopped
+	ExitFailed = 1 // error message, or completion failed
+)
+
+// finalPushTimeout bounds the last push when the run is being stopped: the
+// engine kills the container after its stop timeout anyway.
+const finalPushTimeout = 10 * time.Second
+
+// Run executes the one task-request read from stdin and writes protocol lines
+// to stdout. Cancelling ctx is the stop signal (SIGTERM): the story in flight
+// is cancelled the agent's way and the run ends with completion "stopped".
+// It returns the process exit code.
+func Run(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer) int {
+	cfg.setDefaults()
+	r := &run{cfg: cfg, log: cfg.Logger, out: acpmsg.NewWriter(stdout)}
+	return r.main(ctx, stdin)
+}
+
+type run struct {
+	cfg         Config
+	log         *slog.Logger
+	out         *acpmsg.Writer
+	swarmID     string
+	containerID string
+	req         *acpmsg.TaskRequest
+	git         *git
+	env         []string // children's environment: base + envVars
+	file        *tasks.File
+	errs        []string // completion errors
+	fatal       bool     // a runner-level failure happened after work began
+}
+
+// emit writes one message; a refused message is a bug here, so it is logged
+// loudly rather than silently dropped.
+func (r *run) emit(t acpmsg.Type, p acpmsg.Payload) {
+	if err := r.out.Write(acpmsg.NewMessage(t, r.swarmID, r.containerID, p)); err != nil {
+		r.log.Error("cannot emit message", "type", t, "err", err)
+	}
+}
+
+// fail emits the one error message of a run that could not begin.
+func (r *run) fail(code, msg string) int {
+	msg = acpmsg.TruncateOutput(msg)
+	r.log.Error("runner failed before work began", "code", code, "message", msg)
+	p := &acpmsg.ErrorPayload{Code: code, Message: msg}
+	// The request's ids may be the invalid part: fall back to the daemon's
+	// environment, then to ids that at least keep the line valid.
+	host, _ := os.Hostname()
+	for _, ids := range [][2]string{{r.swarmID, r.containerID}, {r.cfg.SwarmID, r.cfg.ContainerID}, {uuid.NewString(), firstNonEmpty(r.cfg.ContainerID, host, "unknown")}} {
+		if err := r.out.Write(acpmsg.NewMessage(acpmsg.TypeError, ids[0], ids[1], p)); err == nil {
+			return ExitFailed
+		}
+	}
+	r.log.Error("could not emit the error message")
+	return ExitFailed
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func (r *run) addErr(format string, a ...any) {
+	s := fmt.Sprintf(format, a...)
+	r.log.Warn("run error", "error", s)
+	r.errs = append(r.errs, s)
+}
+
+func (r *run) complete(status string) int {
+	r.emit(acpmsg.TypeCompletion, &acpmsg.Completion{Status: status, PRURL: nil, Errors: acpmsg.CapErrors(r.errs)})
+	if status == acpmsg.CompletionFailed {
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+func (r *run) main(ctx context.Context, stdin io.Reader) int {
+	msg, req, perr := readRequest(stdin)
+	r.swarmID, r.containerID = msg.SwarmID, msg.ContainerID
+	if perr != nil {
+		return r.fail(perr.code, perr.msg)
+	}
+	r.req = req
+	r.log = r.log.With("swarm", r.swarmID, "container", r.containerID, "branch", req.BranchName)
+	r.env = childEnv(r.cfg.Env, req.EnvVars)
+	r.git = newGit(&r.cfg)
+	r.log.Info("task-request accepted", "taskFile", req.TaskFilePath, "repo", redactURL(req.RepoURL), "agent", r.cfg.Agent)
+
+	if err := r.prepare(ctx); err != nil {
+		var pe *prepError
+		if errors.As(err, &pe) {
+			if ctx.Err() != nil {
+				return r.complete(acpmsg.CompletionStopped)
+			}
+			return r.fail(pe.code, pe.msg)
+		}
+		return r.fail(acpmsg.CodeUnknownError, err.Error())
+	}
+	be, err := r.backend()
+	if err != nil {
+		return r.fail(acpmsg.CodeAgentCrash, err.Error())
+	}
+	stopped := r.schedule(ctx, be)
+
+	pushCtx := ctx
+	if stopped {
+		var cancel context.CancelFunc
+		pushCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finalPushTimeout)
+		defer cancel()
+	}
+	if err := r.git.push(pushCtx, req.BranchName); err != nil {
+		r.addErr("final push of %s: %v", req.BranchName, err)
+	}
+	switch {
+	case stopped:
+		return r.complete(acpmsg.CompletionStopped)
+	case r.fatal:
+		return r.complete(acpmsg.CompletionFailed)
+	}
+	return r.complete(acpmsg.CompletionCompleted)
+}
+
+// readRequest reads and validates the one task-request line. Errors carry
+// the code of the error message: TASK_FILE_INVALID when the task file path is
+// what is wrong, INVALID_INPUT otherwise.
+func readRequest(stdin io.Reader) (acpmsg.Message, *acpmsg.TaskRequest, *prepError) {
+	line, err := acpmsg.NewLineReader(stdin, acpmsg.MaxLineBytes).Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return acpmsg.Message{}, nil, &prepError{acpmsg.CodeInvalidInput, "no task-request on stdin: input ended before the first line"}
+		}
+		return acpmsg.Message{}, nil, &prepError{acpmsg.CodeInvalidInput, "read task-request: " + err.Error()}
+	}
+	msg, req, err := acpmsg.ParseTaskRequest(line)
+	if err != nil {
+		code := acpmsg.CodeInvalidInput
+		for _, fe := range acpmsg.FieldErrors(err) {
+			if fe.Field == "payload.taskFilePath" {
+				code = acpmsg.CodeTaskFileInvalid
+			}
+		}
+		return msg, nil, &prepError{code, "task-request: " + err.Error()}
+	}
+	return msg, req, nil
+}
+
+// childEnv is the environment of agents, verify commands and terminals: the
+// runner's own (without the git token) plus the request's envVars.
+func childEnv(base []string, vars map[string]string) []string {
+	env := make([]string, 0, len(base)+len(vars))
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, EnvGitToken+"=") {
+			env = append(env, kv)
+		}
+	}
+	keys := make([]string, 0, len(vars))
+	for k := range vars {
+		if k != EnvGitToken {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+vars[k]) // later entries win in exec.Cmd
+	}
+	return env
+}
+
+// redactURL drops credentials from a repository URL for logs and messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	u.User = url.User("redacted")
+	return u.String()
+}
+
+type prepError struct{ code, msg string }
+
+func (e *prepError) Error() string { return e.code + ": " + e.msg }
+
+// prepare clones, checks out and loads the task file.
+func (r *run) prepare(ctx context.Context) error {
+	ws := r.cfg.Workspace
+	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
+		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, EnvWorkspace)}
+	}
+	if err := r.git.clone(ctx, r.req.RepoURL); err != nil {
+		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("clone %s: %v", redactURL(r.req.RepoURL), err)}
+	}
+	if err := r.git.checkout(ctx, r.req.BranchName); err != nil {
+		return &prepError{acpmsg.CodeGitCheckoutFailed, fmt.Sprintf("check out %s: %v", r.req.BranchName, err)}
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return &prepError{acpmsg.CodeUnknownError, fmt.Sprintf("open workspace: %v", err)}
+	}
+	defer root.Close()
+	data, err := root.ReadFile(r.req.TaskFilePath)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return &prepError{acpmsg.CodeTaskFileNotFound, fmt.Sprintf("task file %s does not exist on branch %s of %s", r.req.TaskFilePath, r.req.BranchName, redactURL(r.req.RepoURL))}
+	case err != nil:
+		return &prepError{acpmsg.CodeTaskFileInvalid, fmt.Sprintf("read task file %s: %v", r.req.TaskFilePath, err)}
+	}
+	f, err := parseTaskFile(data)
+	if err != nil {
+		return &prepError{acpmsg.CodeTaskFileInvalid, fmt.Sprintf("%s: %v", r.req.TaskFilePath, err)}
+	}
+	r.file = f
+	return nil
+}
+
+func (r *run) backend() (backend, error) {
+	switch r.cfg.Agent {
+	case AgentExec:
+		return &execBackend{command: r.cfg.AgentCommand, workspace: r.cfg.Workspace, env: r.env, grace: r.cfg.StopGrace, log: r.log}, nil
+	case AgentACP, AgentDemo:
+		argv := r.cfg.DemoCommand
+		if r.cfg.Agent == AgentACP {
+			// Through the shell so the command line may carry arguments
+			// and quoting; exec keeps the agent the group leader.
+			argv = []string{"/bin/sh", "-c", "exec " + r.cfg.AgentCommand}
+		}
+		if len(argv) == 0 {
+			return nil, errors.New("no command to start the demo agent (os.Executable failed)")
+		}
+		return &acpBackend{argv: argv, workspace: r.cfg.Workspace, env: r.env, policy: r.cfg.Policy,
+			grace: r.cfg.StopGrace, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
+	}
+	return nil, fmt.Errorf("unknown agent backend %q", r.cfg.Agent)
+}
+
+// verify runs the configured verify command; ok is true without one.
+func (r *run) verify(ctx context.Context) (ok bool, detail string) {
+	if r.cfg.VerifyCommand == "" {
+		return true, ""
+	}
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", r.cfg.VerifyCommand)
+	cmd.Dir = r.cfg.Workspace
+	cmd.Env = r.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = processExitWait
+	out := &tailWriter{max: 8192}
+	cmd.Stdout, cmd.Stderr = out, out
+	err := cmd.Run()
+	if err == nil {
+		return true, "Verify command passed."
+	}
+	return false, fmt.Sprintf("Verify command failed (%v). Output tail: %s", err, tail(out.String(), 900))
+}
+
+// writeTaskFile writes the in-memory task file into the workspace.
+func (r *run) writeTaskFile() error {
+	data, err := marshalTaskFile(r.file)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(r.cfg.Workspace, filepath.FromSlash(r.req.TaskFilePath))
+	tmp := path + ".aimi-tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}
+
+// stopReasonText explains a non-end_turn stop reason in a story's output.
+func stopReasonText(s acp.StopReason) string {
+	switch s {
+	case acp.StopReasonRefusal:
+		return "the agent refused to continue (stop reason refusal)"
+	case acp.StopReasonMaxTokens:
+		return "the agent hit its token limit (stop reason max_tokens)"
+	case acp.StopReasonMaxTurnRequests:
+		return "the agent hit its limit of model requests for the turn (stop reason max_turn_requests)"
+	case acp.StopReasonCancelled:
+		return "the agent cancelled the turn by itself (stop reason cancelled)"
+	}
+	return fmt.Sprintf("the agent ended with unknown stop reason %q", s)
+}

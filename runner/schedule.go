@@ -1,0 +1,286 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/tasks"
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// storyResult is what a worker hands back to the scheduler.
+type storyResult struct {
+	id      string
+	status  tasks.Status // Completed, Failed, or InProgress when stopped
+	output  string       // progress-update output
+	note    string       // short line for the task file's notes
+	errText string       // for completion.errors, when failed
+	prev    tasks.Status // status before the story started
+}
+
+// schedule runs stories until none is left or ctx (the stop signal) ends;
+// it reports whether the run was stopped. Only this goroutine touches
+// r.file and git; workers only drive agents and verify.
+func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
+	f := r.file
+	idx := make(map[string]int, len(f.UserStories))
+	for i, s := range f.UserStories {
+		idx[s.ID] = i
+	}
+	// Failed or in_progress at start: an earlier run's leftovers, retried once.
+	retry := map[string]bool{}
+	for _, s := range f.UserStories {
+		if s.Status == tasks.Failed || s.Status == tasks.InProgress {
+			retry[s.ID] = true
+		}
+	}
+	attempted := map[string]bool{}
+	running := map[string]bool{}
+	blocked := map[string]bool{} // skipped in this run because a dependency failed
+	limit := f.Metadata.MaxConcurrency
+	if limit <= 0 {
+		limit = tasks.DefaultMaxConcurrency
+	}
+	eligible := func(s tasks.Story) bool {
+		if running[s.ID] || attempted[s.ID] {
+			return false
+		}
+		return s.Status == tasks.Pending || retry[s.ID]
+	}
+	results := make(chan storyResult)
+	done := ctx.Done()
+
+	for {
+		if !stopped {
+			skipped := r.propagateSkips(idx, eligible, blocked, attempted)
+			if len(skipped) > 0 {
+				ids := make([]string, len(skipped))
+				for i, sk := range skipped {
+					ids[i] = sk.id
+				}
+				r.persist(ctx, "Skip "+strings.Join(ids, ", ")+": a dependency failed", false)
+				for _, sk := range skipped {
+					r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: sk.id, Status: acpmsg.StorySkipped, Output: acpmsg.TruncateOutput(sk.why)})
+				}
+			}
+			for _, s := range r.ready(eligible, blocked) {
+				if len(running) >= limit {
+					break
+				}
+				running[s.ID] = true
+				attempted[s.ID] = true
+				prompt := buildPrompt(f, s, r.req.TaskFilePath)
+				prev := s.Status
+				f.UserStories[idx[s.ID]].Status = tasks.InProgress
+				r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: s.ID, Status: acpmsg.StoryInProgress,
+					Output: acpmsg.TruncateOutput(fmt.Sprintf("Started %s: %s (agent %s).", s.ID, s.Title, r.cfg.Agent))})
+				r.log.Info("story started", "story", s.ID, "running", len(running), "limit", limit)
+				go func(s tasks.Story) {
+					res := r.work(ctx, be, s, prompt)
+					res.prev = prev
+					results <- res
+				}(s)
+			}
+		}
+		if len(running) == 0 {
+			break
+		}
+		select {
+		case <-done:
+			r.log.Info("stop requested: cancelling stories in flight", "running", len(running))
+			stopped, done = true, nil
+		case res := <-results:
+			delete(running, res.id)
+			r.finish(ctx, res, idx, stopped)
+		}
+	}
+	if !stopped && ctx.Err() != nil {
+		stopped = true
+	}
+	if !stopped {
+		// Whatever is still pending could never become ready (e.g. a cycle
+		// the parser let through): say so instead of hanging or staying silent.
+		for _, s := range f.UserStories {
+			if eligible(s) && s.Status == tasks.Pending {
+				r.addErr("%s never became ready: its dependencies %v did not complete", s.ID, s.DependsOn)
+			}
+		}
+	}
+	return stopped
+}
+
+// ready lists eligible stories whose dependencies are all completed or
+// skipped (not skipped by this run's failures), lowest priority first.
+func (r *run) ready(eligible func(tasks.Story) bool, blocked map[string]bool) []tasks.Story {
+	byID := map[string]tasks.Story{}
+	for _, s := range r.file.UserStories {
+		byID[s.ID] = s
+	}
+	var out []tasks.Story
+	for _, s := range r.file.UserStories {
+		if !eligible(s) {
+			continue
+		}
+		ok := true
+		for _, d := range s.DependsOn {
+			ds := byID[d].Status
+			if !(ds == tasks.Completed || (ds == tasks.Skipped && !blocked[d])) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b tasks.Story) int { return a.Priority - b.Priority })
+	return out
+}
+
+// propagateSkips marks pending stories behind a failed (and not retried)
+// dependency, or behind a story this run skipped for that reason, as skipped
+// with a note naming the cause. It returns their ids.
+func (r *run) propagateSkips(idx map[string]int, eligible func(tasks.Story) bool, blocked, attempted map[string]bool) []skip {
+	f := r.file
+	var out []skip
+	for changed := true; changed; {
+		changed = false
+		for i, s := range f.UserStories {
+			if s.Status != tasks.Pending || !eligible(s) {
+				continue
+			}
+			for _, d := range s.DependsOn {
+				dep := f.UserStories[idx[d]]
+				var why string
+				switch {
+				case dep.Status == tasks.Failed && !eligible(dep):
+					why = fmt.Sprintf("Skipped: dependency %s failed.", d)
+				case blocked[d]:
+					why = fmt.Sprintf("Skipped: dependency %s was skipped because its own dependencies failed.", d)
+				default:
+					continue
+				}
+				f.UserStories[i].Status = tasks.Skipped
+				f.UserStories[i].Notes = appendNote(s.Notes, why)
+				blocked[s.ID] = true
+				attempted[s.ID] = true
+				out = append(out, skip{s.ID, why})
+				changed = true
+				break
+			}
+		}
+	}
+	return out
+}
+
+type skip struct{ id, why string }
+
+// appendNote adds a dated runner line to a story's notes, keeping what the
+// planner or user wrote.
+func appendNote(notes, line string) string {
+	line = "[aimi " + time.Now().UTC().Format("2006-01-02") + "] " + line
+	if strings.TrimSpace(notes) == "" {
+		return line
+	}
+	return strings.TrimRight(notes, "\n") + "\n" + line
+}
+
+// work drives one story: agent turn, then verify.
+func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt string) storyResult {
+	start := time.Now()
+	o := be.runStory(ctx, s.ID, prompt)
+	res := storyResult{id: s.ID}
+	summary := strings.TrimSpace(o.summary)
+	if summary == "" {
+		summary = "The agent reported nothing."
+	}
+	took := time.Since(start).Round(time.Second)
+	switch {
+	case o.err != nil:
+		res.status = tasks.Failed
+		res.output = fmt.Sprintf("%s failed after %s: %v. %s", s.ID, took, o.err, summary)
+		res.note = "failed: " + o.err.Error()
+		res.errText = fmt.Sprintf("%s: %s: %v", s.ID, acpmsg.CodeAgentCrash, o.err)
+	case o.stop == acp.StopReasonEndTurn:
+		ok, detail := r.verify(ctx)
+		if ok {
+			res.status = tasks.Completed
+			res.output = strings.TrimSpace(fmt.Sprintf("%s completed in %s. %s %s", s.ID, took, summary, detail))
+			res.note = "completed: " + oneLine(summary, 400)
+		} else if ctx.Err() != nil {
+			res.status = tasks.InProgress
+		} else {
+			res.status = tasks.Failed
+			res.output = fmt.Sprintf("%s failed: %s %s", s.ID, detail, summary)
+			res.note = "failed: " + oneLine(detail, 400)
+			res.errText = fmt.Sprintf("%s: verify failed: %s", s.ID, oneLine(detail, 300))
+		}
+	case o.stop == acp.StopReasonCancelled && ctx.Err() != nil:
+		res.status = tasks.InProgress // stopped: stays in flight, nothing committed
+	default:
+		why := stopReasonText(o.stop)
+		res.status = tasks.Failed
+		res.output = fmt.Sprintf("%s failed: %s. %s", s.ID, why, summary)
+		res.note = "failed: " + why + ". " + oneLine(summary, 300)
+		res.errText = fmt.Sprintf("%s: %s", s.ID, why)
+	}
+	r.log.Info("story finished", "story", s.ID, "status", res.status, "stopReason", o.stop, "took", took)
+	return res
+}
+
+// finish records a worker's result: task file, commit, push, progress-update.
+func (r *run) finish(ctx context.Context, res storyResult, idx map[string]int, stopped bool) {
+	i := idx[res.id]
+	s := &r.file.UserStories[i]
+	if res.status == tasks.InProgress {
+		// Stopped mid-story: nothing is written or committed for it; the
+		// next run finds it as the committed file left it.
+		s.Status = res.prev
+		return
+	}
+	s.Status = res.status
+	s.Notes = appendNote(s.Notes, res.note)
+	if res.errText != "" {
+		r.errs = append(r.errs, res.errText)
+	}
+	msg := fmt.Sprintf("%s: %s (%s)\n\n%s", s.ID, s.Title, res.status, oneLine(res.output, 1500))
+	r.persist(ctx, msg, stopped)
+	st := acpmsg.StoryCompleted
+	if res.status == tasks.Failed {
+		st = acpmsg.StoryFailed
+	}
+	r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: s.ID, Status: st, Output: acpmsg.TruncateOutput(res.output)})
+}
+
+// persist writes the task file, commits the tree and pushes the branch, so a
+// crash or stop loses at most the story in flight. When the run is stopping,
+// git gets a bounded, uncancelled context: a finished story's commit is worth
+// the few seconds.
+func (r *run) persist(ctx context.Context, msg string, stopped bool) {
+	if stopped || ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finalPushTimeout)
+		defer cancel()
+	}
+	if err := r.writeTaskFile(); err != nil {
+		r.fatal = true
+		r.addErr("write task file %s: %v", r.req.TaskFilePath, err)
+		return
+	}
+	committed, err := r.git.commitAll(ctx, msg)
+	if err != nil {
+		r.fatal = true
+		r.addErr("commit: %v", err)
+		return
+	}
+	if !committed {
+		return
+	}
+	if err := r.git.push(ctx, r.req.BranchName); err != nil {
+		r.addErr("push %s: %v", r.req.BranchName, err)
+	}
+}
