@@ -1,5 +1,7 @@
 package tasks
 
+import "encoding/json"
+
 // SchemaVersion is the only task-file schema this package reads.
 const SchemaVersion = "3.0"
 
@@ -22,6 +24,8 @@ type File struct {
 	SchemaVersion string   `json:"schemaVersion"`
 	Metadata      Metadata `json:"metadata"`
 	UserStories   []Story  `json:"userStories"`
+
+	extra map[string]json.RawMessage // unknown keys, written back as they were
 }
 
 // Metadata describes the feature the task file plans.
@@ -33,6 +37,8 @@ type Metadata struct {
 	PlanPath       *string `json:"planPath"`
 	BrainstormPath string  `json:"brainstormPath,omitempty"`
 	MaxConcurrency int     `json:"maxConcurrency,omitempty"`
+
+	extra map[string]json.RawMessage // unknown keys, written back as they were
 }
 
 // Story is one user story.
@@ -45,4 +51,6 @@ type Story struct {
 	Status             Status   `json:"status"`
 	DependsOn          []string `json:"dependsOn"`
 	Notes              string   `json:"notes"`
+
+	extra map[string]json.RawMessage // unknown keys, written back as they were
 }

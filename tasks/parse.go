@@ -1,0 +1,540 @@
+package tasks
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+)
+
+// Length limits of spec/tasks-v3.md, in characters.
+const (
+	MaxTitleChars       = 200
+	MaxDescriptionChars = 500
+	MaxCriterionChars   = 300
+)
+
+// TypecheckCriterion is the criterion planners add to every story; a story
+// without it gets a warning, not an error.
+const TypecheckCriterion = "Typecheck passes"
+
+// metadataTypes are the allowed metadata.type values.
+var metadataTypes = []string{"feat", "ref", "bug", "chore"}
+
+// Problem is one thing wrong with a task file, in the spec's two-line
+// Error/Fix form.
+type Problem struct {
+	StoryID string // the story concerned, as written in the file; empty for file-level problems
+	Field   string // e.g. dependsOn, priority, metadata.branchName
+	Error   string // what is wrong, naming the story and field
+	Fix     string // how to fix it
+}
+
+// String renders the two-line form:
+//
+//	Error: Invalid tasks.json - US-003.dependsOn references "US-099" which does not exist.
+//	Fix: Remove "US-099" from US-003.dependsOn or add a story with id "US-099".
+func (p Problem) String() string {
+	return "Error: " + p.Error + "\nFix: " + p.Fix
+}
+
+// Problems is every problem of a task file; as an error it prints all of
+// them in the Error/Fix form.
+type Problems []Problem
+
+func (ps Problems) Error() string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Parse reads and validates a task file. A file that breaks any rule yields
+// a nil *File and a Problems error listing every problem found.
+func Parse(data []byte) (*File, error) {
+	f, problems, _ := Check(data)
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return f, nil
+}
+
+// Load reads and validates the task file at path. A read failure is returned
+// wrapped (errors.Is(err, fs.ErrNotExist) works); an invalid file yields
+// Problems.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read task file: %w", err)
+	}
+	return Parse(data)
+}
+
+// Check validates data against every rule of spec/tasks-v3.md and returns the
+// parsed file (nil when there are problems), the problems, and the warnings
+// (stories without "Typecheck passes"), which never make a file invalid.
+func Check(data []byte) (*File, Problems, Problems) {
+	c := &checker{}
+	c.file(data)
+	if len(c.problems) > 0 {
+		return nil, c.problems, c.warnings
+	}
+	var f File
+	if err := json.Unmarshal(data, &f); err != nil {
+		// Unreachable when the checks above pass; report rather than panic.
+		return nil, Problems{{Field: "", Error: "Invalid tasks.json - " + err.Error() + ".",
+			Fix: "Report this file to the aimi swarm maintainers: it passed validation but does not decode."}}, c.warnings
+	}
+	return &f, nil, c.warnings
+}
+
+// Validate re-checks a File built or changed in code.
+func (f *File) Validate() error {
+	data, err := f.Marshal()
+	if err != nil {
+		return err
+	}
+	if _, problems, _ := Check(data); len(problems) > 0 {
+		return problems
+	}
+	return nil
+}
+
+// Warnings lists the non-fatal findings: stories without "Typecheck passes".
+func (f *File) Warnings() Problems {
+	var out Problems
+	for _, s := range f.UserStories {
+		out = typecheckWarning(out, s.ID, s.AcceptanceCriteria)
+	}
+	return out
+}
+
+func typecheckWarning(out Problems, id string, criteria []string) Problems {
+	for _, c := range criteria {
+		if strings.EqualFold(strings.TrimSpace(c), TypecheckCriterion) {
+			return out
+		}
+	}
+	return append(out, Problem{StoryID: id, Field: "acceptanceCriteria",
+		Error: fmt.Sprintf("%s.acceptanceCriteria does not include %q.", id, TypecheckCriterion),
+		Fix:   fmt.Sprintf("Add %q to %s.acceptanceCriteria if the project has a type checker; otherwise ignore this warning.", TypecheckCriterion, id)})
+}
+
+type checker struct {
+	problems Problems
+	warnings Problems
+}
+
+func (c *checker) add(storyID, field, errMsg, fix string) {
+	c.problems = append(c.problems, Problem{StoryID: storyID, Field: field, Error: "Invalid tasks.json - " + errMsg, Fix: fix})
+}
+
+// object decodes raw as a JSON object; ok is false for anything else
+// (including null).
+func object(raw json.RawMessage) (map[string]json.RawMessage, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, false
+	}
+	return m, true
+}
+
+// str returns obj[key] as a string; present reports the key exists, ok that
+// it is a JSON string.
+func str(obj map[string]json.RawMessage, key string) (s string, present, ok bool) {
+	raw, present := obj[key]
+	if !present {
+		return "", false, false
+	}
+	err := json.Unmarshal(raw, &s)
+	return s, true, err == nil && bytes.TrimSpace(raw)[0] == '"'
+}
+
+// integer parses a JSON integer literal (no fraction or exponent).
+func integer(raw json.RawMessage) (int, bool) {
+	n, err := strconv.Atoi(string(bytes.TrimSpace(raw)))
+	return n, err == nil
+}
+
+func kind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}
+
+// caseKeys rejects keys that differ from a known key only in case:
+// encoding/json matches keys case-insensitively, so {"id":..,"ID":..} would
+// decode to a value other than the one validated.
+func (c *checker) caseKeys(obj map[string]json.RawMessage, known []string, storyID, where string) {
+	for k := range obj {
+		for _, want := range known {
+			if k != want && strings.EqualFold(k, want) {
+				c.add(storyID, where+k, fmt.Sprintf("%s has the key %q; keys are case-sensitive.", strings.TrimSuffix(where, "."), k),
+					fmt.Sprintf("Rename %q to %q (or remove it).", k, want))
+			}
+		}
+	}
+}
+
+func (c *checker) file(data []byte) {
+	top, ok := object(data)
+	if !ok {
+		detail := "it is " + kind(data)
+		var v any
+		if err := json.Unmarshal(data, &v); err != nil {
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				detail = fmt.Sprintf("it is not valid JSON (%v at byte %d)", se, se.Offset)
+			} else {
+				detail = "it is not valid JSON (" + err.Error() + ")"
+			}
+		}
+		c.add("", "", "the file is not a JSON object: "+detail+".",
+			`Make the file one JSON object with "schemaVersion": "3.0", "metadata" and "userStories" (regenerate it with the aimi planner if it is damaged).`)
+		return
+	}
+	c.caseKeys(top, fileKeys, "", "file.")
+	switch v, present, isStr := str(top, "schemaVersion"); {
+	case !present:
+		c.add("", "schemaVersion", "schemaVersion is missing.", `Add "schemaVersion": "3.0" at the top of the file.`)
+	case !isStr || v != SchemaVersion:
+		c.add("", "schemaVersion", fmt.Sprintf("schemaVersion is %s, expected \"3.0\".", string(bytes.TrimSpace(top["schemaVersion"]))),
+			`Set "schemaVersion": "3.0" and bring the file to the 3.0 shape (regenerate it with the current aimi planner).`)
+	}
+	c.metadata(top)
+	c.stories(top)
+}
+
+func (c *checker) metadata(top map[string]json.RawMessage) {
+	raw, present := top["metadata"]
+	md, ok := object(raw)
+	if !ok {
+		what := "missing"
+		if present {
+			what = kind(raw) + ", not an object"
+		}
+		c.add("", "metadata", "metadata is "+what+".",
+			`Add a "metadata" object with title, type, branchName and createdAt.`)
+		return
+	}
+	c.caseKeys(md, metadataKeys, "", "metadata.")
+	if v, present, isStr := str(md, "title"); !isStr || strings.TrimSpace(v) == "" {
+		what := "empty"
+		if !present {
+			what = "missing"
+		} else if !isStr {
+			what = kind(md["title"]) + ", not a string"
+		}
+		c.add("", "metadata.title", "metadata.title is "+what+".", `Set metadata.title to a short description of the feature, e.g. "feat: Add task status".`)
+	}
+	if v, present, isStr := str(md, "type"); !isStr || !contains(metadataTypes, v) {
+		got := "missing"
+		if present {
+			got = string(bytes.TrimSpace(md["type"]))
+		}
+		c.add("", "metadata.type", fmt.Sprintf("metadata.type is %s; it must be one of feat, ref, bug, chore.", got),
+			`Set metadata.type to one of "feat", "ref", "bug", "chore".`)
+	}
+	if v, present, isStr := str(md, "branchName"); !isStr || !acpmsg.ValidBranch(v) {
+		var what string
+		switch {
+		case !present:
+			what = "metadata.branchName is missing."
+		case !isStr:
+			what = "metadata.branchName is " + kind(md["branchName"]) + ", not a string."
+		default:
+			what = fmt.Sprintf("metadata.branchName %q does not match %s.", v, acpmsg.PatternBranch)
+		}
+		c.add("", "metadata.branchName", what,
+			`Set metadata.branchName to letters, digits, '/', '_' and '-', starting with a letter or digit, e.g. "feat/add-task-status".`)
+	}
+	if v, present, isStr := str(md, "createdAt"); !isStr || !validDate(v) {
+		got := "missing"
+		if present {
+			got = string(bytes.TrimSpace(md["createdAt"]))
+		}
+		c.add("", "metadata.createdAt", fmt.Sprintf("metadata.createdAt is %s, not a YYYY-MM-DD date.", got),
+			`Set metadata.createdAt to the plan's date as YYYY-MM-DD, e.g. "2026-02-27".`)
+	}
+	if raw, present := md["planPath"]; present && kind(raw) != "a string" && kind(raw) != "null" {
+		c.add("", "metadata.planPath", "metadata.planPath is "+kind(raw)+", not a string or null.", "Set metadata.planPath to the plan's path, or null.")
+	}
+	if raw, present := md["brainstormPath"]; present && kind(raw) != "a string" {
+		c.add("", "metadata.brainstormPath", "metadata.brainstormPath is "+kind(raw)+", not a string.", "Set metadata.brainstormPath to a path, or remove it.")
+	}
+	if raw, present := md["maxConcurrency"]; present {
+		if n, ok := integer(raw); !ok || n < 0 {
+			c.add("", "metadata.maxConcurrency", fmt.Sprintf("metadata.maxConcurrency is %s, not a non-negative integer.", string(bytes.TrimSpace(raw))),
+				fmt.Sprintf("Set metadata.maxConcurrency to a positive integer, or remove it to use the default (%d).", DefaultMaxConcurrency))
+		}
+	}
+}
+
+func validDate(s string) bool {
+	if len(s) != len("2006-01-02") {
+		return false
+	}
+	_, err := time.Parse("2006-01-02", s)
+	return err == nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// storyInfo is what the graph checks need from a story that parsed well
+// enough to be identified.
+type storyInfo struct {
+	label     string // id, or userStories[i] when the id is unusable
+	id        string // valid id, or ""
+	dependsOn []string
+}
+
+func (c *checker) stories(top map[string]json.RawMessage) {
+	raw, present := top["userStories"]
+	var list []json.RawMessage
+	if !present || kind(raw) != "an array" || json.Unmarshal(raw, &list) != nil || len(list) == 0 {
+		what := "missing"
+		switch {
+		case present && kind(raw) != "an array":
+			what = kind(raw) + ", not an array"
+		case present:
+			what = "empty"
+		}
+		c.add("", "userStories", "userStories is "+what+".", "Add at least one story to userStories (a task file with nothing to do is not a task file).")
+		return
+	}
+	infos := make([]storyInfo, 0, len(list))
+	firstByID := map[string]int{}
+	byPriority := map[int]string{}
+	for i, sraw := range list {
+		info, prio, hasPrio := c.story(i, sraw)
+		infos = append(infos, info)
+		if info.id != "" {
+			if j, dup := firstByID[info.id]; dup {
+				c.add(info.id, "id", fmt.Sprintf("%s is the id of more than one story (userStories[%d] and userStories[%d]).", info.id, j, i),
+					fmt.Sprintf("Give userStories[%d] an unused id and update the dependsOn lists that mean it.", i))
+				infos[i].id = "" // keep the graph checks on the first one
+			} else {
+				firstByID[info.id] = i
+			}
+		}
+		if hasPrio {
+			if other, dup := byPriority[prio]; dup {
+				c.add(info.label, "priority", fmt.Sprintf("%s.priority %d is also the priority of %s.", info.label, prio, other),
+					fmt.Sprintf("Give %s a priority no other story uses (lower runs first).", info.label))
+			} else {
+				byPriority[prio] = info.label
+			}
+		}
+	}
+	c.graph(infos, firstByID)
+}
+
+// story checks one story; it returns what the graph and uniqueness checks
+// need.
+func (c *checker) story(i int, raw json.RawMessage) (info storyInfo, prio int, hasPrio bool) {
+	info.label = fmt.Sprintf("userStories[%d]", i)
+	s, ok := object(raw)
+	if !ok {
+		c.add("", info.label, info.label+" is "+kind(raw)+", not an object.", "Make every entry of userStories a story object.")
+		return info, 0, false
+	}
+	// The id first: every other message names the story by it.
+	id, idPresent, idIsStr := str(s, "id")
+	switch {
+	case !idPresent:
+		c.add("", info.label+".id", info.label+" is missing \"id\".", fmt.Sprintf(`Add an "id" like "US-%03d" to %s.`, i+1, info.label))
+	case !idIsStr:
+		c.add("", info.label+".id", fmt.Sprintf("%s.id is %s, not a string.", info.label, kind(s["id"])), fmt.Sprintf(`Set %s.id to a string like "US-%03d".`, info.label, i+1))
+	case !acpmsg.ValidStoryID(id):
+		c.add(id, "id", fmt.Sprintf("%s.id %q does not match %s.", info.label, id, acpmsg.PatternStoryID),
+			fmt.Sprintf(`Rename %q to an id like "US-%03d" and update every dependsOn that references it.`, id, i+1))
+		info.label = id
+	default:
+		info.label, info.id = id, id
+	}
+	sid := ""
+	if idIsStr {
+		sid = id
+	}
+	c.caseKeys(s, storyKeys, sid, info.label+".")
+	missing := func(field, example string) {
+		c.add(sid, field, fmt.Sprintf("%s is missing %q.", info.label, field), fmt.Sprintf("Add %q to %s, e.g. %s.", field, info.label, example))
+	}
+	wrongType := func(field, want, example string) {
+		c.add(sid, field, fmt.Sprintf("%s.%s is %s, not %s.", info.label, field, kind(s[field]), want), fmt.Sprintf("Set %s.%s to %s, e.g. %s.", info.label, field, want, example))
+	}
+	tooLong := func(field string, n, max int) {
+		c.add(sid, field, fmt.Sprintf("%s.%s is %d characters; the limit is %d.", info.label, field, n, max),
+			fmt.Sprintf("Shorten %s.%s to at most %d characters (move details to notes).", info.label, field, max))
+	}
+	for _, f := range []struct {
+		name, example string
+		max           int
+	}{{"title", `"Add status field"`, MaxTitleChars}, {"description", `"As a developer, I need ..."`, MaxDescriptionChars}} {
+		switch v, present, isStr := str(s, f.name); {
+		case !present:
+			missing(f.name, f.example)
+		case !isStr:
+			wrongType(f.name, "a string", f.example)
+		case utf8.RuneCountInString(v) > f.max:
+			tooLong(f.name, utf8.RuneCountInString(v), f.max)
+		}
+	}
+	if craw, present := s["acceptanceCriteria"]; !present {
+		missing("acceptanceCriteria", `["Typecheck passes"]`)
+	} else if criteria, ok := stringList(craw); !ok {
+		wrongType("acceptanceCriteria", "an array of strings", `["Typecheck passes"]`)
+	} else {
+		for j, cr := range criteria {
+			if n := utf8.RuneCountInString(cr); n > MaxCriterionChars {
+				tooLong(fmt.Sprintf("acceptanceCriteria[%d]", j), n, MaxCriterionChars)
+			}
+		}
+		c.warnings = typecheckWarning(c.warnings, info.label, criteria)
+	}
+	if praw, present := s["priority"]; !present {
+		missing("priority", "1")
+	} else if n, ok := integer(praw); !ok {
+		wrongType("priority", "an integer", "1")
+	} else {
+		prio, hasPrio = n, true
+	}
+	switch v, present, isStr := str(s, "status"); {
+	case !present:
+		missing("status", `"pending"`)
+	case !isStr:
+		wrongType("status", "a string", `"pending"`)
+	case !Status(v).Valid():
+		c.add(sid, "status", fmt.Sprintf("%s.status is %q; it must be one of pending, in_progress, completed, failed, skipped.", info.label, v),
+			fmt.Sprintf(`Set %s.status to one of "pending", "in_progress", "completed", "failed", "skipped" ("pending" for work not started).`, info.label))
+	}
+	if draw, present := s["dependsOn"]; !present {
+		missing("dependsOn", "[] or [\"US-001\"]")
+	} else if deps, ok := stringList(draw); !ok {
+		wrongType("dependsOn", "an array of story ids", `["US-001"]`)
+	} else {
+		info.dependsOn = deps
+	}
+	if nraw, present := s["notes"]; present && kind(nraw) != "a string" {
+		wrongType("notes", "a string", `""`)
+	}
+	return info, prio, hasPrio
+}
+
+func stringList(raw json.RawMessage) ([]string, bool) {
+	if kind(raw) != "an array" {
+		return nil, false
+	}
+	var out []string
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// graph checks the dependency references and that they form a DAG.
+func (c *checker) graph(infos []storyInfo, index map[string]int) {
+	edges := make([][]int, len(infos)) // story -> stories it depends on
+	for i, s := range infos {
+		if s.id == "" {
+			continue
+		}
+		for _, dep := range s.dependsOn {
+			switch j, known := index[dep]; {
+			case dep == s.id:
+				c.add(s.id, "dependsOn", fmt.Sprintf("%s.dependsOn references %s itself.", s.id, s.id),
+					fmt.Sprintf("Remove %q from %s.dependsOn.", dep, s.id))
+			case !acpmsg.ValidStoryID(dep):
+				c.add(s.id, "dependsOn", fmt.Sprintf("%s.dependsOn entry %q is not a story id (%s).", s.id, dep, acpmsg.PatternStoryID),
+					fmt.Sprintf("Replace %q in %s.dependsOn with the id of an existing story, e.g. \"US-001\".", dep, s.id))
+			case !known:
+				c.add(s.id, "dependsOn", fmt.Sprintf("%s.dependsOn references %q which does not exist.", s.id, dep),
+					fmt.Sprintf("Remove %q from %s.dependsOn or add a story with id %q.", dep, s.id, dep))
+			default:
+				edges[i] = append(edges[i], j)
+			}
+		}
+	}
+	for _, cycle := range findCycles(edges) {
+		names := make([]string, len(cycle))
+		for k, i := range cycle {
+			names[k] = infos[i].id
+		}
+		from, to := names[0], names[1]
+		c.add(from, "dependsOn", "dependency cycle "+strings.Join(names, " -> ")+".",
+			fmt.Sprintf("Remove one dependency of the cycle, e.g. %q from %s.dependsOn, so that the stories form a DAG.", to, from))
+	}
+}
+
+// findCycles returns one cycle per back edge met in a depth-first walk in
+// file order, each as a closed path (first node repeated at the end).
+func findCycles(edges [][]int) [][]int {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(edges))
+	var stack []int
+	var cycles [][]int
+	var visit func(int)
+	visit = func(n int) {
+		color[n] = grey
+		stack = append(stack, n)
+		for _, m := range edges[n] {
+			switch color[m] {
+			case white:
+				visit(m)
+			case grey:
+				start := len(stack) - 1
+				for stack[start] != m {
+					start--
+				}
+				cycle := append(append([]int{}, stack[start:]...), m)
+				cycles = append(cycles, cycle)
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[n] = black
+	}
+	for n := range edges {
+		if color[n] == white {
+			visit(n)
+		}
+	}
+	return cycles
+}
