@@ -1,0 +1,29 @@
+package orchestrator
+
+import (
+	"context"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+)
+
+// Engine is the part of the container layer the orchestrator drives;
+// *container.Docker satisfies it. The orchestrator never learns which engine
+// it talks to (DESIGN.md, Scale).
+type Engine interface {
+	EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error)
+	RemoveNetworkIfUnused(ctx context.Context, name string) error
+	Create(ctx context.Context, s container.Spec) (id string, err error)
+	Start(ctx context.Context, id string) error
+	// Wait must be called before Start; the channel yields one Exit.
+	Wait(ctx context.Context, id string) <-chan container.Exit
+	WriteStdin(ctx context.Context, id string, line []byte) error
+	// Lines yields the lines strictly after the cursor; closed at the end.
+	Lines(ctx context.Context, id string, after container.Cursor, follow bool) (<-chan container.Line, error)
+	Inspect(ctx context.Context, id string) (container.Info, error)
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	Remove(ctx context.Context, id string) error
+	List(ctx context.Context, labels map[string]string) ([]container.Info, error)
+}
+
+var _ Engine = (*container.Docker)(nil)

@@ -1,0 +1,486 @@
+package orchestrator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/container"
+)
+
+// program is what a fake container runs: it gets the stdin lines, emits
+// output lines, and sees SIGTERM on term. It returns the exit code and
+// whether it "ran out of memory". ctx ends when the container is killed.
+type program func(ctx context.Context, stdin <-chan []byte, emit func(string), term <-chan struct{}) (code int, oom bool)
+
+// fakeEngine is a hand-written in-memory Engine: containers run programs
+// in goroutines, independent of any Manager (so a Manager can "crash" while
+// they go on), with cursors, waits and stops like the real engine's.
+type fakeEngine struct {
+	mu       sync.Mutex
+	ctrs     map[string]*fakeCtr
+	programs func(spec container.Spec) program
+	running  int
+	peak     int
+	starts   int
+	clock    time.Time
+	nets     map[string]bool
+}
+
+type fakeCtr struct {
+	id      string
+	spec    container.Spec
+	status  string // created, running, exited
+	code    int
+	oom     bool
+	pid     int
+	started time.Time
+	lines   []container.Line
+	changed chan struct{} // closed and replaced on every change
+	stdin   chan []byte
+	term    chan struct{}
+	termed  bool
+	kill    context.CancelFunc
+	waiters []chan container.Exit
+}
+
+func newFakeEngine(programs func(spec container.Spec) program) *fakeEngine {
+	return &fakeEngine{ctrs: map[string]*fakeCtr{}, programs: programs, clock: time.Now().UTC(), nets: map[string]bool{}}
+}
+
+func randID() string {
+	b := make([]byte, 32)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (f *fakeEngine) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nets[name] = true
+	return container.NetworkInfo{Name: name, Gateway: "172.30.0.1"}, nil
+}
+
+func (f *fakeEngine) RemoveNetworkIfUnused(ctx context.Context, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.nets, name)
+	return nil
+}
+
+func (f *fakeEngine) byName(name string) *fakeCtr {
+	for _, c := range f.ctrs {
+		if c.spec.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (f *fakeEngine) get(idOrName string) *fakeCtr {
+	if c, ok := f.ctrs[idOrName]; ok {
+		return c
+	}
+	return f.byName(idOrName)
+}
+
+func (f *fakeEngine) Create(ctx context.Context, s container.Spec) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !nameRe.MatchString(s.Name) {
+		return "", container.ErrInvalidName
+	}
+	if s.Image == "missing:latest" {
+		return "", fmt.Errorf("%w: build it with 'make sandbox-image'", container.ErrImageNotFound)
+	}
+	if old := f.byName(s.Name); old != nil {
+		if old.status == "running" {
+			return "", container.ErrConflict
+		}
+		delete(f.ctrs, old.id)
+	}
+	c := &fakeCtr{id: randID(), spec: s, status: "created", changed: make(chan struct{}), stdin: make(chan []byte, 8), term: make(chan struct{})}
+	f.ctrs[c.id] = c
+	return c.id, nil
+}
+
+// emitLocked appends a line with the next engine timestamp.
+func (f *fakeEngine) emitLocked(c *fakeCtr, s string) {
+	f.clock = f.clock.Add(time.Microsecond)
+	ln := container.Line{Cursor: container.Cursor{Time: f.clock}, Stream: container.Stdout, Data: []byte(s), Size: len(s)}
+	if len(s) > acpmsg.MaxLineBytes {
+		ln.Data, ln.Err = nil, fmt.Errorf("%w: %d bytes", container.ErrLineTooLong, len(s))
+	}
+	c.lines = append(c.lines, ln)
+	f.notifyLocked(c)
+}
+
+func (f *fakeEngine) notifyLocked(c *fakeCtr) {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func (f *fakeEngine) Start(ctx context.Context, id string) error {
+	f.mu.Lock()
+	c := f.get(id)
+	if c == nil {
+		f.mu.Unlock()
+		return container.ErrNotFound
+	}
+	if c.status != "created" {
+		f.mu.Unlock()
+		return fmt.Errorf("container %s is %s", id, c.status)
+	}
+	c.status = "running"
+	c.pid = 1000 + len(f.ctrs)
+	c.started = time.Now()
+	f.running++
+	f.starts++
+	f.peak = max(f.peak, f.running)
+	pctx, kill := context.WithCancel(context.Background())
+	c.kill = kill
+	prog := f.programs(c.spec)
+	f.notifyLocked(c)
+	f.mu.Unlock()
+	go func() {
+		code, oom := prog(pctx, c.stdin, func(s string) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if c.status == "running" {
+				f.emitLocked(c, s)
+			}
+		}, c.term)
+		if pctx.Err() != nil {
+			code, oom = 137, false
+		}
+		f.exit(c, code, oom)
+	}()
+	return nil
+}
+
+func (f *fakeEngine) exit(c *fakeCtr, code int, oom bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c.status != "running" {
+		return
+	}
+	c.status, c.code, c.oom, c.pid = "exited", code, oom, 0
+	f.running--
+	for _, w := range c.waiters {
+		w <- container.Exit{Code: code, OOMKilled: oom}
+		close(w)
+	}
+	c.waiters = nil
+	f.notifyLocked(c)
+}
+
+func (f *fakeEngine) Wait(ctx context.Context, id string) <-chan container.Exit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ch := make(chan container.Exit, 1)
+	c := f.get(id)
+	if c == nil {
+		ch <- container.Exit{Err: container.ErrNotFound}
+		close(ch)
+		return ch
+	}
+	c.waiters = append(c.waiters, ch)
+	return ch
+}
+
+func (f *fakeEngine) WriteStdin(ctx context.Context, id string, line []byte) error {
+	f.mu.Lock()
+	c := f.get(id)
+	f.mu.Unlock()
+	if c == nil {
+		return container.ErrNotFound
+	}
+	select {
+	case c.stdin <- append([]byte(nil), line...):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (f *fakeEngine) Lines(ctx context.Context, id string, after container.Cursor, follow bool) (<-chan container.Line, error) {
+	f.mu.Lock()
+	c := f.get(id)
+	f.mu.Unlock()
+	if c == nil {
+		return nil, container.ErrNotFound
+	}
+	out := make(chan container.Line, 16)
+	go func() {
+		defer close(out)
+		i := 0
+		for {
+			f.mu.Lock()
+			var batch []container.Line
+			for ; i < len(c.lines); i++ {
+				if c.lines[i].Cursor.After(after) {
+					batch = append(batch, c.lines[i])
+				}
+			}
+			done := !follow || c.status == "exited"
+			changed := c.changed
+			f.mu.Unlock()
+			for _, ln := range batch {
+				select {
+				case out <- ln:
+				case <-ctx.Done():
+					return
+				}
+			}
+			if done {
+				return
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (f *fakeEngine) info(c *fakeCtr) container.Info {
+	return container.Info{ID: c.id, Name: c.spec.Name, Image: c.spec.Image, Labels: c.spec.Labels, Status: c.status,
+		Running: c.status == "running", ExitCode: c.code, OOMKilled: c.oom, Pid: c.pid, StartedAt: c.started}
+}
+
+func (f *fakeEngine) Inspect(ctx context.Context, id string) (container.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.get(id)
+	if c == nil {
+		return container.Info{}, container.ErrNotFound
+	}
+	return f.info(c), nil
+}
+
+func (f *fakeEngine) Stop(ctx context.Context, id string, grace time.Duration) error {
+	f.mu.Lock()
+	c := f.get(id)
+	if c == nil {
+		f.mu.Unlock()
+		return container.ErrNotFound
+	}
+	if c.status != "running" {
+		f.mu.Unlock()
+		return nil
+	}
+	if !c.termed {
+		c.termed = true
+		close(c.term)
+	}
+	kill := c.kill
+	f.mu.Unlock()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	for {
+		f.mu.Lock()
+		st, ch := c.status, c.changed
+		f.mu.Unlock()
+		if st != "running" {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			kill()
+			return nil
+		}
+	}
+}
+
+func (f *fakeEngine) Remove(ctx context.Context, id string) error {
+	f.mu.Lock()
+	c := f.get(id)
+	f.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	if c.kill != nil {
+		c.kill()
+	}
+	f.mu.Lock()
+	delete(f.ctrs, c.id)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeEngine) List(ctx context.Context, labels map[string]string) ([]container.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []container.Info
+next:
+	for _, c := range f.ctrs {
+		for k, v := range labels {
+			if c.spec.Labels[k] != v {
+				continue next
+			}
+		}
+		out = append(out, f.info(c))
+	}
+	return out, nil
+}
+
+// finishAll waits until no fake container runs.
+func (f *fakeEngine) runningNow() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running
+}
+
+// Programs used by the tests.
+
+// readRequest reads the task-request and returns swarm and container ids.
+func readRequest(ctx context.Context, stdin <-chan []byte) (swarmID, containerID string, ok bool) {
+	select {
+	case line := <-stdin:
+		var m struct {
+			SwarmID     string `json:"swarmId"`
+			ContainerID string `json:"containerId"`
+		}
+		if json.Unmarshal(line, &m) != nil {
+			return "", "", false
+		}
+		return m.SwarmID, m.ContainerID, true
+	case <-ctx.Done():
+		return "", "", false
+	}
+}
+
+// msgLine renders one message line.
+func msgLine(swarmID, containerID string, p acpmsg.Payload) string {
+	var t acpmsg.Type
+	switch p.(type) {
+	case *acpmsg.ProgressUpdate:
+		t = acpmsg.TypeProgressUpdate
+	case *acpmsg.Completion:
+		t = acpmsg.TypeCompletion
+	case *acpmsg.ErrorPayload:
+		t = acpmsg.TypeError
+	}
+	b, err := json.Marshal(acpmsg.NewMessage(t, swarmID, containerID, p))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// step is one action of a scripted fake program.
+type step struct {
+	story, status string // progress-update
+	complete      string // completion status
+	errCode       string // error message
+	raw           string // a raw line
+	sleep         time.Duration
+	exit          *int
+	oom           bool
+	hang          bool // wait for SIGTERM/kill
+	trap          bool // on SIGTERM: completion stopped, exit 0
+}
+
+func exitStep(code int) step { return step{exit: &code} }
+
+// scripted runs steps after reading the task-request, pausing pace between
+// emitted lines.
+func scripted(pace time.Duration, steps ...step) program {
+	return func(ctx context.Context, stdin <-chan []byte, emit func(string), term <-chan struct{}) (int, bool) {
+		sid, cid, ok := readRequest(ctx, stdin)
+		if !ok {
+			return 2, false
+		}
+		trap := false
+		wait := func(d time.Duration) bool {
+			if d <= 0 {
+				return true
+			}
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return true
+			case <-ctx.Done():
+				return false
+			case <-term:
+				return !trap // without a trap, SIGTERM is ignored (PID 1)
+			}
+		}
+		for _, s := range steps {
+			select {
+			case <-term:
+				if trap {
+					emit(msgLine(sid, cid, &acpmsg.Completion{Status: "stopped", Errors: []string{"SIGTERM"}}))
+					return 0, false
+				}
+			default:
+			}
+			switch {
+			case s.trap:
+				trap = true
+				continue
+			case s.sleep > 0:
+				if !wait(s.sleep) {
+					if trap && ctx.Err() == nil {
+						emit(msgLine(sid, cid, &acpmsg.Completion{Status: "stopped", Errors: []string{"SIGTERM"}}))
+						return 0, false
+					}
+					return 137, false
+				}
+				continue
+			case s.exit != nil:
+				return *s.exit, false
+			case s.oom:
+				return 137, true
+			case s.hang:
+				select {
+				case <-ctx.Done():
+					return 137, false
+				case <-term:
+					if trap {
+						emit(msgLine(sid, cid, &acpmsg.Completion{Status: "stopped", Errors: []string{"SIGTERM"}}))
+						return 0, false
+					}
+					<-ctx.Done()
+					return 137, false
+				}
+			}
+			if !wait(pace) {
+				return 137, false
+			}
+			switch {
+			case s.story != "":
+				emit(msgLine(sid, cid, &acpmsg.ProgressUpdate{StoryID: s.story, Status: s.status, Output: s.story + " " + s.status}))
+			case s.complete != "":
+				emit(msgLine(sid, cid, &acpmsg.Completion{Status: s.complete, Errors: []string{}}))
+			case s.errCode != "":
+				emit(msgLine(sid, cid, &acpmsg.ErrorPayload{Code: s.errCode, Message: "failed with " + s.errCode}))
+			case s.raw != "":
+				emit(s.raw)
+			}
+		}
+		return 0, false
+	}
+}
+
+// storiesDone is the happy path for n stories.
+func storiesDone(n int) []step {
+	var out []step
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("US-%03d", i)
+		out = append(out, step{story: id, status: "in_progress"}, step{story: id, status: "completed"})
+	}
+	return append(out, step{complete: "completed"})
+}
+
+var _ = strings.Repeat

@@ -1,0 +1,561 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/state"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// Defaults of Config's zero values.
+const (
+	DefaultMaxContainers = 4
+	DefaultTimeout       = 2 * time.Hour
+	DefaultStopGrace     = 30 * time.Second
+)
+
+// Manager runs the swarms of every repository the daemon serves. Its methods
+// are safe for concurrent use.
+type Manager struct {
+	cfg Config
+	eng Engine
+	log *slog.Logger
+	bus *bus
+
+	// life is the supervisors' context: Shutdown cancels it after they were
+	// told to leave their containers alone; the caller cancelling New's ctx
+	// has the same effect without the flush (what a crash looks like).
+	life   context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	swarms  map[string]*swarm      // by repo path
+	repoMu  map[string]*sync.Mutex // serialises Start/Stop/Resume/Cleanup/adopt per repo
+	closing bool
+}
+
+// New checks the config and returns a Manager. It makes no engine call;
+// the daemon calls Recover next.
+func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
+	if eng == nil {
+		return nil, errors.New("orchestrator: no engine")
+	}
+	if cfg.MaxContainers < 0 {
+		return nil, fmt.Errorf("%w: maxContainers %d is negative; use 1 or more (default %d)", ErrInvalidRequest, cfg.MaxContainers, DefaultMaxContainers)
+	}
+	if cfg.MaxContainers == 0 {
+		cfg.MaxContainers = DefaultMaxContainers
+	}
+	if cfg.Timeout < 0 || cfg.StopGrace < 0 {
+		return nil, fmt.Errorf("%w: timeout and stop grace must not be negative", ErrInvalidRequest)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = DefaultStopGrace
+	}
+	for k := range cfg.EnvVars {
+		if !envKeyRe.MatchString(k) {
+			return nil, fmt.Errorf("%w: task env var %q: keys must match %s", ErrInvalidRequest, k, envKeyRe)
+		}
+	}
+	for k := range cfg.RunnerEnv {
+		if !runnerEnvKeyRe.MatchString(k) {
+			return nil, fmt.Errorf("%w: runner env var %q: keys must match %s", ErrInvalidRequest, k, runnerEnvKeyRe)
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	cfg.EnvVars = maps.Clone(cfg.EnvVars)
+	cfg.RunnerEnv = maps.Clone(cfg.RunnerEnv)
+	life, cancel := context.WithCancel(ctx)
+	return &Manager{
+		cfg: cfg, eng: eng, log: cfg.Logger, bus: newBus(),
+		life: life, cancel: cancel,
+		swarms: map[string]*swarm{}, repoMu: map[string]*sync.Mutex{},
+	}, nil
+}
+
+// Subscribe streams every state change until ctx ends (or Shutdown). A
+// subscriber that does not keep up loses events rather than stall swarms.
+func (m *Manager) Subscribe(ctx context.Context) <-chan Event { return m.bus.subscribe(ctx) }
+
+func (m *Manager) publish(e Event) { m.bus.publish(e) }
+
+// lockRepo serialises the operations that change one repository's swarm.
+func (m *Manager) lockRepo(repo string) func() {
+	m.mu.Lock()
+	l, ok := m.repoMu[repo]
+	if !ok {
+		l = &sync.Mutex{}
+		m.repoMu[repo] = l
+	}
+	m.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (m *Manager) getSwarm(repo string) *swarm {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.swarms[repo]
+}
+
+func (m *Manager) checkOpen() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closing || m.life.Err() != nil {
+		return ErrShutdown
+	}
+	return nil
+}
+
+// cleanRepo checks and normalises a repository path from a request.
+func cleanRepo(p string) (string, error) {
+	if p == "" {
+		return "", fmt.Errorf("%w: repoPath is empty", ErrInvalidRequest)
+	}
+	if !filepath.IsAbs(p) {
+		return "", fmt.Errorf("%w: repoPath %q is not absolute", ErrInvalidRequest, p)
+	}
+	p = filepath.Clean(p)
+	st, err := os.Stat(p)
+	if err != nil || !st.IsDir() {
+		return "", fmt.Errorf("%w: repoPath %q is not a directory", ErrInvalidRequest, p)
+	}
+	return p, nil
+}
+
+// plannedTask is one validated task file of a StartRequest.
+type plannedTask struct {
+	path string
+	tf   *tasks.File
+}
+
+// validateTasks applies every check before any engine call; all problems are
+// reported together.
+func validateTasks(repo string, files []string, existing map[string]bool) ([]plannedTask, error) {
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%w: taskFiles is empty; name at least one task file under %s", ErrInvalidRequest, tasksDir)
+	}
+	var probs []TaskFileProblem
+	var out []plannedTask
+	seen := map[string]bool{}
+	for _, p := range files {
+		if err := checkTaskPath(p); err != nil {
+			probs = append(probs, TaskFileProblem{Path: p, Reason: err.Error()})
+			continue
+		}
+		if seen[p] {
+			probs = append(probs, TaskFileProblem{Path: p, Reason: "named twice"})
+			continue
+		}
+		seen[p] = true
+		if existing[p] {
+			probs = append(probs, TaskFileProblem{Path: p, Reason: "already in the active swarm (use resume to rerun it)"})
+			continue
+		}
+		tf, err := tasks.Load(filepath.Join(repo, filepath.FromSlash(p)))
+		if err != nil {
+			probs = append(probs, TaskFileProblem{Path: p, Reason: oneLine(err.Error())})
+			continue
+		}
+		if !branchRe.MatchString(tf.Metadata.BranchName) {
+			probs = append(probs, TaskFileProblem{Path: p, Reason: fmt.Sprintf("metadata.branchName %q does not match %s", tf.Metadata.BranchName, branchRe)})
+			continue
+		}
+		out = append(out, plannedTask{path: p, tf: tf})
+	}
+	if len(probs) > 0 {
+		return nil, &TaskFileError{Problems: probs}
+	}
+	return out, nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// Start validates the request's task files, creates every container (state
+// entries pending with real ids) and lets at most Max run at a time.
+func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error) {
+	if err := m.checkOpen(); err != nil {
+		return SwarmView{}, err
+	}
+	repo, err := cleanRepo(req.RepoPath)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	if req.Max < 0 {
+		return SwarmView{}, fmt.Errorf("%w: max %d is negative", ErrInvalidRequest, req.Max)
+	}
+	if req.Append && req.Force {
+		return SwarmView{}, fmt.Errorf("%w: append and force exclude each other", ErrInvalidRequest)
+	}
+	if req.Local && m.cfg.Git == nil {
+		return SwarmView{}, fmt.Errorf("%w: local mode needs the git service, which this daemon has not configured (git.mode)", ErrInvalidRequest)
+	}
+	unlock := m.lockRepo(repo)
+	defer unlock()
+
+	cur, err := m.adopt(ctx, repo)
+	if err != nil && !errors.Is(err, ErrNoSwarm) {
+		return SwarmView{}, err
+	}
+	if cur != nil && cur.active() {
+		switch {
+		case req.Append:
+			return cur.append(ctx, req)
+		case req.Force:
+			if err := cur.stop(ctx, nil); err != nil {
+				return SwarmView{}, fmt.Errorf("stop the active swarm before replacing it: %w", err)
+			}
+		default:
+			return SwarmView{}, ErrActiveSwarm
+		}
+	}
+	planned, err := validateTasks(repo, req.TaskFiles, nil)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	repoURL := ""
+	if !req.Local {
+		if repoURL, err = originURL(ctx, repo); err != nil {
+			return SwarmView{}, err
+		}
+	}
+	if cur != nil {
+		// The finished (or just stopped) swarm is replaced: its journals
+		// stay on disk, its containers until cleanup or name reuse.
+		cur.close(ctx)
+		m.mu.Lock()
+		delete(m.swarms, repo)
+		m.mu.Unlock()
+	}
+	max := req.Max
+	if max == 0 {
+		max = m.cfg.MaxContainers
+	}
+	image := req.Image
+	if image == "" {
+		image = m.cfg.Image
+	}
+	if image == "" {
+		return SwarmView{}, fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", ErrInvalidRequest)
+	}
+	now := time.Now().UTC()
+	sw := &swarm{
+		m: m, id: uuid.NewString(), repo: repo, max: max, image: image, local: req.Local, repoURL: repoURL,
+		slots: newLimiter(max), store: state.Open(repo),
+	}
+	sw.network = networkName(sw.id)
+	if err := sw.openLedger(ctx, &state.Swarm{SwarmID: sw.id, CreatedAt: now, UpdatedAt: now}, true); err != nil {
+		return SwarmView{}, err
+	}
+	if err := sw.ensureNetwork(ctx); err != nil {
+		sw.close(ctx)
+		return SwarmView{}, err
+	}
+	created, err := sw.createAll(ctx, planned)
+	if err != nil {
+		sw.discard(ctx, created)
+		return SwarmView{}, err
+	}
+	m.mu.Lock()
+	m.swarms[repo] = sw
+	m.mu.Unlock()
+	m.publish(Event{SwarmID: sw.id, RepoPath: repo, Kind: EventSwarmStarted})
+	for _, c := range created {
+		sw.launch(c, modeFresh)
+	}
+	return sw.view(), nil
+}
+
+// originURL is the repository's origin, as the task-request's repoUrl. An
+// scp-style address (git@host:org/repo.git) becomes ssh://git@host/org/repo.git
+// because the message spec wants a URL.
+func originURL(ctx context.Context, repo string) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", "-C", repo, "remote", "get-url", "origin").Output()
+	if err != nil {
+		return "", fmt.Errorf("%w: read the repository's origin remote: %v (add one with 'git remote add origin URL', or start with --local)", ErrInvalidRequest, err)
+	}
+	u := strings.TrimSpace(string(out))
+	if !strings.Contains(u, "://") {
+		if at := strings.Index(u, ":"); at > 0 && !strings.HasPrefix(u, "/") {
+			u = "ssh://" + u[:at] + "/" + strings.TrimPrefix(u[at+1:], "/")
+		}
+	}
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "ssh://") && !strings.HasPrefix(u, "http://") {
+		return "", fmt.Errorf("%w: origin %q is not an https or ssh URL the container can clone; use --local for a local repository", ErrInvalidRequest, u)
+	}
+	return u, nil
+}
+
+// Status reconciles the repo's swarm with the engine and returns it.
+func (m *Manager) Status(ctx context.Context, repoPath string) (SwarmView, error) {
+	repo, err := cleanRepo(repoPath)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	unlock := m.lockRepo(repo)
+	defer unlock()
+	sw, err := m.adopt(ctx, repo)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	sw.reconcileLive(ctx)
+	return sw.view(), nil
+}
+
+// Stop stops the named containers of the repo's swarm (all when names is
+// empty): SIGTERM, grace, kill; they end stopped unless their final message
+// said otherwise first. It returns when they are terminal or ctx ends.
+func (m *Manager) Stop(ctx context.Context, repoPath string, names []string) (SwarmView, error) {
+	repo, err := cleanRepo(repoPath)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	unlock := m.lockRepo(repo)
+	defer unlock()
+	sw, err := m.adopt(ctx, repo)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	if err := sw.stop(ctx, names); err != nil {
+		return sw.view(), err
+	}
+	return sw.view(), nil
+}
+
+// Resume reconciles, starts the pending containers that have no supervisor,
+// and with retryFailed recreates and reruns the failed ones.
+func (m *Manager) Resume(ctx context.Context, repoPath string, retryFailed bool) (SwarmView, error) {
+	if err := m.checkOpen(); err != nil {
+		return SwarmView{}, err
+	}
+	repo, err := cleanRepo(repoPath)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	unlock := m.lockRepo(repo)
+	defer unlock()
+	sw, err := m.adopt(ctx, repo)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	sw.reconcileLive(ctx)
+	if err := sw.resume(ctx, retryFailed); err != nil {
+		return sw.view(), err
+	}
+	return sw.view(), nil
+}
+
+// Shutdown is the daemon's SIGTERM: supervisors let go of their containers
+// (which keep running), journals and state are flushed, subscriptions end.
+// Recover in the next daemon picks everything up again.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	m.closing = true
+	sws := slices.Collect(maps.Values(m.swarms))
+	m.mu.Unlock()
+	m.cancel()
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("shutdown: supervisors did not finish: %w", ctx.Err())
+	}
+	var errs []error
+	for _, sw := range sws {
+		if err := sw.closeLedger(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.bus.closeAll()
+	return errors.Join(errs...)
+}
+
+// Journal streams the journal records of one container of the repo's
+// swarm; with follow it goes on until the container is terminal and its
+// journal fully read, or ctx ends.
+func (m *Manager) Journal(ctx context.Context, repoPath, name string, follow bool) (<-chan state.Record, error) {
+	repo, err := cleanRepo(repoPath)
+	if err != nil {
+		return nil, err
+	}
+	sw := m.getSwarm(repo)
+	var id string
+	if sw != nil {
+		id = sw.id
+		if sw.find(name) == nil {
+			sw = nil
+		}
+	}
+	if sw == nil {
+		st, err := state.Open(repo).Load(ctx)
+		if errors.Is(err, state.ErrNoState) {
+			return nil, ErrNoSwarm
+		}
+		if err != nil {
+			return nil, err
+		}
+		if st.Container(name) == nil {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownContainer, name)
+		}
+		id = st.SwarmID
+		follow = follow && !st.Container(name).Status.Terminal()
+	}
+	path := state.Open(repo).JournalPath(id, name)
+	terminal := func() bool {
+		if sw == nil {
+			return true
+		}
+		return sw.terminal(name)
+	}
+	ch := make(chan state.Record, 64)
+	go tailJournal(ctx, path, follow, terminal, ch)
+	return ch, nil
+}
+
+// journalPoll is how often a followed journal is checked for growth: the
+// writer is another goroutine, and a poll keeps this independent of the
+// Recorder's internals.
+const journalPoll = 200 * time.Millisecond
+
+func tailJournal(ctx context.Context, path string, follow bool, terminal func() bool, out chan<- state.Record) {
+	defer close(out)
+	var sent int64
+	for {
+		// terminal is read before the file so that records written just
+		// before the container became terminal are still sent.
+		done := !follow || terminal()
+		recs, _ := state.ReadJournal(path)
+		for _, r := range recs {
+			if r.Seq <= sent {
+				continue
+			}
+			select {
+			case out <- r:
+				sent = r.Seq
+			case <-ctx.Done():
+				return
+			}
+		}
+		if done {
+			return
+		}
+		t := time.NewTimer(journalPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Cleanup removes the repo's terminal containers (and the swarm network when
+// unused) and drops their state entries. With the git service, a container
+// whose branch has commits nobody received is kept unless force.
+func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (CleanupReport, error) {
+	repo, err := cleanRepo(repoPath)
+	if err != nil {
+		return CleanupReport{}, err
+	}
+	unlock := m.lockRepo(repo)
+	defer unlock()
+	sw, err := m.adopt(ctx, repo)
+	if err != nil {
+		return CleanupReport{}, err
+	}
+	sw.reconcileLive(ctx)
+	rep, err := sw.cleanup(ctx, force)
+	if err != nil {
+		return rep, err
+	}
+	if rep.StateRemoved {
+		sw.close(ctx)
+		m.mu.Lock()
+		if m.swarms[repo] == sw {
+			delete(m.swarms, repo)
+		}
+		m.mu.Unlock()
+		m.publish(Event{SwarmID: sw.id, RepoPath: repo, Kind: EventSwarmRemoved})
+	}
+	return rep, nil
+}
+
+// createSpec builds the container spec of one task file.
+func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
+	cfg := sw.m.cfg
+	env := make([]string, 0, len(cfg.RunnerEnv)+4)
+	for _, k := range slices.Sorted(maps.Keys(cfg.RunnerEnv)) {
+		env = append(env, k+"="+cfg.RunnerEnv[k])
+	}
+	if cfg.DiskBytes > 0 {
+		env = append(env, EnvSandboxDisk+"="+strconv.FormatInt(cfg.DiskBytes, 10))
+	}
+	var mounts []container.Mount
+	if g != nil {
+		env = append(env, EnvGitToken+"="+g.Token)
+		if g.CAFile != "" {
+			env = append(env, EnvGitSSLCAInfo+"="+caMountPath, EnvSSLCertFile+"="+caMountPath)
+			mounts = append(mounts, container.Mount{Source: g.CAFile, Target: caMountPath, ReadOnly: true})
+		}
+	}
+	return container.Spec{
+		Name:  c.name,
+		Image: sw.image,
+		Labels: sw.m.selector(map[string]string{
+			labelSwarmID:  sw.id,
+			labelTaskFile: c.taskFile,
+			labelProject:  sw.repo,
+			labelMax:      strconv.Itoa(sw.max),
+			labelGitMode:  map[bool]string{true: "local", false: "remote"}[sw.local],
+		}),
+		Env:             env,
+		NanoCPUs:        int64(cfg.CPUs * 1e9),
+		MemoryBytes:     cfg.MemoryBytes,
+		MemorySwapBytes: cfg.MemorySwapBytes,
+		PidsLimit:       cfg.PidsLimit,
+		ReadOnlyRootfs:  cfg.ReadOnlyRoot,
+		Runtime:         cfg.Runtime,
+		RequireRuntime:  cfg.RequireRuntime,
+		Network:         sw.network,
+		Mounts:          mounts,
+	}
+}
+
+// taskRequest is the line written to a container's stdin.
+func (sw *swarm) taskRequest(c *ctr) acpmsg.Message {
+	return acpmsg.NewMessage(acpmsg.TypeTaskRequest, sw.id, c.id, &acpmsg.TaskRequest{
+		TaskFilePath: c.taskFile,
+		BranchName:   c.branch,
+		RepoURL:      c.repoURL,
+		EnvVars:      envVars(sw.m.cfg.EnvVars),
+	})
+}
+
+// envVars is the task-request's envVars: never null on the wire.
+func envVars(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m))
+	maps.Copy(out, m)
+	return out
+}

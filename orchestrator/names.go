@@ -1,0 +1,130 @@
+package orchestrator
+
+import (
+	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Label keys of the recovery index (DESIGN.md decision 6). The first four are
+// the container package's; the last one is the orchestrator's own.
+const (
+	labelSandbox  = "org.aimi.sandbox"   // "true" on everything we create
+	labelSwarmID  = "org.aimi.swarm-id"  // the swarm's UUID
+	labelTaskFile = "org.aimi.task-file" // repo-relative task file path
+	labelProject  = "org.aimi.project"   // absolute repo path
+	// labelMax keeps the swarm's MaxContainers across a daemon restart, since
+	// the state file has no field for it.
+	labelMax = "org.aimi.max-containers"
+	// labelGitMode is "local" or "remote": after a restart, pending
+	// containers of a local-mode swarm still need a git grant.
+	labelGitMode = "org.aimi.git-mode"
+)
+
+// Runner environment the acp-runner reads (engineer D's contract); the
+// Manager sets the local-mode git ones itself, the rest come from
+// Config.RunnerEnv.
+const (
+	EnvAgent            = "AIMI_AGENT"
+	EnvAgentCommand     = "AIMI_AGENT_COMMAND"
+	EnvVerifyCommand    = "AIMI_VERIFY_COMMAND"
+	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY"
+	EnvGitToken         = "AIMI_GIT_TOKEN"
+	EnvGitSSLCAInfo     = "GIT_SSL_CAINFO"
+	EnvSSLCertFile      = "SSL_CERT_FILE"
+	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"
+	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL"
+	// EnvSandboxDisk passes Config.DiskBytes on (best effort, see Config).
+	EnvSandboxDisk = "AIMI_SANDBOX_DISK"
+)
+
+// caMountPath is where the git service's CA is mounted (read-only) in local
+// mode.
+const caMountPath = "/etc/aimi/git-ca.pem"
+
+// tasksDir is the only directory task files may come from.
+const tasksDir = ".aimi/tasks/"
+
+var (
+	nameRe   = regexp.MustCompile(`^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
+	branchRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9/_-]*$`)
+	envKeyRe = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
+	// runnerEnvKeyRe is looser than envVars keys: any POSIX-ish name.
+	runnerEnvKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// checkTaskPath applies the path rules of DESIGN.md decision 8 to a
+// repo-relative task file path, before anything touches the disk.
+func checkTaskPath(p string) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("empty path")
+	case filepath.IsAbs(p) || strings.HasPrefix(p, "/"):
+		return fmt.Errorf("absolute path; give it relative to the repository, under %s", tasksDir)
+	case strings.Contains(p, "\\"):
+		return fmt.Errorf("backslash in path; use / separators")
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return fmt.Errorf("path contains '..'; task files must be under %s", tasksDir)
+		}
+	}
+	if path.Clean(p) != p {
+		return fmt.Errorf("path is not clean (want %q)", path.Clean(p))
+	}
+	if !strings.HasPrefix(p, tasksDir) {
+		return fmt.Errorf("not under %s", tasksDir)
+	}
+	if !strings.HasSuffix(p, ".json") {
+		return fmt.Errorf("does not end in -tasks.json or .json")
+	}
+	return nil
+}
+
+// containerName is aimi-<slug of the task file's base name>, with the .json
+// and -tasks suffixes dropped: .aimi/tasks/2026-03-01-auth-tasks.json ->
+// aimi-2026-03-01-auth.
+func containerName(taskFile string) string {
+	base := strings.TrimSuffix(path.Base(taskFile), ".json")
+	base = strings.TrimSuffix(base, "-tasks")
+	b := []byte(base)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	s := strings.TrimLeft(string(b), "-_")
+	if s == "" {
+		s = "task"
+	}
+	// Docker names are limited to 128 bytes in practice; keep room for the
+	// uniqueness suffix.
+	if len(s) > 100 {
+		s = strings.TrimRight(s[:100], "-_")
+	}
+	return "aimi-" + s
+}
+
+// uniqueName returns name, or name-2, name-3... whichever is not taken.
+func uniqueName(name string, taken func(string) bool) string {
+	if !taken(name) {
+		return name
+	}
+	for i := 2; ; i++ {
+		n := fmt.Sprintf("%s-%d", name, i)
+		if !taken(n) {
+			return n
+		}
+	}
+}
+
+// networkName is the swarm's one network: a network per container would
+// exhaust the engine's default address pools at about 30 (DESIGN.md decision
+// 7), so every container of a swarm shares one bridge with inter-container
+// traffic disabled by the container package.
+func networkName(swarmID string) string {
+	return "aimi-swarm-" + strings.ReplaceAll(swarmID, "-", "")[:12] + "-net"
+}

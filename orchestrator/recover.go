@@ -1,0 +1,242 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/state"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// selector is the label filter of everything this Manager owns.
+func (m *Manager) selector(extra map[string]string) map[string]string {
+	sel := map[string]string{labelSandbox: "true"}
+	maps.Copy(sel, m.cfg.Labels)
+	maps.Copy(sel, extra)
+	return sel
+}
+
+// Recover is the daemon's start: it finds its containers by label, and for
+// every repository they belong to adopts the swarm of its state file,
+// reconciling each entry per DESIGN.md's table (re-attach running ones and
+// read on from the journal's cursor, take exits that happened meanwhile,
+// mark zombies). A repository that cannot be adopted is logged and skipped;
+// only an engine failure is an error.
+func (m *Manager) Recover(ctx context.Context) error {
+	if err := m.checkOpen(); err != nil {
+		return err
+	}
+	infos, err := m.eng.List(ctx, m.selector(nil))
+	if err != nil {
+		return fmt.Errorf("recover: list the sandbox containers: %w", err)
+	}
+	repos := map[string]bool{}
+	for _, in := range infos {
+		if p := in.Labels[labelProject]; p != "" && filepath.IsAbs(p) {
+			repos[p] = true
+		}
+	}
+	for _, repo := range slices.Sorted(maps.Keys(repos)) {
+		unlock := m.lockRepo(repo)
+		sw, err := m.adopt(ctx, repo)
+		unlock()
+		switch {
+		case errors.Is(err, ErrNoSwarm):
+			m.log.Info("recover: containers without a state file; left alone (aimi swarm cleanup removes them)", "repo", repo)
+		case err != nil:
+			m.log.Warn("recover: could not adopt the swarm", "repo", repo, "err", err)
+		default:
+			m.log.Info("recover: swarm adopted", "repo", repo, "swarm", sw.id, "containers", len(sw.list()))
+		}
+	}
+	return nil
+}
+
+// reconcile classifies one non-terminal container by what the engine says.
+func classify(info container.Info, found bool) (supMode, *exitFacts) {
+	switch {
+	case !found:
+		return 0, &exitFacts{missing: true}
+	case info.Running:
+		return modeAttach, nil
+	case info.Status == "paused" || info.Status == "removing":
+		return 0, &exitFacts{stopped: true}
+	case info.Status == "created":
+		return modeFresh, nil
+	default: // exited, dead
+		return modeFinish, nil
+	}
+}
+
+// adopt returns the repo's swarm, loading and reconciling it from the state
+// file and the engine when the Manager does not hold it yet. The caller holds
+// the repo lock.
+func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
+	if sw := m.getSwarm(repo); sw != nil {
+		return sw, nil
+	}
+	store := state.Open(repo)
+	st, err := store.Load(ctx)
+	if errors.Is(err, state.ErrNoState) {
+		return nil, ErrNoSwarm
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load the swarm state of %s: %w", repo, err)
+	}
+	infos, err := m.eng.List(ctx, m.selector(map[string]string{labelSwarmID: st.SwarmID}))
+	if err != nil {
+		return nil, fmt.Errorf("list the swarm's containers: %w", err)
+	}
+	byID := map[string]container.Info{}
+	sw := &swarm{m: m, id: st.SwarmID, repo: repo, max: m.cfg.MaxContainers, image: m.cfg.Image, store: store, network: networkName(st.SwarmID)}
+	for _, in := range infos {
+		byID[in.ID] = in
+		if n, err := strconv.Atoi(in.Labels[labelMax]); err == nil && n > 0 {
+			sw.max = n
+		}
+		if in.Labels[labelGitMode] == "local" {
+			sw.local = true
+		}
+		if in.Image != "" {
+			sw.image = in.Image
+		}
+	}
+	if sw.local && m.cfg.Git == nil {
+		m.log.Warn("swarm was started in local mode but this daemon has no git service; its pending containers cannot get git access", "repo", repo)
+		sw.local = false
+	}
+	sw.slots = newLimiter(sw.max)
+	if !sw.local {
+		// Only pending containers need it; a missing origin fails them
+		// later, not the adoption.
+		sw.repoURL, _ = originURL(ctx, repo)
+	}
+	sw.led = newLedger(store, &state.Swarm{SwarmID: st.SwarmID, CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}, state.RecorderOptions{Logger: m.log})
+
+	type plan struct {
+		c     *ctr
+		mode  supMode
+		facts *exitFacts
+	}
+	var plans []plan
+	for _, e := range st.Containers {
+		tf, err := tasks.Load(filepath.Join(repo, filepath.FromSlash(e.TaskFilePath)))
+		if err != nil {
+			m.log.Warn("task file unreadable; its stories are learnt from the journal", "file", e.TaskFilePath, "err", err)
+			tf = nil
+		}
+		c := &ctr{name: e.ContainerName, taskFile: e.TaskFilePath, branch: e.BranchName, tf: tf, id: e.ContainerID,
+			repoURL: sw.repoURL, stopCh: make(chan struct{})}
+		jpath := store.JournalPath(st.SwarmID, e.ContainerName)
+		t, _, err := state.RestoreTracker(jpath, tf)
+		if err != nil {
+			m.log.Warn("journal unreadable; the container's fold starts afresh", "journal", jpath, "err", err)
+			t = state.NewTracker(tf)
+		}
+		sw.restoreDetails(c, jpath)
+		sc := e.Clone()
+		if err := sw.led.track(sc, t); err != nil {
+			sw.close(ctx)
+			return nil, fmt.Errorf("track %s: %w", e.ContainerName, err)
+		}
+		sw.ctrs = append(sw.ctrs, c)
+		info, found := byID[e.ContainerID]
+		if found && !info.Running && info.Status != "created" {
+			code := info.ExitCode
+			c.exitCode, c.oom = &code, info.OOMKilled
+		}
+		if t.Status().Terminal() {
+			continue
+		}
+		mode, facts := classify(info, found)
+		plans = append(plans, plan{c, mode, facts})
+	}
+	m.mu.Lock()
+	m.swarms[repo] = sw
+	m.mu.Unlock()
+	// Running containers first: they take their slots before any pending
+	// one may start.
+	slices.SortStableFunc(plans, func(a, b plan) int {
+		return rank(a.mode, a.facts) - rank(b.mode, b.facts)
+	})
+	for _, p := range plans {
+		if p.facts != nil {
+			sw.finish(m.life, p.c, *p.facts)
+			continue
+		}
+		sw.launch(p.c, p.mode)
+	}
+	return sw, nil
+}
+
+func rank(mode supMode, facts *exitFacts) int {
+	switch {
+	case facts != nil:
+		return 0
+	case mode == modeAttach:
+		return 1
+	case mode == modeFinish:
+		return 2
+	default:
+		return 3
+	}
+}
+
+// restoreDetails rebuilds the view's extras (errors, last output, rejected
+// lines) from a journal.
+func (sw *swarm) restoreDetails(c *ctr, path string) {
+	recs, err := state.ReadJournal(path)
+	if err != nil {
+		return
+	}
+	for _, r := range recs {
+		if !r.Valid {
+			c.rejected++
+			continue
+		}
+		if r.Rejected != "" {
+			c.rejected++
+			continue
+		}
+		msg, err := r.DecodeMessage()
+		if err != nil || msg == nil {
+			continue
+		}
+		sw.noteMessageLocked(c, lineResult{msg: msg})
+	}
+}
+
+// reconcileLive re-checks every non-terminal container nobody supervises
+// (Status, Resume and Cleanup call it) and hands it to the right mode.
+func (sw *swarm) reconcileLive(ctx context.Context) {
+	for _, c := range sw.list() {
+		if sw.terminal(c.name) || sw.supervised(c) {
+			continue
+		}
+		info, err := sw.m.eng.Inspect(ctx, sw.idOf(c))
+		found := err == nil
+		if err != nil && ctx.Err() != nil {
+			return
+		}
+		mode, facts := classify(info, found)
+		if facts != nil {
+			sw.finish(sw.m.life, c, *facts)
+			continue
+		}
+		if mode == modeFresh && sw.led.status(c.name) == state.StatusPending {
+			// Pending without a supervisor: Resume starts it; Status and
+			// Cleanup leave it waiting.
+			continue
+		}
+		sw.launch(c, mode)
+	}
+}
+
+var _ = time.Now

@@ -1,0 +1,524 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/state"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// swarm is one repository's swarm in memory.
+type swarm struct {
+	m       *Manager
+	id      string
+	repo    string
+	max     int
+	image   string
+	local   bool
+	repoURL string // remote mode: origin
+	network string
+	store   *state.Store
+	led     *ledger
+
+	// slots bounds the running containers, first queued first served.
+	slots *limiter
+
+	mu   sync.Mutex
+	ctrs []*ctr
+}
+
+// ctr is one container of a swarm. Fields after mu are guarded by swarm.mu.
+type ctr struct {
+	name     string
+	taskFile string
+	branch   string
+	tf       *tasks.File // nil if the task file went missing after a restart
+
+	id         string
+	repoURL    string
+	stopReq    bool
+	stopCh     chan struct{} // closed by Stop
+	done       chan struct{} // closed when the supervisor returns; nil = none ran
+	exitCode   *int
+	oom        bool
+	errs       []ErrorDetail
+	lastOutput string
+	rejected   int
+	prURL      *string // from Publish (local mode)
+}
+
+func (sw *swarm) find(name string) *ctr {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for _, c := range sw.ctrs {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func (sw *swarm) list() []*ctr {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return slices.Clone(sw.ctrs)
+}
+
+// supervised reports whether a supervisor is running for c.
+func (sw *swarm) supervised(c *ctr) bool {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if c.done == nil {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (sw *swarm) terminal(name string) bool {
+	return sw.led.status(name).Terminal()
+}
+
+// active reports whether any container is pending or running.
+func (sw *swarm) active() bool {
+	for _, c := range sw.led.snapshot().Containers {
+		if !c.Status.Terminal() {
+			return true
+		}
+	}
+	return false
+}
+
+func (sw *swarm) openLedger(ctx context.Context, st *state.Swarm, fresh bool) error {
+	opts := state.RecorderOptions{Logger: sw.m.log}
+	if fresh {
+		// A new swarm replaces whatever state file the repo had.
+		if err := sw.store.Save(ctx, st); err != nil {
+			return fmt.Errorf("write the new swarm state: %w", err)
+		}
+	}
+	sw.led = newLedger(sw.store, st, opts)
+	return nil
+}
+
+func (sw *swarm) closeLedger(ctx context.Context) error {
+	if sw.led == nil {
+		return nil
+	}
+	return sw.led.close(ctx)
+}
+
+// close lets go of a swarm the Manager forgets (replaced or cleaned up).
+func (sw *swarm) close(ctx context.Context) {
+	if err := sw.closeLedger(ctx); err != nil {
+		sw.m.log.Warn("close swarm state", "repo", sw.repo, "swarm", sw.id, "err", err)
+	}
+}
+
+func (sw *swarm) labels() map[string]string {
+	return sw.m.selector(map[string]string{labelSwarmID: sw.id, labelProject: sw.repo})
+}
+
+func (sw *swarm) ensureNetwork(ctx context.Context) error {
+	info, err := sw.m.eng.EnsureNetwork(ctx, sw.network, sw.labels())
+	if err != nil {
+		return fmt.Errorf("create the swarm network %s: %w", sw.network, err)
+	}
+	if sw.local {
+		if err := sw.m.cfg.Git.ListenOn(ctx, info.Gateway); err != nil {
+			return fmt.Errorf("start the git service on %s (the swarm network's gateway): %w", info.Gateway, err)
+		}
+	}
+	return nil
+}
+
+// nameTaken reports whether a container name is used by a container the
+// swarm must not replace: one of another repository, or a running one.
+// Create would remove any other container of that name.
+func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]bool) bool {
+	if mine[name] {
+		return true
+	}
+	info, err := sw.m.eng.Inspect(ctx, name)
+	if err != nil {
+		return false
+	}
+	return info.Labels[labelProject] != sw.repo || info.Running
+}
+
+// createAll creates one container per task file, in order, and tracks each
+// as pending. On error it returns what it created, for discard.
+func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) ([]*ctr, error) {
+	mine := map[string]bool{}
+	for _, c := range sw.list() {
+		mine[c.name] = true
+	}
+	var created []*ctr
+	for _, p := range planned {
+		name := uniqueName(containerName(p.path), func(n string) bool { return sw.nameTaken(ctx, n, mine) })
+		mine[name] = true
+		c := &ctr{name: name, taskFile: p.path, branch: p.tf.Metadata.BranchName, tf: p.tf, repoURL: sw.repoURL, stopCh: make(chan struct{})}
+		if err := sw.create(ctx, c); err != nil {
+			return created, err
+		}
+		created = append(created, c)
+		sw.mu.Lock()
+		sw.ctrs = append(sw.ctrs, c)
+		sw.mu.Unlock()
+		now := time.Now().UTC()
+		sc := &state.Container{ContainerID: c.id, ContainerName: c.name, TaskFilePath: c.taskFile,
+			BranchName: c.branch, Status: state.StatusPending, CreatedAt: now, UpdatedAt: now}
+		if err := sw.led.track(sc, state.NewTracker(c.tf)); err != nil {
+			return created, fmt.Errorf("record container %s: %w", c.name, err)
+		}
+		sw.m.publish(Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: EventContainerCreated, Status: string(state.StatusPending)})
+	}
+	// Every entry is pending with its real id before anything starts.
+	if err := sw.led.flush(ctx); err != nil {
+		return created, fmt.Errorf("save the swarm state: %w", err)
+	}
+	return created, nil
+}
+
+// create makes c's container (granting git access first in local mode).
+func (sw *swarm) create(ctx context.Context, c *ctr) error {
+	var g *Grant
+	if sw.local {
+		gr, err := sw.m.cfg.Git.Grant(ctx, sw.repo, sw.id, c.name, c.branch)
+		if err != nil {
+			return fmt.Errorf("grant git access to %s: %w", c.name, err)
+		}
+		g = &gr
+		c.repoURL = gr.RepoURL
+	}
+	id, err := sw.m.eng.Create(ctx, sw.createSpec(c, g))
+	if err != nil {
+		if g != nil {
+			sw.m.cfg.Git.Revoke(c.name)
+		}
+		return fmt.Errorf("create container %s for %s: %w", c.name, c.taskFile, err)
+	}
+	sw.mu.Lock()
+	c.id = id
+	sw.mu.Unlock()
+	return nil
+}
+
+// discard undoes a Start that failed half-way: the containers it created
+// are removed and the swarm is forgotten.
+func (sw *swarm) discard(ctx context.Context, created []*ctr) {
+	for _, c := range created {
+		if err := sw.m.eng.Remove(context.WithoutCancel(ctx), c.id); err != nil {
+			sw.m.log.Warn("remove container of a failed start", "name", c.name, "err", err)
+		}
+		if sw.local {
+			sw.m.cfg.Git.Revoke(c.name)
+		}
+	}
+	sw.close(ctx)
+	_ = sw.m.eng.RemoveNetworkIfUnused(context.WithoutCancel(ctx), sw.network)
+	if err := sw.store.Remove(context.WithoutCancel(ctx)); err != nil {
+		sw.m.log.Warn("remove state of a failed start", "repo", sw.repo, "err", err)
+	}
+}
+
+// append adds task files to the active swarm.
+func (sw *swarm) append(ctx context.Context, req StartRequest) (SwarmView, error) {
+	existing := map[string]bool{}
+	for _, c := range sw.list() {
+		existing[c.taskFile] = true
+	}
+	planned, err := validateTasks(sw.repo, req.TaskFiles, existing)
+	if err != nil {
+		return SwarmView{}, err
+	}
+	if req.Local != sw.local {
+		return SwarmView{}, fmt.Errorf("%w: the active swarm runs in %s mode; append in the same mode", ErrInvalidRequest, map[bool]string{true: "local", false: "remote"}[sw.local])
+	}
+	created, err := sw.createAll(ctx, planned)
+	if err != nil {
+		// The swarm goes on; only what this request created goes away.
+		for _, c := range created {
+			_ = sw.m.eng.Remove(context.WithoutCancel(ctx), c.id)
+		}
+		return SwarmView{}, fmt.Errorf("%w (the active swarm is unchanged apart from %d removed containers; their entries stay pending until cleanup)", err, len(created))
+	}
+	for _, c := range created {
+		sw.launch(c, modeFresh)
+	}
+	return sw.view(), nil
+}
+
+// stop asks the named (or all non-terminal) containers to stop and waits
+// until their supervisors are done.
+func (sw *swarm) stop(ctx context.Context, names []string) error {
+	var targets []*ctr
+	if len(names) == 0 {
+		targets = sw.list()
+	} else {
+		for _, n := range names {
+			c := sw.find(n)
+			if c == nil {
+				return fmt.Errorf("%w: %q", ErrUnknownContainer, n)
+			}
+			targets = append(targets, c)
+		}
+	}
+	var waits []chan struct{}
+	for _, c := range targets {
+		if sw.terminal(c.name) {
+			continue
+		}
+		sw.mu.Lock()
+		if !c.stopReq {
+			c.stopReq = true
+			close(c.stopCh)
+		}
+		done := c.done
+		sw.mu.Unlock()
+		if !sw.supervised(c) {
+			// Nobody watches it (a pending container of a swarm adopted
+			// without launching): the supervisor sees the stop at once.
+			done = sw.launch(c, modeFresh)
+		}
+		if done != nil {
+			waits = append(waits, done)
+		}
+	}
+	for _, d := range waits {
+		select {
+		case <-d:
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for containers to stop: %w", ctx.Err())
+		}
+	}
+	return nil
+}
+
+// resume starts what has no supervisor and, with retryFailed, reruns the
+// failed containers in new containers with a fresh fold.
+func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
+	var retry []*ctr
+	for _, c := range sw.list() {
+		st := sw.led.status(c.name)
+		switch {
+		case st == state.StatusFailed && retryFailed:
+			retry = append(retry, c)
+		case !st.Terminal() && !sw.supervised(c):
+			sw.launch(c, modeFresh)
+		}
+	}
+	if len(retry) == 0 {
+		return nil
+	}
+	for _, c := range retry {
+		if c.tf == nil {
+			return fmt.Errorf("rerun %s: its task file %s could not be read; fix it first", c.name, c.taskFile)
+		}
+		if sw.supervised(c) {
+			<-c.done // a failed container's supervisor is finishing
+		}
+	}
+	// New containers first (Create replaces the exited ones of the same
+	// name), then a fresh journal and fold for each.
+	for _, c := range retry {
+		sw.mu.Lock()
+		c.stopReq, c.stopCh = false, make(chan struct{})
+		c.exitCode, c.oom, c.errs, c.lastOutput, c.rejected, c.prURL = nil, false, nil, "", 0, nil
+		sw.mu.Unlock()
+		if err := sw.create(ctx, c); err != nil {
+			return err
+		}
+	}
+	retried := map[string]bool{}
+	for _, c := range retry {
+		retried[c.name] = true
+	}
+	all := sw.list()
+	err := sw.led.rebuild(ctx, func(context.Context) error {
+		var errs []error
+		for _, c := range retry {
+			errs = append(errs, moveAside(sw.store.JournalPath(sw.id, c.name)))
+		}
+		return errors.Join(errs...)
+	}, all, func(c *ctr) (*state.Container, *state.Tracker, error) {
+		return sw.restoreEntry(c, retried[c.name])
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range retry {
+		sw.launch(c, modeFresh)
+	}
+	return nil
+}
+
+// restoreEntry rebuilds a container's state entry and fold from its journal
+// (fresh: from nothing, as a new pending container).
+func (sw *swarm) restoreEntry(c *ctr, fresh bool) (*state.Container, *state.Tracker, error) {
+	now := time.Now().UTC()
+	sw.mu.Lock()
+	sc := &state.Container{ContainerID: c.id, ContainerName: c.name, TaskFilePath: c.taskFile,
+		BranchName: c.branch, Status: state.StatusPending, CreatedAt: now, UpdatedAt: now}
+	sw.mu.Unlock()
+	if fresh {
+		return sc, state.NewTracker(c.tf), nil
+	}
+	t, _, err := state.RestoreTracker(sw.store.JournalPath(sw.id, c.name), c.tf)
+	if err != nil {
+		return nil, nil, err
+	}
+	if old := sw.led.container(c.name); old != nil {
+		sc.CreatedAt, sc.ACPPID = old.CreatedAt, old.ACPPID
+	}
+	return sc, t, nil
+}
+
+// cleanup removes terminal containers and their state entries.
+func (sw *swarm) cleanup(ctx context.Context, force bool) (CleanupReport, error) {
+	rep := CleanupReport{RepoPath: sw.repo, Removed: []string{}, Kept: []Kept{}}
+	var keep, drop []*ctr
+	for _, c := range sw.list() {
+		st := sw.led.status(c.name)
+		if !st.Terminal() {
+			rep.Kept = append(rep.Kept, Kept{Name: c.name, Reason: fmt.Sprintf("still %s; stop it first", st)})
+			keep = append(keep, c)
+			continue
+		}
+		if g := sw.m.cfg.Git; g != nil && sw.local {
+			commits, err := g.Unreceived(ctx, sw.repo, c.name, c.branch)
+			switch {
+			case err != nil && !force:
+				rep.Kept = append(rep.Kept, Kept{Name: c.name, Reason: "cannot tell whether its work was received: " + err.Error() + " (pass --force to remove it anyway)"})
+				keep = append(keep, c)
+				continue
+			case len(commits) > 0 && !force:
+				rep.Kept = append(rep.Kept, Kept{Name: c.name, Reason: fmt.Sprintf("branch %s has %d commit(s) nobody received; publish them or pass --force", c.branch, len(commits)), Commits: commits})
+				keep = append(keep, c)
+				continue
+			case len(commits) > 0:
+				rep.Lost = append(rep.Lost, Kept{Name: c.name, Reason: "removed with --force", Commits: commits})
+			}
+		}
+		sw.mu.Lock()
+		id := c.id
+		sw.mu.Unlock()
+		if err := sw.m.eng.Remove(ctx, id); err != nil {
+			rep.Kept = append(rep.Kept, Kept{Name: c.name, Reason: "remove failed: " + err.Error()})
+			keep = append(keep, c)
+			continue
+		}
+		if sw.local {
+			sw.m.cfg.Git.Revoke(c.name)
+		}
+		drop = append(drop, c)
+		rep.Removed = append(rep.Removed, c.name)
+	}
+	if len(drop) == 0 {
+		return rep, nil
+	}
+	dropped := map[string]bool{}
+	for _, c := range drop {
+		dropped[c.name] = true
+	}
+	if len(keep) == 0 {
+		if err := sw.led.close(ctx); err != nil {
+			return rep, err
+		}
+		if err := sw.store.Remove(ctx); err != nil {
+			return rep, err
+		}
+		rep.StateRemoved = true
+		if err := sw.m.eng.RemoveNetworkIfUnused(ctx, sw.network); err != nil {
+			sw.m.log.Warn("remove swarm network", "network", sw.network, "err", err)
+		}
+		return rep, nil
+	}
+	err := sw.led.rebuild(ctx, func(ctx context.Context) error {
+		return sw.store.Update(ctx, func(s *state.Swarm) error {
+			s.Containers = slices.DeleteFunc(s.Containers, func(c *state.Container) bool { return dropped[c.ContainerName] })
+			return nil
+		})
+	}, keep, func(c *ctr) (*state.Container, *state.Tracker, error) { return sw.restoreEntry(c, false) })
+	sw.mu.Lock()
+	sw.ctrs = slices.DeleteFunc(sw.ctrs, func(c *ctr) bool { return dropped[c.name] })
+	sw.mu.Unlock()
+	return rep, err
+}
+
+// view is the swarm as the API shows it.
+func (sw *swarm) view() SwarmView {
+	snap := sw.led.snapshot()
+	v := SwarmView{RepoPath: sw.repo, State: snap, Containers: []ContainerDetail{}}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for _, c := range sw.ctrs {
+		d := ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
+			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: slices.Clone(c.errs), LastOutput: c.lastOutput,
+			Rejected: c.rejected, PRURL: c.prURL}
+		if e := snap.Container(c.name); e != nil {
+			d.Status = string(e.Status)
+			if d.PRURL == nil {
+				d.PRURL = e.PRURL
+			}
+		}
+		v.Containers = append(v.Containers, d)
+	}
+	return v
+}
+
+// noteMessage keeps what the view shows of a folded or rejected message.
+func (sw *swarm) noteMessage(c *ctr, res lineResult) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	sw.noteMessageLocked(c, res)
+}
+
+func (sw *swarm) noteMessageLocked(c *ctr, res lineResult) {
+	if res.invalid != "" || res.rejected != "" {
+		c.rejected++
+		return
+	}
+	switch p := res.msg.Payload.(type) {
+	case *acpmsg.ProgressUpdate:
+		if p.Output != "" {
+			c.lastOutput = p.Output
+		}
+	case *acpmsg.ErrorPayload:
+		c.errs = append(c.errs, ErrorDetail{Code: p.Code, Message: p.Message})
+	case *acpmsg.Completion:
+		for _, e := range p.Errors {
+			c.errs = append(c.errs, ErrorDetail{Message: e})
+		}
+	}
+}
+
+// event publishes a change of c.
+func (sw *swarm) event(c *ctr, kind EventKind, fill func(*Event)) {
+	e := Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: kind, Status: string(sw.led.status(c.name))}
+	if fill != nil {
+		fill(&e)
+	}
+	sw.m.publish(e)
+}
+
+// finishedAll publishes swarm-finished once every container is terminal.
+func (sw *swarm) checkFinished() {
+	snap := sw.led.snapshot()
+	for _, c := range snap.Containers {
+		if !c.Status.Terminal() {
+			return
+		}
+	}
+	sw.m.publish(Event{SwarmID: sw.id, RepoPath: sw.repo, Kind: EventSwarmFinished})
+}
