@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"bytes"
@@ -15,13 +15,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/daemon/daemontest"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
 // rawCall sends a raw HTTP request over the socket, for cases the typed
 // client cannot produce (bad bodies, unknown routes).
-func rawCall(t *testing.T, sock, method, path, body string) (int, ErrorBody) {
+// serve runs a server for sw and returns a client, the server and the socket.
+func serve(t *testing.T, sw daemon.Swarms, opts ...func(*daemon.ServerOptions)) (*daemon.Client, *daemon.Server, string) {
+	t.Helper()
+	sock, srv := daemontest.Serve(t, sw, opts...)
+	c := daemon.NewClient(sock)
+	t.Cleanup(c.Close)
+	return c, srv, sock
+}
+
+var (
+	shortTempDir = daemontest.ShortTempDir
+	view         = daemontest.View
+)
+
+func rawCall(t *testing.T, sock, method, path, body string) (int, daemon.ErrorBody) {
 	t.Helper()
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
@@ -33,14 +49,14 @@ func rawCall(t *testing.T, sock, method, path, body string) (int, ErrorBody) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var eb ErrorBody
+	var eb daemon.ErrorBody
 	data, _ := io.ReadAll(resp.Body)
 	_ = json.Unmarshal(data, &eb)
 	return resp.StatusCode, eb
 }
 
 func TestHealthAnswersWithThePID(t *testing.T) {
-	c, _, _ := serve(t, &fakeSwarms{})
+	c, _, _ := serve(t, &daemontest.Swarms{})
 	h, err := c.Health(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -55,17 +71,17 @@ func TestRequestsReachTheSwarmsWithTheirArguments(t *testing.T) {
 	var gotStart orchestrator.StartRequest
 	var gotStop []string
 	var gotRetry, gotForce bool
-	fake := &fakeSwarms{
-		start: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+	fake := &daemontest.Swarms{
+		StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
 			gotStart = r
 			return view(r.RepoPath), nil
 		},
-		stop: func(_ string, n []string) (orchestrator.SwarmView, error) {
+		StopFunc: func(_ string, n []string) (orchestrator.SwarmView, error) {
 			gotStop = n
 			return view(repo), nil
 		},
-		resume: func(_ string, r bool) (orchestrator.SwarmView, error) { gotRetry = r; return view(repo), nil },
-		cleanup: func(_ string, f bool) (orchestrator.CleanupReport, error) {
+		ResumeFunc: func(_ string, r bool) (orchestrator.SwarmView, error) { gotRetry = r; return view(repo), nil },
+		CleanupFunc: func(_ string, f bool) (orchestrator.CleanupReport, error) {
 			gotForce = f
 			return orchestrator.CleanupReport{RepoPath: repo, Removed: []string{"aimi-a"}}, nil
 		},
@@ -130,12 +146,12 @@ func TestInvalidInputIsRefusedWith400NamingTheField(t *testing.T) {
 		{"logs with a bad follow", "GET", "/v1/swarms/logs?repo=" + repo + "&name=aimi-a&follow=often", "", "follow"},
 		{"events with a relative repo", "GET", "/v1/events?repo=x", "", "repo"},
 	}
-	fake := &fakeSwarms{}
+	fake := &daemontest.Swarms{}
 	_, _, sock := serve(t, fake)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status, body := rawCall(t, sock, tt.method, tt.path, tt.body)
-			if status != http.StatusBadRequest || body.Code != CodeInvalid || body.Field != tt.field {
+			if status != http.StatusBadRequest || body.Code != daemon.CodeInvalid || body.Field != tt.field {
 				t.Fatalf("got %d %+v, want 400 invalid_request field %s", status, body, tt.field)
 			}
 			if !strings.Contains(body.Error, tt.field) {
@@ -157,20 +173,20 @@ func TestOrchestratorErrorsMapToHTTPCodesAndBackToSentinels(t *testing.T) {
 		code   string
 		is     error
 	}{
-		{"active swarm is 409", orchestrator.ErrActiveSwarm, 409, CodeActiveSwarm, orchestrator.ErrActiveSwarm},
-		{"no swarm is 404", fmt.Errorf("status %s: %w", repo, orchestrator.ErrNoSwarm), 404, CodeNotFound, orchestrator.ErrNoSwarm},
-		{"unknown container is 404", fmt.Errorf("aimi-x: %w", orchestrator.ErrUnknownContainer), 404, CodeNotFound, orchestrator.ErrUnknownContainer},
-		{"invalid request is 400", fmt.Errorf("%w: image: bad", orchestrator.ErrInvalidRequest), 400, CodeInvalid, orchestrator.ErrInvalidRequest},
-		{"shutdown is 503", orchestrator.ErrShutdown, 503, CodeShuttingDown, orchestrator.ErrShutdown},
-		{"anything else is 500", errors.New("engine exploded"), 500, CodeInternal, nil},
+		{"active swarm is 409", orchestrator.ErrActiveSwarm, 409, daemon.CodeActiveSwarm, orchestrator.ErrActiveSwarm},
+		{"no swarm is 404", fmt.Errorf("status %s: %w", repo, orchestrator.ErrNoSwarm), 404, daemon.CodeNotFound, orchestrator.ErrNoSwarm},
+		{"unknown container is 404", fmt.Errorf("aimi-x: %w", orchestrator.ErrUnknownContainer), 404, daemon.CodeNotFound, orchestrator.ErrUnknownContainer},
+		{"invalid request is 400", fmt.Errorf("%w: image: bad", orchestrator.ErrInvalidRequest), 400, daemon.CodeInvalid, orchestrator.ErrInvalidRequest},
+		{"shutdown is 503", orchestrator.ErrShutdown, 503, daemon.CodeShuttingDown, orchestrator.ErrShutdown},
+		{"anything else is 500", errors.New("engine exploded"), 500, daemon.CodeInternal, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, _, _ := serve(t, &fakeSwarms{status: func(string) (orchestrator.SwarmView, error) { return orchestrator.SwarmView{}, tt.err }})
+			c, _, _ := serve(t, &daemontest.Swarms{StatusFunc: func(string) (orchestrator.SwarmView, error) { return orchestrator.SwarmView{}, tt.err }})
 			_, err := c.Status(context.Background(), repo)
-			var ae *APIError
+			var ae *daemon.APIError
 			if !errors.As(err, &ae) {
-				t.Fatalf("err = %v, want *APIError", err)
+				t.Fatalf("err = %v, want *daemon.APIError", err)
 			}
 			if ae.Status != tt.status || ae.Body.Code != tt.code || ae.Error() != tt.err.Error() {
 				t.Fatalf("got %d %+v", ae.Status, ae.Body)
@@ -185,12 +201,12 @@ func TestOrchestratorErrorsMapToHTTPCodesAndBackToSentinels(t *testing.T) {
 func TestInvalidTaskFilesComeBackAsProblemsPerFile(t *testing.T) {
 	repo := shortTempDir(t)
 	probs := []orchestrator.TaskFileProblem{{Path: ".aimi/tasks/a-tasks.json", Reason: "US-001: dependsOn US-009 which does not exist"}, {Path: "../x.json", Reason: "not under .aimi/tasks/"}}
-	c, _, _ := serve(t, &fakeSwarms{start: func(orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+	c, _, _ := serve(t, &daemontest.Swarms{StartFunc: func(orchestrator.StartRequest) (orchestrator.SwarmView, error) {
 		return orchestrator.SwarmView{}, &orchestrator.TaskFileError{Problems: probs}
 	}})
 	_, err := c.Start(context.Background(), orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}})
-	var ae *APIError
-	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Code != CodeTaskFiles || fmt.Sprint(ae.Body.Problems) != fmt.Sprint(probs) {
+	var ae *daemon.APIError
+	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Code != daemon.CodeTaskFiles || fmt.Sprint(ae.Body.Problems) != fmt.Sprint(probs) {
 		t.Fatalf("err = %#v", err)
 	}
 	if !errors.Is(err, orchestrator.ErrInvalidRequest) || !strings.Contains(err.Error(), "nothing was started") {
@@ -201,11 +217,11 @@ func TestInvalidTaskFilesComeBackAsProblemsPerFile(t *testing.T) {
 func TestPrepareStartCompletesTheRequestOrRefusesIt(t *testing.T) {
 	repo := shortTempDir(t)
 	var got orchestrator.StartRequest
-	fake := &fakeSwarms{start: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) { got = r; return view(repo), nil }}
-	c, _, _ := serve(t, fake, func(o *ServerOptions) {
+	fake := &daemontest.Swarms{StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) { got = r; return view(repo), nil }}
+	c, _, _ := serve(t, fake, func(o *daemon.ServerOptions) {
 		o.PrepareStart = func(_ context.Context, r *orchestrator.StartRequest) error {
 			if r.Image == "bad" {
-				return &FieldError{"image", "bad image from .aimi/config.yaml"}
+				return &daemon.FieldError{"image", "bad image from .aimi/config.yaml"}
 			}
 			r.Image = "from-repo-config"
 			return nil
@@ -215,16 +231,16 @@ func TestPrepareStartCompletesTheRequestOrRefusesIt(t *testing.T) {
 		t.Fatalf("err=%v image=%q", err, got.Image)
 	}
 	_, err := c.Start(context.Background(), orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}, Image: "bad"})
-	var ae *APIError
+	var ae *daemon.APIError
 	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Field != "image" {
 		t.Fatalf("err = %v", err)
 	}
 }
 
 func TestUnknownRouteIsA404WithAHint(t *testing.T) {
-	_, _, sock := serve(t, &fakeSwarms{})
+	_, _, sock := serve(t, &daemontest.Swarms{})
 	status, body := rawCall(t, sock, "GET", "/v2/whatever", "")
-	if status != 404 || body.Code != CodeNotFound || !strings.Contains(body.Error, "restart the daemon") {
+	if status != 404 || body.Code != daemon.CodeNotFound || !strings.Contains(body.Error, "restart the daemon") {
 		t.Fatalf("got %d %+v", status, body)
 	}
 }
@@ -232,7 +248,7 @@ func TestUnknownRouteIsA404WithAHint(t *testing.T) {
 func TestLogsStreamEveryRecordInOrder(t *testing.T) {
 	repo := shortTempDir(t)
 	var gotFollow bool
-	fake := &fakeSwarms{journal: func(ctx context.Context, r, name string, follow bool) (<-chan state.Record, error) {
+	fake := &daemontest.Swarms{JournalFunc: func(ctx context.Context, r, name string, follow bool) (<-chan state.Record, error) {
 		if name != "aimi-a" {
 			return nil, fmt.Errorf("%s: %w", name, orchestrator.ErrUnknownContainer)
 		}
@@ -272,7 +288,7 @@ func TestLogsStreamEveryRecordInOrder(t *testing.T) {
 
 func TestEventsArriveLiveAndFilteredByRepo(t *testing.T) {
 	repo := shortTempDir(t)
-	fake := &fakeSwarms{eventsCh: make(chan orchestrator.Event)}
+	fake := &daemontest.Swarms{Events: make(chan orchestrator.Event)}
 	c, _, _ := serve(t, fake)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -293,7 +309,7 @@ func TestEventsArriveLiveAndFilteredByRepo(t *testing.T) {
 		{RepoPath: repo, Kind: orchestrator.EventProgress, StoryID: "US-001"},
 	} {
 		select {
-		case fake.eventsCh <- e:
+		case fake.Events <- e:
 		case <-ctx.Done():
 			t.Fatal("subscription never opened")
 		}
@@ -316,7 +332,7 @@ func TestEventsArriveLiveAndFilteredByRepo(t *testing.T) {
 }
 
 func TestShutdownEndsOpenStreams(t *testing.T) {
-	fake := &fakeSwarms{eventsCh: make(chan orchestrator.Event)}
+	fake := &daemontest.Swarms{Events: make(chan orchestrator.Event)}
 	c, srv, _ := serve(t, fake)
 	errc := make(chan error, 1)
 	go func() { errc <- c.Events(context.Background(), "", func(orchestrator.Event) error { return nil }) }()
@@ -341,9 +357,9 @@ func TestShutdownEndsOpenStreams(t *testing.T) {
 
 func TestNoDaemonGivesUnreachableWithTheStartCommand(t *testing.T) {
 	sock := filepath.Join(shortTempDir(t), "aimid.sock")
-	c := NewClient(sock)
+	c := daemon.NewClient(sock)
 	_, err := c.Health(context.Background())
-	if !errors.Is(err, ErrUnreachable) {
+	if !errors.Is(err, daemon.ErrUnreachable) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, want := range []string{sock, "aimid &", "systemctl --user start aimid"} {
@@ -356,8 +372,8 @@ func TestNoDaemonGivesUnreachableWithTheStartCommand(t *testing.T) {
 func TestErrorAnswersAreLoggedWithoutBodies(t *testing.T) {
 	repo := shortTempDir(t)
 	var logs bytes.Buffer
-	fake := &fakeSwarms{}
-	_, _, sock := serve(t, fake, func(o *ServerOptions) {
+	fake := &daemontest.Swarms{}
+	_, _, sock := serve(t, fake, func(o *daemon.ServerOptions) {
 		o.Logger = slogTo(&logs)
 	})
 	rawCall(t, sock, "POST", "/v1/swarms/start", `{"repoPath":"`+repo+`","taskFiles":["x"],"append":true,"force":true,"image":"SECRETISH"}`)

@@ -1,4 +1,4 @@
-package daemon
+package daemon_test
 
 import (
 	"errors"
@@ -8,6 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/daemon/daemontest"
 )
 
 func slogTo(w io.Writer) *slog.Logger {
@@ -15,8 +18,8 @@ func slogTo(w io.Writer) *slog.Logger {
 }
 
 func TestListenMakesAPrivateDirectoryAndSocket(t *testing.T) {
-	sock := filepath.Join(shortTempDir(t), "a", "b", "aimid.sock")
-	ln, err := Listen(sock)
+	sock := filepath.Join(daemontest.ShortTempDir(t), "a", "b", "aimid.sock")
+	ln, err := daemon.Listen(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +35,7 @@ func TestListenMakesAPrivateDirectoryAndSocket(t *testing.T) {
 }
 
 func TestListenReplacesAStaleSocket(t *testing.T) {
-	sock := filepath.Join(shortTempDir(t), "aimid.sock")
+	sock := filepath.Join(daemontest.ShortTempDir(t), "aimid.sock")
 	// A killed daemon leaves its socket file: bind one and drop it without
 	// unlinking.
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
@@ -44,7 +47,7 @@ func TestListenReplacesAStaleSocket(t *testing.T) {
 	if _, err := os.Stat(sock); err != nil {
 		t.Fatal("stale socket not left behind")
 	}
-	ln, err := Listen(sock)
+	ln, err := daemon.Listen(sock)
 	if err != nil {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
@@ -56,33 +59,33 @@ func TestListenReplacesAStaleSocket(t *testing.T) {
 
 func TestListenRefusesWhenADaemonIsLive(t *testing.T) {
 	t.Run("same lock", func(t *testing.T) {
-		sock := filepath.Join(shortTempDir(t), "aimid.sock")
-		ln, err := Listen(sock)
+		sock := filepath.Join(daemontest.ShortTempDir(t), "aimid.sock")
+		ln, err := daemon.Listen(sock)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ln.Close()
-		if _, err := Listen(sock); !errors.Is(err, ErrAlreadyRunning) {
+		if _, err := daemon.Listen(sock); !errors.Is(err, daemon.ErrAlreadyRunning) {
 			t.Fatalf("second Listen: %v", err)
 		}
 	})
 	t.Run("socket answers without the lock", func(t *testing.T) {
-		sock := filepath.Join(shortTempDir(t), "aimid.sock")
+		sock := filepath.Join(daemontest.ShortTempDir(t), "aimid.sock")
 		l, err := net.Listen("unix", sock) // a daemon that does not take the lock
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		if _, err := Listen(sock); !errors.Is(err, ErrAlreadyRunning) {
+		if _, err := daemon.Listen(sock); !errors.Is(err, daemon.ErrAlreadyRunning) {
 			t.Fatalf("Listen over a live socket: %v", err)
 		}
 	})
 }
 
 func TestListenRefusesToReplaceANonSocket(t *testing.T) {
-	sock := filepath.Join(shortTempDir(t), "aimid.sock")
+	sock := filepath.Join(daemontest.ShortTempDir(t), "aimid.sock")
 	os.WriteFile(sock, []byte("precious"), 0o600)
-	if _, err := Listen(sock); err == nil {
+	if _, err := daemon.Listen(sock); err == nil {
 		t.Fatal("Listen replaced a regular file")
 	}
 	if b, _ := os.ReadFile(sock); string(b) != "precious" {
