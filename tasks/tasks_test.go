@@ -195,7 +195,9 @@ func TestRules(t *testing.T) {
 		{"title of 201 chars is rejected", func(d map[string]any) { st(d, 0)["title"] = strings.Repeat("é", 201) }, "", "title", "201 characters; the limit is 200"},
 		{"description of 500 chars is accepted", func(d map[string]any) { st(d, 0)["description"] = strings.Repeat("日", 500) }, "", "", ""},
 		{"description of 501 chars is rejected", func(d map[string]any) { st(d, 0)["description"] = strings.Repeat("d", 501) }, "", "description", "the limit is 500"},
-		{"criterion of 300 chars is accepted", func(d map[string]any) { st(d, 0)["acceptanceCriteria"] = []any{strings.Repeat("🚀", 300), "Typecheck passes"} }, "", "", ""},
+		{"criterion of 300 chars is accepted", func(d map[string]any) {
+			st(d, 0)["acceptanceCriteria"] = []any{strings.Repeat("🚀", 300), "Typecheck passes"}
+		}, "", "", ""},
 		{"criterion of 301 chars is rejected", func(d map[string]any) { st(d, 0)["acceptanceCriteria"] = []any{strings.Repeat("c", 301)} }, "", "acceptanceCriteria[0]", "the limit is 300"},
 		// 10
 		{"status done is rejected", func(d map[string]any) { st(d, 0)["status"] = "done" }, "", "status", `"done"`},
