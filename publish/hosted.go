@@ -50,8 +50,10 @@ func (h Hosted) Publish(ctx context.Context, g Git, repoPath, branch, fallbackBa
 	if name == "" {
 		name = "origin"
 	}
-	raw, err := g.Run(ctx, repoPath, "remote", "get-url", name)
-	if err != nil {
+	// The URL as configured: `remote get-url` would apply insteadOf
+	// rewrites, and owner/repo are read from what the user wrote.
+	raw, err := g.Run(ctx, repoPath, "config", "--get", "remote."+name+".url")
+	if err != nil || raw == "" {
 		return HostedResult{Skipped: fmt.Sprintf("the checkout has no remote %q", name)}, nil
 	}
 	remote, err := ParseRemote(raw)
