@@ -1,0 +1,173 @@
+package sandboximage_test
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage"
+)
+
+// runnerPackage is the real acp-runner when it builds, else the stub: the
+// builder is proven either way, and once the runner compiles the same tests
+// prove the real binary runs in the image.
+func runnerPackage(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-o", "/dev/null", "./cmd/acp-runner")
+	cmd.Dir = "../.."
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Logf("./cmd/acp-runner does not build yet, using the stub runner: %v %s", err, firstLine(string(out)))
+		return "./internal/sandboximage/internal/stubrunner"
+	}
+	return "./cmd/acp-runner"
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return l
+}
+
+// buildTestImage builds the image under a test tag with a label unique to
+// this run (so its content key, and thus its final layer, is the test's
+// own), and removes it when the test ends. The rootfs tarball and base
+// image stay cached for the next run.
+func buildTestImage(t *testing.T, cli client.APIClient, runID string) (opts sandboximage.Options, first sandboximage.Result) {
+	t.Helper()
+	opts = sandboximage.Options{
+		Tag:           "aimi-sandbox:test-" + runID,
+		RunnerPackage: runnerPackage(t),
+		Labels:        map[string]string{dockertest.LabelKey: runID},
+		Client:        cli,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	r, err := sandboximage.BuildDetailed(ctx, opts)
+	if err != nil {
+		t.Fatalf("first build: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sandboximage.RemoveTag(ctx, cli, "", opts.Tag); err != nil {
+			t.Errorf("remove test image: %v", err)
+		}
+	})
+	return opts, r
+}
+
+func TestSecondBuildReusesTheCache(t *testing.T) {
+	cli := dockertest.Client(t)
+	runID := dockertest.RunID()
+	opts, first := buildTestImage(t, cli, runID)
+	t.Logf("first build: image-cached=%t base-cached=%t rootfs-cached=%t took=%s", first.ImageCached, first.BaseCached, first.RootfsCached, first.Took)
+	if first.ImageCached {
+		t.Fatal("first build of a run-unique image reported a cached image")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	second, err := sandboximage.BuildDetailed(ctx, opts)
+	if err != nil {
+		t.Fatalf("second build: %v", err)
+	}
+	t.Logf("second build: image-cached=%t took=%s", second.ImageCached, second.Took)
+	if !second.ImageCached || !second.BaseCached || !second.RootfsCached {
+		t.Errorf("second build reused image=%t base=%t rootfs=%t, want all true", second.ImageCached, second.BaseCached, second.RootfsCached)
+	}
+	if second.ID != first.ID || second.Key != first.Key {
+		t.Errorf("second build gave %s (key %s), first %s (key %s)", second.ID, second.Key, first.ID, first.Key)
+	}
+
+	// The public entry point says the same.
+	ref, cached, err := sandboximage.Build(ctx, opts)
+	if err != nil || !cached || ref != opts.Tag {
+		t.Errorf("Build = %q, %t, %v; want %q, true, nil", ref, cached, err, opts.Tag)
+	}
+
+	insp, err := cli.ImageInspect(ctx, opts.Tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{sandboximage.LabelSandboxImage: "true", sandboximage.LabelKey: first.Key, sandboximage.LabelRootfs: first.RootfsKey, dockertest.LabelKey: runID} {
+		if got := insp.Config.Labels[k]; got != want {
+			t.Errorf("label %s = %q, want %q", k, got, want)
+		}
+	}
+}
+
+func TestImageRunsRunnerAndGitAsTheSandboxUser(t *testing.T) {
+	cli := dockertest.Client(t)
+	runID := dockertest.RunID()
+	opts, _ := buildTestImage(t, cli, runID)
+	dockertest.Cleanup(t, dockertest.LabelKey, runID) // runs before the image removal
+
+	tests := []struct {
+		name       string
+		entrypoint []string
+		cmd        []string
+		want       []string // substrings of the output
+	}{
+		{"acp-runner starts and answers --help", nil, []string{"--help"}, []string{"acp-runner"}},
+		{"git is installed", []string{"git"}, []string{"--version"}, []string{"git version 2."}},
+		{"runs as the unprivileged user in the workspace", []string{"/bin/sh", "-c"}, []string{"id -u; id -un; pwd; echo $HOME; test -w /workspace && echo writable"}, []string{"1000\naimi\n/workspace\n/home/aimi\nwritable"}},
+		{"CA bundle is in place", []string{"/bin/sh", "-c"}, []string{"grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt"}, []string{"1", "\n"}},
+		{"git commits in a fresh repo without extra setup", []string{"/bin/sh", "-c"}, []string{"cd /tmp && git init -q r && cd r && echo hi > f && git add f && git -c user.name=a -c user.email=a@b commit -qm x && git log --oneline | wc -l && ls / >/dev/null && echo done"}, []string{"1\ndone"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code := run(t, cli, opts.Tag, runID, tc.entrypoint, tc.cmd)
+			for _, w := range tc.want {
+				if !strings.Contains(strings.ToLower(out), strings.ToLower(w)) {
+					t.Errorf("output %q (exit %d) lacks %q", out, code, w)
+				}
+			}
+			if code == 126 || code == 127 {
+				t.Errorf("exit %d: the program could not be executed in the image: %s", code, out)
+			}
+		})
+	}
+}
+
+// run creates, starts and waits for one container, returning its combined
+// output and exit code. No network: nothing here needs it.
+func run(t *testing.T, cli client.APIClient, img, runID string, entrypoint, cmd []string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	created, err := cli.ContainerCreate(ctx,
+		&container.Config{Image: img, Entrypoint: entrypoint, Cmd: cmd, Labels: map[string]string{dockertest.LabelKey: runID}},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	var code int
+	select {
+	case w := <-waitC:
+		code = int(w.StatusCode)
+	case err := <-errC:
+		t.Fatalf("wait: %v", err)
+	}
+	logs, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatalf("logs: %v", err)
+	}
+	defer logs.Close()
+	var out bytes.Buffer
+	if _, err := stdcopy.StdCopy(&out, &out, logs); err != nil {
+		t.Fatalf("read logs: %v", err)
+	}
+	return out.String(), code
+}
