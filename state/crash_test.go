@@ -315,4 +315,3 @@ func TestConcurrentWriterReadersAndAnotherProcess(t *testing.T) {
 		t.Fatalf("counter = %d, want %d: an update was lost", c.StoryProgress.Completed, 2*n)
 	}
 }
-
