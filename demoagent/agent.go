@@ -37,15 +37,35 @@ func Run(ctx context.Context, r io.Reader, w io.Writer, log *slog.Logger) error 
 		log = slog.Default()
 	}
 	a := &agent{sessions: map[acp.SessionId]string{}, log: log}
-	conn := acp.NewAgentSideConnection(a, w, r)
-	conn.SetLogger(log)
+	// The SDK's constructor starts reading before it has stored its own
+	// fields (and before a.conn is set): hold the input back until both are
+	// written, or the first request races with them. No conn.SetLogger for
+	// the same reason; the SDK logs to slog.Default().
+	g := gate(r)
+	conn := acp.NewAgentSideConnection(a, w, g)
 	a.conn = conn
+	g.open()
 	select {
 	case <-conn.Done():
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// gatedReader blocks reads until open is called.
+type gatedReader struct {
+	r     io.Reader
+	ready chan struct{}
+}
+
+func gate(r io.Reader) *gatedReader { return &gatedReader{r: r, ready: make(chan struct{})} }
+
+func (g *gatedReader) open() { close(g.ready) }
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	<-g.ready
+	return g.r.Read(p)
 }
 
 type agent struct {

@@ -59,6 +59,10 @@ func (w *tailWriter) String() string {
 	return strings.ToValidUTF8(string(w.buf), "")
 }
 
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
 // process is an agent subprocess in its own process group.
 type process struct {
 	cmd    *exec.Cmd
@@ -158,8 +162,15 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt string) outco
 		outR.Close()
 	}()
 
-	conn := acp.NewClientSideConnection(client, inW, outR)
-	conn.SetLogger(log)
+	// The SDK's constructor starts reading before it stores its own fields:
+	// hold the agent's output back until it returned. No conn.SetLogger for
+	// the same reason; the SDK logs to slog.Default().
+	ready := make(chan struct{})
+	conn := acp.NewClientSideConnection(client, inW, readerFunc(func(p []byte) (int, error) {
+		<-ready
+		return outR.Read(p)
+	}))
+	close(ready)
 	crashed := func(step string, err error) outcome {
 		select {
 		case <-proc.exited:

@@ -1,0 +1,23 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/aimi-tools/swarm/demoagent"
+)
+
+// envDemoAgent turns the test binary into the demo agent, so in-process runs
+// start their agent subprocess exactly as acp-runner starts itself.
+const envDemoAgent = "RUNNER_TEST_DEMO_AGENT"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envDemoAgent) == "1" {
+		if err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, nil); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
