@@ -1,0 +1,200 @@
+package gitserve
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage"
+)
+
+// containerScript runs inside the sandbox image and tries every case; each
+// prints "RESULT <name> ok|refused" followed by git's output.
+const containerScript = `
+set -u
+export HOME=/tmp
+git config --global user.name sandbox
+git config --global user.email sandbox@example.com
+H="Authorization: Bearer $TOKEN_A"
+run() {
+	name=$1; shift
+	if "$@" >/tmp/out 2>&1; then echo "RESULT $name ok"; else echo "RESULT $name refused"; fi
+	sed 's/^/  | /' /tmp/out
+}
+run clone git -c http.extraHeader="$H" clone -q "$URL" /tmp/w
+cd /tmp/w || exit 3
+git checkout -q -b "$BRANCH_A"
+echo one > one.txt && git add one.txt && git commit -qm one
+echo "FIRST $(git rev-parse HEAD)"
+run push-own-branch git -c http.extraHeader="$H" push -q origin "HEAD:refs/heads/$BRANCH_A"
+echo two > two.txt && git add two.txt && git commit -qm two
+echo "SECOND $(git rev-parse HEAD)"
+run push-main git -c http.extraHeader="$H" push origin HEAD:refs/heads/main
+run push-other-branch git -c http.extraHeader="$H" push origin "HEAD:refs/heads/$BRANCH_B"
+run push-tag git -c http.extraHeader="$H" push origin HEAD:refs/tags/v1
+run push-no-token git push origin "HEAD:refs/heads/$BRANCH_A"
+run push-bad-token git -c http.extraHeader="Authorization: Bearer 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" push origin "HEAD:refs/heads/$BRANCH_A"
+run push-other-token git -c http.extraHeader="Authorization: Bearer $TOKEN_B" push origin "HEAD:refs/heads/$BRANCH_A"
+run clone-other-repo git -c http.extraHeader="$H" clone -q "$OTHER_URL" /tmp/o
+run basic-auth git -c http.extraHeader="Authorization: Basic $(printf 'x:%s' "$TOKEN_A" | base64 -w0)" ls-remote origin
+run no-ca env GIT_SSL_CAINFO=/dev/null SSL_CERT_FILE=/dev/null git -c http.extraHeader="$H" ls-remote origin
+echo DONE
+`
+
+// TestServiceFromAContainer runs real git in the sandbox image on a swarm
+// network (icc off) against the service listening on that network's
+// gateway: the container's own branch goes through, everything else is
+// refused, and the mirror holds exactly what was allowed.
+func TestServiceFromAContainer(t *testing.T) {
+	cli := dockertest.Client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	run := dockertest.RunID()
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+
+	tag := "aimi-sandbox:gitserve-test-" + run
+	if _, err := sandboximage.BuildDetailed(ctx, sandboximage.Options{Tag: tag, Client: cli}); err != nil {
+		t.Skipf("sandbox image (git inside a container) not available, skipping the container test: %v (build it with 'make sandbox-image')", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sandboximage.RemoveTag(ctx, cli, "", tag); err != nil {
+			t.Errorf("remove test image tag %s: %v", tag, err)
+		}
+	})
+
+	labels := map[string]string{dockertest.LabelKey: run}
+	netName := "aimi-gitserve-test-" + run
+	if _, err := cli.NetworkCreate(ctx, netName, network.CreateOptions{
+		Driver:  "bridge",
+		Labels:  labels,
+		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+	}); err != nil {
+		t.Fatalf("create network: %v", err)
+	}
+	ni, err := cli.NetworkInspect(ctx, netName, network.InspectOptions{})
+	if err != nil || len(ni.IPAM.Config) == 0 || ni.IPAM.Config[0].Gateway == "" {
+		t.Fatalf("inspect network %s: %v %+v", netName, err, ni.IPAM)
+	}
+	gateway := ni.IPAM.Config[0].Gateway
+
+	repo := newRepo(t)
+	s, logs := newService(t, Options{})
+	if err := s.ListenOn(ctx, gateway); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Grant(ctx, repo, "swarm-c", "aimi-ca", "feat/ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Grant(ctx, repo, "swarm-c", "aimi-cb", "feat-cb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Grant(ctx, newRepo(t), "swarm-other", "aimi-co", "feat-co")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const caInContainer = "/etc/aimi/git-ca.pem"
+	created, err := cli.ContainerCreate(ctx, &container.Config{
+		Image:      tag,
+		Entrypoint: []string{"/bin/sh", "-c", containerScript},
+		Labels:     labels,
+		Env: []string{
+			"URL=" + a.RepoURL, "OTHER_URL=" + other.RepoURL,
+			"TOKEN_A=" + a.Token, "TOKEN_B=" + b.Token,
+			"BRANCH_A=feat/ca", "BRANCH_B=feat-cb",
+			"GIT_SSL_CAINFO=" + caInContainer, "SSL_CERT_FILE=" + caInContainer,
+			"GIT_TERMINAL_PROMPT=0",
+		},
+	}, &container.HostConfig{
+		NetworkMode: container.NetworkMode(netName),
+		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: a.CAFile, Target: caInContainer, ReadOnly: true}},
+	}, nil, nil, "aimi-gitserve-test-"+run)
+	if err != nil {
+		t.Fatalf("create container: %v", err)
+	}
+	// Registered after the image's cleanup, so it runs before it: the tag
+	// cannot go while a container uses it.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = cli.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
+	})
+	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start container: %v", err)
+	}
+	select {
+	case <-waitC:
+	case err := <-errC:
+		t.Fatalf("wait for the container: %v", err)
+	}
+	rc, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	_, _ = stdcopy.StdCopy(&stdout, &stderr, rc)
+	rc.Close()
+	out := stdout.String() + stderr.String()
+	if !strings.Contains(out, "DONE") {
+		t.Fatalf("container script did not finish:\n%s", out)
+	}
+	results := map[string]string{}
+	var first, second string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "RESULT":
+			results[f[1]] = f[2]
+		case len(f) == 2 && f[0] == "FIRST":
+			first = f[1]
+		case len(f) == 2 && f[0] == "SECOND":
+			second = f[1]
+		}
+	}
+	want := map[string]string{
+		"clone": "ok", "push-own-branch": "ok", "basic-auth": "ok",
+		"push-main": "refused", "push-other-branch": "refused", "push-tag": "refused",
+		"push-no-token": "refused", "push-bad-token": "refused", "push-other-token": "refused",
+		"clone-other-repo": "refused", "no-ca": "refused",
+	}
+	for name, w := range want {
+		if results[name] != w {
+			t.Errorf("%s: %q, want %q", name, results[name], w)
+		}
+	}
+	if !strings.Contains(out, "may push only refs/heads/feat/ca") || !strings.Contains(out, "may push only refs/heads/feat-cb") {
+		t.Errorf("refusal reasons missing from git's output")
+	}
+	mirror := s.mirrorPath("swarm-c")
+	refs := mustGit(t, mirror, "for-each-ref", "--format=%(refname) %(objectname)")
+	wantRefs := "refs/heads/feat/ca " + first + "\nrefs/heads/main " + mustGit(t, repo, "rev-parse", "main")
+	if first == "" || refs != wantRefs {
+		t.Errorf("mirror refs:\n%s\nwant:\n%s", refs, wantRefs)
+	}
+	if _, err := gitOut(mirror, nil, "cat-file", "-e", second); err == nil {
+		t.Errorf("the refused commit %s reached the mirror", second)
+	}
+	if commits, err := s.Unreceived(ctx, repo, "aimi-ca", "feat/ca"); err != nil || len(commits) != 0 {
+		t.Errorf("Unreceived after the push = %v, %v", commits, err)
+	}
+	for _, secret := range []string{a.Token, b.Token, other.Token} {
+		if strings.Contains(logs.String(), secret) {
+			t.Error("a token is in the service's logs")
+		}
+	}
+	if t.Failed() {
+		t.Logf("container output:\n%s", out)
+	}
+}
