@@ -1,11 +1,153 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 
-// newSwarmCmd is `aimi swarm`. Owner: the daemon work (issue 5); `status`
-// from the files alone lives in status.go (issue 3).
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/orchestrator"
+)
+
+// ExitDaemon is the exit code of `aimi swarm` commands when no daemon answers
+// on the socket. The codes of `aimi swarm`:
+//
+//	0  success
+//	1  a container failed (start --follow), the daemon refused the request
+//	   (invalid task file, active swarm, no swarm, unknown container), or
+//	   there is no state file (status without a daemon)
+//	2  usage: bad flags, nothing selected without a terminal to ask on
+//	3  no daemon running (start it with `aimid &` or `systemctl --user start aimid`)
+const ExitDaemon = 3
+
+// newSwarmCmd is `aimi swarm`. Owner: the daemon work (issue 5). Its
+// `status` asks the daemon first and falls back to the file alone with the
+// state issue's loader and RenderStatus (status.go, issue 3).
 func newSwarmCmd(s Streams) *cobra.Command {
-	cmd := &cobra.Command{Use: "swarm", Short: "start, watch and stop swarms"}
-	cmd.AddCommand(newSwarmStatusCmd(s))
+	cmd := &cobra.Command{
+		Use:   "swarm",
+		Short: "start, watch and stop swarms",
+		Long: `Run task files in sandbox containers through the aimid daemon.
+
+Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
+2 usage; 3 no daemon running (start it with 'aimid &' or
+'systemctl --user start aimid').`,
+	}
+	cmd.AddCommand(
+		newSwarmStartCmd(s),
+		newSwarmDaemonStatusCmd(s),
+		newSwarmStopCmd(s),
+		newSwarmResumeCmd(s),
+		newSwarmCleanupCmd(s),
+		newSwarmLogsCmd(s),
+		newSwarmEventsCmd(s),
+	)
 	return cmd
+}
+
+// swarmTarget holds the flags every daemon command shares.
+type swarmTarget struct {
+	repo   string
+	socket string
+}
+
+func (t *swarmTarget) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&t.repo, "repo", "", "repository (default: the directory holding .aimi at or above the current one)")
+	cmd.Flags().StringVar(&t.socket, "socket", "", "daemon socket (default $AIMI_SOCKET, $XDG_RUNTIME_DIR/aimi/aimid.sock or /run/aimi/aimid.sock)")
+}
+
+// resolve returns the repository path the daemon keys swarms by, and a client.
+func (t *swarmTarget) resolve() (string, *daemon.Client, error) {
+	repo, err := swarmRepoRoot(t.repo)
+	if err != nil {
+		return "", nil, err
+	}
+	return repo, daemon.NewClient(t.socket), nil
+}
+
+// swarmRepoRoot makes dir (default: the working directory) absolute with
+// symlinks resolved, so one repository always has the same key in the daemon
+// and in the containers' org.aimi.project label, then walks up to the first
+// directory that has .aimi; without one, dir itself is the repo.
+func swarmRepoRoot(dir string) (string, error) {
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", exitf(ExitUsage, "find the current directory: %v; pass --repo", err)
+		}
+		dir = wd
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", exitf(ExitUsage, "repository %s: %v", dir, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", exitf(ExitUsage, "repository %s: %v; pass --repo with an existing directory", dir, err)
+	}
+	for d := real; ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(filepath.Join(d, ".aimi")); err == nil && fi.IsDir() {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return real, nil
+		}
+	}
+}
+
+// swarmErr turns a daemon or client error into the command's exit code.
+func swarmErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(err, daemon.ErrUnreachable) {
+		return &ExitError{Code: ExitDaemon, Err: err}
+	}
+	var ae *daemon.APIError
+	if errors.As(err, &ae) {
+		return &ExitError{Code: ExitInvalid, Err: err}
+	}
+	if errors.Is(err, context.Canceled) {
+		return &ExitError{Code: ExitUsage, Err: errors.New("interrupted")}
+	}
+	return &ExitError{Code: ExitUsage, Err: err}
+}
+
+// isTerminal reports whether the stream is a terminal. A stream may answer
+// for itself with IsTerminal() (tests do); otherwise only an *os.File on a
+// tty is.
+func isTerminal(v any) bool {
+	if t, ok := v.(interface{ IsTerminal() bool }); ok {
+		return t.IsTerminal()
+	}
+	f, ok := v.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// printContainerErrors lists what the state file has no field for: errors
+// per container (OOM, timeout, crash, the runner's own), and exit codes.
+func printContainerErrors(w io.Writer, v orchestrator.SwarmView) {
+	for _, c := range v.Containers {
+		for _, e := range c.Errors {
+			if e.Code != "" {
+				fmt.Fprintf(w, "%s: %s: %s\n", c.Name, e.Code, e.Message)
+			} else {
+				fmt.Fprintf(w, "%s: %s\n", c.Name, e.Message)
+			}
+		}
+	}
 }

@@ -1,0 +1,403 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// renderSwarmView prints the status table (the state issue's RenderStatus)
+// and then the errors the state file has no field for.
+func renderSwarmView(w io.Writer, v orchestrator.SwarmView) {
+	if v.State != nil {
+		renderStatusTable(w, v.State)
+	}
+	printContainerErrors(w, v)
+}
+
+// newSwarmDaemonStatusCmd is `aimi swarm status`: the state issue's command
+// (newSwarmStatusCmd, status.go), wrapped to ask the daemon first for its
+// reconciled view. When no daemon answers, it says so on stderr and runs the
+// wrapped command, which reads the state file alone. The wrapped command's
+// --repo and --json are reused; --socket, --watch and --interval are added.
+func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
+	cmd := newSwarmStatusCmd(s)
+	fileRun := cmd.RunE
+	if fileRun == nil && cmd.Run != nil {
+		run := cmd.Run
+		fileRun = func(c *cobra.Command, args []string) error { run(c, args); return nil }
+	}
+	cmd.Run = nil
+	fl := cmd.Flags()
+	if fl.Lookup("repo") == nil {
+		fl.String("repo", "", "repository (default: the directory holding .aimi at or above the current one)")
+	}
+	if fl.Lookup("json") == nil {
+		fl.Bool("json", false, "print swarm-state.json's content")
+	}
+	var t swarmTarget
+	var watch bool
+	var interval time.Duration
+	fl.StringVar(&t.socket, "socket", "", "daemon socket (default $AIMI_SOCKET, $XDG_RUNTIME_DIR/aimi/aimid.sock or /run/aimi/aimid.sock)")
+	fl.BoolVar(&watch, "watch", false, "redraw on every change until interrupted (needs the daemon)")
+	fl.DurationVar(&interval, "interval", 2*time.Second, "with --watch: the longest time between two redraws")
+	cmd.Short = "show the swarm's state (from the daemon, else from the state file)"
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if interval <= 0 {
+			return exitf(ExitUsage, "--interval %v: use a positive duration", interval)
+		}
+		t.repo, _ = fl.GetString("repo")
+		asJSON, _ := fl.GetBool("json")
+		repo, client, err := t.resolve()
+		if err != nil {
+			return err
+		}
+		defer client.Close()
+		ctx := c.Context()
+		view, err := client.Status(ctx, repo)
+		if errors.Is(err, daemon.ErrUnreachable) && !watch {
+			fmt.Fprintln(s.Err, "daemon not running; showing the state file")
+			if fileRun != nil {
+				return fileRun(c, args)
+			}
+			return statusFromFile(ctx, s, repo, asJSON)
+		}
+		if err != nil {
+			return swarmErr(err)
+		}
+		if !watch {
+			return printStatus(s.Out, view, asJSON)
+		}
+		return watchStatus(ctx, s, client, repo, view, asJSON, interval)
+	}
+	return cmd
+}
+
+// statusFromFile shows the state file alone (the state issue's loader and
+// table) when no daemon runs and the wrapped command has no RunE of its own.
+func statusFromFile(ctx context.Context, s Streams, repo string, asJSON bool) error {
+	sw, err := state.Open(repo).Load(ctx)
+	if errors.Is(err, state.ErrNoState) {
+		return exitf(ExitInvalid, "no swarm state in %s: %v", repo, err)
+	}
+	if err != nil {
+		return exitf(ExitInvalid, "%v", err)
+	}
+	return printStatus(s.Out, orchestrator.SwarmView{RepoPath: repo, State: sw}, asJSON)
+}
+
+func printStatus(w io.Writer, v orchestrator.SwarmView, asJSON bool) error {
+	if !asJSON {
+		renderSwarmView(w, v)
+		return nil
+	}
+	b, err := json.MarshalIndent(v.State, "", "  ")
+	if err != nil {
+		return exitf(ExitUsage, "encode state: %v", err)
+	}
+	fmt.Fprintf(w, "%s\n", b)
+	return nil
+}
+
+// watchStatus redraws on every event (at most every followMinGap) and at
+// least every interval, until ctx ends.
+func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo string, view orchestrator.SwarmView, asJSON bool, interval time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := make(chan struct{}, 1)
+	go func() {
+		_ = client.Events(ctx, repo, func(orchestrator.Event) error {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+			return nil
+		})
+	}()
+	tty := isTerminal(s.Out) && !asJSON
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		if tty {
+			fmt.Fprint(s.Out, "\x1b[H\x1b[2J") // home, clear screen
+		}
+		fmt.Fprintf(s.Out, "%s\n", time.Now().UTC().Format(time.RFC3339))
+		if err := printStatus(s.Out, view, asJSON); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-tick.C:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(followMinGap):
+		}
+		var err error
+		if view, err = client.Status(ctx, repo); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return swarmErr(err)
+		}
+	}
+}
+
+func newSwarmStopCmd(s Streams) *cobra.Command {
+	var t swarmTarget
+	cmd := &cobra.Command{
+		Use:   "stop [NAME...]",
+		Short: "stop containers of the swarm (all without names): SIGTERM, grace period, kill",
+		RunE: func(cmd *cobra.Command, names []string) error {
+			repo, client, err := t.resolve()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			view, err := client.Stop(cmd.Context(), repo, names)
+			if err != nil {
+				return swarmErr(err)
+			}
+			renderSwarmView(s.Out, view)
+			return nil
+		},
+	}
+	t.addFlags(cmd)
+	return cmd
+}
+
+func newSwarmResumeCmd(s Streams) *cobra.Command {
+	var t swarmTarget
+	var retry bool
+	cmd := &cobra.Command{
+		Use:   "resume",
+		Short: "reconcile the swarm and start its pending containers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			repo, client, err := t.resolve()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			view, err := client.Resume(cmd.Context(), repo, retry)
+			if err != nil {
+				return swarmErr(err)
+			}
+			renderSwarmView(s.Out, view)
+			return nil
+		},
+	}
+	t.addFlags(cmd)
+	cmd.Flags().BoolVar(&retry, "retry-failed", false, "also recreate and rerun failed containers")
+	return cmd
+}
+
+func newSwarmCleanupCmd(s Streams) *cobra.Command {
+	var t swarmTarget
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "cleanup",
+		Short: "remove finished containers and their networks; drop them from the state",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			repo, client, err := t.resolve()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			rep, err := client.Cleanup(cmd.Context(), repo, force)
+			if err != nil {
+				return swarmErr(err)
+			}
+			printCleanup(s.Out, rep)
+			return nil
+		},
+	}
+	t.addFlags(cmd)
+	cmd.Flags().BoolVar(&force, "force", false, "also remove containers holding commits nobody received (printed first)")
+	return cmd
+}
+
+func printCleanup(w io.Writer, rep orchestrator.CleanupReport) {
+	if len(rep.Removed) == 0 {
+		fmt.Fprintln(w, "removed: none")
+	} else {
+		fmt.Fprintf(w, "removed: %s\n", strings.Join(rep.Removed, ", "))
+	}
+	for _, k := range rep.Kept {
+		fmt.Fprintf(w, "kept %s: %s\n", k.Name, k.Reason)
+		for _, c := range k.Commits {
+			fmt.Fprintf(w, "  unreceived commit %s\n", c)
+		}
+	}
+	for _, k := range rep.Lost {
+		fmt.Fprintf(w, "LOST %s: %s\n", k.Name, k.Reason)
+		for _, c := range k.Commits {
+			fmt.Fprintf(w, "  lost commit %s\n", c)
+		}
+	}
+	if len(rep.Kept) > 0 {
+		fmt.Fprintln(w, "kept containers stay until their work is received; 'aimi swarm cleanup --force' removes them anyway")
+	}
+	if rep.StateRemoved {
+		fmt.Fprintln(w, "no container left: swarm-state.json removed")
+	}
+}
+
+func newSwarmLogsCmd(s Streams) *cobra.Command {
+	var t swarmTarget
+	var follow, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "logs NAME",
+		Short: "show a container's journal: time, type, story, status, output",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			repo, client, err := t.resolve()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			enc := json.NewEncoder(s.Out)
+			err = client.Logs(cmd.Context(), repo, args[0], follow, func(r state.Record) error {
+				if asJSON {
+					return enc.Encode(r)
+				}
+				_, err := fmt.Fprintln(s.Out, formatRecord(r))
+				return err
+			})
+			if err != nil && errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+				return nil // interrupted while following: a normal end
+			}
+			return swarmErr(err)
+		},
+	}
+	t.addFlags(cmd)
+	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new records until the container is done")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the journal records as NDJSON")
+	return cmd
+}
+
+// journalMessage is the part of a journaled message that logs shows; decoded
+// loosely, since the journal already holds what the validator accepted.
+type journalMessage struct {
+	Type    string `json:"type"`
+	Payload struct {
+		StoryID string   `json:"storyId"`
+		Status  string   `json:"status"`
+		Output  string   `json:"output"`
+		Code    string   `json:"code"`
+		Message string   `json:"message"`
+		PRURL   *string  `json:"prUrl"`
+		Errors  []string `json:"errors"`
+		Branch  string   `json:"branchName"`
+		Task    string   `json:"taskFilePath"`
+	} `json:"payload"`
+}
+
+// formatRecord renders one journal record on one line:
+// time, type, story, status, output.
+func formatRecord(r state.Record) string {
+	ts := r.Time.UTC().Format("2006-01-02 15:04:05")
+	if !r.Valid {
+		raw := r.Raw
+		if raw == "" && r.RawBase64 != "" {
+			raw = "(binary line)"
+		}
+		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s: %s", ts, "invalid", "-", "-", r.Reason, oneLine(raw, 120))
+	}
+	var m journalMessage
+	_ = json.Unmarshal(r.Message, &m)
+	typ := m.Type
+	if typ == "" {
+		typ = r.Type
+	}
+	if r.Stream == "daemon" {
+		typ = "daemon:" + typ
+	}
+	story, status, out := "-", "-", ""
+	p := m.Payload
+	switch m.Type {
+	case "progress-update":
+		story, status, out = p.StoryID, p.Status, p.Output
+	case "completion":
+		status = p.Status
+		var parts []string
+		if p.PRURL != nil {
+			parts = append(parts, "pr "+*p.PRURL)
+		}
+		parts = append(parts, p.Errors...)
+		out = strings.Join(parts, "; ")
+	case "error":
+		status, out = p.Code, p.Message
+	case "task-request":
+		out = p.Task + " on " + p.Branch
+	}
+	line := fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, typ, story, status, oneLine(out, 200))
+	if r.Rejected != "" {
+		line += "  [not applied: " + r.Rejected + "]"
+	}
+	return strings.TrimRight(line, " ")
+}
+
+func newSwarmEventsCmd(s Streams) *cobra.Command {
+	var t swarmTarget
+	var asJSON, allRepos bool
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "print the daemon's state changes as they happen, until interrupted",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			repo, client, err := t.resolve()
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			if allRepos {
+				repo = ""
+			}
+			enc := json.NewEncoder(s.Out)
+			err = client.Events(cmd.Context(), repo, func(e orchestrator.Event) error {
+				if asJSON {
+					return enc.Encode(e)
+				}
+				_, err := fmt.Fprintln(s.Out, formatEvent(e))
+				return err
+			})
+			if err != nil && errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
+				return nil
+			}
+			return swarmErr(err)
+		},
+	}
+	t.addFlags(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print events as NDJSON")
+	cmd.Flags().BoolVar(&allRepos, "all-repos", false, "events of every repository, not just this one")
+	return cmd
+}
+
+func formatEvent(e orchestrator.Event) string {
+	parts := []string{e.Time.UTC().Format("15:04:05.000"), string(e.Kind)}
+	for _, p := range []string{e.ContainerName, e.Status, e.StoryID, e.StoryStatus, e.Code} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	line := strings.Join(parts, " ")
+	if e.Output != "" {
+		line += ": " + oneLine(e.Output, 200)
+	}
+	return line
+}

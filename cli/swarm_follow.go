@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// followMinGap bounds redraws: a container flooding progress-updates must
+// not turn into a flood of status requests.
+const followMinGap = 200 * time.Millisecond
+
+// followSwarm shows the repo's swarm until every container is terminal:
+// redrawn in place on a terminal, one line per change otherwise. Events from
+// the daemon trigger a refresh; the refresh interval covers a lost event
+// stream. It returns an exit code 1 error if any container failed.
+func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo string, interval time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changed := make(chan struct{}, 1)
+	go func() {
+		// Errors end the trigger only; the ticker keeps the view fresh.
+		_ = client.Events(ctx, repo, func(orchestrator.Event) error {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+			return nil
+		})
+	}()
+	var r followRenderer
+	if isTerminal(s.Out) {
+		r = &ttyRenderer{w: s.Out}
+	} else {
+		r = &lineRenderer{w: s.Out, last: map[string]string{}}
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	var lastDraw time.Time
+	for {
+		view, err := client.Status(ctx, repo)
+		if err != nil {
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				fmt.Fprintln(s.Err, "stopped following; the swarm goes on ('aimi swarm status')")
+				return nil
+			}
+			return swarmErr(err)
+		}
+		lastDraw = time.Now()
+		r.render(view)
+		if done, failed := swarmDone(view); done {
+			printContainerErrors(s.Out, view)
+			if failed > 0 {
+				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d container(s) failed; see 'aimi swarm logs NAME'", failed)}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(s.Err, "stopped following; the swarm goes on ('aimi swarm status')")
+			return nil
+		case <-changed:
+		case <-tick.C:
+		}
+		if gap := time.Until(lastDraw.Add(followMinGap)); gap > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(gap):
+			}
+		}
+	}
+}
+
+// swarmDone reports whether every container is terminal, and how many failed.
+func swarmDone(v orchestrator.SwarmView) (done bool, failed int) {
+	if v.State == nil || len(v.State.Containers) == 0 {
+		return false, 0
+	}
+	done = true
+	for _, c := range v.State.Containers {
+		if !c.Status.Terminal() {
+			done = false
+		}
+		if c.Status == state.StatusFailed {
+			failed++
+		}
+	}
+	return done, failed
+}
+
+type followRenderer interface{ render(orchestrator.SwarmView) }
+
+// followRow is one container's line.
+type followRow struct {
+	name, status, stories, last string
+}
+
+func followRows(v orchestrator.SwarmView) []followRow {
+	if v.State == nil {
+		return nil
+	}
+	lastOut := map[string]string{}
+	for _, d := range v.Containers {
+		lastOut[d.Name] = d.LastOutput
+		if len(d.Errors) > 0 {
+			e := d.Errors[len(d.Errors)-1]
+			lastOut[d.Name] = strings.TrimSpace(e.Code + " " + e.Message)
+		}
+	}
+	rows := make([]followRow, 0, len(v.State.Containers))
+	for _, c := range v.State.Containers {
+		p := c.StoryProgress
+		st := fmt.Sprintf("%d/%d done", p.Completed, p.Total)
+		if p.Failed > 0 {
+			st += fmt.Sprintf(", %d failed", p.Failed)
+		}
+		if p.InProgress > 0 {
+			st += fmt.Sprintf(", %d running", p.InProgress)
+		}
+		rows = append(rows, followRow{name: c.ContainerName, status: string(c.Status), stories: st, last: oneLine(lastOut[c.ContainerName], 60)})
+	}
+	return rows
+}
+
+// oneLine keeps the first line of s, cut to n runes.
+func oneLine(s string, n int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// ttyRenderer redraws the whole table in place: cursor up over the previous
+// drawing, clear to the end of the screen, draw.
+type ttyRenderer struct {
+	w     io.Writer
+	lines int
+}
+
+func (r *ttyRenderer) render(v orchestrator.SwarmView) {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTAINER\tSTATUS\tSTORIES\tLAST OUTPUT")
+	for _, row := range followRows(v) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", row.name, row.status, row.stories, row.last)
+	}
+	tw.Flush()
+	if r.lines > 0 {
+		fmt.Fprintf(r.w, "\x1b[%dA\x1b[J", r.lines)
+	}
+	io.WriteString(r.w, b.String())
+	r.lines = strings.Count(b.String(), "\n")
+}
+
+// lineRenderer prints one timestamped line per container whose row changed:
+// readable in a log file or CI output, no control characters.
+type lineRenderer struct {
+	w    io.Writer
+	last map[string]string
+}
+
+func (r *lineRenderer) render(v orchestrator.SwarmView) {
+	now := time.Now().UTC().Format("15:04:05")
+	for _, row := range followRows(v) {
+		line := fmt.Sprintf("%s %s %s", row.name, row.status, row.stories)
+		if row.last != "" {
+			line += ": " + row.last
+		}
+		if r.last[row.name] == line {
+			continue
+		}
+		r.last[row.name] = line
+		fmt.Fprintf(r.w, "%s %s\n", now, line)
+	}
+}
