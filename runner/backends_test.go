@@ -1,0 +1,102 @@
+package runner
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimi-tools/swarm/acpclient"
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// buildExampleAgent builds the SDK's own example agent, a third-party ACP
+// peer that streams chunks, reports tool calls and asks for permission.
+func buildExampleAgent(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "example-agent")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/coder/acp-go-sdk/example/agent").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build the SDK example agent: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func oneStory(t *testing.T) *tasks.File {
+	f := fixture(t, linear)
+	f.UserStories = f.UserStories[:1]
+	return f
+}
+
+func TestRunWithSDKExampleAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the example agent takes about five seconds per story")
+	}
+	agent := buildExampleAgent(t)
+	cases := []struct {
+		name   string
+		policy string
+		want   []string // in the completed story's output
+	}{
+		{"allowed permission: the edit completes", "allow", []string{"ACP Go Example Agent", "Reading project files (read, completed)", "Modifying critical configuration file (edit, completed)", "Modifying critical configuration file: allowed", "successfully updated"}},
+		{"rejected by kind: the agent skips the edit", "allow-kinds:read", []string{"Modifying critical configuration file: rejected", "skip the configuration update"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, oneStory(t), "")
+			s.cfg.Agent = AgentACP
+			s.cfg.AgentCommand = agent
+			p, err := acpclient.ParsePolicy(tc.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.cfg.Policy = p
+			code, msgs := runScenario(t, context.Background(), s, s.request(t))
+			if c := completionOf(t, msgs); c.Status != acpmsg.CompletionCompleted || code != ExitOK || len(c.Errors) != 0 {
+				t.Fatalf("completion %+v", c)
+			}
+			ps := progressOf(msgs)
+			if len(ps) != 2 || ps[1].status != acpmsg.StoryCompleted {
+				t.Fatalf("progress %+v", ps)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(ps[1].output, w) {
+					t.Errorf("output lacks %q:\n%s", w, ps[1].output)
+				}
+			}
+			if got := finalStatuses(t, s); got["US-001"] != tasks.Completed {
+				t.Errorf("task file %v", got)
+			}
+		})
+	}
+}
+
+func TestRunWithExecBackend(t *testing.T) {
+	cases := []struct {
+		name    string
+		command string
+		want    tasks.Status
+		output  string
+	}{
+		{"a command exiting 0 completes the story", `cat > "prompt-$AIMI_STORY_ID.txt"; echo "wrote the prompt for $STORY_ENV"`, tasks.Completed, "wrote the prompt for yes"},
+		{"a failing command fails the story with its output", `echo "compiler says no" >&2; exit 3`, tasks.Failed, "compiler says no"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, oneStory(t), "")
+			s.cfg.Agent = AgentExec
+			s.cfg.AgentCommand = tc.command
+			_, msgs := runScenario(t, context.Background(), s, s.request(t))
+			ps := progressOf(msgs)
+			last := ps[len(ps)-1]
+			if last.status != string(tc.want) || !strings.Contains(last.output, tc.output) {
+				t.Fatalf("last progress %+v", last)
+			}
+			if tc.want == tasks.Completed && !strings.Contains(s.srv.Show(t, s.branch, "prompt-US-001.txt"), "Story US-001: Story 1") {
+				t.Error("prompt file not committed")
+			}
+		})
+	}
+}
