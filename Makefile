@@ -32,3 +32,16 @@ bench: ## benchmarks with their targets
 
 clean: ## remove build output
 	rm -rf $(BIN)
+
+# --- sandbox image and demo (engineer G) ---
+.PHONY: sandbox-image demo demo-clean
+SANDBOX_IMAGE ?= aimi-sandbox:latest
+
+sandbox-image: ## build the sandbox image (acp-runner + git + CA certs) from Debian packages, no registry; cached
+	$(GO) run ./internal/sandboximage/cmd/build -tag $(SANDBOX_IMAGE)
+
+demo: ## build everything, start aimid, run a 3-container swarm on the demo agent, show status, branches, a journal
+	bash scripts/demo.sh
+
+demo-clean: ## stop a leftover demo daemon, remove demo containers and .demo/
+	bash scripts/demo.sh clean
