@@ -289,9 +289,9 @@ func finalConfig(extraEnv []string, labels map[string]string) *container.Config 
 		"LANG=C.UTF-8",
 		"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
 		"AIMI_WORKSPACE=" + Workspace,
-		// The built-in demo agent needs no model and no network: a safe
-		// default when the daemon sets nothing.
-		"AIMI_AGENT=demo",
+		// No AIMI_AGENT default here: acp-runner picks acp when
+		// AIMI_AGENT_COMMAND is set and the demo agent otherwise, and an
+		// image default would defeat that choice.
 	}
 	return &container.Config{
 		Env:        append(env, extraEnv...),
