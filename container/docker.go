@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -21,6 +23,9 @@ import (
 type Docker struct {
 	cli *client.Client
 	log *slog.Logger
+	// netMu serialises EnsureNetwork: the engine's duplicate-name check for
+	// networks is racy.
+	netMu sync.Mutex
 }
 
 // Option configures a Docker.
@@ -320,7 +325,7 @@ type Info struct {
 	NanoCPUs, MemoryBytes, MemorySwapBytes, PidsLimit int64
 	ReadOnlyRootfs                                    bool
 	Runtime                                           string
-	SecurityOpt, CapAdd, CapDrop                      []string
+	SecurityOpt, CapAdd, CapDrop                      []string // capabilities without the CAP_ prefix
 	LogDriver                                         string
 	NetworkMode                                       string
 	Networks                                          map[string]string // network name -> IPv4 address
@@ -359,8 +364,8 @@ func (d *Docker) Inspect(ctx context.Context, id string) (Info, error) {
 		info.ReadOnlyRootfs = hc.ReadonlyRootfs
 		info.Runtime = hc.Runtime
 		info.SecurityOpt = hc.SecurityOpt
-		info.CapAdd = hc.CapAdd
-		info.CapDrop = hc.CapDrop
+		info.CapAdd = capNames(hc.CapAdd)
+		info.CapDrop = capNames(hc.CapDrop)
 		info.LogDriver = hc.LogConfig.Type
 		info.NetworkMode = string(hc.NetworkMode)
 	}
@@ -434,6 +439,16 @@ func labelFilters(labels map[string]string) filters.Args {
 		f.Add("label", k+"="+v)
 	}
 	return f
+}
+
+// capNames strips the "CAP_" prefix the engine reports capabilities with, so
+// they compare with what was asked for.
+func capNames(caps []string) []string {
+	out := make([]string, 0, len(caps))
+	for _, c := range caps {
+		out = append(out, strings.TrimPrefix(c, "CAP_"))
+	}
+	return out
 }
 
 // notFound adds ErrNotFound to the engine's not-found errors so callers need

@@ -3,6 +3,8 @@ package container
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -19,13 +21,19 @@ type NetworkInfo struct{ ID, Name, Gateway, Subnet string }
 // each other (the bridge drops container-to-container packets) while taking
 // one entry of the engine's small default address pool instead of one per
 // container. An existing network of that name that does not disable
-// inter-container traffic is refused rather than silently used. Concurrent
-// calls for the same name are safe: the loser of the create race uses the
-// winner's network.
+// inter-container traffic is refused rather than silently used.
+//
+// Concurrent calls for one name are safe. The engine's duplicate-name check
+// is racy (engine 20.10 created 17 networks of one name for 25 concurrent
+// creates), so calls through one Docker are serialised, and a creator that
+// still finds several networks of its name keeps the oldest and removes its
+// own, which makes racing processes converge on one network too.
 func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (NetworkInfo, error) {
 	if err := checkName(name); err != nil {
 		return NetworkInfo{}, fmt.Errorf("ensure network: %w", err)
 	}
+	d.netMu.Lock()
+	defer d.netMu.Unlock()
 	if info, err := d.networkInfo(ctx, name); err == nil || !errdefs.IsNotFound(err) {
 		return info, err
 	}
@@ -33,30 +41,74 @@ func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[stri
 	for k, v := range labels {
 		all[k] = v
 	}
-	_, err := d.cli.NetworkCreate(ctx, name, network.CreateOptions{
+	resp, err := d.cli.NetworkCreate(ctx, name, network.CreateOptions{
 		Driver:  "bridge",
 		Options: map[string]string{iccOption: "false"},
 		Labels:  all,
 	})
-	// The client asks engines older than API 1.44 to check for duplicate
-	// names, so a concurrent creator shows up as a conflict here.
 	if err != nil && !errdefs.IsConflict(err) {
 		return NetworkInfo{}, fmt.Errorf("create network %s: %w (the engine's address pools may be exhausted: remove unused networks)", name, err)
+	}
+	if err == nil {
+		if err := d.dropDuplicate(ctx, name, resp.ID); err != nil {
+			return NetworkInfo{}, err
+		}
 	}
 	return d.networkInfo(ctx, name)
 }
 
-func (d *Docker) networkInfo(ctx context.Context, name string) (NetworkInfo, error) {
-	n, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+// dropDuplicate removes the network mine if an older network has the same
+// name.
+func (d *Docker) dropDuplicate(ctx context.Context, name, mine string) error {
+	same, err := d.sameName(ctx, name)
 	if err != nil {
-		if errdefs.IsNotFound(err) {
-			return NetworkInfo{}, err
-		}
-		return NetworkInfo{}, fmt.Errorf("inspect network %s: %w", name, err)
+		return err
 	}
-	if n.Name != name {
-		// Inspect also resolves id prefixes; only an exact name counts.
+	if len(same) < 2 || same[0].ID == mine {
+		return nil
+	}
+	d.log.Info("another creator made the same network first; removing ours", "network", name, "id", mine)
+	if err := d.cli.NetworkRemove(ctx, mine); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("remove duplicate network %s (%.12s): %w", name, mine, err)
+	}
+	return nil
+}
+
+// sameName lists the networks named exactly name, oldest first (the name
+// filter matches substrings).
+func (d *Docker) sameName(ctx context.Context, name string) ([]network.Summary, error) {
+	ns, err := d.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return nil, fmt.Errorf("list networks named %s: %w", name, err)
+	}
+	var same []network.Summary
+	for _, n := range ns {
+		if n.Name == name {
+			same = append(same, n)
+		}
+	}
+	slices.SortFunc(same, func(a, b network.Summary) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return same, nil
+}
+
+// networkInfo inspects the (oldest) network named exactly name; by id, since
+// inspecting a name that several networks share is an "ambiguous" error.
+func (d *Docker) networkInfo(ctx context.Context, name string) (NetworkInfo, error) {
+	same, err := d.sameName(ctx, name)
+	if err != nil {
+		return NetworkInfo{}, err
+	}
+	if len(same) == 0 {
 		return NetworkInfo{}, errdefs.NotFound(fmt.Errorf("network %s not found", name))
+	}
+	n, err := d.cli.NetworkInspect(ctx, same[0].ID, network.InspectOptions{})
+	if err != nil {
+		return NetworkInfo{}, fmt.Errorf("inspect network %s: %w", name, err)
 	}
 	if n.Driver != "bridge" || n.Options[iccOption] != "false" {
 		return NetworkInfo{}, fmt.Errorf("network %s exists but is not a bridge with %s=false, so it would not isolate containers; remove it or pick another name", name, iccOption)

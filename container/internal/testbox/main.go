@@ -8,7 +8,8 @@
 //
 //	line:TEXT      print TEXT on stdout
 //	err:TEXT       print TEXT on stderr
-//	lines:N        print "line 0" .. "line N-1" on stdout in one write burst
+//	lines:N        print N lines "line <i>" on stdout in one write burst; i
+//	               counts on across lines steps (0, 1, 2, ...)
 //	big:N          print one line of N bytes ('x' repeated) on stdout
 //	readstdin      read one line from stdin, print "stdin:" + the line
 //	alloc          allocate and touch memory 1 MiB at a time until killed
@@ -44,6 +45,7 @@ func main() {
 
 func run(script string) error {
 	out := bufio.NewWriterSize(os.Stdout, 1<<20)
+	b := &box{out: out, in: bufio.NewReader(os.Stdin)}
 	// Flush after every step so output order across steps is the script's.
 	defer out.Flush()
 	for _, step := range strings.Split(script, ";") {
@@ -51,7 +53,7 @@ func run(script string) error {
 			continue
 		}
 		verb, arg, _ := strings.Cut(step, ":")
-		if err := do(out, verb, arg); err != nil {
+		if err := b.do(verb, arg); err != nil {
 			return fmt.Errorf("step %q: %w", step, err)
 		}
 		if err := out.Flush(); err != nil {
@@ -61,7 +63,15 @@ func run(script string) error {
 	return nil
 }
 
-func do(out *bufio.Writer, verb, arg string) error {
+// box is the script's state.
+type box struct {
+	out   *bufio.Writer
+	lines int           // next number for lines steps
+	in    *bufio.Reader // stdin, kept across readstdin steps
+}
+
+func (b *box) do(verb, arg string) error {
+	out := b.out
 	switch verb {
 	case "line":
 		fmt.Fprintln(out, arg)
@@ -72,8 +82,9 @@ func do(out *bufio.Writer, verb, arg string) error {
 		if err != nil {
 			return err
 		}
-		for i := range n {
-			fmt.Fprintf(out, "line %d\n", i)
+		for range n {
+			fmt.Fprintf(out, "line %d\n", b.lines)
+			b.lines++
 		}
 	case "big":
 		n, err := strconv.Atoi(arg)
@@ -82,7 +93,7 @@ func do(out *bufio.Writer, verb, arg string) error {
 		}
 		out.WriteString(strings.Repeat("x", n) + "\n")
 	case "readstdin":
-		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+		line, err := b.in.ReadString('\n')
 		if err != nil {
 			return fmt.Errorf("read stdin: %w", err)
 		}
@@ -90,11 +101,11 @@ func do(out *bufio.Writer, verb, arg string) error {
 	case "alloc":
 		var keep [][]byte
 		for {
-			b := make([]byte, 1<<20)
-			for i := 0; i < len(b); i += 4096 {
-				b[i] = 1
+			chunk := make([]byte, 1<<20)
+			for i := 0; i < len(chunk); i += 4096 {
+				chunk[i] = 1
 			}
-			keep = append(keep, b)
+			keep = append(keep, chunk)
 		}
 	case "sleep":
 		d, err := time.ParseDuration(arg)

@@ -1,0 +1,698 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+	"golang.org/x/sync/errgroup"
+)
+
+// engine is what the tests against the real engine share: one testbox image,
+// one run label on everything they create, one isolating network.
+type engine struct {
+	d     *Docker
+	cli   *client.Client
+	image string
+	run   string
+	net   string
+}
+
+// TestEngine proves the package against the real Docker engine. Its
+// subtests run in parallel; every resource they create carries the run's
+// label and is removed by them, and the last cleanup checks that nothing
+// survived.
+func TestEngine(t *testing.T) {
+	ctx := context.Background()
+	cli := dockertest.Client(t)
+	run := dockertest.RunID()
+	var imageTag string
+	// Registered first, so it runs last: after every other cleanup.
+	t.Cleanup(func() { assertNothingSurvives(t, cli, run, imageTag) })
+	imageTag = dockertest.BuildGoImage(t, ctx, map[string]string{"/testbox": "./internal/testbox"}, nil, map[string]string{dockertest.LabelKey: run})
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+
+	e := &engine{
+		d:     newDocker(cli, WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))),
+		cli:   cli,
+		image: imageTag,
+		run:   run,
+		net:   "aimi-ct-" + run + "-net",
+	}
+	if _, err := e.d.EnsureNetwork(ctx, e.net, e.labels()); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("engine", func(t *testing.T) {
+		t.Run("10000 lines printed at once are all read in order", e.testManyLines)
+		t.Run("oversized line between two good ones is reported and skipped", e.testOversized)
+		t.Run("line written through attach reaches stdin which stays open", e.testStdin)
+		t.Run("32 MiB memory limit and an allocation loop end in OOM", e.testOOM)
+		t.Run("stop within grace reads the trap's last line and exit code", e.testStopGrace)
+		t.Run("stop past grace kills", e.testStopKill)
+		t.Run("re-reading from a cursor loses and repeats no line", e.testCursorResume)
+		t.Run("inspect shows limits labels security options and network", e.testInspect)
+		t.Run("a container cannot connect to another's listening port", e.testIsolation)
+		t.Run("50 containers with their networks start at once", e.testFifty)
+		t.Run("name collision missing image invalid name are clear errors leaving nothing", e.testCreateErrors)
+		t.Run("exit code and die event are reported", e.testExitAndEvents)
+		t.Run("network is kept while a container refers to it", e.testNetworkLifecycle)
+	})
+	if left, err := e.d.List(ctx, map[string]string{dockertest.LabelKey: run}); err != nil || len(left) != 0 {
+		t.Errorf("containers left after the subtests: %d (%v)", len(left), err)
+	}
+}
+
+func (e *engine) labels() map[string]string {
+	return map[string]string{dockertest.LabelKey: e.run, LabelSwarmID: "swarm-" + e.run, LabelProject: "/test"}
+}
+
+// spec returns a spec for the testbox with the given script; name gets the
+// run's prefix.
+func (e *engine) spec(name, script string) Spec {
+	return Spec{
+		Name:    "aimi-ct-" + e.run + "-" + name,
+		Image:   e.image,
+		Labels:  e.labels(),
+		Env:     []string{"TESTBOX_SCRIPT=" + script},
+		Network: e.net,
+	}
+}
+
+// create creates the container and removes it when the test ends.
+func (e *engine) create(t *testing.T, ctx context.Context, s Spec) string {
+	t.Helper()
+	id, err := e.d.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := e.d.Remove(cctx, id); err != nil {
+			t.Errorf("remove %s: %v", s.Name, err)
+		}
+	})
+	return id
+}
+
+// launch creates, registers wait and lines, then starts: the order the
+// orchestrator uses.
+func (e *engine) launch(t *testing.T, ctx context.Context, s Spec) (string, <-chan Exit, <-chan Line) {
+	t.Helper()
+	id := e.create(t, ctx, s)
+	exit := e.d.Wait(ctx, id)
+	lines, err := e.d.Lines(ctx, id, Cursor{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	return id, exit, lines
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// drain reads until the channel closes; a stream failure fails the test.
+func drain(t *testing.T, ch <-chan Line) []Line {
+	t.Helper()
+	var got []Line
+	for l := range ch {
+		if l.Err != nil && l.Cursor.IsZero() {
+			t.Fatalf("stream failed: %v", l.Err)
+		}
+		got = append(got, l)
+	}
+	return got
+}
+
+// until reads lines until one's text is want; it returns all read so far.
+func until(t *testing.T, ch <-chan Line, want string) []Line {
+	t.Helper()
+	var got []Line
+	for l := range ch {
+		got = append(got, l)
+		if string(l.Data) == want {
+			return got
+		}
+	}
+	t.Fatalf("output ended before %q; got %s", want, texts(got))
+	return nil
+}
+
+func texts(ls []Line) []string {
+	var out []string
+	for _, l := range ls {
+		if l.Err != nil {
+			out = append(out, "ERR:"+l.Err.Error())
+			continue
+		}
+		out = append(out, string(l.Data))
+	}
+	return out
+}
+
+func waitExit(t *testing.T, ch <-chan Exit) Exit {
+	t.Helper()
+	ex := <-ch
+	if ex.Err != nil {
+		t.Fatalf("wait: %v", ex.Err)
+	}
+	return ex
+}
+
+func (e *engine) testManyLines(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	_, exit, lines := e.launch(t, ctx, e.spec("many", "lines:10000;exit:0"))
+	got := drain(t, lines)
+	if ex := waitExit(t, exit); ex.Code != 0 {
+		t.Fatalf("exit %+v", ex)
+	}
+	if len(got) != 10000 {
+		t.Fatalf("read %d lines, want 10000", len(got))
+	}
+	for i, l := range got {
+		if string(l.Data) != fmt.Sprintf("line %d", i) || l.Stream != Stdout {
+			t.Fatalf("line %d = %s %q", i, l.Stream, l.Data)
+		}
+		if i > 0 && !l.Cursor.After(got[i-1].Cursor) {
+			t.Fatalf("cursor %d %v not after %v", i, l.Cursor, got[i-1].Cursor)
+		}
+	}
+}
+
+func (e *engine) testOversized(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	// 20,000 bytes: split by json-file into two partial entries, under the
+	// cap, so it must arrive whole. 102,400: over the cap.
+	_, exit, lines := e.launch(t, ctx, e.spec("big", "line:before;big:102400;line:after;big:20000;err:on stderr;line:end"))
+	all := drain(t, lines)
+	waitExit(t, exit)
+	// stdout and stderr are logged by separate engine goroutines, so only
+	// the order within each stream is defined.
+	var got, errs []Line
+	for _, l := range all {
+		if l.Stream == Stderr {
+			errs = append(errs, l)
+		} else {
+			got = append(got, l)
+		}
+	}
+	if len(got) != 5 || len(errs) != 1 || string(errs[0].Data) != "on stderr" {
+		t.Fatalf("got stdout %.80q stderr %q", texts(got), texts(errs))
+	}
+	if string(got[0].Data) != "before" || string(got[2].Data) != "after" || string(got[4].Data) != "end" {
+		t.Fatalf("good lines around the big one: %.80q", texts(got))
+	}
+	if !errors.Is(got[1].Err, ErrLineTooLong) || got[1].Size != 102400 || got[1].Cursor.IsZero() || got[1].Data != nil {
+		t.Fatalf("oversized line reported as %+v", got[1])
+	}
+	if string(got[3].Data) != strings.Repeat("x", 20000) {
+		t.Fatalf("20000-byte line arrived as %d bytes", len(got[3].Data))
+	}
+}
+
+func (e *engine) testStdin(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	id, exit, lines := e.launch(t, ctx, e.spec("stdin", "line:ready;readstdin;readstdin;exit:0"))
+	until(t, lines, "ready")
+	first := `{"type":"task-request","payload":{}}`
+	if err := e.d.WriteStdin(ctx, id, []byte(first)); err != nil {
+		t.Fatal(err)
+	}
+	until(t, lines, "stdin:"+first)
+	// The first attach is closed; stdin must still be open for a second.
+	if err := e.d.WriteStdin(ctx, id, []byte("second\n")); err != nil {
+		t.Fatal(err)
+	}
+	until(t, lines, "stdin:second")
+	if ex := waitExit(t, exit); ex.Code != 0 {
+		t.Fatalf("exit %+v", ex)
+	}
+	if err := e.d.WriteStdin(ctx, id, []byte("a\nb")); err == nil {
+		t.Fatal("WriteStdin with an embedded newline succeeded")
+	}
+}
+
+func (e *engine) testOOM(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	s := e.spec("oom", "line:allocating;alloc")
+	s.MemoryBytes, s.MemorySwapBytes = 32<<20, 32<<20
+	evctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events, _ := e.d.Events(evctx, map[string]string{dockertest.LabelKey: e.run, "org.aimi.test-case": "oom"})
+	s.Labels["org.aimi.test-case"] = "oom"
+	id, exit, lines := e.launch(t, ctx, s)
+	drain(t, lines)
+	ex := waitExit(t, exit)
+	if !ex.OOMKilled || ex.Code != 137 {
+		t.Fatalf("exit %+v, want OOMKilled with code 137", ex)
+	}
+	if info, err := e.d.Inspect(ctx, id); err != nil || !info.OOMKilled {
+		t.Fatalf("inspect OOMKilled=%v err=%v", info.OOMKilled, err)
+	}
+	seen := map[string]bool{}
+	for !seen["oom"] || !seen["die"] {
+		select {
+		case ev := <-events:
+			if ev.ContainerID == id {
+				seen[ev.Action] = true
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("events seen %v, want oom and die", seen)
+		}
+	}
+}
+
+func (e *engine) testStopGrace(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	id, exit, lines := e.launch(t, ctx, e.spec("grace", "trap:7;line:ready;sleep:60s"))
+	until(t, lines, "ready")
+	if err := e.d.Stop(ctx, id, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rest := drain(t, lines)
+	if !slices.Contains(texts(rest), "sigterm") {
+		t.Fatalf("lines after stop %q, want the trap's sigterm line", texts(rest))
+	}
+	if ex := waitExit(t, exit); ex.Code != 7 || ex.OOMKilled {
+		t.Fatalf("exit %+v, want code 7 from the trap", ex)
+	}
+}
+
+func (e *engine) testStopKill(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	id, exit, lines := e.launch(t, ctx, e.spec("kill", "trap:ignore;line:ready;sleep:60s"))
+	until(t, lines, "ready")
+	start := time.Now()
+	if err := e.d.Stop(ctx, id, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stop with 1s grace took %v", time.Since(start))
+	rest := drain(t, lines)
+	if !slices.Contains(texts(rest), "sigterm ignored") {
+		t.Fatalf("lines after stop %q, want 'sigterm ignored'", texts(rest))
+	}
+	if ex := waitExit(t, exit); ex.Code != 137 {
+		t.Fatalf("exit %+v, want 137 (SIGKILL)", ex)
+	}
+	if err := e.d.Stop(ctx, id, time.Second); err != nil {
+		t.Fatalf("stopping a stopped container: %v", err)
+	}
+}
+
+func (e *engine) testCursorResume(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	id, exit, lines := e.launch(t, ctx, e.spec("resume", "lines:3000;sleep:1s;lines:3000;sleep:500ms;lines:2000;exit:0"))
+	var got []Line
+	// Reader 1: take 2500 lines (mid-burst), then drop it.
+	r1ctx, drop1 := context.WithCancel(ctx)
+	r1, err := e.d.Lines(r1ctx, id, Cursor{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range r1 {
+		got = append(got, l)
+		if len(got) == 2500 {
+			break
+		}
+	}
+	drop1()
+	// Reader 2: resume from the last cursor, take up to line 4000, drop.
+	r2ctx, drop2 := context.WithCancel(ctx)
+	r2, err := e.d.Lines(r2ctx, id, got[len(got)-1].Cursor, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := range r2 {
+		got = append(got, l)
+		if len(got) == 4000 {
+			break
+		}
+	}
+	drop2()
+	// Reader 3: resume again and follow to the end.
+	r3, err := e.d.Lines(ctx, id, got[len(got)-1].Cursor, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, drain(t, r3)...)
+	drain(t, lines)
+	waitExit(t, exit)
+	check := func(what string, ls []Line, from int) {
+		t.Helper()
+		for i, l := range ls {
+			if want := fmt.Sprintf("line %d", from+i); string(l.Data) != want {
+				t.Fatalf("%s: line %d = %q, want %q", what, i, l.Data, want)
+			}
+		}
+	}
+	if len(got) != 8000 {
+		t.Fatalf("resumed readers got %d lines, want 8000", len(got))
+	}
+	check("resumed readers", got, 0)
+	// After the exit, a non-following reader from a mid cursor gets exactly
+	// the rest.
+	r4, err := e.d.Lines(ctx, id, got[4999].Cursor, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := drain(t, r4)
+	if len(rest) != 3000 {
+		t.Fatalf("reader from cursor %v got %d lines, want 3000", got[4999].Cursor, len(rest))
+	}
+	check("reader after exit", rest, 5000)
+	// The cursor survives its string form.
+	c, err := ParseCursor(got[5999].Cursor.String())
+	if err != nil || c.Compare(got[5999].Cursor) != 0 {
+		t.Fatalf("cursor round trip %v -> %v, %v", got[5999].Cursor, c, err)
+	}
+}
+
+func (e *engine) testInspect(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	s := e.spec("inspect", "line:ready;sleep:60s")
+	s.NanoCPUs, s.MemoryBytes, s.MemorySwapBytes, s.PidsLimit = 5e8, 64<<20, 64<<20, 64
+	s.ReadOnlyRootfs = true
+	s.ExtraHosts = []string{"aimi-host:host-gateway"}
+	s.Labels[LabelTaskFile] = ".aimi/tasks/inspect.json"
+	id, _, lines := e.launch(t, ctx, s)
+	until(t, lines, "ready")
+	info, err := e.d.Inspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"name", info.Name == s.Name},
+		{"running with a pid", info.Running && info.Status == "running" && info.Pid > 0},
+		{"started, not finished", !info.StartedAt.IsZero() && info.FinishedAt.IsZero()},
+		{"cpu", info.NanoCPUs == 5e8},
+		{"memory", info.MemoryBytes == 64<<20 && info.MemorySwapBytes == 64<<20},
+		{"pids", info.PidsLimit == 64},
+		{"read-only root", info.ReadOnlyRootfs},
+		{"labels", info.Labels[LabelTaskFile] == ".aimi/tasks/inspect.json" && info.Labels[LabelSandbox] == "true" && info.Labels[LabelSwarmID] == "swarm-"+e.run},
+		{"no-new-privileges", slices.Contains(info.SecurityOpt, "no-new-privileges:true")},
+		{"capabilities dropped", slices.Equal(info.CapDrop, []string{"ALL"}) && slices.Equal(slices.Sorted(slices.Values(info.CapAdd)), slices.Sorted(slices.Values(KeptCapabilities())))},
+		{"log driver", info.LogDriver == "json-file"},
+		{"network", info.NetworkMode == e.net && info.Networks[e.net] != ""},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("inspect %s wrong: %+v", c.what, info)
+		}
+	}
+}
+
+func (e *engine) testIsolation(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv, _, srvLines := e.launch(t, ctx, e.spec("listener", "listen:8080;sleep:60s"))
+	until(t, srvLines, "listening 8080")
+	info, err := e.d.Inspect(ctx, srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(info.Networks[e.net], "8080")
+	// Control: the listener is reachable from outside the bridge (the host),
+	// so a failure below is the isolation, not a dead listener.
+	if c, err := net.DialTimeout("tcp", addr, 3*time.Second); err != nil {
+		t.Logf("control dial from the host to %s failed (%v); relying on the icc network check", addr, err)
+	} else {
+		c.Close()
+	}
+	_, exit, lines := e.launch(t, ctx, e.spec("dialer", "connect:"+addr+";exit:0"))
+	got := texts(drain(t, lines))
+	waitExit(t, exit)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "connect failed") {
+		t.Fatalf("second container dialling %s: %q, want connect failed", addr, got)
+	}
+	n, err := e.cli.NetworkInspect(ctx, e.net, network.InspectOptions{})
+	if err != nil || n.Options[iccOption] != "false" {
+		t.Fatalf("network options %v (%v), want %s=false", n.Options, err, iccOption)
+	}
+}
+
+func (e *engine) testFifty(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	const n, swarms = 50, 2
+	nets := make([]string, swarms)
+	for i := range nets {
+		nets[i] = fmt.Sprintf("aimi-ct-%s-fifty%d", e.run, i)
+	}
+	labels := map[string]string{dockertest.LabelKey: e.run, "org.aimi.test-case": "fifty"}
+	var mu sync.Mutex
+	var ids []string
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var g errgroup.Group
+		for _, id := range ids {
+			g.Go(func() error { return e.d.Remove(cctx, id) })
+		}
+		if err := g.Wait(); err != nil {
+			t.Error(err)
+		}
+		for _, name := range nets {
+			if err := e.d.RemoveNetworkIfUnused(cctx, name); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	start := time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range n {
+		g.Go(func() error {
+			// Every container ensures its swarm's network, as the
+			// orchestrator does: concurrent creates of one name must agree.
+			net := nets[i%swarms]
+			if _, err := e.d.EnsureNetwork(gctx, net, labels); err != nil {
+				return err
+			}
+			s := e.spec(fmt.Sprintf("fifty-%02d", i), "line:up;sleep:120s")
+			s.Network = net
+			s.Labels["org.aimi.test-case"] = "fifty"
+			id, err := e.d.Create(gctx, s)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+			return e.d.Start(gctx, id)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d containers on %d networks created and started in %v", n, swarms, time.Since(start))
+	infos, err := e.d.List(ctx, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, info := range infos {
+		if info.Running {
+			running++
+		}
+	}
+	if running != n {
+		t.Fatalf("%d of %d containers running", running, n)
+	}
+	nl, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", "org.aimi.test-case=fifty"), filters.Arg("label", dockertest.LabelKey+"="+e.run))})
+	if err != nil || len(nl) != swarms {
+		t.Fatalf("networks: %d (%v), want %d (one per swarm, despite %d concurrent ensures)", len(nl), err, swarms, n)
+	}
+}
+
+func (e *engine) testCreateErrors(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+
+	// A running holder of the name: conflict, holder untouched.
+	holder := e.spec("holder", "sleep:60s")
+	hid, _, _ := e.launch(t, ctx, holder)
+	if _, err := e.d.Create(ctx, holder); !errors.Is(err, ErrConflict) {
+		t.Fatalf("create over a running container = %v, want ErrConflict", err)
+	}
+	if info, err := e.d.Inspect(ctx, holder.Name); err != nil || info.ID != hid || !info.Running {
+		t.Fatalf("holder after the conflict: %+v %v", info, err)
+	}
+
+	// An exited holder: removed and replaced.
+	stale := e.spec("stale", "exit:0")
+	sid, exit, _ := e.launch(t, ctx, stale)
+	waitExit(t, exit)
+	nid := e.create(t, ctx, stale)
+	if nid == sid {
+		t.Fatal("recreate returned the old container")
+	}
+	if _, err := e.d.Inspect(ctx, sid); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("old container still there: %v", err)
+	}
+
+	tests := []struct {
+		name     string
+		edit     func(*Spec)
+		want     error
+		mentions string
+	}{
+		{"missing image says how to build it", func(s *Spec) { s.Image = "aimi-test/no-such-image:" + e.run }, ErrImageNotFound, "make sandbox-image"},
+		{"invalid name", func(s *Spec) { s.Name = "aimi-ct-" + e.run + "-bad name" }, ErrInvalidName, "must match"},
+		{"missing required runtime names the install guide", func(s *Spec) { s.Runtime, s.RequireRuntime = "aimi-no-such-runtime", true }, ErrRuntimeMissing, runtimeInstallGuide},
+		{"missing network", func(s *Spec) { s.Network = "aimi-ct-" + e.run + "-no-net" }, ErrNetworkNotFound, "EnsureNetwork"},
+	}
+	for _, tt := range tests {
+		s := e.spec("err", "exit:0")
+		tt.edit(&s)
+		_, err := e.d.Create(ctx, s)
+		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.mentions) {
+			t.Errorf("%s: Create = %v, want %v mentioning %q", tt.name, err, tt.want, tt.mentions)
+		}
+		if _, err := e.d.Inspect(ctx, s.Name); !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalidName) {
+			if err == nil {
+				t.Errorf("%s: a container %s was left behind", tt.name, s.Name)
+			}
+		}
+	}
+
+	// A runtime that is wanted but not required falls back to the default.
+	s := e.spec("fallback", "exit:0")
+	s.Runtime = "aimi-no-such-runtime"
+	id := e.create(t, ctx, s)
+	if info, err := e.d.Inspect(ctx, id); err != nil || info.Runtime == "aimi-no-such-runtime" {
+		t.Fatalf("fallback runtime %q (%v)", info.Runtime, err)
+	}
+	if ok, err := e.d.ImageExists(ctx, "aimi-test/no-such-image:"+e.run); ok || err != nil {
+		t.Fatalf("ImageExists(missing) = %v, %v", ok, err)
+	}
+	if _, err := e.d.Lines(ctx, "aimi-ct-"+e.run+"-nothing", Cursor{}, false); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Lines of a missing container = %v, want ErrNotFound", err)
+	}
+}
+
+func (e *engine) testExitAndEvents(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	evctx, stop := context.WithCancel(ctx)
+	events, errc := e.d.Events(evctx, map[string]string{dockertest.LabelKey: e.run, "org.aimi.test-case": "exit"})
+	s := e.spec("exit3", "line:bye;exit:3")
+	s.Labels["org.aimi.test-case"] = "exit"
+	id, exit, lines := e.launch(t, ctx, s)
+	if got := texts(drain(t, lines)); !slices.Equal(got, []string{"bye"}) {
+		t.Fatalf("lines %q", got)
+	}
+	if ex := waitExit(t, exit); ex.Code != 3 || ex.OOMKilled {
+		t.Fatalf("exit %+v, want code 3", ex)
+	}
+	select {
+	case ev := <-events:
+		if ev.ContainerID != id || ev.Action != "die" || ev.ExitCode != 3 || ev.Name != s.Name || ev.Labels[LabelSwarmID] != "swarm-"+e.run {
+			t.Fatalf("event %+v", ev)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no die event")
+	}
+	stop()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("events error after cancel = %v", err)
+	}
+	info, err := e.d.Inspect(ctx, id)
+	if err != nil || info.Running || info.ExitCode != 3 || info.FinishedAt.IsZero() || info.Status != "exited" {
+		t.Fatalf("inspect after exit %+v %v", info, err)
+	}
+}
+
+func (e *engine) testNetworkLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	name := "aimi-ct-" + e.run + "-life"
+	a, err := e.d.EnsureNetwork(ctx, name, e.labels())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.d.EnsureNetwork(ctx, name, e.labels())
+	if err != nil || b.ID != a.ID || a.Subnet == "" || a.Gateway == "" {
+		t.Fatalf("second EnsureNetwork %+v %v, first %+v", b, err, a)
+	}
+	s := e.spec("life", "exit:0")
+	s.Network = name
+	id := e.create(t, ctx, s) // created, never started: no endpoint yet
+	if err := e.d.RemoveNetworkIfUnused(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{}); err != nil {
+		t.Fatalf("network removed while a container refers to it: %v", err)
+	}
+	if err := e.d.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.RemoveNetworkIfUnused(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{}); err == nil {
+		t.Fatal("unused network still there")
+	}
+	// A same-named network that does not isolate is refused.
+	plain := "aimi-ct-" + e.run + "-plain"
+	if _, err := e.cli.NetworkCreate(ctx, plain, network.CreateOptions{Labels: e.labels()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.d.EnsureNetwork(ctx, plain, e.labels()); err == nil || !strings.Contains(err.Error(), iccOption) {
+		t.Fatalf("EnsureNetwork over a non-isolating network = %v", err)
+	}
+	if err := e.d.RemoveNetworkIfUnused(ctx, plain); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertNothingSurvives checks, after all cleanups, that the engine holds no
+// container, network or image of this run.
+func assertNothingSurvives(t *testing.T, cli *client.Client, run, tag string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	f := filters.NewArgs(filters.Arg("label", dockertest.LabelKey+"="+run))
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil || len(cs) != 0 {
+		t.Errorf("containers survived the suite: %d (%v)", len(cs), err)
+	}
+	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil || len(ns) != 0 {
+		t.Errorf("networks survived the suite: %d (%v)", len(ns), err)
+	}
+	if tag != "" {
+		is, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("reference", tag))})
+		if err != nil || len(is) != 0 {
+			t.Errorf("image %s survived the suite (%v)", tag, err)
+		}
+	}
+}
