@@ -165,7 +165,7 @@ func TestParseRules(t *testing.T) {
 		{"envVars lowercase key is rejected", TypeTaskRequest, func(m, p map[string]any) { p["envVars"] = map[string]any{"node_env": "x"} }, "payload.envVars[node_env]", "envkey"},
 		{"envVars key starting with digit is rejected", TypeTaskRequest, func(m, p map[string]any) { p["envVars"] = map[string]any{"1X": "x"} }, "payload.envVars[1X]", "envkey"},
 		{"envVars key starting with underscore is valid", TypeTaskRequest, func(m, p map[string]any) { p["envVars"] = map[string]any{"_X1": ""} }, "", ""},
-		{"envVars number value is a type error", TypeTaskRequest, func(m, p map[string]any) { p["envVars"] = map[string]any{"PORT": 8080} }, "payload.envVars", "type"},
+		{"envVars number value is a type error", TypeTaskRequest, func(m, p map[string]any) { p["envVars"] = map[string]any{"PORT": 8080} }, "payload.envVars[PORT]", "type"},
 		{"envVars array is a type error", TypeTaskRequest, func(m, p map[string]any) { p["envVars"] = []any{"A"} }, "payload.envVars", "type"},
 		// progress-update
 		{"each story status is valid", TypeProgressUpdate, func(m, p map[string]any) { p["status"] = "skipped" }, "", ""},
@@ -194,7 +194,7 @@ func TestParseRules(t *testing.T) {
 		{"51 errors are rejected", TypeCompletion, func(m, p map[string]any) { p["errors"] = strs(51, "e") }, "payload.errors", "max"},
 		{"error entry of 500 multibyte chars is valid", TypeCompletion, func(m, p map[string]any) { p["errors"] = strs(1, strings.Repeat("ü", 500)) }, "", ""},
 		{"error entry of 501 chars is rejected", TypeCompletion, func(m, p map[string]any) { p["errors"] = []any{"ok", strings.Repeat("e", 501)} }, "payload.errors[1]", "max"},
-		{"non-string error entry is a type error", TypeCompletion, func(m, p map[string]any) { p["errors"] = []any{1} }, "payload.errors", "type"},
+		{"non-string error entry is a type error", TypeCompletion, func(m, p map[string]any) { p["errors"] = []any{1} }, "payload.errors[0]", "type"},
 		// error
 		{"custom error code is valid", TypeError, func(m, p map[string]any) { p["code"] = "MISSING_ENV_VAR2" }, "", ""},
 		{"lowercase error code is rejected", TypeError, func(m, p map[string]any) { p["code"] = "container_oom" }, "payload.code", "errcode"},

@@ -2,7 +2,6 @@ package acpmsg
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -16,41 +15,6 @@ var (
 	ErrEmptyLine   = errors.New("empty line")
 	ErrMalformed   = errors.New("line is not exactly one JSON object")
 )
-
-// The wire shapes use pointers and raw values so that the decoder can tell a
-// missing key from a zero value: the spec requires keys (output, prUrl,
-// errors) whose zero value is valid.
-type wireEnvelope struct {
-	Type        *string         `json:"type"`
-	Timestamp   *string         `json:"timestamp"`
-	SwarmID     *string         `json:"swarmId"`
-	ContainerID *string         `json:"containerId"`
-	Payload     json.RawMessage `json:"payload"`
-}
-
-type wireTaskRequest struct {
-	TaskFilePath *string           `json:"taskFilePath"`
-	BranchName   *string           `json:"branchName"`
-	RepoURL      *string           `json:"repoUrl"`
-	EnvVars      map[string]string `json:"envVars"`
-}
-
-type wireProgressUpdate struct {
-	StoryID *string `json:"storyId"`
-	Status  *string `json:"status"`
-	Output  *string `json:"output"`
-}
-
-type wireCompletion struct {
-	Status *string         `json:"status"`
-	PRURL  json.RawMessage `json:"prUrl"` // nil: missing; "null": no PR
-	Errors []string        `json:"errors"`
-}
-
-type wireError struct {
-	Code    *string `json:"code"`
-	Message *string `json:"message"`
-}
 
 // Parse decodes and validates one NDJSON line (a trailing newline is
 // allowed). The line must be at most MaxLineBytes, valid UTF-8 and exactly one
@@ -134,136 +98,235 @@ func decode(line []byte) (Message, []FieldError, error) {
 // data that is not one JSON object; everything else (missing keys, wrong
 // types, unknown type) comes back as field errors.
 func decodeJSON(data []byte) (Message, []FieldError, error) {
-	trimmed := bytes.TrimLeft(data, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' {
+	d := decoder{s: scanner{data: data}}
+	if d.s.peek() != '{' {
 		return Message{}, nil, fmt.Errorf("%w: not a JSON object", ErrMalformed)
 	}
-	var w wireEnvelope
-	var fields []FieldError
-	if err := json.Unmarshal(data, &w); err != nil {
-		fe, ok := typeError(err, "")
-		if !ok {
-			return Message{}, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		fields = append(fields, fe)
-	}
 	var m Message
-	fields = need(fields, "type", w.Type, (*string)(&m.Type))
-	fields = need(fields, "timestamp", w.Timestamp, &m.Timestamp)
-	fields = need(fields, "swarmId", w.SwarmID, &m.SwarmID)
-	fields = need(fields, "containerId", w.ContainerID, &m.ContainerID)
-	if len(w.Payload) == 0 || string(w.Payload) == "null" {
-		if !hasField(fields, "payload") {
-			fields = append(fields, FieldError{Field: "payload", Rule: "required", Message: "is required"})
+	var has struct{ typ, ts, swarm, container bool }
+	pStart, pEnd := -1, -1
+	err := d.s.object(func(key string) error {
+		var err error
+		switch key {
+		case "type":
+			var v string
+			v, has.typ, err = d.str("type")
+			m.Type = Type(v)
+		case "timestamp":
+			m.Timestamp, has.ts, err = d.str("timestamp")
+		case "swarmId":
+			m.SwarmID, has.swarm, err = d.str("swarmId")
+		case "containerId":
+			m.ContainerID, has.container, err = d.str("containerId")
+		case "payload":
+			pStart = d.s.pos
+			err = d.s.skip(0)
+			pEnd = d.s.pos
+		default:
+			err = d.s.skip(0)
 		}
-		return m, fields, nil
+		return err
+	})
+	if err == nil {
+		err = d.s.end()
+	}
+	if err != nil {
+		return Message{}, nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	d.require("type", has.typ)
+	d.require("timestamp", has.ts)
+	d.require("swarmId", has.swarm)
+	d.require("containerId", has.container)
+	if pStart < 0 || string(data[pStart:pEnd]) == "null" {
+		d.require("payload", false)
+		return m, d.fields, nil
 	}
 	if !knownType(m.Type) {
 		if m.Type != "" {
-			fields = append(fields, FieldError{Field: "type", Rule: "msgtype", Value: cut(string(m.Type)), Message: ruleMessages["msgtype"]})
+			d.fields = append(d.fields, FieldError{Field: "type", Rule: "msgtype", Value: cut(string(m.Type)), Message: ruleMessages["msgtype"]})
 		}
-		return m, fields, nil
+		return m, d.fields, nil
 	}
-	if w.Payload[0] != '{' {
-		return m, append(fields, FieldError{Field: "payload", Rule: "type", Message: "must be a JSON object"}), nil
+	if data[pStart] != '{' {
+		d.fields = append(d.fields, FieldError{Field: "payload", Rule: "type", Value: (&scanner{data: data[pStart:pEnd]}).kindAt(), Message: "must be an object"})
+		return m, d.fields, nil
 	}
-	m.Payload, fields = decodePayload(m.Type, w.Payload, fields)
-	return m, fields, nil
+	pd := decoder{s: scanner{data: data[pStart:pEnd]}, fields: d.fields}
+	m.Payload, err = pd.payload(m.Type)
+	if err != nil { // the bytes were checked by skip, so this is a bug
+		return Message{}, nil, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
+	return m, pd.fields, nil
 }
 
-func decodePayload(t Type, raw json.RawMessage, fields []FieldError) (Payload, []FieldError) {
-	unmarshal := func(v any) {
-		if err := json.Unmarshal(raw, v); err != nil {
-			fe, ok := typeError(err, "payload.")
-			if !ok {
-				fe = FieldError{Field: "payload", Rule: "json", Message: err.Error()}
-			}
-			fields = append(fields, fe)
-		}
+// decoder collects field errors while reading values with a scanner.
+type decoder struct {
+	s      scanner
+	fields []FieldError
+}
+
+// str reads a string value; any other kind is a type error on field (and
+// present is false so that no "required" error follows).
+func (d *decoder) str(field string) (v string, present bool, err error) {
+	if d.s.peek() == '"' {
+		v, err = d.s.str()
+		return v, err == nil, err
 	}
+	d.typeErr(field, "must be a string")
+	return "", false, d.s.skip(0)
+}
+
+func (d *decoder) typeErr(field, msg string) {
+	d.fields = append(d.fields, FieldError{Field: field, Rule: "type", Value: d.s.kindAt(), Message: msg})
+}
+
+// require records a missing key, unless the key was present with a wrong
+// type (already reported).
+func (d *decoder) require(field string, present bool) {
+	if !present && !hasField(d.fields, field) {
+		d.fields = append(d.fields, FieldError{Field: field, Rule: "required", Message: "is required"})
+	}
+}
+
+func (d *decoder) payload(t Type) (Payload, error) {
 	switch t {
 	case TypeTaskRequest:
-		var w wireTaskRequest
-		unmarshal(&w)
-		p := &TaskRequest{EnvVars: w.EnvVars}
-		fields = need(fields, "payload.taskFilePath", w.TaskFilePath, &p.TaskFilePath)
-		fields = need(fields, "payload.branchName", w.BranchName, &p.BranchName)
-		fields = need(fields, "payload.repoUrl", w.RepoURL, &p.RepoURL)
+		p := &TaskRequest{}
+		var has struct{ path, branch, repo bool }
+		err := d.s.object(func(key string) error {
+			var err error
+			switch key {
+			case "taskFilePath":
+				p.TaskFilePath, has.path, err = d.str("payload.taskFilePath")
+			case "branchName":
+				p.BranchName, has.branch, err = d.str("payload.branchName")
+			case "repoUrl":
+				p.RepoURL, has.repo, err = d.str("payload.repoUrl")
+			case "envVars":
+				p.EnvVars, err = d.envVars()
+			default:
+				err = d.s.skip(0)
+			}
+			return err
+		})
+		d.require("payload.taskFilePath", has.path)
+		d.require("payload.branchName", has.branch)
+		d.require("payload.repoUrl", has.repo)
 		if p.EnvVars == nil {
 			p.EnvVars = map[string]string{} // the spec's default
 		}
-		return p, fields
+		return p, err
 	case TypeProgressUpdate:
-		var w wireProgressUpdate
-		unmarshal(&w)
 		p := &ProgressUpdate{}
-		fields = need(fields, "payload.storyId", w.StoryID, &p.StoryID)
-		fields = need(fields, "payload.status", w.Status, &p.Status)
-		fields = need(fields, "payload.output", w.Output, &p.Output)
-		return p, fields
+		var has struct{ story, status, output bool }
+		err := d.s.object(func(key string) error {
+			var err error
+			switch key {
+			case "storyId":
+				p.StoryID, has.story, err = d.str("payload.storyId")
+			case "status":
+				p.Status, has.status, err = d.str("payload.status")
+			case "output":
+				p.Output, has.output, err = d.str("payload.output")
+			default:
+				err = d.s.skip(0)
+			}
+			return err
+		})
+		d.require("payload.storyId", has.story)
+		d.require("payload.status", has.status)
+		d.require("payload.output", has.output)
+		return p, err
 	case TypeCompletion:
-		var w wireCompletion
-		unmarshal(&w)
-		p := &Completion{Errors: w.Errors}
-		fields = need(fields, "payload.status", w.Status, &p.Status)
-		switch {
-		case len(w.PRURL) == 0:
-			if !hasField(fields, "payload.prUrl") {
-				fields = append(fields, FieldError{Field: "payload.prUrl", Rule: "required", Message: "is required (null when there is no PR)"})
+		p := &Completion{}
+		var has struct{ status, prURL bool }
+		err := d.s.object(func(key string) error {
+			var err error
+			switch key {
+			case "status":
+				p.Status, has.status, err = d.str("payload.status")
+			case "prUrl":
+				if d.s.peek() == 'n' {
+					p.PRURL, has.prURL = nil, true
+					return d.s.literal("null")
+				}
+				var v string
+				if v, has.prURL, err = d.str("payload.prUrl"); has.prURL {
+					p.PRURL = &v
+				}
+			case "errors":
+				p.Errors, err = d.errorList()
+			default:
+				err = d.s.skip(0)
 			}
-		case string(w.PRURL) != "null":
-			var s string
-			if err := json.Unmarshal(w.PRURL, &s); err != nil {
-				fields = append(fields, FieldError{Field: "payload.prUrl", Rule: "type", Message: "must be a string or null"})
-			} else {
-				p.PRURL = &s
-			}
+			return err
+		})
+		d.require("payload.status", has.status)
+		if !has.prURL && !hasField(d.fields, "payload.prUrl") {
+			d.fields = append(d.fields, FieldError{Field: "payload.prUrl", Rule: "required", Message: "is required (null when there is no PR)"})
 		}
-		if p.Errors == nil && !hasField(fields, "payload.errors") {
-			fields = append(fields, FieldError{Field: "payload.errors", Rule: "required", Message: "is required (an empty list when there are none)"})
+		if p.Errors == nil && !hasField(d.fields, "payload.errors") {
+			d.fields = append(d.fields, FieldError{Field: "payload.errors", Rule: "required", Message: "is required (an empty list when there are none)"})
 		}
-		return p, fields
+		return p, err
 	default: // TypeError
-		var w wireError
-		unmarshal(&w)
 		p := &ErrorPayload{}
-		fields = need(fields, "payload.code", w.Code, &p.Code)
-		fields = need(fields, "payload.message", w.Message, &p.Message)
-		return p, fields
+		var has struct{ code, message bool }
+		err := d.s.object(func(key string) error {
+			var err error
+			switch key {
+			case "code":
+				p.Code, has.code, err = d.str("payload.code")
+			case "message":
+				p.Message, has.message, err = d.str("payload.message")
+			default:
+				err = d.s.skip(0)
+			}
+			return err
+		})
+		d.require("payload.code", has.code)
+		d.require("payload.message", has.message)
+		return p, err
 	}
 }
 
-// need copies a present value into dst or records the key as missing.
-func need(fields []FieldError, field string, v *string, dst *string) []FieldError {
-	if v != nil {
-		*dst = *v
-		return fields
+// envVars reads an object of strings; null counts as absent.
+func (d *decoder) envVars() (map[string]string, error) {
+	switch d.s.peek() {
+	case 'n':
+		return nil, d.s.literal("null")
+	case '{':
+	default:
+		d.typeErr("payload.envVars", "must be an object of strings")
+		return nil, d.s.skip(0)
 	}
-	if hasField(fields, field) { // present with a wrong type
-		return fields
-	}
-	return append(fields, FieldError{Field: field, Rule: "required", Message: "is required"})
+	env := map[string]string{}
+	err := d.s.object(func(key string) error {
+		v, ok, err := d.str("payload.envVars[" + key + "]")
+		if ok {
+			env[key] = v
+		}
+		return err
+	})
+	return env, err
 }
 
-// typeError turns a json type mismatch into a field error.
-func typeError(err error, prefix string) (FieldError, bool) {
-	var te *json.UnmarshalTypeError
-	if !errors.As(err, &te) {
-		return FieldError{}, false
+// errorList reads an array of strings; null stays nil (and is then reported
+// as missing).
+func (d *decoder) errorList() ([]string, error) {
+	switch d.s.peek() {
+	case 'n':
+		return nil, d.s.literal("null")
+	case '[':
+	default:
+		d.typeErr("payload.errors", "must be an array of strings")
+		return nil, d.s.skip(0)
 	}
-	field := prefix + te.Field
-	if te.Field == "" {
-		field = prefix + "<root>"
-	}
-	want := "a string"
-	switch te.Type.Kind().String() {
-	case "map", "struct":
-		want = "an object"
-	case "slice":
-		want = "an array"
-	}
-	if te.Type.String() == "json.RawMessage" {
-		want = "an object"
-	}
-	return FieldError{Field: field, Rule: "type", Value: te.Value, Message: "must be " + want}, true
+	list := []string{}
+	err := d.s.array(func() error {
+		v, _, err := d.str(fmt.Sprintf("payload.errors[%d]", len(list)))
+		list = append(list, v)
+		return err
+	})
+	return list, err
 }
