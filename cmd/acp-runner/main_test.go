@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/google/uuid"
+)
+
+// buildRunner builds the static binary the way the image gets it.
+func buildRunner(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "acp-runner")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build acp-runner: %v\n%s", err, out)
+	}
+	return bin
+}
+
+const taskFile = `{
+  "schemaVersion": "3.0",
+  "metadata": {"title": "feat: stop", "type": "feat", "branchName": "feat/stop", "createdAt": "2026-11-20", "planPath": null, "maxConcurrency": 1},
+  "userStories": [
+    {"id": "US-001", "title": "Quick", "description": "d", "acceptanceCriteria": ["File one.txt exists"], "priority": 1, "status": "pending", "dependsOn": [], "notes": ""},
+    {"id": "US-002", "title": "Slow", "description": "d", "acceptanceCriteria": ["File two.txt exists"], "priority": 2, "status": "pending", "dependsOn": ["US-001"], "notes": "[demo:slow]"}
+  ]
+}
+`
+
+// TestBinarySIGTERMMidStory runs the real binary with its own demo agent
+// (acp-runner demo-agent as a subprocess), stops it with SIGTERM during the
+// slow story, and checks the protocol lines, the exit and that no process of
+// the agent's group is left.
+func TestBinarySIGTERMMidStory(t *testing.T) {
+	bin := buildRunner(t)
+	srv := gittest.New(t, "tok", map[string]string{".aimi/tasks/stop-tasks.json": taskFile})
+	ws := filepath.Join(t.TempDir(), "ws")
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "AIMI_AGENT=demo", "AIMI_WORKSPACE="+ws, "AIMI_STOP_GRACE=5s",
+		"AIMI_GIT_TOKEN=tok", "GIT_SSL_CAINFO="+srv.CAFile, "GIT_CONFIG_GLOBAL=/dev/null", "AIMI_LOG_LEVEL=debug")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &strings.Builder{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	req := acpmsg.NewMessage(acpmsg.TypeTaskRequest, uuid.NewString(), "0123456789ab", &acpmsg.TaskRequest{
+		TaskFilePath: ".aimi/tasks/stop-tasks.json", BranchName: "feat/stop", RepoURL: srv.URL})
+	line, err := acpmsg.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// stdin stays open, as with the daemon's attach: a closed stdin is not a
+	// stop signal.
+	if _, err := stdin.Write(append(line, '\n')); err != nil {
+		t.Fatal(err)
+	}
+
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	var msgs []acpmsg.Message
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	signalled := false
+	for done := false; !done; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				done = true
+				break
+			}
+			m, err := acpmsg.ParseFromContainer([]byte(l))
+			if err != nil {
+				t.Fatalf("invalid line %q: %v", l, err)
+			}
+			msgs = append(msgs, m)
+			if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && p.StoryID == "US-002" && p.Status == acpmsg.StoryInProgress && !signalled {
+				time.Sleep(500 * time.Millisecond) // into the slow part
+				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+					t.Fatal(err)
+				}
+				signalled = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("timeout; stderr:\n%s", stderr.String())
+		}
+	}
+	err = cmd.Wait()
+	if err != nil {
+		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	}
+	if !signalled {
+		t.Fatalf("US-002 never started; stderr:\n%s", stderr.String())
+	}
+	last := msgs[len(msgs)-1]
+	c, ok := last.Payload.(*acpmsg.Completion)
+	if !ok || c.Status != acpmsg.CompletionStopped {
+		t.Fatalf("last message %+v", last.Payload)
+	}
+	if strings.Contains(stderr.String(), "tok@") || strings.Contains(stderr.String(), "AIMI_GIT_TOKEN=tok") {
+		t.Fatal("token in logs")
+	}
+	// The agent's process id is in the debug log; its group must be gone.
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if !strings.Contains(l, `msg="agent started"`) {
+			continue
+		}
+		i := strings.Index(l, " pid=")
+		var pid int
+		if _, err := fmt.Sscanf(l[i+5:], "%d", &pid); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("agent group %d still alive: %v", pid, err)
+		}
+	}
+	// US-001 is committed and pushed, US-002 is not.
+	var f struct {
+		UserStories []struct{ ID, Status string } `json:"userStories"`
+	}
+	if err := json.Unmarshal([]byte(srv.Show(t, "feat/stop", ".aimi/tasks/stop-tasks.json")), &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.UserStories[0].Status != "completed" || f.UserStories[1].Status != "pending" {
+		t.Fatalf("pushed statuses %+v", f.UserStories)
+	}
+}
+
+func TestBinaryBadInputIsOneErrorLine(t *testing.T) {
+	bin := buildRunner(t)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "AIMI_WORKSPACE="+t.TempDir(), "AIMI_SWARM_ID="+uuid.NewString(), "AIMI_CONTAINER_ID=feedbeef0001")
+	cmd.Stdin = strings.NewReader("not json\n")
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("exit %v", err)
+	}
+	m, err := acpmsg.ParseFromContainer(out)
+	if err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	if e := m.Payload.(*acpmsg.ErrorPayload); e.Code != acpmsg.CodeInvalidInput || m.ContainerID != "feedbeef0001" {
+		t.Fatalf("%+v %+v", m, e)
+	}
+}
