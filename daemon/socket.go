@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,26 +21,39 @@ var ErrAlreadyRunning = errors.New("another aimid is already running on this soc
 // daemon too busy to accept, which still counts as live.
 const staleDialTimeout = 2 * time.Second
 
-// Listener is the daemon's socket. Close removes the socket file and releases
-// the lock, so a clean exit leaves nothing behind.
+// Listener is the daemon's socket. Close removes the socket file; the
+// one-daemon lock is held until Release, so that a successor cannot start
+// (and recover the containers) while this daemon still flushes its state.
 type Listener struct {
 	net.Listener
-	path string
-	lock *os.File
+	path     string
+	lock     *os.File
+	once     sync.Once
+	closeErr error
+	release  sync.Once
 }
 
 // Path is the socket's file path.
 func (l *Listener) Path() string { return l.path }
 
-// Close stops listening, removes the socket and releases the lock.
+// Close stops listening and removes the socket. It is idempotent:
+// http.Server.Shutdown closes the listener too.
 func (l *Listener) Close() error {
-	err := l.Listener.Close()
-	// net's unix listener unlinks the file on Close; make sure anyway.
-	if rmErr := os.Remove(l.path); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
-		err = rmErr
-	}
-	l.lock.Close() // closing the descriptor drops the flock
-	return err
+	l.once.Do(func() {
+		l.closeErr = l.Listener.Close()
+		// net's unix listener unlinks the file on Close; make sure anyway.
+		if err := os.Remove(l.path); err != nil && !errors.Is(err, fs.ErrNotExist) && l.closeErr == nil {
+			l.closeErr = err
+		}
+	})
+	return l.closeErr
+}
+
+// Release closes the listener if needed and drops the lock: the daemon's
+// last step.
+func (l *Listener) Release() {
+	l.Close()
+	l.release.Do(func() { l.lock.Close() }) // closing the descriptor drops the flock
 }
 
 // Listen opens the daemon's unix socket at path. The directory is created

@@ -23,7 +23,7 @@ func TestListenMakesAPrivateDirectoryAndSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer ln.Release()
 	fi, err := os.Stat(sock)
 	if err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("socket mode = %v, %v", fi.Mode(), err)
@@ -55,6 +55,15 @@ func TestListenReplacesAStaleSocket(t *testing.T) {
 	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Close left the socket: %v", err)
 	}
+	if _, err := daemon.Listen(sock); !errors.Is(err, daemon.ErrAlreadyRunning) {
+		t.Errorf("the lock was dropped before Release: %v", err)
+	}
+	ln.Release()
+	ln2, err := daemon.Listen(sock)
+	if err != nil {
+		t.Fatalf("Listen after Release: %v", err)
+	}
+	ln2.Release()
 }
 
 func TestListenRefusesWhenADaemonIsLive(t *testing.T) {
@@ -64,7 +73,7 @@ func TestListenRefusesWhenADaemonIsLive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer ln.Close()
+		defer ln.Release()
 		if _, err := daemon.Listen(sock); !errors.Is(err, daemon.ErrAlreadyRunning) {
 			t.Fatalf("second Listen: %v", err)
 		}

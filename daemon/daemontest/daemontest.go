@@ -168,7 +168,7 @@ func Serve(t testing.TB, sw daemon.Swarms, opts ...func(*daemon.ServerOptions)) 
 		if err := <-done; err != nil {
 			t.Errorf("serve: %v", err)
 		}
-		ln.Close()
+		ln.Release()
 	})
 	return sock, srv
 }
