@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/orchestrator"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// shutdownTimeout bounds the clean stop: in-flight requests, then the
+// supervisors letting go and the last journal and state flush.
+const shutdownTimeout = 30 * time.Second
+
+// options are aimid's own flags; config keys are registered by configs.
+type options struct {
+	socket     string
+	dataDir    string
+	userConfig string
+	logLevel   string
+}
+
+// run is the daemon's life; it returns the exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("aimid", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.socket, "socket", "", "unix socket to serve on (default $AIMI_SOCKET, $XDG_RUNTIME_DIR/aimi/aimid.sock or /run/aimi/aimid.sock)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "the daemon's own files: git service CA and mirrors (default $XDG_STATE_HOME/aimi or ~/.local/state/aimi)")
+	fs.StringVar(&o.userConfig, "config", "", `user config file (default $XDG_CONFIG_HOME/aimi/config.yaml; "-" for none)`)
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	configs.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "aimid: unexpected argument %q; aimid takes flags only\n", fs.Arg(0))
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		fmt.Fprintf(stderr, "aimid: --log-level %q: use debug, info, warn or error\n", o.logLevel)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if err := serve(ctx, o, fs, log); err != nil {
+		log.Error("aimid stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) error {
+	loadOpts := configs.LoadOptions{Flags: fs, UserConfigPath: o.userConfig}
+	cfg, err := configs.Load(loadOpts)
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn("config", "warning", w)
+	}
+	if o.socket == "" {
+		o.socket = daemon.DefaultSocketPath()
+	}
+	if o.dataDir == "" {
+		if o.dataDir, err = daemon.DefaultDataDir(); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w (pass --data-dir)", o.dataDir, err)
+	}
+
+	// The socket first: a second daemon must fail before it touches any
+	// container, or two daemons would supervise the same swarm.
+	ln, err := daemon.Listen(o.socket)
+	if err != nil {
+		return err
+	}
+	defer ln.Release()
+
+	docker, err := container.NewDocker(ctx)
+	if err != nil {
+		return err
+	}
+	defer docker.Close()
+
+	var git *gitserve.Service
+	if cfg.Git.Mode != configs.GitRemote {
+		git, err = gitserve.New(gitserve.Options{
+			DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
+			GitHubAPI: cfg.Publish.GitHubAPI, TokenEnv: cfg.Publish.TokenEnv,
+		})
+		if err != nil {
+			return fmt.Errorf("start the git service: %w (or set git.mode: remote)", err)
+		}
+		defer git.Close()
+	}
+
+	// The Manager's context is not ctx: a signal must lead to Shutdown (which
+	// flushes), not to a cancel, which is what a crash looks like to it.
+	life, cancelLife := context.WithCancel(context.Background())
+	defer cancelLife()
+	mgr, err := orchestrator.New(life, orchestratorConfig(cfg, git, log), docker)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Recover(ctx); err != nil {
+		return fmt.Errorf("recover swarms: %w", err)
+	}
+
+	srv := daemon.NewServer(daemon.ServerOptions{
+		Swarms:       mgr,
+		Logger:       log,
+		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log),
+		Version:      version,
+	})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("aimid ready", "socket", ln.Path(), "dataDir", o.dataDir, "pid", os.Getpid(), "version", version)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("aimid stopping: containers keep running and are recovered at the next start")
+	case serveErr = <-served:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	err = errors.Join(serveErr, srv.Shutdown(sctx), mgr.Shutdown(sctx), ln.Close())
+	return err
+}

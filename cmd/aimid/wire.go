@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"os/exec"
+	"slices"
+
+	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/orchestrator"
+)
+
+// orchestratorConfig maps the validated config onto the Manager's settings.
+// The runner inside each container reads its agent settings from the
+// AIMI_AGENT* variables (cmd/acp-runner documents them); agent.env is added
+// as is (secrets: the Manager never logs or journals RunnerEnv).
+func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logger) orchestrator.Config {
+	runnerEnv := maps.Clone(map[string]string(c.Agent.Env))
+	if runnerEnv == nil {
+		runnerEnv = map[string]string{}
+	}
+	runnerEnv[orchestrator.EnvAgent] = c.Agent.Kind
+	runnerEnv[orchestrator.EnvPermissionPolicy] = c.Agent.PermissionPolicy
+	if c.Agent.Command != "" {
+		runnerEnv[orchestrator.EnvAgentCommand] = c.Agent.Command
+	}
+	if c.Agent.VerifyCommand != "" {
+		runnerEnv[orchestrator.EnvVerifyCommand] = c.Agent.VerifyCommand
+	}
+	oc := orchestrator.Config{
+		Image:           c.Sandbox.Image,
+		MaxContainers:   c.Swarm.MaxContainers,
+		CPUs:            c.Sandbox.CPUs,
+		MemoryBytes:     c.Sandbox.MemoryBytes,
+		MemorySwapBytes: c.Sandbox.MemorySwapBytes,
+		PidsLimit:       c.Sandbox.Pids,
+		DiskBytes:       c.Sandbox.DiskBytes,
+		Timeout:         c.Swarm.Timeout,
+		StopGrace:       c.Swarm.StopGrace,
+		Runtime:         c.Sandbox.Runtime,
+		RequireRuntime:  c.Sandbox.RequireRuntime,
+		ReadOnlyRoot:    c.Sandbox.ReadOnlyRoot,
+		EnvVars:         maps.Clone(c.Task.EnvVars),
+		RunnerEnv:       runnerEnv,
+		Logger:          log,
+	}
+	if git != nil {
+		// A nil *gitserve.Service must stay a nil interface: the Manager
+		// tests Git == nil for remote-only mode.
+		oc.Git = gitAdapter{git}
+	}
+	return oc
+}
+
+// gitAdapter makes *gitserve.Service an orchestrator.GitService: the two
+// packages each declare their Grant type (neither imports the other).
+type gitAdapter struct{ *gitserve.Service }
+
+func (g gitAdapter) Grant(ctx context.Context, repoPath, swarmID, containerName, branch string) (orchestrator.Grant, error) {
+	gr, err := g.Service.Grant(ctx, repoPath, swarmID, containerName, branch)
+	return orchestrator.Grant(gr), err
+}
+
+// prepareStart applies the repository's .aimi/config.yaml to one start.
+//
+// Per-repo values reach a swarm through the StartRequest: sandbox.image,
+// swarm.max_containers and git.mode (flags of `aimi swarm start` still win).
+// The other keys (limits, timeouts, agent, env) are the Manager's and apply
+// daemon-wide; a repo file that sets them differently gets a warning in the
+// daemon log naming them, and a restart of aimid with them in the user
+// config is the way to change them. A bad repo config refuses the start
+// with every problem (HTTP 400, field "config").
+func prepareStart(global *configs.Config, base configs.LoadOptions, gitService bool, log *slog.Logger) func(context.Context, *orchestrator.StartRequest) error {
+	return func(ctx context.Context, req *orchestrator.StartRequest) error {
+		opts := base
+		opts.RepoPath = req.RepoPath
+		rc, err := configs.Load(opts)
+		if err != nil {
+			return &daemon.FieldError{Field: "config", Reason: err.Error()}
+		}
+		if req.Image == "" {
+			req.Image = rc.Sandbox.Image
+		}
+		if req.Max == 0 {
+			req.Max = rc.Swarm.MaxContainers
+		}
+		if !req.Local && gitService {
+			switch rc.Git.Mode {
+			case configs.GitLocal:
+				req.Local = true
+			case configs.GitAuto:
+				req.Local = !hasOrigin(ctx, req.RepoPath)
+			}
+		}
+		if ignored := daemonWideDiffs(global, rc); len(ignored) > 0 {
+			log.Warn("repo config keys apply daemon-wide only; put them in the user config and restart aimid",
+				"repo", req.RepoPath, "keys", ignored)
+		}
+		return nil
+	}
+}
+
+// hasOrigin reports whether the repo has an origin remote (git.mode auto:
+// local without one).
+func hasOrigin(ctx context.Context, repo string) bool {
+	return exec.CommandContext(ctx, "git", "-C", repo, "remote", "get-url", "origin").Run() == nil
+}
+
+// daemonWideDiffs names the keys whose repo-layer value differs from the
+// daemon's and cannot apply per swarm. Values are not named: agent.env holds
+// secrets.
+func daemonWideDiffs(g, r *configs.Config) []string {
+	var keys []string
+	add := func(differs bool, key string) {
+		if differs {
+			keys = append(keys, key)
+		}
+	}
+	add(g.Sandbox.CPUs != r.Sandbox.CPUs, "sandbox.cpus")
+	add(g.Sandbox.MemoryBytes != r.Sandbox.MemoryBytes, "sandbox.memory")
+	add(g.Sandbox.MemorySwapBytes != r.Sandbox.MemorySwapBytes, "sandbox.swap")
+	add(g.Sandbox.DiskBytes != r.Sandbox.DiskBytes, "sandbox.disk")
+	add(g.Sandbox.Pids != r.Sandbox.Pids, "sandbox.pids")
+	add(g.Sandbox.Runtime != r.Sandbox.Runtime, "sandbox.runtime")
+	add(g.Sandbox.RequireRuntime != r.Sandbox.RequireRuntime, "sandbox.require_runtime")
+	add(g.Sandbox.ReadOnlyRoot != r.Sandbox.ReadOnlyRoot, "sandbox.read_only_root")
+	add(g.Swarm.Timeout != r.Swarm.Timeout, "swarm.timeout")
+	add(g.Swarm.StopGrace != r.Swarm.StopGrace, "swarm.stop_grace")
+	add(g.Agent.Kind != r.Agent.Kind, "agent.kind")
+	add(g.Agent.Command != r.Agent.Command, "agent.command")
+	add(g.Agent.VerifyCommand != r.Agent.VerifyCommand, "agent.verify_command")
+	add(g.Agent.PermissionPolicy != r.Agent.PermissionPolicy, "agent.permission_policy")
+	add(!maps.Equal(g.Agent.Env, r.Agent.Env), "agent.env")
+	add(!maps.Equal(g.Task.EnvVars, r.Task.EnvVars), "task.env_vars")
+	add(g.Publish != r.Publish, "publish")
+	slices.Sort(keys)
+	return keys
+}
