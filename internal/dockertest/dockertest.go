@@ -147,22 +147,46 @@ func Cleanup(t testing.TB, key, value string) {
 // content), and builds a FROM scratch image through the Engine API tagged
 // aimi-test/<test name>:<run id> and labelled with labels plus
 // LabelKey=<run id>. The image's CMD is the first binary path in sorted
-// order. t.Cleanup removes the image (after the test's own cleanups, which
-// must remove the containers using it). Returns the tag.
+// order. t.Cleanup removes the image (after the test's own later-registered
+// cleanups, which must remove the containers using it). Returns the tag.
 func BuildGoImage(t testing.TB, ctx context.Context, pkgs map[string]string, files map[string][]byte, labels map[string]string) string {
 	t.Helper()
 	cli := Client(t)
-	if len(pkgs) == 0 {
-		t.Fatal("BuildGoImage: no packages to build")
+	tag, remove, err := BuildGoImageE(ctx, cli, t.Name(), t.TempDir(), pkgs, files, labels)
+	t.Cleanup(func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := remove(cctx); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	runID := RunID()
-	tag := "aimi-test/" + imageName(t.Name()) + ":" + runID
-	dir := t.TempDir()
+	return tag
+}
 
+// BuildGoImageE is BuildGoImage for callers without a testing.TB (TestMain):
+// name becomes part of the tag, dir holds the build output. remove deletes the
+// image (not-found is not an error) and is valid even when err is not nil,
+// since a failed build may still have tagged the image.
+func BuildGoImageE(ctx context.Context, cli *client.Client, name, dir string, pkgs map[string]string, files map[string][]byte, labels map[string]string) (tag string, remove func(context.Context) error, err error) {
+	runID := RunID()
+	tag = "aimi-test/" + imageName(name) + ":" + runID
+	remove = func(ctx context.Context) error {
+		_, err := cli.ImageRemove(ctx, tag, image.RemoveOptions{Force: true, PruneChildren: true})
+		if err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("remove test image %s: %w", tag, err)
+		}
+		return nil
+	}
+	if len(pkgs) == 0 {
+		return tag, remove, errors.New("build test image: no packages to build")
+	}
 	targets := make([]string, 0, len(pkgs))
 	for target := range pkgs {
 		if !path.IsAbs(target) || path.Clean(target) != target {
-			t.Fatalf("BuildGoImage: image path %q must be absolute and clean", target)
+			return tag, remove, fmt.Errorf("build test image: image path %q must be absolute and clean", target)
 		}
 		targets = append(targets, target)
 	}
@@ -172,19 +196,19 @@ func BuildGoImage(t testing.TB, ctx context.Context, pkgs map[string]string, fil
 	df.WriteString("FROM scratch\n")
 	ctxFiles := map[string][]byte{}
 	for i, target := range targets {
-		out := filepath.Join(dir, fmt.Sprintf("bin%d", i))
+		bin := fmt.Sprintf("bin%d", i)
+		out := filepath.Join(dir, bin)
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkgs[target])
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("BuildGoImage: go build %s: %v\n%s", pkgs[target], err, b)
+			return tag, remove, fmt.Errorf("build test image: go build %s: %w\n%s", pkgs[target], err, b)
 		}
 		b, err := os.ReadFile(out)
 		if err != nil {
-			t.Fatal(err)
+			return tag, remove, fmt.Errorf("build test image: %w", err)
 		}
-		name := fmt.Sprintf("bin%d", i)
-		ctxFiles[name] = b
-		fmt.Fprintf(&df, "COPY %s %s\n", name, target)
+		ctxFiles[bin] = b
+		fmt.Fprintf(&df, "COPY %s %s\n", bin, target)
 	}
 	extra := make([]string, 0, len(files))
 	for p := range files {
@@ -193,11 +217,11 @@ func BuildGoImage(t testing.TB, ctx context.Context, pkgs map[string]string, fil
 	sort.Strings(extra)
 	for i, p := range extra {
 		if !path.IsAbs(p) || path.Clean(p) != p {
-			t.Fatalf("BuildGoImage: file path %q must be absolute and clean", p)
+			return tag, remove, fmt.Errorf("build test image: file path %q must be absolute and clean", p)
 		}
-		name := fmt.Sprintf("file%d", i)
-		ctxFiles[name] = files[p]
-		fmt.Fprintf(&df, "COPY %s %s\n", name, p)
+		f := fmt.Sprintf("file%d", i)
+		ctxFiles[f] = files[p]
+		fmt.Fprintf(&df, "COPY %s %s\n", f, p)
 	}
 	cmdJSON, _ := json.Marshal([]string{targets[0]})
 	fmt.Fprintf(&df, "CMD %s\n", cmdJSON)
@@ -205,25 +229,13 @@ func BuildGoImage(t testing.TB, ctx context.Context, pkgs map[string]string, fil
 
 	tarball, err := tarOf(ctxFiles)
 	if err != nil {
-		t.Fatal(err)
+		return tag, remove, err
 	}
 	all := map[string]string{LabelKey: runID}
 	for k, v := range labels {
 		all[k] = v
 	}
-	// Remove the image even if the build half-failed: the tag may exist.
-	t.Cleanup(func() {
-		cctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		_, err := cli.ImageRemove(cctx, tag, image.RemoveOptions{Force: true, PruneChildren: true})
-		if err != nil && !errdefs.IsNotFound(err) {
-			t.Errorf("remove test image %s: %v", tag, err)
-		}
-	})
-	if err := buildImage(ctx, cli, tarball, tag, all); err != nil {
-		t.Fatal(err)
-	}
-	return tag
+	return tag, remove, buildImage(ctx, cli, tarball, tag, all)
 }
 
 // buildImage runs the classic builder (BuildKit needs a session the plain
