@@ -251,8 +251,8 @@ func TestPatternMatchersAgreeWithSpecRegexes(t *testing.T) {
 	}{
 		{PatternBranch, ValidBranch},
 		{PatternStoryID, ValidStoryID},
-		{PatternEnvKey, validEnvKey},
-		{PatternCodeName, validCode},
+		{PatternEnvKey, ValidEnvKey},
+		{PatternCodeName, ValidErrorCode},
 	}
 	for _, c := range checks {
 		re := regexp.MustCompile(c.pattern)

@@ -127,11 +127,11 @@ func newValidator() *validator.Validate {
 		"rfc3339":  validTimestamp,
 		"uuid4":    validUUID4,
 		"branch":   ValidBranch,
-		"taskpath": validTaskPath,
-		"repourl":  validRepoURL,
-		"envkey":   validEnvKey,
+		"taskpath": ValidTaskFilePath,
+		"repourl":  ValidRepoURL,
+		"envkey":   ValidEnvKey,
 		"storyid":  ValidStoryID,
-		"errcode":  validCode,
+		"errcode":  ValidErrorCode,
 		"weburl":   validWebURL,
 	} {
 		if err := v.RegisterValidation(tag, func(fl validator.FieldLevel) bool {
@@ -315,7 +315,9 @@ func ValidStoryID(s string) bool {
 		isDigit(s[3]) && isDigit(s[4]) && isDigit(s[5])
 }
 
-func validEnvKey(s string) bool {
+// ValidEnvKey reports whether s matches PatternEnvKey (task-request envVars
+// keys).
+func ValidEnvKey(s string) bool {
 	if s == "" || !(isUpper(s[0]) || s[0] == '_') {
 		return false
 	}
@@ -327,7 +329,8 @@ func validEnvKey(s string) bool {
 	return true
 }
 
-func validCode(s string) bool {
+// ValidErrorCode reports whether s matches PatternCodeName (error codes).
+func ValidErrorCode(s string) bool {
 	if s == "" || !isUpper(s[0]) {
 		return false
 	}
@@ -339,10 +342,11 @@ func validCode(s string) bool {
 	return true
 }
 
-// validTaskPath: the spec says a relative path ending in .json; a '..'
+// ValidTaskFilePath reports whether s is a valid task-request taskFilePath.
+// The spec says a relative path ending in .json; a '..'
 // segment or an absolute path would let a message point outside the
 // repository, so both are refused here rather than left to every consumer.
-func validTaskPath(s string) bool {
+func ValidTaskFilePath(s string) bool {
 	if len(s) <= len(".json") || !strings.HasSuffix(s, ".json") || strings.HasPrefix(s, "/") || strings.ContainsRune(s, 0) {
 		return false
 	}
@@ -354,9 +358,10 @@ func validTaskPath(s string) bool {
 	return true
 }
 
-// validRepoURL accepts https://host/..., ssh://host/... and the scp form
-// user@host:path that git uses for ssh.
-func validRepoURL(s string) bool {
+// ValidRepoURL reports whether s is a valid task-request repoUrl: an
+// https://host/... or ssh://host/... URL, or the scp form user@host:path
+// that git uses for ssh.
+func ValidRepoURL(s string) bool {
 	if strings.ContainsAny(s, " \t\r\n") || s == "" {
 		return false
 	}
