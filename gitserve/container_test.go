@@ -46,6 +46,11 @@ run push-other-token git -c http.extraHeader="Authorization: Bearer $TOKEN_B" pu
 run clone-other-repo git -c http.extraHeader="$H" clone -q "$OTHER_URL" /tmp/o
 run basic-auth git -c http.extraHeader="Authorization: Basic $(printf 'x:%s' "$TOKEN_A" | base64 -w0)" ls-remote origin
 run no-ca env GIT_SSL_CAINFO=/dev/null SSL_CERT_FILE=/dev/null git -c http.extraHeader="$H" ls-remote origin
+git branch packed-one HEAD~1
+git pack-refs --all
+echo three > three.txt && git add three.txt && git commit -qm three
+echo "THIRD $(git rev-parse HEAD)"
+echo "PACKED $(git rev-parse packed-one)"
 echo DONE
 `
 
@@ -151,7 +156,7 @@ func TestServiceFromAContainer(t *testing.T) {
 		t.Fatalf("container script did not finish:\n%s", out)
 	}
 	results := map[string]string{}
-	var first, second string
+	var first, second, third, packed string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		switch {
@@ -161,6 +166,10 @@ func TestServiceFromAContainer(t *testing.T) {
 			first = f[1]
 		case len(f) == 2 && f[0] == "SECOND":
 			second = f[1]
+		case len(f) == 2 && f[0] == "THIRD":
+			third = f[1]
+		case len(f) == 2 && f[0] == "PACKED":
+			packed = f[1]
 		}
 	}
 	want := map[string]string{
@@ -187,8 +196,32 @@ func TestServiceFromAContainer(t *testing.T) {
 		t.Errorf("the refused commit %s reached the mirror", second)
 	}
 	if commits, err := s.Unreceived(ctx, repo, "aimi-ca", "feat/ca"); err != nil || len(commits) != 0 {
-		t.Errorf("Unreceived after the push = %v, %v", commits, err)
+		t.Errorf("Unreceived after the push (no probe) = %v, %v", commits, err)
 	}
+
+	// The engine probe reads the stopped container's branches: a loose ref
+	// (newer than its stale packed entry), a packed one, a missing one; and
+	// Unreceived with it names the commit the service never got.
+	if third == "" || packed == "" {
+		t.Fatalf("script printed no THIRD/PACKED commits:\n%s", out)
+	}
+	probe := EngineProbe{Engine: cli, Workspace: "/tmp/w"}
+	for branch, want := range map[string]string{"feat/ca": third, "packed-one": packed, "nosuch": ""} {
+		got, err := probe.BranchTip(ctx, created.ID, branch)
+		if err != nil || got != want {
+			t.Errorf("BranchTip(%s) = %q, %v; want %q", branch, got, err, want)
+		}
+	}
+	// The orchestrator names containers by name; the test's container has
+	// a different name than the grant, so probe by id through a shim.
+	s.opts.TipProbe = probeAs{probe, map[string]string{"aimi-ca": created.ID}}
+	if commits, err := s.Unreceived(ctx, repo, "aimi-ca", "feat/ca"); err != nil || len(commits) != 1 || commits[0] != third {
+		t.Errorf("Unreceived with the engine probe = %v, %v; want [%s]", commits, err, third)
+	}
+	if tip, err := probe.BranchTip(ctx, "aimi-no-such-container-"+run, "feat/ca"); err != nil || tip != "" {
+		t.Errorf("BranchTip of a missing container = %q, %v", tip, err)
+	}
+
 	for _, secret := range []string{a.Token, b.Token, other.Token} {
 		if strings.Contains(logs.String(), secret) {
 			t.Error("a token is in the service's logs")
@@ -197,4 +230,14 @@ func TestServiceFromAContainer(t *testing.T) {
 	if t.Failed() {
 		t.Logf("container output:\n%s", out)
 	}
+}
+
+// probeAs maps grant names to the test container's id.
+type probeAs struct {
+	p     EngineProbe
+	names map[string]string
+}
+
+func (p probeAs) BranchTip(ctx context.Context, name, branch string) (string, error) {
+	return p.p.BranchTip(ctx, p.names[name], branch)
 }
