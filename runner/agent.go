@@ -172,10 +172,13 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt string) outco
 	}))
 	close(ready)
 	crashed := func(step string, err error) outcome {
+		// The connection sees the agent's stdout close before Wait reaps the
+		// process and drains its stderr: give the exit a moment to land so the
+		// story says why the agent died.
 		select {
 		case <-proc.exited:
-			err = fmt.Errorf("agent exited during %s (%v): %s", step, err, oneLine(proc.stderr.String(), 400))
-		default:
+			err = fmt.Errorf("agent exited during %s (%v): %s", step, proc.cmd.ProcessState, oneLine(proc.stderr.String(), 400))
+		case <-time.After(processExitWait):
 			err = fmt.Errorf("agent %s: %w", step, err)
 		}
 		return outcome{err: err, summary: client.Transcript().Summary()}

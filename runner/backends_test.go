@@ -100,3 +100,23 @@ func TestRunWithExecBackend(t *testing.T) {
 		})
 	}
 }
+
+func TestAgentThatDiesFailsItsStoryAndSkipsDependents(t *testing.T) {
+	f := fixture(t, linear)
+	s := newScenario(t, f, "")
+	s.cfg.Agent = AgentACP
+	s.cfg.AgentCommand = `echo "agent: missing API key" >&2; exit 3`
+	code, msgs := runScenario(t, context.Background(), s, s.request(t))
+	c := completionOf(t, msgs)
+	if c.Status != acpmsg.CompletionCompleted || code != ExitOK {
+		t.Fatalf("completion %+v", c)
+	}
+	errs := strings.Join(c.Errors, "\n")
+	if !strings.Contains(errs, "US-001: AGENT_CRASH") || !strings.Contains(errs, "missing API key") {
+		t.Fatalf("errors %q", c.Errors)
+	}
+	got := finalStatuses(t, s)
+	if got["US-001"] != tasks.Failed || got["US-002"] != tasks.Skipped || got["US-003"] != tasks.Skipped {
+		t.Fatalf("statuses %v", got)
+	}
+}
