@@ -245,8 +245,6 @@ func hasField(fields []FieldError, field string) bool {
 
 func valueString(fe validator.FieldError) string {
 	switch fe.Tag() {
-	case "envkey":
-		// dive,keys reports the key as the value.
 	case "max":
 		if fe.Kind() == reflect.Slice {
 			return fmt.Sprintf("%d entries", reflect.ValueOf(fe.Value()).Len())
