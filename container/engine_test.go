@@ -70,6 +70,7 @@ func TestEngine(t *testing.T) {
 		t.Run("name collision missing image invalid name are clear errors leaving nothing", e.testCreateErrors)
 		t.Run("exit code and die event are reported", e.testExitAndEvents)
 		t.Run("network is kept while a container refers to it", e.testNetworkLifecycle)
+		t.Run("a last line without newline is read after the exit, not while running", e.testUnterminated)
 	})
 	if left, err := e.d.List(ctx, map[string]string{dockertest.LabelKey: run}); err != nil || len(left) != 0 {
 		t.Errorf("containers left after the subtests: %d (%v)", len(left), err)
@@ -672,6 +673,36 @@ func (e *engine) testNetworkLifecycle(t *testing.T) {
 	}
 	if err := e.d.RemoveNetworkIfUnused(ctx, plain); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func (e *engine) testUnterminated(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	id, exit, lines := e.launch(t, ctx, e.spec("unterminated", "line:done;raw:half;sleep:60s"))
+	until(t, lines, "done")
+	// While it runs, "half" may still grow: a snapshot must not return it.
+	time.Sleep(300 * time.Millisecond)
+	snap, err := e.d.Lines(ctx, id, Cursor{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(drain(t, snap)); !slices.Equal(got, []string{"done"}) {
+		t.Fatalf("snapshot of a running container = %q, want only the complete line", got)
+	}
+	if err := e.d.Stop(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitExit(t, exit)
+	if got := texts(drain(t, lines)); !slices.Equal(got, []string{"half"}) {
+		t.Fatalf("follower after the exit got %q, want the unterminated last line", got)
+	}
+	all, err := e.d.Lines(ctx, id, Cursor{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(drain(t, all)); !slices.Equal(got, []string{"done", "half"}) {
+		t.Fatalf("reader after the exit got %q", got)
 	}
 }
 

@@ -70,7 +70,9 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 	r.floor = r.after.Time
 	failures, delivered := 0, 0
 	backoff := 20 * time.Millisecond
-	final := !follow
+	// final: this pass is the last (not following). exited: the container
+	// is known to have exited, so an open line at the end is complete.
+	final, exited := !follow, false
 	for {
 		fs := newFrameSplitter(MaxLineBytes, func(l Line) bool { return r.deliver(ctx, l) })
 		r.fs = fs
@@ -79,9 +81,12 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 			return
 		}
 		if final && err == nil {
-			// The output really ended: a last line without newline is a
-			// line.
-			fs.flush()
+			// Once the container has exited, a last line without a newline
+			// is a line; while it runs, it is half a line and stays unread
+			// (a later reader from this cursor gets it whole).
+			if exited || r.hasExited(ctx) {
+				fs.flush()
+			}
 			return
 		}
 		r.advanceFloor(fs)
@@ -111,7 +116,7 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 		case info.Status == "exited" || info.Status == "dead":
 			// One more pass, not following, started after the exit: it
 			// picks up whatever the follow stream had not delivered yet.
-			final = true
+			final, exited = true, true
 			continue
 		}
 		// Created: the engine does not follow a container that has not
@@ -124,8 +129,19 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 		if sleepCtx(ctx, backoff) != nil {
 			return
 		}
-		backoff = min(2*backoff, time.Second)
+		// Waiting for a start should not add much latency; waiting out
+		// failures may.
+		limit := time.Second
+		if err == nil && ierr == nil && info.Status == "created" {
+			limit = 250 * time.Millisecond
+		}
+		backoff = min(2*backoff, limit)
 	}
+}
+
+func (r *lineReader) hasExited(ctx context.Context) bool {
+	info, err := r.d.Inspect(ctx, r.id)
+	return err == nil && (info.Status == "exited" || info.Status == "dead")
 }
 
 // pass reads the log once from the floor.

@@ -7,6 +7,7 @@
 // separated by ';', each "verb" or "verb:argument", run in order:
 //
 //	line:TEXT      print TEXT on stdout
+//	raw:TEXT       print TEXT on stdout without a newline
 //	err:TEXT       print TEXT on stderr
 //	lines:N        print N lines "line <i>" on stdout in one write burst; i
 //	               counts on across lines steps (0, 1, 2, ...)
@@ -75,6 +76,8 @@ func (b *box) do(verb, arg string) error {
 	switch verb {
 	case "line":
 		fmt.Fprintln(out, arg)
+	case "raw":
+		out.WriteString(arg)
 	case "err":
 		fmt.Fprintln(os.Stderr, arg)
 	case "lines":
