@@ -71,7 +71,9 @@ type Recorder struct {
 	closed     bool
 	stats      RecorderStats
 
-	job       *saveJob // durable snapshot waiting for the saver
+	buffered  int           // journal bytes not yet taken by a batch
+	takenCh   chan struct{} // closed (and replaced) when a batch takes the buffers
+	job       *saveJob      // durable snapshot waiting for the saver
 	kick      chan struct{}
 	quit      chan struct{}
 	done      chan struct{}
@@ -118,6 +120,7 @@ func NewRecorder(store *Store, sw *Swarm, opts RecorderOptions) *Recorder {
 		store: store, opts: opts, log: log.With("swarm", sw.SwarmID),
 		swarm: sw, conts: map[string]*tracked{},
 		savedCh: make(chan struct{}),
+		takenCh: make(chan struct{}),
 		kick:    make(chan struct{}, 1),
 		quit:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -339,14 +342,32 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 		return fmt.Errorf("record %s: encode record: %w", containerName, err)
 	}
 	j.buf = append(append(j.buf, line...), '\n')
+	r.buffered += len(line) + 1
 	r.stats.Records++
 	if changed {
 		tc.t.CopyTo(tc.c)
 		tc.c.UpdatedAt = now
 	}
 	r.changedLocked(now, changed)
+	// Backpressure: when the disk falls behind, hold the reader of this
+	// container's lines instead of buffering without bound.
+	for r.buffered > maxBuffered && !r.closed {
+		ch := r.takenCh
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			r.mu.Lock()
+			return fmt.Errorf("record %s: journal buffer full, stopped waiting (the record is kept): %w", containerName, ctx.Err())
+		case <-ch:
+		}
+		r.mu.Lock()
+	}
 	return rejected
 }
+
+// maxBuffered bounds the journal bytes waiting for a batch; Record blocks
+// above it until the loop takes them.
+const maxBuffered = 8 << 20
 
 // checkIdentity rejects a message addressed to another swarm or container.
 func (r *Recorder) checkIdentity(c *Container, m *acpmsg.Message) error {
@@ -560,6 +581,9 @@ func (r *Recorder) batch() error {
 			js = append(js, j)
 		}
 	}
+	r.buffered = 0
+	close(r.takenCh)
+	r.takenCh = make(chan struct{})
 	job := &saveJob{gen: gen}
 	if r.stateDirty {
 		job.snap, job.since = r.swarm.Clone(), r.firstDirty

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,5 +276,66 @@ func TestRecorderLifecycleErrors(t *testing.T) {
 	}
 	if err := recordMsg(t, rec, "c", 1, taskRequest(1)); !errors.Is(err, ErrClosed) {
 		t.Errorf("Record after Close = %v", err)
+	}
+}
+
+// TestRecorderConcurrentUse records from several goroutines while others
+// read snapshots, stories and positions and flush; run with -race.
+func TestRecorderConcurrentUse(t *testing.T) {
+	const containers, perContainer = 4, 300
+	ctx := context.Background()
+	names := []string{"c0", "c1", "c2", "c3"}
+	rec, st := newTestRecorder(t, t.TempDir(), 64, names...)
+	msgs := endlessStream(perContainer, 64)
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = rec.Snapshot()
+			_, _ = rec.Stories("c1")
+			_, _ = rec.Position("c2")
+			_ = rec.Stats()
+			if err := rec.Flush(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	var writers sync.WaitGroup
+	for ci, name := range names {
+		writers.Go(func() {
+			for i, m := range msgs {
+				m.ContainerID = fmt.Sprintf("abc000abc%03x", ci)
+				if err := rec.Record(ctx, name, Record{Cursor: cursor(i), Stream: StreamStdout}, &m); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(stop)
+	readers.Wait()
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sw, err := st.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fold(pendingFile(64), msgs).progress
+	for _, name := range names {
+		recs, err := ReadJournal(rec.JournalPath(name))
+		if err != nil || len(recs) != perContainer {
+			t.Fatalf("%s: %d records, %v", name, len(recs), err)
+		}
+		if got := sw.Container(name).StoryProgress; got != want {
+			t.Errorf("%s: state %+v, want %+v", name, got, want)
+		}
 	}
 }
