@@ -145,6 +145,8 @@ func TestParseRules(t *testing.T) {
 		{"missing payload is required", TypeError, func(m, p map[string]any) { delete(m, "payload") }, "payload", "required"},
 		{"null payload is required", TypeError, func(m, p map[string]any) { m["payload"] = nil }, "payload", "required"},
 		{"payload that is not an object is rejected", TypeError, func(m, p map[string]any) { m["payload"] = "x" }, "payload", "type"},
+		{"keys are case-sensitive", TypeError, func(m, p map[string]any) { m["TYPE"] = m["type"]; delete(m, "type") }, "type", "required"},
+		{"null string value is a type error", TypeError, func(m, p map[string]any) { m["containerId"] = nil }, "containerId", "type"},
 		{"unknown fields are ignored", TypeError, func(m, p map[string]any) { m["extra"] = 1; p["more"] = true }, "", ""},
 		// task-request
 		{"task-request without envVars is valid", TypeTaskRequest, func(m, p map[string]any) { delete(p, "envVars") }, "", ""},
