@@ -318,3 +318,43 @@ func TestContentKeyChangesWithEveryInput(t *testing.T) {
 		}
 	}
 }
+
+// FuzzAddPackage feeds arbitrary bytes as a package's filesystem tar: the
+// merger must not panic, and whatever it writes must stay a valid tar whose
+// paths are clean, relative and unique, each after its parent.
+func FuzzAddPackage(f *testing.F) {
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var out bytes.Buffer
+		m := newRootfsMerger(&out, time.Unix(0, 0))
+		if err := m.skeleton(DefaultUser, Workspace); err != nil {
+			t.Fatal(err)
+		}
+		_ = m.addPackage("fuzz", bytes.NewReader(data)) // errors are fine, panics are not
+		if err := m.finish(DefaultUser, "bookworm", nil); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		tr := tar.NewReader(&out)
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if err != nil {
+				t.Fatalf("merged tar unreadable: %v", err)
+			}
+			name := strings.TrimSuffix(h.Name, "/")
+			if name == "" || strings.HasPrefix(name, "/") || name != filepath.Clean(name) || strings.HasPrefix(name, "..") {
+				t.Fatalf("unclean path %q", h.Name)
+			}
+			if seen[name] {
+				t.Fatalf("path %q written twice", name)
+			}
+			if p := filepath.Dir(name); p != "." && !seen[p] {
+				t.Fatalf("%q before its parent", name)
+			}
+			seen[name] = true
+		}
+	})
+}
