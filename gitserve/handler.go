@@ -75,11 +75,20 @@ func (s *Service) cgi(rec record) *cgi.Handler {
 // withoutCredentials is the request git http-backend sees: its path rebuilt
 // from the checked parts and no Authorization header (net/http/cgi would
 // put it into the environment of git and its hooks).
+//
+// A chunked body (git sends one for any request past http.postBuffer, 1 MiB
+// by default) is handed on as a body of unknown length: net/http/cgi answers
+// 400 to chunked requests, while git http-backend without CONTENT_LENGTH
+// reads its input to the end, which is exactly the decoded body.
 func withoutCredentials(r *http.Request, key, rest string) *http.Request {
 	r2 := r.Clone(r.Context())
 	r2.Header.Del("Authorization")
 	r2.URL.Path = "/" + key + ".git/" + rest
 	r2.URL.RawPath = ""
+	if len(r2.TransferEncoding) > 0 {
+		r2.TransferEncoding = nil
+		r2.ContentLength = -1
+	}
 	return r2
 }
 
