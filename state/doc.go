@@ -36,44 +36,65 @@
 // Store is <repo>/.aimi/swarm-state.json. Saves write a temp file in the same
 // directory, fsync it, rename it over the file and fsync the directory, all
 // under flock(LOCK_EX) on .aimi/swarm-state.json.lock, the lock the aimi
-// shell tools take. Readers need no lock: rename is atomic, so they see the
-// old or the new file, never a mix. A missing file is ErrNoState; an empty or
-// unparsable one is renamed aside to swarm-state.json.corrupt-<UTC time> and
-// reported as a *CorruptError naming both paths.
+// shell tools take (waiting for it honours ctx). Readers need no lock:
+// rename is atomic, so they see the old or the new file, never a mix. A
+// missing file is ErrNoState; an empty or unparsable one is renamed aside to
+// swarm-state.json.corrupt-<UTC time> (under the lock, after re-reading) and
+// reported as a *CorruptError naming both paths. Update is load, mutate,
+// save under one lock hold, so other tools' edits in between are kept; what
+// the mutation adds or changes must validate, while entries it leaves as
+// another tool wrote them are written back untouched. CheckFile checks raw
+// bytes for exactly the schema's shape (keys, nulls, types, patterns)
+// without a JSON Schema engine; `aimi swarm status --json` uses it, and a
+// test holds it to the schema itself.
 //
 // # Journal
 //
 // Every line read from a container, and every decision the daemon makes about
-// it (OOM, crash, timeout: stream "daemon"), is one NDJSON Record appended to
-// .aimi/swarm/<swarmId>/<containerName>.ndjson:
+// it (OOM, crash, timeout, the task-request it sent: stream "daemon"), is one
+// NDJSON Record appended to .aimi/swarm/<swarmId>/<containerName>.ndjson:
 //
 //	{"seq":1,"cursor":"2026-11-22T10:31:00.123456789Z","time":"...","stream":"stdout",
 //	 "valid":true,"type":"progress-update","message":{...}}
-//	{"seq":2,"cursor":"...","time":"...","stream":"stdout","valid":false,
+//	{"seq":2,"cursor":"...","time":"...","stream":"stderr","valid":false,
 //	 "reason":"line is not JSON","raw":"npm WARN ..."}
 //
 // seq counts from 1 per container and continues across restarts; cursor is
 // the engine's log timestamp of the line (empty for daemon records), the
-// position to resume `logs --since` from (LastPosition); time is when the
-// record was made; valid/reason is the message validator's verdict; message
-// is the parsed message for a valid line, raw the line otherwise (rawBase64
-// instead when the line is not UTF-8, so nothing is lost); rejected is the
-// fold's reason when a valid message was not applied. The envVars values of a
-// task-request are replaced by "[redacted]" before journaling: they may hold
-// secrets. A torn last line (crash mid-append) is ignored by readers and cut
-// off before the next append; it was never acknowledged, because the state
-// is only saved after the records it reflects are fsynced.
+// position to resume `logs --since` from (LastPosition, Recorder.Position);
+// time is when the record was made; valid/reason is the message validator's
+// verdict; message is the parsed message of a valid line, raw the line
+// otherwise (rawBase64 instead when the line is not UTF-8, so nothing is
+// lost); rejected is the fold's reason when a valid message was not applied.
+// The envVars values of a task-request are replaced by "[redacted]" before
+// journaling: they may hold secrets. A torn last line (crash mid-append) is
+// ignored by readers and cut off before the next append; it was never
+// acknowledged, because the state is only saved after the records it
+// reflects are fsynced. ReadJournal reads a whole journal; RestoreTracker
+// rebuilds a container's fold from it after a restart (per-story status is
+// not in the state file), skipping records that were rejected.
 //
 // # Recorder
 //
-// The Recorder is what the daemon calls per line. Record appends to an
-// in-memory journal buffer, folds the message and marks the state dirty; a
-// background loop swaps the buffers out together with a snapshot of the
-// swarm, writes and fsyncs the journals (group commit: one fsync per journal
-// per batch), and only then saves the snapshot (coalesced: one write per
-// batch), merging it into the file under the lock so entries of containers
-// the Recorder does not track, written by other tools, are kept. Flush forces
-// a batch and waits for it; Close flushes and stops the loop. RestoreTracker
-// replays a journal after a restart, because per-story status is not in the
-// state file.
+// The Recorder is what the daemon calls per line. Track registers a
+// container with its Tracker; Record appends the line's record to an
+// in-memory journal buffer, folds its message and marks the state dirty, and
+// drops a line whose cursor is before the journal's last one (or equal, with
+// the same content): a restarted reader's `since` replay. A background loop
+// makes group commits: it takes every container's buffered records together
+// with a snapshot of the swarm they produce (one critical section, so the
+// snapshot reflects nothing outside the batch and earlier durable ones),
+// writes and fsyncs the journals in parallel, and hands the snapshot to a
+// saver goroutine, which writes it while the next batch commits (a
+// pipeline; snapshots waiting behind a save coalesce into the newest). The
+// save merges into the file under the lock: tracked containers' entries are
+// replaced or appended, entries the Recorder does not track are kept. When
+// 8 MiB of journal is waiting, Record blocks (backpressure). Flush forces a
+// batch and waits until everything recorded before it is durable and saved
+// (call it when a container exits, before removing it, and on shutdown);
+// Close flushes and stops. UpdateContainer changes a container's own fields
+// (id, pid); status, prUrl and storyProgress come only from the fold.
+// Measured on the shared 2-core box (BenchmarkRecorder*): ~100,000 journaled
+// messages/s flooding, and at a paced 20,000 messages/s the state file trails
+// by ~11-16 ms at the median and ~50-60 ms at p99 (fsync stalls of the host).
 package state

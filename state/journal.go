@@ -274,8 +274,8 @@ func (r *Record) contentHash() uint64 {
 }
 
 // RestoreTracker rebuilds a container's fold after a restart by replaying
-// the valid messages of its journal over a tracker built from the task file
-// (records the fold rejected the first time are rejected again, harmlessly).
+// the valid, accepted messages of its journal over a tracker built from the
+// task file (records rejected the first time are skipped).
 // A missing journal gives a fresh tracker. It also returns where the journal
 // ends, to resume reading the container's logs from.
 func RestoreTracker(path string, tf *tasks.File) (*Tracker, Position, error) {
@@ -294,7 +294,10 @@ func RestoreTracker(path string, tf *tasks.File) (*Tracker, Position, error) {
 		if r.Cursor != "" {
 			pos.Cursor = r.Cursor
 		}
-		if !r.Valid {
+		if !r.Valid || r.Rejected != "" {
+			// Rejected once, rejected for good: replaying it could only
+			// differ where the first verdict depended on more than the
+			// fold (a message addressed to another swarm or container).
 			return nil
 		}
 		m, err := r.DecodeMessage()

@@ -199,7 +199,11 @@ var (
 
 // Validate reports every way the swarm would fail the schema, joined, or nil.
 // Save calls it, so an invalid state is never written.
-func (s *Swarm) Validate() error {
+func (s *Swarm) Validate() error { return s.validate(nil) }
+
+// validate is Validate that skips containers whose JSON encoding is in
+// unchanged.
+func (s *Swarm) validate(unchanged map[string]bool) error {
 	var errs []error
 	if !swarmIDRe.MatchString(s.SwarmID) {
 		errs = append(errs, fmt.Errorf("swarmId %q is not a lowercase UUID v4", s.SwarmID))
@@ -211,6 +215,11 @@ func (s *Swarm) Validate() error {
 		if c == nil {
 			errs = append(errs, fmt.Errorf("containers[%d] is null", i))
 			continue
+		}
+		if unchanged != nil {
+			if b, err := json.Marshal(c); err == nil && unchanged[string(b)] {
+				continue
+			}
 		}
 		if err := c.validate(); err != nil {
 			errs = append(errs, fmt.Errorf("containers[%d] (%s): %w", i, c.ContainerName, err))

@@ -339,3 +339,19 @@ func TestRecorderConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+func TestRestoreSkipsRecordsRejectedTheFirstTime(t *testing.T) {
+	ctx := context.Background()
+	rec, _ := newTestRecorder(t, t.TempDir(), 1, "c")
+	m := progress(1, "US-001", tasks.InProgress)
+	m.ContainerID = "fff000fff000" // another container's message
+	recordMsg(t, rec, "c", 1, m)
+	rec.Flush(ctx)
+	tr, _, err := RestoreTracker(rec.JournalPath("c"), pendingFile(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Stories()["US-001"] != tasks.Pending || tr.Status() != StatusPending {
+		t.Fatalf("a rejected record was applied on restore: %v %s", tr.Stories(), tr.Status())
+	}
+}

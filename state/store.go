@@ -186,7 +186,9 @@ func (s *Store) Save(ctx context.Context, sw *Swarm) error {
 // Update locks the file, loads it, lets fn mutate it and saves the result,
 // so edits other tools made in between are not clobbered. A missing file is
 // ErrNoState, a corrupt one *CorruptError; fn is not called then. If fn
-// returns an error nothing is written.
+// returns an error nothing is written. What fn adds or changes must
+// validate; entries it leaves as the file had them are written back as they
+// were, valid or not (they are the business of the tool that wrote them).
 func (s *Store) Update(ctx context.Context, fn func(*Swarm) error) error {
 	return s.update(ctx, func(cur *Swarm) (*Swarm, error) {
 		if cur == nil {
@@ -214,11 +216,23 @@ func (s *Store) update(ctx context.Context, fn func(cur *Swarm) (*Swarm, error),
 		default:
 			return err
 		}
+		// Entries another tool wrote and this update leaves as they are
+		// are that tool's business: only what changes must validate, so
+		// one foreign, out-of-schema entry cannot stop every later save.
+		var unchanged map[string]bool
+		if cur != nil {
+			unchanged = make(map[string]bool, len(cur.Containers))
+			for _, c := range cur.Containers {
+				if b, err := json.Marshal(c); err == nil {
+					unchanged[string(b)] = true
+				}
+			}
+		}
 		next, err := fn(cur)
 		if err != nil {
 			return err
 		}
-		if err := next.Validate(); err != nil {
+		if err := next.validate(unchanged); err != nil {
 			return fmt.Errorf("refusing to save an invalid swarm state: %w", err)
 		}
 		return s.writeLocked(next)

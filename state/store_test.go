@@ -222,3 +222,23 @@ func TestStoreLoadSave(t *testing.T) {
 		}
 	})
 }
+
+func TestUpdateToleratesForeignInvalidEntriesItDoesNotChange(t *testing.T) {
+	ctx := context.Background()
+	st := Open(t.TempDir())
+	st.Save(ctx, newTestSwarm("mine"))
+	// a shell tool adds an entry without an engine id (out of schema)
+	b, _ := os.ReadFile(st.Path())
+	foreign := `{"containerId":"","containerName":"theirs","taskFilePath":"t.json","branchName":"feat/t","status":"pending","storyProgress":{"total":0,"completed":0,"failed":0,"inProgress":0,"pending":0},"createdAt":"2026-11-22T10:31:00Z","updatedAt":"2026-11-22T10:31:00Z"}`
+	os.WriteFile(st.Path(), []byte(strings.Replace(string(b), `"containers": [`, `"containers": [`+foreign+`,`, 1)), 0o644)
+	if err := st.Update(ctx, func(s *Swarm) error { s.Container("mine").Status = StatusRunning; return nil }); err != nil {
+		t.Fatalf("update of my entry: %v", err)
+	}
+	if err := st.Update(ctx, func(s *Swarm) error { s.Container("theirs").Status = StatusRunning; return nil }); err == nil {
+		t.Fatal("an update that changes the invalid entry was saved")
+	}
+	sw, _ := st.Load(ctx)
+	if len(sw.Containers) != 2 || sw.Container("mine").Status != StatusRunning {
+		t.Fatalf("after update: %+v", sw.Containers)
+	}
+}
