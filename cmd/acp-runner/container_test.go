@@ -1,0 +1,132 @@
+package main
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/uuid"
+)
+
+const diamondTasks = `{
+  "schemaVersion": "3.0",
+  "metadata": {"title": "feat: in a box", "type": "feat", "branchName": "feat/box", "createdAt": "2026-11-20", "planPath": null, "maxConcurrency": 2},
+  "userStories": [
+    {"id": "US-001", "title": "One", "description": "d", "acceptanceCriteria": ["File step-1.txt exists"], "priority": 1, "status": "pending", "dependsOn": [], "notes": ""},
+    {"id": "US-002", "title": "Two", "description": "d", "acceptanceCriteria": ["File step-2.txt exists"], "priority": 2, "status": "pending", "dependsOn": ["US-001"], "notes": ""},
+    {"id": "US-003", "title": "Three", "description": "d", "acceptanceCriteria": ["File step-3.txt exists"], "priority": 3, "status": "pending", "dependsOn": ["US-001"], "notes": ""}
+  ]
+}
+`
+
+// TestRunnerInSandboxImage runs the static binary as the entrypoint of the
+// Debian-based sandbox image (unprivileged user, git, /workspace), with the
+// demo agent, against an https git server on the host (host network; the
+// server's CA is copied into the container). Stdin is attached and left
+// open, as the daemon does. Every stdout line must validate, the branch must
+// get one commit per story.
+func TestRunnerInSandboxImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox image")
+	}
+	cli := dockertest.Client(t)
+	img := sandboxtest.Image(t)
+	runID := dockertest.RunID()
+	dockertest.Cleanup(t, dockertest.LabelKey, runID)
+	srv := gittest.New(t, "box-token", map[string]string{".aimi/tasks/box-tasks.json": diamondTasks})
+	ca, err := os.ReadFile(srv.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	created, err := cli.ContainerCreate(ctx, &container.Config{
+		Image:     img,
+		OpenStdin: true, StdinOnce: false, AttachStdin: true,
+		Env:    []string{"AIMI_AGENT=demo", "AIMI_GIT_TOKEN=box-token", "GIT_SSL_CAINFO=/tmp/ca.pem"},
+		Labels: map[string]string{dockertest.LabelKey: runID},
+	}, &container.HostConfig{NetworkMode: "host"}, nil, nil, "")
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	_ = tw.WriteHeader(&tar.Header{Name: "ca.pem", Mode: 0o644, Size: int64(len(ca))})
+	_, _ = tw.Write(ca)
+	_ = tw.Close()
+	if err := cli.CopyToContainer(ctx, created.ID, "/tmp", &tarBuf, container.CopyToContainerOptions{}); err != nil {
+		t.Fatalf("copy CA: %v", err)
+	}
+	att, err := cli.ContainerAttach(ctx, created.ID, container.AttachOptions{Stream: true, Stdin: true})
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	defer att.Close()
+	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	line, err := acpmsg.Marshal(acpmsg.NewMessage(acpmsg.TypeTaskRequest, uuid.NewString(), created.ID[:12], &acpmsg.TaskRequest{
+		TaskFilePath: ".aimi/tasks/box-tasks.json", BranchName: "feat/box", RepoURL: srv.URL}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := att.Conn.Write(append(line, '\n')); err != nil {
+		t.Fatalf("write request: %v", err)
+	}
+	var code int64
+	select {
+	case w := <-waitC:
+		code = w.StatusCode
+	case err := <-errC:
+		t.Fatalf("wait: %v", err)
+	}
+	logs, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logs.Close()
+	var stdout, stderr bytes.Buffer
+	if _, err := stdcopy.StdCopy(&stdout, &stderr, logs); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stdout.String()+stderr.String(), "box-token") {
+		t.Fatal("token leaked into the container's output")
+	}
+	var msgs []acpmsg.Message
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		m, err := acpmsg.ParseFromContainer(sc.Bytes())
+		if err != nil {
+			t.Fatalf("invalid line %q: %v\nstderr:\n%s", sc.Text(), err, stderr.String())
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		t.Fatalf("no output (exit %d); stderr:\n%s", code, stderr.String())
+	}
+	c, ok := msgs[len(msgs)-1].Payload.(*acpmsg.Completion)
+	if !ok || c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 || code != 0 {
+		t.Fatalf("final %+v exit %d; stderr:\n%s", msgs[len(msgs)-1].Payload, code, stderr.String())
+	}
+	commits := 0
+	for _, l := range srv.Log(t, "feat/box") {
+		if strings.HasPrefix(l, "US-") {
+			commits++
+		}
+	}
+	if commits != 3 {
+		t.Fatalf("branch has %d story commits, want 3: %q", commits, srv.Log(t, "feat/box"))
+	}
+}
