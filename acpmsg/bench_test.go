@@ -57,6 +57,7 @@ func BenchmarkDecodeValidate(b *testing.B) {
 	if cpu > 0 {
 		// Per CPU-second (GC included): the one-core figure on a busy host.
 		b.ReportMetric(float64(n*len(lines))/cpu, "msgs/cpu-s")
+		b.ReportMetric(float64(n*size)/cpu/1e6, "MB/cpu-s")
 	}
 	b.ReportMetric(0, "ns/op")
 }
