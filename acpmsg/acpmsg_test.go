@@ -399,6 +399,20 @@ func TestUnmarshalJSONRejectsUnknownType(t *testing.T) {
 	}
 }
 
+func TestFieldErrorValueHidesURLCredentials(t *testing.T) {
+	m := base(TypeTaskRequest)
+	m["payload"].(map[string]any)["repoUrl"] = "http://x-token:ghp_secret123@github.com/o/r.git"
+	line, _ := json.Marshal(m)
+	_, err := Parse(line)
+	fe := FieldErrors(err)
+	if len(fe) != 1 || fe[0].Field != "payload.repoUrl" {
+		t.Fatalf("field errors = %+v", fe)
+	}
+	if strings.Contains(err.Error(), "secret") || fe[0].Value != "http://***@github.com/o/r.git" {
+		t.Fatalf("credentials leak into the error: %q", fe[0].Value)
+	}
+}
+
 func TestFieldErrorValueIsCutShort(t *testing.T) {
 	m := base(TypeProgressUpdate)
 	m["payload"].(map[string]any)["storyId"] = strings.Repeat("ü", 1000)

@@ -255,12 +255,15 @@ func valueString(fe validator.FieldError) string {
 	}
 	switch v := fe.Value().(type) {
 	case string:
+		if fe.Tag() == "repourl" {
+			v = redactUserinfo(v)
+		}
 		return cut(v)
 	case Type:
 		return cut(string(v))
 	case *string:
 		if v != nil {
-			return cut(*v)
+			return cut(redactUserinfo(*v))
 		}
 	}
 	return ""
@@ -397,3 +400,20 @@ func validWebURL(s string) bool {
 func isAlnum(c byte) bool { return isDigit(c) || isUpper(c) || (c >= 'a' && c <= 'z') }
 func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// redactUserinfo hides the user and password of scheme://user:pass@host/...
+// URLs: a token in a clone URL must not reach logs or the journal through a
+// validation error.
+func redactUserinfo(s string) string {
+	_, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	authority, _, _ := strings.Cut(rest, "/")
+	at := strings.LastIndexByte(authority, '@')
+	if at < 0 {
+		return s
+	}
+	start := len(s) - len(rest)
+	return s[:start] + "***" + s[start+at:]
+}
