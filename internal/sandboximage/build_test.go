@@ -3,8 +3,11 @@ package sandboximage_test
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,38 +39,62 @@ func firstLine(s string) string {
 	return l
 }
 
-// buildTestImage builds the image under a test tag with a label unique to
-// this run (so its content key, and thus its final layer, is the test's
-// own), and removes it when the test ends. The rootfs tarball and base
-// image stay cached for the next run.
-func buildTestImage(t *testing.T, cli client.APIClient, runID string) (opts sandboximage.Options, first sandboximage.Result) {
-	t.Helper()
-	opts = sandboximage.Options{
-		Tag:           "aimi-sandbox:test-" + runID,
-		RunnerPackage: runnerPackage(t),
-		Labels:        map[string]string{dockertest.LabelKey: runID},
-		Client:        cli,
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	r, err := sandboximage.BuildDetailed(ctx, opts)
-	if err != nil {
-		t.Fatalf("first build: %v", err)
-	}
-	t.Cleanup(func() {
+// shared is the one run-unique image this package's tests build: its label
+// makes its content key (and so its final layer) the run's own, while the
+// rootfs tarball and base image stay cached for the next run. TestMain
+// removes it at the end.
+var shared struct {
+	once  sync.Once
+	cli   *client.Client
+	runID string
+	opts  sandboximage.Options
+	first sandboximage.Result
+	err   error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.cli != nil && shared.opts.Tag != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := sandboximage.RemoveTag(ctx, cli, "", opts.Tag); err != nil {
-			t.Errorf("remove test image: %v", err)
+		if err := sandboximage.RemoveTag(ctx, shared.cli, "", shared.opts.Tag); err != nil {
+			fmt.Fprintln(os.Stderr, "remove test image:", err)
+			code = 1
 		}
+		cancel()
+		shared.cli.Close()
+	}
+	os.Exit(code)
+}
+
+// testImage builds (once per test binary) the image under a test tag and
+// returns its options and the first build's result.
+func testImage(t *testing.T) (*client.Client, string, sandboximage.Options, sandboximage.Result) {
+	t.Helper()
+	dockertest.Client(t) // the skip/fail policy when no engine answers
+	shared.once.Do(func() {
+		shared.cli, shared.err = dockertest.NewClient()
+		if shared.err != nil {
+			return
+		}
+		shared.runID = dockertest.RunID()
+		shared.opts = sandboximage.Options{
+			Tag:           "aimi-sandbox:test-" + shared.runID,
+			RunnerPackage: runnerPackage(t),
+			Labels:        map[string]string{dockertest.LabelKey: shared.runID},
+			Client:        shared.cli,
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		shared.first, shared.err = sandboximage.BuildDetailed(ctx, shared.opts)
 	})
-	return opts, r
+	if shared.err != nil {
+		t.Fatalf("first build: %v", shared.err)
+	}
+	return shared.cli, shared.runID, shared.opts, shared.first
 }
 
 func TestSecondBuildReusesTheCache(t *testing.T) {
-	cli := dockertest.Client(t)
-	runID := dockertest.RunID()
-	opts, first := buildTestImage(t, cli, runID)
+	cli, runID, opts, first := testImage(t)
 	t.Logf("first build: image-cached=%t base-cached=%t rootfs-cached=%t took=%s", first.ImageCached, first.BaseCached, first.RootfsCached, first.Took)
 	if first.ImageCached {
 		t.Fatal("first build of a run-unique image reported a cached image")
@@ -105,10 +132,8 @@ func TestSecondBuildReusesTheCache(t *testing.T) {
 }
 
 func TestImageRunsRunnerAndGitAsTheSandboxUser(t *testing.T) {
-	cli := dockertest.Client(t)
-	runID := dockertest.RunID()
-	opts, _ := buildTestImage(t, cli, runID)
-	dockertest.Cleanup(t, dockertest.LabelKey, runID) // runs before the image removal
+	cli, runID, opts, _ := testImage(t)
+	dockertest.Cleanup(t, dockertest.LabelKey, runID) // containers go before TestMain removes the image
 
 	tests := []struct {
 		name       string
