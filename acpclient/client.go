@@ -120,7 +120,8 @@ func outside(path string, err error) *acp.RequestError {
 }
 
 // isEscape reports whether os.Root refused the path because it leaves the
-// root (".." or a symlink pointing out).
+// root (".." or a symlink pointing out). The os package keeps that error
+// unexported (errPathEscapes), so its text is the only handle.
 func isEscape(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }

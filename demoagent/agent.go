@@ -143,7 +143,7 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 			text.WriteString("\n")
 		}
 	}
-	t := &turn{a: a, sid: p.SessionId, cwd: cwd, prompt: text.String()}
+	t := &turn{a: a, sid: p.SessionId, cwd: cwd, prompt: ownPart(text.String())}
 	reason, err := t.run(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -152,6 +152,19 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 		return acp.PromptResponse{}, err
 	}
 	return acp.PromptResponse{StopReason: reason}, nil
+}
+
+// DependencySection starts the part of the runner's prompt that quotes the
+// story's dependencies (their notes may carry markers of their own).
+const DependencySection = "This story builds on:"
+
+// ownPart is the prompt up to the dependency section: markers and file names
+// count only when they belong to the story being prompted.
+func ownPart(prompt string) string {
+	if i := strings.Index(prompt, DependencySection); i >= 0 {
+		return prompt[:i]
+	}
+	return prompt
 }
 
 type turn struct {

@@ -149,3 +149,14 @@ func TestDemoAgentSlowTurnEndsCancelledOnSessionCancel(t *testing.T) {
 		t.Fatal("no answer to the cancelled prompt")
 	}
 }
+
+func TestDemoAgentIgnoresMarkersOfDependencies(t *testing.T) {
+	conn, _, ws := connect(t, "allow")
+	got := prompt(t, conn, ws, "Story US-002\n- File two.txt exists\n\n"+demoagent.DependencySection+"\n- US-001: completed. Notes: [demo:fail] File one.txt exists\n")
+	if got != acp.StopReasonEndTurn {
+		t.Fatalf("stop reason %s", got)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "two.txt")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -13,8 +13,9 @@
 //   - runs `git status --short` in the workspace and reports its output;
 //   - ends with end_turn.
 //
-// Markers in the prompt (put them in a story's title, description or notes)
-// make behaviour deterministic for tests and demos:
+// Markers in the prompt (put them in a story's title, description or notes;
+// text after "This story builds on:", where the runner quotes dependencies,
+// is ignored) make behaviour deterministic for tests and demos:
 //   - "[demo:fail]": the agent writes nothing and ends with the refusal stop
 //     reason, so the runner marks the story failed;
 //   - "[demo:slow]": the agent waits (up to 60s) before finishing, until the

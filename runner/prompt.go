@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aimi-tools/swarm/demoagent"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -26,7 +27,7 @@ func buildPrompt(f *tasks.File, s tasks.Story, taskPath string) string {
 		fmt.Fprintf(&b, "Notes:\n%s\n\n", n)
 	}
 	if len(s.DependsOn) > 0 {
-		b.WriteString("This story builds on:\n")
+		b.WriteString(demoagent.DependencySection + "\n")
 		byID := map[string]tasks.Story{}
 		for _, o := range f.UserStories {
 			byID[o.ID] = o
