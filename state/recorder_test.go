@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -353,5 +354,59 @@ func TestRestoreSkipsRecordsRejectedTheFirstTime(t *testing.T) {
 	}
 	if tr.Stories()["US-001"] != tasks.Pending || tr.Status() != StatusPending {
 		t.Fatalf("a rejected record was applied on restore: %v %s", tr.Stories(), tr.Status())
+	}
+}
+
+// TestRecorderPropertyReplayedLinesLeaveStateAndJournalAsTheCleanStream
+// feeds a Recorder random valid streams as a restarting log reader would:
+// lines again at their own cursors, prefixes replayed from the start. The
+// state equals the clean stream's fold and the journal holds each line once.
+func TestRecorderPropertyReplayedLinesLeaveStateAndJournalAsTheCleanStream(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(11, 2026))
+	iters := 40
+	if testing.Short() {
+		iters = 10
+	}
+	for iter := range iters {
+		n := 1 + rng.IntN(6)
+		clean := randomStream(rng, n)
+		type line struct {
+			cur int
+			m   acpmsg.Message
+		}
+		var noisyLines []line
+		for i, m := range clean {
+			noisyLines = append(noisyLines, line{i, m})
+			for rng.IntN(4) == 0 {
+				noisyLines = append(noisyLines, line{i, m})
+			}
+			if rng.IntN(8) == 0 {
+				for k := range i + 1 {
+					noisyLines = append(noisyLines, line{k, clean[k]})
+				}
+			}
+		}
+		rec, st := newTestRecorder(t, t.TempDir(), n, "c")
+		for _, l := range noisyLines {
+			m := l.m
+			if err := rec.Record(ctx, "c", Record{Cursor: cursor(l.cur), Stream: StreamStdout}, &m); err != nil {
+				t.Fatalf("iter %d: %v", iter, err)
+			}
+		}
+		if err := rec.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := fold(pendingFile(n), clean)
+		sw, _ := st.Load(ctx)
+		c := sw.Container("c")
+		if c.Status != want.status || c.StoryProgress != want.progress || !eqPtr(c.PRURL, want.pr) {
+			t.Fatalf("iter %d: state %s %+v, clean fold %s %+v", iter, c.Status, c.StoryProgress, want.status, want.progress)
+		}
+		recs, _ := ReadJournal(rec.JournalPath("c"))
+		if len(recs) != len(clean) {
+			t.Fatalf("iter %d: %d journal records for %d lines", iter, len(recs), len(clean))
+		}
+		rec.Close(ctx)
 	}
 }
