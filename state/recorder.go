@@ -281,6 +281,11 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	switch rec.Stream {
+	case StreamStdout, StreamStderr, StreamDaemon:
+	default:
+		return fmt.Errorf("record %s: stream %q is not %s, %s or %s", containerName, rec.Stream, StreamStdout, StreamStderr, StreamDaemon)
+	}
 	if msg != nil {
 		b, err := encodeMessage(msg)
 		if err != nil {

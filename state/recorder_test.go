@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -26,7 +27,7 @@ func cursor(i int) string {
 func newTestRecorder(t *testing.T, root string, n int, names ...string) (*Recorder, *Store) {
 	t.Helper()
 	st := Open(root)
-	rec := NewRecorder(st, newTestSwarm(), RecorderOptions{})
+	rec := NewRecorder(st, newTestSwarm(), RecorderOptions{Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { rec.Close(context.Background()) })
 	for i, name := range names {
 		if err := rec.Track(newTestContainer(i, name), NewTracker(pendingFile(n))); err != nil {
@@ -265,6 +266,9 @@ func TestRecorderLifecycleErrors(t *testing.T) {
 	}
 	if err := recordMsg(t, rec, "nope", 1, taskRequest(1)); err == nil {
 		t.Error("Record of an untracked container succeeded")
+	}
+	if err := rec.Record(ctx, "c", Record{Cursor: cursor(1)}, nil); err == nil {
+		t.Error("Record without a stream succeeded (the journal would not read back)")
 	}
 	if err := rec.UpdateContainer("c", func(c *Container) { c.ACPPID = ptr(7); c.Status = StatusCompleted }); err != nil {
 		t.Fatal(err)
