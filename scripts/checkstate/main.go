@@ -80,6 +80,7 @@ func run(args []string, out io.Writer) error {
 
 func validateSchema(schemaPath string, raw []byte) error {
 	c := jsonschema.NewCompiler()
+	c.AssertFormat() // date-time and uri are part of the contract, not hints
 	sch, err := c.Compile(schemaPath)
 	if err != nil {
 		return fmt.Errorf("compile schema: %w", err)
