@@ -270,11 +270,12 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 }
 
 // DefaultCacheDir is $XDG_CACHE_HOME/aimi/sandbox (or the platform's user
-// cache dir).
+// cache dir). With neither XDG_CACHE_HOME nor HOME set (some CI
+// environments), a per-user directory under the system temp dir.
 func DefaultCacheDir() (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
-		return "", fmt.Errorf("find a cache dir for the sandbox rootfs (set XDG_CACHE_HOME or HOME): %w", err)
+		return filepath.Join(os.TempDir(), fmt.Sprintf("aimi-cache-%d", os.Getuid()), "sandbox"), nil
 	}
 	return filepath.Join(dir, "aimi", "sandbox"), nil
 }
