@@ -79,8 +79,17 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// newService starts a service with every log line captured at debug level.
+// newService starts a service with every log line captured at debug level,
+// without the default engine probe (unit tests judge from pushes alone).
 func newService(t testing.TB, opts Options) (*Service, *syncBuffer) {
+	t.Helper()
+	opts.NoEngineProbe = true
+	return newServiceWithEngine(t, opts)
+}
+
+// newServiceWithEngine is newService with the daemon's defaults, the
+// engine probe included.
+func newServiceWithEngine(t testing.TB, opts Options) (*Service, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	if opts.DataDir == "" {

@@ -72,14 +72,17 @@ func (s *Service) prBody(ctx context.Context, mirror, branch, containerName stri
 }
 
 // Unreceived lists commits of containerName's branch that neither the
-// service nor the user's checkout has. The rule, since the service sees
-// only what containers push:
+// service nor the user's checkout has. The rule:
 //
-//   - With a TipProbe, the container's real branch tip is compared: a tip
-//     found in the service's mirror or in the checkout means nothing is
-//     missing; otherwise the answer is that tip (the commits behind it are
-//     only in the container, so their number is unknown; the tip names them).
-//   - Without one, a container that pushed its branch at least once is
+//   - With a TipProbe (the default: EngineProbe reads the branch out of the
+//     container's workspace, stopped or not), the container's real branch
+//     tip is compared: no branch there, or a tip found in the service's
+//     mirror or in the checkout, means nothing is missing; otherwise the
+//     answer is that tip (the commits behind it exist only in the
+//     container, so their number is unknown; the tip names them). A probe
+//     that fails (engine down) is an error: the caller keeps the container.
+//   - Without one (Options.NoEngineProbe), the service judges from what it
+//     received: a container that pushed its branch at least once is
 //     taken to have delivered its work (the runner pushes after every
 //     story's commit and reports a failed push in its completion), so the
 //     answer is none; one that never pushed gets ErrNothingReceived: its

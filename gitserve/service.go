@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/docker/docker/client"
+
 	"github.com/aimi-tools/swarm/publish"
 )
 
@@ -89,9 +91,13 @@ type Options struct {
 	// Getenv reads the daemon's environment (default os.Getenv); tests
 	// replace it.
 	Getenv func(string) string
-	// TipProbe, when set, lets Unreceived ask what a container's branch
-	// really points at (see TipProbe).
+	// TipProbe lets Unreceived ask what a container's branch really points
+	// at (see TipProbe). Default: an EngineProbe on the Docker engine of the
+	// environment (DOCKER_HOST...), reading /workspace of the container.
 	TipProbe TipProbe
+	// NoEngineProbe leaves TipProbe nil when unset: Unreceived then judges
+	// from received pushes alone (see Unreceived).
+	NoEngineProbe bool
 }
 
 // TipProbe reads the tip of a branch inside a container (for example by
@@ -161,6 +167,9 @@ type Service struct {
 	listeners map[string]*listener
 	lastIP    string
 	closed    bool
+
+	// engine is the client of the default EngineProbe, closed by Close.
+	engine *client.Client
 }
 
 // New opens (or creates) the service's data directory and CA. It does not
@@ -221,6 +230,16 @@ func New(opts Options) (*Service, error) {
 	}
 	if err := s.load(); err != nil {
 		return nil, err
+	}
+	if s.opts.TipProbe == nil && !s.opts.NoEngineProbe {
+		// The client connects on first use: a daemon without an engine
+		// still starts, and Unreceived then errs (so cleanup keeps).
+		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, fmt.Errorf("git service: docker client for reading containers' branches: %w (or set Options.NoEngineProbe)", err)
+		}
+		s.engine = cli
+		s.opts.TipProbe = EngineProbe{Engine: cli}
 	}
 	return s, nil
 }
@@ -308,6 +327,13 @@ func (s *Service) Close() error {
 			errs = append(errs, l.srv.Close())
 		}
 		<-l.done
+	}
+	s.mu.Lock()
+	engine := s.engine
+	s.engine = nil
+	s.mu.Unlock()
+	if engine != nil {
+		errs = append(errs, engine.Close())
 	}
 	return errors.Join(errs...)
 }
