@@ -155,8 +155,12 @@ type Service struct {
 	ca      *authority
 	backend string
 
-	// mirrorMu serializes mirror creation (a git clone) without holding mu.
+	// mirrorMu serializes mirror creation and refresh (git clone, fetch)
+	// without holding mu; it guards userRefs.
 	mirrorMu sync.Mutex
+	// userRefs is, per mirror, the user's branches and tags as last brought
+	// in, so a Grant refreshes a mirror only when the checkout changed.
+	userRefs map[string]string
 
 	// mu guards everything below; it is never held across git or network
 	// calls except the state file write.
@@ -202,6 +206,7 @@ func New(opts Options) (*Service, error) {
 		byName:    map[string]*record{},
 		byToken:   map[string]*record{},
 		listeners: map[string]*listener{},
+		userRefs:  map[string]string{},
 	}
 	if err := os.MkdirAll(s.repos, 0o700); err != nil {
 		return nil, fmt.Errorf("create git service data dir %s: %w", s.repos, err)
@@ -547,11 +552,19 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()
 	dst := s.mirrorPath(key)
-	if _, err := os.Stat(filepath.Join(dst, "HEAD")); err == nil {
-		return dst, nil
-	}
 	if _, err := mirrorGit.Run(ctx, repoPath, "rev-parse", "--git-dir"); err != nil {
 		return "", fmt.Errorf("git service: %s is not a git repository: %w", repoPath, err)
+	}
+	userRefs, err := mirrorGit.Run(ctx, repoPath, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+	if err != nil {
+		return "", fmt.Errorf("git service: list the branches of %s: %w", repoPath, err)
+	}
+	if _, err := os.Stat(filepath.Join(dst, "HEAD")); err == nil {
+		if s.userRefs[key] != userRefs {
+			s.refreshMirror(ctx, repoPath, key, dst)
+			s.userRefs[key] = userRefs
+		}
+		return dst, nil
 	}
 	tmp, err := os.MkdirTemp(s.repos, ".tmp-"+key+"-")
 	if err != nil {
@@ -578,8 +591,24 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 	if err := os.Rename(work, dst); err != nil {
 		return "", fmt.Errorf("git service: place the mirror at %s: %w", dst, err)
 	}
+	s.userRefs[key] = userRefs
 	s.log.Info("git service mirror created", "swarm", key, "from", repoPath)
 	return dst, nil
+}
+
+// refreshMirror brings the user's new commits into an existing mirror (a
+// swarm appended to later must see the task files committed since). Only
+// fast-forwards and new refs: a branch a container pushed is never moved
+// backwards or sideways, and git reports such refs as rejected, which is
+// expected and only logged. The mirror keeps serving whatever happens.
+func (s *Service) refreshMirror(ctx context.Context, repoPath, key, mirror string) {
+	_, err := mirrorGit.Run(ctx, mirror, "fetch", "--quiet", "--no-tags", repoPath,
+		"refs/heads/*:refs/heads/*", "refs/tags/*:refs/tags/*")
+	if err != nil {
+		s.log.Info("git service mirror refreshed in part (refs that are not fast-forwards stay as they are)", "swarm", key, "from", repoPath, "detail", err)
+		return
+	}
+	s.log.Debug("git service mirror refreshed", "swarm", key, "from", repoPath)
 }
 
 // branchTip reads refs/heads/<branch> in the mirror ("" when absent).

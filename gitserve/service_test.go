@@ -326,3 +326,45 @@ func TestPreReceiveHookIsASecondGate(t *testing.T) {
 		t.Fatal("mirror changed")
 	}
 }
+
+// A later Grant for the same swarm (an appended task file) brings the
+// user's new commits into the mirror, fast-forwards only: a branch a
+// container pushed is not moved back by the user's older one.
+func TestGrantRefreshesTheMirror(t *testing.T) {
+	ctx := ctxT(t)
+	repo := newRepo(t)
+	s, _ := newService(t, Options{})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Grant(ctx, repo, "swarm-f", "aimi-f1", "feat-f1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirror := s.mirrorPath("swarm-f")
+	// The user makes feat-f1 too (at main), then the container pushes its
+	// own feat-f1 ahead of it.
+	mustGit(t, repo, "branch", "feat-f1")
+	work := filepath.Join(t.TempDir(), "w")
+	env := clientEnv(g.CAFile, bearer(g.Token))
+	if out, err := gitOut("", env, "clone", "-q", g.RepoURL, work); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	mustGit(t, work, "checkout", "-q", "-b", "feat-f1")
+	pushed := commitFile(t, work, "f1.txt", "f1\n")
+	if out, err := gitOut(work, env, "push", "-q", "origin", "HEAD:refs/heads/feat-f1"); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	// Meanwhile the user commits a new task file on main.
+	newMain := commitFile(t, repo, "later-tasks.json", "{}\n")
+
+	if _, err := s.Grant(ctx, repo, "swarm-f", "aimi-f2", "feat-f2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustGit(t, mirror, "rev-parse", "refs/heads/main"); got != newMain {
+		t.Errorf("mirror main = %s, want the user's new %s", got, newMain)
+	}
+	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat-f1"); got != pushed {
+		t.Errorf("mirror feat-f1 = %s, want the container's %s (not the user's older one)", got, pushed)
+	}
+}
