@@ -33,7 +33,7 @@ type engine struct {
 }
 
 // TestEngine proves the package against the real Docker engine. Its
-// subtests run in parallel; every resource they create carries the run's
+// subtests run concurrently; every resource they create carries the run's
 // label and is removed by them, and the last cleanup checks that nothing
 // survived.
 func TestEngine(t *testing.T) {
@@ -56,22 +56,33 @@ func TestEngine(t *testing.T) {
 	if _, err := e.d.EnsureNetwork(ctx, e.net, e.labels()); err != nil {
 		t.Fatal(err)
 	}
-	t.Run("engine", func(t *testing.T) {
-		t.Run("10000 lines printed at once are all read in order", e.testManyLines)
-		t.Run("oversized line between two good ones is reported and skipped", e.testOversized)
-		t.Run("line written through attach reaches stdin which stays open", e.testStdin)
-		t.Run("32 MiB memory limit and an allocation loop end in OOM", e.testOOM)
-		t.Run("stop within grace reads the trap's last line and exit code", e.testStopGrace)
-		t.Run("stop past grace kills", e.testStopKill)
-		t.Run("re-reading from a cursor loses and repeats no line", e.testCursorResume)
-		t.Run("inspect shows limits labels security options and network", e.testInspect)
-		t.Run("a container cannot connect to another's listening port", e.testIsolation)
-		t.Run("50 containers with their networks start at once", e.testFifty)
-		t.Run("name collision missing image invalid name are clear errors leaving nothing", e.testCreateErrors)
-		t.Run("exit code and die event are reported", e.testExitAndEvents)
-		t.Run("network is kept while a container refers to it", e.testNetworkLifecycle)
-		t.Run("a last line without newline is read after the exit, not while running", e.testUnterminated)
-	})
+	// The cases wait on the engine most of the time, so they all run at
+	// once. t.Run from goroutines instead of t.Parallel: -parallel defaults
+	// to GOMAXPROCS (2 here), which would run them two at a time.
+	cases := []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"10000 lines printed at once are all read in order", e.testManyLines},
+		{"oversized line between two good ones is reported and skipped", e.testOversized},
+		{"line written through attach reaches stdin which stays open", e.testStdin},
+		{"32 MiB memory limit and an allocation loop end in OOM", e.testOOM},
+		{"stop within grace reads the trap's last line and exit code", e.testStopGrace},
+		{"stop past grace kills", e.testStopKill},
+		{"re-reading from a cursor loses and repeats no line", e.testCursorResume},
+		{"inspect shows limits labels security options and network", e.testInspect},
+		{"a container cannot connect to another's listening port", e.testIsolation},
+		{"50 containers with their networks start at once", e.testFifty},
+		{"name collision missing image invalid name are clear errors leaving nothing", e.testCreateErrors},
+		{"exit code and die event are reported", e.testExitAndEvents},
+		{"network is kept while a container refers to it", e.testNetworkLifecycle},
+		{"a last line without newline is read after the exit, not while running", e.testUnterminated},
+	}
+	var wg sync.WaitGroup
+	for _, c := range cases {
+		wg.Go(func() { t.Run(c.name, c.fn) })
+	}
+	wg.Wait()
 	if left, err := e.d.List(ctx, map[string]string{dockertest.LabelKey: run}); err != nil || len(left) != 0 {
 		t.Errorf("containers left after the subtests: %d (%v)", len(left), err)
 	}
@@ -126,8 +137,10 @@ func (e *engine) launch(t *testing.T, ctx context.Context, s Spec) (string, <-ch
 	return id, exit, lines
 }
 
+// testCtx bounds one case. Generous: on a shared, loaded engine creating 50
+// containers has taken 75s.
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -181,7 +194,6 @@ func waitExit(t *testing.T, ch <-chan Exit) Exit {
 }
 
 func (e *engine) testManyLines(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	_, exit, lines := e.launch(t, ctx, e.spec("many", "lines:10000;exit:0"))
 	got := drain(t, lines)
@@ -202,7 +214,6 @@ func (e *engine) testManyLines(t *testing.T) {
 }
 
 func (e *engine) testOversized(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	// 20,000 bytes: split by json-file into two partial entries, under the
 	// cap, so it must arrive whole. 102,400: over the cap.
@@ -234,7 +245,6 @@ func (e *engine) testOversized(t *testing.T) {
 }
 
 func (e *engine) testStdin(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("stdin", "line:ready;readstdin;readstdin;exit:0"))
 	until(t, lines, "ready")
@@ -257,7 +267,6 @@ func (e *engine) testStdin(t *testing.T) {
 }
 
 func (e *engine) testOOM(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	s := e.spec("oom", "line:allocating;alloc")
 	s.MemoryBytes, s.MemorySwapBytes = 32<<20, 32<<20
@@ -288,7 +297,6 @@ func (e *engine) testOOM(t *testing.T) {
 }
 
 func (e *engine) testStopGrace(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("grace", "trap:7;line:ready;sleep:60s"))
 	until(t, lines, "ready")
@@ -305,7 +313,6 @@ func (e *engine) testStopGrace(t *testing.T) {
 }
 
 func (e *engine) testStopKill(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("kill", "trap:ignore;line:ready;sleep:60s"))
 	until(t, lines, "ready")
@@ -327,7 +334,6 @@ func (e *engine) testStopKill(t *testing.T) {
 }
 
 func (e *engine) testCursorResume(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("resume", "lines:3000;sleep:1s;lines:3000;sleep:500ms;lines:2000;exit:0"))
 	var got []Line
@@ -396,7 +402,6 @@ func (e *engine) testCursorResume(t *testing.T) {
 }
 
 func (e *engine) testInspect(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	s := e.spec("inspect", "line:ready;sleep:60s")
 	s.NanoCPUs, s.MemoryBytes, s.MemorySwapBytes, s.PidsLimit = 5e8, 64<<20, 64<<20, 64
@@ -434,7 +439,6 @@ func (e *engine) testInspect(t *testing.T) {
 }
 
 func (e *engine) testIsolation(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	srv, _, srvLines := e.launch(t, ctx, e.spec("listener", "listen:8080;sleep:60s"))
 	until(t, srvLines, "listening 8080")
@@ -463,7 +467,6 @@ func (e *engine) testIsolation(t *testing.T) {
 }
 
 func (e *engine) testFifty(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	const n, swarms = 50, 2
 	nets := make([]string, swarms)
@@ -536,7 +539,6 @@ func (e *engine) testFifty(t *testing.T) {
 }
 
 func (e *engine) testCreateErrors(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 
 	// A running holder of the name: conflict, holder untouched.
@@ -602,7 +604,6 @@ func (e *engine) testCreateErrors(t *testing.T) {
 }
 
 func (e *engine) testExitAndEvents(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	evctx, stop := context.WithCancel(ctx)
 	events, errc := e.d.Events(evctx, map[string]string{dockertest.LabelKey: e.run, "org.aimi.test-case": "exit"})
@@ -634,7 +635,6 @@ func (e *engine) testExitAndEvents(t *testing.T) {
 }
 
 func (e *engine) testNetworkLifecycle(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	name := "aimi-ct-" + e.run + "-life"
 	a, err := e.d.EnsureNetwork(ctx, name, e.labels())
@@ -677,7 +677,6 @@ func (e *engine) testNetworkLifecycle(t *testing.T) {
 }
 
 func (e *engine) testUnterminated(t *testing.T) {
-	t.Parallel()
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("unterminated", "line:done;raw:half;sleep:60s"))
 	until(t, lines, "done")
