@@ -92,7 +92,8 @@
 // 8 MiB of journal is waiting, Record blocks (backpressure). Flush forces a
 // batch and waits until everything recorded before it is durable and saved
 // (call it when a container exits, before removing it, and on shutdown);
-// Close flushes and stops. UpdateContainer changes a container's own fields
+// Close flushes and stops. Untrack stops following one container (its
+// file entry stays; Track it again to follow a rerun). UpdateContainer changes a container's own fields
 // (id, pid); status, prUrl and storyProgress come only from the fold.
 // Measured on the shared 2-core box (BenchmarkRecorder*): ~100,000 journaled
 // messages/s flooding, and at a paced 20,000 messages/s the state file trails

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -97,6 +98,7 @@ type journal struct {
 	buf      []byte // records not yet taken by a batch
 	pos      Position
 	lastHash uint64 // hash of the last record's content, for replay detection
+	inBatch  bool   // a batch is committing pending; the file must stay open
 
 	pending []byte // taken by a batch, not yet durable (kept on failure)
 	size    int64  // durable length of the file
@@ -437,6 +439,34 @@ func (r *Recorder) UpdateContainer(name string, fn func(*Container)) error {
 	return nil
 }
 
+// Untrack stops following a container: it flushes, closes the journal and
+// drops the entry from the Recorder's swarm. The entry in the file stays as
+// last saved (later saves leave untracked entries alone); remove it with
+// Store.Update if it should go. Track it again, with a fresh or restored
+// Tracker, to follow a rerun.
+func (r *Recorder) Untrack(ctx context.Context, name string) error {
+	for {
+		if err := r.Flush(ctx); err != nil {
+			return fmt.Errorf("untrack %s: %w", name, err)
+		}
+		r.mu.Lock()
+		tc, ok := r.conts[name]
+		if !ok {
+			r.mu.Unlock()
+			return fmt.Errorf("untrack: %s is not tracked", name)
+		}
+		// Records that arrived after the Flush (stop the container's
+		// reader first) are made durable before the journal is closed.
+		if len(tc.j.buf) == 0 && !tc.j.inBatch {
+			delete(r.conts, name)
+			r.swarm.Containers = slices.DeleteFunc(r.swarm.Containers, func(c *Container) bool { return c.ContainerName == name })
+			r.mu.Unlock()
+			return tc.j.f.Close()
+		}
+		r.mu.Unlock()
+	}
+}
+
 // Snapshot returns a deep copy of the swarm as folded so far (possibly
 // ahead of the file).
 func (r *Recorder) Snapshot() *Swarm {
@@ -584,6 +614,7 @@ func (r *Recorder) batch() error {
 		}
 		if len(j.pending) > 0 {
 			js = append(js, j)
+			j.inBatch = true
 		}
 	}
 	r.buffered = 0
@@ -618,6 +649,9 @@ func (r *Recorder) batch() error {
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, j := range js {
+		j.inBatch = false
+	}
 	if jerr != nil {
 		r.redirtyLocked(job)
 		r.lastErr = jerr

@@ -414,3 +414,36 @@ func TestRecorderPropertyReplayedLinesLeaveStateAndJournalAsTheCleanStream(t *te
 		rec.Close(ctx)
 	}
 }
+
+func TestRecorderUntrackThenTrackAgain(t *testing.T) {
+	ctx := context.Background()
+	rec, st := newTestRecorder(t, t.TempDir(), 1, "c", "d")
+	recordMsg(t, rec, "c", 1, progress(1, "US-001", tasks.InProgress))
+	recordMsg(t, rec, "c", 2, progress(2, "US-001", tasks.Failed))
+	if err := rec.Untrack(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if err := recordMsg(t, rec, "c", 3, progress(3, "US-001", tasks.InProgress)); err == nil {
+		t.Fatal("Record after Untrack succeeded")
+	}
+	if rec.Snapshot().Container("c") != nil {
+		t.Fatal("untracked entry still in the snapshot")
+	}
+	sw, _ := st.Load(ctx)
+	if c := sw.Container("c"); c == nil || c.StoryProgress.Failed != 1 {
+		t.Fatalf("file entry after Untrack: %+v", c)
+	}
+	// a rerun: fresh fold, journal continues
+	if err := rec.Track(newTestContainer(0, "c"), NewTracker(pendingFile(1))); err != nil {
+		t.Fatal(err)
+	}
+	recordMsg(t, rec, "c", 3, progress(3, "US-001", tasks.InProgress))
+	rec.Flush(ctx)
+	sw, _ = st.Load(ctx)
+	if c := sw.Container("c"); c.StoryProgress.InProgress != 1 || c.StoryProgress.Failed != 0 || len(sw.Containers) != 2 {
+		t.Fatalf("after re-track: %+v", sw.Containers)
+	}
+	if recs, _ := ReadJournal(rec.JournalPath("c")); len(recs) != 3 || recs[2].Seq != 3 {
+		t.Fatalf("journal after re-track: %+v", recs)
+	}
+}
