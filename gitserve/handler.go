@@ -3,6 +3,7 @@ package gitserve
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,7 +43,13 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if !s.gatePush(w, r, rec) {
 			return
 		}
-		defer s.afterPush(r, rec)
+		before, err := branchTip(r.Context(), s.mirrorPath(rec.SwarmKey), rec.Branch)
+		if err != nil {
+			deny(w, http.StatusInternalServerError, "aimi git service: cannot read the branch before the push; try again")
+			s.log.Error("read the branch before a push", "container", rec.Container, "branch", rec.Branch, "err", err)
+			return
+		}
+		defer s.afterPush(r, rec, before)
 	default:
 		deny(w, http.StatusForbidden, "aimi git service: only the smart HTTP protocol is served (info/refs, git-upload-pack, git-receive-pack)")
 		return
@@ -152,14 +159,17 @@ func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) b
 	return false
 }
 
-// afterPush records the branch's value once git http-backend is done.
-func (s *Service) afterPush(r *http.Request, rec record) {
-	tip, err := branchTip(r.Context(), s.mirrorPath(rec.SwarmKey), rec.Branch)
+// afterPush records the branch's value once git http-backend is done, if
+// the push moved it (git may have refused it, e.g. not a fast-forward).
+func (s *Service) afterPush(r *http.Request, rec record, before string) {
+	// The client may be gone already; the record must still be written.
+	ctx := context.WithoutCancel(r.Context())
+	tip, err := branchTip(ctx, s.mirrorPath(rec.SwarmKey), rec.Branch)
 	if err != nil {
 		s.log.Warn("could not read the branch after a push", "container", rec.Container, "branch", rec.Branch, "err", err)
 		return
 	}
-	if tip != "" {
+	if tip != "" && tip != before {
 		s.notePush(rec.Container, tip)
 		s.log.Info("push received", "container", rec.Container, "branch", rec.Branch, "tip", tip)
 	}

@@ -143,3 +143,16 @@ func FuzzParsePushCommands(f *testing.F) {
 		_ = refusalReport(cmds, func(RefUpdate) string { return "no" })
 	})
 }
+
+// BenchmarkParsePushCommands: the gate's cost per push (a typical
+// one-ref command list followed by the pack).
+func BenchmarkParsePushCommands(b *testing.B) {
+	body := []byte(pkt(oidA+" "+oidB+" refs/heads/feat\x00report-status side-band-64k agent=git/2.39.5\n") + "0000" + strings.Repeat("P", 4096))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ParsePushCommands(bytes.NewReader(body)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

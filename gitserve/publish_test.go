@@ -273,3 +273,34 @@ func TestUnreceived(t *testing.T) {
 		}
 	})
 }
+
+// A push git refuses (not a fast-forward) of a branch that came with the
+// user's snapshot is not taken for the container's delivery.
+func TestRefusedPushIsNotDelivery(t *testing.T) {
+	ctx := t.Context()
+	repo := newRepo(t)
+	mustGit(t, repo, "branch", "feat-u")
+	commitFile(t, repo, "more.txt", "more\n")
+	mustGit(t, repo, "branch", "-f", "feat-u", "HEAD")
+	s, _ := newService(t, Options{})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Grant(ctx, repo, "swarm-u", "aimi-u", "feat-u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), "w")
+	env := clientEnv(g.CAFile, bearer(g.Token))
+	if out, err := gitOut("", env, "clone", "-q", g.RepoURL, work); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	mustGit(t, work, "checkout", "-q", "-b", "mine", "HEAD~1")
+	commitFile(t, work, "side.txt", "side\n")
+	if out, err := gitOut(work, env, "push", "--force", "origin", "HEAD:refs/heads/feat-u"); err == nil {
+		t.Fatalf("non-fast-forward push accepted\n%s", out)
+	}
+	if _, err := s.Unreceived(ctx, repo, "aimi-u", "feat-u"); !errors.Is(err, ErrNothingReceived) {
+		t.Fatalf("Unreceived = %v, want ErrNothingReceived", err)
+	}
+}

@@ -365,14 +365,12 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 	}
 	s.mu.Lock()
 	ip := s.lastIP
-	var port int
-	if l := s.listeners[ip]; l != nil {
-		port = l.port
-	}
+	l := s.listeners[ip]
 	s.mu.Unlock()
-	if ip == "" {
+	if l == nil {
 		return Grant{}, ErrNotListening
 	}
+	port := l.port
 	if _, err := s.ensureMirror(ctx, repoPath, swarmID); err != nil {
 		return Grant{}, err
 	}
