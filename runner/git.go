@@ -29,14 +29,18 @@ func newGit(cfg *Config) *git {
 		"GIT_COMMITTER_NAME="+cfg.AuthorName, "GIT_COMMITTER_EMAIL="+cfg.AuthorEmail,
 	)
 	g := &git{dir: cfg.Workspace}
+	// Command-scope config through the environment. safe.directory: the
+	// workspace may be a volume owned by another uid than the runner's, and
+	// git refuses such a repository unless protected config allows it.
+	cfgs := [][2]string{{"safe.directory", cfg.Workspace}}
 	if cfg.GitToken != "" {
 		basic := base64.StdEncoding.EncodeToString([]byte(cfg.GitUsername + ":" + cfg.GitToken))
-		env = append(env,
-			"GIT_CONFIG_COUNT=1",
-			"GIT_CONFIG_KEY_0=http.extraHeader",
-			"GIT_CONFIG_VALUE_0=Authorization: Basic "+basic,
-		)
+		cfgs = append(cfgs, [2]string{"http.extraHeader", "Authorization: Basic " + basic})
 		g.secret = []string{cfg.GitToken, basic}
+	}
+	env = append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(cfgs)))
+	for i, kv := range cfgs {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
 	}
 	g.env = env
 	return g

@@ -55,6 +55,10 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 	done := ctx.Done()
 
 	for {
+		if !stopped && ctx.Err() != nil {
+			// Stopped between stories: start nothing new.
+			stopped, done = true, nil
+		}
 		if !stopped {
 			skipped := r.propagateSkips(idx, eligible, blocked, attempted)
 			if len(skipped) > 0 {
@@ -200,6 +204,8 @@ func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt string
 	}
 	took := time.Since(start).Round(time.Second)
 	switch {
+	case o.err != nil && ctx.Err() != nil:
+		res.status = tasks.InProgress // the stop took the agent down: stopped, not failed
 	case o.err != nil:
 		res.status = tasks.Failed
 		res.output = fmt.Sprintf("%s failed after %s: %v. %s", s.ID, took, o.err, summary)
