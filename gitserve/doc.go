@@ -1,15 +1,20 @@
 // Package gitserve is the daemon's git service for local mode: it serves a
 // bare mirror of the user's checkout per swarm over smart HTTP (git
-// http-backend behind net/http/cgi) on TLS, to the swarm's containers only,
-// with one random token per container. A token may clone and fetch its
-// swarm's repository and push exactly refs/heads/<its branch>: the ref
-// updates of every push are parsed from the request's pkt-lines before git
-// sees the request, and a pre-receive hook in the mirror checks them again.
+// http-backend behind net/http/cgi) on TLS, on the swarm networks'
+// gateways, with one random token per container. A token may clone and
+// fetch its swarm's repository (every branch of it: containers of a swarm
+// may read each other's work) and push exactly refs/heads/<its branch>,
+// fast-forward only, never deleting it: the ref updates of every push are
+// parsed from the request's pkt-lines before git sees the request, and a
+// pre-receive hook in the mirror checks them again.
 //
 // It owns the service's CA (created once in its data directory), the
-// mirrors, the grants (persisted as token hashes, never the tokens) and the
-// record of what each container pushed, which is what Unreceived answers
-// from. Publishing the received branch to the user's checkout and a hosted
-// remote is package publish; which containers to start, keep or remove is
-// the orchestrator's.
+// mirrors, the grants (persisted as token hashes, never the tokens, with the
+// port, so containers keep their access across a daemon restart) and the
+// record of what each container pushed. Unreceived answers "what would be
+// lost if this container went" by reading the branch out of the container
+// through the Engine API (EngineProbe) and comparing it with what the
+// mirror and the checkout hold. Publishing the received branch to the
+// user's checkout and a hosted remote is package publish; which containers
+// to start, keep or remove is the orchestrator's.
 package gitserve
