@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -40,7 +42,21 @@ func (d *Docker) Lines(ctx context.Context, id string, after Cursor, follow bool
 		return nil, fmt.Errorf("read output of container %s: %w", id, notFound(err))
 	}
 	out := make(chan Line, 256)
-	r := &lineReader{d: d, id: id, after: after, out: out, seen: map[Cursor]struct{}{}}
+	r := &lineReader{
+		id: id, after: after, out: out, seen: map[Cursor]struct{}{}, log: d.log,
+		open: func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error) {
+			opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
+			if !since.IsZero() {
+				opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+			}
+			rc, err := d.cli.ContainerLogs(ctx, id, opts)
+			if err != nil {
+				return nil, fmt.Errorf("open logs: %w", notFound(err))
+			}
+			return rc, nil
+		},
+		inspect: func(ctx context.Context) (Info, error) { return d.Inspect(ctx, id) },
+	}
 	go func() {
 		defer close(out)
 		r.run(ctx, follow)
@@ -51,10 +67,15 @@ func (d *Docker) Lines(ctx context.Context, id string, after Cursor, follow bool
 // lineReader is one Lines call: repeated passes over the engine's log, each
 // from Since=floor, delivering every line after `after` exactly once.
 type lineReader struct {
-	d     *Docker
-	id    string
-	after Cursor
-	out   chan<- Line
+	id  string
+	log *slog.Logger
+	// open returns the engine's multiplexed, timestamped log stream with
+	// entries since the given time (inclusive; zero: all), following or
+	// not. inspect reports the container's state.
+	open    func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error)
+	inspect func(ctx context.Context) (Info, error)
+	after   Cursor
+	out     chan<- Line
 	// floor: every line with a time before it has been delivered (or is at
 	// or before `after`). Each pass asks the engine for lines since floor.
 	floor time.Time
@@ -92,7 +113,7 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 		r.advanceFloor(fs)
 		if err != nil {
 			failures++
-			r.d.log.Warn("reading container output failed, re-reading from the cursor", "container", r.id, "err", err, "failures", failures)
+			r.log.Warn("reading container output failed, re-reading from the cursor", "container", r.id, "err", err, "failures", failures)
 			if failures >= maxReadFailures {
 				r.fail(ctx, fmt.Errorf("read output of container %s: giving up after %d failed reads: %w", r.id, failures, err))
 				return
@@ -100,7 +121,7 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 		} else {
 			failures = 0
 		}
-		info, ierr := r.d.Inspect(ctx, r.id)
+		info, ierr := r.inspect(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -140,20 +161,19 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 }
 
 func (r *lineReader) hasExited(ctx context.Context) bool {
-	info, err := r.d.Inspect(ctx, r.id)
+	info, err := r.inspect(ctx)
 	return err == nil && (info.Status == "exited" || info.Status == "dead")
 }
 
-// pass reads the log once from the floor.
+// pass reads the log once from skewWindow before the floor.
 func (r *lineReader) pass(ctx context.Context, fs *frameSplitter, follow bool) error {
-	opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
+	var since time.Time
 	if !r.floor.IsZero() {
-		since := r.floor.Add(-skewWindow)
-		opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+		since = r.floor.Add(-skewWindow)
 	}
-	rc, err := r.d.cli.ContainerLogs(ctx, r.id, opts)
+	rc, err := r.open(ctx, since, follow)
 	if err != nil {
-		return fmt.Errorf("open logs: %w", notFound(err))
+		return err
 	}
 	defer rc.Close()
 	return fs.readFrom(rc)

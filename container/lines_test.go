@@ -1,0 +1,197 @@
+package container
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeLog is an engine log with json-file semantics: entries in write
+// order, Since inclusive, every piece of a split line carrying the line's
+// timestamp. Each open runs a hook first (the script: status changes,
+// appended entries) and may break the stream after some frames.
+type fakeLog struct {
+	mu      sync.Mutex
+	entries []fakeEntry
+	status  string // "" = removed
+	opens   int
+	hook    func(open int, f *fakeLog)
+	breakAt map[int]int // open number -> frames before the stream breaks
+}
+
+type fakeEntry struct {
+	s    Stream
+	ts   time.Time
+	text string
+}
+
+func (f *fakeLog) add(s Stream, ns int, text string) {
+	f.entries = append(f.entries, fakeEntry{s, at(ns), text})
+}
+
+type brokenReader struct{ r io.Reader }
+
+func (b *brokenReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err == io.EOF {
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+func (f *fakeLog) open(_ context.Context, since time.Time, _ bool) (io.ReadCloser, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.opens++
+	if f.hook != nil {
+		f.hook(f.opens, f)
+	}
+	if f.status == "" {
+		return nil, fmt.Errorf("open logs: %w", ErrNotFound)
+	}
+	var buf bytes.Buffer
+	n := 0
+	limit, breaks := f.breakAt[f.opens]
+	for _, e := range f.entries {
+		if e.ts.Before(since) {
+			continue
+		}
+		if breaks && n == limit {
+			return io.NopCloser(&brokenReader{&buf}), nil
+		}
+		buf.Write(frame(e.s, e.ts, e.text))
+		n++
+	}
+	return io.NopCloser(&buf), nil
+}
+
+func (f *fakeLog) inspect(context.Context) (Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.status == "" {
+		return Info{}, fmt.Errorf("inspect: %w", ErrNotFound)
+	}
+	return Info{Status: f.status, Running: f.status == "running"}, nil
+}
+
+func readFake(t *testing.T, f *fakeLog, after Cursor, follow bool) []Line {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := make(chan Line)
+	r := &lineReader{id: "fake", after: after, out: out, seen: map[Cursor]struct{}{},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), open: f.open, inspect: f.inspect}
+	go func() {
+		defer close(out)
+		r.run(ctx, follow)
+	}()
+	var got []Line
+	for l := range out {
+		got = append(got, l)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("reader did not end")
+	}
+	return got
+}
+
+// script: nothing before the start; output in pieces while running, with
+// streams breaking mid-line; more output after the follow stream ended and
+// the container exited, including a line sharing a timestamp and a last
+// line without a newline.
+func scriptedLog() *fakeLog {
+	return &fakeLog{
+		status:  "created",
+		breakAt: map[int]int{2: 2, 3: 4},
+		hook: func(open int, f *fakeLog) {
+			switch open {
+			case 2:
+				f.status = "running"
+				f.add(Stdout, 1, "a\n")
+				f.add(Stdout, 2, "bb")
+				f.add(Stdout, 2, "bb")
+				f.add(Stdout, 2, "b\n")
+				f.add(Stdout, 2, "c\n")
+				f.add(Stderr, 3, "d\n")
+			case 3:
+				f.add(Stdout, 4, "e\n")
+			case 4:
+				f.status = "exited"
+				f.add(Stdout, 4, "f\n")
+			case 5:
+				// Logged by the other stream's goroutine with an older
+				// timestamp, but written after the follow stream ended.
+				f.add(Stderr, 3, "late\n")
+				f.add(Stdout, 5, "g")
+			}
+		},
+	}
+}
+
+func TestLineReaderDeliversEachLineOnceAcrossBreaksAndReopens(t *testing.T) {
+	got := readFake(t, scriptedLog(), Cursor{}, true)
+	want := "stdout@1#0:a stdout@2#0:bbbbb stdout@2#1:c stderr@3#0:d stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"
+	if s := show(got); s != want {
+		t.Fatalf("got  %s\nwant %s", s, want)
+	}
+}
+
+func TestLineReaderResumesStrictlyAfterTheCursor(t *testing.T) {
+	tests := []struct {
+		name  string
+		after Cursor
+		want  string
+	}{
+		{"after the first of two lines sharing a timestamp", Cursor{Time: at(2), Seq: 0}, "stdout@2#1:c stderr@3#0:d stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"},
+		{"after the second of them", Cursor{Time: at(2), Seq: 1}, "stderr@3#0:d stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"},
+		{"after the last line", Cursor{Time: at(5), Seq: 0}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := scriptedLog()
+			// Replay the whole script first, as if an earlier reader had
+			// run, then read again from the cursor without following.
+			readFake(t, f, Cursor{}, true)
+			f.hook, f.breakAt = nil, nil
+			if s := show(readFake(t, f, tt.after, false)); s != tt.want {
+				t.Fatalf("got  %s\nwant %s", s, tt.want)
+			}
+		})
+	}
+}
+
+func TestLineReaderSnapshotOfARunningContainerHoldsBackAnOpenLine(t *testing.T) {
+	f := &fakeLog{status: "running"}
+	f.add(Stdout, 1, "done\n")
+	f.add(Stdout, 2, "ha")
+	if s := show(readFake(t, f, Cursor{}, false)); s != "stdout@1#0:done" {
+		t.Fatalf("got %s", s)
+	}
+	f.status = "exited"
+	if s := show(readFake(t, f, Cursor{Time: at(1)}, false)); s != "stdout@2#0:ha" {
+		t.Fatalf("after the exit got %s", s)
+	}
+}
+
+func TestLineReaderReportsARemovedContainer(t *testing.T) {
+	f := &fakeLog{status: "running", hook: func(open int, f *fakeLog) {
+		if open == 2 {
+			f.status = ""
+		}
+	}}
+	f.add(Stdout, 1, "a\n")
+	got := readFake(t, f, Cursor{}, true)
+	if len(got) != 2 || string(got[0].Data) != "a" || !got[1].Cursor.IsZero() || !errors.Is(got[1].Err, ErrNotFound) {
+		t.Fatalf("got %s / last err %v", show(got), got[len(got)-1].Err)
+	}
+	if !strings.Contains(got[1].Err.Error(), "removed") {
+		t.Fatalf("error %q does not say the container was removed", got[1].Err)
+	}
+}
