@@ -77,6 +77,7 @@ func TestEngine(t *testing.T) {
 		{"exit code and die event are reported", e.testExitAndEvents},
 		{"network is kept while a container refers to it", e.testNetworkLifecycle},
 		{"a last line without newline is read after the exit, not while running", e.testUnterminated},
+		{"a wait that breaks inspects and waits again", e.testWaitBreaks},
 	}
 	var wg sync.WaitGroup
 	for _, c := range cases {
@@ -702,6 +703,43 @@ func (e *engine) testUnterminated(t *testing.T) {
 	}
 	if got := texts(drain(t, all)); !slices.Equal(got, []string{"done", "half"}) {
 		t.Fatalf("reader after the exit got %q", got)
+	}
+}
+
+func (e *engine) testWaitBreaks(t *testing.T) {
+	ctx := testCtx(t)
+	broken := func() (<-chan container.WaitResponse, <-chan error) {
+		errC := make(chan error, 1)
+		errC <- errors.New("simulated: connection to the engine lost")
+		return nil, errC
+	}
+	// Running when the wait breaks: waited on again, the real exit comes.
+	id, _, lines := e.launch(t, ctx, e.spec("rewait", "line:ready;readstdin;exit:5"))
+	until(t, lines, "ready")
+	done := make(chan Exit, 1)
+	go func() {
+		resC, errC := broken()
+		done <- e.d.wait(ctx, id, resC, errC)
+	}()
+	time.Sleep(500 * time.Millisecond) // let it re-register
+	if err := e.d.WriteStdin(ctx, id, []byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	if ex := <-done; ex.Err != nil || ex.Code != 5 {
+		t.Fatalf("exit after a broken wait on a running container = %+v, want code 5", ex)
+	}
+	// Exited when the wait breaks: the result comes from inspect.
+	resC, errC := broken()
+	if ex := e.d.wait(ctx, id, resC, errC); ex.Err != nil || ex.Code != 5 {
+		t.Fatalf("exit after a broken wait on an exited container = %+v, want code 5", ex)
+	}
+	// Removed: an error that says so.
+	if err := e.d.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	resC, errC = broken()
+	if ex := e.d.wait(ctx, id, resC, errC); !errors.Is(ex.Err, ErrNotFound) {
+		t.Fatalf("broken wait on a removed container = %+v, want ErrNotFound", ex)
 	}
 }
 
