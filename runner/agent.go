@@ -119,6 +119,7 @@ type acpBackend struct {
 	workspace    string
 	env          []string
 	policy       acpclient.Policy
+	authMethod   string
 	grace        time.Duration
 	log          *slog.Logger
 	onAgentStart func(int)
@@ -184,23 +185,36 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt string) outco
 		return outcome{err: err, summary: client.Transcript().Summary()}
 	}
 
-	if _, err := conn.Initialize(ctx, acp.InitializeRequest{
+	initResp, err := conn.Initialize(ctx, acp.InitializeRequest{
 		ProtocolVersion: acp.ProtocolVersionNumber,
 		ClientCapabilities: acp.ClientCapabilities{
 			Fs:       acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
 			Terminal: true,
 		},
 		ClientInfo: &acp.Implementation{Name: "aimi-acp-runner", Version: "1"},
-	}); err != nil {
+	})
+	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{stop: acp.StopReasonCancelled}
 		}
 		return crashed("initialize", err)
 	}
+	if b.authMethod != "" {
+		if _, err := conn.Authenticate(ctx, acp.AuthenticateRequest{MethodId: b.authMethod}); err != nil {
+			if ctx.Err() != nil {
+				return outcome{stop: acp.StopReasonCancelled}
+			}
+			return crashed("authenticate with "+b.authMethod, err)
+		}
+	}
 	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.workspace, McpServers: []acp.McpServer{}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{stop: acp.StopReasonCancelled}
+		}
+		var re *acp.RequestError
+		if errors.As(err, &re) && re.Code == -32000 && b.authMethod == "" {
+			return outcome{err: fmt.Errorf("the agent requires authentication: set %s to one of %v (and the credentials it needs)", EnvAgentAuthMethod, authMethodIDs(initResp.AuthMethods))}
 		}
 		return crashed("session/new", err)
 	}
@@ -245,6 +259,21 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt string) outco
 		return o
 	}
 	return outcome{stop: a.resp.StopReason, summary: sum}
+}
+
+func authMethodIDs(ms []acp.AuthMethod) []string {
+	var ids []string
+	for _, m := range ms {
+		switch {
+		case m.Agent != nil:
+			ids = append(ids, m.Agent.Id)
+		case m.EnvVar != nil:
+			ids = append(ids, m.EnvVar.Id)
+		case m.Terminal != nil:
+			ids = append(ids, m.Terminal.Id)
+		}
+	}
+	return ids
 }
 
 // execBackend runs a plain command per story with the prompt on stdin;

@@ -15,6 +15,7 @@ import (
 const (
 	EnvAgent            = "AIMI_AGENT"             // acp | exec | demo
 	EnvAgentCommand     = "AIMI_AGENT_COMMAND"     // command line of the ACP agent or of the exec command
+	EnvAgentAuthMethod  = "AIMI_AGENT_AUTH_METHOD" // optional ACP auth method id to authenticate with after initialize
 	EnvVerifyCommand    = "AIMI_VERIFY_COMMAND"    // optional shell command run after every story
 	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY" // allow | reject | allow-kinds:read,edit,...
 	EnvWorkspace        = "AIMI_WORKSPACE"         // clone target, default /workspace
@@ -49,6 +50,7 @@ type Config struct {
 	Agent         string   // AgentACP, AgentExec or AgentDemo
 	AgentCommand  string   // shell command line (acp, exec)
 	DemoCommand   []string // argv that starts the demo agent; default: this executable + "demo-agent"
+	AuthMethod    string   // ACP authenticate method id, when the agent needs one
 	VerifyCommand string
 	Policy        acpclient.Policy
 	Workspace     string
@@ -75,6 +77,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		Agent:         strings.TrimSpace(getenv(EnvAgent)),
 		AgentCommand:  strings.TrimSpace(getenv(EnvAgentCommand)),
+		AuthMethod:    strings.TrimSpace(getenv(EnvAgentAuthMethod)),
 		VerifyCommand: strings.TrimSpace(getenv(EnvVerifyCommand)),
 		Workspace:     getenv(EnvWorkspace),
 		AuthorName:    getenv(EnvGitAuthorName),

@@ -256,7 +256,7 @@ func (r *run) backend() (backend, error) {
 		if len(argv) == 0 {
 			return nil, errors.New("no command to start the demo agent (os.Executable failed)")
 		}
-		return &acpBackend{argv: argv, workspace: r.cfg.Workspace, env: r.env, policy: r.cfg.Policy,
+		return &acpBackend{argv: argv, workspace: r.cfg.Workspace, env: r.env, policy: r.cfg.Policy, authMethod: r.cfg.AuthMethod,
 			grace: r.cfg.StopGrace, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
 	}
 	return nil, fmt.Errorf("unknown agent backend %q", r.cfg.Agent)

@@ -29,6 +29,10 @@
 //	                        one fresh agent process per story.
 //	                        exec: a shell command run per story with the prompt on stdin
 //	                        and AIMI_STORY_ID set; exit status 0 means the turn ended well.
+//	AIMI_AGENT_AUTH_METHOD  optional ACP auth method id (from the agent's initialize answer)
+//	                        to call authenticate with before session/new; an agent that
+//	                        answers session/new with auth_required fails the story with
+//	                        the method ids it offers.
 //	AIMI_VERIFY_COMMAND     optional shell command run in the workspace after each story
 //	                        the agent finished (stop reason end_turn); non-zero exit fails
 //	                        the story with the tail of its output.
