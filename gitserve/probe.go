@@ -60,14 +60,22 @@ func (p EngineProbe) BranchTip(ctx context.Context, containerName, branch string
 	if err != nil || !found {
 		return "", err
 	}
+	return packedRef(packed, ref), nil
+}
+
+// packedRef finds ref in the content of a packed-refs file ("" when it is
+// not there). The file comes from inside a container: lines that are not
+// "<oid> <ref>" (the header, peeled "^<oid>" lines, garbage) are skipped.
+func packedRef(packed, ref string) string {
 	sc := bufio.NewScanner(strings.NewReader(packed))
+	sc.Buffer(make([]byte, 0, 4096), maxRefFile)
 	for sc.Scan() {
 		oid, name, ok := strings.Cut(sc.Text(), " ")
 		if ok && name == ref && validOID(oid) {
-			return oid, nil
+			return oid
 		}
 	}
-	return "", nil
+	return ""
 }
 
 // readFile returns the content of one regular file in the container;
@@ -96,9 +104,14 @@ func (p EngineProbe) readFile(ctx context.Context, containerName, file string) (
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
-		data, err := io.ReadAll(io.LimitReader(tr, maxRefFile))
+		data, err := io.ReadAll(io.LimitReader(tr, maxRefFile+1))
 		if err != nil {
 			return "", false, fmt.Errorf("read %s from container %s: %w", file, containerName, err)
+		}
+		if len(data) > maxRefFile {
+			// Reading part of it could miss the branch and call the
+			// container's work absent: refuse to guess.
+			return "", false, fmt.Errorf("read %s from container %s: larger than %d bytes", file, containerName, maxRefFile)
 		}
 		return string(data), true, nil
 	}
