@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aimi-tools/swarm/acpclient"
 	"github.com/aimi-tools/swarm/acpmsg"
@@ -70,6 +72,41 @@ func TestRunWithSDKExampleAgent(t *testing.T) {
 				t.Errorf("task file %v", got)
 			}
 		})
+	}
+}
+
+func TestStopWithSDKExampleAgentEndsTheTurnTheACPWay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the SDK example agent")
+	}
+	agent := buildExampleAgent(t)
+	s := newScenario(t, oneStory(t), "")
+	s.cfg.Agent = AgentACP
+	s.cfg.AgentCommand = agent
+	var logs syncBuffer
+	s.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), `"status":"in_progress"`) })
+	time.Sleep(1500 * time.Millisecond) // mid-turn: the example agent paces its updates by seconds
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("runner did not stop")
+	}
+	msgs := parseAll(t, out.String())
+	if c := completionOf(t, msgs); c.Status != acpmsg.CompletionStopped {
+		t.Fatalf("completion %+v", c)
+	}
+	if strings.Contains(logs.String(), "killing its process group") {
+		t.Error("the example agent honours session/cancel; it should not need the kill")
+	}
+	if len(progressOf(msgs)) != 1 {
+		t.Errorf("a stopped story gets no final progress-update: %+v", progressOf(msgs))
 	}
 }
 

@@ -256,6 +256,11 @@ func TestRunWithDemoAgent(t *testing.T) {
 			wantErrors: []string{"US-001: verify failed"},
 		},
 		{
+			name: "resume: a story skipped before the run satisfies its dependents", fixture: "2026-11-20-resume-tasks.json",
+			want:      map[string]tasks.Status{"US-001": tasks.Completed, "US-002": tasks.Skipped, "US-003": tasks.Completed, "US-004": tasks.Completed},
+			wantOrder: []string{"US-003", "US-004"},
+		},
+		{
 			name: "stories completed or skipped before the run are left alone", fixture: linear,
 			mutate:    func(f *tasks.File) { f.UserStories[0].Status = tasks.Completed },
 			want:      map[string]tasks.Status{"US-001": tasks.Completed, "US-002": tasks.Completed, "US-003": tasks.Completed},
