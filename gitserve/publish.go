@@ -27,6 +27,9 @@ func (s *Service) Publish(ctx context.Context, repoPath, branch, containerName s
 		return nil, fmt.Errorf("publish %s of %s: %w", branch, containerName, ErrUnknownContainer)
 	}
 	mirror := s.mirrorPath(rec.SwarmKey)
+	lock := s.checkoutLock(repoPath)
+	lock.Lock()
+	defer lock.Unlock()
 	res, err := publish.IntoCheckout(ctx, userGit, repoPath, mirror, branch)
 	if errors.Is(err, publish.ErrNoBranch) {
 		s.log.Info("nothing to publish: the container never pushed its branch", "container", containerName, "branch", branch)

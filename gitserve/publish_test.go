@@ -304,3 +304,32 @@ func TestRefusedPushIsNotDelivery(t *testing.T) {
 		t.Fatalf("Unreceived = %v, want ErrNothingReceived", err)
 	}
 }
+
+// Containers finishing together publish into the same checkout at once.
+func TestConcurrentPublishes(t *testing.T) {
+	f := newPublishFixture(t, "")
+	names := []string{"aimi-k1", "aimi-k2", "aimi-k3", "aimi-k4"}
+	tips := map[string]string{}
+	for _, n := range names {
+		tips[n] = f.containerPush(t, n, "feat-"+n, n+".txt")
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(names))
+	for _, n := range names {
+		wg.Go(func() {
+			if _, err := f.s.Publish(t.Context(), f.user, "feat-"+n, n); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, n := range names {
+		if got := mustGit(t, f.user, "rev-parse", "refs/heads/feat-"+n); got != tips[n] {
+			t.Errorf("%s: checkout has %s, want %s", n, got, tips[n])
+		}
+	}
+}

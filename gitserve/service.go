@@ -174,6 +174,9 @@ type Service struct {
 
 	// engine is the client of the default EngineProbe, closed by Close.
 	engine *client.Client
+	// publishMu serializes Publish per checkout: containers finishing
+	// together would otherwise race on the same refs and remote.
+	publishMu map[string]*sync.Mutex
 }
 
 // New opens (or creates) the service's data directory and CA. It does not
@@ -207,6 +210,7 @@ func New(opts Options) (*Service, error) {
 		byToken:   map[string]*record{},
 		listeners: map[string]*listener{},
 		userRefs:  map[string]string{},
+		publishMu: map[string]*sync.Mutex{},
 	}
 	if err := os.MkdirAll(s.repos, 0o700); err != nil {
 		return nil, fmt.Errorf("create git service data dir %s: %w", s.repos, err)
@@ -438,6 +442,18 @@ func (s *Service) lookup(token string) (record, bool) {
 		return record{}, false
 	}
 	return *rec, true
+}
+
+// checkoutLock returns the mutex serializing publishes into repoPath.
+func (s *Service) checkoutLock(repoPath string) *sync.Mutex {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.publishMu[repoPath]
+	if m == nil {
+		m = &sync.Mutex{}
+		s.publishMu[repoPath] = m
+	}
+	return m
 }
 
 func (s *Service) recordByName(name string) (record, bool) {
