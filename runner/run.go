@@ -68,17 +68,23 @@ func (r *run) emit(t acpmsg.Type, p acpmsg.Payload) {
 func (r *run) fail(code, msg string) int {
 	msg = acpmsg.TruncateOutput(msg)
 	r.log.Error("runner failed before work began", "code", code, "message", msg)
-	p := &acpmsg.ErrorPayload{Code: code, Message: msg}
-	// The request's ids may be the invalid part: fall back to the daemon's
-	// environment, then to ids that at least keep the line valid.
+	return r.finalWithFallbackIDs(acpmsg.TypeError, &acpmsg.ErrorPayload{Code: code, Message: msg}, ExitFailed)
+}
+
+// finalWithFallbackIDs emits the run's final message when the request's ids
+// may be missing or invalid: the request's ids, then the daemon's
+// environment (AIMI_SWARM_ID, AIMI_CONTAINER_ID), then ids that at least keep
+// the line valid (a fresh swarm id, the hostname Docker sets to the short
+// container id).
+func (r *run) finalWithFallbackIDs(t acpmsg.Type, p acpmsg.Payload, code int) int {
 	host, _ := os.Hostname()
 	for _, ids := range [][2]string{{r.swarmID, r.containerID}, {r.cfg.SwarmID, r.cfg.ContainerID}, {uuid.NewString(), firstNonEmpty(r.cfg.ContainerID, host, "unknown")}} {
-		if err := r.out.Write(acpmsg.NewMessage(acpmsg.TypeError, ids[0], ids[1], p)); err == nil {
-			return ExitFailed
+		if err := r.out.Write(acpmsg.NewMessage(t, ids[0], ids[1], p)); err == nil {
+			return code
 		}
 	}
-	r.log.Error("could not emit the error message")
-	return ExitFailed
+	r.log.Error("could not emit the final message", "type", t)
+	return code
 }
 
 func firstNonEmpty(s ...string) string {
@@ -105,7 +111,27 @@ func (r *run) complete(status string) int {
 }
 
 func (r *run) main(ctx context.Context, stdin io.Reader) int {
-	msg, req, perr := readRequest(stdin)
+	// The read blocks until the daemon writes the request; a stop must not
+	// wait for it. (The reading goroutine is left behind on a stop: the
+	// process exits right after.)
+	type intake struct {
+		msg  acpmsg.Message
+		req  *acpmsg.TaskRequest
+		perr *prepError
+	}
+	got := make(chan intake, 1)
+	go func() {
+		msg, req, perr := readRequest(stdin)
+		got <- intake{msg, req, perr}
+	}()
+	var in intake
+	select {
+	case in = <-got:
+	case <-ctx.Done():
+		r.log.Info("stopped before a task-request arrived")
+		return r.finalWithFallbackIDs(acpmsg.TypeCompletion, &acpmsg.Completion{Status: acpmsg.CompletionStopped, Errors: []string{}}, ExitOK)
+	}
+	msg, req, perr := in.msg, in.req, in.perr
 	r.swarmID, r.containerID = msg.SwarmID, msg.ContainerID
 	if perr != nil {
 		return r.fail(perr.code, perr.msg)

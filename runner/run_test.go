@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -504,6 +505,28 @@ func TestRunErrorsBeforeWorkBegins(t *testing.T) {
 				t.Fatal("the git token leaked into stdout or logs")
 			}
 		})
+	}
+}
+
+func TestStopBeforeTheRequestArrives(t *testing.T) {
+	pr, pw := io.Pipe() // stdin stays open and silent, as with the daemon's attach
+	defer pw.Close()
+	var out syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(ctx, Config{Workspace: t.TempDir(), SwarmID: uuid.NewString(), ContainerID: "abc", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pr, &out)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		msgs := parseAll(t, out.String())
+		if c := completionOf(t, msgs); c.Status != acpmsg.CompletionStopped || code != ExitOK {
+			t.Fatalf("%+v exit %d", c, code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stop while waiting for the request hangs")
 	}
 }
 
