@@ -19,7 +19,7 @@ const (
 	EnvVerifyCommand    = "AIMI_VERIFY_COMMAND"    // optional shell command run after every story
 	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY" // allow | reject | allow-kinds:read,edit,...
 	EnvWorkspace        = "AIMI_WORKSPACE"         // clone target, default /workspace
-	EnvStopGrace        = "AIMI_STOP_GRACE"        // Go duration, default 10s
+	EnvStopGrace        = "AIMI_STOP_GRACE"        // Go duration, default 5s
 	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"   // default "aimi swarm"
 	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL"  // default "swarm@aimi.invalid"
 	EnvGitToken         = "AIMI_GIT_TOKEN"         // optional https token; never logged nor passed to agents
@@ -39,7 +39,7 @@ const (
 // Defaults.
 const (
 	DefaultWorkspace   = "/workspace"
-	DefaultStopGrace   = 10 * time.Second
+	DefaultStopGrace   = 5 * time.Second // with Docker's default 10s stop timeout, leaves time to report
 	DefaultAuthorName  = "aimi swarm"
 	DefaultAuthorEmail = "swarm@aimi.invalid"
 	DefaultGitUsername = "x-access-token"

@@ -30,7 +30,7 @@ const (
 
 // finalPushTimeout bounds the last push when the run is being stopped: the
 // engine kills the container after its stop timeout anyway.
-const finalPushTimeout = 10 * time.Second
+const finalPushTimeout = 5 * time.Second
 
 // Run executes the one task-request read from stdin and writes protocol lines
 // to stdout. Cancelling ctx is the stop signal (SIGTERM): the story in flight

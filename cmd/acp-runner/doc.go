@@ -42,7 +42,7 @@
 //	                        switch_mode, other).
 //	AIMI_WORKSPACE          directory to clone into, empty or missing; default /workspace.
 //	                        fs/* and terminal/* of the agent are confined to it.
-//	AIMI_STOP_GRACE         Go duration an agent gets to end a cancelled turn; default 10s.
+//	AIMI_STOP_GRACE         Go duration an agent gets to end a cancelled turn; default 5s.
 //	AIMI_GIT_AUTHOR_NAME    author and committer of the story commits; default "aimi swarm".
 //	AIMI_GIT_AUTHOR_EMAIL   default "swarm@aimi.invalid".
 //	AIMI_GIT_TOKEN          optional token for https clone and push, sent as HTTP Basic
