@@ -333,7 +333,12 @@ next:
 	return out, nil
 }
 
-// finishAll waits until no fake container runs.
+func (f *fakeEngine) counters() (starts, peak int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.starts, f.peak
+}
+
 func (f *fakeEngine) runningNow() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -164,9 +164,10 @@ func (l *ledger) close(ctx context.Context) error {
 // rebuild closes the Recorder, lets fix change the files (drop state
 // entries, move journals aside), and opens a new Recorder tracking keep,
 // each restored from its journal.
-func (l *ledger) rebuild(ctx context.Context, fix func(ctx context.Context) error, keep []*ctr, restore func(c *ctr) (*state.Container, *state.Tracker, error)) error {
+func (l *ledger) rebuild(ctx context.Context, fix func(ctx context.Context) error, keep []*ctr, restore func(c *ctr, old *state.Container) (*state.Container, *state.Tracker, error)) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	before := l.rec.Snapshot()
 	if err := l.rec.Close(ctx); err != nil {
 		return fmt.Errorf("flush state before changing it: %w", err)
 	}
@@ -179,7 +180,7 @@ func (l *ledger) rebuild(ctx context.Context, fix func(ctx context.Context) erro
 	fresh := &state.Swarm{SwarmID: sw.SwarmID, CreatedAt: sw.CreatedAt, UpdatedAt: time.Now().UTC()}
 	l.rec = state.NewRecorder(l.store, fresh, l.opts)
 	for _, c := range keep {
-		sc, t, err := restore(c)
+		sc, t, err := restore(c, before.Container(c.name))
 		if err != nil {
 			return errors.Join(ferr, err)
 		}

@@ -66,9 +66,14 @@ func (sw *swarm) launch(c *ctr, mode supMode) chan struct{} {
 		c.stopCh = make(chan struct{})
 	}
 	sw.mu.Unlock()
+	// Slots are taken here, synchronously, so they go in launch order and
+	// re-attached containers count before any queued one is granted.
 	var tk *ticket
-	if mode == modeFresh {
-		tk = sw.slots.enqueue() // now, so slots go in launch order
+	switch mode {
+	case modeFresh:
+		tk = sw.slots.enqueue()
+	case modeAttach:
+		sw.slots.take()
 	}
 	m.wg.Add(1)
 	go func() {
@@ -119,8 +124,8 @@ func (sw *swarm) supervise(ctx context.Context, c *ctr, mode supMode, tk *ticket
 		}
 		sw.follow(ctx, c, log, true)
 	case modeAttach:
-		// Already running: it holds a slot whether or not one is free.
-		sw.slots.take()
+		// Already running: it holds a slot (taken in launch) whether or
+		// not one was free.
 		defer sw.slots.release()
 		sw.follow(ctx, c, log, false)
 	case modeFinish:
@@ -277,11 +282,21 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 		sw.finish(ctx, c, exitFacts{missing: true})
 		return
 	}
+	var facts exitFacts
+	exited := false
+	if !start && !info.Running {
+		// It exited between the listing and the wait's registration; a
+		// next-exit wait would never fire.
+		facts.code, facts.oom, facts.exited, exited = info.ExitCode, info.OOMKilled, true, true
+		exitCh = nil
+	}
 	if info.Running && info.Pid > 0 {
 		pid := info.Pid
 		_ = sw.led.update(c.name, func(sc *state.Container) { sc.ACPPID = &pid })
 	}
-	if start || !sw.sentRequest(c) {
+	if exited {
+		// Nothing to send to or watch: read what is left and decide.
+	} else if start || !sw.sentRequest(c) {
 		if err := sw.sendRequest(ctx, c); err != nil {
 			log.Warn("send the task-request", "err", err)
 		}
@@ -303,8 +318,6 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 	defer timer.Stop()
 	stopCh, _ := sw.stopChan(c)
 
-	var facts exitFacts
-	exited := false
 	var drain <-chan time.Time
 	stopOnce := false
 	stopNow := func() {
@@ -320,6 +333,10 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 	}
 	if lines == nil {
 		drain = time.After(reopenDelay) // reopen soon
+	}
+	if exited {
+		lines, drain = nil, nil
+		goto done
 	}
 loop:
 	for {
@@ -389,6 +406,7 @@ loop:
 			stopNow()
 		}
 	}
+done:
 	streamCancel()
 	if !facts.missing {
 		if err := sw.readRest(ctx, c); err != nil {

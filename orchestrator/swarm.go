@@ -351,8 +351,8 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 			errs = append(errs, moveAside(sw.store.JournalPath(sw.id, c.name)))
 		}
 		return errors.Join(errs...)
-	}, all, func(c *ctr) (*state.Container, *state.Tracker, error) {
-		return sw.restoreEntry(c, retried[c.name])
+	}, all, func(c *ctr, old *state.Container) (*state.Container, *state.Tracker, error) {
+		return sw.restoreEntry(c, old, retried[c.name])
 	})
 	if err != nil {
 		return err
@@ -365,7 +365,7 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 
 // restoreEntry rebuilds a container's state entry and fold from its journal
 // (fresh: from nothing, as a new pending container).
-func (sw *swarm) restoreEntry(c *ctr, fresh bool) (*state.Container, *state.Tracker, error) {
+func (sw *swarm) restoreEntry(c *ctr, old *state.Container, fresh bool) (*state.Container, *state.Tracker, error) {
 	now := time.Now().UTC()
 	sw.mu.Lock()
 	sc := &state.Container{ContainerID: c.id, ContainerName: c.name, TaskFilePath: c.taskFile,
@@ -378,7 +378,7 @@ func (sw *swarm) restoreEntry(c *ctr, fresh bool) (*state.Container, *state.Trac
 	if err != nil {
 		return nil, nil, err
 	}
-	if old := sw.led.container(c.name); old != nil {
+	if old != nil {
 		sc.CreatedAt, sc.ACPPID = old.CreatedAt, old.ACPPID
 	}
 	return sc, t, nil
@@ -449,7 +449,9 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (CleanupReport, error)
 			s.Containers = slices.DeleteFunc(s.Containers, func(c *state.Container) bool { return dropped[c.ContainerName] })
 			return nil
 		})
-	}, keep, func(c *ctr) (*state.Container, *state.Tracker, error) { return sw.restoreEntry(c, false) })
+	}, keep, func(c *ctr, old *state.Container) (*state.Container, *state.Tracker, error) {
+		return sw.restoreEntry(c, old, false)
+	})
 	sw.mu.Lock()
 	sw.ctrs = slices.DeleteFunc(sw.ctrs, func(c *ctr) bool { return dropped[c.name] })
 	sw.mu.Unlock()

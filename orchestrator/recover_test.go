@@ -1,0 +1,227 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// crash simulates the daemon's death: the Manager's context is cancelled
+// without Shutdown, its supervisors end, and its recorders stop (what they
+// had accepted is written, as a killed process's page cache would be; the
+// real-engine test kills a process and loses the unflushed buffer too).
+func crash(t *testing.T, m *Manager, cancel context.CancelFunc) {
+	t.Helper()
+	cancel()
+	m.wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, sw := range m.swarms {
+		_ = sw.led.close(context.Background())
+	}
+	m.closing = true
+}
+
+// recordSignature is a journal reduced to what must not change between an
+// interrupted and an uninterrupted run: every container line in order.
+func recordSignature(recs []state.Record) []string {
+	var out []string
+	for _, r := range recs {
+		if r.Stream == state.StreamDaemon {
+			out = append(out, "daemon:"+r.Type)
+			continue
+		}
+		m, _ := r.DecodeMessage()
+		s := fmt.Sprintf("%s|%v|%s", r.Type, r.Valid, r.Rejected)
+		if m != nil {
+			s += "|" + fmt.Sprint(describePayload(m.Payload))
+		} else {
+			s += "|" + r.Raw
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func describePayload(p any) string {
+	return strings.TrimPrefix(fmt.Sprintf("%+v", p), "&")
+}
+
+func TestCrashRecoveryLosesNothingAndCountsNothingTwice(t *testing.T) {
+	const stories = 15
+	prog := scripted(2*time.Millisecond, storiesDone(stories)...)
+	names := []string{"r1", "r2", "r3", "r4"}
+
+	// The uninterrupted run, for comparison.
+	refRepo, refFiles := testRepo(t, names, stories)
+	refEng := newFakeEngine(byTask(nil, prog))
+	refM := newTestManager(t, refEng, Config{MaxContainers: 2})
+	if _, err := refM.Start(context.Background(), StartRequest{RepoPath: refRepo, TaskFiles: refFiles}); err != nil {
+		t.Fatal(err)
+	}
+	ref := waitTerminal(t, refM, refRepo, 20*time.Second)
+	refSigs := map[string][]string{}
+	for _, c := range ref.Containers {
+		refSigs[c.TaskFile] = recordSignature(readJournal(t, refRepo, ref.State.SwarmID, c.Name))
+	}
+
+	for _, killAfter := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond, 90 * time.Millisecond, 150 * time.Millisecond} {
+		t.Run(fmt.Sprintf("kill after %v", killAfter), func(t *testing.T) {
+			repo, files := testRepo(t, names, stories)
+			eng := newFakeEngine(byTask(nil, prog))
+			ctx1, cancel1 := context.WithCancel(context.Background())
+			m1, err := New(ctx1, Config{Image: "standin:test", MaxContainers: 2, Logger: testLogger(t)}, eng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(killAfter)
+			crash(t, m1, cancel1)
+			// Containers go on (and some finish) while no daemon runs.
+			time.Sleep(40 * time.Millisecond)
+
+			m2 := newTestManager(t, eng, Config{MaxContainers: 2})
+			if err := m2.Recover(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			v := waitTerminal(t, m2, repo, 20*time.Second)
+			if _, peak := eng.counters(); peak > 2 {
+				t.Errorf("peak running %d > 2", peak)
+			}
+			sw := validateStateFile(t, repo)
+			for _, c := range sw.Containers {
+				if c.Status != state.StatusCompleted || c.StoryProgress != (state.Progress{Total: stories, Completed: stories}) {
+					t.Errorf("%s: %s %+v, want completed %d/%d", c.ContainerName, c.Status, c.StoryProgress, stories, stories)
+				}
+			}
+			for _, c := range v.Containers {
+				got := recordSignature(readJournal(t, repo, v.State.SwarmID, c.Name))
+				want := refSigs[c.TaskFile]
+				if strings.Join(got, "\n") != strings.Join(want, "\n") {
+					t.Errorf("%s: journal differs from the uninterrupted run:\n got %d records\nwant %d records\n got: %q\nwant: %q", c.Name, len(got), len(want), got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestRecoverReconcilesTheTable(t *testing.T) {
+	// Each container's fate while the daemon is down.
+	progs := map[string]program{
+		"runs-on":    scripted(5*time.Millisecond, storiesDone(4)...),
+		"exits-ok":   scripted(0, storiesDone(1)...),
+		"exits-bad":  scripted(0, step{story: "US-001", status: "in_progress"}, exitStep(2)),
+		"vanishes":   scripted(0, step{hang: true}),
+		"still-pend": scripted(0, storiesDone(1)...),
+	}
+	names := []string{"runs-on", "exits-ok", "exits-bad", "vanishes", "still-pend"}
+	repo, files := testRepo(t, names, 1)
+	// runs-on has 4 stories
+	if err := os.WriteFile(filepath.Join(repo, files[0]), taskFileJSON("feat/runs-on", 4), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eng := newFakeEngine(byTask(progs, nil))
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	m1, err := New(ctx1, Config{Image: "standin:test", MaxContainers: 4, Logger: testLogger(t)}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Let the first four start, then the daemon dies at once.
+	deadline := time.Now().Add(5 * time.Second)
+	for st, _ := eng.counters(); st < 4 && time.Now().Before(deadline); st, _ = eng.counters() {
+		time.Sleep(time.Millisecond)
+	}
+	crash(t, m1, cancel1)
+	vanish := detail(t, v, "vanishes")
+	_ = eng.Remove(context.Background(), vanish.ContainerID)
+	time.Sleep(30 * time.Millisecond)
+
+	m2 := newTestManager(t, eng, Config{MaxContainers: 4})
+	if err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v = waitTerminal(t, m2, repo, 20*time.Second)
+	validateStateFile(t, repo)
+	want := map[string]string{"runs-on": "completed", "exits-ok": "completed", "exits-bad": "failed", "vanishes": "failed", "still-pend": "completed"}
+	for frag, st := range want {
+		if d := detail(t, v, frag); d.Status != st {
+			t.Errorf("%s: %s, want %s (%v)", frag, d.Status, st, d.Errors)
+		}
+	}
+	if d := detail(t, v, "vanishes"); !hasCode(d, CodeContainerLost) {
+		t.Errorf("vanished container errors %v lack %s", d.Errors, CodeContainerLost)
+	}
+	if d := detail(t, v, "exits-bad"); !hasCode(d, "AGENT_CRASH") {
+		t.Errorf("crashed container errors %v lack AGENT_CRASH", d.Errors)
+	}
+}
+
+func TestResumeRetryFailedAndCleanup(t *testing.T) {
+	attempt := map[string]int{} // guarded by eng.mu: programs is called under it
+	repo, files := testRepo(t, []string{"flaky", "fine"}, 2)
+	eng := newFakeEngine(nil)
+	eng.programs = func(s container.Spec) program {
+		tf := s.Labels[labelTaskFile]
+		attempt[tf]++
+		n := attempt[tf]
+		if strings.Contains(tf, "flaky") && n == 1 {
+			return scripted(0, step{story: "US-001", status: "in_progress"}, exitStep(1))
+		}
+		return scripted(0, storiesDone(2)...)
+	}
+	m := newTestManager(t, eng, Config{})
+	ctx := context.Background()
+	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	v := waitTerminal(t, m, repo, 10*time.Second)
+	if d := detail(t, v, "flaky"); d.Status != "failed" {
+		t.Fatalf("flaky: %s, want failed", d.Status)
+	}
+	old := detail(t, v, "flaky").ContainerID
+	if _, err := m.Resume(ctx, repo, true); err != nil {
+		t.Fatal(err)
+	}
+	v = waitTerminal(t, m, repo, 10*time.Second)
+	d := detail(t, v, "flaky")
+	if d.Status != "completed" || d.ContainerID == old {
+		t.Fatalf("after retry: %s in %s, want completed in a new container", d.Status, d.ContainerID)
+	}
+	sw := validateStateFile(t, repo)
+	if c := sw.Container(d.Name); c.ContainerID != d.ContainerID || c.StoryProgress.Completed != 2 {
+		t.Errorf("state after retry: %+v", c)
+	}
+	if len(sw.Containers) != 2 {
+		t.Errorf("%d entries after retry, want 2", len(sw.Containers))
+	}
+
+	rep, err := m.Cleanup(ctx, repo, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Removed) != 2 || !rep.StateRemoved {
+		t.Errorf("cleanup report %+v, want 2 removed and the state gone", rep)
+	}
+	if len(eng.ctrs) != 0 {
+		t.Errorf("%d containers left after cleanup", len(eng.ctrs))
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm-state.json")); !os.IsNotExist(err) {
+		t.Errorf("state file still there: %v", err)
+	}
+	if _, err := m.Status(ctx, repo); err != ErrNoSwarm {
+		t.Errorf("status after cleanup: %v, want ErrNoSwarm", err)
+	}
+}
