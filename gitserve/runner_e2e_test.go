@@ -1,0 +1,165 @@
+package gitserve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/uuid"
+
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage"
+)
+
+// TestRunnerThroughTheService: the real acp-runner (demo agent) in the
+// sandbox image, on a swarm network, clones from the service with its
+// token, pushes its branch story by story; Publish brings the branch into
+// the user's checkout and Unreceived, reading the exited container, finds
+// nothing missing. The token appears in no log.
+func TestRunnerThroughTheService(t *testing.T) {
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "shared", "fixtures", "tasks", "valid", "2026-11-20-linear-tasks.json"))
+	if err != nil {
+		t.Skipf("shared task fixture not found: %v", err)
+	}
+	cli := dockertest.Client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	run := dockertest.RunID()
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+	tag := "aimi-sandbox:gitserve-e2e-" + run
+	if _, err := sandboximage.BuildDetailed(ctx, sandboximage.Options{Tag: tag, Client: cli}); err != nil {
+		t.Skipf("sandbox image not available, skipping: %v (build it with 'make sandbox-image')", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sandboximage.RemoveTag(ctx, cli, "", tag); err != nil {
+			t.Errorf("remove test image tag %s: %v", tag, err)
+		}
+	})
+
+	labels := map[string]string{dockertest.LabelKey: run}
+	netName := "aimi-gitserve-e2e-" + run
+	if _, err := cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "bridge", Labels: labels,
+		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"}}); err != nil {
+		t.Fatalf("create network: %v", err)
+	}
+	ni, err := cli.NetworkInspect(ctx, netName, network.InspectOptions{})
+	if err != nil || len(ni.IPAM.Config) == 0 {
+		t.Fatalf("inspect network: %v", err)
+	}
+
+	repo := newRepo(t)
+	taskPath := ".aimi/tasks/2026-11-20-linear-tasks.json"
+	if err := os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	commitFile(t, repo, taskPath, string(fixture))
+	mainTip := mustGit(t, repo, "rev-parse", "HEAD")
+
+	s, logs := newServiceWithEngine(t, Options{})
+	if err := s.ListenOn(ctx, ni.IPAM.Config[0].Gateway); err != nil {
+		t.Fatal(err)
+	}
+	swarmID := uuid.NewString()
+	name := "aimi-gitserve-e2e-" + run
+	const branch = "feat/linear"
+	g, err := s.Grant(ctx, repo, swarmID, name, branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const caPath = "/etc/aimi/git-ca.pem"
+	created, err := cli.ContainerCreate(ctx, &container.Config{
+		Image:     tag,
+		Labels:    labels,
+		OpenStdin: true, StdinOnce: false, AttachStdin: true,
+		Env: []string{"AIMI_AGENT=demo", "AIMI_GIT_TOKEN=" + g.Token,
+			"GIT_SSL_CAINFO=" + caPath, "SSL_CERT_FILE=" + caPath},
+	}, &container.HostConfig{
+		NetworkMode: container.NetworkMode(netName),
+		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: g.CAFile, Target: caPath, ReadOnly: true}},
+	}, nil, nil, name)
+	if err != nil {
+		t.Fatalf("create container: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = cli.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
+	})
+	att, err := cli.ContainerAttach(ctx, created.ID, container.AttachOptions{Stream: true, Stdin: true})
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	defer att.Close()
+	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	req, _ := json.Marshal(map[string]any{
+		"type": "task-request", "timestamp": time.Now().UTC().Format(time.RFC3339),
+		"swarmId": swarmID, "containerId": created.ID,
+		"payload": map[string]any{"taskFilePath": taskPath, "branchName": branch, "repoUrl": g.RepoURL, "envVars": map[string]string{}},
+	})
+	if _, err := att.Conn.Write(append(req, '\n')); err != nil {
+		t.Fatalf("write the task-request: %v", err)
+	}
+	var exit container.WaitResponse
+	select {
+	case exit = <-waitC:
+	case err := <-errC:
+		t.Fatalf("wait: %v", err)
+	}
+	rc, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	_, _ = stdcopy.StdCopy(&stdout, &stderr, rc)
+	rc.Close()
+	defer func() {
+		if t.Failed() {
+			t.Logf("runner exit %d\nstdout:\n%s\nstderr:\n%s\nservice log:\n%s", exit.StatusCode, stdout.String(), stderr.String(), logs)
+		}
+	}()
+	if !strings.Contains(stdout.String(), `"type":"completion"`) || !strings.Contains(stdout.String(), `"status":"completed"`) {
+		t.Fatalf("no completed completion from the runner (exit %d)", exit.StatusCode)
+	}
+
+	mirror := s.mirrorPath(swarmID)
+	tip := mustGit(t, mirror, "rev-parse", "refs/heads/"+branch)
+	if n, _ := strconv.Atoi(mustGit(t, mirror, "rev-list", "--count", mainTip+".."+tip)); n < 3 {
+		t.Errorf("the runner pushed %d commit(s) on %s, want at least one per story (3)", n, branch)
+	}
+	if commits, err := s.Unreceived(ctx, repo, name, branch); err != nil || len(commits) != 0 {
+		t.Errorf("Unreceived after the run = %v, %v; want none", commits, err)
+	}
+	s.Revoke(name)
+	pr, err := s.Publish(ctx, repo, branch, name)
+	if err != nil || pr != nil {
+		t.Fatalf("Publish = %v, %v; want the branch in the checkout and no PR", pr, err)
+	}
+	if got := mustGit(t, repo, "rev-parse", "refs/heads/"+branch); got != tip {
+		t.Fatalf("checkout %s = %s, want %s", branch, got, tip)
+	}
+	for _, f := range []string{"step-1.txt", "step-2.txt", "step-3.txt"} {
+		if _, err := gitOut(repo, nil, "cat-file", "-e", branch+":"+f); err != nil {
+			t.Errorf("%s is not on the published branch", f)
+		}
+	}
+	for where, text := range map[string]string{"service log": logs.String(), "runner stdout": stdout.String(), "runner stderr": stderr.String()} {
+		if strings.Contains(text, g.Token) {
+			t.Errorf("the token is in the %s", where)
+		}
+	}
+}
