@@ -210,7 +210,7 @@ func (t *Transcript) Summary() string {
 		parts = append(parts, fmt.Sprintf("Plan: %d of %d entries completed.", done, len(t.plan)))
 	}
 	if len(t.files) > 0 {
-		parts = append(parts, "Files: "+strings.Join(t.files, ", ")+".")
+		parts = append(parts, "Actions: "+strings.Join(t.files, ", ")+".")
 	}
 	if len(t.permissions) > 0 {
 		parts = append(parts, "Permissions: "+strings.Join(t.permissions, "; ")+".")

@@ -289,7 +289,7 @@ func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
 		return "", err
 	}
 	changed := len(strings.Fields(status)) / 2
-	if err := t.say(ctx, fmt.Sprintf("I wrote %s and checked the working tree (%d changed paths).", target, changed)); err != nil {
+	if err := t.say(ctx, fmt.Sprintf("I wrote %s and checked the working tree (%d changed path(s)).", target, changed)); err != nil {
 		return "", err
 	}
 	return acp.StopReasonEndTurn, nil

@@ -286,6 +286,7 @@ func TestRunWithDemoAgent(t *testing.T) {
 			checkOrder(t, f, ps, limit)
 			var order []string
 			for _, p := range ps {
+				t.Logf("progress %s %s: %s", p.story, p.status, p.output)
 				if p.status == acpmsg.StoryInProgress {
 					order = append(order, p.story)
 				}
