@@ -646,6 +646,17 @@ func (e *engine) testNetworkLifecycle(t *testing.T) {
 	if err != nil || b.ID != a.ID || a.Subnet == "" || a.Gateway == "" {
 		t.Fatalf("second EnsureNetwork %+v %v, first %+v", b, err, a)
 	}
+	n, err := e.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := e.cli.NetworkInspect(ctx, "bridge", network.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Options[mtuOption] != def.Options[mtuOption] {
+		t.Errorf("network MTU %q, want the default bridge's %q", n.Options[mtuOption], def.Options[mtuOption])
+	}
 	s := e.spec("life", "exit:0")
 	s.Network = name
 	id := e.create(t, ctx, s) // created, never started: no endpoint yet

@@ -27,6 +27,8 @@ const (
 	// address pool entry (the engine's default pools allow only about 30
 	// bridge networks in all, so a network per container stops at ~30).
 	iccOption = "com.docker.network.bridge.enable_icc"
+	// mtuOption is the bridge driver's MTU option; see defaultMTU.
+	mtuOption = "com.docker.network.driver.mtu"
 	// logDriver is a driver the logs endpoint can read back.
 	logDriver = "json-file"
 	// logMaxSize and logMaxFile bound the disk a chatty container can use;

@@ -41,9 +41,13 @@ func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[stri
 	for k, v := range labels {
 		all[k] = v
 	}
+	opts := map[string]string{iccOption: "false"}
+	if mtu := d.defaultMTU(ctx); mtu != "" {
+		opts[mtuOption] = mtu
+	}
 	resp, err := d.cli.NetworkCreate(ctx, name, network.CreateOptions{
 		Driver:  "bridge",
-		Options: map[string]string{iccOption: "false"},
+		Options: opts,
 		Labels:  all,
 	})
 	if err != nil && !errdefs.IsConflict(err) {
@@ -55,6 +59,20 @@ func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[stri
 		}
 	}
 	return d.networkInfo(ctx, name)
+}
+
+// defaultMTU returns the MTU the engine gives its default bridge ("" if
+// unknown). The engine applies its configured mtu only to that bridge;
+// networks created through the API get 1500, which on a host whose uplink is
+// smaller (VMs, VPNs: 1400 here) makes large packets to the outside vanish
+// and TLS (git clone over https) hang.
+func (d *Docker) defaultMTU(ctx context.Context) string {
+	n, err := d.cli.NetworkInspect(ctx, "bridge", network.InspectOptions{})
+	if err != nil {
+		d.log.Debug("default bridge MTU unknown", "err", err)
+		return ""
+	}
+	return n.Options[mtuOption]
 }
 
 // dropDuplicate removes the network mine if an older network has the same
