@@ -48,6 +48,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0
 		}
+		fmt.Fprintf(stderr, "aimid: %v (see aimid --help)\n", err)
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -60,8 +61,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	// Packages that log through slog.Default (or the log package) get the
+	// same handler: one format, one level on stderr.
+	slog.SetDefault(log)
 	if err := serve(ctx, o, fs, log); err != nil {
-		log.Error("aimid stopped", "err", err)
+		// Plain text, not a log record: multi-line config problems must stay
+		// readable.
+		fmt.Fprintf(stderr, "aimid: %v\n", err)
 		return 1
 	}
 	return 0

@@ -1,0 +1,556 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/aimi-tools/swarm/cli"
+	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// labelProject is the orchestrator's org.aimi.project label: every container
+// and network of a test repo carries the repo's path, so cleanup finds
+// exactly this test's resources.
+const labelProject = "org.aimi.project"
+
+var (
+	buildOnce sync.Once
+	aimidBin  string
+	buildErr  error
+)
+
+// aimidBinary builds cmd/aimid once per test run.
+func aimidBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "aimid-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		aimidBin = filepath.Join(dir, "aimid")
+		out, err := exec.Command("go", "build", "-o", aimidBin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return aimidBin
+}
+
+// TestMain removes the built binary.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if aimidBin != "" {
+		os.RemoveAll(filepath.Dir(aimidBin))
+	}
+	os.Exit(code)
+}
+
+// shortDir is a temp dir with a short path (unix socket paths: 108 bytes).
+func shortDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "aimid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	d, _ = filepath.EvalSymlinks(d)
+	return d
+}
+
+func taskFileJSON(branch string, n int) []byte {
+	var stories []map[string]any
+	for i := 1; i <= n; i++ {
+		deps := []string{}
+		if i > 1 {
+			deps = append(deps, fmt.Sprintf("US-%03d", i-1))
+		}
+		stories = append(stories, map[string]any{
+			"id": fmt.Sprintf("US-%03d", i), "title": fmt.Sprintf("Story %d", i),
+			"description":        fmt.Sprintf("As a developer, I want step %d so that the feature grows.", i),
+			"acceptanceCriteria": []string{fmt.Sprintf("File step-%d.txt exists", i), "Typecheck passes"},
+			"priority":           i, "status": "pending", "dependsOn": deps, "notes": "",
+		})
+	}
+	b, _ := json.MarshalIndent(map[string]any{
+		"schemaVersion": "3.0",
+		"metadata":      map[string]any{"title": "feat: " + branch, "type": "feat", "branchName": branch, "createdAt": "2026-11-20", "planPath": nil},
+		"userStories":   stories,
+	}, "", "  ")
+	return b
+}
+
+// gitRepo makes a repository with an origin and task files
+// .aimi/tasks/<name>-tasks.json with stories stories each.
+func gitRepo(t *testing.T, stories int, names ...string) string {
+	t.Helper()
+	repo := shortDir(t)
+	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", "origin", "https://example.com/org/repo.git"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	dir := filepath.Join(repo, ".aimi", "tasks")
+	os.MkdirAll(dir, 0o755)
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n+"-tasks.json"), taskFileJSON("feat/"+n, stories), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dockertest.CleanupByLabel(ctx, labelProject, repo); err != nil {
+			t.Errorf("cleanup containers of %s: %v", repo, err)
+		}
+	})
+	return repo
+}
+
+// standinImage builds the orchestrator's scripted stand-in runner.
+func standinImage(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	return dockertest.BuildGoImage(t, ctx, map[string]string{"/standin": "github.com/aimi-tools/swarm/orchestrator/internal/standin"}, nil, nil)
+}
+
+// proc is a running aimid.
+type proc struct {
+	cmd    *exec.Cmd
+	sock   string
+	stderr *bytes.Buffer
+	done   chan error
+}
+
+// startAimid runs the built daemon with its own socket, data dir and user
+// config (scripts is written as agent.env: the stand-in's scripts).
+func startAimid(t *testing.T, sock, dataDir, image string, scripts map[string]string) *proc {
+	t.Helper()
+	cfgDir := filepath.Join(dataDir, "cfg")
+	os.MkdirAll(cfgDir, 0o755)
+	var y strings.Builder
+	y.WriteString("agent:\n  env:\n")
+	for k, v := range scripts {
+		fmt.Fprintf(&y, "    %s: %q\n", k, v)
+	}
+	cfgFile := filepath.Join(cfgDir, "config.yaml")
+	os.WriteFile(cfgFile, []byte(y.String()), 0o644)
+	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", "debug")
+	cmd.Env = append(os.Environ(),
+		"XDG_CONFIG_HOME="+cfgDir,
+		"AIMI_SANDBOX_IMAGE="+image,
+		"AIMI_SANDBOX_MEMORY=128m",
+		"AIMI_SANDBOX_SWAP=128m",
+		"AIMI_SANDBOX_CPUS=0.5",
+		"AIMI_SANDBOX_PIDS=64",
+		"AIMI_SWARM_STOP_GRACE=2s",
+		"AIMI_GIT_MODE=remote",
+	)
+	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = &lockedWriter{w: p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("aimid stderr:\n%s", p.stderr.String())
+		}
+	})
+	c := daemon.NewClient(sock)
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Health(ctx)
+		cancel()
+		if err == nil {
+			return p
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("aimid exited before it was ready: %v\n%s", err, p.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("aimid not ready: %v\n%s", err, p.stderr.String())
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (p *proc) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("aimid did not exit")
+		return nil
+	}
+}
+
+func aimi(ctx context.Context, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := cli.Run(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+// validState reads the repo's state file and validates it against the
+// shared schema (<module root>/../shared/spec).
+func validState(t *testing.T, repo string) *state.Swarm {
+	t.Helper()
+	schema, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "spec", "swarm-state.schema.json"))
+	b, err := os.ReadFile(filepath.Join(repo, ".aimi", "swarm-state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(schema); err == nil {
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		sch, err := c.Compile(schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sch.Validate(inst); err != nil {
+			t.Fatalf("state file does not validate: %v\n%s", err, b)
+		}
+	} else {
+		t.Errorf("schema not found at %s", schema)
+	}
+	sw, err := state.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sw
+}
+
+func TestOrchestratorConfigCarriesEveryKey(t *testing.T) {
+	c, err := configs.Load(configs.LoadOptions{UserConfigPath: "-", LookupEnv: func(k string) (string, bool) {
+		v, ok := map[string]string{
+			"AIMI_AGENT_KIND": "acp", "AIMI_AGENT_COMMAND": "claude-code-acp", "AIMI_AGENT_VERIFY_COMMAND": "make test",
+			"AIMI_SANDBOX_RUNTIME": "sysbox-runc", "AIMI_SANDBOX_REQUIRE_RUNTIME": "true", "AIMI_SANDBOX_DISK": "10g",
+		}[k]
+		return v, ok
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Agent.Env = configs.Secrets{"ANTHROPIC_API_KEY": "sk-secret"}
+	c.Task.EnvVars = map[string]string{"NODE_ENV": "test"}
+	oc := orchestratorConfig(c, nil, nil)
+	if oc.Git != nil {
+		t.Error("remote mode must leave Git a nil interface")
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"image", oc.Image, "aimi-sandbox:latest"},
+		{"max", oc.MaxContainers, 4},
+		{"cpus", oc.CPUs, 2.0},
+		{"memory", oc.MemoryBytes, int64(4 << 30)},
+		{"swap is memory+swap total", oc.MemorySwapBytes, int64(8 << 30)},
+		{"pids", oc.PidsLimit, int64(512)},
+		{"disk", oc.DiskBytes, int64(10 << 30)},
+		{"timeout", oc.Timeout, 2 * time.Hour},
+		{"grace", oc.StopGrace, 30 * time.Second},
+		{"runtime", oc.Runtime, "sysbox-runc"},
+		{"require runtime", oc.RequireRuntime, true},
+		{"task env", oc.EnvVars["NODE_ENV"], "test"},
+		{"agent kind", oc.RunnerEnv[orchestrator.EnvAgent], "acp"},
+		{"agent command", oc.RunnerEnv[orchestrator.EnvAgentCommand], "claude-code-acp"},
+		{"verify", oc.RunnerEnv[orchestrator.EnvVerifyCommand], "make test"},
+		{"policy", oc.RunnerEnv[orchestrator.EnvPermissionPolicy], "allow"},
+		{"agent env secret goes to the runner env", oc.RunnerEnv["ANTHROPIC_API_KEY"], "sk-secret"},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s = %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestBadConfigOrFlagsStopTheDaemonBeforeItStarts(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"bad size flag names the key and the fix", []string{"--sandbox-memory", "4x"}, 1, `sandbox.memory: "4x" is not a size (from --sandbox-memory); use a number with k, m or g, e.g. 4g`},
+		{"unknown flag", []string{"--bogus"}, 2, "unknown flag: --bogus"},
+		{"positional argument", []string{"start"}, 2, "takes flags only"},
+		{"bad log level", []string{"--log-level", "loud"}, 2, "--log-level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			args := append([]string{"--socket", filepath.Join(shortDir(t), "s.sock"), "--config", "-"}, tt.args...)
+			code := run(context.Background(), args, &stderr)
+			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
+				t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+			}
+		})
+	}
+}
+
+func TestSecondDaemonOnALiveSocketRefusesAndSIGTERMCleansUp(t *testing.T) {
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "run", "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
+
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"--socket", sock, "--data-dir", filepath.Join(dir, "data2"), "--config", "-"}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "already running") {
+		t.Fatalf("second daemon: exit %d\n%s", code, stderr.String())
+	}
+	if _, err := daemon.NewClient(sock).Health(context.Background()); err != nil {
+		t.Fatalf("the first daemon suffered: %v", err)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Fatalf("aimid exit after SIGTERM: %v\n%s", err, p.stderr.String())
+	}
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket left after SIGTERM: %v", err)
+	}
+	code, _, errOut := aimi(context.Background(), "swarm", "stop", "--socket", sock, "--repo", dir)
+	if code != cli.ExitDaemon || !strings.Contains(errOut, "aimid &") {
+		t.Errorf("aimi without daemon: exit %d %s", code, errOut)
+	}
+}
+
+func TestSwarmStartFollowEndToEnd(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 3, "alpha", "beta", "gamma")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
+		"STANDIN_SCRIPT":                   "pace|30ms;auto|3",
+		"STANDIN_SCRIPT__GAMMA_TASKS_JSON": "pace|30ms;progress|US-001|in_progress|starting;progress|US-001|failed|tests fail;complete|failed|-",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--follow", "--max", "2", "--repo", repo, "--socket", sock)
+	if code != cli.ExitInvalid || !strings.Contains(errOut, "1 container(s) failed") {
+		t.Fatalf("start --follow: exit %d (want 1: gamma fails)\n%s\n%s", code, out, errOut)
+	}
+	sw := validState(t, repo)
+	if len(sw.Containers) != 3 {
+		t.Fatalf("%d containers in state", len(sw.Containers))
+	}
+	for _, c := range sw.Containers {
+		want, done := state.StatusCompleted, 3
+		if c.ContainerName == "aimi-gamma" {
+			want, done = state.StatusFailed, 0
+		}
+		// acpPid is not checked here: a container is terminal by its
+		// completion message a moment before its process exits.
+		if c.Status != want || c.StoryProgress.Completed != done || c.StoryProgress.Total != 3 {
+			t.Errorf("%s: %s %+v", c.ContainerName, c.Status, c.StoryProgress)
+		}
+	}
+	for _, name := range []string{"aimi-alpha", "aimi-beta", "aimi-gamma"} {
+		if !strings.Contains(out, name) {
+			t.Errorf("follow output does not show %s:\n%s", name, out)
+		}
+	}
+
+	code, out, errOut = aimi(ctx, "swarm", "logs", "aimi-alpha", "--repo", repo, "--socket", sock)
+	if code != 0 || strings.Count(out, "progress-update") != 6 || strings.Count(out, "completion") != 1 {
+		t.Errorf("logs: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = aimi(ctx, "swarm", "status", "--repo", repo, "--socket", sock)
+	if code != 0 || !strings.Contains(out, "aimi-gamma") || !strings.Contains(out, "failed") {
+		t.Errorf("status: exit %d\n%s", code, out)
+	}
+	code, _, errOut = aimi(ctx, "swarm", "start", "--file", "alpha-tasks.json", "--repo", repo, "--socket", sock)
+	if code != 0 {
+		// a finished swarm is not active: a new start replaces it
+		t.Errorf("start after a finished swarm: exit %d %s", code, errOut)
+	}
+	code, out, errOut = aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock)
+	if code != 0 {
+		t.Errorf("stop: exit %d %s", code, errOut)
+	}
+	code, out, errOut = aimi(ctx, "swarm", "cleanup", "--repo", repo, "--socket", sock)
+	if code != 0 || !strings.Contains(out, "removed:") {
+		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
+}
+
+// waitFor polls the daemon's status until cond holds.
+func waitFor(t *testing.T, sock, repo string, d time.Duration, what string, cond func(orchestrator.SwarmView) bool) orchestrator.SwarmView {
+	t.Helper()
+	c := daemon.NewClient(sock)
+	defer c.Close()
+	deadline := time.Now().Add(d)
+	var last orchestrator.SwarmView
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v, err := c.Status(ctx, repo)
+		cancel()
+		if err == nil {
+			last = v
+			if cond(v) {
+				return v
+			}
+		}
+		lastErr = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := json.Marshal(last)
+	t.Fatalf("timed out waiting for %s: %v\n%s", what, lastErr, b)
+	return last
+}
+
+func TestKill9MidSwarmThenRestartLosesNothing(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 4, "slow1", "slow2", "quick")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	scripts := map[string]string{
+		// 4 stories, 9 messages at 1.5s: about 13s, so the kill lands mid-run
+		// even on a loaded engine that starts containers slowly.
+		"STANDIN_SCRIPT": "pace|1500ms;auto|4",
+		// quick finishes while the daemon is down (the test waits for it).
+		"STANDIN_SCRIPT__QUICK_TASKS_JSON": "progress|US-001|in_progress|go;sleep|3s;pace|10ms;progress|US-001|completed|a;progress|US-002|in_progress|b;progress|US-002|completed|c;progress|US-003|in_progress|d;progress|US-003|completed|e;progress|US-004|in_progress|f;progress|US-004|completed|g;complete|completed|-",
+	}
+	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--repo", repo, "--socket", sock)
+	if code != 0 {
+		t.Fatalf("start: exit %d %s", code, errOut)
+	}
+	var quickID string
+	waitFor(t, sock, repo, 2*time.Minute, "every container running, the slow ones with progress", func(v orchestrator.SwarmView) bool {
+		for _, c := range v.State.Containers {
+			if c.ContainerName == "aimi-quick" {
+				quickID = c.ContainerID
+				if c.Status != state.StatusRunning {
+					return false
+				}
+				continue
+			}
+			if c.Status != state.StatusRunning || c.StoryProgress.Pending == c.StoryProgress.Total {
+				return false
+			}
+		}
+		return len(v.State.Containers) == 3
+	})
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+	if _, err := os.Stat(sock); err != nil {
+		t.Fatalf("a killed daemon should leave its socket behind: %v", err)
+	}
+	// The slow containers go on emitting; quick exits while nobody watches.
+	eng := dockertest.Client(t)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		info, err := eng.ContainerInspect(ctx, quickID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.State.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("quick did not finish while the daemon was down")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	final := waitFor(t, sock, repo, 2*time.Minute, "every container terminal", func(v orchestrator.SwarmView) bool {
+		for _, c := range v.State.Containers {
+			if !c.Status.Terminal() {
+				return false
+			}
+		}
+		return true
+	})
+	sw := validState(t, repo)
+	if len(sw.Containers) != 3 {
+		t.Fatalf("%d containers", len(sw.Containers))
+	}
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusCompleted || c.StoryProgress.Completed != 4 || c.StoryProgress.Total != 4 {
+			t.Errorf("%s: %s %+v", c.ContainerName, c.Status, c.StoryProgress)
+		}
+		// The journal holds every line exactly once: 8 progress-updates and
+		// one completion, in order, with no repeated cursor.
+		recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		cursors := map[string]bool{}
+		for _, r := range recs {
+			if r.Stream == "daemon" {
+				continue
+			}
+			if cursors[r.Cursor] {
+				t.Errorf("%s: cursor %s journaled twice", c.ContainerName, r.Cursor)
+			}
+			cursors[r.Cursor] = true
+			types = append(types, r.Type)
+		}
+		want := strings.TrimSuffix(strings.Repeat("progress-update ", 8)+"completion", " ")
+		if got := strings.Join(types, " "); got != want {
+			t.Errorf("%s journal types:\n%s\nwant\n%s", c.ContainerName, got, want)
+		}
+	}
+	_ = final
+	p2.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p2.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
+}
