@@ -29,8 +29,11 @@ const (
 // Cursor: from the beginning). With follow, it keeps reading until the
 // container has exited and its output is drained (or ctx is done); it can be
 // called before Start and misses nothing. Without follow it returns what is
-// there now. The channel is closed at the end; see Line for how errors are
-// reported. Lines longer than MaxLineBytes are reported and skipped.
+// there now (an unterminated last line of a running container is held back
+// until it ends). The channel is closed at the end; to stop early, cancel
+// ctx (an abandoned channel blocks the reader goroutine). See Line for how
+// errors are reported. Lines longer than MaxLineBytes are reported and
+// skipped.
 //
 // Lines on one stream come in order. Across stdout and stderr the order is
 // the engine log's, which follows the timestamps to within the skew of two
