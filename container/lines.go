@@ -174,6 +174,9 @@ func (r *lineReader) pass(ctx context.Context, fs *frameSplitter, follow bool) e
 	if !r.floor.IsZero() {
 		since = r.floor.Add(-skewWindow)
 	}
+	if since.Unix() <= 0 {
+		since = time.Time{} // the engine's Since takes no times before 1970
+	}
 	rc, err := r.open(ctx, since, follow)
 	if err != nil {
 		return err
