@@ -279,11 +279,12 @@ func authMethodIDs(ms []acp.AuthMethod) []string {
 // execBackend runs a plain command per story with the prompt on stdin;
 // exit status 0 counts as end_turn.
 type execBackend struct {
-	command   string
-	workspace string
-	env       []string
-	grace     time.Duration
-	log       *slog.Logger
+	command      string
+	workspace    string
+	env          []string
+	grace        time.Duration
+	log          *slog.Logger
+	onAgentStart func(int)
 }
 
 func (b *execBackend) runStory(ctx context.Context, storyID, prompt string) outcome {
@@ -299,6 +300,9 @@ func (b *execBackend) runStory(ctx context.Context, storyID, prompt string) outc
 	cmd.WaitDelay = processExitWait
 	if err := cmd.Start(); err != nil {
 		return outcome{err: fmt.Errorf("start %s: %w", EnvAgentCommand, err)}
+	}
+	if b.onAgentStart != nil {
+		b.onAgentStart(cmd.Process.Pid)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()

@@ -2,10 +2,12 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,5 +157,37 @@ func TestAgentThatDiesFailsItsStoryAndSkipsDependents(t *testing.T) {
 	got := finalStatuses(t, s)
 	if got["US-001"] != tasks.Failed || got["US-002"] != tasks.Skipped || got["US-003"] != tasks.Skipped {
 		t.Fatalf("statuses %v", got)
+	}
+}
+
+func TestStopExecBackendKillsTheCommandGroup(t *testing.T) {
+	s := newScenario(t, oneStory(t), "")
+	s.cfg.Agent = AgentExec
+	s.cfg.AgentCommand = `sleep 60 & sleep 60; wait`
+	s.cfg.StopGrace = 200 * time.Millisecond
+	pids := make(chan int, 1)
+	s.cfg.onAgentStart = func(pid int) { pids <- pid }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
+	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), `"status":"in_progress"`) })
+	start := time.Now()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("runner did not stop")
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("stop took %s", d)
+	}
+	if c := completionOf(t, parseAll(t, out.String())); c.Status != acpmsg.CompletionStopped {
+		t.Fatalf("completion %+v", c)
+	}
+	pid := <-pids
+	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("command group %d still exists: %v", pid, err)
 	}
 }

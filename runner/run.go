@@ -271,7 +271,7 @@ func (r *run) prepare(ctx context.Context) error {
 func (r *run) backend() (backend, error) {
 	switch r.cfg.Agent {
 	case AgentExec:
-		return &execBackend{command: r.cfg.AgentCommand, workspace: r.cfg.Workspace, env: r.env, grace: r.cfg.StopGrace, log: r.log}, nil
+		return &execBackend{command: r.cfg.AgentCommand, workspace: r.cfg.Workspace, env: r.env, grace: r.cfg.StopGrace, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
 	case AgentACP, AgentDemo:
 		argv := r.cfg.DemoCommand
 		if r.cfg.Agent == AgentACP {
