@@ -71,34 +71,20 @@ func (t *swarmTarget) resolve() (string, *daemon.Client, error) {
 	return repo, daemon.NewClient(t.socket), nil
 }
 
-// swarmRepoRoot makes dir (default: the working directory) absolute with
-// symlinks resolved, so one repository always has the same key in the daemon
-// and in the containers' org.aimi.project label, then walks up to the first
-// directory that has .aimi; without one, dir itself is the repo.
+// swarmRepoRoot is the state issue's repository lookup (findStateRoot: dir,
+// default the working directory, walked up to the first directory holding
+// .aimi) with symlinks resolved, so that one repository always has the same
+// key in the daemon and in its containers' org.aimi.project label.
 func swarmRepoRoot(dir string) (string, error) {
-	if dir == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			return "", exitf(ExitUsage, "find the current directory: %v; pass --repo", err)
-		}
-		dir = wd
-	}
-	abs, err := filepath.Abs(dir)
+	root, err := findStateRoot(dir)
 	if err != nil {
-		return "", exitf(ExitUsage, "repository %s: %v", dir, err)
+		return "", err
 	}
-	real, err := filepath.EvalSymlinks(abs)
+	real, err := filepath.EvalSymlinks(root)
 	if err != nil {
-		return "", exitf(ExitUsage, "repository %s: %v; pass --repo with an existing directory", dir, err)
+		return "", exitf(ExitUsage, "repository %s: %v; pass --repo with an existing directory", root, err)
 	}
-	for d := real; ; d = filepath.Dir(d) {
-		if fi, err := os.Stat(filepath.Join(d, ".aimi")); err == nil && fi.IsDir() {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return real, nil
-		}
-	}
+	return real, nil
 }
 
 // swarmErr turns a daemon or client error into the command's exit code.

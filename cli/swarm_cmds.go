@@ -20,7 +20,7 @@ import (
 // and then the errors the state file has no field for.
 func renderSwarmView(w io.Writer, v orchestrator.SwarmView) {
 	if v.State != nil {
-		renderStatusTable(w, v.State)
+		RenderStatus(w, v.State)
 	}
 	printContainerErrors(w, v)
 }
@@ -30,21 +30,12 @@ func renderSwarmView(w io.Writer, v orchestrator.SwarmView) {
 // reconciled view. When no daemon answers, it says so on stderr and runs the
 // wrapped command, which reads the state file alone. The wrapped command's
 // --repo and --json are reused; --socket, --watch and --interval are added.
+// With --json the daemon's answer is its reconciled copy of the file's
+// content, in the file's exact shape.
 func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
 	cmd := newSwarmStatusCmd(s)
 	fileRun := cmd.RunE
-	if fileRun == nil && cmd.Run != nil {
-		run := cmd.Run
-		fileRun = func(c *cobra.Command, args []string) error { run(c, args); return nil }
-	}
-	cmd.Run = nil
 	fl := cmd.Flags()
-	if fl.Lookup("repo") == nil {
-		fl.String("repo", "", "repository (default: the directory holding .aimi at or above the current one)")
-	}
-	if fl.Lookup("json") == nil {
-		fl.Bool("json", false, "print swarm-state.json's content")
-	}
 	var t swarmTarget
 	var watch bool
 	var interval time.Duration
@@ -67,10 +58,7 @@ func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
 		view, err := client.Status(ctx, repo)
 		if errors.Is(err, daemon.ErrUnreachable) && !watch {
 			fmt.Fprintln(s.Err, "daemon not running; showing the state file")
-			if fileRun != nil {
-				return fileRun(c, args)
-			}
-			return statusFromFile(ctx, s, repo, asJSON)
+			return fileRun(c, args)
 		}
 		if err != nil {
 			return swarmErr(err)
@@ -81,19 +69,6 @@ func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
 		return watchStatus(ctx, s, client, repo, view, asJSON, interval)
 	}
 	return cmd
-}
-
-// statusFromFile shows the state file alone (the state issue's loader and
-// table) when no daemon runs and the wrapped command has no RunE of its own.
-func statusFromFile(ctx context.Context, s Streams, repo string, asJSON bool) error {
-	sw, err := state.Open(repo).Load(ctx)
-	if errors.Is(err, state.ErrNoState) {
-		return exitf(ExitInvalid, "no swarm state in %s: %v", repo, err)
-	}
-	if err != nil {
-		return exitf(ExitInvalid, "%v", err)
-	}
-	return printStatus(s.Out, orchestrator.SwarmView{RepoPath: repo, State: sw}, asJSON)
 }
 
 func printStatus(w io.Writer, v orchestrator.SwarmView, asJSON bool) error {

@@ -516,10 +516,12 @@ func TestSwarmLogsPrintsTheJournalReadably(t *testing.T) {
 
 func TestSwarmEventsStreamsUntilInterrupted(t *testing.T) {
 	repo := taskRepo(t, "a-tasks.json")
-	fake := &daemontest.Swarms{Events: make(chan orchestrator.Event)}
-	sock, _ := daemontest.Serve(t, fake)
 	for _, asJSON := range []bool{false, true} {
 		t.Run(fmt.Sprintf("json=%v", asJSON), func(t *testing.T) {
+			// A server per case: a finished stream's subscriber must not
+			// take the next case's events.
+			fake := &daemontest.Swarms{Events: make(chan orchestrator.Event)}
+			sock, _ := daemontest.Serve(t, fake)
 			ctx, cancel := context.WithCancel(context.Background())
 			out := &syncBuffer{}
 			done := make(chan result)
