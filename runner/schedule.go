@@ -286,7 +286,7 @@ func (r *run) persist(ctx context.Context, msg string, stopped bool) {
 	if !committed {
 		return
 	}
-	if err := r.git.push(ctx, r.req.BranchName); err != nil {
+	if err := r.git.push(ctx, r.req.RepoURL, r.req.BranchName); err != nil {
 		r.addErr("push %s: %v", r.req.BranchName, err)
 	}
 }
