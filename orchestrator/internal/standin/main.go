@@ -19,6 +19,7 @@
 //	flood|N|US-001              N progress-updates in_progress for the story, no pace
 //	sleep|2s
 //	trap                        on SIGTERM: completion stopped, exit 0
+//	ignoreterm                  ignore SIGTERM (only the kill after the grace ends it)
 //	oom                         allocate and touch memory until killed
 //	exit|N                      exit with code N now
 //
@@ -147,6 +148,8 @@ func (r *runner) run(script string) int {
 				r.flush()
 				os.Exit(0)
 			}()
+		case "ignoreterm":
+			signal.Ignore(syscall.SIGTERM)
 		case "oom":
 			r.flush()
 			var hold [][]byte

@@ -1,0 +1,444 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// The real-engine tests share one stand-in runner image, built in TestMain.
+var (
+	standinImage string
+	standinErr   error
+)
+
+// childEnv marks the re-executed test binary that plays a daemon to be
+// killed with SIGKILL (TestRealCrashRecovery).
+const childEnv = "ORCH_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childDaemon())
+	}
+	var remove func(context.Context) error
+	if os.Getenv(dockertest.SkipEnv) != "1" {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cli, err := dockertest.NewClient()
+		if err == nil {
+			dir, _ := os.MkdirTemp("", "standin-build-")
+			standinImage, remove, standinErr = dockertest.BuildGoImageE(ctx, cli, "orchestrator-standin", dir,
+				map[string]string{"/standin": "./internal/standin"}, nil, nil)
+			os.RemoveAll(dir)
+		} else {
+			standinErr = err
+		}
+		cancel()
+		code := m.Run()
+		if remove != nil {
+			rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+			_ = remove(rctx)
+			rcancel()
+		}
+		if cli != nil {
+			cli.Close()
+		}
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// realEngine returns the Docker engine and a run label for a real-engine
+// test, or skips/fails per dockertest's policy.
+func realEngine(t *testing.T) (*container.Docker, map[string]string) {
+	t.Helper()
+	if os.Getenv(dockertest.SkipEnv) == "1" {
+		t.Skip("no Docker engine (" + dockertest.SkipEnv + "=1)")
+	}
+	if standinErr != nil {
+		t.Fatalf("build the stand-in image: %v", standinErr)
+	}
+	ctx := context.Background()
+	d, err := container.NewDocker(ctx, container.WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := dockertest.RunID()
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+	t.Cleanup(func() { d.Close() })
+	return d, map[string]string{dockertest.LabelKey: run}
+}
+
+// scriptKey is the stand-in's env suffix for a task file.
+func scriptKey(taskFile string) string {
+	b := []byte(strings.ToUpper(path.Base(taskFile)))
+	for i, c := range b {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
+			b[i] = '_'
+		}
+	}
+	return "STANDIN_SCRIPT__" + string(b)
+}
+
+// realManager starts a Manager on the real engine with per-task scripts.
+func realManager(t *testing.T, eng Engine, labels map[string]string, cfg Config) *Manager {
+	t.Helper()
+	cfg.Image = standinImage
+	cfg.Labels = labels
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	if cfg.MemoryBytes == 0 {
+		cfg.MemoryBytes = 64 << 20
+		cfg.MemorySwapBytes = 64 << 20
+	}
+	m, err := New(context.Background(), cfg, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = m.Shutdown(ctx)
+	})
+	return m
+}
+
+// uniqueNames prefixes task names with the test run so container names do
+// not collide with parallel test runs on the same engine.
+func uniqueNames(labels map[string]string, names ...string) []string {
+	run := strings.ReplaceAll(labels[dockertest.LabelKey], "-", "")
+	if len(run) > 10 {
+		run = run[len(run)-10:]
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "e1" + run + "-" + n
+	}
+	return out
+}
+
+// peakRunning polls the engine for the number of running containers with
+// the labels until stop is closed.
+func peakRunning(t *testing.T, d *container.Docker, labels map[string]string, stop <-chan struct{}) func() int {
+	var mu sync.Mutex
+	peak := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			infos, err := d.List(context.Background(), labels)
+			if err == nil {
+				n := 0
+				for _, in := range infos {
+					if in.Running {
+						n++
+					}
+				}
+				mu.Lock()
+				peak = max(peak, n)
+				mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return peak
+	}
+}
+
+func TestRealSwarmOfSixWithMaxTwo(t *testing.T) {
+	d, labels := realEngine(t)
+	names := uniqueNames(labels, "a", "b", "c", "d", "e", "f")
+	repo, files := testRepo(t, names, 3)
+	m := realManager(t, d, labels, Config{RunnerEnv: map[string]string{"STANDIN_SCRIPT": "pace|40ms;auto|3"}})
+	stop := make(chan struct{})
+	peak := peakRunning(t, d, labels, stop)
+	v, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files, Max: 2})
+	if err != nil {
+		close(stop)
+		t.Fatal(err)
+	}
+	for _, c := range v.State.Containers {
+		if c.Status != state.StatusPending && c.Status != state.StatusRunning || c.ContainerID == "" {
+			t.Errorf("at start %s: %s with id %q", c.ContainerName, c.Status, c.ContainerID)
+		}
+	}
+	v = waitTerminal(t, m, repo, 90*time.Second)
+	close(stop)
+	if p := peak(); p > 2 {
+		t.Errorf("peak running = %d, want <= 2", p)
+	}
+	sw := validateStateFile(t, repo)
+	if len(sw.Containers) != 6 {
+		t.Fatalf("%d entries, want 6", len(sw.Containers))
+	}
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusCompleted || c.StoryProgress != (state.Progress{Total: 3, Completed: 3}) || c.ACPPID != nil {
+			t.Errorf("%s: %s %+v pid %v", c.ContainerName, c.Status, c.StoryProgress, c.ACPPID)
+		}
+		recs := readJournal(t, repo, sw.SwarmID, c.ContainerName)
+		if len(recs) != 8 {
+			t.Errorf("%s: %d journal records, want 8 (task-request, 6 progress, completion)", c.ContainerName, len(recs))
+		}
+		for _, r := range recs {
+			if !r.Valid || r.Rejected != "" {
+				t.Errorf("%s: unexpected bad record %+v", c.ContainerName, r)
+			}
+		}
+	}
+	_ = v
+}
+
+func TestRealOutcomesAndBadLines(t *testing.T) {
+	d, labels := realEngine(t)
+	names := uniqueNames(labels, "bad", "oom", "timeout", "crash", "exit0", "errmsg")
+	repo, files := testRepo(t, names, 1)
+	env := map[string]string{
+		scriptKey(files[0]): "raw|npm WARN not json;big|70000;raw|{\"type\":\"progress-update\"};progress|US-009|in_progress|x;progress|US-001|completed|skip;auto|1",
+		scriptKey(files[1]): "progress|US-001|in_progress|go;oom",
+		scriptKey(files[2]): "progress|US-001|in_progress|go;sleep|60s",
+		scriptKey(files[3]): "progress|US-001|in_progress|go;exit|3",
+		scriptKey(files[4]): "progress|US-001|in_progress|go;exit|0",
+		scriptKey(files[5]): "error|GIT_CLONE_FAILED|no route;exit|1",
+	}
+	m := realManager(t, d, labels, Config{RunnerEnv: env, Timeout: 4 * time.Second, StopGrace: time.Second,
+		MemoryBytes: 32 << 20, MemorySwapBytes: 32 << 20})
+	if _, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files, Max: 6}); err != nil {
+		t.Fatal(err)
+	}
+	v := waitTerminal(t, m, repo, 90*time.Second)
+	validateStateFile(t, repo)
+	cases := []struct{ frag, status, code string }{
+		{"-bad", "completed", ""},
+		{"-oom", "failed", "CONTAINER_OOM"},
+		{"-timeout", "failed", "CONTAINER_TIMEOUT"},
+		{"-crash", "failed", "AGENT_CRASH"},
+		{"-exit0", "failed", "AGENT_CRASH"},
+		{"-errmsg", "failed", "GIT_CLONE_FAILED"},
+	}
+	for _, tc := range cases {
+		dt := detail(t, v, tc.frag)
+		if dt.Status != tc.status || (tc.code != "" && !hasCode(dt, tc.code)) {
+			t.Errorf("%s: %s %v, want %s %s", tc.frag, dt.Status, dt.Errors, tc.status, tc.code)
+		}
+	}
+	dt := detail(t, v, "-bad")
+	var reasons []string
+	for _, r := range readJournal(t, repo, v.State.SwarmID, dt.Name) {
+		switch {
+		case !r.Valid:
+			reasons = append(reasons, "invalid: "+r.Reason)
+		case r.Rejected != "":
+			reasons = append(reasons, "rejected: "+r.Rejected)
+		}
+	}
+	if len(reasons) != 5 {
+		t.Errorf("want 5 bad lines with reasons (not JSON, oversized, invalid message, unknown story, bad transition), got %d:\n%s", len(reasons), strings.Join(reasons, "\n"))
+	}
+	for _, r := range reasons {
+		if strings.HasSuffix(r, ": ") {
+			t.Errorf("bad line without a reason: %q", r)
+		}
+	}
+}
+
+func TestRealStopMidSwarm(t *testing.T) {
+	d, labels := realEngine(t)
+	names := uniqueNames(labels, "trap", "stubborn", "waiting")
+	repo, files := testRepo(t, names, 1)
+	env := map[string]string{
+		scriptKey(files[0]): "trap;progress|US-001|in_progress|go;sleep|60s",
+		scriptKey(files[1]): "ignoreterm;progress|US-001|in_progress|go;sleep|60s",
+		scriptKey(files[2]): "auto|1",
+	}
+	m := realManager(t, d, labels, Config{RunnerEnv: env, StopGrace: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Max: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// Both running ones have reported in_progress.
+	for {
+		v, err := m.Status(ctx, repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if detail(t, v, "-trap").LastOutput != "" && detail(t, v, "-stubborn").LastOutput != "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("containers did not report: %s", describe(v))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	v, err := m.Stop(ctx, repo, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frag := range []string{"-trap", "-stubborn", "-waiting"} {
+		if dt := detail(t, v, frag); dt.Status != "stopped" {
+			t.Errorf("%s: %s %v, want stopped", frag, dt.Status, dt.Errors)
+		}
+	}
+	// The trapping runner sent its own completion (exit 0); the stubborn
+	// one was killed after the grace.
+	if dt := detail(t, v, "-trap"); dt.ExitCode == nil || *dt.ExitCode != 0 {
+		t.Errorf("trap exit code %v, want 0", ptrStr(dt.ExitCode))
+	}
+	if dt := detail(t, v, "-stubborn"); dt.ExitCode == nil || *dt.ExitCode != 137 {
+		t.Errorf("stubborn exit code %v, want 137", ptrStr(dt.ExitCode))
+	}
+	validateStateFile(t, repo)
+}
+
+// childDaemon is the daemon the crash test kills: it starts the swarm the
+// parent describes in its environment and runs until killed.
+func childDaemon() int {
+	ctx := context.Background()
+	d, err := container.NewDocker(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "STANDIN_SCRIPT") {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+	}
+	m, err := New(ctx, Config{Image: os.Getenv("ORCH_TEST_IMAGE"), RunnerEnv: env,
+		Labels: map[string]string{dockertest.LabelKey: os.Getenv("ORCH_TEST_RUN")}}, d)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_, err = m.Start(ctx, StartRequest{RepoPath: os.Getenv("ORCH_TEST_REPO"), TaskFiles: strings.Split(os.Getenv("ORCH_TEST_FILES"), ","), Max: 2})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("started")
+	select {}
+}
+
+// journalLines counts the records of every journal of the repo.
+func journalLines(repo string) int {
+	n := 0
+	sw, err := state.Open(repo).Load(context.Background())
+	if err != nil {
+		return 0
+	}
+	for _, c := range sw.Containers {
+		recs, _ := state.ReadJournal(state.Open(repo).JournalPath(sw.SwarmID, c.ContainerName))
+		n += len(recs)
+	}
+	return n
+}
+
+func TestRealCrashRecovery(t *testing.T) {
+	for _, killAt := range []int{3, 25, 45} {
+		t.Run(fmt.Sprintf("kill after %d journal records", killAt), func(t *testing.T) {
+			crashOnce(t, killAt)
+		})
+	}
+}
+
+// crashOnce runs a swarm in a child daemon, SIGKILLs it once the journals
+// hold killAt records, lets the containers go on for a while (the short one
+// finishes while no daemon runs), then recovers in a new Manager and checks
+// that journals and state equal an uninterrupted run's.
+func crashOnce(t *testing.T, killAt int) {
+	d, labels := realEngine(t)
+	names := uniqueNames(labels, "long1", "long2", "short", "queued")
+	repo, files := testRepo(t, names, 10)
+	scripts := map[string]string{
+		scriptKey(files[0]): "pace|60ms;auto|10",
+		scriptKey(files[1]): "pace|60ms;auto|10",
+		scriptKey(files[2]): "pace|10ms;auto|10",
+		scriptKey(files[3]): "pace|20ms;auto|10",
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "ORCH_TEST_IMAGE="+standinImage, "ORCH_TEST_RUN="+labels[dockertest.LabelKey],
+		"ORCH_TEST_REPO="+repo, "ORCH_TEST_FILES="+strings.Join(files, ","))
+	for k, v := range scripts {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for journalLines(repo) < killAt {
+		if time.Now().After(deadline) {
+			t.Fatalf("child daemon never journaled %d records", killAt)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	killed = true
+	before := journalLines(repo)
+	// Containers go on; "short" (10 stories at 10ms) finishes meanwhile.
+	time.Sleep(700 * time.Millisecond)
+
+	m := realManager(t, d, labels, Config{MaxContainers: 2})
+	if err := m.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v := waitTerminal(t, m, repo, 90*time.Second)
+	sw := validateStateFile(t, repo)
+	t.Logf("killed at %d records (%d durable), recovered to %d", killAt, before, journalLines(repo))
+	want := wantSignature(10)
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusCompleted || c.StoryProgress != (state.Progress{Total: 10, Completed: 10}) {
+			t.Errorf("%s: %s %+v, want completed 10/10", c.ContainerName, c.Status, c.StoryProgress)
+		}
+		got := recordSignature(readJournal(t, repo, sw.SwarmID, c.ContainerName))
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: journal differs from an uninterrupted run (%d records, want %d):\n%s", c.ContainerName, len(got), len(want), strings.Join(got, "\n"))
+		}
+	}
+	_ = v
+}
+
+// wantSignature is the journal of an uninterrupted "auto|n" run.
+func wantSignature(n int) []string {
+	out := []string{"daemon:task-request"}
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("US-%03d", i)
+		out = append(out,
+			fmt.Sprintf("progress-update|true||{StoryID:%s Status:in_progress Output:working on %s}", id, id),
+			fmt.Sprintf("progress-update|true||{StoryID:%s Status:completed Output:done %s}", id, id))
+	}
+	return append(out, "completion|true||{Status:completed PRURL:<nil> Errors:[]}")
+}
