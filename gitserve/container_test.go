@@ -13,7 +13,6 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage"
 )
 
 // containerScript runs inside the sandbox image and tries every case; each
@@ -65,17 +64,7 @@ func TestServiceFromAContainer(t *testing.T) {
 	run := dockertest.RunID()
 	dockertest.Cleanup(t, dockertest.LabelKey, run)
 
-	tag := "aimi-sandbox:gitserve-test-" + run
-	if _, err := sandboximage.BuildDetailed(ctx, sandboximage.Options{Tag: tag, Client: cli}); err != nil {
-		t.Skipf("sandbox image (git inside a container) not available, skipping the container test: %v (build it with 'make sandbox-image')", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := sandboximage.RemoveTag(ctx, cli, "", tag); err != nil {
-			t.Errorf("remove test image tag %s: %v", tag, err)
-		}
-	})
+	tag := sandboxImage(t)
 
 	labels := map[string]string{dockertest.LabelKey: run}
 	netName := "aimi-gitserve-test-" + run
@@ -132,13 +121,6 @@ func TestServiceFromAContainer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create container: %v", err)
 	}
-	// Registered after the image's cleanup, so it runs before it: the tag
-	// cannot go while a container uses it.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = cli.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
-	})
 	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
 	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		t.Fatalf("start container: %v", err)

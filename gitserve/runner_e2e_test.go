@@ -18,7 +18,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage"
 )
 
 // TestRunnerThroughTheService: the real acp-runner (demo agent) in the
@@ -36,17 +35,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 	defer cancel()
 	run := dockertest.RunID()
 	dockertest.Cleanup(t, dockertest.LabelKey, run)
-	tag := "aimi-sandbox:gitserve-e2e-" + run
-	if _, err := sandboximage.BuildDetailed(ctx, sandboximage.Options{Tag: tag, Client: cli}); err != nil {
-		t.Skipf("sandbox image not available, skipping: %v (build it with 'make sandbox-image')", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := sandboximage.RemoveTag(ctx, cli, "", tag); err != nil {
-			t.Errorf("remove test image tag %s: %v", tag, err)
-		}
-	})
+	tag := sandboxImage(t)
 
 	labels := map[string]string{dockertest.LabelKey: run}
 	netName := "aimi-gitserve-e2e-" + run
@@ -92,11 +81,6 @@ func TestRunnerThroughTheService(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create container: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_ = cli.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
-	})
 	att, err := cli.ContainerAttach(ctx, created.ID, container.AttachOptions{Stream: true, Stdin: true})
 	if err != nil {
 		t.Fatalf("attach: %v", err)
