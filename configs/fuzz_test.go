@@ -1,0 +1,57 @@
+package configs
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzRepoConfig loads arbitrary bytes as a repository's .aimi/config.yaml:
+// that file comes with whatever repository the user cloned, so it is
+// untrusted input. Load must never panic, and whatever it accepts must hold
+// the invariants the daemon relies on.
+func FuzzRepoConfig(f *testing.F) {
+	f.Add([]byte("sandbox:\n  image: x:1\n  memory: 1g\n  swap: 2g\nswarm:\n  max_containers: 8\n"))
+	f.Add([]byte("agent:\n  env:\n    K: ${HOME}\ntask:\n  env_vars:\n    A: b\n"))
+	f.Add([]byte("sandbox: [1, 2]\n"))
+	f.Add([]byte("sandbox:\n  cpus: .5e1\n  pids: 0x20\n"))
+	f.Add([]byte("&a [*a]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		repo := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(repo, RepoConfigPath), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env("HOME", "/home/u")})
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		switch {
+		case c.Sandbox.Image == "":
+			t.Fatal("accepted an empty image")
+		case c.Sandbox.CPUs <= 0, c.Sandbox.MemoryBytes <= 0, c.Sandbox.Pids < 16:
+			t.Fatalf("accepted bad limits %+v", c.Sandbox)
+		case c.Sandbox.MemorySwapBytes != -1 && c.Sandbox.MemorySwapBytes < c.Sandbox.MemoryBytes:
+			t.Fatalf("accepted swap below memory %+v", c.Sandbox)
+		case c.Swarm.MaxContainers < 1 || c.Swarm.MaxContainers > 256:
+			t.Fatalf("accepted max_containers %d", c.Swarm.MaxContainers)
+		case c.Swarm.Timeout <= 0 || c.Swarm.StopGrace <= 0:
+			t.Fatalf("accepted durations %+v", c.Swarm)
+		}
+		for k := range c.Task.EnvVars {
+			if !envKeyRE.MatchString(k) {
+				t.Fatalf("accepted env key %q", k)
+			}
+		}
+		for k := range c.Agent.Env {
+			if !envKeyRE.MatchString(k) {
+				t.Fatalf("accepted agent env key %q", k)
+			}
+		}
+	})
+}
