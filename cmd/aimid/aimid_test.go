@@ -37,7 +37,7 @@ var (
 )
 
 // aimidBinary builds cmd/aimid once per test run.
-func aimidBinary(t *testing.T) string {
+func aimidBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "aimid-bin")
@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 }
 
 // shortDir is a temp dir with a short path (unix socket paths: 108 bytes).
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "aimid")
 	if err != nil {
@@ -102,7 +102,7 @@ func taskFileJSON(branch string, n int) []byte {
 
 // gitRepo makes a repository with an origin and task files
 // .aimi/tasks/<name>-tasks.json with stories stories each.
-func gitRepo(t *testing.T, stories int, names ...string) string {
+func gitRepo(t testing.TB, stories int, names ...string) string {
 	t.Helper()
 	repo := shortDir(t)
 	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", "origin", "https://example.com/org/repo.git"}} {
@@ -128,7 +128,7 @@ func gitRepo(t *testing.T, stories int, names ...string) string {
 }
 
 // standinImage builds the orchestrator's scripted stand-in runner.
-func standinImage(t *testing.T) string {
+func standinImage(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -145,7 +145,7 @@ type proc struct {
 
 // startAimid runs the built daemon with its own socket, data dir and user
 // config (scripts is written as agent.env: the stand-in's scripts).
-func startAimid(t *testing.T, sock, dataDir, image string, scripts map[string]string) *proc {
+func startAimid(t testing.TB, sock, dataDir, image string, scripts map[string]string) *proc {
 	t.Helper()
 	cfgDir := filepath.Join(dataDir, "cfg")
 	os.MkdirAll(cfgDir, 0o755)
@@ -215,7 +215,7 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-func (p *proc) wait(t *testing.T) error {
+func (p *proc) wait(t testing.TB) error {
 	t.Helper()
 	select {
 	case err := <-p.done:
@@ -234,7 +234,7 @@ func aimi(ctx context.Context, args ...string) (int, string, string) {
 
 // validState reads the repo's state file and validates it against the
 // shared schema (<module root>/../shared/spec).
-func validState(t *testing.T, repo string) *state.Swarm {
+func validState(t testing.TB, repo string) *state.Swarm {
 	t.Helper()
 	schema, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "spec", "swarm-state.schema.json"))
 	b, err := os.ReadFile(filepath.Join(repo, ".aimi", "swarm-state.json"))
@@ -426,7 +426,7 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 }
 
 // waitFor polls the daemon's status until cond holds.
-func waitFor(t *testing.T, sock, repo string, d time.Duration, what string, cond func(orchestrator.SwarmView) bool) orchestrator.SwarmView {
+func waitFor(t testing.TB, sock, repo string, d time.Duration, what string, cond func(orchestrator.SwarmView) bool) orchestrator.SwarmView {
 	t.Helper()
 	c := daemon.NewClient(sock)
 	defer c.Close()
