@@ -15,6 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/google/uuid"
 )
@@ -44,7 +45,50 @@ func TestRunnerInSandboxImage(t *testing.T) {
 	img := sandboxtest.Image(t)
 	runID := dockertest.RunID()
 	dockertest.Cleanup(t, dockertest.LabelKey, runID)
-	srv := gittest.New(t, "box-token", map[string]string{".aimi/tasks/box-tasks.json": diamondTasks})
+
+	t.Run("diamond with the demo agent: valid lines, one pushed commit per story", func(t *testing.T) {
+		srv := gittest.New(t, "box-token", map[string]string{".aimi/tasks/box-tasks.json": diamondTasks})
+		msgs, code, stderr := runInContainer(t, cli, img, runID, srv, []string{"AIMI_AGENT=demo"})
+		c, ok := msgs[len(msgs)-1].Payload.(*acpmsg.Completion)
+		if !ok || c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 || code != 0 {
+			t.Fatalf("final %+v exit %d; stderr:\n%s", msgs[len(msgs)-1].Payload, code, stderr)
+		}
+		commits := 0
+		for _, l := range srv.Log(t, "feat/box") {
+			if strings.HasPrefix(l, "US-") {
+				commits++
+			}
+		}
+		if commits != 3 {
+			t.Fatalf("branch has %d story commits, want 3: %q", commits, srv.Log(t, "feat/box"))
+		}
+	})
+
+	t.Run("the agent, same uid, cannot read the runner's environment", func(t *testing.T) {
+		srv := gittest.New(t, "box-token", map[string]string{".aimi/tasks/box-tasks.json": diamondTasks})
+		// exec agent: its shell's parent is the runner.
+		msgs, _, stderr := runInContainer(t, cli, img, runID, srv, []string{"AIMI_AGENT=exec",
+			`AIMI_AGENT_COMMAND=id -u; tr '\0' '\n' < /proc/$PPID/environ || echo "environ unreadable"; echo "token vars: $(env | grep -c '^AIMI_GIT_TOKEN=')"`})
+		var first *acpmsg.ProgressUpdate
+		for _, m := range msgs {
+			if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && p.Status != acpmsg.StoryInProgress {
+				first = p
+				break
+			}
+		}
+		if first == nil || !strings.Contains(first.Output, "environ unreadable") || !strings.Contains(first.Output, "1000") || !strings.Contains(first.Output, "token vars: 0") {
+			t.Fatalf("first story output %+v; stderr:\n%s", first, stderr)
+		}
+	})
+}
+
+// runInContainer runs the image with env against srv (host network; the
+// server's CA copied in), attaches stdin and leaves it open as the daemon
+// does, sends the task-request, waits for the exit and returns the parsed
+// stdout lines (each must validate), the exit code and stderr. The token
+// must appear nowhere in the output.
+func runInContainer(t *testing.T, cli *client.Client, img, runID string, srv *gittest.Server, env []string) ([]acpmsg.Message, int64, string) {
+	t.Helper()
 	ca, err := os.ReadFile(srv.CAFile)
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +98,7 @@ func TestRunnerInSandboxImage(t *testing.T) {
 	created, err := cli.ContainerCreate(ctx, &container.Config{
 		Image:     img,
 		OpenStdin: true, StdinOnce: false, AttachStdin: true,
-		Env:    []string{"AIMI_AGENT=demo", "AIMI_GIT_TOKEN=box-token", "GIT_SSL_CAINFO=/tmp/ca.pem"},
+		Env:    append([]string{"AIMI_GIT_TOKEN=" + srv.Token, "GIT_SSL_CAINFO=/tmp/ca.pem"}, env...),
 		Labels: map[string]string{dockertest.LabelKey: runID},
 	}, &container.HostConfig{NetworkMode: "host"}, nil, nil, "")
 	if err != nil {
@@ -101,8 +145,8 @@ func TestRunnerInSandboxImage(t *testing.T) {
 	if _, err := stdcopy.StdCopy(&stdout, &stderr, logs); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(stdout.String()+stderr.String(), "box-token") {
-		t.Fatal("token leaked into the container's output")
+	if strings.Contains(stdout.String()+stderr.String(), srv.Token) {
+		t.Fatalf("token leaked into the container's output:\n%s\n%s", stdout.String(), stderr.String())
 	}
 	var msgs []acpmsg.Message
 	sc := bufio.NewScanner(&stdout)
@@ -116,17 +160,5 @@ func TestRunnerInSandboxImage(t *testing.T) {
 	if len(msgs) == 0 {
 		t.Fatalf("no output (exit %d); stderr:\n%s", code, stderr.String())
 	}
-	c, ok := msgs[len(msgs)-1].Payload.(*acpmsg.Completion)
-	if !ok || c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 || code != 0 {
-		t.Fatalf("final %+v exit %d; stderr:\n%s", msgs[len(msgs)-1].Payload, code, stderr.String())
-	}
-	commits := 0
-	for _, l := range srv.Log(t, "feat/box") {
-		if strings.HasPrefix(l, "US-") {
-			commits++
-		}
-	}
-	if commits != 3 {
-		t.Fatalf("branch has %d story commits, want 3: %q", commits, srv.Log(t, "feat/box"))
-	}
+	return msgs, code, stderr.String()
 }

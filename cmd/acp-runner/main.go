@@ -43,6 +43,9 @@ func run(args []string) int {
 		}
 	}
 
+	if err := harden(); err != nil {
+		log.Warn("cannot hide the runner's environment from same-user processes", "err", err)
+	}
 	cfg, err := runner.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		log.Error("configuration", "err", err)
