@@ -264,6 +264,10 @@ func (r *run) prepare(ctx context.Context) error {
 	if err != nil {
 		return &prepError{acpmsg.CodeTaskFileInvalid, fmt.Sprintf("%s: %v", r.req.TaskFilePath, err)}
 	}
+	if f.Metadata.BranchName != r.req.BranchName {
+		r.log.Warn("the task file names another branch than the task-request; working on the request's",
+			"taskFileBranch", f.Metadata.BranchName, "requestBranch", r.req.BranchName)
+	}
 	r.file = f
 	return nil
 }
