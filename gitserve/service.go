@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,7 +137,11 @@ type record struct {
 type persisted struct {
 	// Port is reused at every ListenOn and after a restart, so repository
 	// URLs handed to running containers stay valid across daemon restarts.
-	Port    int       `json:"port"`
+	Port int `json:"port"`
+	// IPs are the addresses listened on; New listens on those still on
+	// the host, so containers running across a daemon restart keep
+	// reaching the service before the orchestrator calls ListenOn again.
+	IPs     []string  `json:"ips,omitempty"`
 	Records []*record `json:"records"`
 }
 
@@ -169,6 +175,7 @@ type Service struct {
 	byName    map[string]*record
 	byToken   map[string]*record // token hash -> record
 	listeners map[string]*listener
+	ips       map[string]bool // addresses listened on, kept through Close
 	lastIP    string
 	closed    bool
 
@@ -209,6 +216,7 @@ func New(opts Options) (*Service, error) {
 		byName:    map[string]*record{},
 		byToken:   map[string]*record{},
 		listeners: map[string]*listener{},
+		ips:       map[string]bool{},
 		userRefs:  map[string]string{},
 		publishMu: map[string]*sync.Mutex{},
 	}
@@ -237,8 +245,16 @@ func New(opts Options) (*Service, error) {
 	if created {
 		s.log.Info("created the git service CA", "cert", s.CAFile())
 	}
-	if err := s.load(); err != nil {
+	ips, err := s.load()
+	if err != nil {
 		return nil, err
+	}
+	for _, ip := range ips {
+		// A network removed while the daemon was down took its gateway
+		// address with it: nothing to serve there.
+		if err := s.ListenOn(context.Background(), ip); err != nil {
+			s.log.Info("git service: not listening on a former address", "ip", ip, "err", err)
+		}
 	}
 	if s.opts.TipProbe == nil && !s.opts.NoEngineProbe {
 		// The client connects on first use: a daemon without an engine
@@ -310,12 +326,15 @@ func (s *Service) ListenOn(ctx context.Context, ip string) error {
 		}
 	}()
 	s.listeners[ip] = l
+	s.ips[ip] = true
 	s.lastIP = ip
-	if s.port != port {
+	if s.port == 0 {
+		// The first port chosen stays the preferred one; a fallback
+		// port on one address does not move the others.
 		s.port = port
-		if err := s.saveLocked(); err != nil {
-			s.log.Warn("could not persist the git service port", "err", err)
-		}
+	}
+	if err := s.saveLocked(); err != nil {
+		s.log.Warn("could not persist the git service's addresses", "err", err)
 	}
 	s.log.Info("git service listening", "addr", net.JoinHostPort(ip, strconv.Itoa(port)))
 	return nil
@@ -480,17 +499,18 @@ func (s *Service) notePush(container, tip string) {
 	}
 }
 
-func (s *Service) load() error {
+// load reads grants.json and returns the addresses listened on before.
+func (s *Service) load() ([]string, error) {
 	data, err := os.ReadFile(filepath.Join(s.dir, stateName))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read git service grants: %w", err)
+		return nil, fmt.Errorf("read git service grants: %w", err)
 	}
 	var p persisted
 	if err := json.Unmarshal(data, &p); err != nil {
-		return fmt.Errorf("git service grants %s are corrupt: %w (move the file away to start over; granted containers then lose access)", filepath.Join(s.dir, stateName), err)
+		return nil, fmt.Errorf("git service grants %s are corrupt: %w (move the file away to start over; granted containers then lose access)", filepath.Join(s.dir, stateName), err)
 	}
 	s.port = p.Port
 	for _, r := range p.Records {
@@ -502,11 +522,12 @@ func (s *Service) load() error {
 			s.byToken[r.TokenHash] = r
 		}
 	}
-	return nil
+	return p.IPs, nil
 }
 
 func (s *Service) saveLocked() error {
 	p := persisted{Port: s.port, Records: make([]*record, 0, len(s.byName))}
+	p.IPs = slices.Sorted(maps.Keys(s.ips))
 	for _, r := range s.byName {
 		p.Records = append(p.Records, r)
 	}

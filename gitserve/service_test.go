@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -224,10 +225,9 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	caBefore, _ := os.ReadFile(g.CAFile)
 	s1.Close()
 
+	// No ListenOn: the new service listens where the old one did, on the
+	// same port, before the orchestrator gets round to it.
 	s2, _ := newService(t, Options{DataDir: dir})
-	if err := s2.ListenOn(ctx, "127.0.0.1"); err != nil {
-		t.Fatal(err)
-	}
 	caAfter, _ := os.ReadFile(s2.CAFile())
 	if string(caBefore) != string(caAfter) {
 		t.Fatal("the CA changed across a restart")
@@ -240,6 +240,26 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	}
 	if out, err := gitOut("", clientEnv(g.CAFile, bearer(g.Token)), "ls-remote", g.RepoURL); err != nil {
 		t.Fatalf("the old URL and token after a restart: %v\n%s", err, out)
+	}
+	if err := s2.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatalf("ListenOn after the automatic one: %v", err)
+	}
+	g2, err := s2.Grant(ctx, repo, "swarm-r", "aimi-r2", "feat-r2")
+	if err != nil || !strings.HasPrefix(g2.RepoURL, strings.TrimSuffix(g.RepoURL, "swarm-r.git")) {
+		t.Fatalf("grant after the restart: %+v, %v; want the same address as %s", g2, err, g.RepoURL)
+	}
+	// An address gone from the host is skipped, not fatal.
+	s2.Close()
+	data, _ := os.ReadFile(filepath.Join(dir, stateName))
+	if err := os.WriteFile(filepath.Join(dir, stateName), []byte(strings.Replace(string(data), `"127.0.0.1"`, `"192.0.2.77"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s3, logs := newService(t, Options{DataDir: dir})
+	if !strings.Contains(logs.String(), "not listening on a former address") {
+		t.Fatalf("no note of the vanished address:\n%s", logs)
+	}
+	if _, err := s3.Grant(ctx, repo, "swarm-r", "aimi-r3", "feat-r3"); !errors.Is(err, ErrNotListening) {
+		t.Fatalf("Grant with no address = %v, want ErrNotListening", err)
 	}
 }
 
