@@ -595,6 +595,9 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 		return "", fmt.Errorf("git service: list the branches of %s: %w", repoPath, err)
 	}
 	if _, err := os.Stat(filepath.Join(dst, "HEAD")); err == nil {
+		if src, _ := mirrorGit.Run(ctx, dst, "config", "--get", "aimi.source"); src != repoPath {
+			return "", fmt.Errorf("git service: swarm %s's repository was made from %s, not %s", key, src, repoPath)
+		}
 		if s.userRefs[key] != userRefs {
 			s.refreshMirror(ctx, repoPath, key, dst)
 			s.userRefs[key] = userRefs
@@ -614,6 +617,7 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 		{"-C", work, "config", "receive.denyDeletes", "true"},
 		{"-C", work, "config", "receive.denyNonFastForwards", "true"},
 		{"-C", work, "config", "uploadpack.allowFilter", "true"},
+		{"-C", work, "config", "aimi.source", repoPath},
 	}
 	for _, args := range steps {
 		if _, err := mirrorGit.Run(ctx, tmp, args...); err != nil {

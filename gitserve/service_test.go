@@ -296,6 +296,9 @@ func TestGrantRefusesBadInput(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Grant(ctx, repo, "made", "aimi-x", "b"); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ name, repo, swarm, container, branch string }{
 		{"swarm id with a slash", repo, "a/b", "aimi-x", "b"},
 		{"swarm id with dots", repo, "..", "aimi-x", "b"},
@@ -304,6 +307,7 @@ func TestGrantRefusesBadInput(t *testing.T) {
 		{"relative repo", "repo", "s", "aimi-x", "b"},
 		{"not a repository", t.TempDir(), "s", "aimi-x", "b"},
 		{"empty container", repo, "s", "", "b"},
+		{"swarm already made from another repository", newRepo(t), "made", "aimi-y", "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := s.Grant(ctx, tc.repo, tc.swarm, tc.container, tc.branch); err == nil {
