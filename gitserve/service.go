@@ -20,7 +20,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -552,106 +551,4 @@ func newToken() (string, error) {
 func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
-}
-
-// mirrorGit runs git on the service's mirrors with a hermetic config: the
-// daemon user's global and system config (hooksPath, aliases, credential
-// helpers) must not change what the service does.
-var mirrorGit = publish.Git{Env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull}}
-
-func (s *Service) mirrorPath(key string) string { return filepath.Join(s.repos, key+".git") }
-
-// preReceive is the mirrors' second gate, behind the pkt-line check of the
-// HTTP handler: it refuses every ref but $AIMI_ALLOWED_REF, and deletions.
-// Without the variable (receive-pack not started by the service) it refuses
-// everything.
-const preReceive = `#!/bin/sh
-# Installed by aimid's git service. See package gitserve.
-while read -r old new ref; do
-	if [ -z "$AIMI_ALLOWED_REF" ] || [ "$ref" != "$AIMI_ALLOWED_REF" ]; then
-		echo "aimi: push to $ref refused: this token may push only ${AIMI_ALLOWED_REF:-nothing}" >&2
-		exit 1
-	fi
-	case "$new" in
-	*[!0]*) ;;
-	*) echo "aimi: deleting $ref is refused" >&2; exit 1 ;;
-	esac
-done
-exit 0
-`
-
-// ensureMirror returns the bare mirror of swarm key, cloning repoPath into
-// it first if it does not exist. The clone is made under a temporary name
-// and renamed, so a half-made mirror is never served.
-func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (string, error) {
-	s.mirrorMu.Lock()
-	defer s.mirrorMu.Unlock()
-	dst := s.mirrorPath(key)
-	if _, err := mirrorGit.Run(ctx, repoPath, "rev-parse", "--git-dir"); err != nil {
-		return "", fmt.Errorf("git service: %s is not a git repository: %w", repoPath, err)
-	}
-	userRefs, err := mirrorGit.Run(ctx, repoPath, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
-	if err != nil {
-		return "", fmt.Errorf("git service: list the branches of %s: %w", repoPath, err)
-	}
-	if _, err := os.Stat(filepath.Join(dst, "HEAD")); err == nil {
-		if src, _ := mirrorGit.Run(ctx, dst, "config", "--get", "aimi.source"); src != repoPath {
-			return "", fmt.Errorf("git service: swarm %s's repository was made from %s, not %s", key, src, repoPath)
-		}
-		if s.userRefs[key] != userRefs {
-			s.refreshMirror(ctx, repoPath, key, dst)
-			s.userRefs[key] = userRefs
-		}
-		return dst, nil
-	}
-	tmp, err := os.MkdirTemp(s.repos, ".tmp-"+key+"-")
-	if err != nil {
-		return "", fmt.Errorf("git service: make mirror dir: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	work := filepath.Join(tmp, "m.git")
-	steps := [][]string{
-		{"clone", "--bare", "--quiet", repoPath, work},
-		{"-C", work, "remote", "remove", "origin"},
-		{"-C", work, "config", "http.receivepack", "true"},
-		{"-C", work, "config", "receive.denyDeletes", "true"},
-		{"-C", work, "config", "receive.denyNonFastForwards", "true"},
-		{"-C", work, "config", "uploadpack.allowFilter", "true"},
-		{"-C", work, "config", "aimi.source", repoPath},
-	}
-	for _, args := range steps {
-		if _, err := mirrorGit.Run(ctx, tmp, args...); err != nil {
-			return "", fmt.Errorf("git service: make the mirror of %s: %w", repoPath, err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(work, "hooks", "pre-receive"), []byte(preReceive), 0o755); err != nil {
-		return "", fmt.Errorf("git service: install the mirror's pre-receive hook: %w", err)
-	}
-	if err := os.Rename(work, dst); err != nil {
-		return "", fmt.Errorf("git service: place the mirror at %s: %w", dst, err)
-	}
-	s.userRefs[key] = userRefs
-	s.log.Info("git service mirror created", "swarm", key, "from", repoPath)
-	return dst, nil
-}
-
-// refreshMirror brings the user's new commits into an existing mirror (a
-// swarm appended to later must see the task files committed since). Only
-// fast-forwards and new refs: a branch a container pushed is never moved
-// backwards or sideways, and git reports such refs as rejected, which is
-// expected and only logged. The mirror keeps serving whatever happens.
-func (s *Service) refreshMirror(ctx context.Context, repoPath, key, mirror string) {
-	_, err := mirrorGit.Run(ctx, mirror, "fetch", "--quiet", "--no-tags", repoPath,
-		"refs/heads/*:refs/heads/*", "refs/tags/*:refs/tags/*")
-	if err != nil {
-		s.log.Info("git service mirror refreshed in part (refs that are not fast-forwards stay as they are)", "swarm", key, "from", repoPath, "detail", err)
-		return
-	}
-	s.log.Debug("git service mirror refreshed", "swarm", key, "from", repoPath)
-}
-
-// branchTip reads refs/heads/<branch> in the mirror ("" when absent).
-func branchTip(ctx context.Context, mirror, branch string) (string, error) {
-	out, err := mirrorGit.Run(ctx, mirror, "for-each-ref", "--format=%(objectname)", "refs/heads/"+branch)
-	return strings.TrimSpace(out), err
 }
