@@ -231,6 +231,14 @@ main() {
 	run aimi swarm status --repo "$REPO" --socket "$SOCK" || true
 
 	say "branches the containers pushed (fetched into the demo repository)"
+	# The daemon publishes a branch into the checkout just after its
+	# container completes; give it a moment.
+	for b in demo/linear demo/diamond demo/roots; do
+		for _ in $(seq 1 150); do
+			git -C "$REPO" rev-parse -q --verify "refs/heads/$b" >/dev/null && break
+			sleep 0.2
+		done
+	done
 	run git -C "$REPO" branch -v
 	for b in demo/linear demo/diamond demo/roots; do
 		if git -C "$REPO" rev-parse -q --verify "refs/heads/$b" >/dev/null; then
