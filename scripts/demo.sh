@@ -240,10 +240,13 @@ main() {
 		done
 	done
 	run git -C "$REPO" branch -v
+	local missing=""
 	for b in demo/linear demo/diamond demo/roots; do
 		if git -C "$REPO" rev-parse -q --verify "refs/heads/$b" >/dev/null; then
 			echo "-- $b:"
 			git -C "$REPO" log --format='   %h %s' "main..$b"
+		else
+			missing="$missing $b"
 		fi
 	done
 
@@ -260,6 +263,10 @@ main() {
 	if [ "$rc" -ne 0 ]; then
 		echo "aimi swarm start exited $rc" >&2
 		return "$rc"
+	fi
+	if [ -n "$missing" ]; then
+		echo "branches not published into $REPO:$missing (see $LOG)" >&2
+		return 1
 	fi
 	say "demo done in $((SECONDS - t0))s; files in $DEMO (aimid.log, repo/); 'make demo-clean' removes them"
 }
