@@ -24,11 +24,12 @@ type outcome struct {
 	err     error          // the agent could not be driven (crash, protocol error)
 }
 
-// backend drives one story. Cancelling ctx means "stop the run": the backend
+// backend drives one story in dir (the workspace, or the story's own
+// worktree when stories run concurrently). Cancelling ctx means "stop the run": the backend
 // cancels the turn the way its protocol wants, waits at most the stop grace
 // period, and reports acp.StopReasonCancelled.
 type backend interface {
-	runStory(ctx context.Context, storyID, prompt string) outcome
+	runStory(ctx context.Context, storyID, prompt, dir string) outcome
 }
 
 // processExitWait is how long an agent gets to exit by itself after its stdin
@@ -116,7 +117,6 @@ func (p *process) stop() {
 // stdio: initialize, session/new in the workspace, one session/prompt.
 type acpBackend struct {
 	argv         []string
-	workspace    string
 	env          []string
 	policy       acpclient.Policy
 	authMethod   string
@@ -125,9 +125,9 @@ type acpBackend struct {
 	onAgentStart func(int)
 }
 
-func (b *acpBackend) runStory(ctx context.Context, storyID, prompt string) outcome {
+func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) outcome {
 	log := b.log.With("story", storyID)
-	client, err := acpclient.New(acpclient.Config{Workspace: b.workspace, Policy: b.policy, Env: b.env, Logger: log})
+	client, err := acpclient.New(acpclient.Config{Workspace: dir, Policy: b.policy, Env: b.env, Logger: log})
 	if err != nil {
 		return outcome{err: err}
 	}
@@ -145,7 +145,7 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt string) outco
 		inW.Close()
 		return outcome{err: fmt.Errorf("agent stdout pipe: %w", err)}
 	}
-	proc, err := startProcess(b.argv, b.workspace, b.env, inR, outW, log)
+	proc, err := startProcess(b.argv, dir, b.env, inR, outW, log)
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -207,7 +207,7 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt string) outco
 			return crashed("authenticate with "+b.authMethod, err)
 		}
 	}
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: b.workspace, McpServers: []acp.McpServer{}})
+	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: dir, McpServers: []acp.McpServer{}})
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{stop: acp.StopReasonCancelled}
@@ -280,18 +280,17 @@ func authMethodIDs(ms []acp.AuthMethod) []string {
 // exit status 0 counts as end_turn.
 type execBackend struct {
 	command      string
-	workspace    string
 	env          []string
 	grace        time.Duration
 	log          *slog.Logger
 	onAgentStart func(int)
 }
 
-func (b *execBackend) runStory(ctx context.Context, storyID, prompt string) outcome {
+func (b *execBackend) runStory(ctx context.Context, storyID, prompt, dir string) outcome {
 	log := b.log.With("story", storyID)
 	out := &tailWriter{max: 8192}
 	cmd := exec.Command("/bin/sh", "-c", b.command)
-	cmd.Dir = b.workspace
+	cmd.Dir = dir
 	cmd.Env = append(append([]string(nil), b.env...), "AIMI_STORY_ID="+storyID)
 	cmd.Stdin = strings.NewReader(prompt)
 	cmd.Stdout = io.MultiWriter(out, os.Stderr)

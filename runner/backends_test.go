@@ -14,6 +14,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpclient"
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -221,6 +222,81 @@ func TestAgentEditsToGitConfigCannotReachTheToken(t *testing.T) {
 			}
 			if tc.wantError == "" && finalStatuses(t, s)["US-001"] != tasks.Completed {
 				t.Fatal("the branch was not pushed to the request's repository")
+			}
+		})
+	}
+}
+
+// twoRoots is a task file whose two stories are ready together and run at
+// once (maxConcurrency 2), each in its own worktree.
+func twoRoots(t *testing.T) *tasks.File {
+	f := fixture(t, diamond)
+	f.UserStories = f.UserStories[1:3]
+	for i := range f.UserStories {
+		f.UserStories[i].DependsOn = []string{}
+	}
+	return f
+}
+
+func TestConcurrentStoriesAreIsolated(t *testing.T) {
+	cases := []struct {
+		name    string
+		command string
+		check   func(t *testing.T, s *scenario, got map[string]tasks.Status, c *acpmsg.Completion)
+	}{
+		{
+			name:    "each story's commit carries only its own changes",
+			command: `echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"; sleep 1; ls`,
+			check: func(t *testing.T, s *scenario, got map[string]tasks.Status, c *acpmsg.Completion) {
+				if got["US-002"] != tasks.Completed || got["US-003"] != tasks.Completed || len(c.Errors) != 0 {
+					t.Fatalf("statuses %v errors %q", got, c.Errors)
+				}
+				for _, id := range []string{"US-002", "US-003"} {
+					files := gittest.Git(t, s.srv.Bare, "log", "--format=", "--name-only", "--grep", "^"+id+":", s.branch)
+					if !strings.Contains(files, id+".txt") || strings.Count(files, ".txt") != 1 {
+						t.Errorf("commit of %s touches %q", id, files)
+					}
+				}
+			},
+		},
+		{
+			name:    "conflicting edits: the later story fails and its changes stay off the branch",
+			command: `echo "$AIMI_STORY_ID" > shared.txt; sleep 1`,
+			check: func(t *testing.T, s *scenario, got map[string]tasks.Status, c *acpmsg.Completion) {
+				var won, lost string
+				switch {
+				case got["US-002"] == tasks.Completed && got["US-003"] == tasks.Failed:
+					won, lost = "US-002", "US-003"
+				case got["US-003"] == tasks.Completed && got["US-002"] == tasks.Failed:
+					won, lost = "US-003", "US-002"
+				default:
+					t.Fatalf("want one completed and one failed, got %v", got)
+				}
+				if content := strings.TrimSpace(s.srv.Show(t, s.branch, "shared.txt")); content != won {
+					t.Errorf("shared.txt is %q, want the winner %s", content, won)
+				}
+				if !strings.Contains(strings.Join(c.Errors, "\n"), lost+": its changes conflict") {
+					t.Errorf("errors %q", c.Errors)
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, twoRoots(t), "")
+			s.cfg.Agent = AgentExec
+			s.cfg.AgentCommand = tc.command
+			_, msgs := runScenario(t, context.Background(), s, s.request(t))
+			c := completionOf(t, msgs)
+			if c.Status != acpmsg.CompletionCompleted {
+				t.Fatalf("completion %+v", c)
+			}
+			if peak := checkOrder(t, twoRoots(t), progressOf(msgs), 2); peak != 2 {
+				t.Errorf("peak concurrency %d, want 2", peak)
+			}
+			tc.check(t, s, finalStatuses(t, s), c)
+			if out := gittest.Git(t, s.cfg.Workspace, "worktree", "list"); strings.Count(out, "\n") != 0 {
+				t.Errorf("worktrees left behind:\n%s", out)
 			}
 		})
 	}

@@ -8,12 +8,15 @@
 // to tasks and the ACP client methods to acpclient.
 //
 // Concurrency: stories that are ready together run at once up to the task
-// file's maxConcurrency, in one shared working tree (one clone per container).
-// Git steps (write task file, commit, push) are serialized; a commit takes the
-// whole tree, so with maxConcurrency > 1 a commit may carry a concurrent
-// story's in-flight edits. Per-story worktrees would separate them but need a
-// merge step; the task files the planners write keep concurrent stories on
-// separate files.
+// file's maxConcurrency. With a limit above one, each story works in its own
+// git worktree (a detached checkout of the branch's HEAD in a temporary
+// directory), and when it completes its changes are cherry-picked onto the
+// branch: concurrent agents neither see nor commit each other's edits, a
+// story whose edits conflict with one that finished first fails, and a failed
+// story's changes stay off the branch. With a limit of one the story works in
+// the workspace itself and a failed story's changes are committed with its
+// status, for inspection. Git steps (task file, commit, push) run on one
+// goroutine.
 //
 // Skips: a story whose dependency failed in this run is skipped, and so is,
 // transitively, every story behind it (a skip caused by a failure does not

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -124,4 +125,64 @@ func (g *git) push(ctx context.Context, repoURL, branch string) error {
 	}
 	_, err := g.run(ctx, "push", "--quiet", repoURL, "HEAD:refs/heads/"+branch)
 	return err
+}
+
+// addWorktree checks out HEAD, detached, into a fresh directory for one
+// story, so concurrent stories neither see nor commit each other's edits.
+func (g *git) addWorktree(ctx context.Context, storyID string) (string, error) {
+	dir, err := os.MkdirTemp("", "aimi-"+storyID+"-")
+	if err != nil {
+		return "", fmt.Errorf("worktree directory for %s: %w", storyID, err)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, err := g.run(ctx, "worktree", "add", "--quiet", "--detach", dir, "HEAD"); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// removeWorktree deletes a story's worktree and its administrative files.
+func (g *git) removeWorktree(ctx context.Context, dir string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, err := g.run(ctx, "worktree", "remove", "--force", dir); err != nil {
+		os.RemoveAll(dir)
+		_, _ = g.run(ctx, "worktree", "prune")
+	}
+}
+
+// applyWorktree brings a finished story's changes from its worktree into the
+// workspace (staged, not committed): commit them in the worktree, then
+// cherry-pick that commit onto the branch, which may have moved on since the
+// story started. The task file is left out (the runner owns it). changed is
+// false when the story changed nothing; a conflict with stories that finished
+// first is an error, and the workspace is restored to HEAD.
+func (g *git) applyWorktree(ctx context.Context, dir, taskPath, msg string) (changed bool, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, err := g.runIn(ctx, dir, "add", "--all"); err != nil {
+		return false, err
+	}
+	// Drop any edit of the task file: restore it in index and tree.
+	if _, err := g.runIn(ctx, dir, "checkout", "HEAD", "--", taskPath); err != nil {
+		return false, err
+	}
+	if _, err := g.runIn(ctx, dir, "diff", "--cached", "--quiet"); err == nil {
+		return false, nil
+	}
+	if _, err := g.runIn(ctx, dir, "commit", "--quiet", "--no-verify", "-m", msg); err != nil {
+		return false, err
+	}
+	sha, err := g.runIn(ctx, dir, "rev-parse", "HEAD")
+	if err != nil {
+		return false, err
+	}
+	if _, err := g.run(ctx, "cherry-pick", "--no-commit", sha); err != nil {
+		// The workspace holds no one else's work in isolated mode.
+		_, _ = g.run(ctx, "reset", "--quiet", "--hard", "HEAD")
+		return false, fmt.Errorf("its changes conflict with stories that finished first: %w", err)
+	}
+	return true, nil
 }

@@ -275,7 +275,7 @@ func (r *run) prepare(ctx context.Context) error {
 func (r *run) backend() (backend, error) {
 	switch r.cfg.Agent {
 	case AgentExec:
-		return &execBackend{command: r.cfg.AgentCommand, workspace: r.cfg.Workspace, env: r.env, grace: r.cfg.StopGrace, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
+		return &execBackend{command: r.cfg.AgentCommand, env: r.env, grace: r.cfg.StopGrace, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
 	case AgentACP, AgentDemo:
 		argv := r.cfg.DemoCommand
 		if r.cfg.Agent == AgentACP {
@@ -286,19 +286,19 @@ func (r *run) backend() (backend, error) {
 		if len(argv) == 0 {
 			return nil, errors.New("no command to start the demo agent (os.Executable failed)")
 		}
-		return &acpBackend{argv: argv, workspace: r.cfg.Workspace, env: r.env, policy: r.cfg.Policy, authMethod: r.cfg.AuthMethod,
+		return &acpBackend{argv: argv, env: r.env, policy: r.cfg.Policy, authMethod: r.cfg.AuthMethod,
 			grace: r.cfg.StopGrace, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
 	}
 	return nil, fmt.Errorf("unknown agent backend %q", r.cfg.Agent)
 }
 
 // verify runs the configured verify command; ok is true without one.
-func (r *run) verify(ctx context.Context) (ok bool, detail string) {
+func (r *run) verify(ctx context.Context, dir string) (ok bool, detail string) {
 	if r.cfg.VerifyCommand == "" {
 		return true, ""
 	}
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", r.cfg.VerifyCommand)
-	cmd.Dir = r.cfg.Workspace
+	cmd.Dir = dir
 	cmd.Env = r.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }

@@ -20,6 +20,7 @@ type storyResult struct {
 	note    string       // short line for the task file's notes
 	errText string       // for completion.errors, when failed
 	prev    tasks.Status // status before the story started
+	dir     string       // the story's worktree, when isolated
 }
 
 // schedule runs stories until none is left or ctx (the stop signal) ends;
@@ -51,6 +52,14 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 		}
 		return s.Status == tasks.Pending || retry[s.ID]
 	}
+	// With more than one story at a time, each story works in its own git
+	// worktree and its changes are cherry-picked onto the branch when it
+	// completes: concurrent agents neither see nor commit each other's
+	// edits, and a failed story's changes stay off the branch. One at a
+	// time, the story works in the workspace itself (the path agents and
+	// verify commands expect), and a failed story's changes are committed
+	// with its status for inspection.
+	isolate := limit > 1
 	results := make(chan storyResult)
 	done := ctx.Done()
 
@@ -82,10 +91,28 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 				f.UserStories[idx[s.ID]].Status = tasks.InProgress
 				r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: s.ID, Status: acpmsg.StoryInProgress,
 					Output: acpmsg.TruncateOutput(fmt.Sprintf("Started %s: %s (agent %s).", s.ID, s.Title, r.cfg.Agent))})
-				r.log.Info("story started", "story", s.ID, "running", len(running), "limit", limit)
+				r.log.Info("story started", "story", s.ID, "running", len(running), "limit", limit, "isolated", isolate)
+				dir, wtErr := r.cfg.Workspace, error(nil)
+				if isolate {
+					dir, wtErr = r.git.addWorktree(ctx, s.ID)
+				}
 				go func(s tasks.Story) {
-					res := r.work(ctx, be, s, prompt)
+					var res storyResult
+					if wtErr != nil {
+						res = storyResult{id: s.ID, status: tasks.Failed,
+							output:  fmt.Sprintf("%s failed before the agent started: no worktree: %v.", s.ID, wtErr),
+							note:    "failed: no worktree: " + oneLine(wtErr.Error(), 300),
+							errText: fmt.Sprintf("%s: worktree: %v", s.ID, wtErr)}
+						if ctx.Err() != nil {
+							res.status = tasks.InProgress
+						}
+					} else {
+						res = r.work(ctx, be, s, prompt, dir)
+					}
 					res.prev = prev
+					if isolate && wtErr == nil {
+						res.dir = dir
+					}
 					results <- res
 				}(s)
 			}
@@ -183,6 +210,15 @@ func (r *run) propagateSkips(idx map[string]int, eligible func(tasks.Story) bool
 
 type skip struct{ id, why string }
 
+// gitContext is ctx, or, once the run is stopping, a short uncancelled one:
+// a finished story's commit and push are worth a few seconds.
+func gitContext(ctx context.Context, stopped bool) (context.Context, context.CancelFunc) {
+	if stopped || ctx.Err() != nil {
+		return context.WithTimeout(context.WithoutCancel(ctx), finalPushTimeout)
+	}
+	return context.WithCancel(ctx)
+}
+
 // appendNote adds a dated runner line to a story's notes, keeping what the
 // planner or user wrote.
 func appendNote(notes, line string) string {
@@ -194,9 +230,9 @@ func appendNote(notes, line string) string {
 }
 
 // work drives one story: agent turn, then verify.
-func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt string) storyResult {
+func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt, dir string) storyResult {
 	start := time.Now()
-	o := be.runStory(ctx, s.ID, prompt)
+	o := be.runStory(ctx, s.ID, prompt, dir)
 	res := storyResult{id: s.ID}
 	summary := strings.TrimSpace(o.summary)
 	if summary == "" {
@@ -212,7 +248,7 @@ func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt string
 		res.note = "failed: " + o.err.Error()
 		res.errText = fmt.Sprintf("%s: %s: %v", s.ID, acpmsg.CodeAgentCrash, o.err)
 	case o.stop == acp.StopReasonEndTurn:
-		ok, detail := r.verify(ctx)
+		ok, detail := r.verify(ctx, dir)
 		if ok {
 			res.status = tasks.Completed
 			res.output = strings.TrimSpace(fmt.Sprintf("%s completed in %s. %s %s", s.ID, took, summary, detail))
@@ -242,6 +278,22 @@ func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt string
 func (r *run) finish(ctx context.Context, res storyResult, idx map[string]int, stopped bool) {
 	i := idx[res.id]
 	s := &r.file.UserStories[i]
+	if res.dir != "" {
+		gctx, cancel := gitContext(ctx, stopped)
+		defer cancel()
+		defer r.git.removeWorktree(gctx, res.dir)
+		switch res.status {
+		case tasks.Completed:
+			if _, err := r.git.applyWorktree(gctx, res.dir, r.req.TaskFilePath, fmt.Sprintf("%s: %s (work)", s.ID, s.Title)); err != nil {
+				res.status = tasks.Failed
+				res.output = fmt.Sprintf("%s failed: the agent finished, but %v. %s", s.ID, err, res.output)
+				res.note = "failed: " + oneLine(err.Error(), 300)
+				res.errText = fmt.Sprintf("%s: %v", s.ID, err)
+			}
+		case tasks.Failed:
+			res.note += " (its changes were kept off the branch)"
+		}
+	}
 	if res.status == tasks.InProgress {
 		// Stopped mid-story: nothing is written or committed for it; the
 		// next run finds it as the committed file left it.
@@ -267,11 +319,8 @@ func (r *run) finish(ctx context.Context, res storyResult, idx map[string]int, s
 // git gets a bounded, uncancelled context: a finished story's commit is worth
 // the few seconds.
 func (r *run) persist(ctx context.Context, msg string, stopped bool) {
-	if stopped || ctx.Err() != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finalPushTimeout)
-		defer cancel()
-	}
+	ctx, cancel := gitContext(ctx, stopped)
+	defer cancel()
 	if err := r.writeTaskFile(); err != nil {
 		r.fatal = true
 		r.addErr("write task file %s: %v", r.req.TaskFilePath, err)
