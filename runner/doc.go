@@ -9,8 +9,8 @@
 //
 // Concurrency: stories that are ready together run at once up to the task
 // file's maxConcurrency. With a limit above one, each story works in its own
-// git worktree (a detached checkout of the branch's HEAD in a temporary
-// directory), and when it completes its changes are cherry-picked onto the
+// git worktree (a detached checkout of the branch's HEAD under
+// .git/aimi-worktrees/ in the workspace), and when it completes its changes are cherry-picked onto the
 // branch: concurrent agents neither see nor commit each other's edits, a
 // story whose edits conflict with one that finished first fails, and a failed
 // story's changes stay off the branch. With a limit of one the story works in

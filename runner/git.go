@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 )
@@ -129,8 +130,15 @@ func (g *git) push(ctx context.Context, repoURL, branch string) error {
 
 // addWorktree checks out HEAD, detached, into a fresh directory for one
 // story, so concurrent stories neither see nor commit each other's edits.
+// The directories live in the workspace's .git (never tracked, on the
+// workspace's volume): /tmp may be a small tmpfs when the container's root
+// is read-only.
 func (g *git) addWorktree(ctx context.Context, storyID string) (string, error) {
-	dir, err := os.MkdirTemp("", "aimi-"+storyID+"-")
+	base := filepath.Join(g.dir, ".git", "aimi-worktrees")
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", fmt.Errorf("worktree directory for %s: %w", storyID, err)
+	}
+	dir, err := os.MkdirTemp(base, storyID+"-")
 	if err != nil {
 		return "", fmt.Errorf("worktree directory for %s: %w", storyID, err)
 	}
