@@ -369,12 +369,12 @@ func TestRealCrashRecovery(t *testing.T) {
 // that journals and state equal an uninterrupted run's.
 func crashOnce(t *testing.T, killAt int) {
 	d, labels := realEngine(t)
-	names := uniqueNames(labels, "long1", "long2", "short", "queued")
+	names := uniqueNames(labels, "short", "long1", "long2", "queued")
 	repo, files := testRepo(t, names, 10)
 	scripts := map[string]string{
-		scriptKey(files[0]): "pace|60ms;auto|10",
+		scriptKey(files[0]): "pace|10ms;auto|10",
 		scriptKey(files[1]): "pace|60ms;auto|10",
-		scriptKey(files[2]): "pace|10ms;auto|10",
+		scriptKey(files[2]): "pace|60ms;auto|10",
 		scriptKey(files[3]): "pace|20ms;auto|10",
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -410,6 +410,19 @@ func crashOnce(t *testing.T, killAt int) {
 	before := journalLines(repo)
 	// Containers go on; "short" (10 stories at 10ms) finishes meanwhile.
 	time.Sleep(700 * time.Millisecond)
+	st, err := state.Open(repo).Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := st.Containers[0]
+	info, err := d.Inspect(context.Background(), short.ContainerID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	finishedWhileDown := !short.Status.Terminal() && !info.Running && info.Status == "exited"
+	if killAt <= 3 && !finishedWhileDown {
+		t.Errorf("the short container should have finished while no daemon ran (state %s, engine %s)", short.Status, info.Status)
+	}
 
 	m := realManager(t, d, labels, Config{MaxContainers: 2})
 	if err := m.Recover(context.Background()); err != nil {
@@ -417,7 +430,7 @@ func crashOnce(t *testing.T, killAt int) {
 	}
 	v := waitTerminal(t, m, repo, 90*time.Second)
 	sw := validateStateFile(t, repo)
-	t.Logf("killed at %d records (%d durable), recovered to %d", killAt, before, journalLines(repo))
+	t.Logf("killed at %d records (%d durable), recovered to %d; a container finished while down: %v", killAt, before, journalLines(repo), finishedWhileDown)
 	want := wantSignature(10)
 	for _, c := range sw.Containers {
 		if c.Status != state.StatusCompleted || c.StoryProgress != (state.Progress{Total: 10, Completed: 10}) {

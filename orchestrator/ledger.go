@@ -31,6 +31,7 @@ type lineResult struct {
 	msg      *acpmsg.Message // the valid message, folded or rejected
 	invalid  string          // why the line is not a valid message
 	rejected string          // why the fold refused the valid message
+	dup      bool            // at or before the journal's cursor: read before, dropped
 }
 
 func newLedger(store *state.Store, sw *state.Swarm, opts state.RecorderOptions) *ledger {
@@ -46,6 +47,13 @@ func (l *ledger) track(c *state.Container, t *state.Tracker) error {
 
 // line journals one line read from a container and folds it when valid.
 func (l *ledger) line(ctx context.Context, name string, ln container.Line) (lineResult, error) {
+	// A line at or before the journal's cursor was journaled already (a
+	// re-opened stream, a catch-up overlapping the live read): dropping it
+	// here is what makes "no message counted twice" independent of how
+	// exactly the engine honours the since parameter.
+	if last, err := l.cursor(name); err == nil && !ln.Cursor.IsZero() && !last.IsZero() && !ln.Cursor.After(last) {
+		return lineResult{dup: true}, nil
+	}
 	rec := state.Record{Cursor: ln.Cursor.String(), Stream: streamName(ln.Stream)}
 	var res lineResult
 	var msg *acpmsg.Message

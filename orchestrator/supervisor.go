@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
@@ -207,9 +208,16 @@ func (sw *swarm) readRest(ctx context.Context, c *ctr) error {
 
 // handle journals and folds one line.
 func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
+	if sw.echo(c, ln) {
+		return nil
+	}
 	res, err := sw.led.line(ctx, c.name, ln)
 	if err != nil {
 		return err
+	}
+	if res.dup {
+		sw.m.log.Warn("line read twice from the engine; dropped", "container", c.name, "cursor", ln.Cursor.String())
+		return nil
 	}
 	sw.noteMessage(c, res)
 	switch {
@@ -221,6 +229,26 @@ func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
 		sw.event(c, EventProgress, func(e *Event) { fillMessage(e, res.msg) })
 	}
 	return nil
+}
+
+// echo reports whether ln repeats the previous line: same engine timestamp,
+// same bytes, a later index. The engine here (20.10, json-file, follow with
+// since) was seen delivering every line of a stream twice in a row; the two
+// copies share the timestamp, so the cursor's index tells them apart and
+// the cursor check alone would journal both. A process cannot print two
+// lines in the same nanosecond of the engine's clock twice on purpose in
+// any way that matters: the fold is idempotent for such a repeat anyway.
+func (sw *swarm) echo(c *ctr, ln container.Line) bool {
+	h := fnv.New64a()
+	h.Write(ln.Data)
+	sum := h.Sum64()
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if !ln.Cursor.Time.IsZero() && ln.Cursor.Time.Equal(c.lastTime) && sum == c.lastSum && ln.Err == nil {
+		return true
+	}
+	c.lastTime, c.lastSum = ln.Cursor.Time, sum
+	return false
 }
 
 func fillMessage(e *Event, m *acpmsg.Message) {

@@ -50,7 +50,9 @@ type ctr struct {
 	errs       []ErrorDetail
 	lastOutput string
 	rejected   int
-	prURL      *string // from Publish (local mode)
+	prURL      *string   // from Publish (local mode)
+	lastTime   time.Time // engine time of the last line handled (see echo)
+	lastSum    uint64    // and a hash of its bytes
 }
 
 func (sw *swarm) find(name string) *ctr {
