@@ -31,12 +31,13 @@ export AIMI_SOCKET="$SOCK"
 
 # ---- agent selection ----------------------------------------------------
 # The demo runs the built-in deterministic agent (no model, no network).
-# The daemon reads agent.kind from the repo's .aimi/config.yaml (written
-# below) and from AIMI_AGENT_KIND; both are set so either route works.
-# TODO(verify): key and env name against configs/aimi.yaml once E2's daemon
-# merges per-repo config.
+# agent.* keys apply daemon-wide (a repo's .aimi/config.yaml cannot change
+# them), so the demo's daemon gets its own config file (--config, written
+# below) instead of the user's ~/.config/aimi/config.yaml, and none of the
+# caller's AIMI_* variables.
 DEMO_AGENT_KIND="${DEMO_AGENT_KIND:-demo}"
-export AIMI_AGENT_KIND="$DEMO_AGENT_KIND"
+SANDBOX_IMAGE="${SANDBOX_IMAGE:-aimi-sandbox:latest}"
+CONFIG="$DEMO/aimid.yaml"
 # --------------------------------------------------------------------------
 
 # The JSON Schema of the state file, when the shared spec sits beside the
@@ -79,7 +80,23 @@ cleanup_swarm() {
 
 start_daemon() {
 	mkdir -p "$DATA" "$(dirname "$SOCK")"
-	"$BIN/aimid" --socket "$SOCK" --data-dir "$DATA" >"$LOG" 2>&1 &
+	# AIMI_LOG_LEVEL=warn keeps acp-runner's info logs (its stderr) out of
+	# the journal shown at the end, where they appear as non-message lines.
+	cat >"$CONFIG" <<EOF
+sandbox:
+  image: $SANDBOX_IMAGE
+agent:
+  kind: $DEMO_AGENT_KIND
+  env:
+    AIMI_LOG_LEVEL: warn
+git:
+  mode: local
+EOF
+	local unset=() v
+	for v in $(env | sed -n 's/^\(AIMI_[A-Za-z0-9_]*\)=.*/\1/p'); do
+		[ "$v" = AIMI_SOCKET ] || unset+=(-u "$v")
+	done
+	env ${unset[@]+"${unset[@]}"} "$BIN/aimid" --config "$CONFIG" --socket "$SOCK" --data-dir "$DATA" >"$LOG" 2>&1 &
 	echo $! >"$PIDFILE"
 	# Ready when the CLI reaches it: exit 3 means "no daemon on the socket".
 	for _ in $(seq 1 150); do
@@ -163,11 +180,9 @@ EOF
 .aimi/swarm-state.json.*
 .aimi/swarm/
 EOF
-	# Per-repo config: the demo agent and the daemon's own git service
-	# (this repository has no origin to push to).
-	cat >"$REPO/.aimi/config.yaml" <<EOF
-agent:
-  kind: $DEMO_AGENT_KIND
+	# Per-repo config: the daemon's own git service (this repository has no
+	# origin to push to).
+	cat >"$REPO/.aimi/config.yaml" <<'EOF'
 git:
   mode: local
 EOF
