@@ -1,0 +1,201 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// fakeGit is a hand-written GitService.
+type fakeGit struct {
+	mu         sync.Mutex
+	listening  []string
+	granted    map[string]string // container -> branch
+	revoked    []string
+	published  []string
+	unreceived map[string][]string // container -> commits
+}
+
+func (g *fakeGit) ListenOn(ctx context.Context, ip string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.listening = append(g.listening, ip)
+	return nil
+}
+
+func (g *fakeGit) Grant(ctx context.Context, repoPath, swarmID, name, branch string) (Grant, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.granted == nil {
+		g.granted = map[string]string{}
+	}
+	g.granted[name] = branch
+	return Grant{RepoURL: "https://172.30.0.1:7443/" + swarmID + ".git", Token: "tok-SECRET-" + name, CAFile: "/var/lib/aimi/ca.pem"}, nil
+}
+
+func (g *fakeGit) Revoke(name string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.revoked = append(g.revoked, name)
+}
+
+func (g *fakeGit) Publish(ctx context.Context, repoPath, branch, name string) (*string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.published = append(g.published, name)
+	u := "https://github.example/org/repo/pull/" + branch
+	return &u, nil
+}
+
+func (g *fakeGit) Unreceived(ctx context.Context, repoPath, name, branch string) ([]string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unreceived[name], nil
+}
+
+func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
+	repo, files := testRepo(t, []string{"lm1", "lm2"}, 1)
+	var mu sync.Mutex
+	specs := map[string]container.Spec{}
+	var requests []string
+	eng := newFakeEngine(nil)
+	eng.programs = func(s container.Spec) program {
+		specs[s.Name] = s // under eng.mu
+		inner := scripted(0, storiesDone(1)...)
+		return func(ctx context.Context, stdin <-chan []byte, emit func(string), term <-chan struct{}) (int, bool) {
+			line := <-stdin
+			mu.Lock()
+			requests = append(requests, string(line))
+			mu.Unlock()
+			ch := make(chan []byte, 1)
+			ch <- line
+			return inner(ctx, ch, emit, term)
+		}
+	}
+	git := &fakeGit{}
+	m := newTestManager(t, eng, Config{Git: git, RunnerEnv: map[string]string{"ANTHROPIC_API_KEY": "sk-VERY-SECRET"}})
+	ctx := context.Background()
+	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
+		t.Fatal(err)
+	}
+	v := waitTerminal(t, m, repo, 10*time.Second)
+
+	if len(git.listening) == 0 || git.listening[0] != "172.30.0.1" {
+		t.Errorf("git service listening on %v, want the network gateway", git.listening)
+	}
+	for _, d := range v.Containers {
+		if git.granted[d.Name] != d.Branch {
+			t.Errorf("%s: granted %q, want its branch %q", d.Name, git.granted[d.Name], d.Branch)
+		}
+		s := specs[d.Name]
+		env := strings.Join(s.Env, "\n")
+		for _, want := range []string{EnvGitToken + "=tok-SECRET-" + d.Name, EnvGitSSLCAInfo + "=" + caMountPath, EnvSSLCertFile + "=" + caMountPath, "ANTHROPIC_API_KEY=sk-VERY-SECRET"} {
+			if !strings.Contains(env, want) {
+				t.Errorf("%s: env lacks %s", d.Name, want)
+			}
+		}
+		if len(s.Mounts) != 1 || s.Mounts[0].Target != caMountPath || !s.Mounts[0].ReadOnly {
+			t.Errorf("%s: mounts %+v, want the CA read-only at %s", d.Name, s.Mounts, caMountPath)
+		}
+		if d.PRURL == nil || !strings.Contains(*d.PRURL, "pull") {
+			t.Errorf("%s: prUrl %v, want the published PR", d.Name, d.PRURL)
+		}
+	}
+	for _, r := range requests {
+		if !strings.Contains(r, `"repoUrl":"https://172.30.0.1:7443/`) {
+			t.Errorf("task-request %s does not carry the git service URL", r)
+		}
+	}
+	if len(git.published) != 2 || len(git.revoked) < 2 {
+		t.Errorf("published %v revoked %v, want both containers", git.published, git.revoked)
+	}
+
+	t.Run("secrets stay out of state, journal and API answers", func(t *testing.T) {
+		var all bytes.Buffer
+		filepath.Walk(filepath.Join(repo, ".aimi"), func(p string, info os.FileInfo, err error) error {
+			if err == nil && !info.IsDir() {
+				b, _ := os.ReadFile(p)
+				all.Write(b)
+			}
+			return nil
+		})
+		vj, _ := json.Marshal(v)
+		all.Write(vj)
+		for _, secret := range []string{"sk-VERY-SECRET", "tok-SECRET"} {
+			if bytes.Contains(all.Bytes(), []byte(secret)) {
+				t.Errorf("secret %q found in state, journal or view", secret)
+			}
+		}
+	})
+
+	t.Run("cleanup keeps a container whose work was not received", func(t *testing.T) {
+		keep := v.Containers[0].Name
+		git.mu.Lock()
+		git.unreceived = map[string][]string{keep: {"abc123"}}
+		git.mu.Unlock()
+		rep, err := m.Cleanup(ctx, repo, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Kept) != 1 || rep.Kept[0].Name != keep || len(rep.Removed) != 1 || rep.StateRemoved {
+			t.Fatalf("report %+v, want %s kept and the other removed", rep, keep)
+		}
+		sw := validateStateFile(t, repo)
+		if len(sw.Containers) != 1 || sw.Containers[0].ContainerName != keep {
+			t.Errorf("state after cleanup: %+v", sw.Containers)
+		}
+		rep, err = m.Cleanup(ctx, repo, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Lost) != 1 || !rep.StateRemoved {
+			t.Errorf("forced cleanup report %+v, want the lost commits listed and the state gone", rep)
+		}
+	})
+}
+
+func TestJournalStreamsAndFollows(t *testing.T) {
+	repo, files := testRepo(t, []string{"jr"}, 3)
+	eng := newFakeEngine(byTask(nil, scripted(20*time.Millisecond, storiesDone(3)...)))
+	m := newTestManager(t, eng, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	v, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := v.Containers[0].Name
+	ch, err := m.Journal(ctx, repo, name, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []state.Record
+	for r := range ch {
+		recs = append(recs, r)
+	}
+	if len(recs) != 8 || recs[len(recs)-1].Type != "completion" {
+		t.Errorf("followed journal: %d records, last %q; want 8 ending in the completion", len(recs), recs[len(recs)-1].Type)
+	}
+	for i, r := range recs {
+		if r.Seq != int64(i+1) {
+			t.Errorf("record %d has seq %d", i, r.Seq)
+		}
+	}
+	if _, err := m.Journal(ctx, repo, "aimi-nope", false); !errors.Is(err, ErrUnknownContainer) {
+		t.Errorf("unknown container: %v", err)
+	}
+	other := t.TempDir()
+	if _, err := m.Journal(ctx, other, name, false); !errors.Is(err, ErrNoSwarm) {
+		t.Errorf("repo without swarm: %v", err)
+	}
+}
