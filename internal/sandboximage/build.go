@@ -224,6 +224,13 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 	cfg.Labels[LabelKey] = res.Key
 	res.RootfsPath = filepath.Join(opts.CacheDir, "rootfs-"+opts.Release+"-"+debArch+"-"+res.RootfsKey[:16]+".tar")
 
+	// The image the tag names now, if any: replaced below, it is removed
+	// when nothing else refers to it (no other tag, no container).
+	var previous string
+	if insp, err := cli.ImageInspect(ctx, opts.Tag); err == nil {
+		previous = insp.ID
+	}
+
 	// 1. A final image with this content key: tag it and stop.
 	if id, ok, err := findByLabel(ctx, cli, LabelKey, res.Key); err != nil {
 		return res, err
@@ -232,6 +239,7 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 			return res, fmt.Errorf("tag cached sandbox image %s as %s: %w", id, opts.Tag, err)
 		}
 		res.ID, res.ImageCached, res.BaseCached, res.RootfsCached = id, true, true, true
+		removeReplaced(ctx, cli, log, previous, id)
 		res.Took = time.Since(start)
 		log.Info("sandbox image: up to date", "tag", opts.Tag, "id", short(id), "took", res.Took.Round(time.Millisecond))
 		return res, nil
@@ -264,9 +272,30 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 		return res, err
 	}
 	res.ID = id
+	removeReplaced(ctx, cli, log, previous, id)
 	res.Took = time.Since(start)
 	log.Info("sandbox image: built", "tag", opts.Tag, "id", short(id), "took", res.Took.Round(time.Millisecond))
 	return res, nil
+}
+
+// removeReplaced removes the sandbox image a tag named before this build
+// when the tag moved away from it and nothing else uses it, so repeated
+// builds (one per acp-runner change) do not pile up untagged images. An
+// image still tagged elsewhere or used by any container (a running swarm)
+// stays: the engine refuses the removal and that refusal is fine.
+func removeReplaced(ctx context.Context, cli client.APIClient, log *slog.Logger, previous, current string) {
+	if previous == "" || previous == current {
+		return
+	}
+	insp, err := cli.ImageInspect(ctx, previous)
+	if err != nil || len(insp.RepoTags) > 0 || insp.Config == nil || insp.Config.Labels[LabelSandboxImage] != "true" {
+		return
+	}
+	if _, err := cli.ImageRemove(ctx, previous, image.RemoveOptions{PruneChildren: true}); err != nil {
+		log.Debug("sandbox image: replaced image kept", "id", short(previous), "why", err)
+		return
+	}
+	log.Info("sandbox image: replaced image removed", "id", short(previous))
 }
 
 // DefaultCacheDir is $XDG_CACHE_HOME/aimi/sandbox (or the platform's user

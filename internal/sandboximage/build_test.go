@@ -13,6 +13,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
@@ -195,4 +196,37 @@ func run(t *testing.T, cli client.APIClient, img, runID string, entrypoint, cmd 
 		t.Fatalf("read logs: %v", err)
 	}
 	return out.String(), code
+}
+
+func TestRebuildUnderTheSameTagRemovesTheReplacedImage(t *testing.T) {
+	cli, runID, shared, _ := testImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	opts := shared
+	opts.Tag = "aimi-sandbox:test-replace-" + runID
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := sandboximage.RemoveTag(ctx, cli, "", opts.Tag); err != nil {
+			t.Errorf("remove test image: %v", err)
+		}
+	})
+	var ids []string
+	for _, variant := range []string{"a", "b"} {
+		opts.Labels = map[string]string{dockertest.LabelKey: runID, "org.aimi.test-variant": variant}
+		r, err := sandboximage.BuildDetailed(ctx, opts)
+		if err != nil {
+			t.Fatalf("build variant %s: %v", variant, err)
+		}
+		ids = append(ids, r.ID)
+	}
+	if ids[0] == ids[1] {
+		t.Fatalf("both variants gave image %s", ids[0])
+	}
+	if _, err := cli.ImageInspect(ctx, ids[0]); !errdefs.IsNotFound(err) {
+		t.Errorf("replaced image %s: inspect err = %v, want not found", ids[0], err)
+	}
+	if insp, err := cli.ImageInspect(ctx, opts.Tag); err != nil || insp.ID != ids[1] {
+		t.Errorf("tag %s names %s (%v), want %s", opts.Tag, insp.ID, err, ids[1])
+	}
 }
