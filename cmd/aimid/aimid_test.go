@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -156,7 +157,10 @@ func startAimid(t testing.TB, sock, dataDir, image string, scripts map[string]st
 	}
 	cfgFile := filepath.Join(cfgDir, "config.yaml")
 	os.WriteFile(cfgFile, []byte(y.String()), 0o644)
-	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", "debug")
+	// An instance per socket: this daemon adopts only its own test's
+	// containers, never those of other tests running on the engine.
+	instance := fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
+	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", "info", "--instance", instance)
 	cmd.Env = append(os.Environ(),
 		"XDG_CONFIG_HOME="+cfgDir,
 		"AIMI_SANDBOX_IMAGE="+image,
@@ -322,6 +326,7 @@ func TestBadConfigOrFlagsStopTheDaemonBeforeItStarts(t *testing.T) {
 		{"unknown flag", []string{"--bogus"}, 2, "unknown flag: --bogus"},
 		{"positional argument", []string{"start"}, 2, "takes flags only"},
 		{"bad log level", []string{"--log-level", "loud"}, 2, "--log-level"},
+		{"bad instance name", []string{"--instance", "a b"}, 2, "--instance"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -451,17 +456,33 @@ func waitFor(t testing.TB, sock, repo string, d time.Duration, what string, cond
 	return last
 }
 
-func TestKill9MidSwarmThenRestartLosesNothing(t *testing.T) {
+// TestDaemonDeathMidSwarmThenRestartLosesNothing stops the daemon mid-swarm
+// (kill -9, and a clean SIGTERM) with containers still emitting and one
+// finishing while no daemon runs, starts it again, and checks that every
+// container was re-attached and every line journaled exactly once, in order.
+func TestDaemonDeathMidSwarmThenRestartLosesNothing(t *testing.T) {
 	image := standinImage(t)
+	for _, tt := range []struct {
+		name string
+		sig  syscall.Signal
+	}{
+		{"kill -9", syscall.SIGKILL},
+		{"SIGTERM", syscall.SIGTERM},
+	} {
+		t.Run(tt.name, func(t *testing.T) { dieAndRecover(t, image, tt.sig) })
+	}
+}
+
+func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 	repo := gitRepo(t, 4, "slow1", "slow2", "quick")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	scripts := map[string]string{
-		// 4 stories, 9 messages at 1.5s: about 13s, so the kill lands mid-run
+		// 4 stories, 9 messages at 2s: about 18s, so the stop lands mid-run
 		// even on a loaded engine that starts containers slowly.
-		"STANDIN_SCRIPT": "pace|1500ms;auto|4",
+		"STANDIN_SCRIPT": "pace|2s;auto|4",
 		// quick finishes while the daemon is down (the test waits for it).
-		"STANDIN_SCRIPT__QUICK_TASKS_JSON": "progress|US-001|in_progress|go;sleep|3s;pace|10ms;progress|US-001|completed|a;progress|US-002|in_progress|b;progress|US-002|completed|c;progress|US-003|in_progress|d;progress|US-003|completed|e;progress|US-004|in_progress|f;progress|US-004|completed|g;complete|completed|-",
+		"STANDIN_SCRIPT__QUICK_TASKS_JSON": "progress|US-001|in_progress|go;sleep|8s;pace|10ms;progress|US-001|completed|a;progress|US-002|in_progress|b;progress|US-002|completed|c;progress|US-003|in_progress|d;progress|US-003|completed|e;progress|US-004|in_progress|f;progress|US-004|completed|g;complete|completed|-",
 	}
 	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -471,7 +492,9 @@ func TestKill9MidSwarmThenRestartLosesNothing(t *testing.T) {
 		t.Fatalf("start: exit %d %s", code, errOut)
 	}
 	var quickID string
+	var slowIDs []string
 	waitFor(t, sock, repo, 2*time.Minute, "every container running, the slow ones with progress", func(v orchestrator.SwarmView) bool {
+		slowIDs = slowIDs[:0]
 		for _, c := range v.State.Containers {
 			if c.ContainerName == "aimi-quick" {
 				quickID = c.ContainerID
@@ -480,19 +503,34 @@ func TestKill9MidSwarmThenRestartLosesNothing(t *testing.T) {
 				}
 				continue
 			}
+			slowIDs = append(slowIDs, c.ContainerID)
 			if c.Status != state.StatusRunning || c.StoryProgress.Pending == c.StoryProgress.Total {
 				return false
 			}
 		}
 		return len(v.State.Containers) == 3
 	})
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
-	if _, err := os.Stat(sock); err != nil {
-		t.Fatalf("a killed daemon should leave its socket behind: %v", err)
+	p.cmd.Process.Signal(sig)
+	err := p.wait(t)
+	_, statErr := os.Stat(sock)
+	if sig == syscall.SIGKILL && statErr != nil {
+		t.Fatalf("a killed daemon should leave its socket behind: %v", statErr)
+	}
+	if sig == syscall.SIGTERM {
+		if err != nil {
+			t.Fatalf("SIGTERM: aimid exit %v\n%s", err, p.stderr.String())
+		}
+		if !errors.Is(statErr, os.ErrNotExist) {
+			t.Errorf("SIGTERM left the socket: %v", statErr)
+		}
+	}
+	eng := dockertest.Client(t)
+	for _, id := range slowIDs {
+		if info, err := eng.ContainerInspect(ctx, id); err != nil || !info.State.Running {
+			t.Fatalf("container %s did not outlive the daemon: %v", id, err)
+		}
 	}
 	// The slow containers go on emitting; quick exits while nobody watches.
-	eng := dockertest.Client(t)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		info, err := eng.ContainerInspect(ctx, quickID)
@@ -509,29 +547,46 @@ func TestKill9MidSwarmThenRestartLosesNothing(t *testing.T) {
 	}
 
 	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
-	final := waitFor(t, sock, repo, 2*time.Minute, "every container terminal", func(v orchestrator.SwarmView) bool {
+	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", func(v orchestrator.SwarmView) bool {
 		for _, c := range v.State.Containers {
 			if !c.Status.Terminal() {
 				return false
 			}
 		}
+		// A container is terminal by its completion a moment before its
+		// process exits (and acpPid goes null).
+		for _, d := range v.Containers {
+			if d.ExitCode == nil {
+				return false
+			}
+		}
 		return true
 	})
+	// A clean stop flushes: the state file is final after it.
+	p2.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p2.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
 	sw := validState(t, repo)
 	if len(sw.Containers) != 3 {
 		t.Fatalf("%d containers", len(sw.Containers))
 	}
+	// What an uninterrupted run journals: each story in_progress then
+	// completed, then one completion.
+	var want []string
+	for i := 1; i <= 4; i++ {
+		want = append(want, fmt.Sprintf("US-%03d:in_progress", i), fmt.Sprintf("US-%03d:completed", i))
+	}
+	want = append(want, "completion:completed")
 	for _, c := range sw.Containers {
-		if c.Status != state.StatusCompleted || c.StoryProgress.Completed != 4 || c.StoryProgress.Total != 4 {
-			t.Errorf("%s: %s %+v", c.ContainerName, c.Status, c.StoryProgress)
+		if c.Status != state.StatusCompleted || c.StoryProgress.Completed != 4 || c.StoryProgress.Total != 4 || c.ACPPID != nil {
+			t.Errorf("%s: %s %+v acpPid=%v", c.ContainerName, c.Status, c.StoryProgress, c.ACPPID)
 		}
-		// The journal holds every line exactly once: 8 progress-updates and
-		// one completion, in order, with no repeated cursor.
 		recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var types []string
+		var got []string
 		cursors := map[string]bool{}
 		for _, r := range recs {
 			if r.Stream == "daemon" {
@@ -541,16 +596,27 @@ func TestKill9MidSwarmThenRestartLosesNothing(t *testing.T) {
 				t.Errorf("%s: cursor %s journaled twice", c.ContainerName, r.Cursor)
 			}
 			cursors[r.Cursor] = true
-			types = append(types, r.Type)
+			var m struct {
+				Type    string `json:"type"`
+				Payload struct {
+					StoryID string `json:"storyId"`
+					Status  string `json:"status"`
+				} `json:"payload"`
+			}
+			if err := json.Unmarshal(r.Message, &m); err != nil || !r.Valid {
+				t.Errorf("%s: record %d: valid=%v %v", c.ContainerName, r.Seq, r.Valid, err)
+			}
+			if m.Type == "completion" {
+				got = append(got, "completion:"+m.Payload.Status)
+			} else {
+				got = append(got, m.Payload.StoryID+":"+m.Payload.Status)
+			}
 		}
-		want := strings.TrimSuffix(strings.Repeat("progress-update ", 8)+"completion", " ")
-		if got := strings.Join(types, " "); got != want {
-			t.Errorf("%s journal types:\n%s\nwant\n%s", c.ContainerName, got, want)
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s journal:\n%s\nwant\n%s", c.ContainerName, strings.Join(got, " "), strings.Join(want, " "))
+			for _, r := range recs {
+				t.Logf("  seq=%d cursor=%s time=%s stream=%s type=%s", r.Seq, r.Cursor, r.Time.Format("15:04:05.000"), r.Stream, r.Type)
+			}
 		}
-	}
-	_ = final
-	p2.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p2.wait(t); err != nil {
-		t.Errorf("aimid exit: %v", err)
 	}
 }

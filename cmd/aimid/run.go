@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -32,7 +33,16 @@ type options struct {
 	dataDir    string
 	userConfig string
 	logLevel   string
+	instance   string
 }
+
+// labelDaemon marks every container and network with the daemon instance
+// that made it; Recover adopts only its own, so that daemons of different
+// users on one engine (or parallel test runs) never supervise each other's
+// swarms.
+const labelDaemon = "org.aimi.daemon"
+
+var instanceRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // run is the daemon's life; it returns the exit code.
 func run(ctx context.Context, args []string, stderr io.Writer) int {
@@ -43,6 +53,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&o.dataDir, "data-dir", "", "the daemon's own files: git service CA and mirrors (default $XDG_STATE_HOME/aimi or ~/.local/state/aimi)")
 	fs.StringVar(&o.userConfig, "config", "", `user config file (default $XDG_CONFIG_HOME/aimi/config.yaml; "-" for none)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&o.instance, "instance", fmt.Sprintf("uid-%d", os.Getuid()), "this daemon's name on the engine (label "+labelDaemon+"): it adopts only containers carrying it")
 	configs.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -53,6 +64,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "aimid: unexpected argument %q; aimid takes flags only\n", fs.Arg(0))
+		return 2
+	}
+	if !instanceRE.MatchString(o.instance) {
+		fmt.Fprintf(stderr, "aimid: --instance %q: use letters, digits, '.', '_' and '-' (at most 63)\n", o.instance)
 		return 2
 	}
 	var level slog.Level
@@ -124,7 +139,9 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	// flushes), not to a cancel, which is what a crash looks like to it.
 	life, cancelLife := context.WithCancel(context.Background())
 	defer cancelLife()
-	mgr, err := orchestrator.New(life, orchestratorConfig(cfg, git, log), docker)
+	oc := orchestratorConfig(cfg, git, log)
+	oc.Labels = map[string]string{labelDaemon: o.instance}
+	mgr, err := orchestrator.New(life, oc, docker)
 	if err != nil {
 		return err
 	}
@@ -140,7 +157,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("aimid ready", "socket", ln.Path(), "dataDir", o.dataDir, "pid", os.Getpid(), "version", version)
+	log.Info("aimid ready", "socket", ln.Path(), "instance", o.instance, "dataDir", o.dataDir, "pid", os.Getpid(), "version", version)
 
 	var serveErr error
 	select {
