@@ -56,22 +56,28 @@ func (l *Listener) Release() {
 	l.release.Do(func() { l.lock.Close() }) // closing the descriptor drops the flock
 }
 
-// Listen opens the daemon's unix socket at path. The directory is created
-// 0700 and the socket chmod-ed 0600 right after bind; since the directory
-// is already private, nobody else can reach the socket in between. A lock
-// file next to the socket (<path>.lock, flock) makes two daemons starting at
-// once safe; a leftover socket file from a killed daemon (connect refused)
-// is removed and replaced, a live one is ErrAlreadyRunning.
+// Listen opens the daemon's unix socket at path. A missing directory is
+// created 0700 (an existing one is not touched), and the socket is chmod-ed
+// 0600 right after bind; in a private directory nobody else can reach it in
+// between. A lock file next to the socket (<path>.lock, flock; it stays
+// after exit, since removing a flock file races with a daemon starting)
+// makes two daemons starting at once safe; a leftover socket file from a
+// killed daemon (connect refused) is removed and replaced, a live one is
+// ErrAlreadyRunning.
 func Listen(path string) (*Listener, error) {
 	if path == "" {
 		return nil, errors.New("listen: empty socket path")
 	}
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create socket directory %s: %w (pass --socket with a writable path)", dir, err)
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("make socket directory %s private: %w", dir, err)
+	// A directory we create is private; an existing one (say --socket
+	// /tmp/aimid.sock) is left as it is: the socket's own 0600 guards it.
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create socket directory %s: %w (pass --socket with a writable path)", dir, err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil { // MkdirAll's mode passes through the umask
+			return nil, fmt.Errorf("make socket directory %s private: %w", dir, err)
+		}
 	}
 	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {

@@ -34,6 +34,19 @@ func TestListenMakesAPrivateDirectoryAndSocket(t *testing.T) {
 	}
 }
 
+func TestListenLeavesAnExistingDirectoryAlone(t *testing.T) {
+	dir := daemontest.ShortTempDir(t)
+	os.Chmod(dir, 0o755)
+	ln, err := daemon.Listen(filepath.Join(dir, "aimid.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Release()
+	if di, _ := os.Stat(dir); di.Mode().Perm() != 0o755 {
+		t.Errorf("existing dir changed to %v", di.Mode())
+	}
+}
+
 func TestListenReplacesAStaleSocket(t *testing.T) {
 	sock := filepath.Join(daemontest.ShortTempDir(t), "aimid.sock")
 	// A killed daemon leaves its socket file: bind one and drop it without
