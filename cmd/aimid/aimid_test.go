@@ -620,3 +620,76 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 		}
 	}
 }
+
+func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 2, "one", "two")
+	os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "broken-tasks.json"), []byte(`{"schemaVersion":"3.0","metadata":{}}`), 0o644)
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(args ...string) (int, string, string) {
+		return aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
+	}
+
+	code, _, errOut := run("swarm", "start", "--files", "one-tasks.json,broken-tasks.json")
+	if code != cli.ExitInvalid || !strings.Contains(errOut, "broken-tasks.json") || !strings.Contains(errOut, "nothing was started") {
+		t.Fatalf("invalid task file: exit %d %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm-state.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an invalid start left a state file: %v", err)
+	}
+	if code, _, errOut = run("swarm", "start", "--file", "one-tasks.json"); code != 0 {
+		t.Fatalf("start: exit %d %s", code, errOut)
+	}
+	code, _, errOut = run("swarm", "start", "--file", "two-tasks.json")
+	if code != cli.ExitInvalid || !strings.Contains(errOut, "--append") {
+		t.Fatalf("second start on an active swarm: exit %d %s", code, errOut)
+	}
+	if code, _, errOut = run("swarm", "start", "--file", "two-tasks.json", "--append"); code != 0 {
+		t.Fatalf("--append: exit %d %s", code, errOut)
+	}
+	waitFor(t, sock, repo, 2*time.Minute, "both running", func(v orchestrator.SwarmView) bool {
+		n := 0
+		for _, c := range v.State.Containers {
+			if c.Status == state.StatusRunning {
+				n++
+			}
+		}
+		return n == 2
+	})
+	code, _, errOut = run("swarm", "stop", "aimi-nope")
+	if code != cli.ExitInvalid || !strings.Contains(errOut, "aimi-nope") {
+		t.Errorf("stop of an unknown container: exit %d %s", code, errOut)
+	}
+	code, out, errOut := run("swarm", "stop", "aimi-one")
+	if code != 0 || !strings.Contains(out, "stopped") {
+		t.Errorf("stop one: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = run("swarm", "status", "--json")
+	var sw map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &sw) != nil {
+		t.Fatalf("status --json: exit %d %q", code, out)
+	}
+	statuses := map[string]string{}
+	for _, c := range sw["containers"].([]any) {
+		m := c.(map[string]any)
+		statuses[m["containerName"].(string)] = m["status"].(string)
+	}
+	if statuses["aimi-one"] != "stopped" || statuses["aimi-two"] != "running" {
+		t.Errorf("statuses after stopping one: %v", statuses)
+	}
+	if code, _, errOut = run("swarm", "stop"); code != 0 {
+		t.Errorf("stop all: exit %d %s", code, errOut)
+	}
+	code, out, errOut = run("swarm", "cleanup")
+	if code != 0 || !strings.Contains(out, "aimi-one") || !strings.Contains(out, "aimi-two") {
+		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
+}
