@@ -89,16 +89,7 @@ func printStatus(w io.Writer, v orchestrator.SwarmView, asJSON bool) error {
 func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo string, view orchestrator.SwarmView, asJSON bool, interval time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	changed := make(chan struct{}, 1)
-	go func() {
-		_ = client.Events(ctx, repo, func(orchestrator.Event) error {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-			return nil
-		})
-	}()
+	changed := swarmChanges(ctx, client, repo)
 	tty := isTerminal(s.Out) && !asJSON
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
@@ -106,7 +97,9 @@ func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo str
 		if tty {
 			fmt.Fprint(s.Out, "\x1b[H\x1b[2J") // home, clear screen
 		}
-		fmt.Fprintf(s.Out, "%s\n", time.Now().UTC().Format(time.RFC3339))
+		if !asJSON { // JSON output stays a sequence of documents
+			fmt.Fprintf(s.Out, "%s\n", time.Now().UTC().Format(time.RFC3339))
+		}
 		if err := printStatus(s.Out, view, asJSON); err != nil {
 			return err
 		}

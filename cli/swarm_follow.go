@@ -25,17 +25,7 @@ const followMinGap = 200 * time.Millisecond
 func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo string, interval time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	changed := make(chan struct{}, 1)
-	go func() {
-		// Errors end the trigger only; the ticker keeps the view fresh.
-		_ = client.Events(ctx, repo, func(orchestrator.Event) error {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
-			return nil
-		})
-	}()
+	changed := swarmChanges(ctx, client, repo)
 	var r followRenderer
 	if isTerminal(s.Out) {
 		r = &ttyRenderer{w: s.Out}
@@ -77,6 +67,23 @@ func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo str
 			}
 		}
 	}
+}
+
+// swarmChanges signals (coalesced) whenever the daemon publishes an event
+// of the repo's swarms, until ctx ends. A failing event stream only ends the
+// signals: callers also refresh on a timer.
+func swarmChanges(ctx context.Context, client *daemon.Client, repo string) <-chan struct{} {
+	changed := make(chan struct{}, 1)
+	go func() {
+		_ = client.Events(ctx, repo, func(orchestrator.Event) error {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+			return nil
+		})
+	}()
+	return changed
 }
 
 // swarmDone reports whether every container is terminal, and how many failed.
