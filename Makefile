@@ -37,8 +37,8 @@ clean: ## remove build output
 .PHONY: sandbox-image demo demo-clean
 SANDBOX_IMAGE ?= aimi-sandbox:latest
 
-sandbox-image: ## build the sandbox image (acp-runner + git + CA certs) from Debian packages, no registry; cached
-	$(GO) run ./internal/sandboximage/cmd/build -tag $(SANDBOX_IMAGE)
+sandbox-image: ## build the sandbox image (acp-runner + git + CA certs) from Debian packages, no registry; cached (REFRESH=1: rebuild all)
+	$(GO) run ./internal/sandboximage/cmd/build -tag $(SANDBOX_IMAGE) $(if $(REFRESH),-refresh)
 
 demo: ## build everything, start aimid, run a 3-container swarm on the demo agent, show status, branches, a journal
 	bash scripts/demo.sh

@@ -79,6 +79,10 @@ type Options struct {
 	RunnerPackage string
 	// RunnerBinary, when set, is used as acp-runner instead of building.
 	RunnerBinary string
+	// Refresh ignores every cache: the packages are downloaded again (new
+	// Debian point and security releases), the base re-imported, the final
+	// layer rebuilt.
+	Refresh bool
 	// Release is the Debian suite of the rootfs; default bookworm.
 	Release string
 	// Packages of the rootfs; default DefaultPackages (always sorted).
@@ -232,26 +236,30 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 	}
 
 	// 1. A final image with this content key: tag it and stop.
-	if id, ok, err := findByLabel(ctx, cli, LabelKey, res.Key); err != nil {
-		return res, err
-	} else if ok {
-		if err := cli.ImageTag(ctx, id, opts.Tag); err != nil {
-			return res, fmt.Errorf("tag cached sandbox image %s as %s: %w", id, opts.Tag, err)
+	if !opts.Refresh {
+		id, ok, err := findByLabel(ctx, cli, LabelKey, res.Key)
+		if err != nil {
+			return res, err
 		}
-		res.ID, res.ImageCached, res.BaseCached, res.RootfsCached = id, true, true, true
-		removeReplaced(ctx, cli, log, previous, id)
-		res.Took = time.Since(start)
-		log.Info("sandbox image: up to date", "tag", opts.Tag, "id", short(id), "took", res.Took.Round(time.Millisecond))
-		return res, nil
+		if ok {
+			if err := cli.ImageTag(ctx, id, opts.Tag); err != nil {
+				return res, fmt.Errorf("tag cached sandbox image %s as %s: %w", id, opts.Tag, err)
+			}
+			res.ID, res.ImageCached, res.BaseCached, res.RootfsCached = id, true, true, true
+			removeReplaced(ctx, cli, log, previous, id)
+			res.Took = time.Since(start)
+			log.Info("sandbox image: up to date", "tag", opts.Tag, "id", short(id), "took", res.Took.Round(time.Millisecond))
+			return res, nil
+		}
 	}
 
 	// 2. The base image; 3. the rootfs tarball it is imported from.
-	if insp, err := cli.ImageInspect(ctx, baseRef); err == nil && insp.Config != nil && insp.Config.Labels[LabelRootfs] == res.RootfsKey {
+	if insp, err := cli.ImageInspect(ctx, baseRef); !opts.Refresh && err == nil && insp.Config != nil && insp.Config.Labels[LabelRootfs] == res.RootfsKey {
 		res.BaseCached, res.RootfsCached = true, true
-	} else if err != nil && !errdefs.IsNotFound(err) {
+	} else if !opts.Refresh && err != nil && !errdefs.IsNotFound(err) {
 		return res, fmt.Errorf("inspect sandbox base image %s: %w", baseRef, err)
 	} else {
-		if _, err := os.Stat(res.RootfsPath); err == nil {
+		if _, err := os.Stat(res.RootfsPath); err == nil && !opts.Refresh {
 			res.RootfsCached = true
 			log.Info("sandbox rootfs: from cache", "path", res.RootfsPath)
 		} else {

@@ -32,6 +32,7 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&opts.RunnerBinary, "runner", "", "prebuilt static acp-runner to use instead of building ./cmd/acp-runner")
 	fs.StringVar(&opts.RunnerPackage, "runner-pkg", "./cmd/acp-runner", "Go package of acp-runner, built with CGO_ENABLED=0")
 	fs.StringVar(&opts.Release, "release", "bookworm", "Debian release of the rootfs")
+	fs.BoolVar(&opts.Refresh, "refresh", false, "ignore every cache: download the packages again, re-import, rebuild")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return err
