@@ -407,6 +407,11 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	if code != 0 || strings.Count(out, "progress-update") != 6 || strings.Count(out, "completion") != 1 {
 		t.Errorf("logs: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// --follow on a finished container ends by itself, with the same lines.
+	code, fout, errOut := aimi(ctx, "swarm", "logs", "aimi-alpha", "--follow", "--repo", repo, "--socket", sock)
+	if code != 0 || fout != out {
+		t.Errorf("logs --follow of a finished container: exit %d %s\n%s\nwant\n%s", code, errOut, fout, out)
+	}
 	code, out, _ = aimi(ctx, "swarm", "status", "--repo", repo, "--socket", sock)
 	if code != 0 || !strings.Contains(out, "aimi-gamma") || !strings.Contains(out, "failed") {
 		t.Errorf("status: exit %d\n%s", code, out)
