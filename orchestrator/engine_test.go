@@ -408,16 +408,23 @@ func crashOnce(t *testing.T, killAt int) {
 	_ = cmd.Wait()
 	killed = true
 	before := journalLines(repo)
-	// Containers go on; "short" (10 stories at 10ms) finishes meanwhile.
-	time.Sleep(700 * time.Millisecond)
+	// Containers go on; "short" (10 stories at 10ms) finishes meanwhile:
+	// after the earliest kill the test waits for that.
 	st, err := state.Open(repo).Load(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	short := st.Containers[0]
-	info, err := d.Inspect(context.Background(), short.ContainerID)
-	if err != nil {
-		t.Fatal(err)
+	time.Sleep(700 * time.Millisecond)
+	var info container.Info
+	for wait := time.Now().Add(30 * time.Second); ; {
+		if info, err = d.Inspect(context.Background(), short.ContainerID); err != nil {
+			t.Fatal(err)
+		}
+		if killAt > 3 || !info.Running || time.Now().After(wait) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	finishedWhileDown := !short.Status.Terminal() && !info.Running && info.Status == "exited"
 	if killAt <= 3 && !finishedWhileDown {

@@ -226,9 +226,24 @@ func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
 	case res.rejected != "":
 		sw.event(c, EventLineRejected, func(e *Event) { e.Output = res.rejected; e.MessageType = string(res.msg.Type) })
 	default:
-		sw.event(c, EventProgress, func(e *Event) { fillMessage(e, res.msg) })
+		// Per line: the status comes from the message, not from a
+		// snapshot of the whole swarm.
+		e := Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: EventProgress, Status: statusAfter(res.msg)}
+		fillMessage(&e, res.msg)
+		sw.m.publish(e)
 	}
 	return nil
+}
+
+// statusAfter is the container status a folded message leaves.
+func statusAfter(m *acpmsg.Message) string {
+	switch p := m.Payload.(type) {
+	case *acpmsg.Completion:
+		return p.Status
+	case *acpmsg.ErrorPayload:
+		return string(state.StatusFailed)
+	}
+	return string(state.StatusRunning)
 }
 
 // echo reports whether ln repeats the previous line: same engine timestamp,

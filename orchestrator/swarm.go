@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
@@ -158,22 +160,40 @@ func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]boo
 	return info.Labels[labelProject] != sw.repo || info.Running
 }
 
-// createAll creates one container per task file, in order, and tracks each
-// as pending. On error it returns what it created, for discard.
+// createConcurrency bounds parallel create calls: the engine serialises
+// parts of create anyway, and a few in flight hide the round trips.
+const createConcurrency = 8
+
+// createAll creates one container per task file (names assigned in order,
+// creates in parallel) and tracks each as pending, in task-file order. On
+// error it returns what it created, for discard.
 func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) ([]*ctr, error) {
 	mine := map[string]bool{}
 	for _, c := range sw.list() {
 		mine[c.name] = true
 	}
-	var created []*ctr
-	for _, p := range planned {
+	all := make([]*ctr, len(planned))
+	for i, p := range planned {
 		name := uniqueName(containerName(p.path), func(n string) bool { return sw.nameTaken(ctx, n, mine) })
 		mine[name] = true
-		c := &ctr{name: name, taskFile: p.path, branch: p.tf.Metadata.BranchName, tf: p.tf, repoURL: sw.repoURL, stopCh: make(chan struct{})}
-		if err := sw.create(ctx, c); err != nil {
-			return created, err
+		all[i] = &ctr{name: name, taskFile: p.path, branch: p.tf.Metadata.BranchName, tf: p.tf, repoURL: sw.repoURL, stopCh: make(chan struct{})}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(createConcurrency)
+	for _, c := range all {
+		g.Go(func() error { return sw.create(gctx, c) })
+	}
+	err := g.Wait()
+	var created []*ctr
+	for _, c := range all {
+		if sw.idOf(c) != "" {
+			created = append(created, c)
 		}
-		created = append(created, c)
+	}
+	if err != nil {
+		return created, err
+	}
+	for _, c := range all {
 		sw.mu.Lock()
 		sw.ctrs = append(sw.ctrs, c)
 		sw.mu.Unlock()
