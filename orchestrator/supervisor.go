@@ -109,6 +109,12 @@ func (sw *swarm) supervise(ctx context.Context, c *ctr, mode supMode, tk *ticket
 			return
 		}
 		defer sw.slots.release()
+		if sw.takeFresh(c) {
+			// Created by this Manager a moment ago and never started:
+			// no need to ask the engine.
+			sw.follow(ctx, c, log, true)
+			return
+		}
 		info, err := sw.m.eng.Inspect(ctx, sw.idOf(c))
 		switch {
 		case ctx.Err() != nil:
@@ -139,6 +145,16 @@ func (sw *swarm) supervise(ctx context.Context, c *ctr, mode supMode, tk *ticket
 		}
 		sw.catchUp(ctx, c, log, info)
 	}
+}
+
+// takeFresh reports (once) whether c was created by this Manager and not
+// handed to a supervisor since.
+func (sw *swarm) takeFresh(c *ctr) bool {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	f := c.fresh
+	c.fresh = false
+	return f
 }
 
 func (sw *swarm) idOf(c *ctr) string {
@@ -337,6 +353,9 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 		pid := info.Pid
 		_ = sw.led.update(c.name, func(sc *state.Container) { sc.ACPPID = &pid })
 	}
+	if !exited {
+		sw.event(c, EventContainerStarted, nil)
+	}
 	if exited {
 		// Nothing to send to or watch: read what is left and decide.
 	} else if start || !sw.sentRequest(c) {
@@ -349,8 +368,6 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 		// only if no message came yet.
 		_ = sw.led.update(c.name, func(*state.Container) {})
 	}
-	sw.event(c, EventContainerStarted, nil)
-
 	// The timeout counts from the engine's start time, so it survives a
 	// daemon restart.
 	started := info.StartedAt

@@ -55,6 +55,7 @@ type ctr struct {
 	prURL      *string   // from Publish (local mode)
 	lastTime   time.Time // engine time of the last line handled (see echo)
 	lastSum    uint64    // and a hash of its bytes
+	fresh      bool      // created by this Manager, not yet supervised
 }
 
 func (sw *swarm) find(name string) *ctr {
@@ -231,7 +232,7 @@ func (sw *swarm) create(ctx context.Context, c *ctr) error {
 		return fmt.Errorf("create container %s for %s: %w", c.name, c.taskFile, err)
 	}
 	sw.mu.Lock()
-	c.id = id
+	c.id, c.fresh = id, true
 	sw.mu.Unlock()
 	return nil
 }
