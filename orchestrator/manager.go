@@ -529,6 +529,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 			labelProject:  sw.repo,
 			labelMax:      strconv.Itoa(sw.max),
 			labelGitMode:  map[bool]string{true: "local", false: "remote"}[sw.local],
+			labelBranch:   c.branch,
 		}),
 		Env:             env,
 		NanoCPUs:        int64(cfg.CPUs * 1e9),

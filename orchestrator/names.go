@@ -21,6 +21,8 @@ const (
 	// labelGitMode is "local" or "remote": after a restart, pending
 	// containers of a local-mode swarm still need a git grant.
 	labelGitMode = "org.aimi.git-mode"
+	// labelBranch lets a lost state file be rebuilt from labels alone.
+	labelBranch = "org.aimi.branch"
 )
 
 // Runner environment the acp-runner reads (engineer D's contract); the

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aimi-tools/swarm/container"
@@ -49,7 +50,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		unlock()
 		switch {
 		case errors.Is(err, ErrNoSwarm):
-			m.log.Info("recover: containers without a state file; left alone (aimi swarm cleanup removes them)", "repo", repo)
+			m.log.Info("recover: no swarm to adopt for these containers", "repo", repo)
 		case err != nil:
 			m.log.Warn("recover: could not adopt the swarm", "repo", repo, "err", err)
 		default:
@@ -85,7 +86,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	store := state.Open(repo)
 	st, err := store.Load(ctx)
 	if errors.Is(err, state.ErrNoState) {
-		return nil, ErrNoSwarm
+		st, err = m.rebuildState(ctx, repo)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load the swarm state of %s: %w", repo, err)
@@ -176,6 +177,66 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	return sw, nil
 }
 
+// rebuildState makes a state for a repository whose state file is gone
+// but whose containers are still on the engine (DESIGN.md decision 6:
+// labels are the recovery index). The newest swarm wins: one with a running
+// container, else the one that started last. Each entry starts pending;
+// its journal (or, without one, the container's whole output) decides the
+// rest. ErrNoSwarm when the engine has nothing for the repo.
+func (m *Manager) rebuildState(ctx context.Context, repo string) (*state.Swarm, error) {
+	infos, err := m.eng.List(ctx, m.selector(map[string]string{labelProject: repo}))
+	if err != nil {
+		return nil, fmt.Errorf("list the repository's containers: %w", err)
+	}
+	type cand struct {
+		running bool
+		latest  time.Time
+	}
+	cands := map[string]*cand{}
+	for _, in := range infos {
+		id := in.Labels[labelSwarmID]
+		if id == "" || in.Labels[labelTaskFile] == "" {
+			continue
+		}
+		c := cands[id]
+		if c == nil {
+			c = &cand{}
+			cands[id] = c
+		}
+		c.running = c.running || in.Running
+		if in.StartedAt.After(c.latest) {
+			c.latest = in.StartedAt
+		}
+	}
+	best := ""
+	for id, c := range cands {
+		if b := cands[best]; best == "" || c.running && !b.running || c.running == b.running && c.latest.After(b.latest) {
+			best = id
+		}
+	}
+	if best == "" {
+		return nil, ErrNoSwarm
+	}
+	now := time.Now().UTC()
+	sw := &state.Swarm{SwarmID: best, CreatedAt: now, UpdatedAt: now}
+	for _, in := range infos {
+		if in.Labels[labelSwarmID] != best || in.Labels[labelTaskFile] == "" {
+			continue
+		}
+		branch := in.Labels[labelBranch]
+		if branch == "" {
+			if tf, err := tasks.Load(filepath.Join(repo, filepath.FromSlash(in.Labels[labelTaskFile]))); err == nil {
+				branch = tf.Metadata.BranchName
+			}
+		}
+		sw.Containers = append(sw.Containers, &state.Container{ContainerID: in.ID, ContainerName: in.Name,
+			TaskFilePath: in.Labels[labelTaskFile], BranchName: branch, Status: state.StatusPending, CreatedAt: now, UpdatedAt: now})
+	}
+	slices.SortFunc(sw.Containers, func(a, b *state.Container) int { return strings.Compare(a.ContainerName, b.ContainerName) })
+	m.log.Warn("swarm state file missing; rebuilt from the containers' labels and journals", "repo", repo, "swarm", best, "containers", len(sw.Containers))
+	return sw, nil
+}
+
 func rank(mode supMode, facts *exitFacts) int {
 	switch {
 	case facts != nil:
@@ -238,5 +299,3 @@ func (sw *swarm) reconcileLive(ctx context.Context) {
 		sw.launch(c, mode)
 	}
 }
-
-var _ = time.Now

@@ -225,3 +225,38 @@ func TestResumeRetryFailedAndCleanup(t *testing.T) {
 		t.Errorf("status after cleanup: %v, want ErrNoSwarm", err)
 	}
 }
+
+func TestRecoverWithoutStateFileRebuildsFromLabels(t *testing.T) {
+	repo, files := testRepo(t, []string{"lost1", "lost2"}, 5)
+	eng := newFakeEngine(byTask(nil, scripted(10*time.Millisecond, storiesDone(5)...)))
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	m1, err := New(ctx1, Config{Image: "standin:test", Logger: testLogger(t)}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	crash(t, m1, cancel1)
+	if err := os.Remove(filepath.Join(repo, ".aimi", "swarm-state.json")); err != nil {
+		t.Fatal(err)
+	}
+	m2 := newTestManager(t, eng, Config{})
+	if err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitTerminal(t, m2, repo, 10*time.Second)
+	sw := validateStateFile(t, repo)
+	if len(sw.Containers) != 2 {
+		t.Fatalf("%d entries rebuilt, want 2", len(sw.Containers))
+	}
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusCompleted || c.StoryProgress.Completed != 5 || !strings.HasPrefix(c.BranchName, "feat/lost") {
+			t.Errorf("rebuilt %+v", c)
+		}
+		if recs := readJournal(t, repo, sw.SwarmID, c.ContainerName); len(recs) != 12 {
+			t.Errorf("%s: %d journal records, want 12", c.ContainerName, len(recs))
+		}
+	}
+}
