@@ -3,16 +3,62 @@
 // at most MaxContainers at a time, each watched by one supervisor that writes
 // the task-request to the container's stdin, feeds every output line to the
 // state package's Recorder (journal first, then the fold into
-// swarm-state.json) and decides the container's final status when it exits
-// (messages first, then OOM, timeout, exit code).
+// swarm-state.json) and decides the container's final status when it exits.
 //
 // It also reconciles after a daemon restart (the table in DESIGN.md): the
 // containers are found again by their org.aimi.* labels, running ones are
 // re-attached and read on from the journal's last cursor, exits that happened
-// while the daemon was down are taken, and missing containers become zombies.
+// while the daemon was down are taken, and missing containers become zombies
+// (CONTAINER_LOST). A lost state file is rebuilt from the labels and journals.
 //
 // It owns no HTTP, no config loading and no Docker code: the daemon package
 // serves the Manager over its socket, the configs package builds Config, the
 // container package talks to the engine, and the state package owns the file
 // formats. The git service for local mode is reached through GitService.
+//
+// # Decisions
+//
+//   - Start validates every task file (path rules, then tasks.Load) before any
+//     engine call, creates every container (in parallel, named in task-file
+//     order), saves them all as pending with their engine ids, and only then
+//     starts any. Names are aimi-<task file slug>, suffixed -2, -3... when a
+//     container of that name belongs to another repository or still runs.
+//   - Bounded fan-out uses a small FIFO limiter instead of
+//     x/sync/semaphore: the semaphore is FIFO only in the order Acquire is
+//     reached, which for one goroutine per container is the scheduler's
+//     order; the limiter queues synchronously in launch, so containers start
+//     in task-file order, and re-attached running containers take their slot
+//     before any queued one starts. x/sync/errgroup bounds the parallel
+//     creates.
+//   - The final status: the container's own completion or error wins. Else,
+//     in this order: stop requested -> completion stopped; past the timeout
+//     (from the engine's start time, so it survives restarts) -> error
+//     CONTAINER_TIMEOUT; OOM-killed -> CONTAINER_OOM; non-zero exit ->
+//     AGENT_CRASH; exit 0 with stories unfinished -> AGENT_CRASH ("the
+//     journal says otherwise" of DESIGN's table); exit 0 with every story
+//     done -> completion completed. Each decision is journaled as a daemon
+//     record (the message the daemon synthesised), so replaying a journal
+//     gives the same state.
+//   - The task-request is written to stdin first and journaled second: a
+//     crash in between leaves it unjournaled and a re-attach sends it again
+//     (the runner reads one line; a second copy is harmless), while the
+//     opposite order could leave a runner waiting forever.
+//   - A line at or before the journal's cursor is dropped, and so is a line
+//     with the same engine timestamp and bytes as the previous one: the
+//     engine here (20.10, json-file, follow) was seen delivering every line
+//     twice, numbered as two lines of one timestamp.
+//   - Crash safety comes from the journal: records are durable before the
+//     state reflects them (state package), the supervisor reads the logs
+//     after the journal's cursor, so a SIGKILL at any point neither loses a
+//     line nor counts one twice.
+//   - Events are published without blocking: a subscriber that falls 1024
+//     events behind loses events, never stalls a swarm.
+//   - Config.Labels marks everything a Manager creates and filters what
+//     Recover adopts, so several daemons (or test runs) share one engine.
+//   - Secrets: Config.RunnerEnv and the git token go into the container's
+//     environment only; the task-request's envVars (Config.EnvVars) are
+//     redacted in the journal by the state package; nothing else carries
+//     them.
+//   - Config.DiskBytes is best effort: no quota on this engine's storage
+//     driver; it is passed to the runner as AIMI_SANDBOX_DISK.
 package orchestrator
