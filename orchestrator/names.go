@@ -91,14 +91,15 @@ func checkTaskPath(p string) error {
 func containerName(taskFile string) string {
 	base := strings.TrimSuffix(path.Base(taskFile), ".json")
 	base = strings.TrimSuffix(base, "-tasks")
-	b := []byte(base)
-	for i, c := range b {
+	var b strings.Builder
+	for _, c := range base { // per rune: one '-' for a multibyte character
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
 		if !ok {
-			b[i] = '-'
+			c = '-'
 		}
+		b.WriteRune(c)
 	}
-	s := strings.TrimLeft(string(b), "-_")
+	s := strings.TrimLeft(b.String(), "-_")
 	if s == "" {
 		s = "task"
 	}
