@@ -47,6 +47,10 @@ func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
 		cli.Close()
 		return nil, fmt.Errorf("%w at %s: %w (is the Docker daemon running, and may this user use its socket?)", ErrEngineUnavailable, cli.DaemonHost(), err)
 	}
+	// Negotiate now, once: left to the first requests, the client library
+	// negotiates lazily and unsynchronised, a data race when supervisors make
+	// their first calls at the same time (go test -race saw it).
+	cli.NegotiateAPIVersion(ctx)
 	return newDocker(cli, opts...), nil
 }
 
