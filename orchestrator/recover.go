@@ -87,6 +87,9 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	st, err := store.Load(ctx)
 	if errors.Is(err, state.ErrNoState) {
 		st, err = m.rebuildState(ctx, repo)
+		if errors.Is(err, ErrNoSwarm) {
+			return nil, ErrNoSwarm
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load the swarm state of %s: %w", repo, err)
