@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -367,6 +368,7 @@ func TestSecondDaemonOnALiveSocketRefusesAndSIGTERMCleansUp(t *testing.T) {
 }
 
 func TestSwarmStartFollowEndToEnd(t *testing.T) {
+	const secret = "sk-ant-e2e-secret-value"
 	image := standinImage(t)
 	repo := gitRepo(t, 3, "alpha", "beta", "gamma")
 	dir := shortDir(t)
@@ -374,9 +376,17 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
 		"STANDIN_SCRIPT":                   "pace|30ms;auto|3",
 		"STANDIN_SCRIPT__GAMMA_TASKS_JSON": "pace|30ms;progress|US-001|in_progress|starting;progress|US-001|failed|tests fail;complete|failed|-",
+		// A secret in the runner env must surface nowhere.
+		"ANTHROPIC_API_KEY": secret,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	var answers []string
+	aimi := func(ctx context.Context, args ...string) (int, string, string) {
+		code, out, errOut := aimi(ctx, args...)
+		answers = append(answers, out, errOut)
+		return code, out, errOut
+	}
 
 	code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--follow", "--max", "2", "--repo", repo, "--socket", sock)
 	if code != cli.ExitInvalid || !strings.Contains(errOut, "1 container(s) failed") {
@@ -397,6 +407,11 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 			t.Errorf("%s: %s %+v", c.ContainerName, c.Status, c.StoryProgress)
 		}
 	}
+	// The secret does reach the runner: it is in the container's env.
+	info, err := dockertest.Client(t).ContainerInspect(ctx, sw.Containers[0].ContainerID)
+	if err != nil || !slices.Contains(info.Config.Env, "ANTHROPIC_API_KEY="+secret) {
+		t.Errorf("runner env lacks agent.env: %v", err)
+	}
 	for _, name := range []string{"aimi-alpha", "aimi-beta", "aimi-gamma"} {
 		if !strings.Contains(out, name) {
 			t.Errorf("follow output does not show %s:\n%s", name, out)
@@ -412,6 +427,7 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	if code != 0 || fout != out {
 		t.Errorf("logs --follow of a finished container: exit %d %s\n%s\nwant\n%s", code, errOut, fout, out)
 	}
+	aimi(ctx, "swarm", "status", "--json", "--repo", repo, "--socket", sock)
 	code, out, _ = aimi(ctx, "swarm", "status", "--repo", repo, "--socket", sock)
 	if code != 0 || !strings.Contains(out, "aimi-gamma") || !strings.Contains(out, "failed") {
 		t.Errorf("status: exit %d\n%s", code, out)
@@ -432,6 +448,23 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(t); err != nil {
 		t.Errorf("aimid exit: %v", err)
+	}
+	// The secret is in no log, answer, journal or state file.
+	if strings.Contains(p.stderr.String(), secret) {
+		t.Error("the daemon logged the secret")
+	}
+	filepath.WalkDir(filepath.Join(repo, ".aimi"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(secret)) {
+				t.Errorf("%s holds the secret", path)
+			}
+		}
+		return nil
+	})
+	for _, o := range answers {
+		if strings.Contains(o, secret) {
+			t.Errorf("a CLI answer holds the secret: %s", o)
+		}
 	}
 }
 
