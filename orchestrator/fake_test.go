@@ -31,6 +31,9 @@ type fakeEngine struct {
 	starts   int
 	clock    time.Time
 	nets     map[string]bool
+	// stdinFails makes WriteStdin fail for containers whose name contains
+	// it.
+	stdinFails string
 }
 
 type fakeCtr struct {
@@ -197,9 +200,13 @@ func (f *fakeEngine) Wait(ctx context.Context, id string) <-chan container.Exit 
 func (f *fakeEngine) WriteStdin(ctx context.Context, id string, line []byte) error {
 	f.mu.Lock()
 	c := f.get(id)
+	fails := f.stdinFails != "" && c != nil && strings.Contains(c.spec.Name, f.stdinFails)
 	f.mu.Unlock()
 	if c == nil {
 		return container.ErrNotFound
+	}
+	if fails {
+		return fmt.Errorf("attach stdin: connection reset")
 	}
 	select {
 	case c.stdin <- append([]byte(nil), line...):
@@ -487,5 +494,3 @@ func storiesDone(n int) []step {
 	}
 	return append(out, step{complete: "completed"})
 }
-
-var _ = strings.Repeat

@@ -47,6 +47,7 @@ type Manager struct {
 	mu      sync.Mutex
 	swarms  map[string]*swarm      // by repo path
 	repoMu  map[string]*sync.Mutex // serialises Start/Stop/Resume/Cleanup/adopt per repo
+	oomed   map[string]bool        // container ids the engine reported oom for
 	closing bool
 }
 
@@ -87,11 +88,19 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 	cfg.EnvVars = maps.Clone(cfg.EnvVars)
 	cfg.RunnerEnv = maps.Clone(cfg.RunnerEnv)
 	life, cancel := context.WithCancel(ctx)
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, eng: eng, log: cfg.Logger, bus: newBus(),
 		life: life, cancel: cancel,
-		swarms: map[string]*swarm{}, repoMu: map[string]*sync.Mutex{},
-	}, nil
+		swarms: map[string]*swarm{}, repoMu: map[string]*sync.Mutex{}, oomed: map[string]bool{},
+	}
+	if src, ok := eng.(eventSource); ok {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.watchOOM(life, src)
+		}()
+	}
+	return m, nil
 }
 
 // Subscribe streams every state change until ctx ends (or Shutdown). A

@@ -203,6 +203,23 @@ func TestOutcomes(t *testing.T) {
 	})
 }
 
+func TestTaskRequestThatCannotBeSentFailsTheContainer(t *testing.T) {
+	repo, files := testRepo(t, []string{"nostdin", "fine"}, 1)
+	eng := newFakeEngine(byTask(nil, scripted(0, storiesDone(1)...)))
+	eng.stdinFails = "nostdin"
+	m := newTestManager(t, eng, Config{StopGrace: 50 * time.Millisecond})
+	if _, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	v := waitTerminal(t, m, repo, 10*time.Second)
+	if d := detail(t, v, "nostdin"); d.Status != "failed" || !hasCode(d, CodeStartFailed) {
+		t.Errorf("nostdin: %s %v, want failed with %s", d.Status, d.Errors, CodeStartFailed)
+	}
+	if d := detail(t, v, "fine"); d.Status != "completed" {
+		t.Errorf("fine: %s, want completed", d.Status)
+	}
+}
+
 func hasCode(d ContainerDetail, code string) bool {
 	for _, e := range d.Errors {
 		if e.Code == code {

@@ -91,8 +91,9 @@ type exitFacts struct {
 	oom      bool
 	timedOut bool
 	stopped  bool // stop was requested
-	missing  bool // the container is gone
-	exited   bool // code and oom are known
+	missing  bool   // the container is gone
+	exited   bool   // code and oom are known
+	sendErr  string // the task-request could not be written
 }
 
 // supervise runs one container from where mode says to its final status.
@@ -356,17 +357,21 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 	if !exited {
 		sw.event(c, EventContainerStarted, nil)
 	}
+	stopOnce := false // Stop is called at most once
 	if exited {
 		// Nothing to send to or watch: read what is left and decide.
 	} else if start || !sw.sentRequest(c) {
 		if err := sw.sendRequest(ctx, c); err != nil {
-			log.Warn("send the task-request", "err", err)
+			if ctx.Err() != nil {
+				return
+			}
+			// A runner without its task-request would wait until the
+			// timeout: stop it now and say why.
+			log.Warn("send the task-request; stopping the container", "err", err)
+			facts.sendErr = err.Error()
+			stopOnce = true
+			go func() { _ = eng.Stop(context.WithoutCancel(ctx), id, 0) }()
 		}
-	} else if sw.led.status(c.name) == state.StatusPending {
-		// Re-attached to a container that started while the daemon was
-		// down: the task-request is in the journal, the fold says pending
-		// only if no message came yet.
-		_ = sw.led.update(c.name, func(*state.Container) {})
 	}
 	// The timeout counts from the engine's start time, so it survives a
 	// daemon restart.
@@ -379,7 +384,6 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 	stopCh, _ := sw.stopChan(c)
 
 	var drain <-chan time.Time
-	stopOnce := false
 	stopNow := func() {
 		if stopOnce {
 			return
@@ -522,6 +526,8 @@ func decide(facts exitFacts, stories map[string]tasks.Status) (typ acpmsg.Type, 
 	switch {
 	case facts.missing:
 		return acpmsg.TypeError, CodeContainerLost, "the container is gone from the engine (removed while the daemon was not watching)"
+	case facts.sendErr != "":
+		return acpmsg.TypeError, CodeStartFailed, "the task-request could not be written to the container: " + facts.sendErr
 	case facts.stopped:
 		return acpmsg.TypeCompletion, acpmsg.CompletionStopped, "stopped on request"
 	case facts.timedOut:
@@ -551,6 +557,9 @@ func errorMsg(sw *swarm, c *ctr, code, text string) acpmsg.Message {
 
 // finish decides and records c's final status.
 func (sw *swarm) finish(ctx context.Context, c *ctr, facts exitFacts) {
+	if facts.exited && sw.m.sawOOM(sw.idOf(c)) {
+		facts.oom = true
+	}
 	var m *acpmsg.Message
 	if !sw.led.status(c.name).Terminal() {
 		typ, code, text := decide(facts, sw.led.stories(c.name))
