@@ -90,7 +90,7 @@ type exitFacts struct {
 	code     int
 	oom      bool
 	timedOut bool
-	stopped  bool // stop was requested
+	stopped  bool   // stop was requested
 	missing  bool   // the container is gone
 	exited   bool   // code and oom are known
 	sendErr  string // the task-request could not be written
