@@ -9,5 +9,9 @@
 // $XDG_CONFIG_HOME/aimi/config.yaml > <repo>/.aimi/config.yaml > aimi.yaml.
 // The daemon loads the config once without a repository; each swarm start
 // loads it again with that repository's .aimi/config.yaml as an extra layer
-// (see LoadOptions.RepoPath), so per-repo values apply to that repo's swarms.
+// (see LoadOptions.RepoPath). Of the repo's values, sandbox.image,
+// swarm.max_containers and git.mode apply to that repo's swarms; the other
+// keys are daemon-wide (cmd/aimid warns when a repo file sets them). This
+// also keeps a cloned repository's file from pulling the daemon's secrets
+// into its containers: agent.env from a repo file is never used.
 package configs
