@@ -554,3 +554,26 @@ func TestSwarmEventsStreamsUntilInterrupted(t *testing.T) {
 		})
 	}
 }
+
+func TestSwarmStartFollowWhenTheDaemonGoesAwayExits3(t *testing.T) {
+	repo := taskRepo(t, "a-tasks.json")
+	fake := progressing(repo, []*state.Container{ctr("aimi-a", state.StatusRunning, 0, 2)})
+	sock, srv := daemontest.Serve(t, fake)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := &syncBuffer{}
+	done := make(chan result)
+	go func() {
+		done <- runAimi(ctx, nil, out, "swarm", "start", "--all", "--follow", "--refresh", "20ms", "--repo", repo, "--socket", sock)
+	}()
+	for !strings.Contains(out.String(), "aimi-a running") && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != ExitDaemon || !strings.Contains(r.err, "aimid &") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+}
