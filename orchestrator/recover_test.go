@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -257,6 +258,56 @@ func TestRecoverWithoutStateFileRebuildsFromLabels(t *testing.T) {
 		}
 		if recs := readJournal(t, repo, sw.SwarmID, c.ContainerName); len(recs) != 12 {
 			t.Errorf("%s: %d journal records, want 12", c.ContainerName, len(recs))
+		}
+	}
+}
+
+func TestShutdownLeavesContainersRunningAndRecoverFinishesThem(t *testing.T) {
+	repo, files := testRepo(t, []string{"sd1", "sd2"}, 10)
+	eng := newFakeEngine(byTask(nil, scripted(10*time.Millisecond, storiesDone(10)...)))
+	m1, err := New(context.Background(), Config{Image: "standin:test", Logger: testLogger(t)}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// acpPid is the runner's pid while it runs.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		v, _ = m1.Status(context.Background(), repo)
+		if c := v.State.Containers[0]; c.Status == state.StatusRunning && c.ACPPID != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no running container with an acpPid: %+v", v.State.Containers[0])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m1.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := eng.runningNow(); n == 0 {
+		t.Fatal("Shutdown stopped the containers; they must keep running")
+	}
+	if _, err := m1.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files}); !errors.Is(err, ErrShutdown) {
+		t.Errorf("start after shutdown: %v, want ErrShutdown", err)
+	}
+	m2 := newTestManager(t, eng, Config{})
+	if err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitTerminal(t, m2, repo, 10*time.Second)
+	sw := validateStateFile(t, repo)
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusCompleted || c.StoryProgress.Completed != 10 {
+			t.Errorf("%s: %s %+v", c.ContainerName, c.Status, c.StoryProgress)
+		}
+		if recs := readJournal(t, repo, sw.SwarmID, c.ContainerName); len(recs) != 22 {
+			t.Errorf("%s: %d records, want 22", c.ContainerName, len(recs))
 		}
 	}
 }
