@@ -225,6 +225,12 @@ func (sw *swarm) readRest(ctx context.Context, c *ctr) error {
 
 // handle journals and folds one line.
 func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
+	if ln.Err != nil && ln.Cursor.IsZero() {
+		// The stream itself failed (its last value): not a line of the
+		// container. The caller re-opens from the cursor or decides.
+		sw.m.log.Warn("container output stream failed", "container", c.name, "err", ln.Err)
+		return nil
+	}
 	if sw.echo(c, ln) {
 		return nil
 	}
