@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -102,6 +103,38 @@ func TestDecide(t *testing.T) {
 			typ, code, msg := decide(tc.facts, tc.stories)
 			if typ != tc.typ || code != tc.code || msg == "" {
 				t.Errorf("decide = %s %s %q, want %s %s", typ, code, msg, tc.typ, tc.code)
+			}
+		})
+	}
+}
+
+func TestClassifyFollowsTheReconciliationTable(t *testing.T) {
+	cases := []struct {
+		name    string
+		info    container.Info
+		found   bool
+		mode    supMode
+		stopped bool
+		missing bool
+	}{
+		{"missing container is a zombie", container.Info{}, false, 0, false, true},
+		{"running is re-attached", container.Info{Status: "running", Running: true}, true, modeAttach, false, false},
+		{"paused is stopped", container.Info{Status: "paused", Running: true}, true, 0, true, false},
+		{"removing is stopped", container.Info{Status: "removing"}, true, 0, true, false},
+		{"created waits for a slot", container.Info{Status: "created"}, true, modeFresh, false, false},
+		{"exited is caught up and decided", container.Info{Status: "exited", ExitCode: 1}, true, modeFinish, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mode, facts := classify(tc.info, tc.found)
+			if tc.stopped || tc.missing {
+				if facts == nil || facts.stopped != tc.stopped || facts.missing != tc.missing {
+					t.Fatalf("facts %+v, want stopped=%v missing=%v", facts, tc.stopped, tc.missing)
+				}
+				return
+			}
+			if facts != nil || mode != tc.mode {
+				t.Errorf("mode %v facts %+v, want mode %v", mode, facts, tc.mode)
 			}
 		})
 	}

@@ -65,10 +65,11 @@ func classify(info container.Info, found bool) (supMode, *exitFacts) {
 	switch {
 	case !found:
 		return 0, &exitFacts{missing: true}
+	case info.Status == "paused" || info.Status == "removing":
+		// Before Running: the engine reports a paused container as running.
+		return 0, &exitFacts{stopped: true}
 	case info.Running:
 		return modeAttach, nil
-	case info.Status == "paused" || info.Status == "removing":
-		return 0, &exitFacts{stopped: true}
 	case info.Status == "created":
 		return modeFresh, nil
 	default: // exited, dead
