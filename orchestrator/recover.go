@@ -163,6 +163,13 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		mode, facts := classify(info, found)
 		plans = append(plans, plan{c, mode, facts})
 	}
+	if sw.local && len(plans) > 0 {
+		// Containers still running or waiting need the git service on
+		// their network's gateway again.
+		if err := sw.ensureNetwork(ctx); err != nil {
+			m.log.Warn("local mode: git service not reachable for the adopted swarm", "repo", repo, "err", err)
+		}
+	}
 	m.mu.Lock()
 	m.swarms[repo] = sw
 	m.mu.Unlock()
