@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -313,6 +314,15 @@ func originURL(ctx context.Context, repo string) (string, error) {
 	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "ssh://") && !strings.HasPrefix(u, "http://") {
 		return "", fmt.Errorf("%w: origin %q is not an https or ssh URL the container can clone; use --local for a local repository", ErrInvalidRequest, u)
 	}
+	// A password or token in the URL would travel into the task-request,
+	// the journal and the container's labels: drop it (credentials go in by
+	// the runner's environment).
+	if pu, err := url.Parse(u); err == nil && pu.User != nil {
+		if _, has := pu.User.Password(); has {
+			pu.User = url.User(pu.User.Username())
+			u = pu.String()
+		}
+	}
 	return u, nil
 }
 
@@ -539,6 +549,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 			labelMax:      strconv.Itoa(sw.max),
 			labelGitMode:  map[bool]string{true: "local", false: "remote"}[sw.local],
 			labelBranch:   c.branch,
+			labelRepoURL:  c.repoURL,
 		}),
 		Env:             env,
 		NanoCPUs:        int64(cfg.CPUs * 1e9),

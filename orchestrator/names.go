@@ -23,6 +23,10 @@ const (
 	labelGitMode = "org.aimi.git-mode"
 	// labelBranch lets a lost state file be rebuilt from labels alone.
 	labelBranch = "org.aimi.branch"
+	// labelRepoURL is the repoUrl the task-request carries (no secret in
+	// it), so a container created before a daemon restart and started after
+	// it gets the same one.
+	labelRepoURL = "org.aimi.repo-url"
 )
 
 // Runner environment the acp-runner reads (engineer D's contract); the

@@ -1,6 +1,8 @@
 package orchestrator
 
 import (
+	"context"
+	"os/exec"
 	"path"
 	"strings"
 	"testing"
@@ -137,5 +139,28 @@ func TestClassifyFollowsTheReconciliationTable(t *testing.T) {
 				t.Errorf("mode %v facts %+v, want mode %v", mode, facts, tc.mode)
 			}
 		})
+	}
+}
+
+func TestOriginURL(t *testing.T) {
+	cases := []struct{ origin, want string }{
+		{"https://github.com/org/repo.git", "https://github.com/org/repo.git"},
+		{"git@github.com:org/repo.git", "ssh://git@github.com/org/repo.git"},
+		{"https://user:ghp_SECRET@github.com/org/repo.git", "https://user@github.com/org/repo.git"},
+	}
+	for _, tc := range cases {
+		repo, _ := testRepo(t, nil, 1)
+		if out, err := exec.Command("git", "-C", repo, "remote", "set-url", "origin", tc.origin).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		got, err := originURL(context.Background(), repo)
+		if err != nil || got != tc.want {
+			t.Errorf("originURL(%q) = %q, %v; want %q", tc.origin, got, err, tc.want)
+		}
+	}
+	repo, _ := testRepo(t, nil, 1)
+	exec.Command("git", "-C", repo, "remote", "remove", "origin").Run()
+	if _, err := originURL(context.Background(), repo); err == nil || !strings.Contains(err.Error(), "--local") {
+		t.Errorf("no origin: %v, want an error suggesting --local", err)
 	}
 }

@@ -153,6 +153,9 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		}
 		sw.ctrs = append(sw.ctrs, c)
 		info, found := byID[e.ContainerID]
+		if u := info.Labels[labelRepoURL]; found && u != "" {
+			c.repoURL = u
+		}
 		if found && !info.Running && info.Status != "created" {
 			code := info.ExitCode
 			c.exitCode, c.oom = &code, info.OOMKilled
