@@ -612,15 +612,23 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 	if len(sw.Containers) != 3 {
 		t.Fatalf("%d containers", len(sw.Containers))
 	}
+	checkExactJournals(t, repo, sw, 4)
+}
+
+// checkExactJournals checks that every container completed its stories and
+// that its journal holds what an uninterrupted run journals (each story
+// in_progress then completed, then one completion), every line once.
+func checkExactJournals(t *testing.T, repo string, sw *state.Swarm, stories int) {
+	t.Helper()
 	// What an uninterrupted run journals: each story in_progress then
 	// completed, then one completion.
 	var want []string
-	for i := 1; i <= 4; i++ {
+	for i := 1; i <= stories; i++ {
 		want = append(want, fmt.Sprintf("US-%03d:in_progress", i), fmt.Sprintf("US-%03d:completed", i))
 	}
 	want = append(want, "completion:completed")
 	for _, c := range sw.Containers {
-		if c.Status != state.StatusCompleted || c.StoryProgress.Completed != 4 || c.StoryProgress.Total != 4 || c.ACPPID != nil {
+		if c.Status != state.StatusCompleted || c.StoryProgress.Completed != stories || c.StoryProgress.Total != stories || c.ACPPID != nil {
 			t.Errorf("%s: %s %+v acpPid=%v", c.ContainerName, c.Status, c.StoryProgress, c.ACPPID)
 		}
 		recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson"))
@@ -733,4 +741,71 @@ func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
 	if err := p.wait(t); err != nil {
 		t.Errorf("aimid exit: %v", err)
 	}
+}
+
+// TestKill9WithQueuedContainersStartsThemAfterRestart kills the daemon while
+// one container runs and the others wait as pending (--max 1): the restarted
+// daemon re-attaches the running one and starts the queued ones, one at a
+// time, and every journal is exact.
+func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 2, "first", "second", "third")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	scripts := map[string]string{"STANDIN_SCRIPT": "pace|1s;auto|2"}
+	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--max", "1", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start: exit %d %s", code, errOut)
+	}
+	waitFor(t, sock, repo, 2*time.Minute, "one running with progress, two pending", func(v orchestrator.SwarmView) bool {
+		running, pending := 0, 0
+		for _, c := range v.State.Containers {
+			switch {
+			case c.Status == state.StatusRunning && c.StoryProgress.Pending < c.StoryProgress.Total:
+				running++
+			case c.Status == state.StatusPending:
+				pending++
+			}
+		}
+		return running == 1 && pending == 2
+	})
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	p.wait(t)
+
+	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	maxRunning := 0
+	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", func(v orchestrator.SwarmView) bool {
+		running := 0
+		for _, c := range v.State.Containers {
+			if c.Status == state.StatusRunning {
+				running++
+			}
+		}
+		maxRunning = max(maxRunning, running)
+		for _, c := range v.State.Containers {
+			if !c.Status.Terminal() {
+				return false
+			}
+		}
+		for _, d := range v.Containers {
+			if d.ExitCode == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if maxRunning > 1 {
+		t.Errorf("%d containers ran at once after the restart; --max was 1", maxRunning)
+	}
+	p2.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p2.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
+	sw := validState(t, repo)
+	if len(sw.Containers) != 3 {
+		t.Fatalf("%d containers", len(sw.Containers))
+	}
+	checkExactJournals(t, repo, sw, 2)
 }
