@@ -290,6 +290,15 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error
 	m.mu.Lock()
 	m.swarms[repo] = sw
 	m.mu.Unlock()
+	if cur != nil {
+		// Name reuse removed the replaced swarm's containers of the same
+		// task files; its network goes too once nothing uses it, so
+		// swarms started one after another do not use up the engine's
+		// address pools.
+		if err := m.eng.RemoveNetworkIfUnused(ctx, cur.network); err != nil {
+			m.log.Debug("replaced swarm's network stays", "network", cur.network, "err", err)
+		}
+	}
 	m.publish(Event{SwarmID: sw.id, RepoPath: repo, Kind: EventSwarmStarted})
 	for _, c := range created {
 		sw.launch(c, modeFresh)
