@@ -518,6 +518,7 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (Cle
 	if err != nil {
 		return rep, err
 	}
+	m.cleanupReplaced(ctx, sw, force, &rep)
 	if rep.StateRemoved {
 		sw.close(ctx)
 		m.mu.Lock()
@@ -528,6 +529,41 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (Cle
 		m.publish(Event{SwarmID: sw.id, RepoPath: repo, Kind: EventSwarmRemoved})
 	}
 	return rep, nil
+}
+
+// cleanupReplaced removes the exited containers of earlier swarms of the
+// repo (replaced by Start, so no longer in the state file) and their
+// networks; with the git service, one holding unreceived commits is kept
+// unless force.
+func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, rep *CleanupReport) {
+	infos, err := m.eng.List(ctx, m.selector(map[string]string{labelProject: sw.repo}))
+	if err != nil {
+		m.log.Warn("cleanup: list earlier swarms' containers", "repo", sw.repo, "err", err)
+		return
+	}
+	nets := map[string]bool{}
+	for _, in := range infos {
+		old := in.Labels[labelSwarmID]
+		if old == "" || old == sw.id || in.Running {
+			continue
+		}
+		if m.cfg.Git != nil && in.Labels[labelGitMode] == "local" && !force {
+			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, in.Name, in.Labels[labelBranch])
+			if err != nil || len(commits) > 0 {
+				rep.Kept = append(rep.Kept, Kept{Name: in.Name, Reason: "container of an earlier swarm whose work may not have been received; pass --force to remove it", Commits: commits})
+				continue
+			}
+		}
+		if err := m.eng.Remove(ctx, in.ID); err != nil {
+			rep.Kept = append(rep.Kept, Kept{Name: in.Name, Reason: "remove failed: " + err.Error()})
+			continue
+		}
+		rep.Removed = append(rep.Removed, in.Name)
+		nets[networkName(old)] = true
+	}
+	for n := range nets {
+		_ = m.eng.RemoveNetworkIfUnused(ctx, n)
+	}
 }
 
 // createSpec builds the container spec of one task file.

@@ -317,6 +317,19 @@ func TestActiveSwarmConflictAppendForce(t *testing.T) {
 	}
 	waitTerminal(t, m, repo, 10*time.Second)
 	validateStateFile(t, repo)
+	rep, err := m.Cleanup(ctx, repo, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Removed) != 3 || !rep.StateRemoved {
+		t.Errorf("cleanup %+v: want the new swarm's container and the replaced swarm's two removed", rep)
+	}
+	eng.mu.Lock()
+	left := len(eng.ctrs)
+	eng.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d containers left after cleanup", left)
+	}
 }
 
 func TestEventsArePublished(t *testing.T) {
