@@ -97,6 +97,11 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	for _, w := range cfg.Warnings {
 		log.Warn("config", "warning", w)
 	}
+	// Values of agent.env are secrets: the Secrets type prints keys only.
+	log.Info("config", "image", cfg.Sandbox.Image, "maxContainers", cfg.Swarm.MaxContainers,
+		"cpus", cfg.Sandbox.CPUs, "memoryBytes", cfg.Sandbox.MemoryBytes, "memorySwapBytes", cfg.Sandbox.MemorySwapBytes,
+		"pids", cfg.Sandbox.Pids, "runtime", cfg.Sandbox.Runtime, "timeout", cfg.Swarm.Timeout,
+		"gitMode", cfg.Git.Mode, "agent", cfg.Agent.Kind, "agentEnv", cfg.Agent.Env)
 	if o.socket == "" {
 		o.socket = daemon.DefaultSocketPath()
 	}
