@@ -124,6 +124,19 @@ func isTerminal(v any) bool {
 	return err == nil
 }
 
+// terminalWidth is the column count of a terminal stream, 0 when unknown.
+func terminalWidth(v any) int {
+	f, ok := v.(*os.File)
+	if !ok {
+		return 0
+	}
+	ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	if err != nil {
+		return 0
+	}
+	return int(ws.Col)
+}
+
 // printContainerErrors lists what the state file has no field for: errors
 // per container (OOM, timeout, crash, the runner's own), and exit codes.
 func printContainerErrors(w io.Writer, v orchestrator.SwarmView) {

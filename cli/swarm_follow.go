@@ -28,7 +28,7 @@ func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo str
 	changed := swarmChanges(ctx, client, repo)
 	var r followRenderer
 	if isTerminal(s.Out) {
-		r = &ttyRenderer{w: s.Out}
+		r = &ttyRenderer{w: s.Out, width: terminalWidth(s.Out)}
 	} else {
 		r = &lineRenderer{w: s.Out, last: map[string]string{}}
 	}
@@ -150,6 +150,7 @@ func oneLine(s string, n int) string {
 // drawing, clear to the end of the screen, draw.
 type ttyRenderer struct {
 	w     io.Writer
+	width int // 0: unknown; lines are cut to it so none wraps (a wrapped line would break the cursor-up count)
 	lines int
 }
 
@@ -161,11 +162,21 @@ func (r *ttyRenderer) render(v orchestrator.SwarmView) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", row.name, row.status, row.stories, row.last)
 	}
 	tw.Flush()
+	text := b.String()
+	if r.width > 1 {
+		lines := strings.SplitAfter(text, "\n")
+		for i, l := range lines {
+			if body := strings.TrimSuffix(l, "\n"); len([]rune(body)) >= r.width {
+				lines[i] = string([]rune(body)[:r.width-1]) + "\n"
+			}
+		}
+		text = strings.Join(lines, "")
+	}
 	if r.lines > 0 {
 		fmt.Fprintf(r.w, "\x1b[%dA\x1b[J", r.lines)
 	}
-	io.WriteString(r.w, b.String())
-	r.lines = strings.Count(b.String(), "\n")
+	io.WriteString(r.w, text)
+	r.lines = strings.Count(text, "\n")
 }
 
 // lineRenderer prints one timestamped line per container whose row changed:

@@ -577,3 +577,20 @@ func TestSwarmStartFollowWhenTheDaemonGoesAwayExits3(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.err)
 	}
 }
+
+func TestTTYRendererCutsLinesToTheTerminalWidth(t *testing.T) {
+	var b bytes.Buffer
+	r := &ttyRenderer{w: &b, width: 30}
+	v := swarmView("/r", ctr("aimi-a-very-long-container-name-indeed", state.StatusRunning, 1, 2))
+	r.render(v)
+	r.render(v)
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		l = strings.TrimPrefix(l, "\x1b[2A\x1b[J")
+		if n := len([]rune(l)); n >= 30 {
+			t.Errorf("line of %d runes wraps a 30-column terminal: %q", n, l)
+		}
+	}
+	if !strings.Contains(b.String(), "\x1b[2A\x1b[J") {
+		t.Errorf("second drawing does not move up over the first: %q", b.String())
+	}
+}
