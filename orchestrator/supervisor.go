@@ -283,6 +283,10 @@ func (sw *swarm) echo(c *ctr, ln container.Line) bool {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if !ln.Cursor.Time.IsZero() && ln.Cursor.Time.Equal(c.lastTime) && sum == c.lastSum && ln.Err == nil {
+		if !c.echoed {
+			c.echoed = true
+			sw.m.log.Info("the engine delivered a line twice; dropping repeats", "container", c.name, "cursor", ln.Cursor.String())
+		}
 		return true
 	}
 	c.lastTime, c.lastSum = ln.Cursor.Time, sum

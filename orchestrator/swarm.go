@@ -56,6 +56,7 @@ type ctr struct {
 	lastTime   time.Time // engine time of the last line handled (see echo)
 	lastSum    uint64    // and a hash of its bytes
 	fresh      bool      // created by this Manager, not yet supervised
+	echoed     bool      // a repeated line was dropped (logged once)
 }
 
 func (sw *swarm) find(name string) *ctr {
