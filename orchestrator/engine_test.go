@@ -129,7 +129,9 @@ func uniqueNames(labels map[string]string, names ...string) []string {
 }
 
 // peakRunning polls the engine for the number of running containers with
-// the labels until stop is closed.
+// the labels until stop is closed. A poll takes a moment, so a true overlap
+// would have to last that long to be seen; the stand-in's 40ms pace makes
+// each container run far longer than a poll.
 func peakRunning(t *testing.T, d *container.Docker, labels map[string]string, stop <-chan struct{}) func() int {
 	var mu sync.Mutex
 	peak := 0
@@ -139,9 +141,15 @@ func peakRunning(t *testing.T, d *container.Docker, labels map[string]string, st
 		for {
 			infos, err := d.List(context.Background(), labels)
 			if err == nil {
+				// The list endpoint reads the engine's eventually
+				// consistent view: a container that just exited can
+				// still be listed as running. Inspect is authoritative.
 				n := 0
 				for _, in := range infos {
-					if in.Running {
+					if !in.Running {
+						continue
+					}
+					if fresh, err := d.Inspect(context.Background(), in.ID); err == nil && fresh.Running {
 						n++
 					}
 				}
