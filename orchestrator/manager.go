@@ -250,6 +250,9 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error
 			return SwarmView{}, err
 		}
 	}
+	if err := probeRequests(planned, repoURL, m.cfg.EnvVars); err != nil {
+		return SwarmView{}, err
+	}
 	if cur != nil {
 		// The finished (or just stopped) swarm is replaced: its journals
 		// stay on disk, its containers until cleanup or name reuse.
@@ -306,6 +309,27 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error
 	return sw.view(), nil
 }
 
+// probeRequests validates the task-request each planned container will get
+// (with stand-in ids; in local mode a stand-in URL), so a request the
+// runner would refuse fails Start before anything is created.
+func probeRequests(planned []plannedTask, repoURL string, env map[string]string) error {
+	if repoURL == "" {
+		repoURL = "https://git.invalid/local.git"
+	}
+	var probs []TaskFileProblem
+	for _, p := range planned {
+		m := acpmsg.NewMessage(acpmsg.TypeTaskRequest, "00000000-0000-4000-8000-000000000000", "000000000000", &acpmsg.TaskRequest{
+			TaskFilePath: p.path, BranchName: p.tf.Metadata.BranchName, RepoURL: repoURL, EnvVars: envVars(env)})
+		if err := m.Validate(); err != nil {
+			probs = append(probs, TaskFileProblem{Path: p.path, Reason: "its task-request would be invalid: " + oneLine(err.Error())})
+		}
+	}
+	if len(probs) > 0 {
+		return &TaskFileError{Problems: probs}
+	}
+	return nil
+}
+
 // originURL is the repository's origin, as the task-request's repoUrl. An
 // scp-style address (git@host:org/repo.git) becomes ssh://git@host/org/repo.git
 // because the message spec wants a URL.
@@ -320,7 +344,7 @@ func originURL(ctx context.Context, repo string) (string, error) {
 			u = "ssh://" + u[:at] + "/" + strings.TrimPrefix(u[at+1:], "/")
 		}
 	}
-	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "ssh://") && !strings.HasPrefix(u, "http://") {
+	if !acpmsg.ValidRepoURL(u) {
 		return "", fmt.Errorf("%w: origin %q is not an https or ssh URL the container can clone; use --local for a local repository", ErrInvalidRequest, u)
 	}
 	// A password or token in the URL would travel into the task-request,

@@ -158,6 +158,13 @@ func TestOriginURL(t *testing.T) {
 			t.Errorf("originURL(%q) = %q, %v; want %q", tc.origin, got, err, tc.want)
 		}
 	}
+	for _, bad := range []string{"http://github.com/org/repo.git", "/srv/git/repo.git"} {
+		repo, _ := testRepo(t, nil, 1)
+		exec.Command("git", "-C", repo, "remote", "set-url", "origin", bad).Run()
+		if _, err := originURL(context.Background(), repo); err == nil {
+			t.Errorf("origin %q accepted; the runner would refuse it", bad)
+		}
+	}
 	repo, _ := testRepo(t, nil, 1)
 	exec.Command("git", "-C", repo, "remote", "remove", "origin").Run()
 	if _, err := originURL(context.Background(), repo); err == nil || !strings.Contains(err.Error(), "--local") {

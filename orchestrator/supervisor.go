@@ -516,6 +516,9 @@ func (sw *swarm) sentRequest(c *ctr) bool {
 // harmless, while a lost one would leave it waiting forever.
 func (sw *swarm) sendRequest(ctx context.Context, c *ctr) error {
 	m := sw.taskRequest(c)
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("the task-request for %s is invalid: %w", c.name, err)
+	}
 	line, err := json.Marshal(m)
 	if err != nil {
 		return err
