@@ -365,6 +365,12 @@ func (m *Manager) Status(ctx context.Context, repoPath string) (SwarmView, error
 	if err != nil {
 		return SwarmView{}, err
 	}
+	// A swarm in memory needs no repo lock: status must answer while a
+	// Stop waits out its grace period under that lock.
+	if sw := m.getSwarm(repo); sw != nil {
+		sw.reconcileLive(ctx)
+		return sw.view(), nil
+	}
 	unlock := m.lockRepo(repo)
 	defer unlock()
 	sw, err := m.adopt(ctx, repo)
