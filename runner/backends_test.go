@@ -189,7 +189,15 @@ func TestStopExecBackendKillsTheCommandGroup(t *testing.T) {
 		t.Fatalf("completion %+v", c)
 	}
 	pid := <-pids
-	if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+	// The group's orphans were SIGKILLed, but init reaps them asynchronously:
+	// until then kill(-pgid, 0) still finds their zombies.
+	var err error
+	gone := func() bool { err = syscall.Kill(-pid, 0); return errors.Is(err, syscall.ESRCH) }
+	deadline := time.Now().Add(10 * time.Second)
+	for !gone() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !gone() {
 		t.Errorf("command group %d still exists: %v", pid, err)
 	}
 }
