@@ -41,7 +41,11 @@ func (l *limiter) enqueue() *ticket {
 func (l *limiter) wait(ctx context.Context, t *ticket) bool {
 	select {
 	case <-t.ready:
-		return true
+		if ctx.Err() == nil {
+			return true
+		}
+		// Granted as ctx ended (select picks at random): give it back,
+		// or a dying supervisor would start a container.
 	case <-ctx.Done():
 	}
 	l.mu.Lock()

@@ -335,6 +335,9 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 	}
 	exitCh := eng.Wait(ctx, id)
 	if start {
+		if ctx.Err() != nil {
+			return // shutting down: leave it created, Recover starts it
+		}
 		if err := eng.Start(ctx, id); err != nil {
 			if ctx.Err() != nil {
 				return
