@@ -31,10 +31,14 @@ const (
 	mtuOption = "com.docker.network.driver.mtu"
 	// logDriver is a driver the logs endpoint can read back.
 	logDriver = "json-file"
-	// logMaxSize and logMaxFile bound the disk a chatty container can use;
-	// the reader follows live, so rotation only drops lines nobody reads.
-	logMaxSize = "10m"
-	logMaxFile = "3"
+	// logMaxSize and logMaxFile bound the disk a chatty container can use.
+	// The log is also the buffer that carries a container's output across a
+	// daemon restart: a reader more than max-size x max-file behind (a flood
+	// while the daemon is down) loses the rotated-out lines, and the engine
+	// says nothing about it. 128 MiB is about a million progress-updates; a
+	// runner writes two per story, so no real task file comes near it.
+	logMaxSize = "32m"
+	logMaxFile = "4"
 	// noNewPrivileges forbids gaining privileges through setuid binaries.
 	noNewPrivileges = "no-new-privileges:true"
 )

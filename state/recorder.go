@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -388,15 +389,41 @@ func (r *Recorder) checkIdentity(c *Container, m *acpmsg.Message) error {
 	return nil
 }
 
-// cmpCursor compares two engine timestamps; unparsable ones compare as
-// equal to nothing (1), so they are never dropped.
+// cmpCursor orders two cursors as the container package writes them: the
+// engine's RFC 3339 timestamp, optionally followed by "#<seq>" for the n-th
+// line sharing that timestamp. Unparsable ones compare as after (1), so they
+// are never dropped.
 func cmpCursor(a, b string) int {
-	ta, err1 := time.Parse(time.RFC3339Nano, a)
-	tb, err2 := time.Parse(time.RFC3339Nano, b)
-	if err1 != nil || err2 != nil {
+	ta, sa, ok1 := splitCursor(a)
+	tb, sb, ok2 := splitCursor(b)
+	if !ok1 || !ok2 {
 		return 1
 	}
-	return ta.Compare(tb)
+	if c := ta.Compare(tb); c != 0 {
+		return c
+	}
+	switch {
+	case sa < sb:
+		return -1
+	case sa > sb:
+		return 1
+	}
+	return 0
+}
+
+func splitCursor(c string) (time.Time, int, bool) {
+	ts, seqText, hasSeq := strings.Cut(c, "#")
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return time.Time{}, 0, false
+	}
+	seq := 0
+	if hasSeq {
+		if seq, err = strconv.Atoi(seqText); err != nil || seq < 0 {
+			return time.Time{}, 0, false
+		}
+	}
+	return t, seq, true
 }
 
 // changedLocked notes a change for the next batch and wakes the loop.
