@@ -269,7 +269,7 @@ func New(opts Options) (*Service, error) {
 }
 
 // CAFile is the host path of the CA certificate (PEM) that containers must
-// trust: mount it read-only and point GIT_SSL_CAINFO and SSL_CERT_FILE at
+// trust: mount it read-only and point GIT_SSL_CAINFO (git only, not SSL_CERT_FILE) at
 // the mounted path.
 func (s *Service) CAFile() string { return filepath.Join(s.dir, caCertName) }
 

@@ -99,10 +99,13 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 		}
 		s := specs[d.Name]
 		env := strings.Join(s.Env, "\n")
-		for _, want := range []string{EnvGitToken + "=tok-SECRET-" + d.Name, EnvGitSSLCAInfo + "=" + caMountPath, EnvSSLCertFile + "=" + caMountPath, "ANTHROPIC_API_KEY=sk-VERY-SECRET"} {
+		for _, want := range []string{EnvGitToken + "=tok-SECRET-" + d.Name, EnvGitSSLCAInfo + "=" + caMountPath, "ANTHROPIC_API_KEY=sk-VERY-SECRET"} {
 			if !strings.Contains(env, want) {
 				t.Errorf("%s: env lacks %s", d.Name, want)
 			}
+		}
+		if strings.Contains(env, "SSL_CERT_FILE=") {
+			t.Errorf("%s: SSL_CERT_FILE set; it would replace the image's trust store for the agent", d.Name)
 		}
 		if len(s.Mounts) != 1 || s.Mounts[0].Target != caMountPath || !s.Mounts[0].ReadOnly {
 			t.Errorf("%s: mounts %+v, want the CA read-only at %s", d.Name, s.Mounts, caMountPath)

@@ -610,7 +610,10 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 	if g != nil {
 		env = append(env, EnvGitToken+"="+g.Token)
 		if g.CAFile != "" {
-			env = append(env, EnvGitSSLCAInfo+"="+caMountPath, EnvSSLCertFile+"="+caMountPath)
+			// Only git is pointed at the service's CA. SSL_CERT_FILE would
+			// replace the image's whole trust store for OpenSSL, Go and rustls
+			// programs, and agents could no longer reach their model APIs.
+			env = append(env, EnvGitSSLCAInfo+"="+caMountPath)
 			mounts = append(mounts, container.Mount{Source: g.CAFile, Target: caMountPath, ReadOnly: true})
 		}
 	}

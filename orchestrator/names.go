@@ -39,7 +39,6 @@ const (
 	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY"
 	EnvGitToken         = "AIMI_GIT_TOKEN"
 	EnvGitSSLCAInfo     = "GIT_SSL_CAINFO"
-	EnvSSLCertFile      = "SSL_CERT_FILE"
 	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"
 	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL"
 	// EnvSandboxDisk passes Config.DiskBytes on (best effort, see Config).
