@@ -9,33 +9,20 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aimi-tools/swarm/daemon/daemontest"
+	"github.com/aimi-tools/swarm/internal/syncbuf"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+// syncBuffer is a syncbuf.Buffer that may claim to be a terminal.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	syncbuf.Buffer
 	tty bool
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func (b *syncBuffer) IsTerminal() bool { return b.tty }

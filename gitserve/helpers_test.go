@@ -1,7 +1,6 @@
 package gitserve
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -9,8 +8,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/aimi-tools/swarm/internal/syncbuf"
 )
 
 // hermeticEnv keeps the tester's git config out of the tests.
@@ -61,27 +61,9 @@ func commitFile(t testing.TB, dir, name, content string) string {
 	return mustGit(t, dir, "rev-parse", "HEAD")
 }
 
-// syncBuffer is a log sink the service's goroutines write to concurrently.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newService starts a service with every log line captured at debug level,
 // without the default engine probe (unit tests judge from pushes alone).
-func newService(t testing.TB, opts Options) (*Service, *syncBuffer) {
+func newService(t testing.TB, opts Options) (*Service, *syncbuf.Buffer) {
 	t.Helper()
 	opts.NoEngineProbe = true
 	return newServiceWithEngine(t, opts)
@@ -89,9 +71,9 @@ func newService(t testing.TB, opts Options) (*Service, *syncBuffer) {
 
 // newServiceWithEngine is newService with the daemon's defaults, the
 // engine probe included.
-func newServiceWithEngine(t testing.TB, opts Options) (*Service, *syncBuffer) {
+func newServiceWithEngine(t testing.TB, opts Options) (*Service, *syncbuf.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	if opts.DataDir == "" {
 		opts.DataDir = filepath.Join(t.TempDir(), "data")
 	}

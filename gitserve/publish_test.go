@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aimi-tools/swarm/internal/syncbuf"
 	"github.com/aimi-tools/swarm/publish"
 )
 
@@ -50,7 +51,7 @@ func prServer(t *testing.T) (*httptest.Server, *[]string) {
 // configured with a fake API, listening on 127.0.0.1.
 type publishFixture struct {
 	s      *Service
-	logs   *syncBuffer
+	logs   *syncbuf.Buffer
 	user   string
 	hosted string
 }

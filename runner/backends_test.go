@@ -15,6 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/acpclient"
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/syncbuf"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -87,11 +88,11 @@ func TestStopWithSDKExampleAgentEndsTheTurnTheACPWay(t *testing.T) {
 	s := newScenario(t, oneStory(t), "")
 	s.cfg.Agent = AgentACP
 	s.cfg.AgentCommand = agent
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), `"status":"in_progress"`) })
@@ -171,7 +172,7 @@ func TestStopExecBackendKillsTheCommandGroup(t *testing.T) {
 	s.cfg.onAgentStart = func(pid int) { pids <- pid }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
 	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), `"status":"in_progress"`) })

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/syncbuf"
 	"github.com/aimi-tools/swarm/tasks"
 	"github.com/google/uuid"
 )
@@ -100,24 +101,6 @@ func (s *scenario) request(t *testing.T) string {
 	return string(b) + "\n"
 }
 
-// syncBuffer is stdout shared between Run and the test that watches it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // parseAll checks that every line the runner printed validates with acpmsg
 // and that exactly one final message (completion or error) ends the stream.
 func parseAll(t *testing.T, out string) []acpmsg.Message {
@@ -150,7 +133,7 @@ func parseAll(t *testing.T, out string) []acpmsg.Message {
 
 func runScenario(t *testing.T, ctx context.Context, s *scenario, stdin string) (int, []acpmsg.Message) {
 	t.Helper()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	code := Run(ctx, s.cfg, strings.NewReader(stdin), &out)
 	return code, parseAll(t, out.String())
 }
@@ -356,7 +339,7 @@ func TestRunDiamondRunsIndependentStoriesConcurrently(t *testing.T) {
 	s := newScenario(t, f, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
 	waitFor(t, 30*time.Second, func() bool {
@@ -404,7 +387,7 @@ func TestStopMidStory(t *testing.T) {
 			s.cfg.onAgentStart = func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() }
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			var out syncBuffer
+			var out syncbuf.Buffer
 			done := make(chan int, 1)
 			go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
 			waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), `"storyId":"US-002","status":"in_progress"`) })
@@ -488,7 +471,7 @@ func TestRunErrorsBeforeWorkBegins(t *testing.T) {
 			if tc.stdin != nil {
 				in = tc.stdin(s)
 			}
-			var out, logs syncBuffer
+			var out, logs syncbuf.Buffer
 			s.cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			code := Run(context.Background(), s.cfg, strings.NewReader(in), &out)
 			msgs := parseAll(t, out.String())
@@ -512,7 +495,7 @@ func TestRunErrorsBeforeWorkBegins(t *testing.T) {
 func TestStopBeforeTheRequestArrives(t *testing.T) {
 	pr, pw := io.Pipe() // stdin stays open and silent, as with the daemon's attach
 	defer pw.Close()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
@@ -535,9 +518,9 @@ func TestRunClonesAndPushesWithToken(t *testing.T) {
 	f := fixture(t, linear)
 	f.UserStories = f.UserStories[:1]
 	s := newScenario(t, f, "s3cret-token")
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s.cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var out syncBuffer
+	var out syncbuf.Buffer
 	code := Run(context.Background(), s.cfg, strings.NewReader(s.request(t)), &out)
 	msgs := parseAll(t, out.String())
 	if c := completionOf(t, msgs); c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 || code != ExitOK {
