@@ -28,7 +28,7 @@ fuzz: ## short run of every fuzz target
 	done
 
 bench: ## benchmarks with their targets
-	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	GO='$(GO)' bash scripts/bench.sh
 
 clean: ## remove build output
 	rm -rf $(BIN)
