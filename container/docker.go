@@ -191,6 +191,12 @@ func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostC
 	if len(cfg.Cmd) == 0 {
 		cfg.Cmd = nil
 	}
+	for _, p := range s.Scratch {
+		if cfg.Volumes == nil {
+			cfg.Volumes = map[string]struct{}{}
+		}
+		cfg.Volumes[p] = struct{}{}
+	}
 	hc := &container.HostConfig{
 		NetworkMode:    container.NetworkMode(s.Network),
 		ReadonlyRootfs: s.ReadOnlyRootfs,

@@ -71,6 +71,7 @@ func TestEngine(t *testing.T) {
 		{"stop past grace kills", e.testStopKill},
 		{"re-reading from a cursor loses and repeats no line", e.testCursorResume},
 		{"inspect shows limits labels security options and network", e.testInspect},
+		{"read-only root keeps scratch paths and /tmp writable", e.testReadOnlyRootKeepsScratchWritable},
 		{"a container cannot connect to another's listening port", e.testIsolation},
 		{"50 containers with their networks start at once", e.testFifty},
 		{"name collision missing image invalid name are clear errors leaving nothing", e.testCreateErrors},
@@ -436,6 +437,20 @@ func (e *engine) testInspect(t *testing.T) {
 		if !c.ok {
 			t.Errorf("inspect %s wrong: %+v", c.what, info)
 		}
+	}
+}
+
+func (e *engine) testReadOnlyRootKeepsScratchWritable(t *testing.T) {
+	ctx := testCtx(t)
+	s := e.spec("rootro", "write:/workspace/x;write:/x;write:/tmp/x;exit:0")
+	s.ReadOnlyRootfs = true
+	s.Scratch = []string{"/workspace"}
+	_, exit, lines := e.launch(t, ctx, s)
+	got := texts(drain(t, lines))
+	waitExit(t, exit)
+	want := []string{"wrote /workspace/x", "write failed /x", "wrote /tmp/x"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("writes on a read-only root: %q, want %q", got, want)
 	}
 }
 

@@ -34,7 +34,11 @@ type Spec struct {
 	MemorySwapBytes int64 // memory+swap limit; equal to MemoryBytes means no swap; -1 unlimited swap
 	PidsLimit       int64 // max processes; 0 = engine default, -1 unlimited
 
-	ReadOnlyRootfs bool   // root filesystem read-only (a tmpfs is mounted on /tmp)
+	ReadOnlyRootfs bool // root filesystem read-only (a tmpfs is mounted on /tmp)
+	// Scratch lists absolute container paths that stay writable on a
+	// read-only root: each gets an anonymous volume, seeded from the image's
+	// content and ownership at that path and removed with the container.
+	Scratch        []string
 	Runtime        string // "" = engine default; e.g. "sysbox-runc"
 	RequireRuntime bool   // a missing Runtime is ErrRuntimeMissing instead of a fallback to the default
 
@@ -127,6 +131,11 @@ func (s *Spec) validate() error {
 		}
 		if m.Target == "/" {
 			return bad("mount %d: target must not be /", i)
+		}
+	}
+	for _, p := range s.Scratch {
+		if !cleanAbs(p) || p == "/" {
+			return bad("scratch path %q must be an absolute, clean path other than /", p)
 		}
 	}
 	for _, h := range s.ExtraHosts {

@@ -61,6 +61,12 @@ func (l *ledger) line(ctx context.Context, name string, ln container.Line) (line
 	case ln.Err != nil:
 		res.invalid = ln.Err.Error()
 		rec.SetRaw(truncateRaw(ln.Data))
+	case ln.Stream == container.Stderr:
+		// The protocol is stdout only; stderr is the runner's log. It is
+		// journaled as it came, never parsed as a message.
+		rec.SetRaw(ln.Data)
+		rec.Reason = stderrReason
+		return res, l.record(ctx, name, rec, nil, &res)
 	default:
 		m, err := acpmsg.ParseFromContainer(ln.Data)
 		if err != nil {
@@ -72,6 +78,13 @@ func (l *ledger) line(ctx context.Context, name string, ln container.Line) (line
 		}
 	}
 	rec.Reason = res.invalid
+	return res, l.record(ctx, name, rec, msg, &res)
+}
+
+// stderrReason marks a journaled stderr line: log output, not a message.
+const stderrReason = "stderr: log output, not a protocol message"
+
+func (l *ledger) record(ctx context.Context, name string, rec state.Record, msg *acpmsg.Message, res *lineResult) error {
 	l.mu.RLock()
 	err := l.rec.Record(ctx, name, rec, msg)
 	l.mu.RUnlock()
@@ -80,7 +93,7 @@ func (l *ledger) line(ctx context.Context, name string, ln container.Line) (line
 		res.rejected = re.Reason
 		err = nil
 	}
-	return res, err
+	return err
 }
 
 // truncateRaw keeps the journal of an oversized line bounded: its first

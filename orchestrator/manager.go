@@ -635,6 +635,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 		MemorySwapBytes: cfg.MemorySwapBytes,
 		PidsLimit:       cfg.PidsLimit,
 		ReadOnlyRootfs:  cfg.ReadOnlyRoot,
+		Scratch:         scratchPaths(cfg.ReadOnlyRoot),
 		Runtime:         cfg.Runtime,
 		RequireRuntime:  cfg.RequireRuntime,
 		Network:         sw.network,
@@ -657,4 +658,15 @@ func envVars(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	maps.Copy(out, m)
 	return out
+}
+
+// scratchPaths are the directories that must stay writable on a read-only
+// root: the runner clones into its workspace, and git and agents write to
+// the sandbox user's home (the sandbox image's layout; a project image that
+// moves them sets AIMI_WORKSPACE and keeps /home/aimi or runs writable).
+func scratchPaths(readOnlyRoot bool) []string {
+	if !readOnlyRoot {
+		return nil
+	}
+	return []string{"/workspace", "/home/aimi"}
 }

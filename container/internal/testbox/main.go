@@ -95,6 +95,14 @@ func (b *box) do(verb, arg string) error {
 			return err
 		}
 		out.WriteString(strings.Repeat("x", n) + "\n")
+	case "write":
+		// write:<path> reports whether the path is writable (read-only root
+		// and scratch volume tests).
+		if err := os.WriteFile(arg, []byte("x"), 0o644); err != nil {
+			fmt.Fprintf(out, "write failed %s\n", arg)
+		} else {
+			fmt.Fprintf(out, "wrote %s\n", arg)
+		}
 	case "readstdin":
 		line, err := b.in.ReadString('\n')
 		if err != nil {
