@@ -10,36 +10,14 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 )
 
 const testSwarmID = "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"
 
-// fixturesDir finds ../shared/fixtures next to the module root.
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("module root not found")
-		}
-		dir = parent
-	}
-	fx := filepath.Join(dir, "..", "shared", "fixtures")
-	if _, err := os.Stat(fx); err != nil {
-		t.Skipf("shared fixtures absent: %v", err)
-	}
-	return fx
-}
-
 func TestFixtureMessagesMatchExpectedVerdicts(t *testing.T) {
-	fx := fixturesDir(t)
+	fx := sharedfixtures.Dir(t)
 	in, err := os.Open(filepath.Join(fx, "acp", "messages.ndjson"))
 	if err != nil {
 		t.Fatal(err)

@@ -8,31 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// sharedFixtures finds ../shared/fixtures next to the module root.
-func sharedFixtures(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("module root not found")
-		}
-		dir = parent
-	}
-	fx := filepath.Join(dir, "..", "shared", "fixtures")
-	if _, err := os.Stat(fx); err != nil {
-		t.Skipf("shared fixtures absent: %v", err)
-	}
-	return fx
-}
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
+)
 
 func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
@@ -93,7 +71,7 @@ func TestACPValidateExitCodes(t *testing.T) {
 // The --json output: exactly one object per input line, in order, matching
 // the fixture verdicts.
 func TestACPValidateJSONMatchesFixtureVerdicts(t *testing.T) {
-	fx := sharedFixtures(t)
+	fx := sharedfixtures.Dir(t)
 	code, out, errs := runCLI(t, "", "acp", "validate", "--json", filepath.Join(fx, "acp", "messages.ndjson"))
 	if code != ExitInvalid {
 		t.Fatalf("exit %d, want 1; stderr %s", code, errs)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -119,7 +120,7 @@ func TestSwarmStatusCommand(t *testing.T) {
 		}
 		c := jsonschema.NewCompiler()
 		c.AssertFormat()
-		sch, err := c.Compile(filepath.Join("..", "..", "shared", "spec", "swarm-state.schema.json"))
+		sch, err := c.Compile(sharedfixtures.SchemaPath(t))
 		if err != nil {
 			t.Fatal(err)
 		}

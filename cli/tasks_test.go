@@ -4,10 +4,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 )
 
 func TestTasksValidate(t *testing.T) {
-	fx := sharedFixtures(t)
+	fx := sharedfixtures.Dir(t)
 	valid := filepath.Join(fx, "tasks", "valid", "2026-11-20-diamond-tasks.json")
 	missingDep := filepath.Join(fx, "tasks", "invalid", "missing-dependency.json")
 	cycle := filepath.Join(fx, "tasks", "invalid", "cycle.json")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -81,30 +82,11 @@ func testRepo(t testing.TB, names []string, stories int) (string, []string) {
 	return repo, paths
 }
 
-// moduleRoot finds the directory of go.mod above the package.
-func moduleRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found")
-		}
-		dir = parent
-	}
-}
-
 // validateStateFile checks the repo's swarm-state.json against the shared
 // schema.
 func validateStateFile(t testing.TB, repo string) *state.Swarm {
 	t.Helper()
-	schemaPath := filepath.Join(moduleRoot(t), "..", "shared", "spec", "swarm-state.schema.json")
+	schemaPath := sharedfixtures.SchemaPath(t)
 	if _, err := os.Stat(schemaPath); err != nil {
 		t.Skipf("schema not found at %s", schemaPath)
 	}

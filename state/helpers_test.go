@@ -4,47 +4,27 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 	"github.com/aimi-tools/swarm/tasks"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 const testSwarmID = "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b"
 
-// schemaPath finds the shared schema: <module root>/../shared/spec/.
-func schemaPath(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			tb.Fatal("go.mod not found above the test directory")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "..", "shared", "spec", "swarm-state.schema.json")
-	if _, err := os.Stat(p); err != nil {
-		tb.Fatalf("schema: %v", err)
-	}
-	return p
-}
-
 // compileSchema compiles the shared schema with format assertions on.
 func compileSchema(tb testing.TB) *jsonschema.Schema {
 	tb.Helper()
 	c := jsonschema.NewCompiler()
 	c.AssertFormat()
-	sch, err := c.Compile(schemaPath(tb))
+	p := sharedfixtures.SchemaPath(tb)
+	if _, err := os.Stat(p); err != nil {
+		tb.Fatalf("schema: %v", err)
+	}
+	sch, err := c.Compile(p)
 	if err != nil {
 		tb.Fatalf("compile schema: %v", err)
 	}

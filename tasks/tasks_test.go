@@ -9,34 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 )
 
-// fixturesDir finds ../shared/fixtures next to the module root.
-func fixturesDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("module root not found")
-		}
-		dir = parent
-	}
-	fx := filepath.Join(dir, "..", "shared", "fixtures")
-	if _, err := os.Stat(fx); err != nil {
-		t.Skipf("shared fixtures absent: %v", err)
-	}
-	return fx
-}
-
 func TestFixtures(t *testing.T) {
-	fx := fixturesDir(t)
+	fx := sharedfixtures.Dir(t)
 	// What each invalid fixture must be reported for: field and a fragment
 	// of the message.
 	wantInvalid := map[string][2]string{
@@ -286,7 +264,7 @@ func ids(stories []Story) []string {
 }
 
 func TestReady(t *testing.T) {
-	fx := fixturesDir(t)
+	fx := sharedfixtures.Dir(t)
 	load := func(name string) *File {
 		f, err := Load(filepath.Join(fx, "tasks", "valid", name))
 		if err != nil {
