@@ -23,6 +23,7 @@ import (
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -237,11 +238,28 @@ func aimi(ctx context.Context, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
+// allExited: every container is terminal and its process has exited (a
+// container is terminal by its completion a moment before its process exits
+// and acpPid goes null).
+func allExited(v orchestrator.SwarmView) bool {
+	for _, c := range v.State.Containers {
+		if !c.Status.Terminal() {
+			return false
+		}
+	}
+	for _, d := range v.Containers {
+		if d.ExitCode == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // validState reads the repo's state file and validates it against the
 // shared schema (<module root>/../shared/spec).
 func validState(t testing.TB, repo string) *state.Swarm {
 	t.Helper()
-	schema, _ := filepath.Abs(filepath.Join("..", "..", "..", "shared", "spec", "swarm-state.schema.json"))
+	schema := sharedfixtures.SchemaPath(t)
 	b, err := os.ReadFile(filepath.Join(repo, ".aimi", "swarm-state.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -588,21 +606,7 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 	}
 
 	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
-	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", func(v orchestrator.SwarmView) bool {
-		for _, c := range v.State.Containers {
-			if !c.Status.Terminal() {
-				return false
-			}
-		}
-		// A container is terminal by its completion a moment before its
-		// process exits (and acpPid goes null).
-		for _, d := range v.Containers {
-			if d.ExitCode == nil {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", allExited)
 	// A clean stop flushes: the state file is final after it.
 	p2.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p2.wait(t); err != nil {
@@ -784,17 +788,7 @@ func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
 			}
 		}
 		maxRunning = max(maxRunning, running)
-		for _, c := range v.State.Containers {
-			if !c.Status.Terminal() {
-				return false
-			}
-		}
-		for _, d := range v.Containers {
-			if d.ExitCode == nil {
-				return false
-			}
-		}
-		return true
+		return allExited(v)
 	})
 	if maxRunning > 1 {
 		t.Errorf("%d containers ran at once after the restart; --max was 1", maxRunning)
