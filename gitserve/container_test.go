@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
@@ -53,6 +54,24 @@ echo "PACKED $(git rev-parse packed-one)"
 echo DONE
 `
 
+// swarmNetwork creates a bridge network as a swarm's (icc off) with labels
+// and returns its gateway, the address the service listens on for it.
+func swarmNetwork(ctx context.Context, t *testing.T, cli *client.Client, name string, labels map[string]string) string {
+	t.Helper()
+	if _, err := cli.NetworkCreate(ctx, name, network.CreateOptions{
+		Driver:  "bridge",
+		Labels:  labels,
+		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
+	}); err != nil {
+		t.Fatalf("create network: %v", err)
+	}
+	ni, err := cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err != nil || len(ni.IPAM.Config) == 0 || ni.IPAM.Config[0].Gateway == "" {
+		t.Fatalf("inspect network %s: %v %+v", name, err, ni.IPAM)
+	}
+	return ni.IPAM.Config[0].Gateway
+}
+
 // TestServiceFromAContainer runs real git in the sandbox image on a swarm
 // network (icc off) against the service listening on that network's
 // gateway: the container's own branch goes through, everything else is
@@ -68,18 +87,7 @@ func TestServiceFromAContainer(t *testing.T) {
 
 	labels := map[string]string{dockertest.LabelKey: run}
 	netName := "aimi-gitserve-test-" + run
-	if _, err := cli.NetworkCreate(ctx, netName, network.CreateOptions{
-		Driver:  "bridge",
-		Labels:  labels,
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"},
-	}); err != nil {
-		t.Fatalf("create network: %v", err)
-	}
-	ni, err := cli.NetworkInspect(ctx, netName, network.InspectOptions{})
-	if err != nil || len(ni.IPAM.Config) == 0 || ni.IPAM.Config[0].Gateway == "" {
-		t.Fatalf("inspect network %s: %v %+v", netName, err, ni.IPAM)
-	}
-	gateway := ni.IPAM.Config[0].Gateway
+	gateway := swarmNetwork(ctx, t, cli, netName, labels)
 
 	repo := newRepo(t)
 	// The daemon's defaults, engine probe included.

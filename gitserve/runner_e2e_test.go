@@ -13,11 +13,11 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/google/uuid"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 )
 
 // TestRunnerThroughTheService: the real acp-runner (demo agent) in the
@@ -26,7 +26,7 @@ import (
 // the user's checkout and Unreceived, reading the exited container, finds
 // nothing missing. The token appears in no log.
 func TestRunnerThroughTheService(t *testing.T) {
-	fixture, err := os.ReadFile(filepath.Join("..", "..", "shared", "fixtures", "tasks", "valid", "2026-11-20-linear-tasks.json"))
+	fixture, err := os.ReadFile(filepath.Join(sharedfixtures.Dir(t), "tasks", "valid", "2026-11-20-linear-tasks.json"))
 	if err != nil {
 		t.Skipf("shared task fixture not found: %v", err)
 	}
@@ -39,14 +39,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 
 	labels := map[string]string{dockertest.LabelKey: run}
 	netName := "aimi-gitserve-e2e-" + run
-	if _, err := cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "bridge", Labels: labels,
-		Options: map[string]string{"com.docker.network.bridge.enable_icc": "false"}}); err != nil {
-		t.Fatalf("create network: %v", err)
-	}
-	ni, err := cli.NetworkInspect(ctx, netName, network.InspectOptions{})
-	if err != nil || len(ni.IPAM.Config) == 0 {
-		t.Fatalf("inspect network: %v", err)
-	}
+	gateway := swarmNetwork(ctx, t, cli, netName, labels)
 
 	repo := newRepo(t)
 	taskPath := ".aimi/tasks/2026-11-20-linear-tasks.json"
@@ -57,7 +50,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 	mainTip := mustGit(t, repo, "rev-parse", "HEAD")
 
 	s, logs := newServiceWithEngine(t, Options{})
-	if err := s.ListenOn(ctx, ni.IPAM.Config[0].Gateway); err != nil {
+	if err := s.ListenOn(ctx, gateway); err != nil {
 		t.Fatal(err)
 	}
 	swarmID := uuid.NewString()
