@@ -85,16 +85,21 @@ func BenchmarkRecorder(b *testing.B) {
 			}
 			elapsed := time.Since(start)
 			b.StopTimer()
-			s := rec.Stats()
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
-			b.ReportMetric(float64(s.MaxStateLag.Microseconds())/1000, "max-state-lag-ms")
-			if s.StateSaves > 0 {
-				b.ReportMetric(float64(s.SumStateLag.Microseconds())/1000/float64(s.StateSaves), "mean-state-lag-ms")
-			}
-			if s.Batches > 0 {
-				b.ReportMetric(float64(s.Records)/float64(s.Batches), "msgs/batch")
-			}
+			reportRecorder(b, rec.Stats(), elapsed)
 		})
+	}
+}
+
+// reportRecorder reports the rate of b.N records in elapsed and, from the
+// recorder's stats, how far the state file trailed and the batch size.
+func reportRecorder(b *testing.B, s RecorderStats, elapsed time.Duration) {
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	b.ReportMetric(float64(s.MaxStateLag.Microseconds())/1000, "max-state-lag-ms")
+	if s.StateSaves > 0 {
+		b.ReportMetric(float64(s.SumStateLag.Microseconds())/1000/float64(s.StateSaves), "mean-state-lag-ms")
+	}
+	if s.Batches > 0 {
+		b.ReportMetric(float64(s.Records)/float64(s.Batches), "msgs/batch")
 	}
 }
 
@@ -137,15 +142,7 @@ func BenchmarkRecorderSustained(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	s := rec.Stats()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(s.MaxStateLag.Microseconds())/1000, "max-state-lag-ms")
-	if s.StateSaves > 0 {
-		b.ReportMetric(float64(s.SumStateLag.Microseconds())/1000/float64(s.StateSaves), "mean-state-lag-ms")
-	}
-	if s.Batches > 0 {
-		b.ReportMetric(float64(s.Records)/float64(s.Batches), "msgs/batch")
-	}
+	reportRecorder(b, rec.Stats(), elapsed)
 	rec.Close(ctx) // the saver is done: lags may be read
 	if len(lags) > 0 {
 		slices.Sort(lags)
