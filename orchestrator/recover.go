@@ -272,6 +272,9 @@ func (sw *swarm) restoreDetails(c *ctr, path string) {
 		return
 	}
 	for _, r := range recs {
+		if r.Stream == state.StreamStderr && r.Reason == stderrReason {
+			continue // the runner's log, as live (handle)
+		}
 		if !r.Valid {
 			c.rejected++
 			continue

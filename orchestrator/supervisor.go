@@ -242,6 +242,10 @@ func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
 		sw.m.log.Warn("line read twice from the engine; dropped", "container", c.name, "cursor", ln.Cursor.String())
 		return nil
 	}
+	if res.msg == nil && res.invalid == "" {
+		// A stderr line: the runner's log, journaled; nothing to fold or show.
+		return nil
+	}
 	sw.noteMessage(c, res)
 	switch {
 	case res.invalid != "":
