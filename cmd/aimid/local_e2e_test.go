@@ -1,0 +1,538 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// The shapes of ../shared/fixtures/tasks/valid/2026-11-20-{linear,diamond}-tasks.json.
+const (
+	localLinearTasks = `{
+  "schemaVersion": "3.0",
+  "metadata": {"title": "feat: linear chain", "type": "feat", "branchName": "feat/linear", "createdAt": "2026-11-20", "planPath": null, "maxConcurrency": 1},
+  "userStories": [
+    {"id": "US-001", "title": "Story 1", "description": "As a developer, I want step 1 so that the feature grows.", "acceptanceCriteria": ["File step-1.txt exists", "Typecheck passes"], "priority": 1, "status": "pending", "dependsOn": [], "notes": ""},
+    {"id": "US-002", "title": "Story 2", "description": "As a developer, I want step 2 so that the feature grows.", "acceptanceCriteria": ["File step-2.txt exists", "Typecheck passes"], "priority": 2, "status": "pending", "dependsOn": ["US-001"], "notes": ""},
+    {"id": "US-003", "title": "Story 3", "description": "As a developer, I want step 3 so that the feature grows.", "acceptanceCriteria": ["File step-3.txt exists", "Typecheck passes"], "priority": 3, "status": "pending", "dependsOn": ["US-002"], "notes": ""}
+  ]
+}
+`
+	localDiamondTasks = `{
+  "schemaVersion": "3.0",
+  "metadata": {"title": "feat: diamond", "type": "feat", "branchName": "feat/diamond", "createdAt": "2026-11-20", "planPath": null, "maxConcurrency": 2},
+  "userStories": [
+    {"id": "US-001", "title": "Story 1", "description": "As a developer, I want step 1 so that the feature grows.", "acceptanceCriteria": ["File step-1.txt exists", "Typecheck passes"], "priority": 1, "status": "pending", "dependsOn": [], "notes": ""},
+    {"id": "US-002", "title": "Story 2", "description": "As a developer, I want step 2 so that the feature grows.", "acceptanceCriteria": ["File step-2.txt exists", "Typecheck passes"], "priority": 2, "status": "pending", "dependsOn": ["US-001"], "notes": ""},
+    {"id": "US-003", "title": "Story 3", "description": "As a developer, I want step 3 so that the feature grows.", "acceptanceCriteria": ["File step-3.txt exists", "Typecheck passes"], "priority": 3, "status": "pending", "dependsOn": ["US-001"], "notes": ""},
+    {"id": "US-004", "title": "Story 4", "description": "As a developer, I want step 4 so that the feature grows.", "acceptanceCriteria": ["File step-4.txt exists", "Typecheck passes"], "priority": 4, "status": "pending", "dependsOn": ["US-002", "US-003"], "notes": ""}
+  ]
+}
+`
+)
+
+// startAimidLocal is startAimid with the daemon's git service on (git.mode:
+// local in the user config, no AIMI_GIT_MODE=remote) and the demo agent,
+// with limits the real runner (git, agent subprocess, worktrees) fits in.
+func startAimidLocal(t *testing.T, sock, dataDir, image string) *proc {
+	t.Helper()
+	cfgDir := filepath.Join(dataDir, "cfg")
+	os.MkdirAll(cfgDir, 0o755)
+	cfgFile := filepath.Join(cfgDir, "config.yaml")
+	os.WriteFile(cfgFile, []byte("agent:\n  kind: demo\ngit:\n  mode: local\n"), 0o644)
+	instance := fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
+	// debug: the leak checks below cover everything the daemon can log.
+	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", "debug", "--instance", instance)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIMI_") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env,
+		"XDG_CONFIG_HOME="+cfgDir,
+		"AIMI_SANDBOX_IMAGE="+image,
+		"AIMI_SANDBOX_MEMORY=512m",
+		"AIMI_SANDBOX_SWAP=512m",
+		"AIMI_SANDBOX_CPUS=1",
+		"AIMI_SANDBOX_PIDS=256",
+		"AIMI_SWARM_STOP_GRACE=2s",
+	)
+	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	cmd.Stderr = &lockedWriter{w: p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// exited, not cmd.ProcessState: reading that races with Wait.
+	exited := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(exited)
+		p.done <- err
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("aimid stderr:\n%s", p.stderr.String())
+		}
+	})
+	waitHealthy(t, p)
+	return p
+}
+
+// waitHealthy waits for the daemon's health answer (as startAimid does).
+func waitHealthy(t *testing.T, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c := daemon.NewClient(p.sock)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Health(ctx)
+		cancel()
+		c.Close()
+		if err == nil {
+			return
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("aimid exited before it was ready: %v\n%s", err, p.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("aimid not ready: %v\n%s", err, p.stderr.String())
+		}
+	}
+}
+
+func gitOut(t *testing.T, repo string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=Test", "-c", "user.email=test@example.com"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestLocalModeSwarmWithTheRealRunnerEndToEnd: the real daemon in local git
+// mode, the real sandbox image (acp-runner, demo agent) and a checkout with
+// no origin. `aimi swarm start --all --local --follow` runs a linear and a
+// diamond task file; the containers clone from the daemon's git service over
+// https on the swarm network's gateway and push their branches story by
+// story; the daemon publishes them into the checkout. Every journaled stdout
+// line validates, each branch holds exactly one commit per story on top of
+// the base, and neither a container's token nor the CA key appears in the
+// state file, the journals, the CLI answers or the daemon's log. Cleanup
+// then removes everything of the test's.
+func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	started := time.Now()
+	image := sandboxtest.Image(t)
+	t.Logf("sandbox image ready after %s", time.Since(started).Round(time.Second))
+
+	// A fresh checkout with no origin: both task files committed on main.
+	repo := shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	// Container names are the engine's, global: a per-run suffix keeps
+	// parallel runs (and other tests' linear/diamond files) apart.
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	linear, diamond := "linear-"+sfx, "diamond-"+sfx
+	files := map[string]string{linear: localLinearTasks, diamond: localDiamondTasks}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(repo, "README.md"), []byte("# local e2e\n"), 0o644)
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task files")
+	base := gitOut(t, repo, "rev-parse", "HEAD")
+	if out, err := exec.Command("git", "-C", repo, "remote").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("the checkout must have no remote: %q %v", out, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dockertest.CleanupByLabel(ctx, labelProject, repo); err != nil {
+			t.Errorf("cleanup containers of %s: %v", repo, err)
+		}
+	})
+
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	dataDir := filepath.Join(dir, "data")
+	p := startAimidLocal(t, sock, dataDir, image)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var answers []string
+	run := func(args ...string) (int, string, string) {
+		code, out, errOut := aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
+		answers = append(answers, out, errOut)
+		return code, out, errOut
+	}
+
+	swarmStart := time.Now()
+	code, out, errOut := run("swarm", "start", "--all", "--local", "--follow")
+	if code != 0 {
+		t.Fatalf("start --all --local --follow: exit %d\n%s\n%s", code, out, errOut)
+	}
+	t.Logf("swarm followed to the end in %s", time.Since(swarmStart).Round(time.Second))
+
+	wantStories := map[string]int{"aimi-" + linear: 3, "aimi-" + diamond: 4}
+	branches := map[string]string{"aimi-" + linear: "feat/linear", "aimi-" + diamond: "feat/diamond"}
+
+	// --follow ends when every container is terminal by its completion
+	// message; the process exit and the publication into the checkout come
+	// a moment later.
+	view := waitFor(t, sock, repo, 3*time.Minute, "every container exited", func(v orchestrator.SwarmView) bool {
+		return len(v.Containers) == 2 && allExited(v)
+	})
+	deadline := time.Now().Add(time.Minute)
+	for _, b := range branches {
+		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("branch %s was never published into the checkout; daemon log:\n%s", b, p.stderr.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, d := range view.Containers {
+		// Rejected: no line was refused (stderr lines are log output).
+		if *d.ExitCode != 0 || len(d.Errors) != 0 || d.Rejected != 0 {
+			t.Errorf("%s: exit %d errors %+v rejected %d", d.Name, *d.ExitCode, d.Errors, d.Rejected)
+		}
+	}
+
+	// The tokens the daemon generated: in each container's environment
+	// (read through the Engine API before cleanup removes them).
+	sw := validState(t, repo)
+	if len(sw.Containers) != 2 {
+		t.Fatalf("%d containers in the state file, want 2", len(sw.Containers))
+	}
+	eng := dockertest.Client(t)
+	var tokens []string
+	gateways := map[string]string{}
+	for _, c := range sw.Containers {
+		info, err := eng.ContainerInspect(ctx, c.ContainerID)
+		if err != nil {
+			t.Fatalf("inspect %s: %v", c.ContainerName, err)
+		}
+		var tok, cainfo, sslCertFile string
+		for _, kv := range info.Config.Env {
+			if v, ok := strings.CutPrefix(kv, orchestrator.EnvGitToken+"="); ok {
+				tok = v
+			}
+			if v, ok := strings.CutPrefix(kv, "GIT_SSL_CAINFO="); ok {
+				cainfo = v
+			}
+			if v, ok := strings.CutPrefix(kv, "SSL_CERT_FILE="); ok {
+				sslCertFile = v // the image's own trust store, if anything
+			}
+		}
+		if sslCertFile != "" && sslCertFile == cainfo {
+			t.Errorf("%s: SSL_CERT_FILE points at the git service's CA: it replaces the image's trust store", c.ContainerName)
+		}
+		if len(tok) < 16 {
+			t.Fatalf("%s: no git token in the container env (%q)", c.ContainerName, tok)
+		}
+		if cainfo == "" {
+			t.Errorf("%s: GIT_SSL_CAINFO not set", c.ContainerName)
+		}
+		if slices.Contains(tokens, tok) {
+			t.Errorf("%s: token shared with another container", c.ContainerName)
+		}
+		tokens = append(tokens, tok)
+		// The swarm network's gateway, where the git service listens.
+		if ni, err := eng.NetworkInspect(ctx, string(info.HostConfig.NetworkMode), network.InspectOptions{}); err != nil || len(ni.IPAM.Config) == 0 {
+			t.Errorf("%s: inspect its network %s: %v", c.ContainerName, info.HostConfig.NetworkMode, err)
+		} else {
+			gateways[c.ContainerName] = ni.IPAM.Config[0].Gateway
+		}
+		if info.State.Running || info.State.ExitCode != 0 {
+			t.Errorf("%s: running=%v exit=%d", c.ContainerName, info.State.Running, info.State.ExitCode)
+		}
+	}
+
+	// State: both completed, counters exact, acpPid cleared.
+	for _, c := range sw.Containers {
+		n, ok := wantStories[c.ContainerName]
+		if !ok {
+			t.Fatalf("unexpected container %s", c.ContainerName)
+		}
+		want := state.Progress{Total: n, Completed: n}
+		if c.Status != state.StatusCompleted || c.StoryProgress != want || c.ACPPID != nil || c.BranchName != branches[c.ContainerName] {
+			t.Errorf("%s: status %s progress %+v (want %+v) acpPid %v branch %s", c.ContainerName, c.Status, c.StoryProgress, want, c.ACPPID, c.BranchName)
+		}
+	}
+
+	// Journals: every line the container wrote to stdout is a valid
+	// acpmsg message; each story in_progress then completed, in dependency
+	// order, then exactly one completion.
+	for _, c := range sw.Containers {
+		recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, done := map[string]int{}, map[string]int{}
+		var completions, stdoutLines, stderrLines, requests int
+		for i, r := range recs {
+			switch r.Stream {
+			case state.StreamDaemon:
+				// The task-request the daemon sent: the repository is the
+				// git service, over https on the swarm network's gateway.
+				if r.Type == string(acpmsg.TypeTaskRequest) {
+					_, req, err := acpmsg.ParseTaskRequest(r.Message)
+					if err != nil {
+						t.Errorf("%s: journaled task-request: %v", c.ContainerName, err)
+					} else if u, err := url.Parse(req.RepoURL); err != nil || u.Scheme != "https" || u.Hostname() != gateways[c.ContainerName] || u.Port() == "" || u.User != nil {
+						t.Errorf("%s: repoUrl %q is not the git service on the gateway %s", c.ContainerName, req.RepoURL, gateways[c.ContainerName])
+					} else {
+						requests++
+					}
+				}
+				continue
+			case state.StreamStderr:
+				stderrLines++ // the runner's log lines (checked for leaks below)
+				continue
+			}
+			stdoutLines++
+			if !r.Valid || r.Reason != "" || r.Rejected != "" {
+				t.Errorf("%s: stdout record %d invalid: %s %s %s", c.ContainerName, r.Seq, r.Reason, r.Rejected, r.RawLine())
+				continue
+			}
+			m, err := acpmsg.ParseFromContainer(r.Message)
+			if err != nil {
+				t.Errorf("%s: record %d does not re-validate: %v\n%s", c.ContainerName, r.Seq, err, r.Message)
+				continue
+			}
+			if m.SwarmID != sw.SwarmID || m.ContainerID == "" || !(strings.HasPrefix(c.ContainerID, m.ContainerID) || strings.HasPrefix(m.ContainerID, c.ContainerID)) {
+				t.Errorf("%s: record %d ids swarm=%s container=%s", c.ContainerName, r.Seq, m.SwarmID, m.ContainerID)
+			}
+			switch pl := m.Payload.(type) {
+			case *acpmsg.ProgressUpdate:
+				switch pl.Status {
+				case acpmsg.StoryInProgress:
+					started[pl.StoryID] = i
+				case acpmsg.StoryCompleted:
+					done[pl.StoryID] = i
+				default:
+					t.Errorf("%s: %s %s: %s", c.ContainerName, pl.StoryID, pl.Status, pl.Output)
+				}
+			case *acpmsg.Completion:
+				completions++
+				if pl.Status != acpmsg.CompletionCompleted || len(pl.Errors) != 0 {
+					t.Errorf("%s: completion %+v", c.ContainerName, pl)
+				}
+				if i != len(recs)-1 && !onlyDaemonAfter(recs[i+1:]) {
+					t.Errorf("%s: container lines after the completion", c.ContainerName)
+				}
+			default:
+				t.Errorf("%s: unexpected %s message", c.ContainerName, m.Type)
+			}
+		}
+		n := wantStories[c.ContainerName]
+		if requests != 1 {
+			t.Errorf("%s: %d task-requests journaled, want 1", c.ContainerName, requests)
+		}
+		if len(started) != n || len(done) != n || completions != 1 {
+			t.Errorf("%s: %d started, %d completed, %d completions; want %d, %d, 1", c.ContainerName, len(started), len(done), completions, n, n)
+			for _, r := range recs {
+				t.Logf("  seq=%d cursor=%s stream=%s type=%s %s", r.Seq, r.Cursor, r.Stream, r.Type, bytes.TrimSpace(append(r.Message, r.RawLine()...)))
+			}
+		}
+		// Dependency order: a story starts after its dependencies completed.
+		deps := map[string][]string{"US-002": {"US-001"}, "US-003": {"US-002"}}
+		if c.ContainerName == "aimi-"+diamond {
+			deps = map[string][]string{"US-002": {"US-001"}, "US-003": {"US-001"}, "US-004": {"US-002", "US-003"}}
+		}
+		for s, ds := range deps {
+			for _, d := range ds {
+				if started[s] < done[d] {
+					t.Errorf("%s: %s started before its dependency %s completed", c.ContainerName, s, d)
+				}
+			}
+		}
+		t.Logf("%s: %d stdout lines (all valid), %d stderr log lines journaled", c.ContainerName, stdoutLines, stderrLines)
+	}
+
+	// Branches in the checkout: exactly one commit per completed story on
+	// top of the base (the runner commits once per story: the story's work
+	// and its task-file status together; its final push adds no commit),
+	// the last one holding every status completed. The checkout's own
+	// branch did not move.
+	for name, b := range branches {
+		n := wantStories[name]
+		if got := gitOut(t, repo, "rev-list", "--count", base+".."+b); got != strconv.Itoa(n) {
+			t.Errorf("%s: %s commits on top of the base, want %d:\n%s", b, got, n, gitOut(t, repo, "log", "--oneline", base+".."+b))
+		}
+		if err := exec.Command("git", "-C", repo, "merge-base", "--is-ancestor", base, b).Run(); err != nil {
+			t.Errorf("%s does not build on the base: %v", b, err)
+		}
+		subjects := strings.Split(gitOut(t, repo, "log", "--reverse", "--format=%s", base+".."+b), "\n")
+		for _, s := range subjects {
+			if !strings.HasPrefix(s, "US-") || !strings.HasSuffix(s, "(completed)") {
+				t.Errorf("%s: commit %q is not a completed story's", b, s)
+			}
+		}
+		taskPath := ".aimi/tasks/" + strings.TrimPrefix(name, "aimi-") + "-tasks.json"
+		var tf struct {
+			UserStories []struct{ ID, Status string } `json:"userStories"`
+		}
+		if err := json.Unmarshal([]byte(gitOut(t, repo, "show", b+":"+taskPath)), &tf); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range tf.UserStories {
+			if s.Status != "completed" {
+				t.Errorf("%s: %s is %s in the published task file", b, s.ID, s.Status)
+			}
+		}
+	}
+	if head := gitOut(t, repo, "rev-parse", "HEAD"); head != base || gitOut(t, repo, "symbolic-ref", "--short", "HEAD") != "main" {
+		t.Errorf("the checkout's HEAD moved: %s", head)
+	}
+	code, out, errOut = run("swarm", "status")
+	if code != 0 || !strings.Contains(out, "feat/linear") || !strings.Contains(out, "feat/diamond") {
+		t.Errorf("status does not show the branches: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// Leaks: the tokens and the CA key are in no log, answer, journal or
+	// state file (nor anywhere else in the checkout or the daemon's data
+	// dir, the CA key file itself excepted): files are scanned before
+	// cleanup (journals and state present) and again at the end.
+	keyFile := filepath.Join(dataDir, "git", "ca-key.pem")
+	key, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatalf("the CA key is not where the git service keeps it: %v", err)
+	}
+	if st, _ := os.Stat(keyFile); st.Mode().Perm() != 0o600 {
+		t.Errorf("CA key mode %v, want 0600", st.Mode().Perm())
+	}
+	secrets := map[string]string{}
+	for i, tok := range tokens {
+		secrets[fmt.Sprintf("token %d", i)] = tok
+	}
+	var body []string
+	for _, l := range strings.Split(string(key), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "-----") {
+			body = append(body, l)
+			if len(l) >= 32 {
+				secrets[fmt.Sprintf("CA key line %d", len(secrets))] = l
+			}
+		}
+	}
+	secrets["CA key body"] = strings.Join(body, "")
+	if len(body) == 0 {
+		t.Fatal("CA key file holds no PEM body")
+	}
+	check := func(where, text string) {
+		for what, s := range secrets {
+			if strings.Contains(text, s) {
+				t.Errorf("%s holds the %s", where, what)
+			}
+		}
+	}
+	scanFiles := func() int {
+		scanned := 0
+		for _, root := range []string{repo, dataDir} {
+			filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || path == keyFile {
+					return nil
+				}
+				b, err := os.ReadFile(path)
+				if err == nil {
+					scanned++
+					check(path, string(b))
+				}
+				return nil
+			})
+		}
+		return scanned
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, "aimi-"+linear+".ndjson")); err != nil {
+		t.Errorf("journal not found for the leak check: %v", err)
+	}
+	if n := scanFiles(); n == 0 {
+		t.Error("no files scanned for leaks")
+	}
+
+	// Cleanup: the branches were received, so nothing is kept.
+	code, out, errOut = run("swarm", "cleanup")
+	if code != 0 || !strings.Contains(out, "aimi-"+linear) || !strings.Contains(out, "aimi-"+diamond) || strings.Contains(out, "kept") {
+		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	f := filters.NewArgs(filters.Arg("label", labelProject+"="+repo))
+	if cs, err := eng.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err != nil || len(cs) != 0 {
+		t.Errorf("containers left after cleanup: %d %v", len(cs), err)
+	}
+	if ns, err := eng.NetworkList(ctx, network.ListOptions{Filters: f}); err != nil || len(ns) != 0 {
+		t.Errorf("networks left after cleanup: %d %v", len(ns), err)
+	}
+	for _, c := range sw.Containers {
+		if _, err := eng.ContainerInspect(ctx, c.ContainerID); err == nil {
+			t.Errorf("%s still exists after cleanup", c.ContainerName)
+		}
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
+	if _, err := os.Stat(sock); err == nil {
+		t.Error("socket left after SIGTERM")
+	}
+
+	logText := p.stderr.String()
+	if !strings.Contains(logText, "container finished") {
+		t.Errorf("the daemon log looks empty:\n%s", logText)
+	}
+	check("the daemon's log", logText)
+	for _, a := range answers {
+		check("a CLI answer", a)
+	}
+	scanned := scanFiles()
+	t.Logf("leak check: %d secrets in %d files, %d bytes of daemon log, %d CLI answers; total %s",
+		len(secrets), scanned, len(logText), len(answers)/2, time.Since(started).Round(time.Second))
+}
+
+// onlyDaemonAfter reports whether the records after a completion are the
+// daemon's own or the runner's stderr logs (its last log lines may follow).
+func onlyDaemonAfter(recs []state.Record) bool {
+	for _, r := range recs {
+		if r.Stream == state.StreamStdout {
+			return false
+		}
+	}
+	return true
+}
