@@ -51,7 +51,11 @@ func (l *ledger) line(ctx context.Context, name string, ln container.Line) (line
 	// re-opened stream, a catch-up overlapping the live read): dropping it
 	// here is what makes "no message counted twice" independent of how
 	// exactly the engine honours the since parameter.
-	if last, err := l.cursor(name); err == nil && !ln.Cursor.IsZero() && !last.IsZero() && !ln.Cursor.After(last) {
+	// Only stdout is checked: the cursor is the last stdout line's (see
+	// state.Position), because the engine does not keep stdout and stderr
+	// in timestamp order between each other. A stderr line is never dropped;
+	// after a restart one may be journaled twice, which folds nothing.
+	if last, err := l.cursor(name); err == nil && ln.Stream == container.Stdout && !ln.Cursor.IsZero() && !last.IsZero() && !ln.Cursor.After(last) {
 		return lineResult{dup: true}, nil
 	}
 	rec := state.Record{Cursor: ln.Cursor.String(), Stream: streamName(ln.Stream)}

@@ -221,8 +221,10 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 	}
 }
 
-// Position is where a journal ends: the last seq written and the last
-// engine cursor seen (the `logs --since` point for catch-up).
+// Position is where a journal ends: the last seq written and the engine
+// cursor of the last stdout line (the `logs --since` point for catch-up).
+// Stderr lines do not move the cursor: the engine orders the two streams
+// only approximately against each other, and stdout is the protocol.
 type Position struct {
 	Seq    int64
 	Cursor string
@@ -249,10 +251,10 @@ func lastRecord(path string) (Position, uint64, error) {
 	var sum uint64
 	err = scanJournal(f, func(r Record) error {
 		pos.Seq = r.Seq
-		if r.Cursor != "" {
+		if r.Cursor != "" && r.Stream == StreamStdout {
 			pos.Cursor = r.Cursor
+			sum = r.contentHash()
 		}
-		sum = r.contentHash()
 		return nil
 	})
 	if err != nil {

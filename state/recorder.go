@@ -308,7 +308,10 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 		return fmt.Errorf("record: container %s is not tracked (call Track first)", containerName)
 	}
 	j := tc.j
-	if rec.Cursor != "" && j.pos.Cursor != "" {
+	// Only stdout (the protocol) is ordered against the cursor: the engine
+	// logs stdout and stderr from separate goroutines, so a stderr line may
+	// carry a later timestamp than a stdout line delivered after it.
+	if rec.Stream == StreamStdout && rec.Cursor != "" && j.pos.Cursor != "" {
 		switch cmpCursor(rec.Cursor, j.pos.Cursor) {
 		case -1:
 			return nil
@@ -337,10 +340,10 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 	}
 	j.pos.Seq++
 	rec.Seq = j.pos.Seq
-	if rec.Cursor != "" {
+	if rec.Cursor != "" && rec.Stream == StreamStdout {
 		j.pos.Cursor = rec.Cursor
+		j.lastHash = sum
 	}
-	j.lastHash = sum
 	if rec.Time.IsZero() {
 		rec.Time = now
 	}
