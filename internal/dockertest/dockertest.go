@@ -247,7 +247,12 @@ func buildImage(ctx context.Context, cli *client.Client, tarball []byte, tag str
 		Labels:      labels,
 		Remove:      true,
 		ForceRemove: true,
-		Version:     build.BuilderV1,
+		// No layer cache: test packages run in parallel and build the same
+		// binaries; a build reusing another package's cached layer fails
+		// with "failed to get digest" when that package removes its image
+		// (PruneChildren) at the same moment.
+		NoCache: true,
+		Version: build.BuilderV1,
 	})
 	if err != nil {
 		return fmt.Errorf("build image %s: %w", tag, err)
