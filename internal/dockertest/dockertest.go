@@ -117,11 +117,31 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 		return errors.Join(append(errs, fmt.Errorf("list networks labelled %s=%s: %w", key, value, err))...)
 	}
 	for _, n := range ns {
-		if err := cli.NetworkRemove(ctx, n.ID); err != nil && !errdefs.IsNotFound(err) {
+		if err := removeNetwork(ctx, cli, n.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeNetwork retries while the network still has endpoints: a container
+// whose removal another goroutine has in progress (skipped above) keeps its
+// endpoint for a moment after ContainerRemove returns.
+func removeNetwork(ctx context.Context, cli *client.Client, id string) error {
+	for attempt := 0; ; attempt++ {
+		err := cli.NetworkRemove(ctx, id)
+		if err == nil || errdefs.IsNotFound(err) {
+			return nil
+		}
+		if attempt == 50 || !strings.Contains(err.Error(), "active endpoints") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func isRemovalInProgress(err error) bool {
