@@ -117,6 +117,14 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 		return errors.Join(append(errs, fmt.Errorf("list networks labelled %s=%s: %w", key, value, err))...)
 	}
 	for _, n := range ns {
+		// Engine 20.10 can keep a stale endpoint of a container removed
+		// twice at once ("removal already in progress"); a forced
+		// disconnect by the container's name clears it.
+		for _, c := range cs {
+			for _, name := range c.Names {
+				_ = cli.NetworkDisconnect(ctx, n.ID, strings.TrimPrefix(name, "/"), true)
+			}
+		}
 		if err := removeNetwork(ctx, cli, n.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 		}
