@@ -150,21 +150,12 @@ type proc struct {
 // config (scripts is written as agent.env: the stand-in's scripts).
 func startAimid(t testing.TB, sock, dataDir, image string, scripts map[string]string) *proc {
 	t.Helper()
-	cfgDir := filepath.Join(dataDir, "cfg")
-	os.MkdirAll(cfgDir, 0o755)
 	var y strings.Builder
 	y.WriteString("agent:\n  env:\n")
 	for k, v := range scripts {
 		fmt.Fprintf(&y, "    %s: %q\n", k, v)
 	}
-	cfgFile := filepath.Join(cfgDir, "config.yaml")
-	os.WriteFile(cfgFile, []byte(y.String()), 0o644)
-	// An instance per socket: this daemon adopts only its own test's
-	// containers, never those of other tests running on the engine.
-	instance := fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
-	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", "info", "--instance", instance)
-	cmd.Env = append(os.Environ(),
-		"XDG_CONFIG_HOME="+cfgDir,
+	return launchAimid(t, sock, dataDir, y.String(), "info", os.Environ(),
 		"AIMI_SANDBOX_IMAGE="+image,
 		"AIMI_SANDBOX_MEMORY=128m",
 		"AIMI_SANDBOX_SWAP=128m",
@@ -173,16 +164,40 @@ func startAimid(t testing.TB, sock, dataDir, image string, scripts map[string]st
 		"AIMI_SWARM_STOP_GRACE=2s",
 		"AIMI_GIT_MODE=remote",
 	)
+}
+
+// launchAimid starts the built aimid with config as its config file, base
+// plus extra as its environment, and waits until it answers its health
+// check; the test's cleanup kills it if it still runs.
+func launchAimid(t testing.TB, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
+	t.Helper()
+	cfgDir := filepath.Join(dataDir, "cfg")
+	os.MkdirAll(cfgDir, 0o755)
+	cfgFile := filepath.Join(cfgDir, "config.yaml")
+	os.WriteFile(cfgFile, []byte(config), 0o644)
+	// An instance per socket: this daemon adopts only its own test's
+	// containers, never those of other tests running on the engine.
+	instance := fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
+	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", logLevel, "--instance", instance)
+	cmd.Env = append(append(append([]string(nil), base...), "XDG_CONFIG_HOME="+cfgDir), extra...)
 	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = &lockedWriter{w: p.stderr}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- cmd.Wait() }()
+	// exited, not cmd.ProcessState: reading that races with Wait.
+	exited := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(exited)
+		p.done <- err
+	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		select {
+		case <-exited:
+		default:
 			cmd.Process.Kill()
-			<-p.done
+			<-exited
 		}
 		if t.Failed() {
 			t.Logf("aimid stderr:\n%s", p.stderr.String())

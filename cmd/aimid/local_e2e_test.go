@@ -23,7 +23,6 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/aimi-tools/swarm/acpmsg"
-	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -60,21 +59,14 @@ const (
 // with limits the real runner (git, agent subprocess, worktrees) fits in.
 func startAimidLocal(t *testing.T, sock, dataDir, image string) *proc {
 	t.Helper()
-	cfgDir := filepath.Join(dataDir, "cfg")
-	os.MkdirAll(cfgDir, 0o755)
-	cfgFile := filepath.Join(cfgDir, "config.yaml")
-	os.WriteFile(cfgFile, []byte("agent:\n  kind: demo\ngit:\n  mode: local\n"), 0o644)
-	instance := fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
-	// debug: the leak checks below cover everything the daemon can log.
-	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", "debug", "--instance", instance)
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AIMI_") {
 			env = append(env, kv)
 		}
 	}
-	cmd.Env = append(env,
-		"XDG_CONFIG_HOME="+cfgDir,
+	// debug: the leak checks below cover everything the daemon can log.
+	return launchAimid(t, sock, dataDir, "agent:\n  kind: demo\ngit:\n  mode: local\n", "debug", env,
 		"AIMI_SANDBOX_IMAGE="+image,
 		"AIMI_SANDBOX_MEMORY=512m",
 		"AIMI_SANDBOX_SWAP=512m",
@@ -82,56 +74,6 @@ func startAimidLocal(t *testing.T, sock, dataDir, image string) *proc {
 		"AIMI_SANDBOX_PIDS=256",
 		"AIMI_SWARM_STOP_GRACE=2s",
 	)
-	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = &lockedWriter{w: p.stderr}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// exited, not cmd.ProcessState: reading that races with Wait.
-	exited := make(chan struct{})
-	go func() {
-		err := cmd.Wait()
-		close(exited)
-		p.done <- err
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("aimid stderr:\n%s", p.stderr.String())
-		}
-	})
-	waitHealthy(t, p)
-	return p
-}
-
-// waitHealthy waits for the daemon's health answer (as startAimid does).
-func waitHealthy(t *testing.T, p *proc) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c := daemon.NewClient(p.sock)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := c.Health(ctx)
-		cancel()
-		c.Close()
-		if err == nil {
-			return
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("aimid exited before it was ready: %v\n%s", err, p.stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("aimid not ready: %v\n%s", err, p.stderr.String())
-		}
-	}
 }
 
 func gitOut(t *testing.T, repo string, args ...string) string {
