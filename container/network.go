@@ -156,14 +156,48 @@ func (d *Docker) RemoveNetworkIfUnused(ctx context.Context, name string) error {
 		return nil
 	}
 	err = d.cli.NetworkRemove(ctx, name)
+	if errdefs.IsForbidden(err) || errdefs.IsConflict(err) {
+		// "has active endpoints": a container joined since the list, or
+		// the endpoint of a removed container outlived it (engine 20.10
+		// does that when many containers are force-removed at once).
+		// Clear the stale ones and try once more.
+		if cleared := d.clearStaleEndpoints(ctx, name); cleared > 0 {
+			err = d.cli.NetworkRemove(ctx, name)
+		}
+	}
 	switch {
 	case err == nil, errdefs.IsNotFound(err):
 		return nil
 	case errdefs.IsForbidden(err), errdefs.IsConflict(err):
-		// "has active endpoints": a container joined since the list.
 		d.log.Info("network still in use, kept", "network", name, "err", err)
 		return nil
 	default:
 		return fmt.Errorf("remove network %s: %w", name, err)
 	}
+}
+
+// clearStaleEndpoints force-disconnects the endpoints of network name whose
+// container no longer exists, and says how many it cleared. An endpoint of a
+// live container is left alone. Failures only mean fewer cleared: the caller
+// reports the network as kept.
+func (d *Docker) clearStaleEndpoints(ctx context.Context, name string) int {
+	n, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{})
+	if err != nil {
+		return 0
+	}
+	cleared := 0
+	for id, ep := range n.Containers {
+		if _, err := d.cli.ContainerInspect(ctx, id); !errdefs.IsNotFound(err) {
+			continue
+		}
+		// A forced disconnect of a container the engine no longer knows
+		// deletes the endpoint by its name.
+		if err := d.cli.NetworkDisconnect(ctx, n.ID, ep.Name, true); err != nil {
+			d.log.Warn("clearing a stale endpoint failed", "network", name, "endpoint", ep.Name, "err", err)
+			continue
+		}
+		d.log.Info("cleared the stale endpoint of a removed container", "network", name, "endpoint", ep.Name)
+		cleared++
+	}
+	return cleared
 }

@@ -117,14 +117,6 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 		return errors.Join(append(errs, fmt.Errorf("list networks labelled %s=%s: %w", key, value, err))...)
 	}
 	for _, n := range ns {
-		// Engine 20.10 can keep a stale endpoint of a container removed
-		// twice at once ("removal already in progress"); a forced
-		// disconnect by the container's name clears it.
-		for _, c := range cs {
-			for _, name := range c.Names {
-				_ = cli.NetworkDisconnect(ctx, n.ID, strings.TrimPrefix(name, "/"), true)
-			}
-		}
 		if err := removeNetwork(ctx, cli, n.ID); err != nil {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 		}
@@ -143,6 +135,16 @@ func removeNetwork(ctx context.Context, cli *client.Client, id string) error {
 		}
 		if attempt == 50 || !strings.Contains(err.Error(), "active endpoints") {
 			return err
+		}
+		// Engine 20.10 can keep the endpoint of a container after the
+		// container is gone (many removed at once, or one removed twice
+		// at once). Every container of the run is removed by now, so
+		// each endpoint left is disconnected by force, which deletes a
+		// stale one by its name.
+		if n, ierr := cli.NetworkInspect(ctx, id, network.InspectOptions{}); ierr == nil {
+			for _, ep := range n.Containers {
+				_ = cli.NetworkDisconnect(ctx, id, ep.Name, true)
+			}
 		}
 		select {
 		case <-ctx.Done():
