@@ -448,7 +448,7 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	c.Agent.Kind = oneOf("agent.kind", AgentDemo, AgentACP, AgentExec)
 	c.Agent.Command = str("agent.command")
 	if (c.Agent.Kind == AgentACP || c.Agent.Kind == AgentExec) && c.Agent.Command == "" {
-		bad("agent.command", "", "is empty but agent.kind is "+c.Agent.Kind, "set the agent's command line, e.g. claude-code-acp")
+		bad("agent.command", "", "is empty but agent.kind is "+c.Agent.Kind, "set the agent's command line, e.g. claude-agent-acp")
 	}
 	c.Agent.VerifyCommand = str("agent.verify_command")
 	c.Agent.PermissionPolicy = str("agent.permission_policy")

@@ -24,8 +24,8 @@
 //	AIMI_AGENT              acp | exec | demo. Default: acp when AIMI_AGENT_COMMAND is
 //	                        set, else demo.
 //	AIMI_AGENT_COMMAND      acp: the ACP agent's command line, run as `sh -c "exec ..."`
-//	                        in the workspace (e.g. "claude-code-acp", "gemini
-//	                        --experimental-acp", "codex-acp", "opencode acp", "goose acp");
+//	                        in the workspace (e.g. "claude-agent-acp", "gemini
+//	                        --acp", "codex-acp", "opencode acp", "goose acp");
 //	                        one fresh agent process per story.
 //	                        exec: a shell command run per story with the prompt on stdin
 //	                        and AIMI_STORY_ID set; exit status 0 means the turn ended well.
