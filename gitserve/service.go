@@ -446,6 +446,58 @@ func (s *Service) Revoke(containerName string) {
 	s.log.Info("git access revoked", "container", containerName)
 }
 
+// Forget deletes swarm swarmID's mirror and what the service remembers of
+// its containers. Call it once no container of the swarm is left (cleanup):
+// commits pushed to the mirror and never published go with it. Forgetting
+// a swarm the service never saw is not an error.
+func (s *Service) Forget(ctx context.Context, swarmID string) error {
+	if !swarmKeyRe.MatchString(swarmID) {
+		return fmt.Errorf("git service forget: swarm id %q is not a repository name of this service", swarmID)
+	}
+	s.mu.Lock()
+	forgot := 0
+	for name, rec := range s.byName {
+		if rec.SwarmKey != swarmID {
+			continue // includes a name reused by a later swarm
+		}
+		if rec.TokenHash != "" {
+			delete(s.byToken, rec.TokenHash)
+		}
+		delete(s.byName, name)
+		forgot++
+	}
+	var saveErr error
+	if forgot > 0 {
+		saveErr = s.saveLocked()
+	}
+	s.mu.Unlock()
+	if saveErr != nil {
+		return fmt.Errorf("git service forget %s: %w", swarmID, saveErr)
+	}
+
+	s.mirrorMu.Lock()
+	defer s.mirrorMu.Unlock()
+	delete(s.userRefs, swarmID)
+	dst := s.mirrorPath(swarmID)
+	if _, err := os.Stat(dst); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	// Renamed away first, so a half-deleted mirror is never served.
+	gone, err := os.MkdirTemp(s.repos, ".forget-"+swarmID+"-")
+	if err != nil {
+		return fmt.Errorf("git service forget %s: %w", swarmID, err)
+	}
+	if err := os.Rename(dst, filepath.Join(gone, "m.git")); err != nil {
+		os.Remove(gone)
+		return fmt.Errorf("git service forget %s: move the mirror away: %w", swarmID, err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		return fmt.Errorf("git service forget %s: delete the mirror: %w (remove %s by hand)", swarmID, err, gone)
+	}
+	s.log.Info("git service forgot a swarm", "swarm", swarmID, "containers", forgot)
+	return nil
+}
+
 // lookup returns a copy of the record a token belongs to.
 func (s *Service) lookup(token string) (record, bool) {
 	if token == "" {

@@ -392,3 +392,64 @@ func TestGrantRefreshesTheMirror(t *testing.T) {
 		t.Errorf("mirror feat-f1 = %s, want the container's %s (not the user's older one)", got, pushed)
 	}
 }
+
+// TestForgetDropsTheSwarmsMirrorAndGrantsOnly: after Forget the swarm's
+// mirror is gone from the data dir, its tokens no longer open anything, a
+// restart does not bring its records back, and another swarm (including a
+// container name it reused) is untouched.
+func TestForgetDropsTheSwarmsMirrorAndGrantsOnly(t *testing.T) {
+	ctx := ctxT(t)
+	repo := newRepo(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	s, _ := newService(t, Options{DataDir: dir})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.Grant(ctx, repo, "swarm-old", "aimi-a", "feat-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldOnly, err := s.Grant(ctx, repo, "swarm-old", "aimi-b", "feat-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A later swarm reuses the container name aimi-a.
+	kept, err := s.Grant(ctx, repo, "swarm-new", "aimi-a", "feat-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Forget(ctx, "swarm-old"); err != nil {
+		t.Fatalf("Forget: %v", err)
+	}
+	if _, err := os.Stat(s.mirrorPath("swarm-old")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("mirror of the forgotten swarm still there (stat: %v)", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(s.mirrorPath("x")), ".forget-*"))
+	if len(left) != 0 {
+		t.Errorf("forget left %v behind", left)
+	}
+	if out, err := gitOut("", clientEnv(oldOnly.CAFile, bearer(oldOnly.Token)), "ls-remote", oldOnly.RepoURL); err == nil {
+		t.Errorf("a forgotten swarm's token still lists refs:\n%s", out)
+	}
+	if _, err := gitOut("", clientEnv(old.CAFile, bearer(old.Token)), "ls-remote", old.RepoURL); err == nil {
+		t.Error("the replaced token of a reused name opens something")
+	}
+	if out, err := gitOut("", clientEnv(kept.CAFile, bearer(kept.Token)), "ls-remote", kept.RepoURL); err != nil {
+		t.Fatalf("the other swarm lost access: %v\n%s", err, out)
+	}
+	if err := s.Forget(ctx, "swarm-old"); err != nil {
+		t.Errorf("forgetting twice: %v, want nil", err)
+	}
+	if err := s.Forget(ctx, "../etc"); err == nil {
+		t.Error("Forget accepted a swarm id that is not a repository name")
+	}
+	s.Close()
+
+	s2, _ := newService(t, Options{DataDir: dir})
+	if _, ok := s2.recordByName("aimi-b"); ok {
+		t.Error("a forgotten container's record came back after a restart")
+	}
+	if rec, ok := s2.recordByName("aimi-a"); !ok || rec.SwarmKey != "swarm-new" {
+		t.Errorf("record of the reused name after a restart: %+v %v, want swarm-new's", rec, ok)
+	}
+}

@@ -74,6 +74,9 @@ type GitService interface {
 	// Unreceived lists commits of the container's branch that neither the
 	// service nor the user's checkout has: Cleanup keeps such containers.
 	Unreceived(ctx context.Context, repoPath, containerName, branch string) (commits []string, err error)
+	// Forget drops a swarm's repository and grants; Cleanup calls it once
+	// none of the swarm's containers is left.
+	Forget(ctx context.Context, swarmID string) error
 }
 
 // Grant is what a container needs to reach the git service.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,20 @@ type fakeGit struct {
 	revoked    []string
 	published  []string
 	unreceived map[string][]string // container -> commits
+	forgotten  []string            // swarm ids
+}
+
+func (g *fakeGit) Forget(ctx context.Context, swarmID string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.forgotten = append(g.forgotten, swarmID)
+	return nil
+}
+
+func (g *fakeGit) forgottenNow() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.forgotten)
 }
 
 func (g *fakeGit) ListenOn(ctx context.Context, ip string) error {
@@ -157,12 +172,18 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 		if len(sw.Containers) != 1 || sw.Containers[0].ContainerName != keep {
 			t.Errorf("state after cleanup: %+v", sw.Containers)
 		}
+		if f := git.forgottenNow(); len(f) != 0 {
+			t.Errorf("git service told to forget %v while %s still holds work", f, keep)
+		}
 		rep, err = m.Cleanup(ctx, repo, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(rep.Lost) != 1 || !rep.StateRemoved {
 			t.Errorf("forced cleanup report %+v, want the lost commits listed and the state gone", rep)
+		}
+		if f := git.forgottenNow(); len(f) != 1 || f[0] != v.State.SwarmID {
+			t.Errorf("git service forgot %v, want exactly the swarm %s once its last container is gone", f, v.State.SwarmID)
 		}
 	})
 }

@@ -549,6 +549,9 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (Cle
 		return rep, err
 	}
 	m.cleanupReplaced(ctx, sw, force, &rep)
+	if rep.StateRemoved && sw.local {
+		m.forgetGit(ctx, sw.id)
+	}
 	if rep.StateRemoved {
 		sw.close(ctx)
 		m.mu.Lock()
@@ -572,27 +575,56 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 		return
 	}
 	nets := map[string]bool{}
+	left := map[string]bool{}      // earlier swarms with a container still there
+	localGone := map[string]bool{} // earlier local-mode swarms that lost a container here
 	for _, in := range infos {
 		old := in.Labels[labelSwarmID]
-		if old == "" || old == sw.id || in.Running {
+		if old == "" || old == sw.id {
 			continue
 		}
-		if m.cfg.Git != nil && in.Labels[labelGitMode] == "local" && !force {
+		if in.Running {
+			left[old] = true
+			continue
+		}
+		local := in.Labels[labelGitMode] == "local"
+		if m.cfg.Git != nil && local && !force {
 			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, in.Name, in.Labels[labelBranch])
 			if err != nil || len(commits) > 0 {
 				rep.Kept = append(rep.Kept, Kept{Name: in.Name, Reason: "container of an earlier swarm whose work may not have been received; pass --force to remove it", Commits: commits})
+				left[old] = true
 				continue
 			}
 		}
 		if err := m.eng.Remove(ctx, in.ID); err != nil {
 			rep.Kept = append(rep.Kept, Kept{Name: in.Name, Reason: "remove failed: " + err.Error()})
+			left[old] = true
 			continue
 		}
 		rep.Removed = append(rep.Removed, in.Name)
 		nets[networkName(old)] = true
+		if local {
+			localGone[old] = true
+		}
 	}
 	for n := range nets {
 		_ = m.eng.RemoveNetworkIfUnused(ctx, n)
+	}
+	for id := range localGone {
+		if !left[id] {
+			m.forgetGit(ctx, id)
+		}
+	}
+}
+
+// forgetGit drops the git service's mirror and grants of a swarm none of
+// whose containers is left, so the data dir does not grow by a mirror per
+// swarm. A failure only costs disk space: logged, not returned.
+func (m *Manager) forgetGit(ctx context.Context, swarmID string) {
+	if m.cfg.Git == nil {
+		return
+	}
+	if err := m.cfg.Git.Forget(ctx, swarmID); err != nil {
+		m.log.Warn("cleanup: the git service kept the swarm's repository", "swarm", swarmID, "err", err)
 	}
 }
 

@@ -431,6 +431,9 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	}
 
 	// Cleanup: the branches were received, so nothing is kept.
+	if _, err := os.Stat(filepath.Join(dataDir, "git", "repos", sw.SwarmID+".git", "HEAD")); err != nil {
+		t.Errorf("the git service's mirror of the swarm before cleanup: %v", err)
+	}
 	code, out, errOut = run("swarm", "cleanup")
 	if code != 0 || !strings.Contains(out, "aimi-"+linear) || !strings.Contains(out, "aimi-"+diamond) || strings.Contains(out, "kept") {
 		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
@@ -446,6 +449,11 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 		if _, err := eng.ContainerInspect(ctx, c.ContainerID); err == nil {
 			t.Errorf("%s still exists after cleanup", c.ContainerName)
 		}
+	}
+	// The git service's mirror of the swarm goes with its last container.
+	mirrors, _ := filepath.Glob(filepath.Join(dataDir, "git", "repos", "*"))
+	if len(mirrors) != 0 {
+		t.Errorf("git service data left after cleanup: %v", mirrors)
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(t); err != nil {
