@@ -103,11 +103,14 @@ func reportRecorder(b *testing.B, s RecorderStats, elapsed time.Duration) {
 	}
 }
 
-// BenchmarkRecorderSustained paces 20,000 messages/s over 8 containers (the
-// issue's target rate) and reports how far the state file trails: the
-// target is at most 50 ms.
+// BenchmarkRecorderSustained paces messages over 8 containers and reports
+// the journaled rate and how far the state file trails (targets: at least
+// 20,000 msgs/s with the state at most 50 ms behind). It offers 10% more
+// than the target rate: a paced benchmark can only measure at or just under
+// what it offers (the final flush is inside the timing), so offering exactly
+// 20,000/s would read as a miss even when the recorder keeps up.
 func BenchmarkRecorderSustained(b *testing.B) {
-	const rate, containers, tick = 20_000, 8, time.Millisecond
+	const rate, containers, tick = 22_000, 8, time.Millisecond
 	ctx := context.Background()
 	var lags []time.Duration // appended by the saver goroutine only
 	rec := NewRecorder(Open(b.TempDir()), newTestSwarm(), RecorderOptions{OnSave: func(d time.Duration) { lags = append(lags, d) }})
