@@ -137,6 +137,12 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 	if len(git.published) != 2 || len(git.revoked) < 2 {
 		t.Errorf("published %v revoked %v, want both containers", git.published, git.revoked)
 	}
+	// The pull request reaches the state file, not only the API's view.
+	for _, sc := range validateStateFile(t, repo).Containers {
+		if want := "https://github.example/org/repo/pull/" + sc.BranchName; sc.PRURL == nil || *sc.PRURL != want || sc.Status != state.StatusCompleted {
+			t.Errorf("%s in the state file: status %s prUrl %v, want completed with %s", sc.ContainerName, sc.Status, sc.PRURL, want)
+		}
+	}
 
 	t.Run("secrets stay out of state, journal and API answers", func(t *testing.T) {
 		var all bytes.Buffer

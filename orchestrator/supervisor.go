@@ -598,6 +598,32 @@ func (sw *swarm) finish(ctx context.Context, c *ctr, facts exitFacts) {
 	sw.finishWith(ctx, c, m, facts)
 }
 
+// notePullRequest puts the pull request the daemon opened for c's branch
+// into the state file, where other aimi tools look for it: a daemon
+// completion that repeats c's status with the prUrl added, which the fold
+// accepts as an amendment of the completion without a prUrl.
+func (sw *swarm) notePullRequest(ctx context.Context, c *ctr, url string) {
+	log := sw.m.log.With("swarm", sw.id, "container", c.name)
+	if sc := sw.led.container(c.name); sc == nil || sc.PRURL != nil {
+		return // gone (cleanup), or the runner's completion carried one
+	}
+	m := acpmsg.NewMessage(acpmsg.TypeCompletion, sw.id, sw.idOf(c), &acpmsg.Completion{Status: acpmsg.CompletionCompleted, PRURL: &url, Errors: []string{}})
+	if err := m.Validate(); err != nil {
+		log.Warn("pull request URL not recorded in the state file", "url", url, "err", err)
+		return
+	}
+	if rej, err := sw.led.daemon(ctx, c.name, m); err != nil {
+		log.Warn("journal the pull request", "err", err)
+		return
+	} else if rej != "" {
+		log.Warn("pull request not folded into the state", "reason", rej)
+		return
+	}
+	if err := sw.led.flush(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("flush state", "err", err)
+	}
+}
+
 // finishWith journals the daemon's final message (if any), clears acpPid,
 // flushes, and does the git follow-up.
 func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, facts exitFacts) {
@@ -633,6 +659,7 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 				sw.mu.Lock()
 				c.prURL = u
 				sw.mu.Unlock()
+				sw.notePullRequest(ctx, c, *u)
 			}
 		}
 	}

@@ -71,6 +71,11 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 		if t.final != nil && sameMessage(*t.final, m) {
 			return false, nil
 		}
+		if u, ok := t.prAmendment(m); ok {
+			t.prURL = &u
+			t.final = &m
+			return true, nil
+		}
 		if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && t.stories[p.StoryID] == tasks.Status(p.Status) {
 			// A replayed story report that changes nothing is harmless.
 			return false, nil
@@ -131,6 +136,23 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 	default:
 		return false, rejectf("unknown payload %T", m.Payload)
 	}
+}
+
+// prAmendment reports whether m only adds a pull request URL to the
+// completion already folded: a completion with the same status and a prUrl
+// where the folded one had none. The daemon sends one after it opened the
+// pull request for a branch the container finished (local git mode); the
+// status does not move, so the terminal rule holds.
+func (t *Tracker) prAmendment(m acpmsg.Message) (string, bool) {
+	p, ok := m.Payload.(*acpmsg.Completion)
+	if !ok || p.PRURL == nil || t.prURL != nil || t.final == nil {
+		return "", false
+	}
+	prev, ok := t.final.Payload.(*acpmsg.Completion)
+	if !ok || prev.Status != p.Status {
+		return "", false
+	}
+	return *p.PRURL, true
 }
 
 // start moves a pending container to running.

@@ -55,6 +55,7 @@ func TestStoryTransitions(t *testing.T) {
 
 func TestFold(t *testing.T) {
 	pr := ptr("https://github.com/org/repo/pull/42")
+	other := ptr("https://github.com/org/repo/pull/43")
 	type want struct {
 		status   ContainerStatus
 		progress Progress
@@ -131,6 +132,21 @@ func TestFold(t *testing.T) {
 		{"task-request after a terminal status is rejected", pendingFile(1),
 			[]acpmsg.Message{completion(1, "completed", nil), taskRequest(2)},
 			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+		{"a later completion of the same status adds the prUrl the first lacked", pendingFile(1),
+			[]acpmsg.Message{completion(1, "completed", nil), completion(2, "completed", pr)},
+			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, pr: pr}},
+		{"the prUrl amendment applied twice changes nothing the second time", pendingFile(1),
+			[]acpmsg.Message{completion(1, "completed", nil), completion(2, "completed", pr), completion(2, "completed", pr)},
+			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, pr: pr}},
+		{"a prUrl never replaces another", pendingFile(1),
+			[]acpmsg.Message{completion(1, "completed", pr), completion(2, "completed", other)},
+			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, pr: pr, rejected: true}},
+		{"a prUrl with another status is rejected", pendingFile(1),
+			[]acpmsg.Message{completion(1, "stopped", nil), completion(2, "completed", pr)},
+			want{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+		{"a prUrl after an error is rejected", pendingFile(1),
+			[]acpmsg.Message{errorMsg(1, "AGENT_CRASH"), completion(2, "failed", pr)},
+			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"replayed story report after a terminal status changes nothing", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed),
 				completion(3, "completed", nil), progress(2, "US-001", tasks.Completed)},
