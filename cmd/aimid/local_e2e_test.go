@@ -57,7 +57,7 @@ const (
 // startAimidLocal is startAimid with the daemon's git service on (git.mode:
 // local in the user config, no AIMI_GIT_MODE=remote) and the demo agent,
 // with limits the real runner (git, agent subprocess, worktrees) fits in.
-func startAimidLocal(t *testing.T, sock, dataDir, image string) *proc {
+func startAimidLocal(t *testing.T, sock, dataDir, image string, extraEnv ...string) *proc {
 	t.Helper()
 	var env []string
 	for _, kv := range os.Environ() {
@@ -66,14 +66,15 @@ func startAimidLocal(t *testing.T, sock, dataDir, image string) *proc {
 		}
 	}
 	// debug: the leak checks below cover everything the daemon can log.
-	return launchAimid(t, sock, dataDir, "agent:\n  kind: demo\ngit:\n  mode: local\n", "debug", env,
-		"AIMI_SANDBOX_IMAGE="+image,
+	settings := []string{
+		"AIMI_SANDBOX_IMAGE=" + image,
 		"AIMI_SANDBOX_MEMORY=512m",
 		"AIMI_SANDBOX_SWAP=512m",
 		"AIMI_SANDBOX_CPUS=1",
 		"AIMI_SANDBOX_PIDS=256",
 		"AIMI_SWARM_STOP_GRACE=2s",
-	)
+	}
+	return launchAimid(t, sock, dataDir, "agent:\n  kind: demo\ngit:\n  mode: local\n", "debug", env, append(settings, extraEnv...)...)
 }
 
 func gitOut(t *testing.T, repo string, args ...string) string {

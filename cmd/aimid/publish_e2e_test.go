@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/orchestrator"
+)
+
+const hostedToken = "ghp_e2eHostedPublishToken000000000000007"
+
+// TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest: the real
+// daemon in local git mode on a checkout whose origin is a hosted remote
+// (a local bare repository behind the checkout's insteadOf) and a GitHub API
+// played by a local server implementing the one endpoint used. After the
+// container completes, the daemon fetches the branch into the checkout,
+// pushes it to origin with the token from its environment, opens the pull
+// request, and the URL from the API's answer lands in the state file's
+// prUrl. The token appears in none of the state file, journal, CLI answers
+// or the daemon's log.
+func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T) {
+	if os.Getenv("AIMI_SKIP_DOCKER") != "" {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxtest.Image(t)
+
+	var mu sync.Mutex
+	var asked []map[string]any
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Authorization") != "Bearer "+hostedToken {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"message":"Bad credentials"}`)
+			return
+		}
+		if r.Method != http.MethodPost || r.URL.Path != "/repos/acme/widgets/pulls" {
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"message":"Not Found"}`)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		var pr map[string]any
+		_ = json.Unmarshal(body, &pr)
+		mu.Lock()
+		asked = append(asked, pr)
+		n := len(asked)
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"html_url":"https://%s/acme/widgets/pull/%d","number":%d}`, r.Host, 40+n, 40+n)
+	}))
+	t.Cleanup(api.Close)
+	host := strings.TrimPrefix(api.URL, "http://") // the web host of a non-default API is the API's host
+
+	// The hosted side: a bare repository standing in for acme/widgets.
+	root := t.TempDir()
+	hosted := filepath.Join(root, "acme", "widgets.git")
+	os.MkdirAll(filepath.Dir(hosted), 0o755)
+	gitOut(t, "", "init", "-q", "--bare", "-b", "main", hosted)
+
+	repo := shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	linear := "hosted-" + sfx
+	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", linear+"-tasks.json"), []byte(localLinearTasks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task files")
+	gitOut(t, repo, "remote", "add", "origin", "https://"+host+"/acme/widgets.git")
+	gitOut(t, repo, "config", "url.file://"+root+"/.insteadOf", "https://"+host+"/")
+	gitOut(t, repo, "push", "-q", "origin", "main")
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := dockertest.CleanupByLabel(ctx, labelProject, repo); err != nil {
+			t.Errorf("cleanup containers of %s: %v", repo, err)
+		}
+	})
+
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image,
+		"AIMI_PUBLISH_GITHUB_API="+api.URL, "GITHUB_TOKEN="+hostedToken)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var answers []string
+	run := func(args ...string) (int, string, string) {
+		code, out, errOut := aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
+		answers = append(answers, out, errOut)
+		return code, out, errOut
+	}
+	// --local: the checkout has an origin, so local mode must be asked for.
+	if code, out, errOut := run("swarm", "start", "--all", "--local", "--follow"); code != 0 {
+		t.Fatalf("start --all --local --follow: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, sock, repo, 3*time.Minute, "the container exited and its pull request is in the state", func(v orchestrator.SwarmView) bool {
+		return allExited(v) && len(v.State.Containers) == 1 && v.State.Containers[0].PRURL != nil
+	})
+
+	sw := validState(t, repo)
+	c := sw.Containers[0]
+	want := "https://" + host + "/acme/widgets/pull/41"
+	if c.Status != "completed" || c.PRURL == nil || *c.PRURL != want {
+		t.Fatalf("state file: status %s prUrl %v, want completed with %s", c.Status, c.PRURL, want)
+	}
+	mu.Lock()
+	if len(asked) != 1 || asked[0]["head"] != "feat/linear" || asked[0]["base"] != "main" {
+		t.Errorf("pull requests asked for: %v, want one from feat/linear onto main", asked)
+	}
+	mu.Unlock()
+	// The branch reached the hosted remote and the checkout, one commit per story.
+	for _, where := range []string{hosted, repo} {
+		if n := gitOut(t, where, "rev-list", "--count", "main..feat/linear"); n != "3" {
+			t.Errorf("%s: feat/linear has %s commits over main, want 3", where, n)
+		}
+	}
+	code, out, _ := run("swarm", "status")
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("status: exit %d, want the pull request URL:\n%s", code, out)
+	}
+	code, out, _ = run("swarm", "logs", "aimi-"+linear)
+	if code != 0 || !strings.Contains(out, "pr "+want) {
+		t.Errorf("logs: exit %d, want the daemon's completion with the pull request:\n%s", code, out)
+	}
+
+	// The token: nowhere but the daemon's environment.
+	var seen strings.Builder
+	filepath.WalkDir(filepath.Join(repo, ".aimi"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(path)
+			seen.Write(b)
+		}
+		return nil
+	})
+	for _, a := range answers {
+		seen.WriteString(a)
+	}
+	seen.WriteString(p.stderr.String())
+	if strings.Contains(seen.String(), hostedToken) {
+		t.Error("the GitHub token leaked into the state file, a journal, a CLI answer or the daemon's log")
+	}
+	if code, out, errOut := run("swarm", "cleanup"); code != 0 {
+		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
