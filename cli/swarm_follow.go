@@ -18,11 +18,20 @@ import (
 // not turn into a flood of status requests.
 const followMinGap = 200 * time.Millisecond
 
+// followSettle is how long following goes on once every container is
+// terminal, waiting for the daemon to finish with them (process exit,
+// branch published into the checkout, pull request opened), so that the
+// branches are there when the command returns. A runner that hangs after
+// its completion must not hold the command for its whole timeout.
+const followSettle = time.Minute
+
 // followSwarm shows the repo's swarm until every container is terminal:
 // redrawn in place on a terminal, one line per change otherwise. Events from
 // the daemon trigger a refresh; the refresh interval covers a lost event
-// stream. It returns an exit code 1 error if any container failed.
-func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo string, interval time.Duration) error {
+// stream. Once every container is terminal it goes on for at most settle
+// until the daemon is finished with them (see followSettle). It returns an
+// exit code 1 error if any container failed.
+func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo string, interval, settle time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := swarmChanges(ctx, client, repo)
@@ -34,7 +43,7 @@ func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo str
 	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	var lastDraw time.Time
+	var lastDraw, allTerminal time.Time
 	for {
 		view, err := client.Status(ctx, repo)
 		if err != nil {
@@ -46,7 +55,15 @@ func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo str
 		}
 		lastDraw = time.Now()
 		r.render(view)
-		if done, failed := swarmDone(view); done {
+		done, failed := swarmDone(view)
+		if done && allTerminal.IsZero() {
+			allTerminal = time.Now()
+		}
+		busy := unsettled(view)
+		if done && (len(busy) == 0 || time.Since(allTerminal) >= settle) {
+			if len(busy) > 0 {
+				fmt.Fprintf(s.Err, "the daemon is still finishing %s (process exit, publishing); see 'aimi swarm status'\n", strings.Join(busy, ", "))
+			}
 			printContainerErrors(s.Out, view)
 			if failed > 0 {
 				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d container(s) failed; see 'aimi swarm logs NAME'", failed)}
@@ -101,6 +118,17 @@ func swarmDone(v orchestrator.SwarmView) (done bool, failed int) {
 		}
 	}
 	return done, failed
+}
+
+// unsettled names the containers the daemon is not finished with.
+func unsettled(v orchestrator.SwarmView) []string {
+	var busy []string
+	for _, d := range v.Containers {
+		if !d.Finished {
+			busy = append(busy, d.Name)
+		}
+	}
+	return busy
 }
 
 type followRenderer interface{ render(orchestrator.SwarmView) }

@@ -120,7 +120,7 @@ func runSwarmStart(cmd *cobra.Command, s Streams, f *swarmStartFlags) error {
 		fmt.Fprintln(s.Out, "follow with 'aimi swarm status --watch' or 'aimi swarm events'")
 		return nil
 	}
-	return followSwarm(ctx, s, client, repo, f.followInterval)
+	return followSwarm(ctx, s, client, repo, f.followInterval, followSettle)
 }
 
 // taskFile is one discovered task file.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/daemontest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -296,7 +297,7 @@ func progressing(repo string, steps ...[]*state.Container) *daemontest.Swarms {
 			}
 			v := swarmView(repo, steps[i]...)
 			for _, c := range steps[i] {
-				d := orchestrator.ContainerDetail{Name: c.ContainerName, Status: string(c.Status), LastOutput: "working on " + c.ContainerName}
+				d := orchestrator.ContainerDetail{Name: c.ContainerName, Status: string(c.Status), LastOutput: "working on " + c.ContainerName, Finished: c.Status.Terminal()}
 				if c.Status == state.StatusFailed {
 					d.Errors = []orchestrator.ErrorDetail{{Code: "CONTAINER_OOM", Message: "killed by the kernel: out of memory"}}
 				}
@@ -539,6 +540,59 @@ func TestSwarmEventsStreamsUntilInterrupted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// settling is a fake whose one container is completed from the first
+// call, but which the daemon finishes (exit, publish) only from call
+// finishedAt on.
+func settling(repo string, finishedAt int32, calls *atomic.Int32) *daemontest.Swarms {
+	view := func() orchestrator.SwarmView {
+		n := calls.Add(1)
+		c := ctr("aimi-a", state.StatusCompleted, 2, 2)
+		v := swarmView(repo, c)
+		v.Containers = []orchestrator.ContainerDetail{{Name: c.ContainerName, Status: string(c.Status), Finished: n >= finishedAt}}
+		return v
+	}
+	return &daemontest.Swarms{
+		StartFunc:  func(orchestrator.StartRequest) (orchestrator.SwarmView, error) { return view(), nil },
+		StatusFunc: func(string) (orchestrator.SwarmView, error) { return view(), nil },
+	}
+}
+
+func TestSwarmStartFollowWaitsUntilTheDaemonIsFinishedWithTheContainers(t *testing.T) {
+	// Terminal by its completion is not yet done: the branch is published
+	// after the process exits, and the command should return after that.
+	repo := taskRepo(t, "a-tasks.json")
+	var calls atomic.Int32
+	sock, _ := daemontest.Serve(t, settling(repo, 5, &calls))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := runAimi(ctx, nil, nil, "swarm", "start", "--all", "--follow", "--refresh", "10ms", "--repo", repo, "--socket", sock)
+	if r.code != 0 || r.err != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.err)
+	}
+	if n := calls.Load(); n < 5 {
+		t.Errorf("follow returned after %d status calls, before the daemon had finished with the container", n)
+	}
+}
+
+func TestFollowGivesUpWaitingForTheDaemonAfterSettle(t *testing.T) {
+	// A runner that hangs after its completion must not hold the command.
+	repo := taskRepo(t, "a-tasks.json")
+	var calls atomic.Int32
+	sock, _ := daemontest.Serve(t, settling(repo, 1<<30, &calls))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	client := daemon.NewClient(sock)
+	defer client.Close()
+	err := followSwarm(ctx, Streams{In: strings.NewReader(""), Out: &out, Err: &errb}, client, repo, 10*time.Millisecond, 100*time.Millisecond)
+	if err != nil || ctx.Err() != nil {
+		t.Fatalf("followSwarm = %v (ctx %v), want nil well before the deadline", err, ctx.Err())
+	}
+	if !strings.Contains(errb.String(), "still finishing aimi-a") {
+		t.Errorf("stderr %q, want a note that the daemon is still finishing aimi-a", errb.String())
 	}
 }
 

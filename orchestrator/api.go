@@ -131,6 +131,10 @@ type ContainerDetail struct {
 	// Rejected counts lines that were journaled but not folded (invalid or
 	// breaking the story transition table).
 	Rejected int `json:"rejected,omitempty"`
+	// Finished: the daemon is done with the container. It is terminal, its
+	// process has exited and (local git mode) its branch was published. A
+	// container is terminal by its completion a moment before that.
+	Finished bool `json:"finished,omitempty"`
 }
 
 // ErrorDetail is one error of a container: from its error message or

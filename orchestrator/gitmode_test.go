@@ -229,3 +229,60 @@ func TestJournalStreamsAndFollows(t *testing.T) {
 		t.Errorf("repo without swarm: %v", err)
 	}
 }
+
+// TestFinishedOnlyOnceTheDaemonIsDoneWithTheContainer: a container is
+// terminal by its completion while its process still runs; the view says
+// Finished only after the process exited and its branch was published, so
+// that `start --follow` returns with the branches in the checkout.
+func TestFinishedOnlyOnceTheDaemonIsDoneWithTheContainer(t *testing.T) {
+	repo, files := testRepo(t, []string{"fin"}, 1)
+	release := make(chan struct{})
+	inner := scripted(0, storiesDone(1)...)
+	eng := newFakeEngine(func(container.Spec) program {
+		return func(ctx context.Context, stdin <-chan []byte, emit func(string), term <-chan struct{}) (int, bool) {
+			code, oom := inner(ctx, stdin, emit, term) // ends with the completion line
+			select {
+			case <-release: // the runner lingers after its completion
+			case <-ctx.Done():
+			}
+			return code, oom
+		}
+	})
+	git := &fakeGit{}
+	m := newTestManager(t, eng, Config{Git: git})
+	ctx := context.Background()
+	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := m.Status(ctx, repo)
+		if err == nil && allTerminal(v) {
+			if v.Containers[0].Finished {
+				t.Fatal("Finished while the container's process still runs and nothing was published")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never terminal: %v %v", describe(v), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	for {
+		v, err := m.Status(ctx, repo)
+		if err == nil && v.Containers[0].Finished {
+			git.mu.Lock()
+			published := len(git.published)
+			git.mu.Unlock()
+			if published != 1 {
+				t.Fatalf("Finished before the branch was published (published %d)", published)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("never finished: %v %v", describe(v), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -80,6 +80,11 @@ func (sw *swarm) list() []*ctr {
 func (sw *swarm) supervised(c *ctr) bool {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
+	return c.supervisedLocked()
+}
+
+// supervisedLocked is supervised for a caller holding sw.mu.
+func (c *ctr) supervisedLocked() bool {
 	if c.done == nil {
 		return false
 	}
@@ -497,6 +502,7 @@ func (sw *swarm) view() SwarmView {
 			if d.PRURL == nil {
 				d.PRURL = e.PRURL
 			}
+			d.Finished = e.Status.Terminal() && !c.supervisedLocked()
 		}
 		v.Containers = append(v.Containers, d)
 	}
