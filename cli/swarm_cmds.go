@@ -223,6 +223,9 @@ func printCleanup(w io.Writer, rep orchestrator.CleanupReport) {
 	if rep.StateRemoved {
 		fmt.Fprintln(w, "no container left: swarm-state.json removed")
 	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 }
 
 func newSwarmLogsCmd(s Streams) *cobra.Command {

@@ -432,7 +432,7 @@ func TestSwarmStopResumeCleanupPassTheirArguments(t *testing.T) {
 			force = f
 			return orchestrator.CleanupReport{RepoPath: repo, Removed: []string{"aimi-a"},
 				Kept:         []orchestrator.Kept{{Name: "aimi-b", Reason: "branch feat/b has 1 commit nobody received", Commits: []string{"abc123"}}},
-				StateRemoved: false}, nil
+				StateRemoved: false, Notes: []string{"git service forget s1: branch(es) feat/c; the mirror /d/s1.git is kept"}}, nil
 		},
 	}
 	sock, _ := daemontest.Serve(t, fake)
@@ -451,7 +451,7 @@ func TestSwarmStopResumeCleanupPassTheirArguments(t *testing.T) {
 	}
 	r = runAimi(ctx, nil, nil, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock)
 	want := "removed: aimi-a\nkept aimi-b: branch feat/b has 1 commit nobody received\n  unreceived commit abc123\n"
-	if r.code != 0 || !force || !strings.HasPrefix(r.out, want) {
+	if r.code != 0 || !force || !strings.HasPrefix(r.out, want) || !strings.Contains(r.out, "\nnote: git service forget s1: branch(es) feat/c; the mirror /d/s1.git is kept\n") {
 		t.Errorf("cleanup: exit %d force=%v\n%s", r.code, force, r.out)
 	}
 }

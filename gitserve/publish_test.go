@@ -207,6 +207,36 @@ func TestPublishWithoutTokenStopsAtTheCheckout(t *testing.T) {
 	}
 }
 
+// TestForgetKeepsAMirrorWithUnpublishedWork: a branch the container pushed
+// but that never reached the checkout (the daemon died before publishing,
+// or the publish failed) lives only in the mirror, so Forget keeps it and
+// says how to fetch it; once published, Forget deletes it.
+func TestForgetKeepsAMirrorWithUnpublishedWork(t *testing.T) {
+	ctx := t.Context()
+	f := newPublishFixture(t, "")
+	tip := f.containerPush(t, "aimi-u", "feat-u", "u.txt")
+	mirror := f.s.mirrorPath("swarm-p")
+	err := f.s.Forget(ctx, "swarm-p")
+	if !errors.Is(err, ErrUnpublished) || !strings.Contains(err.Error(), "feat-u") || !strings.Contains(err.Error(), "fetch "+mirror) {
+		t.Fatalf("Forget with unpublished work = %v, want ErrUnpublished naming feat-u and the fetch", err)
+	}
+	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat-u"); got != tip {
+		t.Fatalf("the mirror lost the branch: %s, want %s", got, tip)
+	}
+	if _, ok := f.s.recordByName("aimi-u"); !ok {
+		t.Error("the container's record went although its mirror was kept")
+	}
+	if _, err := f.s.Publish(ctx, f.user, "feat-u", "aimi-u"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.s.Forget(ctx, "swarm-p"); err != nil {
+		t.Fatalf("Forget after the publish: %v", err)
+	}
+	if _, err := os.Stat(mirror); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("mirror still there after everything was published (stat: %v)", err)
+	}
+}
+
 type fakeProbe map[string]string
 
 func (p fakeProbe) BranchTip(_ context.Context, name, _ string) (string, error) {

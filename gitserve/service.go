@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,7 +46,7 @@ const (
 	reposDir  = "repos"
 )
 
-// Errors of Grant, Publish and Unreceived (errors.Is).
+// Errors of Grant, Publish, Unreceived and Forget (errors.Is).
 var (
 	// ErrNotListening: Grant before any ListenOn, so there is no address to
 	// put in the repository URL.
@@ -57,6 +58,9 @@ var (
 	// its branch, so whether it made commits is unknown. Cleanup should
 	// keep it (unless forced) when it may have done work.
 	ErrNothingReceived = errors.New("the container never pushed its branch to the git service")
+	// ErrUnpublished: Forget kept a mirror holding branch commits the
+	// user's checkout does not have (a publish that failed or never ran).
+	ErrUnpublished = errors.New("the swarm's repository holds commits your checkout does not have")
 )
 
 // Options configure a Service. DataDir is required; the rest has defaults.
@@ -447,12 +451,18 @@ func (s *Service) Revoke(containerName string) {
 }
 
 // Forget deletes swarm swarmID's mirror and what the service remembers of
-// its containers. Call it once no container of the swarm is left (cleanup):
-// commits pushed to the mirror and never published go with it. Forgetting
-// a swarm the service never saw is not an error.
+// its containers. Call it once no container of the swarm is left (cleanup).
+// A mirror with a branch whose commits the user's checkout lacks (its
+// publish failed or never ran, say the daemon died in between) is kept,
+// records and all, and the error (ErrUnpublished) says how to fetch them:
+// the mirror is then the only copy of that work. Forgetting a swarm the
+// service never saw is not an error.
 func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	if !swarmKeyRe.MatchString(swarmID) {
 		return fmt.Errorf("git service forget: swarm id %q is not a repository name of this service", swarmID)
+	}
+	if err := s.checkPublished(ctx, swarmID); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	forgot := 0
@@ -496,6 +506,41 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	}
 	s.log.Info("git service forgot a swarm", "swarm", swarmID, "containers", forgot)
 	return nil
+}
+
+// checkPublished returns ErrUnpublished, naming the branches and how to
+// fetch them, when a branch of swarm key's mirror points at a commit its
+// source checkout does not have.
+func (s *Service) checkPublished(ctx context.Context, key string) error {
+	s.mirrorMu.Lock()
+	defer s.mirrorMu.Unlock()
+	mirror := s.mirrorPath(key)
+	if _, err := os.Stat(filepath.Join(mirror, "HEAD")); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	src, err := mirrorGit.Run(ctx, mirror, "config", "--get", "aimi.source")
+	if err != nil || src == "" {
+		return fmt.Errorf("git service forget %s: read the mirror's source checkout: %w (mirror kept at %s)", key, err, mirror)
+	}
+	refs, err := mirrorGit.Run(ctx, mirror, "for-each-ref", "--format=%(objectname) %(refname:short)", "refs/heads")
+	if err != nil {
+		return fmt.Errorf("git service forget %s: list the mirror's branches: %w (mirror kept at %s)", key, err, mirror)
+	}
+	var missing []string
+	for _, line := range strings.Split(refs, "\n") {
+		oid, branch, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		if _, err := mirrorGit.Run(ctx, src, "cat-file", "-e", oid+"^{commit}"); err != nil {
+			missing = append(missing, branch)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("git service forget %s: %w: branch(es) %s; the mirror %s is kept: take them with 'git -C %s fetch %s %s'",
+		key, ErrUnpublished, strings.Join(missing, ", "), mirror, src, mirror, "refs/heads/"+missing[0]+":refs/heads/"+missing[0])
 }
 
 // lookup returns a copy of the record a token belongs to.

@@ -155,6 +155,9 @@ type CleanupReport struct {
 	Lost []Kept `json:"lost,omitempty"`
 	// StateRemoved is true when no entry was left and the state file went.
 	StateRemoved bool `json:"stateRemoved"`
+	// Notes are what else the user should know, e.g. that the git service
+	// kept a swarm's repository because it holds unpublished commits.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Kept is a container Cleanup did not remove, and why.

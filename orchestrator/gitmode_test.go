@@ -26,13 +26,14 @@ type fakeGit struct {
 	published  []string
 	unreceived map[string][]string // container -> commits
 	forgotten  []string            // swarm ids
+	forgetErr  error
 }
 
 func (g *fakeGit) Forget(ctx context.Context, swarmID string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.forgotten = append(g.forgotten, swarmID)
-	return nil
+	g.forgotten = append(g.forgotten, swarmID) // asked, whatever it answers
+	return g.forgetErr
 }
 
 func (g *fakeGit) forgottenNow() []string {
@@ -181,9 +182,15 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 		if f := git.forgottenNow(); len(f) != 0 {
 			t.Errorf("git service told to forget %v while %s still holds work", f, keep)
 		}
+		git.mu.Lock()
+		git.forgetErr = errors.New("branch(es) feat/x; the mirror is kept")
+		git.mu.Unlock()
 		rep, err = m.Cleanup(ctx, repo, true)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "the mirror is kept") {
+			t.Errorf("report notes %v, want the git service's reason for keeping the repository", rep.Notes)
 		}
 		if len(rep.Lost) != 1 || !rep.StateRemoved {
 			t.Errorf("forced cleanup report %+v, want the lost commits listed and the state gone", rep)

@@ -550,7 +550,7 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (Cle
 	}
 	m.cleanupReplaced(ctx, sw, force, &rep)
 	if rep.StateRemoved && sw.local {
-		m.forgetGit(ctx, sw.id)
+		m.forgetGit(ctx, sw.id, &rep)
 	}
 	if rep.StateRemoved {
 		sw.close(ctx)
@@ -611,20 +611,22 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 	}
 	for id := range localGone {
 		if !left[id] {
-			m.forgetGit(ctx, id)
+			m.forgetGit(ctx, id, rep)
 		}
 	}
 }
 
 // forgetGit drops the git service's mirror and grants of a swarm none of
 // whose containers is left, so the data dir does not grow by a mirror per
-// swarm. A failure only costs disk space: logged, not returned.
-func (m *Manager) forgetGit(ctx context.Context, swarmID string) {
+// swarm. When the service keeps them (unpublished commits, or a failure)
+// the report says so: the mirror may be the only copy of that work.
+func (m *Manager) forgetGit(ctx context.Context, swarmID string, rep *CleanupReport) {
 	if m.cfg.Git == nil {
 		return
 	}
 	if err := m.cfg.Git.Forget(ctx, swarmID); err != nil {
 		m.log.Warn("cleanup: the git service kept the swarm's repository", "swarm", swarmID, "err", err)
+		rep.Notes = append(rep.Notes, err.Error())
 	}
 }
 
