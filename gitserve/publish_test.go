@@ -237,6 +237,30 @@ func TestForgetKeepsAMirrorWithUnpublishedWork(t *testing.T) {
 	}
 }
 
+func TestPublishedSaysWhetherTheBranchReachedTheCheckout(t *testing.T) {
+	ctx := t.Context()
+	f := newPublishFixture(t, "")
+	f.containerPush(t, "aimi-q", "feat-q", "q.txt")
+	if ok, err := f.s.Published(ctx, f.user, "aimi-q", "feat-q"); ok || err != nil {
+		t.Fatalf("Published before the publish = %v, %v; want false", ok, err)
+	}
+	if _, err := f.s.Publish(ctx, f.user, "feat-q", "aimi-q"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.s.Published(ctx, f.user, "aimi-q", "feat-q"); !ok || err != nil {
+		t.Fatalf("Published after the publish = %v, %v; want true", ok, err)
+	}
+	if _, err := f.s.Grant(ctx, f.user, "swarm-p", "aimi-idle", "feat-idle"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := f.s.Published(ctx, f.user, "aimi-idle", "feat-idle"); !ok || err != nil {
+		t.Fatalf("Published of a container that never pushed = %v, %v; want true (nothing to publish)", ok, err)
+	}
+	if _, err := f.s.Published(ctx, f.user, "aimi-nobody", "feat-x"); !errors.Is(err, ErrUnknownContainer) {
+		t.Fatalf("Published of an unknown container: %v, want ErrUnknownContainer", err)
+	}
+}
+
 type fakeProbe map[string]string
 
 func (p fakeProbe) BranchTip(_ context.Context, name, _ string) (string, error) {

@@ -508,6 +508,26 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	return nil
 }
 
+// Published reports whether containerName's branch, as the service last
+// received it, is contained in refs/heads/<branch> of the checkout at
+// repoPath. A container that never pushed has nothing to publish: true.
+func (s *Service) Published(ctx context.Context, repoPath, containerName, branch string) (bool, error) {
+	rec, ok := s.recordByName(containerName)
+	if !ok {
+		return false, fmt.Errorf("published state of %s: %w", containerName, ErrUnknownContainer)
+	}
+	if rec.Branch != branch {
+		return false, fmt.Errorf("published state of %s: it was granted branch %s, not %s", containerName, rec.Branch, branch)
+	}
+	if !rec.Pushed || rec.Tip == "" {
+		return true, nil
+	}
+	// Not an ancestor, no such branch and no such commit all mean: not
+	// there yet.
+	_, err := mirrorGit.Run(ctx, repoPath, "merge-base", "--is-ancestor", rec.Tip, "refs/heads/"+branch)
+	return err == nil, nil
+}
+
 // checkPublished returns ErrUnpublished, naming the branches and how to
 // fetch them, when a branch of swarm key's mirror points at a commit its
 // source checkout does not have.

@@ -74,6 +74,10 @@ type GitService interface {
 	// Unreceived lists commits of the container's branch that neither the
 	// service nor the user's checkout has: Cleanup keeps such containers.
 	Unreceived(ctx context.Context, repoPath, containerName, branch string) (commits []string, err error)
+	// Published reports whether the container's branch, as the service
+	// received it, is in the user's checkout (true when it never pushed):
+	// Recover publishes what a daemon that died too early did not.
+	Published(ctx context.Context, repoPath, containerName, branch string) (bool, error)
 	// Forget drops a swarm's repository and grants; Cleanup calls it once
 	// none of the swarm's containers is left.
 	Forget(ctx context.Context, swarmID string) error

@@ -363,6 +363,28 @@ func journalLines(repo string) int {
 	return n
 }
 
+// stdoutLines counts the journaled stdout lines of the container whose
+// name contains frag.
+func stdoutLines(repo, frag string) int {
+	sw, err := state.Open(repo).Load(context.Background())
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, c := range sw.Containers {
+		if !strings.Contains(c.ContainerName, frag) {
+			continue
+		}
+		recs, _ := state.ReadJournal(state.Open(repo).JournalPath(sw.SwarmID, c.ContainerName))
+		for _, r := range recs {
+			if r.Stream == state.StreamStdout {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 func TestRealCrashRecovery(t *testing.T) {
 	for _, killAt := range []int{3, 25, 45} {
 		t.Run(fmt.Sprintf("kill after %d journal records", killAt), func(t *testing.T) {
@@ -404,9 +426,14 @@ func crashOnce(t *testing.T, killAt int) {
 		}
 	}()
 	deadline := time.Now().Add(60 * time.Second)
-	for journalLines(repo) < killAt {
+	// The earliest kill is the one where "short" must finish while no
+	// daemon runs, so it also waits until short has written a line: a kill
+	// between journaling its task-request and writing it to the container's
+	// stdin (seen under load) would leave short waiting for its request
+	// until the recovery sends it.
+	for journalLines(repo) < killAt || (killAt <= 3 && stdoutLines(repo, names[0]) == 0) {
 		if time.Now().After(deadline) {
-			t.Fatalf("child daemon never journaled %d records", killAt)
+			t.Fatalf("child daemon never journaled %d records (and a line of %s)", killAt, names[0])
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

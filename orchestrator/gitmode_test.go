@@ -36,6 +36,18 @@ func (g *fakeGit) Forget(ctx context.Context, swarmID string) error {
 	return g.forgetErr
 }
 
+func (g *fakeGit) Published(ctx context.Context, repoPath, name, branch string) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Contains(g.published, name), nil
+}
+
+func (g *fakeGit) publishedNow() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.published)
+}
+
 func (g *fakeGit) forgottenNow() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -289,6 +301,75 @@ func TestFinishedOnlyOnceTheDaemonIsDoneWithTheContainer(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("never finished: %v %v", describe(v), err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot: the daemon dies
+// after folding a container's completion and before publishing its branch
+// (the runner lingers after its completion). The next daemon finds the
+// container terminal but unpublished: it waits for the exit and publishes.
+// A container whose branch was published is not published again.
+func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
+	repo, files := testRepo(t, []string{"late", "done"}, 1)
+	release := make(chan struct{})
+	inner := scripted(0, storiesDone(1)...)
+	eng := newFakeEngine(byTask(map[string]program{
+		"late": func(ctx context.Context, stdin <-chan []byte, emit func(string), term <-chan struct{}) (int, bool) {
+			code, oom := inner(ctx, stdin, emit, term)
+			<-release // outlives the first daemon
+			return code, oom
+		},
+	}, scripted(0, storiesDone(1)...)))
+	git := &fakeGit{}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	m1, err := New(ctx1, Config{Image: "standin:test", Logger: testLogger(t), Git: git}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := m1.Status(context.Background(), repo)
+		if err == nil && allTerminal(v) && len(git.publishedNow()) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want both terminal and one published: %v published %v", describe(v), git.publishedNow())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	crash(t, m1, cancel1)
+	late, done := "", git.publishedNow()[0]
+	for _, c := range validateStateFile(t, repo).Containers {
+		if c.ContainerName != done {
+			late = c.ContainerName
+		}
+	}
+
+	m2 := newTestManager(t, eng, Config{Git: git})
+	if err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if p := git.publishedNow(); len(p) != 1 {
+		t.Fatalf("published %v while %s still runs, want only %s", p, late, done)
+	}
+	close(release)
+	for {
+		v, err := m2.Status(context.Background(), repo)
+		finished := err == nil && len(v.Containers) == 2 && v.Containers[0].Finished && v.Containers[1].Finished
+		if p := git.publishedNow(); finished && len(p) == 2 {
+			if p[1] != late {
+				t.Fatalf("published %v, want %s published once more after the restart", p, late)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after recovery: %v published %v", describe(v), git.publishedNow())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -131,6 +131,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		facts *exitFacts
 	}
 	var plans []plan
+	var unpublished []*ctr
 	for _, e := range st.Containers {
 		tf, err := tasks.Load(filepath.Join(repo, filepath.FromSlash(e.TaskFilePath)))
 		if err != nil {
@@ -161,6 +162,9 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 			c.exitCode, c.oom = &code, info.OOMKilled
 		}
 		if t.Status().Terminal() {
+			if sw.local && t.Status() == state.StatusCompleted && !sw.published(ctx, c) {
+				unpublished = append(unpublished, c)
+			}
 			continue
 		}
 		mode, facts := classify(info, found)
@@ -188,7 +192,22 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		}
 		sw.launch(p.c, p.mode)
 	}
+	for _, c := range unpublished {
+		sw.launch(c, modeSettle)
+	}
 	return sw, nil
+}
+
+// published asks the git service whether c's branch reached the checkout;
+// when it cannot tell, it says yes: publishing is left to the user rather
+// than retried blindly at every start.
+func (sw *swarm) published(ctx context.Context, c *ctr) bool {
+	ok, err := sw.m.cfg.Git.Published(ctx, sw.repo, c.name, c.branch)
+	if err != nil {
+		sw.m.log.Warn("recover: cannot tell whether a finished container's branch was published", "container", c.name, "err", err)
+		return true
+	}
+	return ok
 }
 
 // rebuildState makes a state for a repository whose state file is gone

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
@@ -29,6 +30,7 @@ const (
 	modeFresh  supMode = iota // created, never started: wait for a slot, start
 	modeAttach                // running: re-attach, read on from the cursor
 	modeFinish                // exited while nobody watched: catch up, decide
+	modeSettle                // terminal, branch not published: wait for the exit, publish
 )
 
 // Timing of the read loop.
@@ -145,7 +147,46 @@ func (sw *swarm) supervise(ctx context.Context, c *ctr, mode supMode, tk *ticket
 			return
 		}
 		sw.catchUp(ctx, c, log, info)
+	case modeSettle:
+		sw.settle(ctx, c, log)
 	}
+}
+
+// settle does the git follow-up for a container that was terminal when the
+// Manager adopted it but whose branch never reached the checkout: the
+// daemon died between the container's completion and the publish. It waits
+// for the container's process to exit, as finishWith would have, then
+// publishes.
+func (sw *swarm) settle(ctx context.Context, c *ctr, log *slog.Logger) {
+	id := sw.idOf(c)
+	wctx, cancelWait := context.WithCancel(ctx)
+	defer cancelWait()
+	exitCh := sw.m.eng.Wait(wctx, id) // before Inspect: an exit in between is not missed
+	info, err := sw.m.eng.Inspect(ctx, id)
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil && info.Running {
+		select {
+		case ex := <-exitCh:
+			if ex.Err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				log.Warn("waiting for the container's exit before publishing failed; publishing anyway", "err", ex.Err)
+				break
+			}
+			code := ex.Code
+			sw.mu.Lock()
+			c.exitCode, c.oom = &code, ex.OOMKilled
+			sw.mu.Unlock()
+		case <-ctx.Done():
+			return
+		}
+	}
+	log.Info("publishing the branch of a container that finished while the daemon was down", "branch", c.branch)
+	sw.publishBranch(ctx, c, log)
+	sw.event(c, EventContainerExited, nil)
 }
 
 // takeFresh reports (once) whether c was created by this Manager and not
@@ -598,6 +639,33 @@ func (sw *swarm) finish(ctx context.Context, c *ctr, facts exitFacts) {
 	sw.finishWith(ctx, c, m, facts)
 }
 
+// publishBranch ends a finished container's git access and, when it
+// completed, brings its branch into the checkout (and the pull request
+// open, when configured). Local git mode only.
+func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
+	if !sw.local || sw.m.cfg.Git == nil {
+		return
+	}
+	sw.m.cfg.Git.Revoke(c.name)
+	if sw.led.status(c.name) != state.StatusCompleted {
+		return
+	}
+	u, err := sw.m.cfg.Git.Publish(ctx, sw.repo, c.branch, c.name)
+	if err != nil {
+		log.Warn("publish the branch", "branch", c.branch, "err", err)
+		sw.mu.Lock()
+		c.errs = append(c.errs, ErrorDetail{Code: "PUBLISH_FAILED", Message: err.Error()})
+		sw.mu.Unlock()
+		return
+	}
+	if u != nil {
+		sw.mu.Lock()
+		c.prURL = u
+		sw.mu.Unlock()
+		sw.notePullRequest(ctx, c, *u)
+	}
+}
+
 // notePullRequest puts the pull request the daemon opened for c's branch
 // into the state file, where other aimi tools look for it: a daemon
 // completion that repeats c's status with the prUrl added, which the fold
@@ -647,22 +715,7 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 	if err := sw.led.flush(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("flush state", "err", err)
 	}
-	if sw.local && sw.m.cfg.Git != nil {
-		sw.m.cfg.Git.Revoke(c.name)
-		if sw.led.status(c.name) == state.StatusCompleted {
-			if u, err := sw.m.cfg.Git.Publish(ctx, sw.repo, c.branch, c.name); err != nil {
-				log.Warn("publish the branch", "branch", c.branch, "err", err)
-				sw.mu.Lock()
-				c.errs = append(c.errs, ErrorDetail{Code: "PUBLISH_FAILED", Message: err.Error()})
-				sw.mu.Unlock()
-			} else if u != nil {
-				sw.mu.Lock()
-				c.prURL = u
-				sw.mu.Unlock()
-				sw.notePullRequest(ctx, c, *u)
-			}
-		}
-	}
+	sw.publishBranch(ctx, c, log)
 	sw.event(c, EventContainerExited, func(e *Event) {
 		if m != nil {
 			fillMessage(e, m)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,7 +139,8 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 		t.Errorf("logs: exit %d, want the daemon's completion with the pull request:\n%s", code, out)
 	}
 
-	// The token: nowhere but the daemon's environment.
+	// The token: nowhere but the daemon's environment. State and journals
+	// are read before cleanup removes them, the log after the daemon ended.
 	var seen strings.Builder
 	filepath.WalkDir(filepath.Join(repo, ".aimi"), func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
@@ -147,14 +149,21 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 		}
 		return nil
 	})
+	if code, out, errOut := run("swarm", "cleanup"); code != 0 {
+		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
 	for _, a := range answers {
 		seen.WriteString(a)
 	}
 	seen.WriteString(p.stderr.String())
+	if !strings.Contains(seen.String(), `"prUrl":"`+want+`"`) || !strings.Contains(seen.String(), "pull request open") {
+		t.Error("the state file or the daemon's log does not mention the pull request; the leak check below would prove little")
+	}
 	if strings.Contains(seen.String(), hostedToken) {
 		t.Error("the GitHub token leaked into the state file, a journal, a CLI answer or the daemon's log")
-	}
-	if code, out, errOut := run("swarm", "cleanup"); code != 0 {
-		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
 }
