@@ -3,48 +3,18 @@ package gitserve
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
 	"github.com/aimi-tools/swarm/publish"
 )
 
 const ghToken = "ghp_servicetesttoken0000000000000003"
-
-// prServer answers POST /repos/{o}/{r}/pulls with 201 and an html_url
-// when the token is right, 401 otherwise.
-func prServer(t *testing.T) (*httptest.Server, *[]string) {
-	var mu sync.Mutex
-	var heads []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.Header.Get("Authorization") != "Bearer "+ghToken {
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprint(w, `{"message":"Bad credentials"}`)
-			return
-		}
-		if r.Method != http.MethodPost || r.URL.Path != "/repos/acme/widgets/pulls" {
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprint(w, `{"message":"Not Found"}`)
-			return
-		}
-		mu.Lock()
-		heads = append(heads, r.URL.Path)
-		n := len(heads)
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"html_url":"https://github.example/acme/widgets/pull/%d"}`, n)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, &heads
-}
 
 // publishFixture: a user checkout whose origin points (through its own
 // insteadOf) at a local bare repository standing in for GitHub, a service
@@ -68,7 +38,7 @@ func newPublishFixture(t *testing.T, token string) publishFixture {
 	mustGit(t, user, "remote", "add", "origin", "https://github.example/acme/widgets.git")
 	mustGit(t, user, "config", "url.file://"+root+"/.insteadOf", "https://github.example/")
 	mustGit(t, user, "push", "-q", "origin", "main")
-	api, _ := prServer(t)
+	api := gittest.NewGitHubPulls(t, ghToken, "acme/widgets", "github.example")
 	s, logs := newService(t, Options{
 		GitHubAPI:  api.URL,
 		GitHubHost: "github.example",

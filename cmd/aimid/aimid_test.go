@@ -120,6 +120,13 @@ func gitRepo(t testing.TB, stories int, names ...string) string {
 			t.Fatal(err)
 		}
 	}
+	removeProjectContainersAtEnd(t, repo)
+	return repo
+}
+
+// removeProjectContainersAtEnd removes, when the test ends, every container
+// and network the daemon made for repo (labelled with the project path).
+func removeProjectContainersAtEnd(t testing.TB, repo string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -127,7 +134,6 @@ func gitRepo(t testing.TB, stories int, names ...string) string {
 			t.Errorf("cleanup containers of %s: %v", repo, err)
 		}
 	})
-	return repo
 }
 
 // standinImage builds the orchestrator's scripted stand-in runner.
@@ -251,6 +257,19 @@ func aimi(ctx context.Context, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
 	code := cli.Run(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
 	return code, out.String(), errb.String()
+}
+
+// recordingAimi returns a runner of aimi commands against repo and the
+// daemon at sock, and the list of every answer (stdout, stderr) it gave,
+// for the leak checks.
+func recordingAimi(ctx context.Context, repo, sock string) (run func(args ...string) (int, string, string), answers *[]string) {
+	answers = &[]string{}
+	run = func(args ...string) (int, string, string) {
+		code, out, errOut := aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
+		*answers = append(*answers, out, errOut)
+		return code, out, errOut
+	}
+	return run, answers
 }
 
 // allExited: every container is terminal and its process has exited (a

@@ -125,13 +125,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	if out, err := exec.Command("git", "-C", repo, "remote").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
 		t.Fatalf("the checkout must have no remote: %q %v", out, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := dockertest.CleanupByLabel(ctx, labelProject, repo); err != nil {
-			t.Errorf("cleanup containers of %s: %v", repo, err)
-		}
-	})
+	removeProjectContainersAtEnd(t, repo)
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
@@ -140,12 +134,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	var answers []string
-	run := func(args ...string) (int, string, string) {
-		code, out, errOut := aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
-		answers = append(answers, out, errOut)
-		return code, out, errOut
-	}
+	run, answers := recordingAimi(ctx, repo, sock)
 
 	swarmStart := time.Now()
 	code, out, errOut := run("swarm", "start", "--all", "--local", "--follow")
@@ -469,12 +458,12 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 		t.Errorf("the daemon log looks empty:\n%s", logText)
 	}
 	check("the daemon's log", logText)
-	for _, a := range answers {
+	for _, a := range *answers {
 		check("a CLI answer", a)
 	}
 	scanned := scanFiles()
 	t.Logf("leak check: %d secrets in %d files, %d bytes of daemon log, %d CLI answers; total %s",
-		len(secrets), scanned, len(logText), len(answers)/2, time.Since(started).Round(time.Second))
+		len(secrets), scanned, len(logText), len(*answers)/2, time.Since(started).Round(time.Second))
 }
 
 // onlyDaemonAfter reports whether the records after a completion are the

@@ -3,20 +3,15 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/orchestrator"
 )
@@ -38,31 +33,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	}
 	image := sandboxtest.Image(t)
 
-	var mu sync.Mutex
-	var asked []map[string]any
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.Header.Get("Authorization") != "Bearer "+hostedToken {
-			w.WriteHeader(http.StatusUnauthorized)
-			fmt.Fprint(w, `{"message":"Bad credentials"}`)
-			return
-		}
-		if r.Method != http.MethodPost || r.URL.Path != "/repos/acme/widgets/pulls" {
-			w.WriteHeader(http.StatusNotFound)
-			fmt.Fprint(w, `{"message":"Not Found"}`)
-			return
-		}
-		body, _ := io.ReadAll(r.Body)
-		var pr map[string]any
-		_ = json.Unmarshal(body, &pr)
-		mu.Lock()
-		asked = append(asked, pr)
-		n := len(asked)
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"html_url":"https://%s/acme/widgets/pull/%d","number":%d}`, r.Host, 40+n, 40+n)
-	}))
-	t.Cleanup(api.Close)
+	api := gittest.NewGitHubPulls(t, hostedToken, "acme/widgets", "")
 	host := strings.TrimPrefix(api.URL, "http://") // the web host of a non-default API is the API's host
 
 	// The hosted side: a bare repository standing in for acme/widgets.
@@ -84,13 +55,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	gitOut(t, repo, "remote", "add", "origin", "https://"+host+"/acme/widgets.git")
 	gitOut(t, repo, "config", "url.file://"+root+"/.insteadOf", "https://"+host+"/")
 	gitOut(t, repo, "push", "-q", "origin", "main")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := dockertest.CleanupByLabel(ctx, labelProject, repo); err != nil {
-			t.Errorf("cleanup containers of %s: %v", repo, err)
-		}
-	})
+	removeProjectContainersAtEnd(t, repo)
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
@@ -99,12 +64,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var answers []string
-	run := func(args ...string) (int, string, string) {
-		code, out, errOut := aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
-		answers = append(answers, out, errOut)
-		return code, out, errOut
-	}
+	run, answers := recordingAimi(ctx, repo, sock)
 	// --local: the checkout has an origin, so local mode must be asked for.
 	if code, out, errOut := run("swarm", "start", "--all", "--local", "--follow"); code != 0 {
 		t.Fatalf("start --all --local --follow: exit %d\n%s\n%s", code, out, errOut)
@@ -115,15 +75,13 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 
 	sw := validState(t, repo)
 	c := sw.Containers[0]
-	want := "https://" + host + "/acme/widgets/pull/41"
+	want := "https://" + host + "/acme/widgets/pull/1"
 	if c.Status != "completed" || c.PRURL == nil || *c.PRURL != want {
 		t.Fatalf("state file: status %s prUrl %v, want completed with %s", c.Status, c.PRURL, want)
 	}
-	mu.Lock()
-	if len(asked) != 1 || asked[0]["head"] != "feat/linear" || asked[0]["base"] != "main" {
+	if asked := api.Requests(); len(asked) != 1 || asked[0]["head"] != "feat/linear" || asked[0]["base"] != "main" {
 		t.Errorf("pull requests asked for: %v, want one from feat/linear onto main", asked)
 	}
-	mu.Unlock()
 	// The branch reached the hosted remote and the checkout, one commit per story.
 	for _, where := range []string{hosted, repo} {
 		if n := gitOut(t, where, "rev-list", "--count", "main..feat/linear"); n != "3" {
@@ -156,7 +114,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	if err := p.wait(t); err != nil {
 		t.Errorf("aimid exit: %v", err)
 	}
-	for _, a := range answers {
+	for _, a := range *answers {
 		seen.WriteString(a)
 	}
 	seen.WriteString(p.stderr.String())
