@@ -499,12 +499,16 @@ const journalPoll = 200 * time.Millisecond
 
 func tailJournal(ctx context.Context, path string, follow bool, terminal func() bool, out chan<- state.Record) {
 	defer close(out)
-	var sent int64
+	var sent, offset int64
 	for {
 		// terminal is read before the file so that records written just
 		// before the container became terminal are still sent.
 		done := !follow || terminal()
-		recs, _ := state.ReadJournal(path)
+		if st, err := os.Stat(path); err == nil && st.Size() < offset {
+			offset = 0 // rewritten shorter: read it again; seq skips what was sent
+		}
+		var recs []state.Record
+		recs, offset, _ = state.ReadJournalFrom(path, offset)
 		for _, r := range recs {
 			if r.Seq <= sent {
 				continue

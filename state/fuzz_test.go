@@ -42,10 +42,13 @@ func FuzzScanJournal(f *testing.F) {
 	f.Add([]byte("{\"seq\":1,\"cursor\":\"\",\"time\":\"2026-11-22T10:31:00Z\",\"stream\":\"daemon\",\"valid\":false,\"raw\":\"x\"}\n{\"seq\":2,"))
 	f.Add([]byte("\n\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		n := 0
-		_ = scanJournal(bytes.NewReader(data), func(Record) error { n++; return nil })
+		n, size := 0, 0
+		_ = scanJournal(bytes.NewReader(data), func(_ Record, s int) error { n++; size += s; return nil })
 		if n > bytes.Count(data, []byte("\n")) {
 			t.Fatalf("%d records from %d lines", n, bytes.Count(data, []byte("\n")))
+		}
+		if size > len(data) || (n > 0 && data[size-1] != '\n') {
+			t.Fatalf("records span %d of %d bytes, not ending at a newline", size, len(data))
 		}
 	})
 }

@@ -163,15 +163,41 @@ func ReadJournal(path string) ([]Record, error) {
 	}
 	defer f.Close()
 	var recs []Record
-	err = scanJournal(f, func(r Record) error { recs = append(recs, r); return nil })
+	err = scanJournal(f, func(r Record, _ int) error { recs = append(recs, r); return nil })
 	if err != nil {
 		return recs, fmt.Errorf("read journal %s: %w", path, err)
 	}
 	return recs, nil
 }
 
-// scanJournal calls fn for every complete record of r.
-func scanJournal(r io.Reader, fn func(Record) error) error {
+// ReadJournalFrom returns the complete records that start at byte offset
+// (0, or a next from an earlier call) and the offset after the last of
+// them, so a follower reads each record once however long the journal
+// grows. A torn last line is left for the next call.
+func ReadJournalFrom(path string, offset int64) (recs []Record, next int64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, offset, fmt.Errorf("read journal: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return nil, offset, fmt.Errorf("read journal %s from %d: %w", path, offset, err)
+	}
+	next = offset
+	err = scanJournal(f, func(r Record, size int) error {
+		recs = append(recs, r)
+		next += int64(size)
+		return nil
+	})
+	if err != nil {
+		return recs, next, fmt.Errorf("read journal %s: %w", path, err)
+	}
+	return recs, next, nil
+}
+
+// scanJournal calls fn for every complete record of r with its size in
+// bytes, newline included.
+func scanJournal(r io.Reader, fn func(rec Record, size int) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for n := 1; ; n++ {
 		line, err := readLine(br, maxRecordBytes)
@@ -188,7 +214,7 @@ func scanJournal(r io.Reader, fn func(Record) error) error {
 		if err != nil {
 			return fmt.Errorf("line %d: %w", n, err)
 		}
-		if err := fn(rec); err != nil {
+		if err := fn(rec, len(line)+1); err != nil {
 			return err
 		}
 	}
@@ -230,6 +256,14 @@ type Position struct {
 	Cursor string
 }
 
+// advance moves p past r.
+func (p *Position) advance(r Record) {
+	p.Seq = r.Seq
+	if r.Cursor != "" && r.Stream == StreamStdout {
+		p.Cursor = r.Cursor
+	}
+}
+
 // LastPosition returns the position at the end of a journal. A missing
 // journal is the zero Position.
 func LastPosition(path string) (Position, error) {
@@ -249,10 +283,9 @@ func lastRecord(path string) (Position, uint64, error) {
 	defer f.Close()
 	var pos Position
 	var sum uint64
-	err = scanJournal(f, func(r Record) error {
-		pos.Seq = r.Seq
+	err = scanJournal(f, func(r Record, _ int) error {
+		pos.advance(r)
 		if r.Cursor != "" && r.Stream == StreamStdout {
-			pos.Cursor = r.Cursor
 			sum = r.contentHash()
 		}
 		return nil
@@ -291,11 +324,8 @@ func RestoreTracker(path string, tf *tasks.File) (*Tracker, Position, error) {
 	}
 	defer f.Close()
 	var pos Position
-	err = scanJournal(f, func(r Record) error {
-		pos.Seq = r.Seq
-		if r.Cursor != "" {
-			pos.Cursor = r.Cursor
-		}
+	err = scanJournal(f, func(r Record, _ int) error {
+		pos.advance(r)
 		if !r.Valid || r.Rejected != "" {
 			// Rejected once, rejected for good: replaying it could only
 			// differ where the first verdict depended on more than the

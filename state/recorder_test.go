@@ -449,3 +449,34 @@ func TestRecorderUntrackThenTrackAgain(t *testing.T) {
 		t.Fatalf("journal after re-track: %+v", recs)
 	}
 }
+
+// TestReadJournalFromReadsEachRecordOnce: a follower that passes back the
+// offset it got sees every record exactly once while the journal grows,
+// and a torn last line is left for the next read.
+func TestReadJournalFromReadsEachRecordOnce(t *testing.T) {
+	ctx := context.Background()
+	rec, _ := newTestRecorder(t, t.TempDir(), 2, "c")
+	path := rec.JournalPath("c")
+	recordMsg(t, rec, "c", 1, progress(1, "US-001", tasks.InProgress))
+	rec.Flush(ctx)
+	first, off, err := ReadJournalFrom(path, 0)
+	if err != nil || len(first) != 1 || first[0].Seq != 1 {
+		t.Fatalf("first read: %+v %v", first, err)
+	}
+	recordMsg(t, rec, "c", 2, progress(2, "US-001", tasks.Completed))
+	recordMsg(t, rec, "c", 3, progress(3, "US-002", tasks.InProgress))
+	rec.Flush(ctx)
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"seq":4,"cursor":"2026`) // torn: a write in progress
+	f.Close()
+	second, off2, err := ReadJournalFrom(path, off)
+	if err != nil || len(second) != 2 || second[0].Seq != 2 || second[1].Seq != 3 {
+		t.Fatalf("second read from %d: %+v %v", off, second, err)
+	}
+	if st, _ := os.Stat(path); off2 != st.Size()-int64(len(`{"seq":4,"cursor":"2026`)) {
+		t.Fatalf("next offset %d, want the end of the last complete line", off2)
+	}
+	if again, off3, err := ReadJournalFrom(path, off2); err != nil || len(again) != 0 || off3 != off2 {
+		t.Fatalf("read at the torn tail: %+v %d %v, want nothing and the same offset", again, off3, err)
+	}
+}
