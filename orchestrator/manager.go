@@ -359,6 +359,24 @@ func originURL(ctx context.Context, repo string) (string, error) {
 	return u, nil
 }
 
+// lockedSwarm takes the repo lock of repoPath and returns its swarm,
+// adopted from the state file and the engine if the Manager does not hold
+// it yet. The caller runs unlock when done (on error the lock is already
+// released).
+func (m *Manager) lockedSwarm(ctx context.Context, repoPath string) (sw *swarm, unlock func(), err error) {
+	repo, err := cleanRepo(repoPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	unlock = m.lockRepo(repo)
+	sw, err = m.adopt(ctx, repo)
+	if err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return sw, unlock, nil
+}
+
 // Status reconciles the repo's swarm with the engine and returns it.
 func (m *Manager) Status(ctx context.Context, repoPath string) (SwarmView, error) {
 	repo, err := cleanRepo(repoPath)
@@ -371,12 +389,11 @@ func (m *Manager) Status(ctx context.Context, repoPath string) (SwarmView, error
 		sw.reconcileLive(ctx)
 		return sw.view(), nil
 	}
-	unlock := m.lockRepo(repo)
-	defer unlock()
-	sw, err := m.adopt(ctx, repo)
+	sw, unlock, err := m.lockedSwarm(ctx, repo)
 	if err != nil {
 		return SwarmView{}, err
 	}
+	defer unlock()
 	sw.reconcileLive(ctx)
 	return sw.view(), nil
 }
@@ -385,16 +402,11 @@ func (m *Manager) Status(ctx context.Context, repoPath string) (SwarmView, error
 // empty): SIGTERM, grace, kill; they end stopped unless their final message
 // said otherwise first. It returns when they are terminal or ctx ends.
 func (m *Manager) Stop(ctx context.Context, repoPath string, names []string) (SwarmView, error) {
-	repo, err := cleanRepo(repoPath)
+	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
 	if err != nil {
 		return SwarmView{}, err
 	}
-	unlock := m.lockRepo(repo)
 	defer unlock()
-	sw, err := m.adopt(ctx, repo)
-	if err != nil {
-		return SwarmView{}, err
-	}
 	if err := sw.stop(ctx, names); err != nil {
 		return sw.view(), err
 	}
@@ -407,16 +419,11 @@ func (m *Manager) Resume(ctx context.Context, repoPath string, retryFailed bool)
 	if err := m.checkOpen(); err != nil {
 		return SwarmView{}, err
 	}
-	repo, err := cleanRepo(repoPath)
+	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
 	if err != nil {
 		return SwarmView{}, err
 	}
-	unlock := m.lockRepo(repo)
 	defer unlock()
-	sw, err := m.adopt(ctx, repo)
-	if err != nil {
-		return SwarmView{}, err
-	}
 	sw.reconcileLive(ctx)
 	if err := sw.resume(ctx, retryFailed); err != nil {
 		return sw.view(), err
@@ -537,16 +544,12 @@ func tailJournal(ctx context.Context, path string, follow bool, terminal func() 
 // unused) and drops their state entries. With the git service, a container
 // whose branch has commits nobody received is kept unless force.
 func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (CleanupReport, error) {
-	repo, err := cleanRepo(repoPath)
+	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
 	if err != nil {
 		return CleanupReport{}, err
 	}
-	unlock := m.lockRepo(repo)
 	defer unlock()
-	sw, err := m.adopt(ctx, repo)
-	if err != nil {
-		return CleanupReport{}, err
-	}
+	repo := sw.repo
 	sw.reconcileLive(ctx)
 	rep, err := sw.cleanup(ctx, force)
 	if err != nil {
