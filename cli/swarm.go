@@ -87,6 +87,26 @@ func swarmRepoRoot(dir string) (string, error) {
 	return real, nil
 }
 
+// withClient runs fn with the target's repository and a daemon client,
+// closed afterwards, and turns the daemon's errors into exit codes.
+func (t *swarmTarget) withClient(fn func(repo string, client *daemon.Client) error) error {
+	repo, client, err := t.resolve()
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	return swarmErr(fn(repo, client))
+}
+
+// endOfStream is the error of a stream that ended: none when the user
+// interrupted it (ctx done), which is how following normally ends.
+func endOfStream(ctx context.Context, err error) error {
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
 // swarmErr turns a daemon or client error into the command's exit code.
 func swarmErr(err error) error {
 	if err == nil {

@@ -130,17 +130,10 @@ func newSwarmStopCmd(s Streams) *cobra.Command {
 		Use:   "stop [NAME...]",
 		Short: "stop containers of the swarm (all without names): SIGTERM, grace period, kill",
 		RunE: func(cmd *cobra.Command, names []string) error {
-			repo, client, err := t.resolve()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			view, err := client.Stop(cmd.Context(), repo, names)
-			if err != nil {
-				return swarmErr(err)
-			}
-			renderSwarmView(s.Out, view)
-			return nil
+			return t.withClient(func(repo string, client *daemon.Client) error {
+				view, err := client.Stop(cmd.Context(), repo, names)
+				return renderAnswer(s.Out, view, err)
+			})
 		},
 	}
 	t.addFlags(cmd)
@@ -155,17 +148,10 @@ func newSwarmResumeCmd(s Streams) *cobra.Command {
 		Short: "reconcile the swarm and start its pending containers",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			repo, client, err := t.resolve()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			view, err := client.Resume(cmd.Context(), repo, retry)
-			if err != nil {
-				return swarmErr(err)
-			}
-			renderSwarmView(s.Out, view)
-			return nil
+			return t.withClient(func(repo string, client *daemon.Client) error {
+				view, err := client.Resume(cmd.Context(), repo, retry)
+				return renderAnswer(s.Out, view, err)
+			})
 		},
 	}
 	t.addFlags(cmd)
@@ -181,22 +167,29 @@ func newSwarmCleanupCmd(s Streams) *cobra.Command {
 		Short: "remove finished containers and their networks; drop them from the state",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			repo, client, err := t.resolve()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			rep, err := client.Cleanup(cmd.Context(), repo, force)
-			if err != nil {
-				return swarmErr(err)
-			}
-			printCleanup(s.Out, rep)
-			return nil
+			return t.withClient(func(repo string, client *daemon.Client) error {
+				rep, err := client.Cleanup(cmd.Context(), repo, force)
+				if err != nil {
+					return err
+				}
+				printCleanup(s.Out, rep)
+				return nil
+			})
 		},
 	}
 	t.addFlags(cmd)
 	cmd.Flags().BoolVar(&force, "force", false, "also remove containers holding commits nobody received (printed first)")
 	return cmd
+}
+
+// renderAnswer prints the swarm view the daemon answered with, or passes
+// its error on.
+func renderAnswer(w io.Writer, view orchestrator.SwarmView, err error) error {
+	if err != nil {
+		return err
+	}
+	renderSwarmView(w, view)
+	return nil
 }
 
 func printCleanup(w io.Writer, rep orchestrator.CleanupReport) {
@@ -236,23 +229,16 @@ func newSwarmLogsCmd(s Streams) *cobra.Command {
 		Short: "show a container's journal: time, type, story, status, output",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			repo, client, err := t.resolve()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			enc := json.NewEncoder(s.Out)
-			err = client.Logs(cmd.Context(), repo, args[0], follow, func(r state.Record) error {
-				if asJSON {
-					return enc.Encode(r)
-				}
-				_, err := fmt.Fprintln(s.Out, formatRecord(r))
-				return err
+			return t.withClient(func(repo string, client *daemon.Client) error {
+				enc := json.NewEncoder(s.Out)
+				return endOfStream(cmd.Context(), client.Logs(cmd.Context(), repo, args[0], follow, func(r state.Record) error {
+					if asJSON {
+						return enc.Encode(r)
+					}
+					_, err := fmt.Fprintln(s.Out, formatRecord(r))
+					return err
+				}))
 			})
-			if err != nil && errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
-				return nil // interrupted while following: a normal end
-			}
-			return swarmErr(err)
 		},
 	}
 	t.addFlags(cmd)
@@ -334,26 +320,19 @@ func newSwarmEventsCmd(s Streams) *cobra.Command {
 		Short: "print the daemon's state changes as they happen, until interrupted",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			repo, client, err := t.resolve()
-			if err != nil {
-				return err
-			}
-			defer client.Close()
-			if allRepos {
-				repo = ""
-			}
-			enc := json.NewEncoder(s.Out)
-			err = client.Events(cmd.Context(), repo, func(e orchestrator.Event) error {
-				if asJSON {
-					return enc.Encode(e)
+			return t.withClient(func(repo string, client *daemon.Client) error {
+				if allRepos {
+					repo = ""
 				}
-				_, err := fmt.Fprintln(s.Out, formatEvent(e))
-				return err
+				enc := json.NewEncoder(s.Out)
+				return endOfStream(cmd.Context(), client.Events(cmd.Context(), repo, func(e orchestrator.Event) error {
+					if asJSON {
+						return enc.Encode(e)
+					}
+					_, err := fmt.Fprintln(s.Out, formatEvent(e))
+					return err
+				}))
 			})
-			if err != nil && errors.Is(err, context.Canceled) && cmd.Context().Err() != nil {
-				return nil
-			}
-			return swarmErr(err)
 		},
 	}
 	t.addFlags(cmd)
