@@ -119,7 +119,7 @@ func TestServiceFromAContainer(t *testing.T) {
 			"URL=" + a.RepoURL, "OTHER_URL=" + other.RepoURL,
 			"TOKEN_A=" + a.Token, "TOKEN_B=" + b.Token,
 			"BRANCH_A=feat/ca", "BRANCH_B=feat-cb",
-			"GIT_SSL_CAINFO=" + caInContainer, "SSL_CERT_FILE=" + caInContainer,
+			"GIT_SSL_CAINFO=" + caInContainer, // as the orchestrator sets it: git only, not SSL_CERT_FILE
 			"GIT_TERMINAL_PROMPT=0",
 		},
 	}, &container.HostConfig{

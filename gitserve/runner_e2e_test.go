@@ -66,7 +66,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 		Labels:    labels,
 		OpenStdin: true, StdinOnce: false, AttachStdin: true,
 		Env: []string{"AIMI_AGENT=demo", "AIMI_GIT_TOKEN=" + g.Token,
-			"GIT_SSL_CAINFO=" + caPath, "SSL_CERT_FILE=" + caPath},
+			"GIT_SSL_CAINFO=" + caPath}, // as the orchestrator sets it: git only
 	}, &container.HostConfig{
 		NetworkMode: container.NetworkMode(netName),
 		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: g.CAFile, Target: caPath, ReadOnly: true}},
