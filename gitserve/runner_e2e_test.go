@@ -1,7 +1,6 @@
 package gitserve
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
-	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/google/uuid"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
@@ -74,43 +72,19 @@ func TestRunnerThroughTheService(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create container: %v", err)
 	}
-	att, err := cli.ContainerAttach(ctx, created.ID, container.AttachOptions{Stream: true, Stdin: true})
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-	defer att.Close()
-	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
-	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("start: %v", err)
-	}
 	req, _ := json.Marshal(map[string]any{
 		"type": "task-request", "timestamp": time.Now().UTC().Format(time.RFC3339),
 		"swarmId": swarmID, "containerId": created.ID,
 		"payload": map[string]any{"taskFilePath": taskPath, "branchName": branch, "repoUrl": g.RepoURL, "envVars": map[string]string{}},
 	})
-	if _, err := att.Conn.Write(append(req, '\n')); err != nil {
-		t.Fatalf("write the task-request: %v", err)
-	}
-	var exit container.WaitResponse
-	select {
-	case exit = <-waitC:
-	case err := <-errC:
-		t.Fatalf("wait: %v", err)
-	}
-	rc, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	_, _ = stdcopy.StdCopy(&stdout, &stderr, rc)
-	rc.Close()
+	code, stdout, stderr := dockertest.RunWithStdin(t, ctx, cli, created.ID, req)
 	defer func() {
 		if t.Failed() {
-			t.Logf("runner exit %d\nstdout:\n%s\nstderr:\n%s\nservice log:\n%s", exit.StatusCode, stdout.String(), stderr.String(), logs)
+			t.Logf("runner exit %d\nstdout:\n%s\nstderr:\n%s\nservice log:\n%s", code, stdout, stderr, logs)
 		}
 	}()
-	if !strings.Contains(stdout.String(), `"type":"completion"`) || !strings.Contains(stdout.String(), `"status":"completed"`) {
-		t.Fatalf("no completed completion from the runner (exit %d)", exit.StatusCode)
+	if !strings.Contains(stdout, `"type":"completion"`) || !strings.Contains(stdout, `"status":"completed"`) {
+		t.Fatalf("no completed completion from the runner (exit %d)", code)
 	}
 
 	mirror := s.mirrorPath(swarmID)
@@ -134,7 +108,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 			t.Errorf("%s is not on the published branch", f)
 		}
 	}
-	for where, text := range map[string]string{"service log": logs.String(), "runner stdout": stdout.String(), "runner stderr": stderr.String()} {
+	for where, text := range map[string]string{"service log": logs.String(), "runner stdout": stdout, "runner stderr": stderr} {
 		if strings.Contains(text, g.Token) {
 			t.Errorf("the token is in the %s", where)
 		}

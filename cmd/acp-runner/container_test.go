@@ -16,7 +16,6 @@ import (
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/google/uuid"
 )
 
@@ -112,53 +111,26 @@ func runInContainer(t *testing.T, cli *client.Client, img, runID string, srv *gi
 	if err := cli.CopyToContainer(ctx, created.ID, "/tmp", &tarBuf, container.CopyToContainerOptions{}); err != nil {
 		t.Fatalf("copy CA: %v", err)
 	}
-	att, err := cli.ContainerAttach(ctx, created.ID, container.AttachOptions{Stream: true, Stdin: true})
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-	defer att.Close()
-	waitC, errC := cli.ContainerWait(ctx, created.ID, container.WaitConditionNextExit)
-	if err := cli.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("start: %v", err)
-	}
 	line, err := acpmsg.Marshal(acpmsg.NewMessage(acpmsg.TypeTaskRequest, uuid.NewString(), created.ID[:12], &acpmsg.TaskRequest{
 		TaskFilePath: ".aimi/tasks/box-tasks.json", BranchName: "feat/box", RepoURL: srv.URL}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := att.Conn.Write(append(line, '\n')); err != nil {
-		t.Fatalf("write request: %v", err)
-	}
-	var code int64
-	select {
-	case w := <-waitC:
-		code = w.StatusCode
-	case err := <-errC:
-		t.Fatalf("wait: %v", err)
-	}
-	logs, err := cli.ContainerLogs(ctx, created.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logs.Close()
-	var stdout, stderr bytes.Buffer
-	if _, err := stdcopy.StdCopy(&stdout, &stderr, logs); err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(stdout.String()+stderr.String(), srv.Token) {
-		t.Fatalf("token leaked into the container's output:\n%s\n%s", stdout.String(), stderr.String())
+	code, stdout, stderr := dockertest.RunWithStdin(t, ctx, cli, created.ID, line)
+	if strings.Contains(stdout+stderr, srv.Token) {
+		t.Fatalf("token leaked into the container's output:\n%s\n%s", stdout, stderr)
 	}
 	var msgs []acpmsg.Message
-	sc := bufio.NewScanner(&stdout)
+	sc := bufio.NewScanner(strings.NewReader(stdout))
 	for sc.Scan() {
 		m, err := acpmsg.ParseFromContainer(sc.Bytes())
 		if err != nil {
-			t.Fatalf("invalid line %q: %v\nstderr:\n%s", sc.Text(), err, stderr.String())
+			t.Fatalf("invalid line %q: %v\nstderr:\n%s", sc.Text(), err, stderr)
 		}
 		msgs = append(msgs, m)
 	}
 	if len(msgs) == 0 {
-		t.Fatalf("no output (exit %d); stderr:\n%s", code, stderr.String())
+		t.Fatalf("no output (exit %d); stderr:\n%s", code, stderr)
 	}
-	return msgs, code, stderr.String()
+	return msgs, code, stderr
 }

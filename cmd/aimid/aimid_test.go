@@ -242,6 +242,16 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// stop ends the daemon with SIGTERM, as systemd does, and fails the test
+// unless it exits cleanly.
+func (p *proc) stop(t testing.TB) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
+}
+
 func (p *proc) wait(t testing.TB) error {
 	t.Helper()
 	select {
@@ -497,10 +507,7 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "removed:") {
 		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.wait(t); err != nil {
-		t.Errorf("aimid exit: %v", err)
-	}
+	p.stop(t)
 	// The secret is in no log, answer, journal or state file.
 	if strings.Contains(p.stderr.String(), secret) {
 		t.Error("the daemon logged the secret")
@@ -642,10 +649,7 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
 	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", allExited)
 	// A clean stop flushes: the state file is final after it.
-	p2.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p2.wait(t); err != nil {
-		t.Errorf("aimid exit: %v", err)
-	}
+	p2.stop(t)
 	sw := validState(t, repo)
 	if len(sw.Containers) != 3 {
 		t.Fatalf("%d containers", len(sw.Containers))
@@ -775,10 +779,7 @@ func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "aimi-one") || !strings.Contains(out, "aimi-two") {
 		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.wait(t); err != nil {
-		t.Errorf("aimid exit: %v", err)
-	}
+	p.stop(t)
 }
 
 // TestKill9WithQueuedContainersStartsThemAfterRestart kills the daemon while
@@ -827,10 +828,7 @@ func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
 	if maxRunning > 1 {
 		t.Errorf("%d containers ran at once after the restart; --max was 1", maxRunning)
 	}
-	p2.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p2.wait(t); err != nil {
-		t.Errorf("aimid exit: %v", err)
-	}
+	p2.stop(t)
 	sw := validState(t, repo)
 	if len(sw.Containers) != 3 {
 		t.Fatalf("%d containers", len(sw.Containers))

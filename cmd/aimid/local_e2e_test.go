@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -445,10 +444,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	if len(mirrors) != 0 {
 		t.Errorf("git service data left after cleanup: %v", mirrors)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.wait(t); err != nil {
-		t.Errorf("aimid exit: %v", err)
-	}
+	p.stop(t)
 	if _, err := os.Stat(sock); err == nil {
 		t.Error("socket left after SIGTERM")
 	}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -110,10 +109,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	if code, out, errOut := run("swarm", "cleanup"); code != 0 {
 		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	if err := p.wait(t); err != nil {
-		t.Errorf("aimid exit: %v", err)
-	}
+	p.stop(t)
 	for _, a := range *answers {
 		seen.WriteString(a)
 	}
