@@ -11,13 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
+	"github.com/aimi-tools/swarm/internal/fixtures"
 )
 
 const testSwarmID = "a1b2c3d4-e5f6-4a7b-8c9d-0e1f2a3b4c5d"
 
 func TestFixtureMessagesMatchExpectedVerdicts(t *testing.T) {
-	fx := sharedfixtures.Dir(t)
+	fx := fixtures.Dir(t)
 	in, err := os.Open(filepath.Join(fx, "acp", "messages.ndjson"))
 	if err != nil {
 		t.Fatal(err)

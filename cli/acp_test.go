@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
+	"github.com/aimi-tools/swarm/internal/fixtures"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -71,7 +71,7 @@ func TestACPValidateExitCodes(t *testing.T) {
 // The --json output: exactly one object per input line, in order, matching
 // the fixture verdicts.
 func TestACPValidateJSONMatchesFixtureVerdicts(t *testing.T) {
-	fx := sharedfixtures.Dir(t)
+	fx := fixtures.Dir(t)
 	code, out, errs := runCLI(t, "", "acp", "validate", "--json", filepath.Join(fx, "acp", "messages.ndjson"))
 	if code != ExitInvalid {
 		t.Fatalf("exit %d, want 1; stderr %s", code, errs)

@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/aimi-tools/swarm/spec"
 
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -118,17 +117,7 @@ func TestSwarmStatusCommand(t *testing.T) {
 		if out != string(disk) {
 			t.Fatalf("printed something else than the file:\n%s", out)
 		}
-		c := jsonschema.NewCompiler()
-		c.AssertFormat()
-		sch, err := c.Compile(sharedfixtures.SchemaPath(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := jsonschema.UnmarshalJSON(strings.NewReader(out))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sch.Validate(v); err != nil {
+		if err := spec.ValidateState([]byte(out)); err != nil {
 			t.Fatalf("--json output does not validate: %v", err)
 		}
 	})

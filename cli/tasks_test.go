@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
+	"github.com/aimi-tools/swarm/internal/fixtures"
 )
 
 func TestTasksValidate(t *testing.T) {
-	fx := sharedfixtures.Dir(t)
+	fx := fixtures.Dir(t)
 	valid := filepath.Join(fx, "tasks", "valid", "2026-11-20-diamond-tasks.json")
 	missingDep := filepath.Join(fx, "tasks", "invalid", "missing-dependency.json")
 	cycle := filepath.Join(fx, "tasks", "invalid", "cycle.json")

@@ -15,7 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
+	"github.com/aimi-tools/swarm/internal/fixtures"
 )
 
 // TestRunnerThroughTheService: the real acp-runner (demo agent) in the
@@ -24,10 +24,7 @@ import (
 // the user's checkout and Unreceived, reading the exited container, finds
 // nothing missing. The token appears in no log.
 func TestRunnerThroughTheService(t *testing.T) {
-	fixture, err := os.ReadFile(filepath.Join(sharedfixtures.Dir(t), "tasks", "valid", "2026-11-20-linear-tasks.json"))
-	if err != nil {
-		t.Skipf("shared task fixture not found: %v", err)
-	}
+	fixture := fixtures.Read(t, "tasks/valid/2026-11-20-linear-tasks.json")
 	cli := dockertest.Client(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()

@@ -5,7 +5,7 @@
 // state package's Recorder (journal first, then the fold into
 // swarm-state.json) and decides the container's final status when it exits.
 //
-// It also reconciles after a daemon restart (the table in DESIGN.md): the
+// It also reconciles after a daemon restart (the table in docs/design.md): the
 // containers are found again by their org.aimi.* labels, running ones are
 // re-attached and read on from the journal's last cursor, exits that happened
 // while the daemon was down are taken, and missing containers become zombies

@@ -9,7 +9,7 @@ import (
 
 // Engine is the part of the container layer the orchestrator drives;
 // *container.Docker satisfies it. The orchestrator never learns which engine
-// it talks to (DESIGN.md, Scale).
+// it talks to (docs/design.md, Scale).
 type Engine interface {
 	EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error)
 	RemoveNetworkIfUnused(ctx context.Context, name string) error

@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,9 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/aimi-tools/swarm/spec"
 
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -86,26 +84,12 @@ func testRepo(t testing.TB, names []string, stories int) (string, []string) {
 // schema.
 func validateStateFile(t testing.TB, repo string) *state.Swarm {
 	t.Helper()
-	schemaPath := sharedfixtures.SchemaPath(t)
-	if _, err := os.Stat(schemaPath); err != nil {
-		t.Skipf("schema not found at %s", schemaPath)
-	}
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	sch, err := c.Compile(schemaPath)
-	if err != nil {
-		t.Fatalf("compile schema: %v", err)
-	}
 	b, err := os.ReadFile(filepath.Join(repo, ".aimi", "swarm-state.json"))
 	if err != nil {
 		t.Fatalf("read state: %v", err)
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("parse state: %v", err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		t.Fatalf("state file does not validate: %v\n%s", err, b)
+	if err := spec.ValidateState(b); err != nil {
+		t.Fatalf("%v\n%s", err, b)
 	}
 	sw, err := state.Decode(b)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Label keys of the recovery index (DESIGN.md decision 6). The first four are
+// Label keys of the recovery index (docs/design.md decision 6). The first four are
 // the container package's; the last one is the orchestrator's own.
 const (
 	labelSandbox  = "org.aimi.sandbox"   // "true" on everything we create
@@ -60,7 +60,7 @@ var (
 	runnerEnvKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
-// checkTaskPath applies the path rules of DESIGN.md decision 8 to a
+// checkTaskPath applies the path rules of docs/design.md decision 8 to a
 // repo-relative task file path, before anything touches the disk.
 func checkTaskPath(p string) error {
 	switch {
@@ -128,7 +128,7 @@ func uniqueName(name string, taken func(string) bool) string {
 }
 
 // networkName is the swarm's one network: a network per container would
-// exhaust the engine's default address pools at about 30 (DESIGN.md decision
+// exhaust the engine's default address pools at about 30 (docs/design.md decision
 // 7), so every container of a swarm shares one bridge with inter-container
 // traffic disabled by the container package.
 func networkName(swarmID string) string {

@@ -10,7 +10,7 @@ import (
 // eventSource is the optional part of an engine that reports die and oom
 // events (*container.Docker has it). Under cgroups v2 the engine does not
 // always set OOMKilled, so an oom event for a container counts as OOM too
-// (DESIGN.md decision 1).
+// (docs/design.md decision 1).
 type eventSource interface {
 	Events(ctx context.Context, labels map[string]string) (<-chan container.Event, <-chan error)
 }

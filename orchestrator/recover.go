@@ -26,7 +26,7 @@ func (m *Manager) selector(extra map[string]string) map[string]string {
 
 // Recover is the daemon's start: it finds its containers by label, and for
 // every repository they belong to adopts the swarm of its state file,
-// reconciling each entry per DESIGN.md's table (re-attach running ones and
+// reconciling each entry per docs/design.md's table (re-attach running ones and
 // read on from the journal's cursor, take exits that happened meanwhile,
 // mark zombies). A repository that cannot be adopted is logged and skipped;
 // only an engine failure is an error.
@@ -211,7 +211,7 @@ func (sw *swarm) published(ctx context.Context, c *ctr) bool {
 }
 
 // rebuildState makes a state for a repository whose state file is gone
-// but whose containers are still on the engine (DESIGN.md decision 6:
+// but whose containers are still on the engine (docs/design.md decision 6:
 // labels are the recovery index). The newest swarm wins: one with a running
 // container, else the one that started last. Each entry starts pending;
 // its journal (or, without one, the container's whole output) decides the

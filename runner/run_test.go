@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/fixtures"
+
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
@@ -28,14 +30,10 @@ const (
 	linear  = "2026-11-20-linear-tasks.json"
 )
 
-// fixture reads a valid task file from ../shared/fixtures relative to the
-// module root.
+// fixture reads a valid task file from the repository's fixtures.
 func fixture(t *testing.T, name string) *tasks.File {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "shared", "fixtures", "tasks", "valid", name))
-	if err != nil {
-		t.Fatalf("fixture %s: %v", name, err)
-	}
+	data := fixtures.Read(t, "tasks/valid/"+name)
 	var f tasks.File
 	if err := json.Unmarshal(data, &f); err != nil {
 		t.Fatal(err)

@@ -40,10 +40,6 @@ SANDBOX_IMAGE="${SANDBOX_IMAGE:-aimi-sandbox:latest}"
 CONFIG="$DEMO/aimid.yaml"
 # --------------------------------------------------------------------------
 
-# The JSON Schema of the state file, when the shared spec sits beside the
-# repository (as in CI); state.Validate checks the same shape in any case.
-SCHEMA="${AIMI_STATE_SCHEMA:-$ROOT/../shared/spec/swarm-state.schema.json}"
-
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
 aimi() { "$BIN/aimi" "$@"; }
@@ -273,7 +269,7 @@ main() {
 	fi
 
 	say "check: every container completed, state file valid"
-	run go run ./scripts/checkstate -repo "$REPO" -schema "$SCHEMA" -want 3
+	run go run ./scripts/checkstate -repo "$REPO" -want 3
 
 	if [ "$rc" -ne 0 ]; then
 		echo "aimi swarm start exited $rc" >&2

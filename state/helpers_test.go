@@ -3,12 +3,12 @@ package state
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/spec"
+
 	"github.com/aimi-tools/swarm/acpmsg"
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 	"github.com/aimi-tools/swarm/tasks"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -18,13 +18,7 @@ const testSwarmID = "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b"
 // compileSchema compiles the shared schema with format assertions on.
 func compileSchema(tb testing.TB) *jsonschema.Schema {
 	tb.Helper()
-	c := jsonschema.NewCompiler()
-	c.AssertFormat()
-	p := sharedfixtures.SchemaPath(tb)
-	if _, err := os.Stat(p); err != nil {
-		tb.Fatalf("schema: %v", err)
-	}
-	sch, err := c.Compile(p)
+	sch, err := spec.CompileStateSchema()
 	if err != nil {
 		tb.Fatalf("compile schema: %v", err)
 	}

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
+	"github.com/aimi-tools/swarm/internal/fixtures"
 )
 
 func TestFixtures(t *testing.T) {
-	fx := sharedfixtures.Dir(t)
+	fx := fixtures.Dir(t)
 	// What each invalid fixture must be reported for: field and a fragment
 	// of the message.
 	wantInvalid := map[string][2]string{
@@ -264,7 +264,7 @@ func ids(stories []Story) []string {
 }
 
 func TestReady(t *testing.T) {
-	fx := sharedfixtures.Dir(t)
+	fx := fixtures.Dir(t)
 	load := func(name string) *File {
 		f, err := Load(filepath.Join(fx, "tasks", "valid", name))
 		if err != nil {

@@ -17,13 +17,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/aimi-tools/swarm/spec"
 
 	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sharedfixtures"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -300,30 +299,15 @@ func allExited(v orchestrator.SwarmView) bool {
 }
 
 // validState reads the repo's state file and validates it against the
-// shared schema (<module root>/../shared/spec).
+// schema (spec/swarm-state.schema.json).
 func validState(t testing.TB, repo string) *state.Swarm {
 	t.Helper()
-	schema := sharedfixtures.SchemaPath(t)
 	b, err := os.ReadFile(filepath.Join(repo, ".aimi", "swarm-state.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(schema); err == nil {
-		c := jsonschema.NewCompiler()
-		c.AssertFormat()
-		sch, err := c.Compile(schema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sch.Validate(inst); err != nil {
-			t.Fatalf("state file does not validate: %v\n%s", err, b)
-		}
-	} else {
-		t.Errorf("schema not found at %s", schema)
+	if err := spec.ValidateState(b); err != nil {
+		t.Fatalf("%v\n%s", err, b)
 	}
 	sw, err := state.Decode(b)
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 	"github.com/aimi-tools/swarm/state"
 )
 
-// The shapes of ../shared/fixtures/tasks/valid/2026-11-20-{linear,diamond}-tasks.json.
+// The shapes of spec/fixtures/tasks/valid/2026-11-20-{linear,diamond}-tasks.json.
 const (
 	localLinearTasks = `{
   "schemaVersion": "3.0",

@@ -1,27 +1,23 @@
 // Command checkstate is the demo's last check: it reads a repository's
 // .aimi/swarm-state.json (read-only: it never moves a bad file aside),
-// validates it with state.Decode and Swarm.Validate and, when the JSON
-// Schema file is given, against spec/swarm-state.schema.json too, prints
-// one line per container and exits 1 unless every container completed and
-// the file is valid.
+// validates it with state.Decode, Swarm.Validate and the JSON Schema the
+// repository carries (spec/swarm-state.schema.json, embedded), prints one
+// line per container and exits 1 unless every container completed and the
+// file is valid.
 //
-//	go run ./scripts/checkstate -repo .demo/repo [-schema ../shared/spec/swarm-state.schema.json] [-want 3]
+//	go run ./scripts/checkstate -repo .demo/repo [-want 3]
 package main
 
 import (
-	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-
+	"github.com/aimi-tools/swarm/spec"
 	"github.com/aimi-tools/swarm/state"
 )
-
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "checkstate:", err)
@@ -32,7 +28,6 @@ func main() {
 func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("checkstate", flag.ContinueOnError)
 	repo := fs.String("repo", ".", "repository holding .aimi/swarm-state.json")
-	schema := fs.String("schema", "", "JSON Schema file to validate against as well (skipped when empty or missing)")
 	want := fs.Int("want", 0, "number of containers expected (0: any)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -49,16 +44,8 @@ func run(args []string, out io.Writer) error {
 	if err := sw.Validate(); err != nil {
 		return fmt.Errorf("%s breaks the schema: %w", path, err)
 	}
-	schemaNote := "schema file not given"
-	if *schema != "" {
-		if _, err := os.Stat(*schema); err == nil {
-			if err := validateSchema(*schema, raw); err != nil {
-				return fmt.Errorf("%s fails %s: %w", path, *schema, err)
-			}
-			schemaNote = "valid against " + *schema
-		} else {
-			schemaNote = "schema file " + *schema + " not found, checked with state.Validate only"
-		}
+	if err := spec.ValidateState(raw); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	var bad []string
 	for _, c := range sw.Containers {
@@ -71,30 +58,9 @@ func run(args []string, out io.Writer) error {
 	if *want > 0 && len(sw.Containers) != *want {
 		bad = append(bad, fmt.Sprintf("%d containers, want %d", len(sw.Containers), *want))
 	}
-	fmt.Fprintf(out, "state file %s: swarm %s, %d containers; %s\n", path, sw.SwarmID, len(sw.Containers), schemaNote)
+	fmt.Fprintf(out, "state file %s: swarm %s, %d containers; valid against spec/swarm-state.schema.json\n", path, sw.SwarmID, len(sw.Containers))
 	if len(bad) > 0 {
 		return fmt.Errorf("not every container completed: %v", bad)
-	}
-	return nil
-}
-
-func validateSchema(schemaPath string, raw []byte) error {
-	c := jsonschema.NewCompiler()
-	c.AssertFormat() // date-time and uri are part of the contract, not hints
-	sch, err := c.Compile(schemaPath)
-	if err != nil {
-		return fmt.Errorf("compile schema: %w", err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Errorf("decode state JSON: %w", err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		var ve *jsonschema.ValidationError
-		if errors.As(err, &ve) {
-			return fmt.Errorf("%v", ve)
-		}
-		return err
 	}
 	return nil
 }
