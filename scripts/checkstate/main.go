@@ -18,6 +18,7 @@ import (
 	"github.com/aimi-tools/swarm/spec"
 	"github.com/aimi-tools/swarm/state"
 )
+
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "checkstate:", err)
