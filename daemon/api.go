@@ -14,6 +14,7 @@ import (
 // Routes of the API (Go 1.22 ServeMux patterns).
 const (
 	RouteHealth  = "GET /v1/health"
+	RouteList    = "GET /v1/swarms"
 	RouteStart   = "POST /v1/swarms/start"
 	RouteStatus  = "GET /v1/swarms/status"
 	RouteStop    = "POST /v1/swarms/stop"
@@ -49,6 +50,12 @@ type Health struct {
 	PID       int       `json:"pid"`
 	StartedAt time.Time `json:"startedAt"`
 	Version   string    `json:"version,omitempty"`
+}
+
+// SwarmList answers GET /v1/swarms: every swarm the daemon holds, sorted by
+// repository.
+type SwarmList struct {
+	Swarms []orchestrator.SwarmView `json:"swarms"`
 }
 
 // StopRequest stops the named containers, or the whole swarm without names.

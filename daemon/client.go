@@ -80,6 +80,12 @@ func (c *Client) Status(ctx context.Context, repoPath string) (orchestrator.Swar
 	return v, c.do(ctx, http.MethodGet, "/v1/swarms/status", url.Values{"repo": {repoPath}}, nil, &v)
 }
 
+// List returns every swarm the daemon holds, sorted by repository.
+func (c *Client) List(ctx context.Context) (SwarmList, error) {
+	var l SwarmList
+	return l, c.do(ctx, http.MethodGet, "/v1/swarms", nil, nil, &l)
+}
+
 // Stop stops the named containers, or all of the swarm without names.
 func (c *Client) Stop(ctx context.Context, repoPath string, names []string) (orchestrator.SwarmView, error) {
 	var v orchestrator.SwarmView

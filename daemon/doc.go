@@ -11,6 +11,7 @@
 //
 //	GET  /v1/health                               -> Health
 //	POST /v1/swarms/start    orchestrator.StartRequest -> orchestrator.SwarmView
+//	GET  /v1/swarms                               -> SwarmList
 //	GET  /v1/swarms/status?repo=DIR               -> orchestrator.SwarmView
 //	POST /v1/swarms/stop     StopRequest          -> orchestrator.SwarmView
 //	POST /v1/swarms/resume   ResumeRequest        -> orchestrator.SwarmView

@@ -23,6 +23,7 @@ import (
 type Swarms interface {
 	Start(ctx context.Context, req orchestrator.StartRequest) (orchestrator.SwarmView, error)
 	Status(ctx context.Context, repoPath string) (orchestrator.SwarmView, error)
+	List(ctx context.Context) []orchestrator.SwarmView
 	Stop(ctx context.Context, repoPath string, names []string) (orchestrator.SwarmView, error)
 	Resume(ctx context.Context, repoPath string, retryFailed bool) (orchestrator.SwarmView, error)
 	Cleanup(ctx context.Context, repoPath string, force bool) (orchestrator.CleanupReport, error)
@@ -65,6 +66,7 @@ func NewServer(opts ServerOptions) *Server {
 		s.log = slog.Default()
 	}
 	s.mux.HandleFunc(RouteHealth, s.health)
+	s.mux.HandleFunc(RouteList, s.list)
 	s.mux.HandleFunc(RouteStart, s.start)
 	s.mux.HandleFunc(RouteStatus, s.status)
 	s.mux.HandleFunc(RouteStop, s.stop)
@@ -192,6 +194,14 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 	view, err := s.opts.Swarms.Status(r.Context(), repo)
 	s.answer(w, r, view, err)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	l := SwarmList{Swarms: s.opts.Swarms.List(r.Context())}
+	if l.Swarms == nil {
+		l.Swarms = []orchestrator.SwarmView{}
+	}
+	writeJSON(w, http.StatusOK, l)
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {

@@ -384,3 +384,22 @@ func TestErrorAnswersAreLoggedWithoutBodies(t *testing.T) {
 		t.Errorf("refusal not logged: %s", logs.String())
 	}
 }
+
+func TestListAnswersEverySwarmAndNeverNull(t *testing.T) {
+	repo := shortTempDir(t)
+	var views []orchestrator.SwarmView
+	fake := &daemontest.Swarms{ListFunc: func() []orchestrator.SwarmView { return views }}
+	c, _, _ := serve(t, fake)
+	l, err := c.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Swarms == nil || len(l.Swarms) != 0 {
+		t.Fatalf("list with no swarm = %#v, want an empty list", l.Swarms)
+	}
+	views = []orchestrator.SwarmView{view(repo)}
+	l, err = c.List(context.Background())
+	if err != nil || len(l.Swarms) != 1 || l.Swarms[0].RepoPath != repo {
+		t.Fatalf("list = %+v, %v; want the one swarm of %s", l, err, repo)
+	}
+}

@@ -139,6 +139,23 @@ type ContainerDetail struct {
 	// process has exited and (local git mode) its branch was published. A
 	// container is terminal by its completion a moment before that.
 	Finished bool `json:"finished,omitempty"`
+	// Node is the machine the container runs on; empty while every
+	// container runs on the daemon's one engine.
+	Node string `json:"node"`
+	// Stories are the task file's stories in file order with their
+	// dependencies and their status as the container reported it (the
+	// task file's own status before any report); empty when the task file
+	// could not be read.
+	Stories []StoryDetail `json:"stories,omitempty"`
+}
+
+// StoryDetail is one story of a container's task file: a node of its
+// dependsOn graph.
+type StoryDetail struct {
+	ID        string   `json:"id"`
+	Title     string   `json:"title"`
+	DependsOn []string `json:"dependsOn"`
+	Status    string   `json:"status"`
 }
 
 // ErrorDetail is one error of a container: from its error message or

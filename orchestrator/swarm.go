@@ -490,6 +490,12 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (CleanupReport, error)
 // view is the swarm as the API shows it.
 func (sw *swarm) view() SwarmView {
 	snap := sw.led.snapshot()
+	// Story statuses are read before sw.mu, as the snapshot is: the ledger
+	// is never locked under sw.mu here.
+	reported := make(map[string]map[string]tasks.Status, len(snap.Containers))
+	for _, e := range snap.Containers {
+		reported[e.ContainerName] = sw.led.stories(e.ContainerName)
+	}
 	v := SwarmView{RepoPath: sw.repo, State: snap, Containers: []ContainerDetail{}}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -497,6 +503,7 @@ func (sw *swarm) view() SwarmView {
 		d := ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
 			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: slices.Clone(c.errs), LastOutput: c.lastOutput,
 			Rejected: c.rejected, PRURL: c.prURL}
+		d.Stories = c.storyDetails(reported[c.name])
 		if e := snap.Container(c.name); e != nil {
 			d.Status = string(e.Status)
 			if d.PRURL == nil {

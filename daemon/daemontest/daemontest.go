@@ -24,6 +24,7 @@ import (
 type Swarms struct {
 	StartFunc   func(orchestrator.StartRequest) (orchestrator.SwarmView, error)
 	StatusFunc  func(repo string) (orchestrator.SwarmView, error)
+	ListFunc    func() []orchestrator.SwarmView
 	StopFunc    func(repo string, names []string) (orchestrator.SwarmView, error)
 	ResumeFunc  func(repo string, retryFailed bool) (orchestrator.SwarmView, error)
 	CleanupFunc func(repo string, force bool) (orchestrator.CleanupReport, error)
@@ -70,6 +71,14 @@ func (f *Swarms) Status(_ context.Context, repo string) (orchestrator.SwarmView,
 		return f.StatusFunc(repo)
 	}
 	return View(repo), nil
+}
+
+func (f *Swarms) List(context.Context) []orchestrator.SwarmView {
+	f.record("list")
+	if f.ListFunc != nil {
+		return f.ListFunc()
+	}
+	return nil
 }
 
 func (f *Swarms) Stop(_ context.Context, repo string, names []string) (orchestrator.SwarmView, error) {
