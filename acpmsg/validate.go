@@ -12,13 +12,14 @@ import (
 
 	"github.com/go-playground/validator/v10"
 	"github.com/google/uuid"
+
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // The spec's patterns. The custom validator tags below implement them with
 // byte loops (a regexp per field would cost more than the whole JSON decode);
 // validate_test.go checks each loop against the compiled pattern.
 const (
-	PatternBranch   = `^[a-zA-Z0-9][a-zA-Z0-9/_-]*$`
 	PatternStoryID  = `^US-\d{3}$`
 	PatternEnvKey   = `^[A-Z_][A-Z0-9_]*$`
 	PatternCodeName = `^[A-Z][A-Z0-9_]*$`
@@ -126,7 +127,7 @@ func newValidator() *validator.Validate {
 		"msgtype":  func(s string) bool { return knownType(Type(s)) },
 		"rfc3339":  validTimestamp,
 		"uuid4":    validUUID4,
-		"branch":   ValidBranch,
+		"branch":   gitref.ValidBranch,
 		"taskpath": ValidTaskFilePath,
 		"repourl":  ValidRepoURL,
 		"envkey":   ValidEnvKey,
@@ -149,7 +150,7 @@ var ruleMessages = map[string]string{
 	"msgtype":  "must be one of task-request, progress-update, completion, error",
 	"rfc3339":  "must be an RFC 3339 date-time, e.g. 2026-03-01T10:00:00Z",
 	"uuid4":    "must be a UUID version 4 in canonical form",
-	"branch":   "must match " + PatternBranch,
+	"branch":   "must be a branch name git accepts, " + gitref.Pattern + " without \"//\" or a trailing '/', not HEAD, at most 250 bytes",
 	"taskpath": "must be a relative path ending in .json without '..' segments",
 	"repourl":  "must be an https URL, an ssh:// URL or git@host:path",
 	"envkey":   "key must match " + PatternEnvKey,
@@ -292,21 +293,6 @@ func validUUID4(s string) bool {
 	}
 	u, err := uuid.Parse(s)
 	return err == nil && u.Version() == 4 && u.Variant() == uuid.RFC4122
-}
-
-// ValidBranch reports whether s matches PatternBranch (git branch names in
-// task-requests and task files).
-func ValidBranch(s string) bool {
-	if s == "" || !isAlnum(s[0]) {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !isAlnum(c) && c != '/' && c != '_' && c != '-' {
-			return false
-		}
-	}
-	return true
 }
 
 // ValidStoryID reports whether s matches the spec's story id pattern

@@ -14,7 +14,6 @@ func TestPatternMatchersAgreeWithSpecRegexes(t *testing.T) {
 		pattern string
 		fn      func(string) bool
 	}{
-		{PatternBranch, ValidBranch},
 		{PatternStoryID, ValidStoryID},
 		{PatternEnvKey, ValidEnvKey},
 		{PatternCodeName, ValidErrorCode},

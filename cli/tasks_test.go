@@ -15,6 +15,8 @@ func TestTasksValidate(t *testing.T) {
 	cycle := filepath.Join(fx, "tasks", "invalid", "cycle.json")
 	noTypecheck := writeFile(t, "t.json", `{"schemaVersion":"3.0","metadata":{"title":"t","type":"bug","branchName":"b","createdAt":"2026-01-02"},
 "userStories":[{"id":"US-001","title":"x","description":"y","acceptanceCriteria":["works"],"priority":1,"status":"pending","dependsOn":[]}]}`)
+	badBranch := writeFile(t, "b.json", `{"schemaVersion":"3.0","metadata":{"title":"t","type":"bug","branchName":"a//b","createdAt":"2026-01-02"},
+"userStories":[{"id":"US-001","title":"x","description":"y","acceptanceCriteria":["Typecheck passes"],"priority":1,"status":"pending","dependsOn":[]}]}`)
 	cases := []struct {
 		name     string
 		args     []string
@@ -31,6 +33,7 @@ func TestTasksValidate(t *testing.T) {
 		{"missing Typecheck passes is a warning only", []string{noTypecheck}, ExitOK, []string{"valid (1 story)", "Warning: US-001.acceptanceCriteria"}, ""},
 		{"unreadable file exits 2", []string{valid, filepath.Join(t.TempDir(), "none.json")}, ExitUsage, []string{"valid (4 stories)"}, "no such file"},
 		{"unreadable file wins over invalid", []string{missingDep, filepath.Join(t.TempDir(), "none.json")}, ExitUsage, []string{"invalid"}, "no such file"},
+		{"branch name git refuses is invalid, naming git's rule", []string{badBranch}, ExitInvalid, []string{`branch name "a//b" has an empty component`}, ""},
 		{"no file is a usage error", nil, ExitUsage, nil, "requires at least 1 arg"},
 	}
 	for _, tc := range cases {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/docker/docker/client"
 
+	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/publish"
 )
 
@@ -384,8 +385,8 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 		return Grant{}, fmt.Errorf("git service grant: swarm id %q is not usable as a repository name", swarmID)
 	case !containerRe.MatchString(containerName):
 		return Grant{}, fmt.Errorf("git service grant: invalid container name %q", containerName)
-	case !publish.ValidBranch(branch):
-		return Grant{}, fmt.Errorf("git service grant: invalid branch name %q (want %s)", branch, "^[a-zA-Z0-9][a-zA-Z0-9/_-]*$")
+	case gitref.CheckBranch(branch) != nil:
+		return Grant{}, fmt.Errorf("git service grant: %w", gitref.CheckBranch(branch))
 	case !filepath.IsAbs(repoPath):
 		return Grant{}, fmt.Errorf("git service grant: repository path %q is not absolute", repoPath)
 	}

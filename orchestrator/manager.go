@@ -188,10 +188,6 @@ func validateTasks(repo string, files []string, existing map[string]bool) ([]pla
 			probs = append(probs, TaskFileProblem{Path: p, Reason: oneLine(err.Error())})
 			continue
 		}
-		if !branchRe.MatchString(tf.Metadata.BranchName) {
-			probs = append(probs, TaskFileProblem{Path: p, Reason: fmt.Sprintf("metadata.branchName %q does not match %s", tf.Metadata.BranchName, branchRe)})
-			continue
-		}
 		out = append(out, plannedTask{path: p, tf: tf})
 	}
 	if len(probs) > 0 {

@@ -54,7 +54,6 @@ const tasksDir = ".aimi/tasks/"
 
 var (
 	nameRe   = regexp.MustCompile(`^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
-	branchRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9/_-]*$`)
 	envKeyRe = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 	// runnerEnvKeyRe is looser than envVars keys: any POSIX-ish name.
 	runnerEnvKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

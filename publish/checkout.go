@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // Refusals of IntoCheckout. The returned error wraps one of them and says
@@ -26,19 +27,6 @@ var (
 	// ErrBadBranch: the branch name is not one the swarm spec allows.
 	ErrBadBranch = errors.New("invalid branch name")
 )
-
-// branchRe is the swarm spec's branchName pattern (task-request).
-var branchRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9/_-]*$`)
-
-// ValidBranch reports whether name is a branch name the swarm spec allows
-// and git accepts (no "//", no trailing "/", no ".lock" component...).
-func ValidBranch(name string) bool {
-	if !branchRe.MatchString(name) || len(name) > 255 {
-		return false
-	}
-	return !strings.Contains(name, "//") && !strings.HasSuffix(name, "/") &&
-		!strings.HasSuffix(name, ".lock")
-}
 
 // Action is what IntoCheckout did to the branch.
 type Action string
@@ -68,8 +56,8 @@ type Result struct {
 // user makes it fail instead of being overwritten.
 func IntoCheckout(ctx context.Context, g Git, repoPath, src, branch string) (Result, error) {
 	res := Result{Branch: branch}
-	if !ValidBranch(branch) {
-		return res, fmt.Errorf("publish %q: %w", branch, ErrBadBranch)
+	if err := gitref.CheckBranch(branch); err != nil {
+		return res, fmt.Errorf("publish: %w: %w", ErrBadBranch, err)
 	}
 	ref := "refs/heads/" + branch
 	tip, err := g.revParse(ctx, src, ref)

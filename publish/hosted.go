@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // Hosted pushes branches to the user's hosted GitHub remote and opens pull
@@ -40,8 +42,8 @@ type HostedResult struct {
 // fallbackBase is the base branch when neither Base nor the remote's HEAD
 // names one; body is the pull request's description.
 func (h Hosted) Publish(ctx context.Context, g Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
-	if !ValidBranch(branch) {
-		return HostedResult{}, fmt.Errorf("publish %q: %w", branch, ErrBadBranch)
+	if err := gitref.CheckBranch(branch); err != nil {
+		return HostedResult{}, fmt.Errorf("publish: %w: %w", ErrBadBranch, err)
 	}
 	if h.GitHub.Token == "" {
 		return HostedResult{Skipped: "no GitHub token in the daemon's environment"}, nil

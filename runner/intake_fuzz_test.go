@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // FuzzReadRequest feeds arbitrary stdin to the task-request intake: it must
@@ -36,7 +37,7 @@ func FuzzReadRequest(f *testing.F) {
 		if msg.Type != acpmsg.TypeTaskRequest || req == nil {
 			t.Fatalf("accepted %s", msg.Type)
 		}
-		if !acpmsg.ValidBranch(req.BranchName) || strings.HasPrefix(req.TaskFilePath, "/") || strings.Contains("/"+req.TaskFilePath+"/", "/../") {
+		if !gitref.ValidBranch(req.BranchName) || strings.HasPrefix(req.TaskFilePath, "/") || strings.Contains("/"+req.TaskFilePath+"/", "/../") {
 			t.Fatalf("accepted unsafe request %+v", req)
 		}
 		if !strings.HasPrefix(req.RepoURL, "https://") && !strings.HasPrefix(req.RepoURL, "ssh://") && !strings.Contains(req.RepoURL, "@") {

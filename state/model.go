@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"regexp"
 	"time"
+
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // ContainerStatus is a container entry's status in swarm-state.json.
@@ -194,7 +196,6 @@ var (
 	swarmIDRe       = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
 	containerIDRe   = regexp.MustCompile(`^[0-9a-f]{12,64}$`)
 	containerNameRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
-	branchNameRe    = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9/_-]*$`)
 )
 
 // Validate reports every way the swarm would fail the schema, joined, or nil.
@@ -236,8 +237,8 @@ func (c *Container) validate() error {
 	if !containerNameRe.MatchString(c.ContainerName) {
 		errs = append(errs, fmt.Errorf("containerName %q does not match %s", c.ContainerName, containerNameRe))
 	}
-	if !branchNameRe.MatchString(c.BranchName) {
-		errs = append(errs, fmt.Errorf("branchName %q does not match %s", c.BranchName, branchNameRe))
+	if err := gitref.CheckBranch(c.BranchName); err != nil {
+		errs = append(errs, fmt.Errorf("branchName: %w", err))
 	}
 	if !c.Status.valid() {
 		errs = append(errs, fmt.Errorf("status %q is not one of pending, running, completed, failed, stopped", c.Status))

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // Length limits of spec/tasks-v3.md, in characters.
@@ -262,7 +263,7 @@ func (c *checker) metadata(top map[string]json.RawMessage) {
 		c.add("", "metadata.type", fmt.Sprintf("metadata.type is %s; it must be one of feat, ref, bug, chore.", got),
 			`Set metadata.type to one of "feat", "ref", "bug", "chore".`)
 	}
-	if v, present, isStr := str(md, "branchName"); !isStr || !acpmsg.ValidBranch(v) {
+	if v, present, isStr := str(md, "branchName"); !isStr || gitref.CheckBranch(v) != nil {
 		var what string
 		switch {
 		case !present:
@@ -270,10 +271,10 @@ func (c *checker) metadata(top map[string]json.RawMessage) {
 		case !isStr:
 			what = "metadata.branchName is " + kind(md["branchName"]) + ", not a string."
 		default:
-			what = fmt.Sprintf("metadata.branchName %q does not match %s.", v, acpmsg.PatternBranch)
+			what = "metadata.branchName: " + gitref.CheckBranch(v).Error() + "."
 		}
 		c.add("", "metadata.branchName", what,
-			`Set metadata.branchName to letters, digits, '/', '_' and '-', starting with a letter or digit, e.g. "feat/add-task-status".`)
+			fmt.Sprintf(`Set metadata.branchName to a branch name git accepts, made of letters, digits, '/', '_' and '-', starting with a letter or digit, without "//" or a trailing '/', at most %d bytes, e.g. "feat/add-task-status".`, gitref.MaxBranchBytes))
 	}
 	if v, present, isStr := str(md, "createdAt"); !isStr || !validDate(v) {
 		got := "missing"

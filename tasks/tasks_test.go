@@ -134,7 +134,12 @@ func TestRules(t *testing.T) {
 		{"unknown metadata type is rejected", func(d map[string]any) { md(d)["type"] = "docs" }, "", "metadata.type", "docs"},
 		// 4
 		{"missing branchName is rejected", func(d map[string]any) { delete(md(d), "branchName") }, "", "metadata.branchName", "missing"},
-		{"branchName with dot is rejected", func(d map[string]any) { md(d)["branchName"] = "v1.2" }, "", "metadata.branchName", "does not match"},
+		{"branchName with dot is rejected", func(d map[string]any) { md(d)["branchName"] = "v1.2" }, "", "metadata.branchName", "contains '.'"},
+		{"branchName with // is rejected naming git's rule", func(d map[string]any) { md(d)["branchName"] = "a//b" }, "", "metadata.branchName", "empty component"},
+		{"branchName with a trailing / is rejected", func(d map[string]any) { md(d)["branchName"] = "a/" }, "", "metadata.branchName", "empty component"},
+		{"branchName HEAD is rejected", func(d map[string]any) { md(d)["branchName"] = "HEAD" }, "", "metadata.branchName", `"HEAD"`},
+		{"branchName ending in .lock is rejected", func(d map[string]any) { md(d)["branchName"] = "a/b.lock" }, "", "metadata.branchName", `".lock"`},
+		{"branchName of 300 characters is rejected", func(d map[string]any) { md(d)["branchName"] = strings.Repeat("b", 300) }, "", "metadata.branchName", "300 bytes long; the limit is 250"},
 		// 5
 		{"createdAt as a timestamp is rejected", func(d map[string]any) { md(d)["createdAt"] = "2026-02-27T10:00:00Z" }, "", "metadata.createdAt", "YYYY-MM-DD"},
 		{"createdAt on an impossible date is rejected", func(d map[string]any) { md(d)["createdAt"] = "2026-02-30" }, "", "metadata.createdAt", "YYYY-MM-DD"},
