@@ -129,7 +129,15 @@ type rootfsConfig struct {
 	User      User
 	Workspace string
 	EtcApt    string
+	// Links are symlinks (path -> target) the packages' maintainer
+	// scripts would have made (update-alternatives), written after every
+	// package; a path a package already ships is left alone.
+	Links []Link
 }
+
+// Link is one symlink in a rootfs: Path (absolute, in the image) points to
+// Target.
+type Link struct{ Path, Target string }
 
 func (c rootfsConfig) key() string {
 	h := sha256.New()

@@ -1,6 +1,7 @@
 package sandboximage
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -262,6 +263,15 @@ func buildRootfs(ctx context.Context, log *slog.Logger, work, dst string, cfg ro
 	}
 	for _, deb := range debs {
 		if err := unpackDeb(ctx, deb, m); err != nil {
+			return err
+		}
+	}
+	for _, l := range cfg.Links {
+		name, err := cleanName(l.Path)
+		if err != nil || name == "" {
+			return fmt.Errorf("rootfs link %q: bad path", l.Path)
+		}
+		if err := m.write(&tar.Header{Typeflag: tar.TypeSymlink, Name: usrMerged(name), Linkname: l.Target, Mode: 0o777}, nil); err != nil {
 			return err
 		}
 	}
