@@ -16,6 +16,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/atomicfile"
 )
 
 // File names in the service's directory.
@@ -114,10 +116,10 @@ func createCA(certPath, keyPath string) (*authority, error) {
 	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 	// Key first: a crash between the two leaves a key without a
 	// certificate, which loadOrCreateCA reports instead of overwriting.
-	if err := writeFileAtomic(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := atomicfile.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		return nil, fmt.Errorf("write git service CA key: %w", err)
 	}
-	if err := writeFileAtomic(certPath, certPEM, 0o644); err != nil {
+	if err := atomicfile.WriteFile(certPath, certPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("write git service CA certificate: %w", err)
 	}
 	return &authority{cert: cert, key: key, certPEM: certPEM}, nil
@@ -155,42 +157,4 @@ func randSerial() *big.Int {
 		return big.NewInt(time.Now().UnixNano())
 	}
 	return n
-}
-
-// writeFileAtomic writes data to path through a temp file in the same
-// directory (write, sync, rename, sync the directory), removing the temp
-// file on every error path.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

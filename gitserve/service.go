@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/gitref"
+	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/publish"
 )
 
@@ -652,7 +653,7 @@ func (s *Service) saveLocked() error {
 	if err != nil {
 		return fmt.Errorf("encode git service grants: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(s.dir, stateName), data, 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(s.dir, stateName), data, 0o600); err != nil {
 		return fmt.Errorf("write git service grants: %w", err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/tasks"
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/google/uuid"
@@ -319,15 +320,7 @@ func (r *run) writeTaskFile() error {
 		return err
 	}
 	path := filepath.Join(r.cfg.Workspace, filepath.FromSlash(r.req.TaskFilePath))
-	tmp := path + ".aimi-tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, 0o644)
 }
 
 // stopReasonText explains a non-end_turn stop reason in a story's output.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -194,7 +195,7 @@ func (r *Recorder) Track(c *Container, t *Tracker) error {
 // entry durable, cuts a torn last line and reads where it ends.
 func openJournal(path string) (*journal, error) {
 	dir := filepath.Dir(path)
-	if err := mkdirAllSynced(dir); err != nil {
+	if err := atomicfile.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create journal directory: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
@@ -206,7 +207,7 @@ func openJournal(path string) (*journal, error) {
 		err = f.Sync()
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = atomicfile.SyncDir(dir)
 	}
 	if err != nil {
 		f.Close()
@@ -250,24 +251,6 @@ func cutTornTail(f *os.File) (int64, error) {
 		}
 	}
 	return end, nil
-}
-
-// mkdirAllSynced creates dir and its missing parents, fsyncing each parent
-// so the new entries survive a crash.
-func mkdirAllSynced(dir string) error {
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirAllSynced(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return syncDir(parent)
 }
 
 // Record journals one line of a container and folds its message. rec

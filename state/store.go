@@ -9,11 +9,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/aimi-tools/swarm/internal/atomicfile"
+	"github.com/aimi-tools/swarm/internal/filelock"
 )
 
 // File locations, relative to the repository root. The shell tools use the
@@ -24,7 +24,6 @@ const (
 	LockFileName  = "swarm-state.json.lock" // flock(LOCK_EX) taken around every write, in DirName
 	JournalDir    = "swarm"                 // journals: DirName/JournalDir/<swarmId>/<containerName>.ndjson
 	corruptSuffix = ".corrupt-"             // swarm-state.json.corrupt-<UTC time>
-	tempPrefix    = ".swarm-state.json.tmp-"
 )
 
 // ErrNoState is returned by Load when the state file does not exist.
@@ -169,7 +168,7 @@ func (s *Store) loadLocked() (*Swarm, error) {
 	cerr := &CorruptError{Path: s.path, Err: perr.err}
 	if rerr := os.Rename(s.path, aside); rerr == nil {
 		cerr.MovedTo = aside
-		_ = syncDir(s.dir)
+		_ = atomicfile.SyncDir(s.dir)
 	}
 	return nil, cerr
 }
@@ -247,117 +246,37 @@ func (s *Store) Remove(ctx context.Context) error {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove swarm state: %w", err)
 		}
-		return syncDir(s.dir)
+		return atomicfile.SyncDir(s.dir)
 	})
 }
 
-// writeLocked is the atomic write: temp file in the same directory, write,
-// fsync, rename over the state file, fsync the directory. The temp file is
-// removed on every error path.
-func (s *Store) writeLocked(sw *Swarm) (err error) {
+// writeLocked writes the file atomically (internal/atomicfile). Temp
+// files a writer killed mid-save left are removed first: the lock is held,
+// so no live writer of ours owns one.
+func (s *Store) writeLocked(sw *Swarm) error {
 	b, err := json.MarshalIndent(sw, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode swarm state: %w", err)
 	}
 	b = append(b, '\n')
-	s.cleanOnce.Do(s.removeStaleTemps)
-	f, err := os.CreateTemp(s.dir, tempPrefix+"*")
-	if err != nil {
+	s.cleanOnce.Do(func() { atomicfile.RemoveTemps(s.path) })
+	// 0644: the state file is read by other tools.
+	if err := atomicfile.WriteFile(s.path, b, 0o644); err != nil {
 		return fmt.Errorf("write swarm state: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return fmt.Errorf("write swarm state: %w", err)
-	}
-	// CreateTemp makes 0600; the state file is read by other tools.
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("write swarm state: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write swarm state: fsync: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write swarm state: %w", err)
-	}
-	if err = os.Rename(f.Name(), s.path); err != nil {
-		return fmt.Errorf("write swarm state: %w", err)
-	}
-	if err := syncDir(s.dir); err != nil {
-		return fmt.Errorf("write swarm state: fsync %s: %w", s.dir, err)
 	}
 	return nil
 }
 
-// removeStaleTemps deletes temp files left by a writer killed mid-save. It
-// runs with the lock held, so no live writer of ours owns one.
-func (s *Store) removeStaleTemps() {
-	ents, err := os.ReadDir(s.dir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), tempPrefix) {
-			os.Remove(filepath.Join(s.dir, e.Name()))
-		}
-	}
-}
-
-// lockPoll bounds how long a waiting locker sleeps between LOCK_NB tries:
-// flock has no timeout, and ctx must be honoured.
-const lockPoll = 20 * time.Millisecond
-
-// withLock runs fn holding flock(LOCK_EX) on the lock file, creating .aimi
-// if needed. The flock is per open file description, so goroutines of one
-// process exclude each other as well as other processes.
+// withLock runs fn holding flock(LOCK_EX) on the lock file (the shell
+// tools' lock), creating .aimi if needed.
 func (s *Store) withLock(ctx context.Context, fn func() error) error {
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", s.dir, err)
 	}
-	f, err := os.OpenFile(s.lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	unlock, err := filelock.Lock(ctx, s.lockPath, 0o644)
 	if err != nil {
-		return fmt.Errorf("open lock %s: %w", s.lockPath, err)
+		return fmt.Errorf("%w (another aimi tool holds it)", err)
 	}
-	defer f.Close() // closing the descriptor releases the flock
-	if err := lockFile(ctx, int(f.Fd())); err != nil {
-		return fmt.Errorf("lock %s: %w (another aimi tool holds it)", s.lockPath, err)
-	}
-	defer unix.Flock(int(f.Fd()), unix.LOCK_UN)
+	defer unlock()
 	return fn()
-}
-
-// lockFile takes LOCK_EX, retrying LOCK_NB with a growing sleep until ctx ends.
-func lockFile(ctx context.Context, fd int) error {
-	wait := time.Millisecond
-	for {
-		err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		wait = min(wait*2, lockPoll)
-	}
-}
-
-// syncDir fsyncs a directory so a rename or create in it is durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/atomicfile"
 )
 
 func TestMarshalHasExactlyTheSchemaShape(t *testing.T) {
@@ -118,7 +120,7 @@ func TestStoreLoadSave(t *testing.T) {
 		}
 		ents, _ := os.ReadDir(filepath.Dir(st.Path()))
 		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), tempPrefix) {
+			if strings.HasPrefix(e.Name(), atomicfile.TempPrefix(st.Path())) {
 				t.Errorf("temp file left: %s", e.Name())
 			}
 		}
@@ -201,7 +203,7 @@ func TestStoreLoadSave(t *testing.T) {
 	t.Run("stale temp files of a killed writer are removed", func(t *testing.T) {
 		st := Open(t.TempDir())
 		os.MkdirAll(filepath.Dir(st.Path()), 0o755)
-		stale := filepath.Join(filepath.Dir(st.Path()), tempPrefix+"123")
+		stale := filepath.Join(filepath.Dir(st.Path()), atomicfile.TempPrefix(st.Path())+"123")
 		os.WriteFile(stale, []byte(`{"swarm`), 0o600)
 		st.Save(ctx, newTestSwarm("a"))
 		if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {

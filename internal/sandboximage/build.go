@@ -20,12 +20,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/filelock"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
-	"golang.org/x/sys/unix"
 )
 
 // Label keys and names this package puts on images: external contracts,
@@ -543,26 +543,11 @@ func readJSONStream(r io.Reader) (string, error) {
 // lockDir takes an exclusive flock on CacheDir/build.lock, honouring ctx
 // while it waits.
 func lockDir(ctx context.Context, dir string) (func(), error) {
-	f, err := os.OpenFile(filepath.Join(dir, "build.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	unlock, err := filelock.Lock(ctx, filepath.Join(dir, "build.lock"), 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("open sandbox build lock: %w", err)
+		return nil, fmt.Errorf("wait for another sandbox image build: %w", err)
 	}
-	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock sandbox build cache %s: %w", dir, err)
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("wait for another sandbox image build (lock %s): %w", dir, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return func() { _ = unlock() }, nil
 }
 
 func short(id string) string {

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/atomicfile"
 )
 
 // defaultKeyring is Debian's archive keyring as the debian-archive-keyring
@@ -250,56 +252,46 @@ func buildRootfs(ctx context.Context, log *slog.Logger, work, dst string, cfg ro
 	sort.Strings(debs)
 	log.Info("sandbox rootfs: packages downloaded", "count", len(debs), "took", time.Since(start).Round(time.Millisecond))
 
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".rootfs-*.tar")
+	// 0644: the tarball holds nothing secret and other users of the
+	// machine may share the cache.
+	var dupes []string
+	err = atomicfile.Write(dst, 0o644, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		m := newRootfsMerger(bw, time.Now().UTC().Truncate(time.Second))
+		if err := m.skeleton(cfg.User, cfg.Workspace); err != nil {
+			return err
+		}
+		for _, deb := range debs {
+			if err := unpackDeb(ctx, deb, m); err != nil {
+				return err
+			}
+		}
+		for _, l := range cfg.Links {
+			name, err := cleanName(l.Path)
+			if err != nil || name == "" {
+				return fmt.Errorf("rootfs link %q: bad path", l.Path)
+			}
+			if err := m.write(&tar.Header{Typeflag: tar.TypeSymlink, Name: usrMerged(name), Linkname: l.Target, Mode: 0o777}, nil); err != nil {
+				return err
+			}
+		}
+		if err := m.finish(cfg.User, cfg.Release, cfg.Packages); err != nil {
+			return err
+		}
+		if len(m.certs) == 0 && contains(cfg.Packages, "ca-certificates") {
+			return fmt.Errorf("no certificates found under /%s in the ca-certificates package: the package layout changed; update the sandbox image builder", caCertDir)
+		}
+		if err := bw.Flush(); err != nil {
+			return fmt.Errorf("write rootfs tar: %w", err)
+		}
+		dupes = m.dupes
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("create rootfs tar: %w", err)
+		return fmt.Errorf("build the rootfs tar %s: %w", dst, err)
 	}
-	defer os.Remove(tmp.Name()) // after the rename this is a no-op
-	defer tmp.Close()
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	m := newRootfsMerger(bw, time.Now().UTC().Truncate(time.Second))
-	if err := m.skeleton(cfg.User, cfg.Workspace); err != nil {
-		return err
-	}
-	for _, deb := range debs {
-		if err := unpackDeb(ctx, deb, m); err != nil {
-			return err
-		}
-	}
-	for _, l := range cfg.Links {
-		name, err := cleanName(l.Path)
-		if err != nil || name == "" {
-			return fmt.Errorf("rootfs link %q: bad path", l.Path)
-		}
-		if err := m.write(&tar.Header{Typeflag: tar.TypeSymlink, Name: usrMerged(name), Linkname: l.Target, Mode: 0o777}, nil); err != nil {
-			return err
-		}
-	}
-	if err := m.finish(cfg.User, cfg.Release, cfg.Packages); err != nil {
-		return err
-	}
-	if len(m.certs) == 0 && contains(cfg.Packages, "ca-certificates") {
-		return fmt.Errorf("no certificates found under /%s in the ca-certificates package: the package layout changed; update the sandbox image builder", caCertDir)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write rootfs tar: %w", err)
-	}
-	// CreateTemp makes the file 0600; the tarball holds nothing secret and
-	// other users of the machine may share the cache.
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("chmod rootfs tar: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync rootfs tar: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close rootfs tar: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return fmt.Errorf("store rootfs tar in the cache: %w", err)
-	}
-	if len(m.dupes) > 0 {
-		log.Debug("sandbox rootfs: paths shipped twice, first kept", "paths", m.dupes)
+	if len(dupes) > 0 {
+		log.Debug("sandbox rootfs: paths shipped twice, first kept", "paths", dupes)
 	}
 	log.Info("sandbox rootfs: built", "path", dst, "packages", len(debs), "took", time.Since(start).Round(time.Millisecond))
 	return nil
