@@ -149,7 +149,7 @@ func discoverTaskFiles(repo string) ([]taskFile, error) {
 		} else {
 			tf.ModTime = fi.ModTime()
 		}
-		if data, err := os.ReadFile(p); err != nil {
+		if data, err := tasks.ReadFileIn(repo, tf.Path); err != nil {
 			tf.Problem = err.Error()
 		} else {
 			var file tasks.File

@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -68,20 +67,13 @@ cannot be read.`,
 
 func readTaskFile(s Streams, name string) ([]byte, error) {
 	if name == "-" {
-		data, err := io.ReadAll(s.In)
-		if err != nil {
-			return nil, fmt.Errorf("read task file from stdin: %w", err)
-		}
-		return data, nil
+		return tasks.ReadLimited(s.In)
 	}
-	data, err := os.ReadFile(name)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("read task file: %w (task files live under .aimi/tasks/)", err)
-		}
-		return nil, fmt.Errorf("read task file: %w", err)
+	data, err := tasks.ReadFile(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (task files live under .aimi/tasks/)", err)
 	}
-	return data, nil
+	return data, err
 }
 
 func plural(n int, word string) string {

@@ -18,7 +18,7 @@
 //
 // # Decisions
 //
-//   - Start validates every task file (path rules, then tasks.Load) before any
+//   - Start validates every task file (path rules, then tasks.LoadIn) before any
 //     engine call, creates every container (in parallel, named in task-file
 //     order), saves them all as pending with their engine ids, and only then
 //     starts any. Names are aimi-<task file slug>, suffixed -2, -3... when a

@@ -183,7 +183,7 @@ func validateTasks(repo string, files []string, existing map[string]bool) ([]pla
 			probs = append(probs, TaskFileProblem{Path: p, Reason: "already in the active swarm (use resume to rerun it)"})
 			continue
 		}
-		tf, err := tasks.Load(filepath.Join(repo, filepath.FromSlash(p)))
+		tf, err := tasks.LoadIn(repo, p)
 		if err != nil {
 			probs = append(probs, TaskFileProblem{Path: p, Reason: oneLine(err.Error())})
 			continue

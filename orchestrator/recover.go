@@ -133,7 +133,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	var plans []plan
 	var unpublished []*ctr
 	for _, e := range st.Containers {
-		tf, err := tasks.Load(filepath.Join(repo, filepath.FromSlash(e.TaskFilePath)))
+		tf, err := tasks.LoadIn(repo, e.TaskFilePath)
 		if err != nil {
 			m.log.Warn("task file unreadable; its stories are learnt from the journal", "file", e.TaskFilePath, "err", err)
 			tf = nil
@@ -258,7 +258,7 @@ func (m *Manager) rebuildState(ctx context.Context, repo string) (*state.Swarm, 
 		}
 		branch := in.Labels[labelBranch]
 		if branch == "" {
-			if tf, err := tasks.Load(filepath.Join(repo, filepath.FromSlash(in.Labels[labelTaskFile]))); err == nil {
+			if tf, err := tasks.LoadIn(repo, in.Labels[labelTaskFile]); err == nil {
 				branch = tf.Metadata.BranchName
 			}
 		}

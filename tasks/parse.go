@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -68,13 +67,23 @@ func Parse(data []byte) (*File, error) {
 	return f, nil
 }
 
-// Load reads and validates the task file at path. A read failure is returned
-// wrapped (errors.Is(err, fs.ErrNotExist) works); an invalid file yields
-// Problems.
+// Load reads (as ReadFile does) and validates the task file at path. A read
+// failure is returned wrapped (errors.Is(err, fs.ErrNotExist) works); an
+// invalid file yields Problems.
 func Load(path string) (*File, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read task file: %w", err)
+		return nil, err
+	}
+	return Parse(data)
+}
+
+// LoadIn reads (as ReadFileIn does) and validates the task file rel of the
+// repository at repo.
+func LoadIn(repo, rel string) (*File, error) {
+	data, err := ReadFileIn(repo, rel)
+	if err != nil {
+		return nil, err
 	}
 	return Parse(data)
 }

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDiscoveryReadsNoFIFODeviceOrOutsideFile: --all discovery lists a FIFO,
+// a link to /dev/zero and a link out of the repository with a problem each,
+// at once, without reading them.
+func TestDiscoveryReadsNoFIFODeviceOrOutsideFile(t *testing.T) {
+	repo := t.TempDir()
+	dir := filepath.Join(repo, ".aimi", "tasks")
+	os.MkdirAll(dir, 0o755)
+	outside := filepath.Join(t.TempDir(), "other-tasks.json")
+	os.WriteFile(outside, []byte(`{"schemaVersion":"3.0","metadata":{"branchName":"leak"},"userStories":[]}`), 0o644)
+	os.Symlink(outside, filepath.Join(dir, "out-tasks.json"))
+	os.Symlink("/dev/zero", filepath.Join(dir, "z-tasks.json"))
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo-tasks.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		found []taskFile
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() { f, err := discoverTaskFiles(repo); done <- result{f, err} }()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("discovery did not return within 10s (blocked on the FIFO?)")
+	}
+	if r.err != nil || len(r.found) != 3 {
+		t.Fatalf("discover: %v %+v", r.err, r.found)
+	}
+	want := map[string]string{"out-tasks.json": "lead out", "z-tasks.json": "lead out", "fifo-tasks.json": "FIFO"}
+	for _, f := range r.found {
+		w := want[filepath.Base(f.Path)]
+		if f.Branch != "" || !strings.Contains(f.Problem, w) {
+			t.Errorf("%s: branch %q problem %q, want a problem with %q", f.Path, f.Branch, f.Problem, w)
+		}
+	}
+}
+
+// TestTasksValidateRefusesAFIFOAndADevice: tasks validate answers at once.
+func TestTasksValidateRefusesAFIFOAndADevice(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string, 1)
+	go func() {
+		code, _, errs := runCLI(t, "", "tasks", "validate", fifo, "/dev/zero")
+		if code != ExitUsage {
+			errs = "exit code is not ExitUsage: " + errs
+		}
+		done <- errs
+	}()
+	select {
+	case errs := <-done:
+		if strings.Count(errs, "not a regular file") != 2 {
+			t.Errorf("stderr: %s", errs)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("tasks validate did not return within 10s")
+	}
+}
