@@ -38,7 +38,8 @@ type Client struct {
 	env       []string
 	log       *slog.Logger
 
-	cancelled atomic.Bool // after Cancel, permission requests get the cancelled outcome
+	cancelled atomic.Bool  // after Cancel, permission requests get the cancelled outcome
+	session   atomic.Value // string: the session session/new created; requests and updates must name it
 
 	transcript *Transcript
 	terms      *terminals
@@ -138,6 +139,9 @@ func fsError(path string, err error) error {
 
 // ReadTextFile implements acp.Client. Line is 1-based; Limit counts lines.
 func (c *Client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
+	if err := c.ours(p.SessionId); err != nil {
+		return acp.ReadTextFileResponse{}, err
+	}
 	r, err := c.rel(p.Path)
 	if err != nil {
 		return acp.ReadTextFileResponse{}, outside(p.Path, err)
@@ -172,6 +176,9 @@ func sliceLines(s string, line, limit *int) string {
 
 // WriteTextFile implements acp.Client. Missing parent directories are made.
 func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
+	if err := c.ours(p.SessionId); err != nil {
+		return acp.WriteTextFileResponse{}, err
+	}
 	r, err := c.rel(p.Path)
 	if err != nil {
 		return acp.WriteTextFileResponse{}, outside(p.Path, err)
@@ -194,6 +201,9 @@ func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) 
 // RequestPermission implements acp.Client: the answer comes from the policy,
 // or is cancelled once the turn is being cancelled.
 func (c *Client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
+	if err := c.ours(p.SessionId); err != nil {
+		return acp.RequestPermissionResponse{}, err
+	}
 	title := ""
 	if p.ToolCall.Title != nil {
 		title = *p.ToolCall.Title
@@ -217,10 +227,13 @@ func (c *Client) RequestPermission(ctx context.Context, p acp.RequestPermissionR
 	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(id)}, nil
 }
 
-// SessionUpdate implements acp.Client. It only folds the update into the
-// transcript under a mutex: the SDK queues at most 1024 notifications and
-// drops the connection when a slow handler lets the queue fill.
+// SessionUpdate implements acp.Client. A Conn applies updates in its gate
+// and never lets the SDK call this; it is here for the interface and for
+// callers driving the Client without a Conn.
 func (c *Client) SessionUpdate(ctx context.Context, n acp.SessionNotification) error {
+	if err := c.ours(n.SessionId); err != nil {
+		return err
+	}
 	c.transcript.apply(n.Update)
 	return nil
 }

@@ -26,6 +26,7 @@ func newTestClient(t *testing.T, policy string) (*Client, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
+	c.setSession("s")
 	return c, ws
 }
 

@@ -5,6 +5,16 @@
 // os.Root, so ".." and symlinks that leave the workspace are refused), runs
 // terminal/* commands in the workspace with bounded output, and folds the
 // agent's session/update stream into a Transcript the runner turns into a
-// story summary. It does not start agents or choose what to prompt; the runner
-// does.
+// story summary.
+//
+// Client.Connect puts a gate between the agent's stdout and the SDK: it
+// applies session/update itself in stream order (the SDK's bounded
+// notification queue would drop the connection on a burst), ignores and
+// logs updates and notifications that belong to no session of ours, checks
+// the answers to initialize, session/new and session/prompt for the fields
+// the schema requires (and the protocol version), and ends the stream with
+// ErrLineTooLong instead of a bare disconnect on an overlong line. Requests
+// naming another session than the one session/new created are refused.
+//
+// It does not start agents or choose what to prompt; the runner does.
 package acpclient

@@ -1,7 +1,11 @@
 package acpclient
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +32,7 @@ func FuzzWriteConfinement(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	c.setSession("s")
 	f.Cleanup(func() { c.Close() })
 	f.Fuzz(func(t *testing.T, p string) {
 		_, _ = c.WriteTextFile(context.Background(), acp.WriteTextFileRequest{SessionId: "s", Path: p, Content: "x"})
@@ -57,14 +62,15 @@ func FuzzSliceLines(f *testing.F) {
 	})
 }
 
-// BenchmarkSessionUpdate measures the session/update handler, which must
-// return fast: the SDK drops the connection once 1024 notifications queue up.
+// BenchmarkSessionUpdate measures folding one update into the transcript,
+// which the gate does on the connection's reading goroutine.
 func BenchmarkSessionUpdate(b *testing.B) {
 	c, err := New(Config{Workspace: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
+	c.setSession("s")
 	ups := []acp.SessionUpdate{
 		acp.UpdateAgentMessageText("some streamed text of an agent message "),
 		acp.StartToolCall("t1", "Edit file", acp.WithStartKind(acp.ToolKindEdit)),
@@ -80,4 +86,44 @@ func BenchmarkSessionUpdate(b *testing.B) {
 	// Target: well under 10µs per update, so 1024 queued updates drain in
 	// about 10ms.
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/update")
+}
+
+// FuzzGate feeds arbitrary agent output through the gate: it never panics,
+// and what it hands the SDK is whole JSON lines that are answers, requests
+// or $/cancel_request, each within MaxLineBytes.
+func FuzzGate(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":1}}` + "\n",
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi"}}}}` + "\n",
+		`{"jsonrpc":"2.0","id":7,"method":"fs/read_text_file","params":{"sessionId":"x","path":"/a"}}` + "\n",
+		`{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}` + "\n",
+		"not json\n\n\r\n{}\n{\"id\":null}\n",
+		`{"jsonrpc":"2.0","id":2,"result":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	c, err := New(Config{Workspace: f.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { c.Close() })
+	c.setSession("s")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := newGate(c, bytes.NewReader(data), c.log)
+		g.sentRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`))
+		g.sentRequest([]byte(`{"jsonrpc":"2.0","id":2,"method":"session/new"}`))
+		out, err := io.ReadAll(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range bytes.Split(bytes.TrimSuffix(out, []byte("\n")), []byte("\n")) {
+			if len(out) == 0 {
+				break
+			}
+			var e envelope
+			if len(line) > MaxLineBytes || json.Unmarshal(line, &e) != nil || !e.hasID() && e.Method != "$/cancel_request" {
+				t.Fatalf("handed the SDK %q", line)
+			}
+		}
+	})
 }

@@ -77,6 +77,9 @@ func (t *terminal) kill() {
 // CreateTerminal implements acp.Client: the command starts in the workspace
 // (or a cwd inside it) in its own process group.
 func (c *Client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
+	if err := c.ours(p.SessionId); err != nil {
+		return acp.CreateTerminalResponse{}, err
+	}
 	dir := c.resolved
 	if p.Cwd != nil && *p.Cwd != "" {
 		r, err := c.rel(*p.Cwd)
@@ -151,6 +154,9 @@ func exitStatus(cmd *exec.Cmd, _ error) acp.TerminalExitStatus {
 
 // TerminalOutput implements acp.Client.
 func (c *Client) TerminalOutput(ctx context.Context, p acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
+	if err := c.ours(p.SessionId); err != nil {
+		return acp.TerminalOutputResponse{}, err
+	}
 	t, err := c.terms.get(p.TerminalId)
 	if err != nil {
 		return acp.TerminalOutputResponse{}, err
@@ -168,6 +174,9 @@ func (c *Client) TerminalOutput(ctx context.Context, p acp.TerminalOutputRequest
 
 // WaitForTerminalExit implements acp.Client.
 func (c *Client) WaitForTerminalExit(ctx context.Context, p acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
+	if err := c.ours(p.SessionId); err != nil {
+		return acp.WaitForTerminalExitResponse{}, err
+	}
 	t, err := c.terms.get(p.TerminalId)
 	if err != nil {
 		return acp.WaitForTerminalExitResponse{}, err
@@ -183,6 +192,9 @@ func (c *Client) WaitForTerminalExit(ctx context.Context, p acp.WaitForTerminalE
 // KillTerminal implements acp.Client: the command stops, the terminal stays
 // readable until released.
 func (c *Client) KillTerminal(ctx context.Context, p acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
+	if err := c.ours(p.SessionId); err != nil {
+		return acp.KillTerminalResponse{}, err
+	}
 	t, err := c.terms.get(p.TerminalId)
 	if err != nil {
 		return acp.KillTerminalResponse{}, err
@@ -194,6 +206,9 @@ func (c *Client) KillTerminal(ctx context.Context, p acp.KillTerminalRequest) (a
 // ReleaseTerminal implements acp.Client: kills the command if it still runs
 // and forgets the terminal.
 func (c *Client) ReleaseTerminal(ctx context.Context, p acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
+	if err := c.ours(p.SessionId); err != nil {
+		return acp.ReleaseTerminalResponse{}, err
+	}
 	t, err := c.terms.get(p.TerminalId)
 	if err != nil {
 		return acp.ReleaseTerminalResponse{}, err

@@ -16,7 +16,7 @@ import (
 )
 
 // connect wires the demo agent to an acpclient.Client through in-memory pipes.
-func connect(t *testing.T, policy string) (*acp.ClientSideConnection, *acpclient.Client, string) {
+func connect(t *testing.T, policy string) (*acpclient.Conn, *acpclient.Client, string) {
 	t.Helper()
 	ws := t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
@@ -38,7 +38,7 @@ func connect(t *testing.T, policy string) (*acp.ClientSideConnection, *acpclient
 		defer close(done)
 		_ = demoagent.Run(ctx, toAgentR, toClientW, nil)
 	}()
-	conn := acp.NewClientSideConnection(cl, toAgentW, toClientR)
+	conn := cl.Connect(toAgentW, toClientR)
 	t.Cleanup(func() {
 		cancel()
 		_ = toAgentW.Close()
@@ -49,7 +49,7 @@ func connect(t *testing.T, policy string) (*acp.ClientSideConnection, *acpclient
 	return conn, cl, ws
 }
 
-func prompt(t *testing.T, conn *acp.ClientSideConnection, ws, text string) acp.StopReason {
+func prompt(t *testing.T, conn *acpclient.Conn, ws, text string) acp.StopReason {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -36,6 +36,10 @@ type backend interface {
 // closes (and again after SIGTERM) before its process group is killed.
 const processExitWait = time.Second
 
+// stderrExcerpt is how much of the end of an agent's stderr a crash report
+// quotes.
+const stderrExcerpt = 600
+
 // tailWriter keeps the last bytes written (agent stderr, exec output) for
 // failure summaries.
 type tailWriter struct {
@@ -59,10 +63,6 @@ func (w *tailWriter) String() string {
 	defer w.mu.Unlock()
 	return strings.ToValidUTF8(string(w.buf), "")
 }
-
-type readerFunc func([]byte) (int, error)
-
-func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
 
 // process is an agent subprocess in its own process group.
 type process struct {
@@ -116,13 +116,14 @@ func (p *process) stop() {
 // acpBackend runs each story in a fresh agent process speaking ACP on its
 // stdio: initialize, session/new in the workspace, one session/prompt.
 type acpBackend struct {
-	argv         []string
-	env          []string
-	policy       acpclient.Policy
-	authMethod   string
-	grace        time.Duration
-	log          *slog.Logger
-	onAgentStart func(int)
+	argv             []string
+	env              []string
+	policy           acpclient.Policy
+	authMethod       string
+	grace            time.Duration
+	handshakeTimeout time.Duration
+	log              *slog.Logger
+	onAgentStart     func(int)
 }
 
 func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) outcome {
@@ -163,60 +164,82 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 		outR.Close()
 	}()
 
-	// The SDK's constructor starts reading before it stores its own fields:
-	// hold the agent's output back until it returned. No conn.SetLogger for
-	// the same reason; the SDK logs to slog.Default().
-	ready := make(chan struct{})
-	conn := acp.NewClientSideConnection(client, inW, readerFunc(func(p []byte) (int, error) {
-		<-ready
-		return outR.Read(p)
-	}))
-	close(ready)
+	conn := client.Connect(inW, outR)
 	crashed := func(step string, err error) outcome {
+		if ferr := conn.Err(); ferr != nil {
+			// The agent broke the framing; the SDK only saw a disconnect.
+			return outcome{err: fmt.Errorf("agent %s: %w", step, ferr), summary: client.Transcript().Summary()}
+		}
+		var pe *acpclient.ProtocolError
+		if errors.As(err, &pe) {
+			return outcome{err: err, summary: client.Transcript().Summary()}
+		}
 		// The connection sees the agent's stdout close before Wait reaps the
 		// process and drains its stderr: give the exit a moment to land so the
 		// story says why the agent died.
 		select {
 		case <-proc.exited:
-			err = fmt.Errorf("agent exited during %s (%v): %s", step, proc.cmd.ProcessState, oneLine(proc.stderr.String(), 400))
+			err = fmt.Errorf("agent exited during %s (%v): %s", step, proc.cmd.ProcessState, lastWords(proc.stderr.String(), stderrExcerpt))
 		case <-time.After(processExitWait):
 			err = fmt.Errorf("agent %s: %w", step, err)
 		}
 		return outcome{err: err, summary: client.Transcript().Summary()}
 	}
-
-	initResp, err := conn.Initialize(ctx, acp.InitializeRequest{
-		ProtocolVersion: acp.ProtocolVersionNumber,
-		ClientCapabilities: acp.ClientCapabilities{
-			Fs:       acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
-			Terminal: true,
-		},
-		ClientInfo: &acp.Implementation{Name: "aimi-acp-runner", Version: "1"},
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return outcome{stop: acp.StopReasonCancelled}
+	// handshake bounds one step before the prompt: an agent that never
+	// answers must not hold the story until the swarm's timeout.
+	handshake := func(step string, call func(context.Context) error) (o outcome, failed bool) {
+		if b.handshakeTimeout <= 0 {
+			b.handshakeTimeout = DefaultHandshakeTimeout
 		}
-		return crashed("initialize", err)
+		hctx, cancel := context.WithTimeout(ctx, b.handshakeTimeout)
+		defer cancel()
+		err := call(hctx)
+		switch {
+		case err == nil:
+			return outcome{}, false
+		case ctx.Err() != nil:
+			return outcome{stop: acp.StopReasonCancelled}, true
+		case hctx.Err() != nil:
+			return outcome{err: fmt.Errorf("the agent did not answer %s within %v (agent.handshake_timeout, %s): check that %s starts an ACP agent that speaks on stdin/stdout",
+				step, b.handshakeTimeout, EnvHandshakeTimeout, EnvAgentCommand)}, true
+		}
+		return crashed(step, err), true
+	}
+
+	var initResp acp.InitializeResponse
+	if o, failed := handshake("initialize", func(ctx context.Context) (err error) {
+		initResp, err = conn.Initialize(ctx, acp.InitializeRequest{
+			ProtocolVersion: acp.ProtocolVersionNumber,
+			ClientCapabilities: acp.ClientCapabilities{
+				Fs:       acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
+				Terminal: true,
+			},
+			ClientInfo: &acp.Implementation{Name: "aimi-acp-runner", Version: "1"},
+		})
+		return err
+	}); failed {
+		return o
 	}
 	if b.authMethod != "" {
-		if _, err := conn.Authenticate(ctx, acp.AuthenticateRequest{MethodId: b.authMethod}); err != nil {
-			if ctx.Err() != nil {
-				return outcome{stop: acp.StopReasonCancelled}
-			}
-			return crashed("authenticate with "+b.authMethod, err)
+		if o, failed := handshake("authenticate with "+b.authMethod, func(ctx context.Context) error {
+			_, err := conn.Authenticate(ctx, acp.AuthenticateRequest{MethodId: b.authMethod})
+			return err
+		}); failed {
+			return o
 		}
 	}
-	sess, err := conn.NewSession(ctx, acp.NewSessionRequest{Cwd: dir, McpServers: []acp.McpServer{}})
-	if err != nil {
-		if ctx.Err() != nil {
-			return outcome{stop: acp.StopReasonCancelled}
-		}
+	var sess acp.NewSessionResponse
+	var sessErr error
+	if o, failed := handshake("session/new", func(ctx context.Context) (err error) {
+		sess, err = conn.NewSession(ctx, acp.NewSessionRequest{Cwd: dir, McpServers: []acp.McpServer{}})
+		sessErr = err
+		return err
+	}); failed {
 		var re *acp.RequestError
-		if errors.As(err, &re) && re.Code == -32000 && b.authMethod == "" {
+		if errors.As(sessErr, &re) && re.Code == -32000 && b.authMethod == "" && ctx.Err() == nil {
 			return outcome{err: fmt.Errorf("the agent requires authentication: set %s to one of %v (and the credentials it needs)", EnvAgentAuthMethod, authMethodIDs(initResp.AuthMethods))}
 		}
-		return crashed("session/new", err)
+		return o
 	}
 
 	type answer struct {
@@ -255,8 +278,7 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 		if ctx.Err() != nil {
 			return outcome{stop: acp.StopReasonCancelled, summary: sum}
 		}
-		o := crashed("session/prompt", a.err)
-		return o
+		return crashed("session/prompt", a.err)
 	}
 	return outcome{stop: a.resp.StopReason, summary: sum}
 }

@@ -20,11 +20,15 @@ const (
 	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY" // allow | reject | allow-kinds:read,edit,...
 	EnvWorkspace        = "AIMI_WORKSPACE"         // clone target, default /workspace
 	EnvStopGrace        = "AIMI_STOP_GRACE"        // Go duration, default 5s
-	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"   // default "aimi swarm"
-	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL"  // default "swarm@aimi.invalid"
-	EnvGitToken         = "AIMI_GIT_TOKEN"         // optional https token; never logged nor passed to agents
-	EnvGitUsername      = "AIMI_GIT_USERNAME"      // user for the token's Basic auth, default x-access-token
-	EnvSwarmID          = "AIMI_SWARM_ID"          // fallback envelope ids when the request is unreadable
+	// EnvHandshakeTimeout bounds each of initialize, authenticate and
+	// session/new (Go duration, default 2m); the daemon sets it from
+	// agent.handshake_timeout.
+	EnvHandshakeTimeout = "AIMI_AGENT_HANDSHAKE_TIMEOUT"
+	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"  // default "aimi swarm"
+	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL" // default "swarm@aimi.invalid"
+	EnvGitToken         = "AIMI_GIT_TOKEN"        // optional https token; never logged nor passed to agents
+	EnvGitUsername      = "AIMI_GIT_USERNAME"     // user for the token's Basic auth, default x-access-token
+	EnvSwarmID          = "AIMI_SWARM_ID"         // fallback envelope ids when the request is unreadable
 	EnvContainerID      = "AIMI_CONTAINER_ID"
 	EnvLogLevel         = "AIMI_LOG_LEVEL" // debug | info | warn | error
 )
@@ -38,11 +42,14 @@ const (
 
 // Defaults.
 const (
-	DefaultWorkspace   = "/workspace"
-	DefaultStopGrace   = 5 * time.Second // with Docker's default 10s stop timeout, leaves time to report
-	DefaultAuthorName  = "aimi swarm"
-	DefaultAuthorEmail = "swarm@aimi.invalid"
-	DefaultGitUsername = "x-access-token"
+	DefaultWorkspace = "/workspace"
+	DefaultStopGrace = 5 * time.Second // with Docker's default 10s stop timeout, leaves time to report
+	// DefaultHandshakeTimeout leaves room for an agent that installs or
+	// updates itself at start.
+	DefaultHandshakeTimeout = 2 * time.Minute
+	DefaultAuthorName       = "aimi swarm"
+	DefaultAuthorEmail      = "swarm@aimi.invalid"
+	DefaultGitUsername      = "x-access-token"
 )
 
 // Config is everything the runner needs besides the task-request.
@@ -55,12 +62,15 @@ type Config struct {
 	Policy        acpclient.Policy
 	Workspace     string
 	StopGrace     time.Duration
-	AuthorName    string
-	AuthorEmail   string
-	GitToken      string
-	GitUsername   string
-	SwarmID       string // fallbacks for an unreadable request
-	ContainerID   string
+	// HandshakeTimeout bounds each step before the prompt (initialize,
+	// authenticate, session/new); 0 means DefaultHandshakeTimeout.
+	HandshakeTimeout time.Duration
+	AuthorName       string
+	AuthorEmail      string
+	GitToken         string
+	GitUsername      string
+	SwarmID          string // fallbacks for an unreadable request
+	ContainerID      string
 	// Env is the base environment of agents, verify commands and terminals;
 	// nil means os.Environ() without the git token.
 	Env    []string
@@ -115,6 +125,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.StopGrace = d
 	}
+	if s := strings.TrimSpace(getenv(EnvHandshakeTimeout)); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return c, fmt.Errorf("%s=%q: want a positive duration like 2m", EnvHandshakeTimeout, s)
+		}
+		c.HandshakeTimeout = d
+	}
 	return c, nil
 }
 
@@ -133,6 +150,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Agent == "" {
 		c.Agent = AgentDemo
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -13,6 +13,10 @@ import (
 const envDemoAgent = "RUNNER_TEST_DEMO_AGENT"
 
 func TestMain(m *testing.M) {
+	if mode := os.Getenv(envScriptAgent); mode != "" {
+		scriptAgent(mode, os.Stdin, os.Stdout)
+		os.Exit(0)
+	}
 	if os.Getenv(envDemoAgent) == "1" {
 		if err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, nil); err != nil {
 			os.Exit(1)

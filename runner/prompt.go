@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/aimi-tools/swarm/demoagent"
 	"github.com/aimi-tools/swarm/tasks"
@@ -62,4 +63,17 @@ func tail(s string, n int) string {
 		return "…" + string(r[len(r)-n+1:])
 	}
 	return s
+}
+
+// lastWords is the end of an agent's stderr for a failure summary: whitespace
+// collapsed, control characters dropped, and the last n characters kept,
+// since an agent that dies says why last.
+func lastWords(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && !unicode.IsSpace(r) {
+			return -1
+		}
+		return r
+	}, s)
+	return tail(strings.Join(strings.Fields(s), " "), n)
 }

@@ -43,6 +43,11 @@
 //	AIMI_WORKSPACE          directory to clone into, empty or missing; default /workspace.
 //	                        fs/* and terminal/* of the agent are confined to it.
 //	AIMI_STOP_GRACE         Go duration an agent gets to end a cancelled turn; default 5s.
+//	AIMI_AGENT_HANDSHAKE_TIMEOUT
+//	                        Go duration an ACP agent gets to answer each of initialize,
+//	                        authenticate and session/new; default 2m (the daemon sets it
+//	                        from agent.handshake_timeout). A silent agent fails its story
+//	                        with an error naming the step.
 //	AIMI_GIT_AUTHOR_NAME    author and committer of the story commits; default "aimi swarm".
 //	AIMI_GIT_AUTHOR_EMAIL   default "swarm@aimi.invalid".
 //	AIMI_GIT_TOKEN          optional token for https clone and push, sent as HTTP Basic

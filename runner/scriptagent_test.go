@@ -1,0 +1,282 @@
+package runner
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpclient"
+	acp "github.com/coder/acp-go-sdk"
+)
+
+// envScriptAgent turns the test binary into a scripted ACP agent that
+// breaks one rule of the protocol, named by the variable's value.
+const envScriptAgent = "RUNNER_TEST_SCRIPT_AGENT"
+
+// scriptAgent speaks raw JSON lines so that it can do what no SDK agent
+// would. Behaviours:
+//
+//	burst           20,000 session/update notifications, then the answer
+//	silent          never answers initialize
+//	silent-session  answers initialize, never session/new
+//	version=<json>  answers initialize with that protocolVersion ("none": absent)
+//	empty-session   answers session/new with {}
+//	no-stop-reason  answers session/prompt with {}
+//	foreign         updates before initialize and for another session, and
+//	                fs requests naming another session
+//	fatal           writes 8 KiB of chatter to stderr, then "FATAL: ...", and dies
+//	long-line       writes an 11 MiB line while prompted
+func scriptAgent(mode string, in io.Reader, out io.Writer) {
+	w := bufio.NewWriter(out)
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		w.Write(b)
+		w.WriteByte('\n')
+		w.Flush()
+	}
+	update := func(sid, text string) {
+		send(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
+			"sessionId": sid, "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}}})
+	}
+	answer := func(id json.RawMessage, result any) {
+		send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+	}
+	const sid = "sess-1"
+	// Answers to the agent's own requests (fs/*) arrive on the same stream.
+	var asked []string
+	got := map[string]string{}
+	nextID := 100
+	request := func(method string, params any) {
+		nextID++
+		asked = append(asked, fmt.Sprint(nextID))
+		send(map[string]any{"jsonrpc": "2.0", "id": nextID, "method": method, "params": params})
+	}
+	var promptID json.RawMessage
+
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		if m.Method == "" {
+			if len(m.Error) > 0 {
+				got[string(m.ID)] = `"refused"`
+			} else {
+				got[string(m.ID)] = `"served"`
+			}
+			if promptID != nil && len(got) == len(asked) {
+				var res []string
+				for _, id := range asked {
+					res = append(res, got[id])
+				}
+				update(sid, "fs answers: "+strings.Join(res, ","))
+				answer(promptID, map[string]any{"stopReason": "end_turn"})
+				promptID = nil
+			}
+			continue
+		}
+		switch m.Method {
+		case "initialize":
+			switch {
+			case mode == "silent":
+				continue
+			case mode == "foreign":
+				update(sid, "FOREIGN before initialize")
+			case strings.HasPrefix(mode, "version="):
+				v := strings.TrimPrefix(mode, "version=")
+				r := map[string]any{"agentCapabilities": map[string]any{}}
+				if v != "none" {
+					r["protocolVersion"] = json.RawMessage(v)
+				}
+				answer(m.ID, r)
+				continue
+			}
+			answer(m.ID, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}})
+		case "session/new":
+			switch mode {
+			case "silent-session":
+				continue
+			case "empty-session":
+				answer(m.ID, map[string]any{})
+				continue
+			case "foreign":
+				update(sid, "FOREIGN before the session exists")
+			}
+			answer(m.ID, map[string]any{"sessionId": sid})
+		case "session/prompt":
+			switch mode {
+			case "burst":
+				for i := range 20000 {
+					update(sid, fmt.Sprintf("chunk %d. ", i))
+				}
+			case "no-stop-reason":
+				answer(m.ID, map[string]any{})
+				continue
+			case "foreign":
+				update("someone-else", "FOREIGN for another session")
+				update(sid, "own update.")
+				ws, _ := os.Getwd()
+				promptID = m.ID
+				request("fs/read_text_file", map[string]any{"sessionId": "someone-else", "path": filepath.Join(ws, "secret.txt")})
+				request("fs/write_text_file", map[string]any{"sessionId": "someone-else", "path": filepath.Join(ws, "planted.txt"), "content": "x"})
+				request("fs/read_text_file", map[string]any{"sessionId": sid, "path": filepath.Join(ws, "secret.txt")})
+				continue
+			case "fatal":
+				fmt.Fprint(os.Stderr, strings.Repeat("agent: routine chatter line\n", 300))
+				fmt.Fprint(os.Stderr, "FATAL: the model endpoint refused the API key\n")
+				os.Exit(7)
+			case "long-line":
+				w.WriteString(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`)
+				w.WriteString(strings.Repeat("x", 11<<20))
+				w.WriteString("\"}}}}\n")
+				w.Flush()
+			}
+			answer(m.ID, map[string]any{"stopReason": "end_turn"})
+		}
+	}
+}
+
+// scriptBackend runs the scripted agent in mode as an ACP backend.
+func scriptBackend(t *testing.T, mode string, handshake time.Duration) (*acpBackend, string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := acpclient.ParsePolicy("allow")
+	return &acpBackend{
+		argv:             []string{self},
+		env:              append(os.Environ(), envScriptAgent+"="+mode, "GORACE=atexit_sleep_ms=0"),
+		policy:           p,
+		grace:            2 * time.Second,
+		handshakeTimeout: handshake,
+		log:              slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}, t.TempDir()
+}
+
+func TestBurstOfUpdatesBeforeTheAnswerCompletesTheStory(t *testing.T) {
+	b, dir := scriptBackend(t, "burst", time.Minute)
+	o := b.runStory(context.Background(), "US-001", "go", dir)
+	if o.err != nil || o.stop != acp.StopReasonEndTurn {
+		t.Fatalf("outcome %+v, err %v", o, o.err)
+	}
+	if !strings.Contains(o.summary, "chunk 1") {
+		t.Fatalf("summary lacks the streamed text: %q", o.summary)
+	}
+}
+
+func TestHandshakeTimeoutEndsASilentAgent(t *testing.T) {
+	for _, tc := range []struct{ mode, step string }{{"silent", "initialize"}, {"silent-session", "session/new"}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			b, dir := scriptBackend(t, tc.mode, 300*time.Millisecond)
+			start := time.Now()
+			o := b.runStory(context.Background(), "US-001", "go", dir)
+			if o.err == nil {
+				t.Fatalf("outcome %+v, err %v", o, o.err)
+			}
+			for _, want := range []string{"did not answer " + tc.step + " within 300ms", EnvHandshakeTimeout, "agent.handshake_timeout"} {
+				if !strings.Contains(o.err.Error(), want) {
+					t.Errorf("error %q lacks %q", o.err, want)
+				}
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("took %v", took)
+			}
+		})
+	}
+}
+
+func TestHandshakeTimeoutFromEnv(t *testing.T) {
+	env := map[string]string{EnvHandshakeTimeout: "45s"}
+	c, err := ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil || c.HandshakeTimeout != 45*time.Second {
+		t.Fatalf("config %v, %v", c.HandshakeTimeout, err)
+	}
+	env[EnvHandshakeTimeout] = "soon"
+	if _, err := ConfigFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), EnvHandshakeTimeout) {
+		t.Fatalf("bad value accepted: %v", err)
+	}
+	c = Config{}
+	c.setDefaults()
+	if c.HandshakeTimeout != DefaultHandshakeTimeout {
+		t.Fatalf("default %v", c.HandshakeTimeout)
+	}
+}
+
+func TestAgentAnswersThatBreakTheSchemaFailTheStory(t *testing.T) {
+	for _, tc := range []struct{ mode, want string }{
+		{"version=2", "the agent chose ACP protocol version 2 and acp-runner speaks version 1 only"},
+		{"version=0", "the agent chose ACP protocol version 0"},
+		{"version=none", "initialize breaks the ACP protocol: it has no protocolVersion"},
+		{`version="1"`, "initialize breaks the ACP protocol"},
+		{"empty-session", "session/new breaks the ACP protocol: it has no sessionId"},
+		{"no-stop-reason", "session/prompt breaks the ACP protocol: it has no valid stopReason"},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			b, dir := scriptBackend(t, tc.mode, time.Minute)
+			o := b.runStory(context.Background(), "US-001", "go", dir)
+			if o.err == nil || !strings.Contains(o.err.Error(), tc.want) {
+				t.Fatalf("outcome %+v, err %v, want error with %q", o, o.err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMessagesForNoSessionOfOursAreIgnored(t *testing.T) {
+	b, dir := scriptBackend(t, "foreign", time.Minute)
+	if err := os.WriteFile(filepath.Join(dir, "secret.txt"), []byte("s"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := b.runStory(context.Background(), "US-001", "go", dir)
+	if o.err != nil || o.stop != acp.StopReasonEndTurn {
+		t.Fatalf("outcome %+v, err %v", o, o.err)
+	}
+	if strings.Contains(o.summary, "FOREIGN") {
+		t.Errorf("updates of no session of ours were folded in: %q", o.summary)
+	}
+	if !strings.Contains(o.summary, "own update.") || !strings.Contains(o.summary, `fs answers: "refused","refused","served"`) {
+		t.Errorf("summary %q: want our own update, and fs requests served for our session only", o.summary)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "planted.txt")); err == nil {
+		t.Error("fs/write_text_file for another session was served")
+	}
+}
+
+func TestCrashReportKeepsTheLastLineOfStderr(t *testing.T) {
+	b, dir := scriptBackend(t, "fatal", time.Minute)
+	o := b.runStory(context.Background(), "US-001", "go", dir)
+	if o.err == nil || !strings.Contains(o.err.Error(), "FATAL: the model endpoint refused the API key") {
+		t.Fatalf("outcome %+v, err %v", o, o.err)
+	}
+}
+
+func TestOverlongLineSaysSo(t *testing.T) {
+	b, dir := scriptBackend(t, "long-line", time.Minute)
+	o := b.runStory(context.Background(), "US-001", "go", dir)
+	if o.err == nil || !strings.Contains(o.err.Error(), "line of more than") || strings.Contains(o.err.Error(), "peer disconnected") {
+		t.Fatalf("outcome %+v, err %v", o, o.err)
+	}
+}
+
+func TestLastWordsKeepsTheEnd(t *testing.T) {
+	s := strings.Repeat("noise ", 2000) + "\x1b[2J\nFATAL: reason\n"
+	got := lastWords(s, 40)
+	if !strings.HasSuffix(got, "FATAL: reason") || strings.ContainsRune(got, 0x1b) || len([]rune(got)) > 40 {
+		t.Fatalf("%q", got)
+	}
+}
