@@ -87,6 +87,9 @@ type Agent struct {
 	Command          string
 	VerifyCommand    string
 	PermissionPolicy string
+	// HandshakeTimeout bounds each step of the agent's start-up
+	// (initialize, authenticate, session/new) inside the runner.
+	HandshakeTimeout time.Duration
 	Env              Secrets
 }
 
@@ -169,6 +172,7 @@ var scalarKeys = []key{
 	{"agent.command", "agent command line (acp, exec)"},
 	{"agent.verify_command", "command run after each story"},
 	{"agent.permission_policy", "allow, reject or allow-kinds:k1,k2"},
+	{"agent.handshake_timeout", "time an ACP agent gets to answer each of initialize and session/new"},
 	{"git.mode", "auto, local or remote"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
@@ -455,6 +459,7 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	if p := c.Agent.PermissionPolicy; p != "allow" && p != "reject" && !kindListRE.MatchString(p) {
 		bad("agent.permission_policy", p, "is not a policy", "use allow, reject or allow-kinds:read,edit")
 	}
+	c.Agent.HandshakeTimeout = duration("agent.handshake_timeout")
 	env, eprobs, warns := stringMap(v, "agent.env", sources, lookup, true)
 	probs = append(probs, eprobs...)
 	c.Agent.Env = env

@@ -56,6 +56,7 @@ func TestDefaultsMatchTheDocumentedFile(t *testing.T) {
 		{"swarm.stop_grace", c.Swarm.StopGrace, 30 * time.Second},
 		{"agent.kind", c.Agent.Kind, "demo"},
 		{"agent.permission_policy", c.Agent.PermissionPolicy, "allow"},
+		{"agent.handshake_timeout", c.Agent.HandshakeTimeout, 2 * time.Minute},
 		{"agent.env", len(c.Agent.Env), 0},
 		{"task.env_vars", len(c.Task.EnvVars), 0},
 		{"git.mode", c.Git.Mode, "auto"},

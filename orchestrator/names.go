@@ -37,6 +37,7 @@ const (
 	EnvAgentCommand     = "AIMI_AGENT_COMMAND"
 	EnvVerifyCommand    = "AIMI_VERIFY_COMMAND"
 	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY"
+	EnvHandshakeTimeout = "AIMI_AGENT_HANDSHAKE_TIMEOUT"
 	EnvGitToken         = "AIMI_GIT_TOKEN"
 	EnvGitSSLCAInfo     = "GIT_SSL_CAINFO"
 	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"

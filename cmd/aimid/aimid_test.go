@@ -353,6 +353,7 @@ func TestOrchestratorConfigCarriesEveryKey(t *testing.T) {
 		{"agent command", oc.RunnerEnv[orchestrator.EnvAgentCommand], "claude-code-acp"},
 		{"verify", oc.RunnerEnv[orchestrator.EnvVerifyCommand], "make test"},
 		{"policy", oc.RunnerEnv[orchestrator.EnvPermissionPolicy], "allow"},
+		{"handshake timeout", oc.RunnerEnv[orchestrator.EnvHandshakeTimeout], "2m0s"},
 		{"agent env secret goes to the runner env", oc.RunnerEnv["ANTHROPIC_API_KEY"], "sk-secret"},
 	}
 	for _, ch := range checks {

@@ -24,6 +24,9 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 	}
 	runnerEnv[orchestrator.EnvAgent] = c.Agent.Kind
 	runnerEnv[orchestrator.EnvPermissionPolicy] = c.Agent.PermissionPolicy
+	if c.Agent.HandshakeTimeout > 0 {
+		runnerEnv[orchestrator.EnvHandshakeTimeout] = c.Agent.HandshakeTimeout.String()
+	}
 	if c.Agent.Command != "" {
 		runnerEnv[orchestrator.EnvAgentCommand] = c.Agent.Command
 	}
@@ -133,6 +136,7 @@ func daemonWideDiffs(g, r *configs.Config) []string {
 	add(g.Agent.Command != r.Agent.Command, "agent.command")
 	add(g.Agent.VerifyCommand != r.Agent.VerifyCommand, "agent.verify_command")
 	add(g.Agent.PermissionPolicy != r.Agent.PermissionPolicy, "agent.permission_policy")
+	add(g.Agent.HandshakeTimeout != r.Agent.HandshakeTimeout, "agent.handshake_timeout")
 	add(!maps.Equal(g.Agent.Env, r.Agent.Env), "agent.env")
 	add(!maps.Equal(g.Task.EnvVars, r.Task.EnvVars), "task.env_vars")
 	add(g.Publish != r.Publish, "publish")
