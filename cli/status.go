@@ -18,8 +18,8 @@ import (
 // newSwarmStatusCmd is `aimi swarm status` from the files alone (issue 3):
 // it reads .aimi/swarm-state.json and prints a table, or with --json the
 // file's content once it is known to match the schema. No state file is
-// exit 1 with how to make one; a corrupt one is moved aside (see
-// state.Store.Load) and exit 1.
+// exit 1 with how to make one; one it cannot read is exit 1 with the
+// reason (the field, when one is to blame), and is left as it is.
 func newSwarmStatusCmd(s Streams) *cobra.Command {
 	var repo string
 	var asJSON bool

@@ -131,13 +131,69 @@ func TestSwarmStatusCommand(t *testing.T) {
 			t.Fatalf("code %d out %q msg %q", code, out, msg)
 		}
 	})
-	t.Run("corrupt file is moved aside and named, exit 1", func(t *testing.T) {
+	t.Run("corrupt file is named and left as it is, exit 1", func(t *testing.T) {
 		root := t.TempDir()
 		os.MkdirAll(filepath.Join(root, ".aimi"), 0o755)
 		os.WriteFile(state.Open(root).Path(), []byte("{\"swarmId\": "), 0o644)
 		code, _, msg := runStatus(t, "--repo", root)
-		if code != ExitInvalid || !strings.Contains(msg, "swarm-state.json.corrupt-") {
+		if code != ExitInvalid || !strings.Contains(msg, "left as it is") || strings.Contains(msg, ".corrupt-") {
 			t.Fatalf("code %d msg %q", code, msg)
 		}
+		if b, _ := os.ReadFile(state.Open(root).Path()); string(b) != "{\"swarmId\": " {
+			t.Fatalf("file changed: %q", b)
+		}
 	})
+}
+
+// shellToolFile is a state file as the aimi shell tool leaves it: jq with
+// --arg writes numbers as strings.
+const shellToolFile = `{"swarmId":"6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b","createdAt":"2026-11-22T10:31:00Z","updatedAt":"2026-11-22T10:31:00Z",
+"containers":[{"containerId":"abc000abc000","containerName":"aimi-a","taskFilePath":".aimi/tasks/a-tasks.json","branchName":"feat/a",
+"status":"running","prUrl":null,"storyProgress":{"total":4,"completed":1,"failed":0,"inProgress":1,"pending":2},
+"createdAt":"2026-11-22T10:31:00Z","updatedAt":"2026-11-22T10:31:00Z","acpPid":"12"}]}
+`
+
+// TestStatusWithoutDaemonNeverMovesTheFile runs `aimi swarm status` as a
+// user does, with no daemon on the socket, over files the shell tool wrote
+// or broke: the read shows what it can and never moves, renames or rewrites
+// the file.
+func TestStatusWithoutDaemonNeverMovesTheFile(t *testing.T) {
+	for _, tc := range []struct {
+		name, content string
+		json          bool
+		code          int
+		want          string
+	}{
+		{"acpPid as a string is read", shellToolFile, false, ExitOK, "aimi-a"},
+		{"acpPid that is no number is named", strings.Replace(shellToolFile, `"12"`, `"x12"`, 1), false, ExitInvalid, "containers[0].acpPid"},
+		{"json names the field the schema refuses", shellToolFile, true, ExitInvalid, "containers[0].acpPid"},
+		{"garbage is reported", "{\"swarmId\": ", false, ExitInvalid, "cannot read swarm state"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, ".aimi")
+			os.MkdirAll(dir, 0o755)
+			os.WriteFile(filepath.Join(dir, "swarm-state.json"), []byte(tc.content), 0o644)
+			var out, errOut bytes.Buffer
+			args := []string{"swarm", "status", "--repo", root, "--socket", filepath.Join(root, "no-daemon.sock")}
+			if tc.json {
+				args = append(args, "--json")
+			}
+			code := Run(context.Background(), args, Streams{In: strings.NewReader(""), Out: &out, Err: &errOut})
+			if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.want) {
+				t.Fatalf("exit %d (want %d), want %q in:\n%s\n%s", code, tc.code, tc.want, out.String(), errOut.String())
+			}
+			ents, _ := os.ReadDir(dir)
+			if len(ents) != 1 || ents[0].Name() != "swarm-state.json" {
+				var names []string
+				for _, e := range ents {
+					names = append(names, e.Name())
+				}
+				t.Fatalf("a read-only command changed .aimi: %v", names)
+			}
+			if b, _ := os.ReadFile(filepath.Join(dir, "swarm-state.json")); string(b) != tc.content {
+				t.Fatalf("a read-only command rewrote the file:\n%s", b)
+			}
+		})
+	}
 }

@@ -54,17 +54,32 @@ func CheckFile(b []byte) error {
 			}
 			errs = append(errs, checkKeys(where+".storyProgress", p, progressKeys, progressRequired))
 			for k, v := range p {
-				if bytes.ContainsAny(v, ".eE") {
-					errs = append(errs, fmt.Errorf("%s.storyProgress.%s is not an integer", where, k))
+				if !isJSONInteger(v) {
+					errs = append(errs, fmt.Errorf("%s.storyProgress.%s is %s, not an integer", where, k, clip(v)))
 				}
 			}
 		}
-		if raw, ok := c["acpPid"]; ok && bytes.ContainsAny(raw, ".eE") {
-			errs = append(errs, fmt.Errorf("%s.acpPid is not an integer", where))
+		if raw, ok := c["acpPid"]; ok && !isNull(raw) && !isJSONInteger(raw) {
+			errs = append(errs, fmt.Errorf("%s.acpPid is %s, not an integer or null", where, clip(raw)))
+		}
+		if raw, ok := c["prUrl"]; ok && !isNull(raw) && bytes.Equal(bytes.TrimSpace(raw), []byte(`""`)) {
+			errs = append(errs, fmt.Errorf("%s.prUrl is \"\", not a URI or null", where))
 		}
 	}
 	errs = append(errs, sw.Validate())
 	return errors.Join(errs...)
+}
+
+// isJSONInteger reports whether raw is a JSON number without fraction or
+// exponent (Decode also reads integers written as strings; the schema does
+// not).
+func isJSONInteger(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.ContainsAny(raw, ".eE") {
+		return false
+	}
+	c := raw[0]
+	return c == '-' || (c >= '0' && c <= '9')
 }
 
 func checkKeys(where string, obj map[string]json.RawMessage, allowed []string, required int) error {

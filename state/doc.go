@@ -38,9 +38,13 @@
 // under flock(LOCK_EX) on .aimi/swarm-state.json.lock, the lock the aimi
 // shell tools take (waiting for it honours ctx). Readers need no lock:
 // rename is atomic, so they see the old or the new file, never a mix. A
-// missing file is ErrNoState; an empty or unparsable one is renamed aside to
-// swarm-state.json.corrupt-<UTC time> (under the lock, after re-reading) and
-// reported as a *CorruptError naming both paths. Update is load, mutate,
+// missing file is ErrNoState; one that cannot be read is a *CorruptError,
+// and Load leaves it exactly as it is: reading never moves, renames or
+// rewrites the file. Reading is lenient where the shell tools are loose (an
+// integer written as a string, an unset prUrl or acpPid written as ""); a
+// value it cannot accept is named by its field (containers[0].acpPid). Only
+// the Recorder's save, about to replace a file that holds no JSON object at
+// all, renames it aside first to swarm-state.json.corrupt-<UTC time>. Update is load, mutate,
 // save under one lock hold, so other tools' edits in between are kept; what
 // the mutation adds or changes must validate, while entries it leaves as
 // another tool wrote them are written back untouched. CheckFile checks raw

@@ -77,20 +77,11 @@ func (p Progress) Skipped() int {
 	return n
 }
 
-// jsonTime writes a time as RFC 3339 in UTC.
+// jsonTime writes a time as RFC 3339 in UTC (decode.go reads it).
 type jsonTime time.Time
 
 func (t jsonTime) MarshalJSON() ([]byte, error) {
 	return json.Marshal(time.Time(t).UTC().Format(time.RFC3339Nano))
-}
-
-func (t *jsonTime) UnmarshalJSON(b []byte) error {
-	var tt time.Time
-	if err := tt.UnmarshalJSON(b); err != nil {
-		return err
-	}
-	*t = jsonTime(tt.UTC())
-	return nil
 }
 
 // The wire shapes: exactly the schema's fields, prUrl and acpPid always
@@ -124,15 +115,9 @@ func (s *Swarm) MarshalJSON() ([]byte, error) {
 	return json.Marshal(swarmJSON{s.SwarmID, jsonTime(s.CreatedAt), jsonTime(s.UpdatedAt), cs})
 }
 
-// UnmarshalJSON reads the schema's shape. Times come back in UTC.
-func (s *Swarm) UnmarshalJSON(b []byte) error {
-	var w swarmJSON
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*s = Swarm{w.SwarmID, time.Time(w.CreatedAt), time.Time(w.UpdatedAt), w.Containers}
-	return nil
-}
+// UnmarshalJSON reads the schema's shape, leniently (see decode.go). Times
+// come back in UTC.
+func (s *Swarm) UnmarshalJSON(b []byte) error { return decodeSwarm(b, s) }
 
 // MarshalJSON writes the schema's shape.
 func (c *Container) MarshalJSON() ([]byte, error) {
@@ -140,16 +125,8 @@ func (c *Container) MarshalJSON() ([]byte, error) {
 		c.Status, c.PRURL, c.StoryProgress, jsonTime(c.CreatedAt), jsonTime(c.UpdatedAt), c.ACPPID})
 }
 
-// UnmarshalJSON reads the schema's shape.
-func (c *Container) UnmarshalJSON(b []byte) error {
-	var w containerJSON
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	*c = Container{w.ContainerID, w.ContainerName, w.TaskFilePath, w.BranchName, w.Status, w.PRURL,
-		w.StoryProgress, time.Time(w.CreatedAt), time.Time(w.UpdatedAt), w.ACPPID}
-	return nil
-}
+// UnmarshalJSON reads the schema's shape, leniently (see decode.go).
+func (c *Container) UnmarshalJSON(b []byte) error { return decodeContainer(b, c) }
 
 // Clone returns a deep copy.
 func (s *Swarm) Clone() *Swarm {

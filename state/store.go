@@ -29,17 +29,19 @@ const (
 // ErrNoState is returned by Load when the state file does not exist.
 var ErrNoState = errors.New("no swarm state file (start a swarm with 'aimi swarm start')")
 
-// CorruptError is returned by Load when the state file was empty or not a
-// swarm state; the file was renamed aside to MovedTo and is not overwritten.
+// CorruptError is a state file that cannot be read: empty, not a swarm
+// state, or a field of a type no reading makes sense of. Readers leave the
+// file as it is (MovedTo is ""); only a save that replaces a file holding
+// no JSON object at all moves it aside first, to MovedTo.
 type CorruptError struct {
 	Path    string // the state file
-	MovedTo string // where the corrupt content now is ("" if the rename failed)
+	MovedTo string // where the corrupt content now is; "" when it was left in place
 	Err     error  // why it did not parse
 }
 
 func (e *CorruptError) Error() string {
 	if e.MovedTo == "" {
-		return fmt.Sprintf("swarm state %s is corrupt: %v (could not move it aside; inspect or remove it)", e.Path, e.Err)
+		return fmt.Sprintf("cannot read swarm state %s: %v; it was left as it is: correct it, or remove it to start over", e.Path, e.Err)
 	}
 	return fmt.Sprintf("swarm state %s was corrupt (%v) and was moved to %s; inspect it, or start a new swarm", e.Path, e.Err, e.MovedTo)
 }
@@ -81,31 +83,19 @@ func (s *Store) JournalPath(swarmID, containerName string) string {
 }
 
 // Load reads the state file without taking the lock (rename is atomic). A
-// missing file is ErrNoState; an empty or unparsable one is moved aside and
-// reported as *CorruptError.
+// missing file is ErrNoState; one that cannot be read is a *CorruptError.
+// Load never changes the file: reading is what every tool sharing it may do
+// at any time, and a file one reader cannot read may be another's to fix.
 func (s *Store) Load(ctx context.Context) (*Swarm, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	sw, _, err := s.read()
-	if err == nil || errors.Is(err, ErrNoState) {
-		return sw, err
-	}
 	var perr *parseError
-	if !errors.As(err, &perr) {
-		return nil, err
+	if errors.As(err, &perr) {
+		return nil, &CorruptError{Path: s.path, Err: perr.err}
 	}
-	// Corrupt: move it aside under the lock, after checking that the file
-	// is still the one we read (a writer may have replaced it meanwhile).
-	var out *Swarm
-	lerr := s.withLock(ctx, func() error {
-		out, err = s.loadLocked()
-		return nil
-	})
-	if lerr != nil {
-		return nil, lerr
-	}
-	return out, err
+	return sw, err
 }
 
 // parseError marks content that is not a swarm state.
@@ -131,9 +121,12 @@ func (s *Store) read() (*Swarm, []byte, error) {
 }
 
 // Decode parses the content of a state file. Empty content, anything but one
-// JSON object, wrong types, and a missing swarmId are errors. Unknown fields
-// are ignored (and dropped on the next save): the schema has none, but a
-// reader must not fail on another tool's mistake.
+// JSON object, a missing swarmId and a value of the wrong type are errors,
+// the last naming its field (containers[0].acpPid). An integer written as a
+// string and an unset prUrl or acpPid written as "" are read as what they
+// mean: the shell tools write them so. Unknown fields are ignored (and
+// dropped on the next save): the schema has none, but a reader must not
+// fail on another tool's mistake.
 func Decode(b []byte) (*Swarm, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("file is empty")
@@ -141,6 +134,10 @@ func Decode(b []byte) (*Swarm, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var sw Swarm
 	if err := dec.Decode(&sw); err != nil {
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("not a swarm state: %w", err)
 	}
 	if dec.More() {
@@ -157,20 +154,23 @@ func Decode(b []byte) (*Swarm, error) {
 	return &sw, nil
 }
 
-// loadLocked is Load with the lock held: a corrupt file is renamed aside.
-func (s *Store) loadLocked() (*Swarm, error) {
-	sw, _, err := s.read()
-	var perr *parseError
-	if !errors.As(err, &perr) {
-		return sw, err
+// moveAsideLocked renames a file holding no JSON object at all (empty,
+// torn, garbage) aside before a save replaces it, so its bytes stay
+// inspectable. A file that is a JSON object with a field no reading accepts
+// is not moved: the save fails naming the field, and the file waits for
+// whoever wrote it. The caller holds the lock and has just read the file.
+func (s *Store) moveAsideLocked(cerr *CorruptError) bool {
+	var fe *fieldError
+	if errors.As(cerr.Err, &fe) {
+		return false
 	}
 	aside := s.path + corruptSuffix + time.Now().UTC().Format("20060102T150405.000000000Z")
-	cerr := &CorruptError{Path: s.path, Err: perr.err}
-	if rerr := os.Rename(s.path, aside); rerr == nil {
-		cerr.MovedTo = aside
-		_ = atomicfile.SyncDir(s.dir)
+	if err := os.Rename(s.path, aside); err != nil {
+		return false
 	}
-	return nil, cerr
+	cerr.MovedTo = aside
+	_ = atomicfile.SyncDir(s.dir)
+	return true
 }
 
 // Save writes the swarm atomically under the lock. A swarm that would not
@@ -201,15 +201,19 @@ func (s *Store) Update(ctx context.Context, fn func(*Swarm) error) error {
 }
 
 // update is Update where fn sees nil for a missing file, and, when
-// onCorrupt is set, for a corrupt one too (after it was moved aside and
-// onCorrupt told).
+// onCorrupt is set, for one holding no JSON object too (after it was moved
+// aside and onCorrupt told).
 func (s *Store) update(ctx context.Context, fn func(cur *Swarm) (*Swarm, error), onCorrupt func(*CorruptError)) error {
 	return s.withLock(ctx, func() error {
-		cur, err := s.loadLocked()
+		cur, _, err := s.read()
+		var perr *parseError
+		if errors.As(err, &perr) {
+			err = &CorruptError{Path: s.path, Err: perr.err}
+		}
 		var cerr *CorruptError
 		switch {
 		case err == nil, errors.Is(err, ErrNoState):
-		case onCorrupt != nil && errors.As(err, &cerr) && cerr.MovedTo != "":
+		case onCorrupt != nil && errors.As(err, &cerr) && s.moveAsideLocked(cerr):
 			onCorrupt(cerr)
 			cur = nil
 		default:

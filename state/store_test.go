@@ -133,23 +133,41 @@ func TestStoreLoadSave(t *testing.T) {
 		{"object without swarmId", `{}`},
 		{"wrong type", `{"swarmId":"x","containers":{}}`},
 	} {
-		t.Run(tc.name+" is moved aside and reported", func(t *testing.T) {
+		t.Run(tc.name+" is reported and left as it is", func(t *testing.T) {
 			st := Open(t.TempDir())
 			os.MkdirAll(filepath.Dir(st.Path()), 0o755)
 			os.WriteFile(st.Path(), []byte(tc.content), 0o644)
+			before := dirNames(t, filepath.Dir(st.Path()))
 			_, err := st.Load(ctx)
 			var cerr *CorruptError
-			if !errors.As(err, &cerr) {
-				t.Fatalf("Load = %v, want *CorruptError", err)
+			if !errors.As(err, &cerr) || cerr.MovedTo != "" || !strings.Contains(err.Error(), "left as it is") {
+				t.Fatalf("Load = %v, want *CorruptError that moved nothing", err)
 			}
-			if !strings.Contains(cerr.MovedTo, StateFileName+".corrupt-") || !strings.Contains(err.Error(), cerr.MovedTo) {
-				t.Fatalf("error does not name where the file went: %v", err)
+			if b, err := os.ReadFile(st.Path()); err != nil || string(b) != tc.content {
+				t.Fatalf("file changed: %q %v", b, err)
 			}
-			if b, err := os.ReadFile(cerr.MovedTo); err != nil || string(b) != tc.content {
+			if after := dirNames(t, filepath.Dir(st.Path())); after != before {
+				t.Fatalf("directory changed by a read: %s -> %s", before, after)
+			}
+		})
+		t.Run(tc.name+" is moved aside by a recorder save", func(t *testing.T) {
+			st := Open(t.TempDir())
+			os.MkdirAll(filepath.Dir(st.Path()), 0o755)
+			os.WriteFile(st.Path(), []byte(tc.content), 0o644)
+			var moved *CorruptError
+			err := st.update(ctx, func(cur *Swarm) (*Swarm, error) { return newTestSwarm("a"), nil }, func(c *CorruptError) { moved = c })
+			if tc.name == "wrong type" {
+				// a JSON object with a field of the wrong type is not moved
+				if err == nil || moved != nil || !strings.Contains(err.Error(), "containers") {
+					t.Fatalf("save over a file with a bad field = %v (moved %v)", err, moved)
+				}
+				return
+			}
+			if err != nil || moved == nil || !strings.Contains(moved.MovedTo, StateFileName+".corrupt-") {
+				t.Fatalf("save over a corrupt file = %v (moved %v)", err, moved)
+			}
+			if b, err := os.ReadFile(moved.MovedTo); err != nil || string(b) != tc.content {
 				t.Fatalf("corrupt content not kept: %q %v", b, err)
-			}
-			if _, err := st.Load(ctx); !errors.Is(err, ErrNoState) {
-				t.Fatalf("after moving aside, Load = %v", err)
 			}
 		})
 	}
@@ -242,5 +260,89 @@ func TestUpdateToleratesForeignInvalidEntriesItDoesNotChange(t *testing.T) {
 	sw, _ := st.Load(ctx)
 	if len(sw.Containers) != 2 || sw.Container("mine").Status != StatusRunning {
 		t.Fatalf("after update: %+v", sw.Containers)
+	}
+}
+
+// dirNames lists a directory's entries, for "nothing was moved" checks.
+func dirNames(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return strings.Join(names, " ")
+}
+
+// shellToolState is a state file as the aimi shell tools write it with jq
+// and shell variables: numbers as strings, an unset prUrl as "".
+const shellToolState = `{
+  "swarmId": "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b",
+  "createdAt": "2026-11-22T10:31:00Z",
+  "updatedAt": "2026-11-22T10:31:00Z",
+  "containers": [
+    {
+      "containerId": "abc000abc000",
+      "containerName": "aimi-a",
+      "taskFilePath": ".aimi/tasks/a-tasks.json",
+      "branchName": "feat/a",
+      "status": "running",
+      "prUrl": "",
+      "storyProgress": {"total": "4", "completed": "1", "failed": 0, "inProgress": "1", "pending": "2"},
+      "createdAt": "2026-11-22T10:31:00Z",
+      "updatedAt": "2026-11-22T10:31:00Z",
+      "acpPid": "12"
+    }
+  ]
+}
+`
+
+func TestLoadReadsTheShellToolsLooseTypes(t *testing.T) {
+	ctx := context.Background()
+	st := Open(t.TempDir())
+	os.MkdirAll(filepath.Dir(st.Path()), 0o755)
+	os.WriteFile(st.Path(), []byte(shellToolState), 0o644)
+	sw, err := st.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sw.Container("aimi-a")
+	if c == nil || c.ACPPID == nil || *c.ACPPID != 12 || c.PRURL != nil ||
+		c.StoryProgress != (Progress{Total: 4, Completed: 1, InProgress: 1, Pending: 2}) {
+		t.Fatalf("read %+v", c)
+	}
+	if b, _ := os.ReadFile(st.Path()); string(b) != shellToolState {
+		t.Fatal("a read changed the file")
+	}
+}
+
+func TestLoadNamesTheFieldItCannotAccept(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ old, new, field string }{
+		{`"acpPid": "12"`, `"acpPid": "twelve"`, `containers[0].acpPid: "\"twelve\"" is not an integer`},
+		{`"pending": "2"`, `"pending": [2]`, `containers[0].storyProgress.pending`},
+		{`"status": "running"`, `"status": 3`, `containers[0].status`},
+		{`"createdAt": "2026-11-22T10:31:00Z",
+      "updatedAt"`, `"createdAt": "yesterday",
+      "updatedAt"`, `containers[0].createdAt`},
+	} {
+		st := Open(t.TempDir())
+		os.MkdirAll(filepath.Dir(st.Path()), 0o755)
+		content := strings.Replace(shellToolState, tc.old, tc.new, 1)
+		if content == shellToolState {
+			t.Fatalf("mutation %q not applicable", tc.old)
+		}
+		os.WriteFile(st.Path(), []byte(content), 0o644)
+		_, err := st.Load(ctx)
+		var cerr *CorruptError
+		if !errors.As(err, &cerr) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("Load = %v, want an error naming %s", err, tc.field)
+		}
+		if b, _ := os.ReadFile(st.Path()); string(b) != content {
+			t.Errorf("%s: a read changed the file", tc.field)
+		}
 	}
 }
