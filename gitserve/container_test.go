@@ -196,7 +196,7 @@ func TestServiceFromAContainer(t *testing.T) {
 	if third == "" || packed == "" {
 		t.Fatalf("script printed no THIRD/PACKED commits:\n%s", out)
 	}
-	probe := EngineProbe{Engine: cli}
+	probe := s.opts.TipProbe // the EngineProbe of newServiceWithEngine
 	for branch, want := range map[string]string{"feat/ca": third, "packed-one": packed, "nosuch": ""} {
 		got, err := probe.BranchTip(ctx, created.ID, branch)
 		if err != nil || got != want {

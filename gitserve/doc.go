@@ -11,10 +11,10 @@
 // It owns the service's CA (created once in its data directory), the
 // mirrors, the grants (persisted as token hashes, never the tokens, with the
 // port, so containers keep their access across a daemon restart) and the
-// record of what each container pushed. Unreceived answers "what would be
-// lost if this container went" by reading the branch out of the container
-// through the Engine API (EngineProbe) and comparing it with what the
-// mirror and the checkout hold. Publishing the received branch to the
-// user's checkout and a hosted remote is package publish; which containers
-// to start, keep or remove is the orchestrator's.
+// record of what each container pushed (Received). Unreceived answers "what
+// would be lost if this container went" by reading the branch out of the
+// container through the TipProbe it is given (EngineProbe) and comparing
+// it with what the mirror and the checkout hold. Publishing the received
+// branch to the user's checkout and a hosted remote is package publish;
+// which containers to start, keep or remove is the orchestrator's.
 package gitserve

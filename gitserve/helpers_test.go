@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
 )
 
@@ -61,17 +62,23 @@ func commitFile(t testing.TB, dir, name, content string) string {
 	return mustGit(t, dir, "rev-parse", "HEAD")
 }
 
-// newService starts a service with every log line captured at debug level,
-// without the default engine probe (unit tests judge from pushes alone).
-func newService(t testing.TB, opts Options) (*Service, *syncbuf.Buffer) {
+// newServiceWithEngine is newService with the engine probe the daemon
+// gives the service, on the Docker engine of the environment.
+func newServiceWithEngine(t testing.TB, opts Options) (*Service, *syncbuf.Buffer) {
 	t.Helper()
-	opts.NoEngineProbe = true
-	return newServiceWithEngine(t, opts)
+	docker, err := container.NewDocker(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { docker.Close() })
+	opts.TipProbe = EngineProbe{Files: docker}
+	return newService(t, opts)
 }
 
-// newServiceWithEngine is newService with the daemon's defaults, the
-// engine probe included.
-func newServiceWithEngine(t testing.TB, opts Options) (*Service, *syncbuf.Buffer) {
+// newService starts a service with every log line captured at debug level,
+// without an engine probe unless opts has one (unit tests judge from
+// pushes alone).
+func newService(t testing.TB, opts Options) (*Service, *syncbuf.Buffer) {
 	t.Helper()
 	logs := &syncbuf.Buffer{}
 	if opts.DataDir == "" {

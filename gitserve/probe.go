@@ -1,39 +1,35 @@
 package gitserve
 
 import (
-	"archive/tar"
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"path"
 	"strings"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/errdefs"
 )
 
 // DefaultWorkspace is where acp-runner clones the repository inside the
 // container (its AIMI_WORKSPACE default).
 const DefaultWorkspace = "/workspace"
 
-// ContainerFiles is the one Engine API call EngineProbe needs; a
-// *client.Client of github.com/docker/docker/client satisfies it.
+// ContainerFiles reads one file out of a container, running or stopped;
+// found is false when it does not exist and a file over max bytes is an
+// error. *container.Docker satisfies it.
 type ContainerFiles interface {
-	CopyFromContainer(ctx context.Context, containerID, srcPath string) (io.ReadCloser, container.PathStat, error)
+	ReadFile(ctx context.Context, containerName, file string, max int64) (data []byte, found bool, err error)
 }
 
 // EngineProbe is a TipProbe reading the branch out of the container's
-// workspace clone through the Engine API's archive endpoint, which works on
-// stopped containers too (cleanup runs after they exited). It reads the
-// loose ref first, then packed-refs; it runs nothing in the container.
+// workspace clone through the engine, which works on stopped containers
+// too (cleanup runs after they exited). It reads the loose ref first, then
+// packed-refs; it runs nothing in the container.
 type EngineProbe struct {
-	Engine    ContainerFiles
+	Files     ContainerFiles
 	Workspace string // default DefaultWorkspace
 }
 
-// maxRefFile bounds what is read of a ref file or packed-refs.
+// maxRefFile bounds what is read of a ref file or packed-refs: reading part
+// of one could miss the branch and call the container's work absent.
 const maxRefFile = 8 << 20
 
 // BranchTip returns the object id refs/heads/<branch> has in the
@@ -45,22 +41,22 @@ func (p EngineProbe) BranchTip(ctx context.Context, containerName, branch string
 		ws = DefaultWorkspace
 	}
 	ref := "refs/heads/" + branch
-	loose, found, err := p.readFile(ctx, containerName, path.Join(ws, ".git", ref))
+	loose, found, err := p.Files.ReadFile(ctx, containerName, path.Join(ws, ".git", ref), maxRefFile)
 	if err != nil {
 		return "", err
 	}
 	if found {
-		tip := strings.TrimSpace(loose)
+		tip := strings.TrimSpace(string(loose))
 		if !validOID(tip) {
 			return "", fmt.Errorf("container %s: %s in the workspace holds %q, not an object id", containerName, ref, clip(tip))
 		}
 		return tip, nil
 	}
-	packed, found, err := p.readFile(ctx, containerName, path.Join(ws, ".git", "packed-refs"))
+	packed, found, err := p.Files.ReadFile(ctx, containerName, path.Join(ws, ".git", "packed-refs"), maxRefFile)
 	if err != nil || !found {
 		return "", err
 	}
-	return packedRef(packed, ref), nil
+	return packedRef(string(packed), ref), nil
 }
 
 // packedRef finds ref in the content of a packed-refs file ("" when it is
@@ -78,41 +74,53 @@ func packedRef(packed, ref string) string {
 	return ""
 }
 
-// readFile returns the content of one regular file in the container;
-// found is false when it does not exist.
-func (p EngineProbe) readFile(ctx context.Context, containerName, file string) (string, bool, error) {
-	rc, _, err := p.Engine.CopyFromContainer(ctx, containerName, file)
-	if errdefs.IsNotFound(err) {
-		// The engine says not found for a missing path and for a missing
-		// container alike; a missing container is the caller's business
-		// (it inspected it before asking).
-		return "", false, nil
+// Unreceived lists commits of containerName's branch that neither the
+// service nor the user's checkout has. The rule:
+//
+//   - With a TipProbe (the daemon gives an EngineProbe, which reads the
+//     branch out of the container's workspace, stopped or not), the
+//     container's real branch tip is compared: no branch there, or a tip found in the service's
+//     mirror or in the checkout, means nothing is missing; otherwise the
+//     answer is that tip (the commits behind it exist only in the
+//     container, so their number is unknown; the tip names them). A probe
+//     that fails (engine down) is an error: the caller keeps the container.
+//   - Without one, the service judges from what it
+//     received: a container that pushed its branch at least once is
+//     taken to have delivered its work (the runner pushes after every
+//     story's commit and reports a failed push in its completion), so the
+//     answer is none; one that never pushed gets ErrNothingReceived: its
+//     work, if any, is unknown and the caller should keep it unless forced
+//     (or remove it when it knows no story ran).
+//
+// A container the service never granted gets ErrUnknownContainer.
+func (s *Service) Unreceived(ctx context.Context, repoPath, containerName, branch string) ([]string, error) {
+	rec, ok := s.recordByName(containerName)
+	if !ok {
+		return nil, fmt.Errorf("unreceived commits of %s: %w", containerName, ErrUnknownContainer)
 	}
+	if rec.Branch != branch {
+		return nil, fmt.Errorf("unreceived commits of %s: it was granted branch %s, not %s", containerName, rec.Branch, branch)
+	}
+	if s.opts.TipProbe == nil {
+		if rec.Pushed {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("container %s, branch %s: %w; commits it made, if any, exist only in the container", containerName, branch, ErrNothingReceived)
+	}
+	tip, err := s.opts.TipProbe.BranchTip(ctx, containerName, branch)
 	if err != nil {
-		return "", false, fmt.Errorf("read %s from container %s: %w", file, containerName, err)
+		return nil, fmt.Errorf("unreceived commits of %s: read its branch %s: %w", containerName, branch, err)
 	}
-	defer rc.Close()
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, fmt.Errorf("read %s from container %s: %w", file, containerName, err)
-		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		data, err := io.ReadAll(io.LimitReader(tr, maxRefFile+1))
-		if err != nil {
-			return "", false, fmt.Errorf("read %s from container %s: %w", file, containerName, err)
-		}
-		if len(data) > maxRefFile {
-			// Reading part of it could miss the branch and call the
-			// container's work absent: refuse to guess.
-			return "", false, fmt.Errorf("read %s from container %s: larger than %d bytes", file, containerName, maxRefFile)
-		}
-		return string(data), true, nil
+	if tip == "" {
+		return nil, nil
 	}
+	if !validOID(tip) {
+		return nil, fmt.Errorf("unreceived commits of %s: its branch %s reads %q, not an object id", containerName, branch, clip(tip))
+	}
+	for _, dir := range []string{s.mirrorPath(rec.SwarmKey), repoPath} {
+		if _, err := mirrorGit.Run(ctx, dir, "cat-file", "-e", tip+"^{commit}"); err == nil {
+			return nil, nil
+		}
+	}
+	return []string{tip}, nil
 }

@@ -1,32 +1,24 @@
 package gitserve
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"strings"
 	"testing"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/errdefs"
 )
 
-// fakeFiles serves files of one container as the archive endpoint does.
+// fakeFiles serves files of one container as *container.Docker does.
 type fakeFiles map[string]string
 
-func (f fakeFiles) CopyFromContainer(_ context.Context, _ string, p string) (io.ReadCloser, container.PathStat, error) {
+func (f fakeFiles) ReadFile(_ context.Context, _, p string, max int64) ([]byte, bool, error) {
 	content, ok := f[p]
 	if !ok {
-		return nil, container.PathStat{}, errdefs.NotFound(errors.New("no such file"))
+		return nil, false, nil
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	tw.WriteHeader(&tar.Header{Name: p[strings.LastIndex(p, "/")+1:], Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg})
-	tw.Write([]byte(content))
-	tw.Close()
-	return io.NopCloser(&buf), container.PathStat{}, nil
+	if int64(len(content)) > max {
+		return nil, false, errors.New("too large")
+	}
+	return []byte(content), true, nil
 }
 
 func TestEngineProbe(t *testing.T) {
@@ -48,7 +40,7 @@ func TestEngineProbe(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := EngineProbe{Engine: tc.files}.BranchTip(t.Context(), "aimi-x", tc.branch)
+			got, err := EngineProbe{Files: tc.files}.BranchTip(t.Context(), "aimi-x", tc.branch)
 			if (err != nil) != tc.wantErr || got != tc.want {
 				t.Fatalf("BranchTip = %q, %v; want %q (error %v)", got, err, tc.want, tc.wantErr)
 			}

@@ -16,11 +16,12 @@ import (
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/fixtures"
+	"github.com/aimi-tools/swarm/publish"
 )
 
 // TestRunnerThroughTheService: the real acp-runner (demo agent) in the
 // sandbox image, on a swarm network, clones from the service with its
-// token, pushes its branch story by story; Publish brings the branch into
+// token, pushes its branch story by story; a publisher reading the service brings the branch into
 // the user's checkout and Unreceived, reading the exited container, finds
 // nothing missing. The token appears in no log.
 func TestRunnerThroughTheService(t *testing.T) {
@@ -93,7 +94,9 @@ func TestRunnerThroughTheService(t *testing.T) {
 		t.Errorf("Unreceived after the run = %v, %v; want none", commits, err)
 	}
 	s.Revoke(name)
-	pr, err := s.Publish(ctx, repo, branch, name)
+	// No token in its environment: the publisher stops at the checkout.
+	pub := publish.NewPublisher(s, publish.Options{Getenv: func(string) string { return "" }})
+	pr, err := pub.Publish(ctx, repo, branch, name)
 	if err != nil || pr != nil {
 		t.Fatalf("Publish = %v, %v; want the branch in the checkout and no PR", pr, err)
 	}

@@ -24,8 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/docker/client"
-
 	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/publish"
@@ -33,12 +31,6 @@ import (
 
 // Names and defaults that other parts of aimi rely on.
 const (
-	// DefaultTokenEnv is the daemon environment variable holding the GitHub
-	// token used to push and open pull requests.
-	DefaultTokenEnv = "GITHUB_TOKEN"
-	// DefaultHostedRemote is the remote of the user's checkout that
-	// publishing pushes to.
-	DefaultHostedRemote = "origin"
 	// EnvAllowedRef is set by the service for every git http-backend run;
 	// the mirrors' pre-receive hook refuses any ref other than its value
 	// (and everything when it is unset).
@@ -48,7 +40,7 @@ const (
 	reposDir  = "repos"
 )
 
-// Errors of Grant, Publish, Unreceived and Forget (errors.Is).
+// Errors of Grant, Received, Unreceived and Forget (errors.Is).
 var (
 	// ErrNotListening: Grant before any ListenOn, so there is no address to
 	// put in the repository URL.
@@ -74,37 +66,13 @@ type Options struct {
 	// Logger receives the service's logs (default slog.Default()). Tokens,
 	// Authorization headers and the CA key are never logged.
 	Logger *slog.Logger
-	// GitHubAPI is the REST API base for pull requests (default
-	// https://api.github.com; GitHub Enterprise: https://<host>/api/v3).
-	GitHubAPI string
-	// GitHubHost is the web host of remotes that API serves (default
-	// github.com for the default API, else the API's host).
-	GitHubHost string
-	// TokenEnv names the daemon environment variable holding the GitHub
-	// token (default GITHUB_TOKEN). Without a token, Publish stops after
-	// the user's checkout.
-	TokenEnv string
-	// HostedRemote is the remote of the user's checkout that Publish pushes
-	// to (default origin).
-	HostedRemote string
-	// PRBase is the pull requests' base branch (default: the remote's HEAD
-	// branch, else the branch the swarm started from).
-	PRBase string
-	// HTTPClient talks to the GitHub API (default: 30s timeout).
-	HTTPClient *http.Client
 	// Backend is the path of git-http-backend (default: found through
 	// `git --exec-path`).
 	Backend string
-	// Getenv reads the daemon's environment (default os.Getenv); tests
-	// replace it.
-	Getenv func(string) string
 	// TipProbe lets Unreceived ask what a container's branch really points
-	// at (see TipProbe). Default: an EngineProbe on the Docker engine of the
-	// environment (DOCKER_HOST...), reading /workspace of the container.
+	// at (see TipProbe); the daemon gives an EngineProbe. Without one,
+	// Unreceived judges from received pushes alone.
 	TipProbe TipProbe
-	// NoEngineProbe leaves TipProbe nil when unset: Unreceived then judges
-	// from received pushes alone (see Unreceived).
-	NoEngineProbe bool
 }
 
 // TipProbe reads the tip of a branch inside a container (for example by
@@ -156,8 +124,9 @@ type listener struct {
 	done chan struct{}
 }
 
-// Service is the git service. It implements the orchestrator's GitService
-// (Grant through a conversion of Grant, see there) and http.Handler.
+// Service is the git service. It implements the orchestrator's GitAccess
+// (Grant through a conversion of Grant, see there), publish.Source and
+// http.Handler.
 type Service struct {
 	dir     string
 	repos   string
@@ -183,12 +152,6 @@ type Service struct {
 	ips       map[string]bool // addresses listened on, kept through Close
 	lastIP    string
 	closed    bool
-
-	// engine is the client of the default EngineProbe, closed by Close.
-	engine *client.Client
-	// publishMu serializes Publish per checkout: containers finishing
-	// together would otherwise race on the same refs and remote.
-	publishMu map[string]*sync.Mutex
 }
 
 // New opens (or creates) the service's data directory and CA. It does not
@@ -199,15 +162,6 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
-	}
-	if opts.TokenEnv == "" {
-		opts.TokenEnv = DefaultTokenEnv
-	}
-	if opts.HostedRemote == "" {
-		opts.HostedRemote = DefaultHostedRemote
-	}
-	if opts.Getenv == nil {
-		opts.Getenv = os.Getenv
 	}
 	dir, err := filepath.Abs(opts.DataDir)
 	if err != nil {
@@ -223,7 +177,6 @@ func New(opts Options) (*Service, error) {
 		listeners: map[string]*listener{},
 		ips:       map[string]bool{},
 		userRefs:  map[string]string{},
-		publishMu: map[string]*sync.Mutex{},
 	}
 	if err := os.MkdirAll(s.repos, 0o700); err != nil {
 		return nil, fmt.Errorf("create git service data dir %s: %w", s.repos, err)
@@ -260,16 +213,6 @@ func New(opts Options) (*Service, error) {
 		if err := s.ListenOn(context.Background(), ip); err != nil {
 			s.log.Info("git service: not listening on a former address", "ip", ip, "err", err)
 		}
-	}
-	if s.opts.TipProbe == nil && !s.opts.NoEngineProbe {
-		// The client connects on first use: a daemon without an engine
-		// still starts, and Unreceived then errs (so cleanup keeps).
-		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
-		if err != nil {
-			return nil, fmt.Errorf("git service: docker client for reading containers' branches: %w (or set Options.NoEngineProbe)", err)
-		}
-		s.engine = cli
-		s.opts.TipProbe = EngineProbe{Engine: cli}
 	}
 	return s, nil
 }
@@ -361,13 +304,6 @@ func (s *Service) Close() error {
 		}
 		<-l.done
 	}
-	s.mu.Lock()
-	engine := s.engine
-	s.engine = nil
-	s.mu.Unlock()
-	if engine != nil {
-		errs = append(errs, engine.Close())
-	}
 	return errors.Join(errs...)
 }
 
@@ -432,7 +368,7 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 	}, nil
 }
 
-// Revoke ends containerName's access. What it pushed stays (Publish and
+// Revoke ends containerName's access. What it pushed stays (Received and
 // Unreceived still answer for it).
 func (s *Service) Revoke(containerName string) {
 	s.mu.Lock()
@@ -510,24 +446,22 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	return nil
 }
 
-// Published reports whether containerName's branch, as the service last
-// received it, is contained in refs/heads/<branch> of the checkout at
-// repoPath. A container that never pushed has nothing to publish: true.
-func (s *Service) Published(ctx context.Context, repoPath, containerName, branch string) (bool, error) {
+// Received returns the repository holding containerName's branch as the
+// service received it (the swarm's mirror) and the branch's value after the
+// container's last push, "" when it never pushed. It is what package
+// publish reads to bring the branch into the user's checkout.
+func (s *Service) Received(containerName, branch string) (repo, tip string, err error) {
 	rec, ok := s.recordByName(containerName)
 	if !ok {
-		return false, fmt.Errorf("published state of %s: %w", containerName, ErrUnknownContainer)
+		return "", "", fmt.Errorf("received branch of %s: %w", containerName, ErrUnknownContainer)
 	}
 	if rec.Branch != branch {
-		return false, fmt.Errorf("published state of %s: it was granted branch %s, not %s", containerName, rec.Branch, branch)
+		return "", "", fmt.Errorf("received branch of %s: it was granted branch %s, not %s", containerName, rec.Branch, branch)
 	}
-	if !rec.Pushed || rec.Tip == "" {
-		return true, nil
+	if !rec.Pushed {
+		return s.mirrorPath(rec.SwarmKey), "", nil
 	}
-	// Not an ancestor, no such branch and no such commit all mean: not
-	// there yet.
-	_, err := mirrorGit.Run(ctx, repoPath, "merge-base", "--is-ancestor", rec.Tip, "refs/heads/"+branch)
-	return err == nil, nil
+	return s.mirrorPath(rec.SwarmKey), rec.Tip, nil
 }
 
 // checkPublished returns ErrUnpublished, naming the branches and how to
@@ -579,18 +513,6 @@ func (s *Service) lookup(token string) (record, bool) {
 		return record{}, false
 	}
 	return *rec, true
-}
-
-// checkoutLock returns the mutex serializing publishes into repoPath.
-func (s *Service) checkoutLock(repoPath string) *sync.Mutex {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.publishMu[repoPath]
-	if m == nil {
-		m = &sync.Mutex{}
-		s.publishMu[repoPath] = m
-	}
-	return m
 }
 
 func (s *Service) recordByName(name string) (record, bool) {

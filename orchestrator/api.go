@@ -48,7 +48,10 @@ type Config struct {
 	RunnerEnv map[string]string
 	// Git is the local-mode git service; nil means remote mode only (the
 	// repoUrl is the repository's origin).
-	Git GitService
+	Git GitAccess
+	// Publisher brings a local-mode container's branch into the user's
+	// checkout once it completed; nil leaves the branch in the git service.
+	Publisher Publisher
 	// Labels are put on every container and network the Manager creates,
 	// next to the org.aimi.* ones, and Recover adopts only containers that
 	// carry all of them: two daemons (or parallel test runs) on one engine
@@ -58,9 +61,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// GitService is the daemon's git service for local mode (package gitserve):
+// GitAccess is the daemon's git service for local mode (package gitserve):
 // containers clone from and push to it instead of a hosted remote.
-type GitService interface {
+type GitAccess interface {
 	// ListenOn makes the service reachable on ip (the swarm network's
 	// gateway); idempotent per ip.
 	ListenOn(ctx context.Context, ip string) error
@@ -68,19 +71,24 @@ type GitService interface {
 	Grant(ctx context.Context, repoPath, swarmID, containerName, branch string) (Grant, error)
 	// Revoke ends a container's access (after it finished).
 	Revoke(containerName string)
-	// Publish brings the container's branch into the user's checkout (and
-	// opens a pull request when configured); prURL is nil without one.
-	Publish(ctx context.Context, repoPath, branch, containerName string) (prURL *string, err error)
 	// Unreceived lists commits of the container's branch that neither the
 	// service nor the user's checkout has: Cleanup keeps such containers.
 	Unreceived(ctx context.Context, repoPath, containerName, branch string) (commits []string, err error)
+	// Forget drops a swarm's repository and grants; Cleanup calls it once
+	// none of the swarm's containers is left.
+	Forget(ctx context.Context, swarmID string) error
+}
+
+// Publisher moves what a container pushed to the git service to where the
+// user sees it (package publish).
+type Publisher interface {
+	// Publish brings the container's branch into the user's checkout (and
+	// opens a pull request when configured); prURL is nil without one.
+	Publish(ctx context.Context, repoPath, branch, containerName string) (prURL *string, err error)
 	// Published reports whether the container's branch, as the service
 	// received it, is in the user's checkout (true when it never pushed):
 	// Recover publishes what a daemon that died too early did not.
 	Published(ctx context.Context, repoPath, containerName, branch string) (bool, error)
-	// Forget drops a swarm's repository and grants; Cleanup calls it once
-	// none of the swarm's containers is left.
-	Forget(ctx context.Context, swarmID string) error
 }
 
 // Grant is what a container needs to reach the git service.

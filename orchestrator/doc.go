@@ -14,7 +14,8 @@
 // It owns no HTTP, no config loading and no Docker code: the daemon package
 // serves the Manager over its socket, the configs package builds Config, the
 // container package talks to the engine, and the state package owns the file
-// formats. The git service for local mode is reached through GitService.
+// formats. The git service for local mode is reached through GitAccess, and
+// a completed container's branch is published through Publisher.
 //
 // # Decisions
 //

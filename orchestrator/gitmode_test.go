@@ -17,7 +17,7 @@ import (
 	"github.com/aimi-tools/swarm/state"
 )
 
-// fakeGit is a hand-written GitService.
+// fakeGit is a hand-written GitAccess and Publisher.
 type fakeGit struct {
 	mu         sync.Mutex
 	listening  []string
@@ -111,7 +111,7 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 		}
 	}
 	git := &fakeGit{}
-	m := newTestManager(t, eng, Config{Git: git, RunnerEnv: map[string]string{"ANTHROPIC_API_KEY": "sk-VERY-SECRET"}})
+	m := newTestManager(t, eng, Config{Git: git, Publisher: git, RunnerEnv: map[string]string{"ANTHROPIC_API_KEY": "sk-VERY-SECRET"}})
 	ctx := context.Background()
 	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestFinishedOnlyOnceTheDaemonIsDoneWithTheContainer(t *testing.T) {
 		}
 	})
 	git := &fakeGit{}
-	m := newTestManager(t, eng, Config{Git: git})
+	m := newTestManager(t, eng, Config{Git: git, Publisher: git})
 	ctx := context.Background()
 	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
 		t.Fatal(err)
@@ -324,7 +324,7 @@ func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
 	}, scripted(0, storiesDone(1)...)))
 	git := &fakeGit{}
 	ctx1, cancel1 := context.WithCancel(context.Background())
-	m1, err := New(ctx1, Config{Image: "standin:test", Logger: testLogger(t), Git: git}, eng)
+	m1, err := New(ctx1, Config{Image: "standin:test", Logger: testLogger(t), Git: git, Publisher: git}, eng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +350,7 @@ func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
 		}
 	}
 
-	m2 := newTestManager(t, eng, Config{Git: git})
+	m2 := newTestManager(t, eng, Config{Git: git, Publisher: git})
 	if err := m2.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -198,11 +198,14 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	return sw, nil
 }
 
-// published asks the git service whether c's branch reached the checkout;
-// when it cannot tell, it says yes: publishing is left to the user rather
-// than retried blindly at every start.
+// published asks the publisher whether c's branch reached the checkout;
+// when it cannot tell, or there is no publisher, it says yes: publishing is
+// left to the user rather than retried blindly at every start.
 func (sw *swarm) published(ctx context.Context, c *ctr) bool {
-	ok, err := sw.m.cfg.Git.Published(ctx, sw.repo, c.name, c.branch)
+	if sw.m.cfg.Publisher == nil {
+		return true
+	}
+	ok, err := sw.m.cfg.Publisher.Published(ctx, sw.repo, c.name, c.branch)
 	if err != nil {
 		sw.m.log.Warn("recover: cannot tell whether a finished container's branch was published", "container", c.name, "err", err)
 		return true

@@ -3,6 +3,7 @@
 // branch that is checked out there or has diverged), and, when a hosted
 // remote and a token are configured, to that remote with a pull request
 // opened through the GitHub REST API (GitHub Enterprise through its API
-// base). It runs the git CLI; it knows nothing of containers or of the git
-// service that received the branch (package gitserve calls it).
+// base). It runs the git CLI. A Publisher reads where a container's branch
+// was received from a Source (the daemon gives it the git service of local
+// mode); it knows nothing of containers.
 package publish

@@ -130,9 +130,11 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 
 	var git *gitserve.Service
 	if cfg.Git.Mode != configs.GitRemote {
+		// The probe reads a container's branch through the daemon's own
+		// engine client, so cleanup can tell what only the container holds.
 		git, err = gitserve.New(gitserve.Options{
 			DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
-			GitHubAPI: cfg.Publish.GitHubAPI, TokenEnv: cfg.Publish.TokenEnv,
+			TipProbe: gitserve.EngineProbe{Files: docker},
 		})
 		if err != nil {
 			return fmt.Errorf("start the git service: %w (or set git.mode: remote)", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/publish"
 )
 
 // orchestratorConfig maps the validated config onto the Manager's settings.
@@ -54,11 +55,16 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		// A nil *gitserve.Service must stay a nil interface: the Manager
 		// tests Git == nil for remote-only mode.
 		oc.Git = gitAdapter{git}
+		oc.Publisher = publish.NewPublisher(git, publish.Options{
+			Logger:    log,
+			GitHubAPI: c.Publish.GitHubAPI,
+			TokenEnv:  c.Publish.TokenEnv,
+		})
 	}
 	return oc
 }
 
-// gitAdapter makes *gitserve.Service an orchestrator.GitService: the two
+// gitAdapter makes *gitserve.Service an orchestrator.GitAccess: the two
 // packages each declare their Grant type (neither imports the other).
 type gitAdapter struct{ *gitserve.Service }
 

@@ -1,0 +1,200 @@
+package gitserve
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// pushFixture: a user checkout and a service listening on 127.0.0.1.
+type pushFixture struct {
+	s    *Service
+	user string
+}
+
+func newPushFixture(t *testing.T) pushFixture {
+	t.Helper()
+	s, _ := newService(t, Options{})
+	if err := s.ListenOn(t.Context(), "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	return pushFixture{s: s, user: newRepo(t)}
+}
+
+// containerPush plays a container: grant, clone over https, commit the
+// files on its branch, push. It returns the pushed tip.
+func (f pushFixture) containerPush(t *testing.T, name, branch string, files ...string) string {
+	t.Helper()
+	g, err := f.s.Grant(t.Context(), f.user, "swarm-p", name, branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), name)
+	env := clientEnv(g.CAFile, bearer(g.Token))
+	if out, err := gitOut("", env, "clone", "-q", g.RepoURL, work); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	mustGit(t, work, "checkout", "-q", "-b", branch)
+	var tip string
+	for _, f := range files {
+		tip = commitFile(t, work, f, f+"\n")
+	}
+	if out, err := gitOut(work, env, "push", "-q", "origin", "HEAD:refs/heads/"+branch); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	return tip
+}
+
+func TestReceived(t *testing.T) {
+	ctx := t.Context()
+	f := newPushFixture(t)
+	tip := f.containerPush(t, "aimi-r", "feat-r", "r.txt")
+	mirror := f.s.mirrorPath("swarm-p")
+	if repo, got, err := f.s.Received("aimi-r", "feat-r"); repo != mirror || got != tip || err != nil {
+		t.Fatalf("Received = %q, %q, %v; want %q, %q", repo, got, err, mirror, tip)
+	}
+	if _, err := f.s.Grant(ctx, f.user, "swarm-p", "aimi-idle", "feat-idle"); err != nil {
+		t.Fatal(err)
+	}
+	if repo, got, err := f.s.Received("aimi-idle", "feat-idle"); repo != mirror || got != "" || err != nil {
+		t.Fatalf("Received of a container that never pushed = %q, %q, %v; want the mirror and no tip", repo, got, err)
+	}
+	if _, _, err := f.s.Received("aimi-r", "other"); err == nil {
+		t.Fatal("a branch other than the granted one was answered")
+	}
+	if _, _, err := f.s.Received("aimi-nobody", "feat-x"); !errors.Is(err, ErrUnknownContainer) {
+		t.Fatalf("Received of an unknown container: %v, want ErrUnknownContainer", err)
+	}
+}
+
+// TestForgetKeepsAMirrorWithUnpublishedWork: a branch the container pushed
+// but that never reached the checkout (the daemon died before publishing,
+// or the publish failed) lives only in the mirror, so Forget keeps it and
+// says how to fetch it; once published, Forget deletes it.
+func TestForgetKeepsAMirrorWithUnpublishedWork(t *testing.T) {
+	ctx := t.Context()
+	f := newPushFixture(t)
+	tip := f.containerPush(t, "aimi-u", "feat-u", "u.txt")
+	mirror := f.s.mirrorPath("swarm-p")
+	err := f.s.Forget(ctx, "swarm-p")
+	if !errors.Is(err, ErrUnpublished) || !strings.Contains(err.Error(), "feat-u") || !strings.Contains(err.Error(), "fetch "+mirror) {
+		t.Fatalf("Forget with unpublished work = %v, want ErrUnpublished naming feat-u and the fetch", err)
+	}
+	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat-u"); got != tip {
+		t.Fatalf("the mirror lost the branch: %s, want %s", got, tip)
+	}
+	if _, ok := f.s.recordByName("aimi-u"); !ok {
+		t.Error("the container's record went although its mirror was kept")
+	}
+	mustGit(t, f.user, "fetch", "-q", mirror, "refs/heads/feat-u:refs/heads/feat-u")
+	if err := f.s.Forget(ctx, "swarm-p"); err != nil {
+		t.Fatalf("Forget after the publish: %v", err)
+	}
+	if _, err := os.Stat(mirror); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("mirror still there after everything was published (stat: %v)", err)
+	}
+}
+
+type fakeProbe map[string]string
+
+func (p fakeProbe) BranchTip(_ context.Context, name, _ string) (string, error) {
+	tip, ok := p[name]
+	if !ok {
+		return "", errors.New("container gone")
+	}
+	return tip, nil
+}
+
+func TestUnreceived(t *testing.T) {
+	ctx := t.Context()
+	f := newPushFixture(t)
+	pushed := f.containerPush(t, "aimi-p", "feat-p", "p.txt")
+	if _, err := f.s.Grant(ctx, f.user, "swarm-p", "aimi-silent", "feat-s"); err != nil {
+		t.Fatal(err)
+	}
+	userOnly := mustGit(t, f.user, "rev-parse", "HEAD")
+	lost := strings.Repeat("ab", 20)
+
+	t.Run("without a probe", func(t *testing.T) {
+		for _, tc := range []struct {
+			name, container, branch string
+			wantErr                 error
+		}{
+			{"a container that pushed has delivered", "aimi-p", "feat-p", nil},
+			{"a container that never pushed is unknown work", "aimi-silent", "feat-s", ErrNothingReceived},
+			{"a container never granted is unknown", "aimi-x", "feat-x", ErrUnknownContainer},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				commits, err := f.s.Unreceived(ctx, f.user, tc.container, tc.branch)
+				if !errors.Is(err, tc.wantErr) || len(commits) != 0 {
+					t.Fatalf("Unreceived = %v, %v; want none, %v", commits, err, tc.wantErr)
+				}
+			})
+		}
+		if _, err := f.s.Unreceived(ctx, f.user, "aimi-p", "other"); err == nil {
+			t.Fatal("a branch other than the granted one was answered")
+		}
+	})
+	t.Run("with a probe", func(t *testing.T) {
+		defer func() { f.s.opts.TipProbe = nil }()
+		for _, tc := range []struct {
+			name, tip string
+			want      []string
+			err       bool
+		}{
+			{"tip the service received", pushed, nil, false},
+			{"tip only the user's checkout has", userOnly, nil, false},
+			{"tip nobody received", lost, []string{lost}, false},
+			{"no branch in the container", "", nil, false},
+			{"garbage from the probe", "--upload-pack=x", nil, true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				f.s.opts.TipProbe = fakeProbe{"aimi-silent": tc.tip}
+				commits, err := f.s.Unreceived(ctx, f.user, "aimi-silent", "feat-s")
+				if (err != nil) != tc.err || strings.Join(commits, ",") != strings.Join(tc.want, ",") {
+					t.Fatalf("Unreceived = %v, %v; want %v (error %v)", commits, err, tc.want, tc.err)
+				}
+			})
+		}
+		f.s.opts.TipProbe = fakeProbe{}
+		if _, err := f.s.Unreceived(ctx, f.user, "aimi-silent", "feat-s"); err == nil {
+			t.Fatal("a probe error was swallowed")
+		}
+	})
+}
+
+// A push git refuses (not a fast-forward) of a branch that came with the
+// user's snapshot is not taken for the container's delivery.
+func TestRefusedPushIsNotDelivery(t *testing.T) {
+	ctx := t.Context()
+	repo := newRepo(t)
+	mustGit(t, repo, "branch", "feat-u")
+	commitFile(t, repo, "more.txt", "more\n")
+	mustGit(t, repo, "branch", "-f", "feat-u", "HEAD")
+	s, _ := newService(t, Options{})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Grant(ctx, repo, "swarm-u", "aimi-u", "feat-u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), "w")
+	env := clientEnv(g.CAFile, bearer(g.Token))
+	if out, err := gitOut("", env, "clone", "-q", g.RepoURL, work); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	mustGit(t, work, "checkout", "-q", "-b", "mine", "HEAD~1")
+	commitFile(t, work, "side.txt", "side\n")
+	if out, err := gitOut(work, env, "push", "--force", "origin", "HEAD:refs/heads/feat-u"); err == nil {
+		t.Fatalf("non-fast-forward push accepted\n%s", out)
+	}
+	if _, err := s.Unreceived(ctx, repo, "aimi-u", "feat-u"); !errors.Is(err, ErrNothingReceived) {
+		t.Fatalf("Unreceived = %v, want ErrNothingReceived", err)
+	}
+}
+
+// Containers finishing together publish into the same checkout at once.
