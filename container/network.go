@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -156,14 +157,25 @@ func (d *Docker) RemoveNetworkIfUnused(ctx context.Context, name string) error {
 		return nil
 	}
 	err = d.cli.NetworkRemove(ctx, name)
-	if errdefs.IsForbidden(err) || errdefs.IsConflict(err) {
-		// "has active endpoints": a container joined since the list, or
-		// the endpoint of a removed container outlived it (engine 20.10
-		// does that when many containers are force-removed at once).
-		// Clear the stale ones and try once more.
-		if cleared := d.clearStaleEndpoints(ctx, name); cleared > 0 {
-			err = d.cli.NetworkRemove(ctx, name)
+	// "has active endpoints": a container joined since the list, or the
+	// endpoint of a removed container outlived it. Engine 20.10 does that
+	// when many containers are force-removed at once: for a moment the
+	// container is still being removed (so its endpoint is not yet stale),
+	// and afterwards the endpoint can stay behind. Clear stale endpoints
+	// and try again for a bounded while, as long as no container of the
+	// network exists.
+	for wait := 100 * time.Millisecond; (errdefs.IsForbidden(err) || errdefs.IsConflict(err)) && wait <= 3200*time.Millisecond; wait *= 2 {
+		if users, lerr := d.cli.ContainerList(ctx, container.ListOptions{All: true, Limit: 1, Filters: filters.NewArgs(filters.Arg("network", name))}); lerr != nil || len(users) > 0 {
+			break // a live user: the network is in use, keep it
 		}
+		if d.clearStaleEndpoints(ctx, name) == 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+		err = d.cli.NetworkRemove(ctx, name)
 	}
 	switch {
 	case err == nil, errdefs.IsNotFound(err):

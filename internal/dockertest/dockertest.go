@@ -106,7 +106,11 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 	if err != nil {
 		return fmt.Errorf("list containers labelled %s=%s: %w", key, value, err)
 	}
+	var names []string
 	for _, c := range cs {
+		for _, n := range c.Names {
+			names = append(names, strings.TrimPrefix(n, "/"))
+		}
 		err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		if err != nil && !errdefs.IsNotFound(err) && !isRemovalInProgress(err) {
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
@@ -117,7 +121,7 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 		return errors.Join(append(errs, fmt.Errorf("list networks labelled %s=%s: %w", key, value, err))...)
 	}
 	for _, n := range ns {
-		if err := removeNetwork(ctx, cli, n.ID); err != nil {
+		if err := removeNetwork(ctx, cli, n.ID, names); err != nil {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", n.Name, err))
 		}
 	}
@@ -127,7 +131,7 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 // removeNetwork retries while the network still has endpoints: a container
 // whose removal another goroutine has in progress (skipped above) keeps its
 // endpoint for a moment after ContainerRemove returns.
-func removeNetwork(ctx context.Context, cli *client.Client, id string) error {
+func removeNetwork(ctx context.Context, cli *client.Client, id string, removed []string) error {
 	for attempt := 0; ; attempt++ {
 		err := cli.NetworkRemove(ctx, id)
 		if err == nil || errdefs.IsNotFound(err) {
@@ -141,10 +145,15 @@ func removeNetwork(ctx context.Context, cli *client.Client, id string) error {
 		// at once). Every container of the run is removed by now, so
 		// each endpoint left is disconnected by force, which deletes a
 		// stale one by its name.
+		// The network's endpoint list can miss such an endpoint, so the
+		// names of the containers removed above are disconnected too.
 		if n, ierr := cli.NetworkInspect(ctx, id, network.InspectOptions{}); ierr == nil {
 			for _, ep := range n.Containers {
 				_ = cli.NetworkDisconnect(ctx, id, ep.Name, true)
 			}
+		}
+		for _, name := range removed {
+			_ = cli.NetworkDisconnect(ctx, id, name, true)
 		}
 		select {
 		case <-ctx.Done():
