@@ -116,7 +116,7 @@ func swarmErr(err error) error {
 	if errors.As(err, &ee) {
 		return err
 	}
-	if errors.Is(err, daemon.ErrUnreachable) {
+	if errors.Is(err, daemon.ErrUnreachable) || errors.Is(err, daemon.ErrSocketPermission) {
 		return &ExitError{Code: ExitDaemon, Err: err}
 	}
 	var ae *daemon.APIError

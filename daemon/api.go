@@ -26,12 +26,13 @@ const (
 
 // Error codes of ErrorBody.Code.
 const (
-	CodeInvalid      = "invalid_request"   // 400
-	CodeNotFound     = "not_found"         // 404: no swarm / no such container
-	CodeActiveSwarm  = "active_swarm"      // 409
-	CodeShuttingDown = "shutting_down"     // 503
-	CodeInternal     = "internal"          // 500
-	CodeTaskFiles    = "invalid_task_file" // 400 with Problems
+	CodeInvalid          = "invalid_request"    // 400
+	CodeNotFound         = "not_found"          // 404: no swarm / no such container
+	CodeMethodNotAllowed = "method_not_allowed" // 405, with an Allow header
+	CodeActiveSwarm      = "active_swarm"       // 409
+	CodeShuttingDown     = "shutting_down"      // 503
+	CodeInternal         = "internal"           // 500
+	CodeTaskFiles        = "invalid_task_file"  // 400 with Problems
 )
 
 // ErrorBody is every error answer.

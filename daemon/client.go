@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
@@ -149,6 +150,9 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 		}
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
+			if errors.Is(op.Err, fs.ErrPermission) {
+				return nil, socketPermission(c.socket, op.Err)
+			}
 			return nil, &UnreachableError{Socket: c.socket, Err: op.Err}
 		}
 		return nil, fmt.Errorf("%s %s on %s: %w", method, path, c.socket, err)

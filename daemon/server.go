@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,20 +67,52 @@ func NewServer(opts ServerOptions) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.mux.HandleFunc(RouteHealth, s.health)
-	s.mux.HandleFunc(RouteList, s.list)
-	s.mux.HandleFunc(RouteStart, s.start)
-	s.mux.HandleFunc(RouteStatus, s.status)
-	s.mux.HandleFunc(RouteStop, s.stop)
-	s.mux.HandleFunc(RouteResume, s.resume)
-	s.mux.HandleFunc(RouteCleanup, s.cleanup)
-	s.mux.HandleFunc(RouteLogs, s.logs)
-	s.mux.HandleFunc(RouteEvents, s.events)
+	handlers := map[string]http.HandlerFunc{
+		RouteHealth: s.health, RouteList: s.list, RouteStart: s.start, RouteStatus: s.status, RouteStop: s.stop,
+		RouteResume: s.resume, RouteCleanup: s.cleanup, RouteLogs: s.logs, RouteEvents: s.events,
+	}
+	for pattern, h := range handlers {
+		s.mux.HandleFunc(pattern, h)
+	}
+	// The catch-all matches every method, so the mux's own 405 never
+	// happens: tell a known path with another method from an unknown path.
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(handlers, r.URL.Path); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			s.writeError(w, r, &methodError{method: r.Method, path: r.URL.Path, allow: allow})
+			return
+		}
 		s.writeError(w, r, &notFoundError{r.Method + " " + r.URL.Path})
 	})
 	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	return s
+}
+
+// allowedMethods lists the methods the routes serve path with (HEAD with
+// GET, as the mux serves it).
+func allowedMethods(routes map[string]http.HandlerFunc, path string) []string {
+	var allow []string
+	for pattern := range routes {
+		method, p, _ := strings.Cut(pattern, " ")
+		if p != path {
+			continue
+		}
+		allow = append(allow, method)
+		if method == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
+	}
+	slices.Sort(allow)
+	return allow
+}
+
+type methodError struct {
+	method, path string
+	allow        []string
+}
+
+func (e *methodError) Error() string {
+	return fmt.Sprintf("%s does not take %s; use %s", e.path, e.method, strings.Join(e.allow, " or "))
 }
 
 type notFoundError struct{ route string }
@@ -390,8 +424,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request, v any, err error
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := errorBody(err)
 	var nf *notFoundError
-	if errors.As(err, &nf) {
+	var me *methodError
+	switch {
+	case errors.As(err, &nf):
 		status, body.Code = http.StatusNotFound, CodeNotFound
+	case errors.As(err, &me):
+		status, body.Code = http.StatusMethodNotAllowed, CodeMethodNotAllowed
 	}
 	if status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -37,11 +37,15 @@ var (
 	view         = daemontest.View
 )
 
-func rawCall(t *testing.T, sock, method, path, body string) (int, daemon.ErrorBody) {
-	t.Helper()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+func unixHTTP(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
+}
+
+func rawCall(t *testing.T, sock, method, path, body string) (int, daemon.ErrorBody) {
+	t.Helper()
+	hc := unixHTTP(sock)
 	defer hc.CloseIdleConnections()
 	req, _ := http.NewRequest(method, "http://aimid"+path, strings.NewReader(body))
 	resp, err := hc.Do(req)

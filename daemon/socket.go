@@ -6,8 +6,12 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -56,10 +60,9 @@ func (l *Listener) Release() {
 	l.release.Do(func() { l.lock.Close() }) // closing the descriptor drops the flock
 }
 
-// Listen opens the daemon's unix socket at path. A missing directory is
-// created 0700 (an existing one is not touched), and the socket is chmod-ed
-// 0600 right after bind; in a private directory nobody else can reach it in
-// between. A lock file next to the socket (<path>.lock, flock; it stays
+// Listen opens the daemon's unix socket at path. Its directory must be
+// private (see privateDir), and the socket is chmod-ed 0600 right after
+// bind; in a private directory nobody else can reach it in between. A lock file next to the socket (<path>.lock, flock; it stays
 // after exit, since removing a flock file races with a daemon starting)
 // makes two daemons starting at once safe; a leftover socket file from a
 // killed daemon (connect refused) is removed and replaced, a live one is
@@ -68,16 +71,8 @@ func Listen(path string) (*Listener, error) {
 	if path == "" {
 		return nil, errors.New("listen: empty socket path")
 	}
-	dir := filepath.Dir(path)
-	// A directory we create is private; an existing one (say --socket
-	// /tmp/aimid.sock) is left as it is: the socket's own 0600 guards it.
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("create socket directory %s: %w (pass --socket with a writable path)", dir, err)
-		}
-		if err := os.Chmod(dir, 0o700); err != nil { // MkdirAll's mode passes through the umask
-			return nil, fmt.Errorf("make socket directory %s private: %w", dir, err)
-		}
+	if err := privateDir(filepath.Dir(path)); err != nil {
+		return nil, err
 	}
 	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -112,4 +107,119 @@ func Listen(path string) (*Listener, error) {
 		return fail(fmt.Errorf("chmod socket %s: %w", path, err))
 	}
 	return &Listener{Listener: ln, path: path, lock: lock}, nil
+}
+
+// privateDir makes sure the socket's directory is the daemon's alone, so
+// that nobody else can replace the socket or hold its lock. A missing one is
+// created 0700. An existing one must belong to us; when it is open to others
+// it is tightened to 0700 if it holds nothing but daemon sockets and their
+// locks (a directory of the socket's own), and refused otherwise: a shared
+// directory such as /tmp or /run is not the daemon's to change.
+func privateDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create socket directory %s: %w (pass --socket with a writable path)", dir, err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil { // MkdirAll's mode passes through the umask
+			return fmt.Errorf("make socket directory %s private: %w", dir, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("socket directory %s is not a directory; pass --socket with a path in a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("socket directory %s belongs to %s, not to you (%s), and its owner could replace the socket: pass --socket with a path in a directory of your own (aimid creates a missing one with mode 0700)",
+			dir, describeUser(st.Uid), describeUser(uint32(os.Geteuid())))
+	}
+	if fi.Mode().Perm()&0o077 == 0 {
+		return nil
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".sock") && !strings.HasSuffix(e.Name(), ".sock.lock") {
+			return fmt.Errorf("socket directory %s is open to others (mode %04o) and holds other files (%s), so aimid will not change it: pass --socket with a path in a directory of its own (aimid creates a missing one with mode 0700), or chmod 700 %s",
+				dir, fi.Mode().Perm(), e.Name(), dir)
+		}
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("make socket directory %s private (mode %04o now): %w", dir, fi.Mode().Perm(), err)
+	}
+	return nil
+}
+
+// describeUser names a uid for a message: "uid 1000 (alice)".
+func describeUser(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return "uid " + id + " (" + u.Username + ")"
+	}
+	return "uid " + id
+}
+
+// describeGroup names a gid for a message: "gid 998 (docker)".
+func describeGroup(gid uint32) string {
+	id := strconv.FormatUint(uint64(gid), 10)
+	if g, err := user.LookupGroupId(id); err == nil {
+		return "gid " + id + " (" + g.Name + ")"
+	}
+	return "gid " + id
+}
+
+// ErrSocketPermission: the socket exists but this user may not connect to
+// it (or reach it).
+var ErrSocketPermission = errors.New("permission denied on the aimi daemon socket")
+
+// SocketPermissionError says who may use the socket instead.
+type SocketPermissionError struct {
+	Socket string
+	Detail string // whose the socket or the directory in the way is
+	Err    error
+}
+
+func (e *SocketPermissionError) Error() string {
+	return fmt.Sprintf("permission denied on the aimi daemon socket %s: %s, and you are %s; run aimi as that user, or give yourself access (a group with write permission on the socket and search permission on its directories), or start a daemon of your own with a socket of your own (--socket or %s)",
+		e.Socket, e.Detail, describeUser(uint32(os.Geteuid())), EnvSocket)
+}
+
+// Unwrap exposes ErrSocketPermission and the dial error.
+func (e *SocketPermissionError) Unwrap() []error { return []error{ErrSocketPermission, e.Err} }
+
+// socketPermission explains an EACCES on dialing socket: the first directory
+// on the way that this user cannot search, else the socket's owner, group
+// and mode.
+func socketPermission(socket string, err error) *SocketPermissionError {
+	e := &SocketPermissionError{Socket: socket, Err: err}
+	abs, aerr := filepath.Abs(socket)
+	if aerr != nil {
+		abs = socket
+	}
+	describe := func(what, p string) string {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return fmt.Sprintf("%s %s cannot be examined (%v)", what, p, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return fmt.Sprintf("%s %s has mode %v", what, p, fi.Mode())
+		}
+		return fmt.Sprintf("%s %s belongs to %s, group %s, mode %v", what, p, describeUser(st.Uid), describeGroup(st.Gid), fi.Mode())
+	}
+	parts := strings.Split(filepath.Dir(abs), string(filepath.Separator))
+	for i := 2; i <= len(parts); i++ {
+		d := string(filepath.Separator) + filepath.Join(parts[1:i]...)
+		if unix.Access(d, unix.X_OK) != nil {
+			e.Detail = describe("its directory", d) + ", which you cannot enter"
+			return e
+		}
+	}
+	e.Detail = describe("the socket", abs) + " (connecting needs write permission on it)"
+	return e
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aimi-tools/swarm/daemon"
@@ -34,16 +35,51 @@ func TestListenMakesAPrivateDirectoryAndSocket(t *testing.T) {
 	}
 }
 
-func TestListenLeavesAnExistingDirectoryAlone(t *testing.T) {
-	dir := daemontest.ShortTempDir(t)
+func TestListenTightensADirectoryOfItsOwn(t *testing.T) {
+	dir := filepath.Join(daemontest.ShortTempDir(t), "run")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	os.Chmod(dir, 0o755)
 	ln, err := daemon.Listen(filepath.Join(dir, "aimid.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Release()
-	if di, _ := os.Stat(dir); di.Mode().Perm() != 0o755 {
-		t.Errorf("existing dir changed to %v", di.Mode())
+	if di, _ := os.Stat(dir); di.Mode().Perm() != 0o700 {
+		t.Errorf("socket directory left at %v", di.Mode())
+	}
+}
+
+func TestListenRefusesASharedDirectoryWithoutChangingIt(t *testing.T) {
+	dir := daemontest.ShortTempDir(t)
+	os.Chmod(dir, 0o1777)
+	if err := os.WriteFile(filepath.Join(dir, "someone-elses.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := daemon.Listen(filepath.Join(dir, "aimid.sock"))
+	if err == nil || !strings.Contains(err.Error(), "open to others (mode 1777)") && !strings.Contains(err.Error(), "open to others (mode 0777)") || !strings.Contains(err.Error(), "directory of its own") {
+		t.Fatalf("err = %v", err)
+	}
+	if di, _ := os.Stat(dir); di.Mode().Perm() != 0o777 {
+		t.Errorf("shared directory changed to %v", di.Mode())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "aimid.sock.lock")); err == nil {
+		t.Error("lock file created in a refused directory")
+	}
+}
+
+func TestListenRefusesADirectoryOfAnotherUser(t *testing.T) {
+	dir := "/" // root's, for anyone else
+	if os.Geteuid() == 0 {
+		dir = daemontest.ShortTempDir(t)
+		if err := os.Chown(dir, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := daemon.Listen(filepath.Join(dir, "aimid-test.sock"))
+	if err == nil || !strings.Contains(err.Error(), "belongs to uid") || !strings.Contains(err.Error(), "not to you") {
+		t.Fatalf("err = %v", err)
 	}
 }
 
