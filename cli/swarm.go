@@ -47,6 +47,7 @@ Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
 		newSwarmCleanupCmd(s),
 		newSwarmLogsCmd(s),
 		newSwarmEventsCmd(s),
+		newSwarmUICmd(s),
 	)
 	return cmd
 }

@@ -1,0 +1,515 @@
+// The aimi swarm board. Plain JavaScript, no library, no build step.
+//
+// Every piece of text that came from a container or a task file reaches the
+// DOM through textContent (the t() helper) or setAttribute: never innerHTML.
+'use strict';
+
+(() => {
+  const token = document.querySelector('meta[name="aimi-board-token"]').content;
+  const root = document.getElementById('swarms');
+  const empty = document.getElementById('empty');
+  const conn = document.getElementById('conn');
+  const SVG = 'http://www.w3.org/2000/svg';
+  const terminal = new Set(['completed', 'failed', 'stopped']);
+
+  // What tests and the benchmark read: how late each change reached the
+  // page (ms from the daemon's event time to the DOM update).
+  const probe = { loadedAt: Date.now(), lists: 0, changes: 0, latencies: [] };
+  window.aimiBoard = probe;
+
+  // model: repo -> swarm as the server sent it (containers by name).
+  const model = new Map();
+  // views: repo -> {el, refs, cards: Map(name -> card)}
+  const views = new Map();
+
+  function t(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  function button(label, title, onClick) {
+    const b = t('button', 'act', label);
+    b.type = 'button';
+    if (title) b.title = title;
+    b.addEventListener('click', onClick);
+    return b;
+  }
+
+  // ---- actions ------------------------------------------------------------
+
+  async function act(path, body, resultEl, buttons, label) {
+    buttons.forEach((b) => { b.disabled = true; });
+    resultEl.dataset.state = 'busy';
+    resultEl.textContent = label + '…';
+    try {
+      const res = await fetch(path, {
+        method: 'POST',
+        credentials: 'same-origin',
+        headers: { 'Content-Type': 'application/json', 'X-Aimi-Board-Token': token },
+        body: JSON.stringify(body),
+      });
+      let answer = null;
+      try { answer = await res.json(); } catch (_) { answer = null; }
+      if (!res.ok) {
+        resultEl.dataset.state = 'error';
+        resultEl.textContent = label + ' refused: ' + (answer && answer.error ? answer.error : 'HTTP ' + res.status);
+        return null;
+      }
+      resultEl.dataset.state = 'ok';
+      return answer;
+    } catch (err) {
+      resultEl.dataset.state = 'error';
+      resultEl.textContent = label + ' failed: ' + err;
+      return null;
+    } finally {
+      buttons.forEach((b) => { b.disabled = false; });
+      refreshButtons();
+    }
+  }
+
+  function summary(view) {
+    const counts = {};
+    for (const c of view.containers || []) counts[c.status] = (counts[c.status] || 0) + 1;
+    return Object.keys(counts).sort().map((k) => counts[k] + ' ' + k).join(', ') || 'no container';
+  }
+
+  async function stopContainers(repo, names, resultEl, buttons) {
+    const what = names.length ? 'stop ' + names.join(', ') : 'stop swarm';
+    const v = await act('/api/stop', { repo, names }, resultEl, buttons, what);
+    if (v) {
+      resultEl.textContent = what + ': done (' + summary(v) + ')';
+      mergeSwarm(v);
+    }
+  }
+
+  async function resume(repo, retryFailed, resultEl, buttons) {
+    const what = retryFailed ? 'retry failed' : 'resume';
+    const v = await act('/api/resume', { repo, retryFailed }, resultEl, buttons, what);
+    if (v) {
+      resultEl.textContent = what + ': done (' + summary(v) + ')';
+      mergeSwarm(v);
+    }
+  }
+
+  async function cleanup(repo, resultEl, buttons) {
+    const rep = await act('/api/cleanup', { repo }, resultEl, buttons, 'cleanup');
+    if (!rep) return;
+    const parts = [];
+    parts.push('removed: ' + ((rep.removed && rep.removed.length) ? rep.removed.join(', ') : 'none'));
+    for (const k of rep.kept || []) {
+      let line = 'kept ' + k.name + ': ' + k.reason;
+      if (k.commits && k.commits.length) line += ' (unreceived commits ' + k.commits.join(', ') + ')';
+      parts.push(line);
+    }
+    if (rep.kept && rep.kept.length) parts.push('kept containers stay until their work is received; only the CLI\'s cleanup --force removes them anyway');
+    if (rep.stateRemoved) parts.push('no container left: swarm-state.json removed');
+    for (const n of rep.notes || []) parts.push('note: ' + n);
+    resultEl.dataset.state = (rep.kept && rep.kept.length) ? 'error' : 'ok';
+    resultEl.textContent = '';
+    for (const p of parts) resultEl.appendChild(t('div', null, p));
+  }
+
+  // ---- swarm sections -----------------------------------------------------
+
+  function swarmView(repo) {
+    let v = views.get(repo);
+    if (v) return v;
+    const el = t('section', 'swarm');
+    el.dataset.repo = repo;
+    const head = t('div', 'swarm-head');
+    const h2 = t('h2', null, repo);
+    const meta = t('span', 'meta');
+    const result = t('div', 'result');
+    result.setAttribute('role', 'status');
+    result.setAttribute('aria-live', 'polite');
+    const acts = t('div', 'actions');
+    const stop = button('Stop swarm', 'stop every running container of this swarm', () => stopContainers(repo, [], result, [stop]));
+    stop.dataset.action = 'stop-swarm';
+    const res = button('Resume', 'start the pending containers that have no supervisor', () => resume(repo, false, result, [res]));
+    res.dataset.action = 'resume';
+    const retry = button('Retry failed', 'recreate and rerun the failed containers', () => resume(repo, true, result, [retry]));
+    retry.dataset.action = 'retry-failed';
+    const clean = button('Clean up', 'remove finished containers; keeps any holding commits nobody received', () => cleanup(repo, result, [clean]));
+    clean.dataset.action = 'cleanup';
+    acts.append(stop, res, retry, clean);
+    head.append(h2, meta, acts);
+    const list = t('div', 'containers');
+    el.append(head, result, list);
+    v = { el, meta, list, buttons: { stop, retry }, cards: new Map() };
+    views.set(repo, v);
+    // Sections stay sorted by repository.
+    const after = [...views.keys()].sort().find((r) => r > repo && views.get(r).el.isConnected);
+    root.insertBefore(el, after ? views.get(after).el : null);
+    return v;
+  }
+
+  function renderSwarm(s) {
+    const v = swarmView(s.repo);
+    v.meta.textContent = 'swarm ' + s.swarmId + ' · ' + summary(s);
+    const seen = new Set();
+    for (const c of s.containers) {
+      seen.add(c.name);
+      renderCard(s.repo, v, c);
+    }
+    for (const [name, card] of v.cards) {
+      if (!seen.has(name)) { card.el.remove(); v.cards.delete(name); }
+    }
+  }
+
+  // ---- container cards ----------------------------------------------------
+
+  function field(dl, label) {
+    const dt = t('dt', null, label);
+    const dd = t('dd');
+    dl.append(dt, dd);
+    return dd;
+  }
+
+  function card(repo, v, name) {
+    let c = v.cards.get(name);
+    if (c) return c;
+    const el = t('article', 'container');
+    el.dataset.container = name;
+    const head = t('div', 'card-head');
+    const h3 = t('h3', null, name);
+    const status = t('span', 'status');
+    head.append(h3, status);
+    const bar = t('div', 'bar');
+    const prog = t('progress');
+    prog.max = 1;
+    prog.value = 0;
+    const progLabel = t('span', 'bar-label');
+    bar.append(prog, progLabel);
+    const dl = t('dl', 'fields');
+    const refs = {
+      status, prog, progLabel,
+      story: field(dl, 'story'), elapsed: field(dl, 'elapsed'), branch: field(dl, 'branch'),
+      node: field(dl, 'node'), task: field(dl, 'task file'), pr: field(dl, 'pull request'), exit: field(dl, 'exit'),
+    };
+    const output = t('p', 'output');
+    const errors = t('ul', 'errors');
+    const graphBox = t('div', 'graph');
+    const result = t('div', 'result');
+    result.setAttribute('role', 'status');
+    result.setAttribute('aria-live', 'polite');
+    const acts = t('div', 'actions');
+    const stop = button('Stop', 'stop this container', () => stopContainers(repo, [name], result, [stop]));
+    stop.dataset.action = 'stop';
+    const jbtn = button('Journal', 'show this container\'s journal as it grows', () => toggleJournal(repo, name, c));
+    jbtn.dataset.action = 'journal';
+    jbtn.setAttribute('aria-expanded', 'false');
+    acts.append(stop, jbtn);
+    const journal = t('ol', 'journal');
+    journal.hidden = true;
+    journal.setAttribute('aria-label', 'journal of ' + name);
+    journal.tabIndex = 0;
+    el.append(head, bar, dl, output, errors, graphBox, acts, result, journal);
+    c = { el, refs, output, errors, graphBox, stop, jbtn, journal, graphKey: '', src: null, data: null };
+    v.cards.set(name, c);
+    v.list.appendChild(el);
+    return c;
+  }
+
+  function counts(stories) {
+    const n = { total: stories.length, completed: 0, failed: 0, in_progress: 0, pending: 0, skipped: 0 };
+    for (const s of stories) n[s.status] = (n[s.status] || 0) + 1;
+    return n;
+  }
+
+  function renderCard(repo, v, data) {
+    const c = card(repo, v, data.name);
+    c.data = data;
+    c.el.dataset.status = data.status;
+    c.refs.status.textContent = data.status + (data.finished ? '' : (terminal.has(data.status) ? ' (finishing)' : ''));
+    c.refs.status.dataset.status = data.status;
+    let total = data.progress.total;
+    let done = data.progress.completed;
+    let failed = data.progress.failed;
+    let skipped = total - data.progress.completed - data.progress.failed - data.progress.inProgress - data.progress.pending;
+    if (data.stories.length) {
+      const n = counts(data.stories);
+      total = n.total; done = n.completed; failed = n.failed; skipped = n.skipped;
+    }
+    c.refs.prog.max = Math.max(total, 1);
+    c.refs.prog.value = done + failed + Math.max(skipped, 0);
+    c.refs.progLabel.textContent = done + '/' + total + ' completed' + (failed ? ', ' + failed + ' failed' : '') + (skipped > 0 ? ', ' + skipped + ' skipped' : '');
+    const running = data.stories.filter((s) => s.status === 'in_progress');
+    c.refs.story.textContent = running.length ? running.map((s) => s.id + ' ' + s.title).join('; ') : '—';
+    c.refs.branch.textContent = data.branch;
+    c.refs.node.textContent = data.node || 'local engine';
+    c.refs.task.textContent = data.taskFile;
+    c.refs.pr.textContent = '';
+    if (data.prUrl) {
+      const a = t('a', null, data.prUrl);
+      a.href = data.prUrl; // http(s) only: the server drops any other scheme
+      a.rel = 'noopener noreferrer';
+      a.target = '_blank';
+      c.refs.pr.appendChild(a);
+    } else {
+      c.refs.pr.textContent = '—';
+    }
+    c.refs.exit.textContent = data.exitCode === null || data.exitCode === undefined ? '—' : String(data.exitCode) + (data.oomKilled ? ' (OOM killed)' : '');
+    c.output.textContent = data.lastOutput || '';
+    c.errors.textContent = '';
+    for (const e of data.errors) {
+      const li = t('li', 'error');
+      if (e.code) li.appendChild(t('span', 'code', e.code));
+      li.appendChild(t('span', 'msg', e.message));
+      c.errors.appendChild(li);
+    }
+    if (data.rejected) c.errors.appendChild(t('li', 'rejected', data.rejected + ' line(s) rejected: see the journal'));
+    c.stop.disabled = terminal.has(data.status);
+    renderGraph(c, data.stories);
+    tickElapsed(c);
+  }
+
+  function fmtDuration(ms) {
+    let s = Math.max(0, Math.floor(ms / 1000));
+    const h = Math.floor(s / 3600); s -= h * 3600;
+    const m = Math.floor(s / 60); s -= m * 60;
+    return (h ? h + 'h ' : '') + (h || m ? m + 'm ' : '') + s + 's';
+  }
+
+  function tickElapsed(c) {
+    const d = c.data;
+    if (!d || !d.createdAt) return;
+    const start = Date.parse(d.createdAt);
+    const end = terminal.has(d.status) ? Date.parse(d.updatedAt) : Date.now();
+    c.refs.elapsed.textContent = fmtDuration(end - start);
+  }
+
+  // ---- story graph --------------------------------------------------------
+
+  // Layers by longest path from the roots, so every dependency is to the
+  // left of what depends on it.
+  function layers(stories) {
+    const byId = new Map(stories.map((s) => [s.id, s]));
+    const depth = new Map();
+    const visiting = new Set();
+    const d = (id) => {
+      if (depth.has(id)) return depth.get(id);
+      if (visiting.has(id)) return 0; // a cycle: the task file validator forbids it
+      visiting.add(id);
+      let best = 0;
+      for (const dep of (byId.get(id) || { dependsOn: [] }).dependsOn) {
+        if (byId.has(dep)) best = Math.max(best, d(dep) + 1);
+      }
+      visiting.delete(id);
+      depth.set(id, best);
+      return best;
+    };
+    stories.forEach((s) => d(s.id));
+    return depth;
+  }
+
+  const BOX_W = 150, BOX_H = 40, GAP_X = 36, GAP_Y = 12;
+
+  function renderGraph(c, stories) {
+    const key = stories.map((s) => s.id + '<' + s.dependsOn.join(',')).join(';');
+    if (key !== c.graphKey) {
+      c.graphKey = key;
+      c.graphBox.textContent = '';
+      c.nodes = new Map();
+      if (!stories.length) return;
+      const depth = layers(stories);
+      const rows = new Map();
+      const pos = new Map();
+      let maxLayer = 0, maxRow = 0;
+      for (const s of stories) {
+        const l = depth.get(s.id);
+        const r = rows.get(l) || 0;
+        rows.set(l, r + 1);
+        pos.set(s.id, { x: l * (BOX_W + GAP_X), y: r * (BOX_H + GAP_Y) });
+        maxLayer = Math.max(maxLayer, l);
+        maxRow = Math.max(maxRow, r);
+      }
+      const w = (maxLayer + 1) * (BOX_W + GAP_X) - GAP_X + 2;
+      const h = (maxRow + 1) * (BOX_H + GAP_Y) - GAP_Y + 2;
+      const svg = document.createElementNS(SVG, 'svg');
+      svg.setAttribute('viewBox', '-1 -1 ' + w + ' ' + h);
+      svg.setAttribute('width', String(w));
+      svg.setAttribute('height', String(h));
+      svg.setAttribute('role', 'img');
+      const label = document.createElementNS(SVG, 'title');
+      svg.appendChild(label);
+      c.graphLabel = label;
+      for (const s of stories) {
+        const to = pos.get(s.id);
+        for (const dep of s.dependsOn) {
+          const from = pos.get(dep);
+          if (!from) continue;
+          const path = document.createElementNS(SVG, 'path');
+          const x1 = from.x + BOX_W, y1 = from.y + BOX_H / 2, x2 = to.x, y2 = to.y + BOX_H / 2;
+          const mx = (x1 + x2) / 2;
+          path.setAttribute('d', 'M' + x1 + ' ' + y1 + ' C' + mx + ' ' + y1 + ' ' + mx + ' ' + y2 + ' ' + (x2 - 4) + ' ' + y2);
+          path.setAttribute('class', 'edge');
+          svg.appendChild(path);
+          const tip = document.createElementNS(SVG, 'path');
+          tip.setAttribute('d', 'M' + (x2 - 6) + ' ' + (y2 - 4) + ' L' + x2 + ' ' + y2 + ' L' + (x2 - 6) + ' ' + (y2 + 4) + ' Z');
+          tip.setAttribute('class', 'tip');
+          svg.appendChild(tip);
+        }
+      }
+      for (const s of stories) {
+        const p = pos.get(s.id);
+        const g = document.createElementNS(SVG, 'g');
+        g.setAttribute('class', 'story');
+        g.setAttribute('data-story', s.id);
+        g.setAttribute('transform', 'translate(' + p.x + ' ' + p.y + ')');
+        const tip = document.createElementNS(SVG, 'title');
+        const rect = document.createElementNS(SVG, 'rect');
+        rect.setAttribute('width', String(BOX_W));
+        rect.setAttribute('height', String(BOX_H));
+        rect.setAttribute('rx', '6');
+        const id = document.createElementNS(SVG, 'text');
+        id.setAttribute('x', '8');
+        id.setAttribute('y', '16');
+        id.setAttribute('class', 'sid');
+        const title = document.createElementNS(SVG, 'text');
+        title.setAttribute('x', '8');
+        title.setAttribute('y', '32');
+        title.setAttribute('class', 'stitle');
+        title.textContent = s.title.length > 22 ? s.title.slice(0, 21) + '…' : s.title;
+        g.append(tip, rect, id, title);
+        svg.appendChild(g);
+        c.nodes.set(s.id, { g, id, tip });
+      }
+      c.graphBox.appendChild(svg);
+    }
+    for (const s of stories) {
+      const n = c.nodes.get(s.id);
+      if (!n) continue;
+      n.g.setAttribute('data-status', s.status);
+      n.id.textContent = s.id + ' · ' + s.status.replace('_', ' ');
+      n.tip.textContent = s.id + ' ' + s.title + ' (' + s.status + ')' + (s.dependsOn.length ? ', after ' + s.dependsOn.join(', ') : '');
+    }
+    if (c.graphLabel) {
+      c.graphLabel.textContent = 'story graph: ' + stories.map((s) => s.id + ' ' + s.status + (s.dependsOn.length ? ' after ' + s.dependsOn.join(' and ') : '')).join('; ');
+    }
+  }
+
+  // ---- journal ------------------------------------------------------------
+
+  function toggleJournal(repo, name, c) {
+    if (c.src) {
+      c.src.close();
+      c.src = null;
+      c.journal.hidden = true;
+      c.jbtn.setAttribute('aria-expanded', 'false');
+      c.jbtn.textContent = 'Journal';
+      return;
+    }
+    c.journal.hidden = false;
+    c.journal.textContent = '';
+    c.jbtn.setAttribute('aria-expanded', 'true');
+    c.jbtn.textContent = 'Hide journal';
+    const src = new EventSource('/api/journal?' + new URLSearchParams({ repo, name }));
+    c.src = src;
+    src.addEventListener('line', (ev) => appendLine(c, JSON.parse(ev.data)));
+    src.addEventListener('end', () => {
+      src.close();
+      c.journal.appendChild(t('li', 'end', '— end of journal: the container is done —'));
+    });
+    src.addEventListener('failed', (ev) => {
+      src.close();
+      c.journal.appendChild(t('li', 'invalid', 'journal unavailable: ' + JSON.parse(ev.data).error));
+    });
+  }
+
+  function appendLine(c, l) {
+    const j = c.journal;
+    const stick = j.scrollTop + j.clientHeight >= j.scrollHeight - 4;
+    const li = t('li', 'line');
+    li.dataset.kind = l.kind;
+    li.dataset.stream = l.stream;
+    li.appendChild(t('span', 'time', l.time));
+    li.appendChild(t('span', 'stream', l.stream === 'stderr' ? 'stderr' : (l.type || l.kind)));
+    if (l.code) li.appendChild(t('span', 'code', l.code));
+    li.appendChild(t('span', 'text', l.text));
+    if (l.note) li.appendChild(t('span', 'note', l.kind + ': ' + l.note));
+    j.appendChild(li);
+    while (j.childElementCount > 2000) j.firstElementChild.remove();
+    if (stick) j.scrollTop = j.scrollHeight;
+  }
+
+  // ---- live state ---------------------------------------------------------
+
+  function setList(list) {
+    probe.lists++;
+    const repos = new Set();
+    for (const s of list.swarms) {
+      repos.add(s.repo);
+      model.set(s.repo, s);
+      renderSwarm(s);
+    }
+    for (const [repo, v] of views) {
+      if (!repos.has(repo)) { v.el.remove(); views.delete(repo); model.delete(repo); }
+    }
+    empty.hidden = list.swarms.length > 0;
+    refreshButtons();
+  }
+
+  function mergeSwarm(s) {
+    model.set(s.repo, s);
+    renderSwarm(s);
+    empty.hidden = true;
+    refreshButtons();
+  }
+
+  function refreshButtons() {
+    for (const [repo, v] of views) {
+      const s = model.get(repo);
+      if (!s) continue;
+      v.buttons.stop.disabled = !s.containers.some((c) => !terminal.has(c.status));
+      v.buttons.retry.disabled = !s.containers.some((c) => c.status === 'failed');
+    }
+  }
+
+  function applyChange(e) {
+    probe.changes++;
+    const s = model.get(e.repo);
+    const c = s && s.containers.find((x) => x.name === e.container);
+    if (c) {
+      if (e.status) c.status = e.status;
+      if (e.storyId) {
+        const st = c.stories.find((x) => x.id === e.storyId);
+        if (st) st.status = e.storyStatus;
+      }
+      if (e.kind === 'progress' && e.messageType === 'progress-update' && e.output) c.lastOutput = e.output;
+      if (e.code) c.errors.push({ code: e.code, message: e.output || '' });
+      if (e.kind === 'line-rejected') c.rejected = (c.rejected || 0) + 1;
+      c.updatedAt = e.time;
+      renderCard(e.repo, swarmView(e.repo), c);
+      refreshButtons();
+    }
+    const at = Date.parse(e.time);
+    if (!Number.isNaN(at)) {
+      probe.latencies.push(Date.now() - at);
+      if (probe.latencies.length > 100000) probe.latencies.splice(0, 50000);
+    }
+  }
+
+  function connect() {
+    const es = new EventSource('/api/events');
+    es.addEventListener('open', () => { conn.dataset.state = 'live'; conn.textContent = 'live'; });
+    es.addEventListener('list', (ev) => setList(JSON.parse(ev.data)));
+    es.addEventListener('change', (ev) => applyChange(JSON.parse(ev.data)));
+    es.addEventListener('gone', (ev) => {
+      conn.dataset.state = 'down';
+      conn.textContent = 'daemon gone: ' + JSON.parse(ev.data).error + ' (retrying)';
+    });
+    es.addEventListener('error', () => {
+      if (conn.dataset.state !== 'down') {
+        conn.dataset.state = 'reconnecting';
+        conn.textContent = 'reconnecting…';
+      }
+    });
+  }
+
+  setInterval(() => {
+    for (const v of views.values()) for (const c of v.cards.values()) tickElapsed(c);
+  }, 1000);
+  connect();
+})();

@@ -1,0 +1,427 @@
+package board
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// fakeDaemon scripts the daemon's answers and records the calls.
+type fakeDaemon struct {
+	mu       sync.Mutex
+	calls    []string
+	list     daemon.SwarmList
+	stopErr  error
+	stopped  []string
+	force    *bool
+	cleanup  orchestrator.CleanupReport
+	events   chan orchestrator.Event
+	records  []state.Record
+	journalN string
+}
+
+func (f *fakeDaemon) call(c string) {
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
+}
+
+func (f *fakeDaemon) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeDaemon) List(context.Context) (daemon.SwarmList, error) {
+	f.call("list")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.list, nil
+}
+
+func (f *fakeDaemon) Stop(_ context.Context, repo string, names []string) (orchestrator.SwarmView, error) {
+	f.call("stop")
+	f.mu.Lock()
+	f.stopped = names
+	f.mu.Unlock()
+	if f.stopErr != nil {
+		return orchestrator.SwarmView{}, f.stopErr
+	}
+	return orchestrator.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: "s"}}, nil
+}
+
+func (f *fakeDaemon) Resume(_ context.Context, repo string, _ bool) (orchestrator.SwarmView, error) {
+	f.call("resume")
+	return orchestrator.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: "s"}}, nil
+}
+
+func (f *fakeDaemon) Cleanup(_ context.Context, repo string, force bool) (orchestrator.CleanupReport, error) {
+	f.call("cleanup")
+	f.mu.Lock()
+	f.force = &force
+	f.mu.Unlock()
+	return f.cleanup, nil
+}
+
+func (f *fakeDaemon) Logs(ctx context.Context, repo, name string, follow bool, fn func(state.Record) error) error {
+	f.call("logs")
+	f.mu.Lock()
+	f.journalN = name
+	f.mu.Unlock()
+	for _, r := range f.records {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fakeDaemon) Events(ctx context.Context, repo string, fn func(orchestrator.Event) error) error {
+	f.call("events")
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-f.events:
+			if !ok {
+				return nil
+			}
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+const testToken = "0123456789abcdef0123456789abcdef0123456789a"
+
+// serveBoard runs a board for f on a loopback port.
+func serveBoard(t *testing.T, f *fakeDaemon) (base string, srv *Server) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err = New(Options{Daemon: f, Token: testToken, Addr: ln.Addr().String(), Heal: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: srv}}
+	hs.Start()
+	t.Cleanup(func() { srv.Close(); hs.Close() })
+	return "http://" + ln.Addr().String(), srv
+}
+
+// session logs in with the token and returns a client holding the cookie.
+func session(t *testing.T, base string) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := &http.Client{Jar: jar}
+	resp, err := c.Get(base + "/?token=" + testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Request.URL.RawQuery != "" {
+		t.Fatalf("login: %d at %s, want the page at / without the token", resp.StatusCode, resp.Request.URL)
+	}
+	return c
+}
+
+func TestWithoutTheTokenEveryRouteAnswersOnlyARefusal(t *testing.T) {
+	f := &fakeDaemon{}
+	base, _ := serveBoard(t, f)
+	cases := []struct{ method, path, body string }{
+		{"GET", "/", ""},
+		{"GET", "/?token=wrong" + testToken[5:], ""},
+		{"GET", "/static/board.js", ""},
+		{"GET", "/static/board.css", ""},
+		{"GET", "/api/swarms", ""},
+		{"GET", "/api/events", ""},
+		{"GET", "/api/journal?repo=/r&name=n", ""},
+		{"POST", "/api/stop", `{"repo":"/r"}`},
+		{"POST", "/api/cleanup", `{"repo":"/r"}`},
+		{"GET", "/static/board.js?token=" + testToken, ""}, // the token opens the page only
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(TokenHeader, testToken) // the header alone is not a session
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || string(body) != refusal || resp.Header.Get("Set-Cookie") != "" {
+			t.Errorf("%s %s: %d %q cookie %q; want 403 and only the refusal", c.method, c.path, resp.StatusCode, body, resp.Header.Get("Set-Cookie"))
+		}
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("the daemon was asked %v by requests without a session", calls)
+	}
+}
+
+func TestTheURLTokenBecomesAStrictHttpOnlyCookieAndLeavesTheAddressBar(t *testing.T) {
+	base, _ := serveBoard(t, &fakeDaemon{})
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(base + "/?token=" + testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
+		t.Fatalf("login answered %d to %q, want 303 to /", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	u, _ := url.Parse(base)
+	ck := resp.Cookies()
+	if len(ck) != 1 || ck[0].Name != cookiePrefix+u.Port() || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Value != testToken {
+		t.Fatalf("cookie = %+v, want one HttpOnly SameSite=Strict %s%s", ck, cookiePrefix, u.Port())
+	}
+	if rp := resp.Header.Get("Referrer-Policy"); rp != "no-referrer" {
+		t.Errorf("Referrer-Policy %q: the token URL could leak", rp)
+	}
+	c := session(t, base)
+	resp, err = c.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `content="`+testToken+`"`) || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Errorf("page without the action token or the CSP: %s", page)
+	}
+	for _, asset := range []string{"/static/board.js", "/static/board.css"} {
+		resp, err := c.Get(base + asset)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", asset, err, resp.Status)
+		}
+		resp.Body.Close()
+	}
+}
+
+func TestAnotherHostNameIsRefusedEvenWithTheCookie(t *testing.T) {
+	base, _ := serveBoard(t, &fakeDaemon{})
+	c := session(t, base)
+	u, _ := url.Parse(base)
+	req, _ := http.NewRequest("GET", base+"/api/swarms", nil)
+	req.Host = "rebound.example:" + u.Port()
+	req.AddCookie(&http.Cookie{Name: cookiePrefix + u.Port(), Value: testToken})
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a DNS-rebound Host got %d, want 403", resp.StatusCode)
+	}
+}
+
+func post(t *testing.T, c *http.Client, base, path, body string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestActionsRefuseCrossSiteRequests(t *testing.T) {
+	f := &fakeDaemon{}
+	base, _ := serveBoard(t, f)
+	c := session(t, base)
+	good := map[string]string{"Content-Type": "application/json", TokenHeader: testToken, "Origin": base, "Sec-Fetch-Site": "same-origin"}
+	with := func(k, v string) map[string]string {
+		h := map[string]string{}
+		for a, b := range good {
+			h[a] = b
+		}
+		if v == "" {
+			delete(h, k)
+		} else {
+			h[k] = v
+		}
+		return h
+	}
+	bad := map[string]map[string]string{
+		"no token header":      with(TokenHeader, ""),
+		"wrong token header":   with(TokenHeader, strings.Repeat("x", len(testToken))),
+		"another origin":       with("Origin", "http://evil.example"),
+		"cross-site fetch":     with("Sec-Fetch-Site", "cross-site"),
+		"same-site other port": with("Sec-Fetch-Site", "same-site"),
+		"form post":            with("Content-Type", "application/x-www-form-urlencoded"),
+	}
+	for name, h := range bad {
+		if code, body := post(t, c, base, "/api/stop", `{"repo":"/r","names":["a"]}`, h); code != http.StatusForbidden || body != refusal {
+			t.Errorf("%s: %d %q, want the refusal", name, code, body)
+		}
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Fatalf("refused actions reached the daemon: %v", calls)
+	}
+	if code, body := post(t, c, base, "/api/stop", `{"repo":"/r","names":["a"]}`, good); code != 200 {
+		t.Fatalf("a same-origin stop: %d %s", code, body)
+	}
+	if strings.Join(f.stopped, ",") != "a" {
+		t.Errorf("stop reached the daemon with %v, want [a]", f.stopped)
+	}
+	if code, _ := post(t, c, base, "/api/stop", `{"repo":"/r","bogus":1}`, good); code != http.StatusBadRequest {
+		t.Errorf("an unknown field: %d, want 400", code)
+	}
+	if code, _ := post(t, c, base, "/api/resume", `{"repo":"/r","retryFailed":true}`, good); code != 200 {
+		t.Errorf("resume: %d", code)
+	}
+}
+
+func TestCleanupNeverForcesAndRefusalsKeepTheirStatus(t *testing.T) {
+	f := &fakeDaemon{cleanup: orchestrator.CleanupReport{RepoPath: "/r", Kept: []orchestrator.Kept{{Name: "aimi-a", Reason: "holds\x1b[31m commits nobody received", Commits: []string{"abc"}}}}}
+	base, _ := serveBoard(t, f)
+	c := session(t, base)
+	h := map[string]string{"Content-Type": "application/json", TokenHeader: testToken}
+	code, body := post(t, c, base, "/api/cleanup", `{"repo":"/r"}`, h)
+	if code != 200 || f.force == nil || *f.force {
+		t.Fatalf("cleanup: %d %s force=%v; want 200 and never forced", code, body, f.force)
+	}
+	if !strings.Contains(body, `"reason":"holds[31m commits nobody received"`) || !strings.Contains(body, `"commits":["abc"]`) {
+		t.Errorf("cleanup report %s: want the kept reason (control characters dropped) and the commits", body)
+	}
+	f.stopErr = &daemon.APIError{Status: 404, Body: daemon.ErrorBody{Error: "no such container in the swarm", Code: daemon.CodeNotFound}}
+	if code, body := post(t, c, base, "/api/stop", `{"repo":"/r","names":["zz"]}`, h); code != 404 || !strings.Contains(body, "no such container") {
+		t.Errorf("a refused stop: %d %s, want the daemon's 404 and message", code, body)
+	}
+	f.stopErr = &daemon.UnreachableError{Socket: "/s", Err: errors.New("connection refused")}
+	if code, _ := post(t, c, base, "/api/stop", `{"repo":"/r"}`, h); code != http.StatusBadGateway {
+		t.Errorf("no daemon: %d, want 502", code)
+	}
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct{ name, id, data string }
+
+func readEvents(t *testing.T, c *http.Client, u string, want int) []sseEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(resp.Body)
+	for len(out) < want && sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.name != "" {
+				out = append(out, cur)
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "event: "):
+			cur.name = line[7:]
+		case strings.HasPrefix(line, "id: "):
+			cur.id = line[4:]
+		case strings.HasPrefix(line, "data: "):
+			cur.data = line[6:]
+		}
+	}
+	return out
+}
+
+func TestEventsStreamTheListThenChangesThenTheListAgain(t *testing.T) {
+	f := &fakeDaemon{events: make(chan orchestrator.Event, 4),
+		list: daemon.SwarmList{Swarms: []orchestrator.SwarmView{{RepoPath: "/r", State: &state.Swarm{SwarmID: "s1", Containers: []*state.Container{{ContainerName: "aimi-a", Status: state.StatusRunning}}}}}}}
+	base, _ := serveBoard(t, f)
+	c := session(t, base)
+	f.events <- orchestrator.Event{RepoPath: "/r", ContainerName: "aimi-a", Kind: orchestrator.EventProgress, StoryID: "US-001", StoryStatus: "completed", Output: "done\u202e evil"}
+	f.events <- orchestrator.Event{RepoPath: "/r", ContainerName: "aimi-a", Kind: orchestrator.EventContainerExited, Status: "completed"}
+	evs := readEvents(t, c, base+"/api/events", 4)
+	names := []string{}
+	for _, e := range evs {
+		names = append(names, e.name)
+	}
+	if strings.Join(names, " ") != "list change change list" {
+		t.Fatalf("events %v, want list, two changes, then a list after the exit", names)
+	}
+	if !strings.Contains(evs[0].data, `"name":"aimi-a"`) || !strings.Contains(evs[1].data, `"output":"done evil"`) {
+		t.Errorf("list %s / change %s", evs[0].data, evs[1].data)
+	}
+}
+
+func TestJournalStreamsCleanLinesWithIDsAndEnds(t *testing.T) {
+	f := &fakeDaemon{records: []state.Record{
+		{Seq: 1, Stream: state.StreamStdout, Valid: true, Type: "progress-update", Message: []byte(`{"type":"progress-update","payload":{"storyId":"US-001","status":"in_progress","output":"go\u0007"}}`)},
+		{Seq: 2, Stream: state.StreamStderr, Raw: "level=WARN msg=\"slow\x1b[2J\"", Reason: "stderr: log output"},
+		{Seq: 3, Stream: state.StreamStdout, Valid: true, Type: "error", Message: []byte(`{"type":"error","payload":{"code":"GIT_CLONE_FAILED","message":"clone failed"}}`)},
+		{Seq: 4, Stream: state.StreamStdout, Raw: "not json", Reason: "invalid JSON"},
+	}}
+	base, _ := serveBoard(t, f)
+	c := session(t, base)
+	evs := readEvents(t, c, base+"/api/journal?repo=/r&name=aimi-a", 5)
+	if len(evs) != 5 || evs[4].name != "end" {
+		t.Fatalf("journal events %+v, want 4 lines and the end", evs)
+	}
+	want := []string{
+		`"kind":"message","type":"progress-update","text":"US-001 in_progress: go"`,
+		`"stream":"stderr","kind":"log","text":"level=WARN msg=\"slow[2J\""`,
+		`"code":"GIT_CLONE_FAILED","text":"clone failed"`,
+		`"kind":"invalid","text":"not json","note":"invalid JSON"`,
+	}
+	for i, w := range want {
+		if evs[i].name != "line" || evs[i].id != string(rune('1'+i)) || !strings.Contains(evs[i].data, w) {
+			t.Errorf("line %d = %+v, want id %d and %s", i, evs[i], i+1, w)
+		}
+	}
+}
+
+func TestUntrustedTextIsBoundedAndLinksAreWebOnly(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"plain", "plain"},
+		{"a\x1b[31mred\x07", "a[31mred"},
+		{"tab\there\nnewline", "tab here newline"},
+		{"rtl\u202eoverride\u2066", "rtloverride"},
+		{"bad \xff utf8", "bad \uFFFD utf8"},
+		{strings.Repeat("x", 2100), strings.Repeat("x", 2000) + "…"},
+	}
+	for _, c := range cases {
+		if got := clean(c.in, maxText); got != c.want {
+			t.Errorf("clean(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	for in, want := range map[string]string{
+		"https://github.com/o/r/pull/1": "https://github.com/o/r/pull/1",
+		"http://ghe.local/pr/2":         "http://ghe.local/pr/2",
+		"javascript:alert(1)":           "",
+		"data:text/html,<script>":       "",
+		"//evil.example/x":              "",
+	} {
+		if got := webURL(in); got != want {
+			t.Errorf("webURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package board
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/browsertest"
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// hostile is a story title and an output line a task file or container
+// could carry: as text on the page, never as markup.
+const hostile = `<img src=x onerror="document.title='owned'">`
+
+func fakeSwarm() daemon.SwarmList {
+	now := time.Now().UTC()
+	c := &state.Container{ContainerName: "aimi-web", TaskFilePath: ".aimi/tasks/web-tasks.json", BranchName: "feat/web", Status: state.StatusRunning,
+		StoryProgress: state.Progress{Total: 3, Completed: 1, InProgress: 1, Pending: 1}, CreatedAt: now.Add(-90 * time.Second), UpdatedAt: now}
+	return daemon.SwarmList{Swarms: []orchestrator.SwarmView{{
+		RepoPath: "/home/dev/web",
+		State:    &state.Swarm{SwarmID: "6f1c2d3e-1a2b-4c3d-8e9f-0a1b2c3d4e5f", CreatedAt: now, UpdatedAt: now, Containers: []*state.Container{c}},
+		Containers: []orchestrator.ContainerDetail{{Name: "aimi-web", TaskFile: c.TaskFilePath, Branch: c.BranchName, Status: "running", LastOutput: hostile,
+			Stories: []orchestrator.StoryDetail{
+				{ID: "US-001", Title: "Schema", DependsOn: []string{}, Status: "completed"},
+				{ID: "US-002", Title: hostile, DependsOn: []string{"US-001"}, Status: "in_progress"},
+				{ID: "US-003", Title: "Docs", DependsOn: []string{"US-001"}, Status: "pending"},
+			}}},
+	}}}
+}
+
+// TestPageRendersLiveAndShowsHostileTextAsText drives the real page in
+// Chromium against a scripted daemon: the card, the story graph and the
+// progress come from the list; a change event moves a story without a
+// reload; hostile text stays text.
+func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
+	f := &fakeDaemon{events: make(chan orchestrator.Event, 8), list: fakeSwarm()}
+	base, _ := serveBoard(t, f)
+	actx, _ := browsertest.Start(t)
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelT()
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token="+testToken),
+		chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-web"] g.story[data-story="US-002"][data-status="in_progress"]`))); err != nil {
+		t.Fatal(err)
+	}
+	loaded, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`window.aimiBoard.loadedAt`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.events <- orchestrator.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: orchestrator.EventProgress, Status: "running", MessageType: "progress-update", StoryID: "US-002", StoryStatus: "completed", Output: "US-002 done"}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-web"] g.story[data-story="US-002"][data-status="completed"]`))); err != nil {
+		t.Fatal(err)
+	}
+	state, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
+		const card = document.querySelector('[data-container="aimi-web"]');
+		return {
+			loadedAt: window.aimiBoard.loadedAt,
+			title: document.title,
+			imgs: document.querySelectorAll('img').length,
+			output: card.querySelector('.output').textContent,
+			bar: card.querySelector('.bar-label').textContent,
+			progress: card.querySelector('progress').value,
+			node: card.querySelectorAll('dd')[3].textContent,
+		};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if state["loadedAt"].(float64) != loaded {
+		t.Errorf("the page reloaded (loadedAt %v, then %v)", loaded, state["loadedAt"])
+	}
+	if state["title"] != "aimi swarm board" || state["imgs"].(float64) != 0 {
+		t.Errorf("hostile text became markup: title %q, %v img elements", state["title"], state["imgs"])
+	}
+	if state["output"] != "US-002 done" || !strings.HasPrefix(state["bar"].(string), "2/3 completed") || state["progress"].(float64) != 2 {
+		t.Errorf("card after the change: %+v", state)
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("AIMI_TEST_ARTIFACTS"); dir != "" {
+		_ = os.MkdirAll(dir, 0o755)
+		_ = os.WriteFile(filepath.Join(dir, "board-fake.png"), png, 0o644)
+	}
+}

@@ -1,0 +1,221 @@
+package board
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// keepAlive is the comment line an idle stream sends, so that a page gone
+// away is noticed and proxies keep the connection.
+const keepAlive = 15 * time.Second
+
+// sse writes server-sent events.
+type sse struct {
+	w http.ResponseWriter
+	f http.Flusher
+}
+
+func newSSE(w http.ResponseWriter) (*sse, bool) {
+	f, ok := w.(http.Flusher)
+	if !ok {
+		return nil, false
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	f.Flush()
+	return &sse{w: w, f: f}, true
+}
+
+// send writes one event; id, when set, lets a reconnecting EventSource say
+// where it was (Last-Event-ID). JSON has no raw newline, so data is one line.
+func (s *sse) send(event, id string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	s.f.Flush()
+	return nil
+}
+
+func (s *sse) comment() error {
+	if _, err := fmt.Fprint(s.w, ": keep-alive\n\n"); err != nil {
+		return err
+	}
+	s.f.Flush()
+	return nil
+}
+
+// structural events change what the page lists (swarms, containers, exit
+// codes, links), not only a status: after them the stream re-sends the list.
+func structural(k orchestrator.EventKind) bool {
+	switch k {
+	case orchestrator.EventProgress, orchestrator.EventLineRejected:
+		return false
+	}
+	return true
+}
+
+// events streams the state: a "list" event first, then every change as a
+// "change" event the page applies at once, and a fresh "list" shortly
+// after a structural change (and at most every Heal after other changes,
+// to make good what a lagging page lost). Between changes it costs the
+// daemon nothing but the subscription.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	// Subscribe before the first list: no change falls between them.
+	evs := make(chan orchestrator.Event, 256)
+	subErr := make(chan error, 1)
+	go func() {
+		defer close(evs)
+		subErr <- s.opts.Daemon.Events(ctx, "", func(e orchestrator.Event) error {
+			select {
+			case evs <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	l, err := s.opts.Daemon.List(ctx)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	out, ok := newSSE(w)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	if out.send("list", "", boardList(l)) != nil {
+		return
+	}
+	const soon = 150 * time.Millisecond // a burst of structural events costs one list
+	var relist <-chan time.Time
+	heal := time.NewTicker(s.opts.Heal)
+	defer heal.Stop()
+	idle := time.NewTicker(keepAlive)
+	defer idle.Stop()
+	changed := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-evs:
+			if !ok {
+				err := <-subErr
+				if ctx.Err() == nil {
+					msg := "the daemon ended the event stream"
+					if err != nil && !errors.Is(err, context.Canceled) {
+						msg = clean(err.Error(), maxText)
+					}
+					_ = out.send("gone", "", errorAnswer{Error: msg})
+				}
+				return
+			}
+			if out.send("change", "", boardEvent(e)) != nil {
+				return
+			}
+			changed = true
+			if structural(e.Kind) && relist == nil {
+				relist = time.After(soon)
+			}
+		case <-relist:
+			relist = nil
+			if !s.sendList(ctx, out) {
+				return
+			}
+			changed = false
+		case <-heal.C:
+			if changed && relist == nil {
+				if !s.sendList(ctx, out) {
+					return
+				}
+				changed = false
+			}
+		case <-idle.C:
+			if out.comment() != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *Server) sendList(ctx context.Context, out *sse) bool {
+	l, err := s.opts.Daemon.List(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			_ = out.send("gone", "", errorAnswer{Error: clean(err.Error(), maxText)})
+		}
+		return false
+	}
+	return out.send("list", "", boardList(l)) == nil
+}
+
+// journal streams one container's journal as "line" events (id = the
+// record's seq, so a reconnect resumes after the last line shown) and an
+// "end" event when the daemon ends it (the container is done).
+func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	repo, name := q.Get("repo"), q.Get("name")
+	if repo == "" || name == "" {
+		writeJSON(w, http.StatusBadRequest, errorAnswer{Error: "give repo and name", Code: "invalid_request"})
+		return
+	}
+	after := int64(-1)
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			after = n
+		}
+	}
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	out, ok := newSSE(w)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	err := s.opts.Daemon.Logs(ctx, repo, name, true, func(rec state.Record) error {
+		if rec.Seq <= after {
+			return nil
+		}
+		return out.send("line", strconv.FormatInt(rec.Seq, 10), summarize(rec))
+	})
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		// An EventSource cannot read an error status; the page shows this.
+		_ = out.send("failed", "", errorAnswer{Error: clean(err.Error(), maxText)})
+	default:
+		_ = out.send("end", "", struct{}{})
+	}
+}
+
+// streamContext ends with the request or with Close.
+func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}

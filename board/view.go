@@ -1,0 +1,195 @@
+package board
+
+import (
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/orchestrator"
+)
+
+// Bounds of untrusted text on the page.
+const (
+	maxText  = 2000 // outputs, errors, journal lines
+	maxTitle = 200  // story titles
+)
+
+// listJSON is the page's whole picture: every swarm by repository.
+type listJSON struct {
+	Swarms []swarmJSON `json:"swarms"`
+}
+
+type swarmJSON struct {
+	Repo       string          `json:"repo"`
+	SwarmID    string          `json:"swarmId"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	Containers []containerJSON `json:"containers"`
+}
+
+// containerJSON merges a state entry with the daemon's detail of it.
+type containerJSON struct {
+	Name       string       `json:"name"`
+	TaskFile   string       `json:"taskFile"`
+	Branch     string       `json:"branch"`
+	Status     string       `json:"status"`
+	Node       string       `json:"node"`
+	CreatedAt  time.Time    `json:"createdAt"`
+	UpdatedAt  time.Time    `json:"updatedAt"`
+	ExitCode   *int         `json:"exitCode"`
+	OOMKilled  bool         `json:"oomKilled"`
+	Finished   bool         `json:"finished"`
+	PRURL      string       `json:"prUrl"`
+	LastOutput string       `json:"lastOutput"`
+	Errors     []errorJSON  `json:"errors"`
+	Rejected   int          `json:"rejected"`
+	Stories    []storyJSON  `json:"stories"`
+	Progress   progressJSON `json:"progress"`
+}
+
+type errorJSON struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+type storyJSON struct {
+	ID        string   `json:"id"`
+	Title     string   `json:"title"`
+	DependsOn []string `json:"dependsOn"`
+	Status    string   `json:"status"`
+}
+
+type progressJSON struct {
+	Total      int `json:"total"`
+	Completed  int `json:"completed"`
+	Failed     int `json:"failed"`
+	InProgress int `json:"inProgress"`
+	Pending    int `json:"pending"`
+}
+
+func boardList(l daemon.SwarmList) listJSON {
+	out := listJSON{Swarms: make([]swarmJSON, 0, len(l.Swarms))}
+	for _, v := range l.Swarms {
+		out.Swarms = append(out.Swarms, boardSwarm(v))
+	}
+	return out
+}
+
+func boardSwarm(v orchestrator.SwarmView) swarmJSON {
+	s := swarmJSON{Repo: v.RepoPath, Containers: []containerJSON{}}
+	details := map[string]orchestrator.ContainerDetail{}
+	for _, d := range v.Containers {
+		details[d.Name] = d
+	}
+	if v.State == nil {
+		return s
+	}
+	s.SwarmID, s.CreatedAt = v.State.SwarmID, v.State.CreatedAt
+	for _, e := range v.State.Containers {
+		d := details[e.ContainerName]
+		c := containerJSON{
+			Name: e.ContainerName, TaskFile: e.TaskFilePath, Branch: e.BranchName, Status: string(e.Status),
+			Node: clean(d.Node, maxTitle), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+			ExitCode: d.ExitCode, OOMKilled: d.OOMKilled, Finished: d.Finished,
+			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected,
+			Errors: []errorJSON{}, Stories: []storyJSON{},
+			Progress: progressJSON(e.StoryProgress),
+		}
+		prURL := e.PRURL
+		if d.PRURL != nil {
+			prURL = d.PRURL
+		}
+		if prURL != nil {
+			c.PRURL = webURL(*prURL)
+		}
+		for _, er := range d.Errors {
+			c.Errors = append(c.Errors, errorJSON{Code: clean(er.Code, maxTitle), Message: clean(er.Message, maxText)})
+		}
+		for _, st := range d.Stories {
+			deps := make([]string, 0, len(st.DependsOn))
+			for _, dep := range st.DependsOn {
+				deps = append(deps, clean(dep, maxTitle))
+			}
+			c.Stories = append(c.Stories, storyJSON{ID: clean(st.ID, maxTitle), Title: clean(st.Title, maxTitle), DependsOn: deps, Status: st.Status})
+		}
+		s.Containers = append(s.Containers, c)
+	}
+	return s
+}
+
+func cleanText(rep orchestrator.CleanupReport) orchestrator.CleanupReport {
+	for i := range rep.Kept {
+		rep.Kept[i].Reason = clean(rep.Kept[i].Reason, maxText)
+	}
+	for i := range rep.Lost {
+		rep.Lost[i].Reason = clean(rep.Lost[i].Reason, maxText)
+	}
+	for i := range rep.Notes {
+		rep.Notes[i] = clean(rep.Notes[i], maxText)
+	}
+	return rep
+}
+
+// eventJSON is one state change as the page applies it.
+type eventJSON struct {
+	Time        time.Time `json:"time"`
+	Repo        string    `json:"repo"`
+	Container   string    `json:"container,omitempty"`
+	Kind        string    `json:"kind"`
+	Status      string    `json:"status,omitempty"`
+	MessageType string    `json:"messageType,omitempty"`
+	StoryID     string    `json:"storyId,omitempty"`
+	StoryStatus string    `json:"storyStatus,omitempty"`
+	Output      string    `json:"output,omitempty"`
+	Code        string    `json:"code,omitempty"`
+}
+
+func boardEvent(e orchestrator.Event) eventJSON {
+	return eventJSON{
+		Time: e.Time, Repo: e.RepoPath, Container: e.ContainerName, Kind: string(e.Kind), Status: e.Status, MessageType: e.MessageType,
+		StoryID: clean(e.StoryID, maxTitle), StoryStatus: e.StoryStatus, Output: clean(e.Output, maxText), Code: clean(e.Code, maxTitle),
+	}
+}
+
+// webURL keeps only http and https links: a javascript: or data: URL from
+// a container must never become a link.
+func webURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return ""
+	}
+	return u.String()
+}
+
+// clean makes untrusted text safe to show: invalid UTF-8 replaced, control
+// and bidirectional-override characters dropped (tabs and newlines become
+// spaces), at most max runes.
+func clean(s string, max int) string {
+	if s == "" {
+		return s
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			r = ' '
+		case unicode.IsControl(r) || isBidi(r):
+			continue
+		}
+		if n == max {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}
+
+// isBidi reports the explicit directional formatting characters, which can
+// make a line read differently from what it holds.
+func isBidi(r rune) bool {
+	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
+}
