@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/taskfiletest"
 )
 
 // TestDiscoveryReadsNoFIFODeviceOrOutsideFile: --all discovery lists a FIFO,
@@ -68,5 +70,21 @@ func TestTasksValidateRefusesAFIFOAndADevice(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("tasks validate did not return within 10s")
+	}
+}
+
+// TestTasksValidateAnswerIsBounded: a task file under 1 MB whose graph has a
+// cycle at every depth gives a bounded answer that still says what is wrong.
+func TestTasksValidateAnswerIsBounded(t *testing.T) {
+	data := taskfiletest.HostileGraph(1000, 60)
+	path := writeFile(t, "hostile-tasks.json", string(data))
+	code, out, errs := runCLI(t, "", "tasks", "validate", path)
+	if code != ExitInvalid || len(out) > 64<<10 {
+		t.Fatalf("exit %d, %d bytes of output for a %d-byte file; stderr %s", code, len(out), len(data), errs)
+	}
+	for _, want := range []string{"more than once (60 times)", "more problems are not listed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%.2000s", want, out)
+		}
 	}
 }

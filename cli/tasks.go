@@ -43,7 +43,7 @@ cannot be read.`,
 				f, problems, warnings := tasks.Check(data)
 				if len(problems) > 0 {
 					invalid = true
-					fmt.Fprintf(s.Out, "%s: invalid (%s)\n", name, plural(len(problems), "problem"))
+					fmt.Fprintf(s.Out, "%s: invalid (%s)\n", name, plural(problems.Count(), "problem"))
 					for _, p := range problems {
 						fmt.Fprintln(s.Out, p.String())
 					}

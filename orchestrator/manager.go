@@ -19,7 +19,6 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/state"
-	"github.com/aimi-tools/swarm/tasks"
 	"github.com/google/uuid"
 )
 
@@ -152,48 +151,6 @@ func cleanRepo(p string) (string, error) {
 		return "", fmt.Errorf("%w: repoPath %q is not a directory", ErrInvalidRequest, p)
 	}
 	return p, nil
-}
-
-// plannedTask is one validated task file of a StartRequest.
-type plannedTask struct {
-	path string
-	tf   *tasks.File
-}
-
-// validateTasks applies every check before any engine call; all problems are
-// reported together.
-func validateTasks(repo string, files []string, existing map[string]bool) ([]plannedTask, error) {
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: taskFiles is empty; name at least one task file under %s", ErrInvalidRequest, tasksDir)
-	}
-	var probs []TaskFileProblem
-	var out []plannedTask
-	seen := map[string]bool{}
-	for _, p := range files {
-		if err := checkTaskPath(p); err != nil {
-			probs = append(probs, TaskFileProblem{Path: p, Reason: err.Error()})
-			continue
-		}
-		if seen[p] {
-			probs = append(probs, TaskFileProblem{Path: p, Reason: "named twice"})
-			continue
-		}
-		seen[p] = true
-		if existing[p] {
-			probs = append(probs, TaskFileProblem{Path: p, Reason: "already in the active swarm (use resume to rerun it)"})
-			continue
-		}
-		tf, err := tasks.LoadIn(repo, p)
-		if err != nil {
-			probs = append(probs, TaskFileProblem{Path: p, Reason: oneLine(err.Error())})
-			continue
-		}
-		out = append(out, plannedTask{path: p, tf: tf})
-	}
-	if len(probs) > 0 {
-		return nil, &TaskFileError{Problems: probs}
-	}
-	return out, nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

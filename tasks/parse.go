@@ -14,6 +14,22 @@ import (
 	"github.com/aimi-tools/swarm/gitref"
 )
 
+// Bounds of a check's answer: a hostile file may break a rule thousands of
+// times, and each message quotes values of the file.
+const (
+	// MaxProblems is how many problems (and, apart, warnings) are listed;
+	// the last entry of a longer list counts the rest (Problem.Omitted).
+	MaxProblems = 50
+	// MaxAnswerBytes bounds Problems.Error() of any file.
+	MaxAnswerBytes = 32 << 10
+	// maxTextBytes bounds one Error or one Fix text.
+	maxTextBytes = 300
+	// maxCycles is how many dependency cycles are spelt out.
+	maxCycles = 10
+	// maxCycleIDs is how many ids of one cycle are spelt out.
+	maxCycleIDs = 16
+)
+
 // Length limits of spec/tasks-v3.md, in characters.
 const (
 	MaxTitleChars       = 200
@@ -35,6 +51,9 @@ type Problem struct {
 	Field   string // e.g. dependsOn, priority, metadata.branchName
 	Error   string // what is wrong, naming the story and field
 	Fix     string // how to fix it
+	// Omitted is set on the last entry of a list cut at MaxProblems: how
+	// many more problems were found and not listed.
+	Omitted int
 }
 
 // String renders the two-line form:
@@ -48,6 +67,14 @@ func (p Problem) String() string {
 // Problems is every problem of a task file; as an error it prints all of
 // them in the Error/Fix form.
 type Problems []Problem
+
+// Count is the number of problems found: those listed plus those left out.
+func (ps Problems) Count() int {
+	if len(ps) == 0 {
+		return 0
+	}
+	return len(ps) + ps[len(ps)-1].Omitted
+}
 
 func (ps Problems) Error() string {
 	parts := make([]string, len(ps))
@@ -94,6 +121,7 @@ func LoadIn(repo, rel string) (*File, error) {
 func Check(data []byte) (*File, Problems, Problems) {
 	c := &checker{}
 	c.file(data)
+	c.finish()
 	if len(c.problems) > 0 {
 		return nil, c.problems, c.warnings
 	}
@@ -141,10 +169,57 @@ func typecheckWarning(out Problems, id string, criteria []string) Problems {
 type checker struct {
 	problems Problems
 	warnings Problems
+	// omitted counts what was found after the lists reached MaxProblems.
+	omittedProblems, omittedWarnings int
 }
 
 func (c *checker) add(storyID, field, errMsg, fix string) {
-	c.problems = append(c.problems, Problem{StoryID: storyID, Field: field, Error: "Invalid tasks.json - " + errMsg, Fix: fix})
+	if len(c.problems) >= MaxProblems {
+		c.omittedProblems++
+		return
+	}
+	c.problems = append(c.problems, Problem{StoryID: storyID, Field: field,
+		Error: cut("Invalid tasks.json - "+errMsg, maxTextBytes), Fix: cut(fix, maxTextBytes)})
+}
+
+func (c *checker) warn(storyID string, criteria []string) {
+	if len(c.warnings) >= MaxProblems {
+		if len(typecheckWarning(nil, storyID, criteria)) > 0 {
+			c.omittedWarnings++
+		}
+		return
+	}
+	c.warnings = typecheckWarning(c.warnings, cut(storyID, maxTextBytes/4), criteria)
+}
+
+// finish closes each list that reached MaxProblems with an entry that says
+// how many more there are.
+func (c *checker) finish() {
+	if c.omittedProblems > 0 {
+		c.problems = append(c.problems, Problem{Omitted: c.omittedProblems,
+			Error: fmt.Sprintf("Invalid tasks.json - %d more problems are not listed.", c.omittedProblems),
+			Fix:   "Fix the problems above and validate the file again to see the rest."})
+	}
+	if c.omittedWarnings > 0 {
+		c.warnings = append(c.warnings, Problem{Omitted: c.omittedWarnings,
+			Error: fmt.Sprintf("%d more stories lack %q; they are not listed.", c.omittedWarnings, TypecheckCriterion),
+			Fix:   "Add it to those stories too, or ignore these warnings."})
+	}
+}
+
+// cut shortens s to at most max bytes (on a rune boundary), marking the cut:
+// values from the file (ids, statuses, keys) are quoted in messages and may
+// be megabytes long.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const mark = "…"
+	end := max - len(mark)
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + mark
 }
 
 // object decodes raw as a JSON object; ok is false for anything else
@@ -434,7 +509,7 @@ func (c *checker) story(i int, raw json.RawMessage) (info storyInfo, prio int, h
 				tooLong(fmt.Sprintf("acceptanceCriteria[%d]", j), n, MaxCriterionChars)
 			}
 		}
-		c.warnings = typecheckWarning(c.warnings, info.label, criteria)
+		c.warn(info.label, criteria)
 	}
 	if praw, present := s["priority"]; !present {
 		missing("priority", "1")
@@ -474,77 +549,4 @@ func stringList(raw json.RawMessage) ([]string, bool) {
 		return nil, false
 	}
 	return out, true
-}
-
-// graph checks the dependency references and that they form a DAG.
-func (c *checker) graph(infos []storyInfo, index map[string]int) {
-	edges := make([][]int, len(infos)) // story -> stories it depends on
-	for i, s := range infos {
-		if s.id == "" {
-			continue
-		}
-		for _, dep := range s.dependsOn {
-			switch j, known := index[dep]; {
-			case dep == s.id:
-				c.add(s.id, "dependsOn", fmt.Sprintf("%s.dependsOn references %s itself.", s.id, s.id),
-					fmt.Sprintf("Remove %q from %s.dependsOn.", dep, s.id))
-			case !acpmsg.ValidStoryID(dep):
-				c.add(s.id, "dependsOn", fmt.Sprintf("%s.dependsOn entry %q is not a story id (%s).", s.id, dep, acpmsg.PatternStoryID),
-					fmt.Sprintf("Replace %q in %s.dependsOn with the id of an existing story, e.g. \"US-001\".", dep, s.id))
-			case !known:
-				c.add(s.id, "dependsOn", fmt.Sprintf("%s.dependsOn references %q which does not exist.", s.id, dep),
-					fmt.Sprintf("Remove %q from %s.dependsOn or add a story with id %q.", dep, s.id, dep))
-			default:
-				edges[i] = append(edges[i], j)
-			}
-		}
-	}
-	for _, cycle := range findCycles(edges) {
-		names := make([]string, len(cycle))
-		for k, i := range cycle {
-			names[k] = infos[i].id
-		}
-		from, to := names[0], names[1]
-		c.add(from, "dependsOn", "dependency cycle "+strings.Join(names, " -> ")+".",
-			fmt.Sprintf("Remove one dependency of the cycle, e.g. %q from %s.dependsOn, so that the stories form a DAG.", to, from))
-	}
-}
-
-// findCycles returns one cycle per back edge met in a depth-first walk in
-// file order, each as a closed path (first node repeated at the end).
-func findCycles(edges [][]int) [][]int {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := make([]int, len(edges))
-	var stack []int
-	var cycles [][]int
-	var visit func(int)
-	visit = func(n int) {
-		color[n] = grey
-		stack = append(stack, n)
-		for _, m := range edges[n] {
-			switch color[m] {
-			case white:
-				visit(m)
-			case grey:
-				start := len(stack) - 1
-				for stack[start] != m {
-					start--
-				}
-				cycle := append(append([]int{}, stack[start:]...), m)
-				cycles = append(cycles, cycle)
-			}
-		}
-		stack = stack[:len(stack)-1]
-		color[n] = black
-	}
-	for n := range edges {
-		if color[n] == white {
-			visit(n)
-		}
-	}
-	return cycles
 }

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aimi-tools/swarm/cli"
+	"github.com/aimi-tools/swarm/internal/taskfiletest"
 )
 
 // absentImage names an image no test builds: these tests are refused
@@ -46,4 +49,59 @@ func TestStartRefusesAFIFOAndALinkOutOfTheRepositoryAtOnce(t *testing.T) {
 		t.Errorf("status after the refusals: exit %d %s %s", code, out, errOut)
 	}
 	p.stop(t)
+}
+
+// peakRSS is the process's high-water resident set (VmHWM), in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// TestHostileDependencyGraphIsRefusedInBoundedMemory: a 0.7 MB task file
+// with a dependency cycle at every depth, each dependency listed 60 times,
+// is refused with a bounded answer that names the repeats, and the daemon
+// stays small while it checks it.
+func TestHostileDependencyGraphIsRefusedInBoundedMemory(t *testing.T) {
+	repo := gitRepo(t, 1)
+	data := taskfiletest.HostileGraph(1000, 60)
+	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "hostile-tasks.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, repo)
+	sd := shortDir(t)
+	sock := filepath.Join(sd, "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(sd, "data"), absentImage, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	code, _, errOut := run("swarm", "start", "--file", ".aimi/tasks/hostile-tasks.json")
+	if code != cli.ExitInvalid || !strings.Contains(errOut, "more than once (60 times)") || len(errOut) > 256<<10 {
+		t.Errorf("start: exit %d, %d bytes on stderr: %.2000s", code, len(errOut), errOut)
+	}
+	if rss := peakRSS(t, p.cmd.Process.Pid); rss > 300<<20 {
+		t.Errorf("aimid's peak RSS is %d MB after checking a %d-byte task file", rss>>20, len(data))
+	}
+	p.stop(t)
+}
+
+// commitAll commits everything in repo, as a user commits task files before
+// a swarm runs them.
+func commitAll(t *testing.T, repo string) {
+	t.Helper()
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "--allow-empty", "-m", "task files")
 }
