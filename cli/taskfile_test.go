@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,5 +87,21 @@ func TestTasksValidateAnswerIsBounded(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%.2000s", want, out)
 		}
+	}
+}
+
+// TestTasksValidateRefusesTwoFilesOnOneBranch names the branch and both
+// files.
+func TestTasksValidateRefusesTwoFilesOnOneBranch(t *testing.T) {
+	body := `{"schemaVersion":"3.0","metadata":{"title":"t","type":"bug","branchName":"feat/same","createdAt":"2026-01-02"},
+"userStories":[{"id":"US-001","title":"x","description":"y","acceptanceCriteria":["Typecheck passes"],"priority":1,"status":"pending","dependsOn":[]}]}`
+	a, b := writeFile(t, "a-tasks.json", body), writeFile(t, "b-tasks.json", body)
+	code, out, errs := runCLI(t, "", "tasks", "validate", a, b)
+	if code != ExitInvalid {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	want := fmt.Sprintf("Error: Invalid tasks.json - %s and %s both name the branch \"feat/same\"", a, b)
+	if !strings.Contains(out, a+": valid") || !strings.Contains(out, b+": invalid (1 problem)") || !strings.Contains(out, want) {
+		t.Errorf("output:\n%s\nwant %q", out, want)
 	}
 }

@@ -25,6 +25,8 @@ func newTasksValidateCmd(s Streams) *cobra.Command {
 lengths, unique ids and priorities, and a dependency graph without cycles.
 Every problem is printed as two lines, "Error: ..." and "Fix: ...", naming the
 story and field. A story without "Typecheck passes" is a warning only.
+Files validated together must name different branches (metadata.branchName):
+a swarm runs each task file on its own branch.
 "-" reads a file from standard input.
 
 Exit status: 0 when every file is valid, 1 when any is invalid, 2 when a file
@@ -33,6 +35,7 @@ cannot be read.`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			invalid, ioErr := false, false
+			branches := map[string]string{} // branch -> the first valid file that has it
 			for _, name := range args {
 				data, err := readTaskFile(s, name)
 				if err != nil {
@@ -41,6 +44,13 @@ cannot be read.`,
 					continue
 				}
 				f, problems, warnings := tasks.Check(data)
+				if f != nil {
+					if other, taken := branches[f.Metadata.BranchName]; taken {
+						problems = tasks.Problems{tasks.BranchTaken(f.Metadata.BranchName, name, other)}
+					} else {
+						branches[f.Metadata.BranchName] = name
+					}
+				}
 				if len(problems) > 0 {
 					invalid = true
 					fmt.Fprintf(s.Out, "%s: invalid (%s)\n", name, plural(problems.Count(), "problem"))

@@ -263,9 +263,9 @@ func (sw *swarm) discard(ctx context.Context, created []*ctr) {
 
 // append adds task files to the active swarm.
 func (sw *swarm) append(ctx context.Context, req StartRequest) (SwarmView, error) {
-	existing := map[string]bool{}
+	existing := map[string]string{}
 	for _, c := range sw.list() {
-		existing[c.taskFile] = true
+		existing[c.taskFile] = c.branch
 	}
 	planned, err := validateTasks(sw.repo, req.TaskFiles, existing)
 	if err != nil {

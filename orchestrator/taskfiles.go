@@ -65,13 +65,19 @@ func cutText(s string, max int) string {
 
 // validateTasks applies every check before any engine call; all problems are
 // reported together.
-func validateTasks(repo string, files []string, existing map[string]bool) ([]plannedTask, error) {
+// existing maps the task files of the active swarm (when appending) to
+// their branches. No two task files, new or existing, may share a branch.
+func validateTasks(repo string, files []string, existing map[string]string) ([]plannedTask, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%w: taskFiles is empty; name at least one task file under %s", ErrInvalidRequest, tasksDir)
 	}
 	var probs problemList
 	var out []plannedTask
 	seen := map[string]bool{}
+	branches := map[string]string{} // branch -> the task file that has it
+	for p, b := range existing {
+		branches[b] = p
+	}
 	for _, p := range files {
 		if err := checkTaskPath(p); err != nil {
 			probs.add(p, err.Error())
@@ -82,7 +88,7 @@ func validateTasks(repo string, files []string, existing map[string]bool) ([]pla
 			continue
 		}
 		seen[p] = true
-		if existing[p] {
+		if _, ok := existing[p]; ok {
 			probs.add(p, "already in the active swarm (use resume to rerun it)")
 			continue
 		}
@@ -91,6 +97,13 @@ func validateTasks(repo string, files []string, existing map[string]bool) ([]pla
 			probs.add(p, oneLine(err.Error()))
 			continue
 		}
+		b := tf.Metadata.BranchName
+		if other, taken := branches[b]; taken {
+			pr := tasks.BranchTaken(b, p, other)
+			probs.add(p, pr.Error+" "+pr.Fix)
+			continue
+		}
+		branches[b] = p
 		out = append(out, plannedTask{path: p, tf: tf})
 	}
 	if err := probs.err(); err != nil {

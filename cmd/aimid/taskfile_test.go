@@ -105,3 +105,32 @@ func commitAll(t *testing.T, repo string) {
 	gitOut(t, repo, "add", "-A")
 	gitOut(t, repo, "commit", "-q", "--allow-empty", "-m", "task files")
 }
+
+// TestStartRefusesTwoTaskFilesOnOneBranch: the real daemon refuses, naming
+// the branch and both files, and creates nothing.
+func TestStartRefusesTwoTaskFilesOnOneBranch(t *testing.T) {
+	repo := gitRepo(t, 1, "one", "two")
+	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "two-tasks.json"), taskFileJSON("feat/one", 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, repo)
+	sd := shortDir(t)
+	sock := filepath.Join(sd, "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(sd, "data"), absentImage, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	code, _, errOut := run("swarm", "start", "--all")
+	if code != cli.ExitInvalid {
+		t.Fatalf("start --all: exit %d %s", code, errOut)
+	}
+	for _, w := range []string{`"feat/one"`, ".aimi/tasks/one-tasks.json", ".aimi/tasks/two-tasks.json", "cannot run on one branch"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr does not name %s:\n%s", w, errOut)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm-state.json")); !os.IsNotExist(err) {
+		t.Errorf("a refused start left a state file: %v", err)
+	}
+	p.stop(t)
+}
