@@ -22,7 +22,6 @@ import (
 
 	"github.com/aimi-tools/swarm/internal/filelock"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
@@ -147,8 +146,8 @@ func (c rootfsConfig) key() string {
 }
 
 // BuildDetailed is Build with the full account of what was reused. Three
-// caches, cheapest first: a final image with the same content key (tag
-// it, done); the imported base image of the rootfs key; the rootfs tarball
+// caches, cheapest first: the final image this builder committed and
+// recorded for the content key (tag it, done; see record.go); the imported base image of the rootfs key; the rootfs tarball
 // in CacheDir. Concurrent builds (several test packages at once) are
 // serialised by a lock file in CacheDir.
 func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
@@ -245,7 +244,7 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 
 	// 1. A final image with this content key: tag it and stop.
 	if !opts.Refresh {
-		id, ok, err := findByLabel(ctx, cli, LabelKey, res.Key)
+		id, ok, err := cachedFinal(ctx, cli, opts.CacheDir, res.Key)
 		if err != nil {
 			return res, err
 		}
@@ -254,7 +253,7 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 				return res, fmt.Errorf("tag cached sandbox image %s as %s: %w", id, opts.Tag, err)
 			}
 			res.ID, res.ImageCached, res.BaseCached, res.RootfsCached = id, true, true, true
-			removeReplaced(ctx, cli, log, previous, id)
+			removeReplaced(ctx, cli, log, opts.CacheDir, previous, id)
 			res.Took = time.Since(start)
 			log.Info("sandbox image: up to date", "tag", opts.Tag, "id", short(id), "took", res.Took.Round(time.Millisecond))
 			return res, nil
@@ -288,7 +287,10 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 		return res, err
 	}
 	res.ID = id
-	removeReplaced(ctx, cli, log, previous, id)
+	if err := recordImage(opts.CacheDir, res.Key, id); err != nil {
+		return res, err
+	}
+	removeReplaced(ctx, cli, log, opts.CacheDir, previous, id)
 	res.Took = time.Since(start)
 	log.Info("sandbox image: built", "tag", opts.Tag, "id", short(id), "took", res.Took.Round(time.Millisecond))
 	return res, nil
@@ -298,9 +300,11 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 // when the tag moved away from it and nothing else uses it, so repeated
 // builds (one per acp-runner change) do not pile up untagged images. An
 // image still tagged elsewhere or used by any container (a running swarm)
-// stays: the engine refuses the removal and that refusal is fine.
-func removeReplaced(ctx context.Context, cli client.APIClient, log *slog.Logger, previous, current string) {
-	if previous == "" || previous == current {
+// stays: the engine refuses the removal and that refusal is fine. Only an
+// image this builder recorded is a candidate: a derived image carries the
+// sandbox labels too.
+func removeReplaced(ctx context.Context, cli client.APIClient, log *slog.Logger, cacheDir, previous, current string) {
+	if previous == "" || previous == current || !isRecorded(cacheDir, previous) {
 		return
 	}
 	insp, err := cli.ImageInspect(ctx, previous)
@@ -422,18 +426,6 @@ func debianArch(goarch string) (string, error) {
 		return "ppc64el", nil
 	}
 	return "", fmt.Errorf("engine architecture %q has no Debian equivalent the sandbox builder knows", goarch)
-}
-
-func findByLabel(ctx context.Context, cli client.APIClient, key, value string) (string, bool, error) {
-	imgs, err := cli.ImageList(ctx, image.ListOptions{Filters: filters.NewArgs(filters.Arg("label", key+"="+value))})
-	if err != nil {
-		return "", false, fmt.Errorf("list sandbox images: %w", err)
-	}
-	if len(imgs) == 0 {
-		return "", false, nil
-	}
-	sort.Slice(imgs, func(i, j int) bool { return imgs[i].Created > imgs[j].Created })
-	return imgs[0].ID, true, nil
 }
 
 // importBase imports the rootfs tarball as the base image.

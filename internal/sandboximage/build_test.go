@@ -230,3 +230,64 @@ func TestRebuildUnderTheSameTagRemovesTheReplacedImage(t *testing.T) {
 		t.Errorf("tag %s names %s (%v), want %s", opts.Tag, insp.ID, err, ids[1])
 	}
 }
+
+// An image built FROM the sandbox image inherits every label, the content
+// key too; the cache must still tag the builder's own image, never a
+// derived one (here one whose entrypoint is dockerd).
+func TestCacheNeverTagsAnImageDerivedFromTheSandboxImage(t *testing.T) {
+	cli, runID, shared, first := testImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	base, err := cli.ImageInspect(ctx, first.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old lookup took the newest image with the key: make the derived
+	// one strictly newer (image times have one-second resolution).
+	made, _ := time.Parse(time.RFC3339Nano, base.Created)
+	for time.Now().Unix() <= made.Unix() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	derivedTag := "aimi-sandbox-derived:test-" + runID
+	created, err := cli.ContainerCreate(ctx, &container.Config{Image: first.ID, Labels: map[string]string{dockertest.LabelKey: runID}},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.ContainerRemove(context.WithoutCancel(ctx), created.ID, container.RemoveOptions{Force: true})
+	derived, err := cli.ContainerCommit(ctx, created.ID, container.CommitOptions{Reference: derivedTag,
+		Changes: []string{`ENTRYPOINT ["dockerd"]`, "USER root"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := sandboximage.RemoveTag(context.Background(), cli, "", derivedTag); err != nil {
+			t.Errorf("remove derived image: %v", err)
+		}
+	})
+	if di, err := cli.ImageInspect(ctx, derived.ID); err != nil || di.Config.Labels[sandboximage.LabelKey] != first.Key {
+		t.Fatalf("derived image does not inherit the key label (%v): %v", err, di.Config.Labels)
+	}
+
+	opts := shared
+	opts.Tag = "aimi-sandbox:test-derived-" + runID
+	t.Cleanup(func() {
+		if err := sandboximage.RemoveTag(context.Background(), cli, "", opts.Tag); err != nil {
+			t.Errorf("remove test image: %v", err)
+		}
+	})
+	r, err := sandboximage.BuildDetailed(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := cli.ImageInspect(ctx, opts.Tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID == derived.ID || r.ID != first.ID || got.ID != first.ID {
+		t.Errorf("tag %s names %s (build says %s), want the builder's own %s, not the derived %s", opts.Tag, got.ID, r.ID, first.ID, derived.ID)
+	}
+	if ep := got.Config.Entrypoint; len(ep) != 1 || ep[0] != sandboximage.RunnerPath {
+		t.Errorf("tagged image's entrypoint is %v", ep)
+	}
+}

@@ -18,9 +18,11 @@
 // download-and-merge route takes seconds, needs no chroot and gives a
 // smaller image.
 //
-// Caches, cheapest first: a final image whose org.aimi.sandbox-key label
-// equals the content key (hash of rootfs key, acp-runner binary, recipe,
-// labels) is only tagged; the base image aimi-sandbox-base:<rootfs key>
+// Caches, cheapest first: the final image this builder committed for the
+// content key (hash of rootfs key, acp-runner binary, recipe, labels),
+// recorded by image ID in $XDG_CACHE_HOME/aimi/sandbox/images, is only
+// tagged (not an image found by its org.aimi.sandbox-key label: images
+// built FROM the sandbox image inherit it); the base image aimi-sandbox-base:<rootfs key>
 // is reused; the rootfs tarball in $XDG_CACHE_HOME/aimi/sandbox, keyed by
 // release, architecture, package list and layout, is reused. Builds lock
 // that directory, so concurrent test packages share one build.
