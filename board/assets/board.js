@@ -236,7 +236,8 @@
     c.refs.prog.value = done + failed + Math.max(skipped, 0);
     c.refs.progLabel.textContent = done + '/' + total + ' completed' + (failed ? ', ' + failed + ' failed' : '') + (skipped > 0 ? ', ' + skipped + ' skipped' : '');
     const running = data.stories.filter((s) => s.status === 'in_progress');
-    c.refs.story.textContent = running.length ? running.map((s) => s.id + ' ' + s.title).join('; ') : '—';
+    const names = running.map((s) => s.id + ' ' + s.title).join('; ');
+    c.refs.story.textContent = !running.length ? '—' : (terminal.has(data.status) ? data.status + ' during ' + names : names);
     c.refs.branch.textContent = data.branch;
     c.refs.node.textContent = data.node || 'local engine';
     c.refs.task.textContent = data.taskFile;

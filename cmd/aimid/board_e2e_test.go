@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/aimi-tools/swarm/cli"
+	"github.com/aimi-tools/swarm/internal/browsertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// slowTasks is one story the demo agent takes its time over ([demo:slow]:
+// up to a minute, or until it is cancelled): a container to stop.
+const slowTasks = `{
+  "schemaVersion": "3.0",
+  "metadata": {"title": "feat: slow", "type": "feat", "branchName": "feat/slow", "createdAt": "2026-11-20", "planPath": null, "maxConcurrency": 1},
+  "userStories": [
+    {"id": "US-001", "title": "Slow story", "description": "As a developer, I want a story that takes a while.", "acceptanceCriteria": ["File step-1.txt exists"], "priority": 1, "status": "pending", "dependsOn": [], "notes": "[demo:slow]"}
+  ]
+}
+`
+
+// ArtifactsEnv names the directory where browser tests leave their
+// screenshots; default test-artifacts/ at the repository's root.
+const ArtifactsEnv = "AIMI_TEST_ARTIFACTS"
+
+func artifactsDir(t testing.TB) string {
+	dir := os.Getenv(ArtifactsEnv)
+	if dir == "" {
+		dir = filepath.Join("..", "..", "test-artifacts")
+	}
+	dir = filepath.Join(dir, "board")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+var boardURLRe = regexp.MustCompile(`board: (http://127\.0\.0\.1:\d+)/\?token=\S+`)
+
+// startBoard runs `aimi swarm ui` in-process against sock and returns its
+// printed URL (with the token) and its origin (without).
+func startBoard(t *testing.T, ctx context.Context, sock string) (string, string) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		code := cli.Run(ctx, []string{"swarm", "ui", "--socket", sock, "--no-open"}, cli.Streams{In: strings.NewReader(""), Out: pw, Err: os.Stderr})
+		pw.Close()
+		done <- code
+	}()
+	t.Cleanup(func() {
+		if code := <-done; code != 0 {
+			t.Errorf("aimi swarm ui exited %d", code)
+		}
+	})
+	br := bufio.NewReader(pr)
+	go func() {
+		<-ctx.Done()
+		pr.Close()
+	}()
+	for {
+		line, err := br.ReadString('\n')
+		if m := boardURLRe.FindStringSubmatch(line); m != nil {
+			go func() { _, _ = io.Copy(io.Discard, br) }()
+			return strings.TrimSpace(m[0][len("board: "):]), m[1]
+		}
+		if err != nil {
+			t.Fatalf("aimi swarm ui printed no URL: %v", err)
+		}
+	}
+}
+
+func saveScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	p := filepath.Join(artifactsDir(t), name)
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Errorf("save screenshot: %v", err)
+	}
+	t.Logf("screenshot: %s", p)
+}
+
+// TestBoardInABrowserFollowsARealSwarm: the real daemon (local git mode,
+// sandbox image, demo agent), `aimi swarm ui`, and headless Chromium. The
+// page, opened before the swarm starts, shows it appear, a story and a
+// container turn completed, all without a reload; a click on Stop stops the
+// slow container, on the page and in .aimi/swarm-state.json; a second
+// browser context without the token gets only the refusal. Screenshots
+// mid-swarm and at the end go to test-artifacts/board/.
+func TestBoardInABrowserFollowsARealSwarm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox and browser images and runs real containers")
+	}
+	image := sandboxtest.Image(t)
+	actx, _ := browsertest.Start(t)
+
+	repo := shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	linear, slow := "linear-"+sfx, "slow-"+sfx
+	for name, body := range map[string]string{linear: localLinearTasks, slow: slowTasks} {
+		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task files")
+	removeProjectContainersAtEnd(t, repo)
+
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	startAimidLocal(t, sock, filepath.Join(dir, "data"), image)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	boardCtx, stopBoard := context.WithCancel(ctx)
+	defer stopBoard()
+	u, origin := startBoard(t, boardCtx, sock)
+
+	page, cancelPage := chromedp.NewContext(actx)
+	defer cancelPage()
+	page, cancelT := context.WithTimeout(page, 7*time.Minute)
+	defer cancelT()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("open the board", chromedp.Do(page, chromedp.EmulateViewport(1100, 900), chromedp.Navigate(u), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`))))
+	loadedAt, err := chromedp.Run(page, chromedp.Evaluate[float64](`window.aimiBoard.loadedAt`))
+	must("read the page's load time", err)
+
+	run, _ := recordingAimi(ctx, repo, sock)
+	if code, out, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	linearCard := fmt.Sprintf(`[data-container="aimi-%s"]`, linear)
+	slowCard := fmt.Sprintf(`[data-container="aimi-%s"]`, slow)
+
+	// The slow story in progress: mid-swarm.
+	must("the slow story in progress", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(slowCard+` g.story[data-story="US-001"][data-status="in_progress"]`))))
+	saveScreenshot(t, page, "board-mid-swarm.png")
+
+	// The linear chain completes, story by story, then the container.
+	must("the last linear story completed", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(linearCard+` g.story[data-story="US-003"][data-status="completed"]`))))
+	must("the linear container completed", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(linearCard+`[data-status="completed"]`))))
+
+	// Stop the slow one from the page.
+	must("click stop", chromedp.Do(page, chromedp.Click(chromedp.CSS(slowCard+` button[data-action="stop"]`))))
+	must("the slow container stopped", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(slowCard+`[data-status="stopped"]`)),
+		chromedp.WaitVisible(chromedp.CSS(slowCard+` .result[data-state="ok"]`))))
+	result, err := chromedp.Run(page, chromedp.Text(chromedp.CSS(slowCard+` .result`)))
+	must("read the stop result", err)
+	if !strings.HasPrefix(result, "stop aimi-"+slow+": done") {
+		t.Errorf("stop result on the page = %q, want it done", result)
+	}
+	// The page shows the daemon's fold; the state file follows it within
+	// the recorder's write delay.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got := map[string]state.ContainerStatus{}
+		for _, c := range validState(t, repo).Containers {
+			got[c.ContainerName] = c.Status
+		}
+		if got["aimi-"+slow] == state.StatusStopped && got["aimi-"+linear] == state.StatusCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("swarm-state.json says %v, want %s stopped and %s completed", got, slow, linear)
+		}
+	}
+
+	// The linear container's journal, as it stands at the end.
+	must("open the journal", chromedp.Do(page, chromedp.Click(chromedp.CSS(linearCard+` button[data-action="journal"]`)),
+		chromedp.WaitVisible(chromedp.CSS(linearCard+` .journal li.end`))))
+	lines, err := chromedp.Run(page, chromedp.Evaluate[float64](fmt.Sprintf(`document.querySelectorAll('%s .journal li.line[data-kind="message"]').length`, linearCard)))
+	must("count journal lines", err)
+	if lines < 7 { // task-request, 3 x (in_progress, completed), completion
+		t.Errorf("journal shows %v message lines, want at least 7", lines)
+	}
+	reloaded, err := chromedp.Run(page, chromedp.Evaluate[float64](`window.aimiBoard.loadedAt`))
+	must("read the load time again", err)
+	if reloaded != loadedAt {
+		t.Errorf("the page was reloaded (loadedAt %v then %v): updates must arrive live", loadedAt, reloaded)
+	}
+	saveScreenshot(t, page, "board-end.png")
+
+	// A second browser context: no cookie, no token.
+	other, cancelOther := chromedp.NewContext(page, chromedp.WithNewBrowserContext())
+	defer cancelOther()
+	for _, path := range []string{"/", "/api/swarms", "/static/board.js"} {
+		must("open the board without the token", chromedp.Do(other, chromedp.Navigate(origin+path)))
+		body, err := chromedp.Run(other, chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`))
+		must("read the refusal", err)
+		if !strings.HasPrefix(body, "refused:") || strings.Contains(body, repo) {
+			t.Errorf("%s without the token shows %q, want only the refusal", path, body)
+		}
+	}
+	stopBoard()
+}
