@@ -128,25 +128,55 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 	return errors.Join(errs...)
 }
 
+// LeakedNetworkError reports a network the engine refuses to remove ("has
+// active endpoints") although no container, in any state, is attached to it
+// and its endpoint list is empty. Engine 20.10 loses count of a network's
+// endpoints now and then when containers on it are removed under load, and
+// keeps such a network until the engine restarts (moby/moby#43286). Nothing
+// a client does removes it, so test cleanups report it instead of failing.
+type LeakedNetworkError struct{ Name, ID string }
+
+func (e *LeakedNetworkError) Error() string {
+	return fmt.Sprintf("network %s (%.12s) kept by the engine: it counts an endpoint no container holds (moby/moby#43286; gone after the engine restarts)", e.Name, e.ID)
+}
+
+// Leaked reports whether the network id is in the state LeakedNetworkError
+// describes: nothing attached, listed or not.
+func Leaked(ctx context.Context, cli *client.Client, id string) bool {
+	n, err := cli.NetworkInspect(ctx, id, network.InspectOptions{})
+	if err != nil || len(n.Containers) > 0 {
+		return false
+	}
+	cs, err := cli.ContainerList(ctx, container.ListOptions{All: true, Limit: 1, Filters: filters.NewArgs(filters.Arg("network", id))})
+	return err == nil && len(cs) == 0
+}
+
 // removeNetwork retries while the network still has endpoints: a container
 // whose removal another goroutine has in progress (skipped above) keeps its
-// endpoint for a moment after ContainerRemove returns.
+// endpoint for a moment after ContainerRemove returns. A network the engine
+// keeps for an endpoint nobody holds ends in a LeakedNetworkError.
 func removeNetwork(ctx context.Context, cli *client.Client, id string, removed []string) error {
 	for attempt := 0; ; attempt++ {
 		err := cli.NetworkRemove(ctx, id)
 		if err == nil || errdefs.IsNotFound(err) {
 			return nil
 		}
-		if attempt == 50 || !strings.Contains(err.Error(), "active endpoints") {
+		if !strings.Contains(err.Error(), "active endpoints") {
 			return err
 		}
-		// Engine 20.10 can keep the endpoint of a container after the
-		// container is gone (many removed at once, or one removed twice
-		// at once). Every container of the run is removed by now, so
-		// each endpoint left is disconnected by force, which deletes a
-		// stale one by its name.
-		// The network's endpoint list can miss such an endpoint, so the
-		// names of the containers removed above are disconnected too.
+		if attempt == 25 {
+			if Leaked(ctx, cli, id) {
+				n, _ := cli.NetworkInspect(ctx, id, network.InspectOptions{})
+				return &LeakedNetworkError{Name: n.Name, ID: id}
+			}
+			return err
+		}
+		// Engine 20.10 can also keep the endpoint of a container after
+		// the container is gone (one removed twice at once). Every
+		// container of the run is removed by now, so each endpoint left
+		// is disconnected by force, which deletes a stale one by its
+		// name; the endpoint list can miss one, so the names of the
+		// containers removed above are disconnected too.
 		if n, ierr := cli.NetworkInspect(ctx, id, network.InspectOptions{}); ierr == nil {
 			for _, ep := range n.Containers {
 				_ = cli.NetworkDisconnect(ctx, id, ep.Name, true)
@@ -163,6 +193,30 @@ func removeNetwork(ctx context.Context, cli *client.Client, id string, removed [
 	}
 }
 
+// splitLeaks separates the LeakedNetworkErrors out of a (joined) cleanup
+// error.
+func splitLeaks(err error) (leaks []*LeakedNetworkError, rest error) {
+	if err == nil {
+		return nil, nil
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	var others []error
+	for _, e := range errs {
+		var l *LeakedNetworkError
+		if errors.As(e, &l) {
+			leaks = append(leaks, l)
+		} else {
+			others = append(others, e)
+		}
+	}
+	return leaks, errors.Join(others...)
+}
+
 func isRemovalInProgress(err error) bool {
 	return errdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress")
 }
@@ -174,7 +228,11 @@ func Cleanup(t testing.TB, key, value string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		if err := CleanupByLabel(ctx, key, value); err != nil {
+		leaks, err := splitLeaks(CleanupByLabel(ctx, key, value))
+		for _, l := range leaks {
+			t.Logf("cleanup of resources labelled %s=%s: %v", key, value, l)
+		}
+		if err != nil {
 			t.Errorf("cleanup of resources labelled %s=%s: %v", key, value, err)
 		}
 	})
