@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
@@ -170,8 +171,8 @@ func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostC
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
-	if _, ok := labels[LabelSandbox]; !ok {
-		labels[LabelSandbox] = "true"
+	if _, ok := labels[contract.LabelSandbox]; !ok {
+		labels[contract.LabelSandbox] = "true"
 	}
 	cfg := &container.Config{
 		Image:      s.Image,

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -92,7 +93,7 @@ func TestEngine(t *testing.T) {
 }
 
 func (e *engine) labels() map[string]string {
-	return map[string]string{dockertest.LabelKey: e.run, LabelSwarmID: "swarm-" + e.run, LabelProject: "/test"}
+	return map[string]string{dockertest.LabelKey: e.run, contract.LabelSwarmID: "swarm-" + e.run, contract.LabelProject: "/test"}
 }
 
 // spec returns a spec for the testbox with the given script; name gets the
@@ -410,7 +411,7 @@ func (e *engine) testInspect(t *testing.T) {
 	s.NanoCPUs, s.MemoryBytes, s.MemorySwapBytes, s.PidsLimit = 5e8, 64<<20, 64<<20, 64
 	s.ReadOnlyRootfs = true
 	s.ExtraHosts = []string{"aimi-host:host-gateway"}
-	s.Labels[LabelTaskFile] = ".aimi/tasks/inspect.json"
+	s.Labels[contract.LabelTaskFile] = ".aimi/tasks/inspect.json"
 	id, _, lines := e.launch(t, ctx, s)
 	until(t, lines, "ready")
 	info, err := e.d.Inspect(ctx, id)
@@ -428,7 +429,7 @@ func (e *engine) testInspect(t *testing.T) {
 		{"memory", info.MemoryBytes == 64<<20 && info.MemorySwapBytes == 64<<20},
 		{"pids", info.PidsLimit == 64},
 		{"read-only root", info.ReadOnlyRootfs},
-		{"labels", info.Labels[LabelTaskFile] == ".aimi/tasks/inspect.json" && info.Labels[LabelSandbox] == "true" && info.Labels[LabelSwarmID] == "swarm-"+e.run},
+		{"labels", info.Labels[contract.LabelTaskFile] == ".aimi/tasks/inspect.json" && info.Labels[contract.LabelSandbox] == "true" && info.Labels[contract.LabelSwarmID] == "swarm-"+e.run},
 		{"no-new-privileges", slices.Contains(info.SecurityOpt, "no-new-privileges:true")},
 		{"capabilities dropped", slices.Equal(info.CapDrop, []string{"ALL"}) && slices.Equal(slices.Sorted(slices.Values(info.CapAdd)), slices.Sorted(slices.Values(KeptCapabilities())))},
 		{"log driver", info.LogDriver == "json-file"},
@@ -648,7 +649,7 @@ func (e *engine) testExitAndEvents(t *testing.T) {
 	}
 	select {
 	case ev := <-events:
-		if ev.ContainerID != id || ev.Action != "die" || ev.ExitCode != 3 || ev.Name != s.Name || ev.Labels[LabelSwarmID] != "swarm-"+e.run {
+		if ev.ContainerID != id || ev.Action != "die" || ev.ExitCode != 3 || ev.Name != s.Name || ev.Labels[contract.LabelSwarmID] != "swarm-"+e.run {
 			t.Fatalf("event %+v", ev)
 		}
 	case <-time.After(20 * time.Second):

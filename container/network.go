@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -17,7 +18,7 @@ import (
 type NetworkInfo struct{ ID, Name, Gateway, Subnet string }
 
 // EnsureNetwork returns the bridge network name, creating it if missing with
-// the given labels (plus LabelSandbox=true) and inter-container traffic
+// the given labels (plus contract.LabelSandbox=true) and inter-container traffic
 // disabled. One such network per swarm keeps its containers from reaching
 // each other (the bridge drops container-to-container packets) while taking
 // one entry of the engine's small default address pool instead of one per
@@ -38,7 +39,7 @@ func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[stri
 	if info, err := d.networkInfo(ctx, name); err == nil || !errdefs.IsNotFound(err) {
 		return info, err
 	}
-	all := map[string]string{LabelSandbox: "true"}
+	all := map[string]string{contract.LabelSandbox: "true"}
 	for k, v := range labels {
 		all[k] = v
 	}

@@ -26,7 +26,7 @@ var (
 type Spec struct {
 	Name   string            // ^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$
 	Image  string            // must exist on the engine (nothing is pulled)
-	Labels map[string]string // org.aimi.* labels (Label* constants); LabelSandbox=true is added if missing
+	Labels map[string]string // org.aimi.* labels (contract.Label* constants); contract.LabelSandbox=true is added if missing
 	Env    []string          // KEY=VALUE; values may be secrets and are never logged or put in errors
 
 	NanoCPUs        int64 // CPU quota in units of 1e-9 CPUs

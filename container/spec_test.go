@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/docker/docker/client"
 )
 
@@ -14,7 +15,7 @@ func validSpec() Spec {
 	return Spec{
 		Name:            "aimi-swarm1-task_a",
 		Image:           "aimi-sandbox:latest",
-		Labels:          map[string]string{LabelSwarmID: "s1", LabelTaskFile: ".aimi/tasks/a.json", LabelProject: "/repo"},
+		Labels:          map[string]string{contract.LabelSwarmID: "s1", contract.LabelTaskFile: ".aimi/tasks/a.json", contract.LabelProject: "/repo"},
 		Env:             []string{"AIMI_TOKEN=s3cret-value", "EMPTY="},
 		NanoCPUs:        1e9,
 		MemoryBytes:     256 << 20,
@@ -122,10 +123,10 @@ func TestEngineConfigSandboxDefaults(t *testing.T) {
 	if !cfg.OpenStdin || cfg.StdinOnce || cfg.Tty {
 		t.Errorf("stdin config = open %v once %v tty %v, want open, not once, no tty", cfg.OpenStdin, cfg.StdinOnce, cfg.Tty)
 	}
-	if cfg.Labels[LabelSandbox] != "true" || cfg.Labels[LabelSwarmID] != "s1" {
-		t.Errorf("labels = %v, want the caller's plus %s=true", cfg.Labels, LabelSandbox)
+	if cfg.Labels[contract.LabelSandbox] != "true" || cfg.Labels[contract.LabelSwarmID] != "s1" {
+		t.Errorf("labels = %v, want the caller's plus %s=true", cfg.Labels, contract.LabelSandbox)
 	}
-	if _, ok := s.Labels[LabelSandbox]; ok {
+	if _, ok := s.Labels[contract.LabelSandbox]; ok {
 		t.Errorf("engineConfig modified the caller's label map")
 	}
 	if !slices.Equal(hc.CapDrop, []string{"ALL"}) || !slices.Equal(hc.CapAdd, KeptCapabilities()) {

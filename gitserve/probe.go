@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"path"
 	"strings"
-)
 
-// DefaultWorkspace is where acp-runner clones the repository inside the
-// container (its AIMI_WORKSPACE default).
-const DefaultWorkspace = "/workspace"
+	"github.com/aimi-tools/swarm/contract"
+)
 
 // ContainerFiles reads one file out of a container, running or stopped;
 // found is false when it does not exist and a file over max bytes is an
@@ -25,7 +23,7 @@ type ContainerFiles interface {
 // packed-refs; it runs nothing in the container.
 type EngineProbe struct {
 	Files     ContainerFiles
-	Workspace string // default DefaultWorkspace
+	Workspace string // default contract.DefaultWorkspace
 }
 
 // maxRefFile bounds what is read of a ref file or packed-refs: reading part
@@ -38,7 +36,7 @@ const maxRefFile = 8 << 20
 func (p EngineProbe) BranchTip(ctx context.Context, containerName, branch string) (string, error) {
 	ws := p.Workspace
 	if ws == "" {
-		ws = DefaultWorkspace
+		ws = contract.DefaultWorkspace
 	}
 	ref := "refs/heads/" + branch
 	loose, found, err := p.Files.ReadFile(ctx, containerName, path.Join(ws, ".git", ref), maxRefFile)

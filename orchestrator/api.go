@@ -43,8 +43,9 @@ type Config struct {
 	EnvVars map[string]string
 	// RunnerEnv goes into the container's environment (agent kind and command,
 	// API keys, git author): secrets belong here, and they are never logged,
-	// journaled or returned. See the Env* constants for the names the runner
-	// reads.
+	// journaled or returned. The names the runner reads are package
+	// contract's Env* constants; the Manager sets the local-mode git ones
+	// itself.
 	RunnerEnv map[string]string
 	// Git is the local-mode git service; nil means remote mode only (the
 	// repoUrl is the repository's origin).

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -127,7 +128,7 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 		}
 		s := specs[d.Name]
 		env := strings.Join(s.Env, "\n")
-		for _, want := range []string{EnvGitToken + "=tok-SECRET-" + d.Name, EnvGitSSLCAInfo + "=" + caMountPath, "ANTHROPIC_API_KEY=sk-VERY-SECRET"} {
+		for _, want := range []string{contract.EnvGitToken + "=tok-SECRET-" + d.Name, contract.EnvGitSSLCAInfo + "=" + caMountPath, "ANTHROPIC_API_KEY=sk-VERY-SECRET"} {
 			if !strings.Contains(env, want) {
 				t.Errorf("%s: env lacks %s", d.Name, want)
 			}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/google/uuid"
 )
@@ -529,7 +530,7 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (Cle
 // networks; with the git service, one holding unreceived commits is kept
 // unless force.
 func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, rep *CleanupReport) {
-	infos, err := m.eng.List(ctx, m.selector(map[string]string{labelProject: sw.repo}))
+	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelProject: sw.repo}))
 	if err != nil {
 		m.log.Warn("cleanup: list earlier swarms' containers", "repo", sw.repo, "err", err)
 		return
@@ -538,7 +539,7 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 	left := map[string]bool{}      // earlier swarms with a container still there
 	localGone := map[string]bool{} // earlier local-mode swarms that lost a container here
 	for _, in := range infos {
-		old := in.Labels[labelSwarmID]
+		old := in.Labels[contract.LabelSwarmID]
 		if old == "" || old == sw.id {
 			continue
 		}
@@ -546,9 +547,9 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 			left[old] = true
 			continue
 		}
-		local := in.Labels[labelGitMode] == "local"
+		local := in.Labels[contract.LabelGitMode] == "local"
 		if m.cfg.Git != nil && local && !force {
-			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, in.Name, in.Labels[labelBranch])
+			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, in.Name, in.Labels[contract.LabelBranch])
 			if err != nil || len(commits) > 0 {
 				rep.Kept = append(rep.Kept, Kept{Name: in.Name, Reason: "container of an earlier swarm whose work may not have been received; pass --force to remove it", Commits: commits})
 				left[old] = true
@@ -598,16 +599,16 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 		env = append(env, k+"="+cfg.RunnerEnv[k])
 	}
 	if cfg.DiskBytes > 0 {
-		env = append(env, EnvSandboxDisk+"="+strconv.FormatInt(cfg.DiskBytes, 10))
+		env = append(env, contract.EnvSandboxDisk+"="+strconv.FormatInt(cfg.DiskBytes, 10))
 	}
 	var mounts []container.Mount
 	if g != nil {
-		env = append(env, EnvGitToken+"="+g.Token)
+		env = append(env, contract.EnvGitToken+"="+g.Token)
 		if g.CAFile != "" {
 			// Only git is pointed at the service's CA. SSL_CERT_FILE would
 			// replace the image's whole trust store for OpenSSL, Go and rustls
 			// programs, and agents could no longer reach their model APIs.
-			env = append(env, EnvGitSSLCAInfo+"="+caMountPath)
+			env = append(env, contract.EnvGitSSLCAInfo+"="+caMountPath)
 			mounts = append(mounts, container.Mount{Source: g.CAFile, Target: caMountPath, ReadOnly: true})
 		}
 	}
@@ -615,13 +616,13 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 		Name:  c.name,
 		Image: sw.image,
 		Labels: sw.m.selector(map[string]string{
-			labelSwarmID:  sw.id,
-			labelTaskFile: c.taskFile,
-			labelProject:  sw.repo,
-			labelMax:      strconv.Itoa(sw.max),
-			labelGitMode:  map[bool]string{true: "local", false: "remote"}[sw.local],
-			labelBranch:   c.branch,
-			labelRepoURL:  c.repoURL,
+			contract.LabelSwarmID:       sw.id,
+			contract.LabelTaskFile:      c.taskFile,
+			contract.LabelProject:       sw.repo,
+			contract.LabelMaxContainers: strconv.Itoa(sw.max),
+			contract.LabelGitMode:       map[bool]string{true: "local", false: "remote"}[sw.local],
+			contract.LabelBranch:        c.branch,
+			contract.LabelRepoURL:       c.repoURL,
 		}),
 		Env:             env,
 		NanoCPUs:        int64(cfg.CPUs * 1e9),

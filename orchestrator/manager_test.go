@@ -11,6 +11,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -42,7 +43,7 @@ func newTestManager(t *testing.T, eng *fakeEngine, cfg Config) *Manager {
 func byTask(progs map[string]program, def program) func(container.Spec) program {
 	return func(s container.Spec) program {
 		for frag, p := range progs {
-			if strings.Contains(s.Labels[labelTaskFile], frag) {
+			if strings.Contains(s.Labels[contract.LabelTaskFile], frag) {
 				return p
 			}
 		}
@@ -311,7 +312,7 @@ func TestActiveSwarmConflictAppendForce(t *testing.T) {
 	}
 	// The replaced swarm's containers were stopped.
 	for _, c := range eng.ctrs {
-		if c.spec.Labels[labelSwarmID] == v1.State.SwarmID && c.status == "running" {
+		if c.spec.Labels[contract.LabelSwarmID] == v1.State.SwarmID && c.status == "running" {
 			t.Errorf("container %s of the replaced swarm still runs", c.spec.Name)
 		}
 	}

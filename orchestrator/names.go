@@ -8,44 +8,6 @@ import (
 	"strings"
 )
 
-// Label keys of the recovery index (docs/design.md decision 6). The first four are
-// the container package's; the last one is the orchestrator's own.
-const (
-	labelSandbox  = "org.aimi.sandbox"   // "true" on everything we create
-	labelSwarmID  = "org.aimi.swarm-id"  // the swarm's UUID
-	labelTaskFile = "org.aimi.task-file" // repo-relative task file path
-	labelProject  = "org.aimi.project"   // absolute repo path
-	// labelMax keeps the swarm's MaxContainers across a daemon restart, since
-	// the state file has no field for it.
-	labelMax = "org.aimi.max-containers"
-	// labelGitMode is "local" or "remote": after a restart, pending
-	// containers of a local-mode swarm still need a git grant.
-	labelGitMode = "org.aimi.git-mode"
-	// labelBranch lets a lost state file be rebuilt from labels alone.
-	labelBranch = "org.aimi.branch"
-	// labelRepoURL is the repoUrl the task-request carries (no secret in
-	// it), so a container created before a daemon restart and started after
-	// it gets the same one.
-	labelRepoURL = "org.aimi.repo-url"
-)
-
-// Runner environment the acp-runner reads (engineer D's contract); the
-// Manager sets the local-mode git ones itself, the rest come from
-// Config.RunnerEnv.
-const (
-	EnvAgent            = "AIMI_AGENT"
-	EnvAgentCommand     = "AIMI_AGENT_COMMAND"
-	EnvVerifyCommand    = "AIMI_VERIFY_COMMAND"
-	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY"
-	EnvHandshakeTimeout = "AIMI_AGENT_HANDSHAKE_TIMEOUT"
-	EnvGitToken         = "AIMI_GIT_TOKEN"
-	EnvGitSSLCAInfo     = "GIT_SSL_CAINFO"
-	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"
-	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL"
-	// EnvSandboxDisk passes Config.DiskBytes on (best effort, see Config).
-	EnvSandboxDisk = "AIMI_SANDBOX_DISK"
-)
-
 // caMountPath is where the git service's CA is mounted (read-only) in local
 // mode.
 const caMountPath = "/etc/aimi/git-ca.pem"

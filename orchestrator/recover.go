@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
 // selector is the label filter of everything this Manager owns.
 func (m *Manager) selector(extra map[string]string) map[string]string {
-	sel := map[string]string{labelSandbox: "true"}
+	sel := map[string]string{contract.LabelSandbox: "true"}
 	maps.Copy(sel, m.cfg.Labels)
 	maps.Copy(sel, extra)
 	return sel
@@ -40,7 +41,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	repos := map[string]bool{}
 	for _, in := range infos {
-		if p := in.Labels[labelProject]; p != "" && filepath.IsAbs(p) {
+		if p := in.Labels[contract.LabelProject]; p != "" && filepath.IsAbs(p) {
 			repos[p] = true
 		}
 	}
@@ -95,7 +96,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load the swarm state of %s: %w", repo, err)
 	}
-	infos, err := m.eng.List(ctx, m.selector(map[string]string{labelSwarmID: st.SwarmID}))
+	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelSwarmID: st.SwarmID}))
 	if err != nil {
 		return nil, fmt.Errorf("list the swarm's containers: %w", err)
 	}
@@ -103,10 +104,10 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	sw := &swarm{m: m, id: st.SwarmID, repo: repo, max: m.cfg.MaxContainers, image: m.cfg.Image, store: store, network: networkName(st.SwarmID)}
 	for _, in := range infos {
 		byID[in.ID] = in
-		if n, err := strconv.Atoi(in.Labels[labelMax]); err == nil && n > 0 {
+		if n, err := strconv.Atoi(in.Labels[contract.LabelMaxContainers]); err == nil && n > 0 {
 			sw.max = n
 		}
-		if in.Labels[labelGitMode] == "local" {
+		if in.Labels[contract.LabelGitMode] == "local" {
 			sw.local = true
 		}
 		if in.Image != "" {
@@ -154,7 +155,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		}
 		sw.ctrs = append(sw.ctrs, c)
 		info, found := byID[e.ContainerID]
-		if u := info.Labels[labelRepoURL]; found && u != "" {
+		if u := info.Labels[contract.LabelRepoURL]; found && u != "" {
 			c.repoURL = u
 		}
 		if found && !info.Running && info.Status != "created" {
@@ -220,7 +221,7 @@ func (sw *swarm) published(ctx context.Context, c *ctr) bool {
 // its journal (or, without one, the container's whole output) decides the
 // rest. ErrNoSwarm when the engine has nothing for the repo.
 func (m *Manager) rebuildState(ctx context.Context, repo string) (*state.Swarm, error) {
-	infos, err := m.eng.List(ctx, m.selector(map[string]string{labelProject: repo}))
+	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelProject: repo}))
 	if err != nil {
 		return nil, fmt.Errorf("list the repository's containers: %w", err)
 	}
@@ -230,8 +231,8 @@ func (m *Manager) rebuildState(ctx context.Context, repo string) (*state.Swarm, 
 	}
 	cands := map[string]*cand{}
 	for _, in := range infos {
-		id := in.Labels[labelSwarmID]
-		if id == "" || in.Labels[labelTaskFile] == "" {
+		id := in.Labels[contract.LabelSwarmID]
+		if id == "" || in.Labels[contract.LabelTaskFile] == "" {
 			continue
 		}
 		c := cands[id]
@@ -256,17 +257,17 @@ func (m *Manager) rebuildState(ctx context.Context, repo string) (*state.Swarm, 
 	now := time.Now().UTC()
 	sw := &state.Swarm{SwarmID: best, CreatedAt: now, UpdatedAt: now}
 	for _, in := range infos {
-		if in.Labels[labelSwarmID] != best || in.Labels[labelTaskFile] == "" {
+		if in.Labels[contract.LabelSwarmID] != best || in.Labels[contract.LabelTaskFile] == "" {
 			continue
 		}
-		branch := in.Labels[labelBranch]
+		branch := in.Labels[contract.LabelBranch]
 		if branch == "" {
-			if tf, err := tasks.LoadIn(repo, in.Labels[labelTaskFile]); err == nil {
+			if tf, err := tasks.LoadIn(repo, in.Labels[contract.LabelTaskFile]); err == nil {
 				branch = tf.Metadata.BranchName
 			}
 		}
 		sw.Containers = append(sw.Containers, &state.Container{ContainerID: in.ID, ContainerName: in.Name,
-			TaskFilePath: in.Labels[labelTaskFile], BranchName: branch, Status: state.StatusPending, CreatedAt: now, UpdatedAt: now})
+			TaskFilePath: in.Labels[contract.LabelTaskFile], BranchName: branch, Status: state.StatusPending, CreatedAt: now, UpdatedAt: now})
 	}
 	slices.SortFunc(sw.Containers, func(a, b *state.Container) int { return strings.Compare(a.ContainerName, b.ContainerName) })
 	m.log.Warn("swarm state file missing; rebuilt from the containers' labels and journals", "repo", repo, "swarm", best, "containers", len(sw.Containers))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -175,7 +176,7 @@ func TestResumeRetryFailedAndCleanup(t *testing.T) {
 	repo, files := testRepo(t, []string{"flaky", "fine"}, 2)
 	eng := newFakeEngine(nil)
 	eng.programs = func(s container.Spec) program {
-		tf := s.Labels[labelTaskFile]
+		tf := s.Labels[contract.LabelTaskFile]
 		attempt[tf]++
 		n := attempt[tf]
 		if strings.Contains(tf, "flaky") && n == 1 {

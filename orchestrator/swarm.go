@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -137,7 +138,7 @@ func (sw *swarm) close(ctx context.Context) {
 }
 
 func (sw *swarm) labels() map[string]string {
-	return sw.m.selector(map[string]string{labelSwarmID: sw.id, labelProject: sw.repo})
+	return sw.m.selector(map[string]string{contract.LabelSwarmID: sw.id, contract.LabelProject: sw.repo})
 }
 
 func (sw *swarm) ensureNetwork(ctx context.Context) error {
@@ -164,7 +165,7 @@ func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]boo
 	if err != nil {
 		return false
 	}
-	return info.Labels[labelProject] != sw.repo || info.Running
+	return info.Labels[contract.LabelProject] != sw.repo || info.Running
 }
 
 // createConcurrency bounds parallel create calls: the engine serialises

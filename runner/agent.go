@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpclient"
+	"github.com/aimi-tools/swarm/contract"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -152,7 +153,7 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 	if err != nil {
 		inW.Close()
 		outR.Close()
-		return outcome{err: fmt.Errorf("start agent %q: %w (check %s)", b.argv[0], err, EnvAgentCommand)}
+		return outcome{err: fmt.Errorf("start agent %q: %w (check %s)", b.argv[0], err, contract.EnvAgentCommand)}
 	}
 	log.Info("agent started", "pid", proc.cmd.Process.Pid, "command", b.argv[0])
 	if b.onAgentStart != nil {
@@ -201,7 +202,7 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 			return outcome{stop: acp.StopReasonCancelled}, true
 		case hctx.Err() != nil:
 			return outcome{err: fmt.Errorf("the agent did not answer %s within %v (agent.handshake_timeout, %s): check that %s starts an ACP agent that speaks on stdin/stdout",
-				step, b.handshakeTimeout, EnvHandshakeTimeout, EnvAgentCommand)}, true
+				step, b.handshakeTimeout, contract.EnvHandshakeTimeout, contract.EnvAgentCommand)}, true
 		}
 		return crashed(step, err), true
 	}
@@ -237,7 +238,7 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 	}); failed {
 		var re *acp.RequestError
 		if errors.As(sessErr, &re) && re.Code == -32000 && b.authMethod == "" && ctx.Err() == nil {
-			return outcome{err: fmt.Errorf("the agent requires authentication: set %s to one of %v (and the credentials it needs)", EnvAgentAuthMethod, authMethodIDs(initResp.AuthMethods))}
+			return outcome{err: fmt.Errorf("the agent requires authentication: set %s to one of %v (and the credentials it needs)", contract.EnvAgentAuthMethod, authMethodIDs(initResp.AuthMethods))}
 		}
 		return o
 	}
@@ -320,7 +321,7 @@ func (b *execBackend) runStory(ctx context.Context, storyID, prompt, dir string)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = processExitWait
 	if err := cmd.Start(); err != nil {
-		return outcome{err: fmt.Errorf("start %s: %w", EnvAgentCommand, err)}
+		return outcome{err: fmt.Errorf("start %s: %w", contract.EnvAgentCommand, err)}
 	}
 	if b.onAgentStart != nil {
 		b.onAgentStart(cmd.Process.Pid)

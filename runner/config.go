@@ -8,29 +8,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpclient"
-)
-
-// Environment variables of acp-runner; cmd/acp-runner's doc lists them for
-// the daemon, which sets them on the container.
-const (
-	EnvAgent            = "AIMI_AGENT"             // acp | exec | demo
-	EnvAgentCommand     = "AIMI_AGENT_COMMAND"     // command line of the ACP agent or of the exec command
-	EnvAgentAuthMethod  = "AIMI_AGENT_AUTH_METHOD" // optional ACP auth method id to authenticate with after initialize
-	EnvVerifyCommand    = "AIMI_VERIFY_COMMAND"    // optional shell command run after every story
-	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY" // allow | reject | allow-kinds:read,edit,...
-	EnvWorkspace        = "AIMI_WORKSPACE"         // clone target, default /workspace
-	EnvStopGrace        = "AIMI_STOP_GRACE"        // Go duration, default 5s
-	// EnvHandshakeTimeout bounds each of initialize, authenticate and
-	// session/new (Go duration, default 2m); the daemon sets it from
-	// agent.handshake_timeout.
-	EnvHandshakeTimeout = "AIMI_AGENT_HANDSHAKE_TIMEOUT"
-	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"  // default "aimi swarm"
-	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL" // default "swarm@aimi.invalid"
-	EnvGitToken         = "AIMI_GIT_TOKEN"        // optional https token; never logged nor passed to agents
-	EnvGitUsername      = "AIMI_GIT_USERNAME"     // user for the token's Basic auth, default x-access-token
-	EnvSwarmID          = "AIMI_SWARM_ID"         // fallback envelope ids when the request is unreadable
-	EnvContainerID      = "AIMI_CONTAINER_ID"
-	EnvLogLevel         = "AIMI_LOG_LEVEL" // debug | info | warn | error
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // Agent backends.
@@ -42,7 +20,6 @@ const (
 
 // Defaults.
 const (
-	DefaultWorkspace = "/workspace"
 	DefaultStopGrace = 5 * time.Second // with Docker's default 10s stop timeout, leaves time to report
 	// DefaultHandshakeTimeout leaves room for an agent that installs or
 	// updates itself at start.
@@ -85,17 +62,17 @@ type Config struct {
 // production).
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
-		Agent:         strings.TrimSpace(getenv(EnvAgent)),
-		AgentCommand:  strings.TrimSpace(getenv(EnvAgentCommand)),
-		AuthMethod:    strings.TrimSpace(getenv(EnvAgentAuthMethod)),
-		VerifyCommand: strings.TrimSpace(getenv(EnvVerifyCommand)),
-		Workspace:     getenv(EnvWorkspace),
-		AuthorName:    getenv(EnvGitAuthorName),
-		AuthorEmail:   getenv(EnvGitAuthorEmail),
-		GitToken:      getenv(EnvGitToken),
-		GitUsername:   getenv(EnvGitUsername),
-		SwarmID:       getenv(EnvSwarmID),
-		ContainerID:   getenv(EnvContainerID),
+		Agent:         strings.TrimSpace(getenv(contract.EnvAgent)),
+		AgentCommand:  strings.TrimSpace(getenv(contract.EnvAgentCommand)),
+		AuthMethod:    strings.TrimSpace(getenv(contract.EnvAgentAuthMethod)),
+		VerifyCommand: strings.TrimSpace(getenv(contract.EnvVerifyCommand)),
+		Workspace:     getenv(contract.EnvWorkspace),
+		AuthorName:    getenv(contract.EnvGitAuthorName),
+		AuthorEmail:   getenv(contract.EnvGitAuthorEmail),
+		GitToken:      getenv(contract.EnvGitToken),
+		GitUsername:   getenv(contract.EnvGitUsername),
+		SwarmID:       getenv(contract.EnvSwarmID),
+		ContainerID:   getenv(contract.EnvContainerID),
 		StopGrace:     DefaultStopGrace,
 	}
 	if c.Agent == "" {
@@ -108,27 +85,27 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	case AgentDemo:
 	case AgentACP, AgentExec:
 		if c.AgentCommand == "" {
-			return c, fmt.Errorf("%s=%s needs %s (the agent's command line)", EnvAgent, c.Agent, EnvAgentCommand)
+			return c, fmt.Errorf("%s=%s needs %s (the agent's command line)", contract.EnvAgent, c.Agent, contract.EnvAgentCommand)
 		}
 	default:
-		return c, fmt.Errorf("%s=%q: use acp, exec or demo", EnvAgent, c.Agent)
+		return c, fmt.Errorf("%s=%q: use acp, exec or demo", contract.EnvAgent, c.Agent)
 	}
-	p, err := acpclient.ParsePolicy(getenv(EnvPermissionPolicy))
+	p, err := acpclient.ParsePolicy(getenv(contract.EnvPermissionPolicy))
 	if err != nil {
-		return c, fmt.Errorf("%s: %w", EnvPermissionPolicy, err)
+		return c, fmt.Errorf("%s: %w", contract.EnvPermissionPolicy, err)
 	}
 	c.Policy = p
-	if s := strings.TrimSpace(getenv(EnvStopGrace)); s != "" {
+	if s := strings.TrimSpace(getenv(contract.EnvStopGrace)); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {
-			return c, fmt.Errorf("%s=%q: want a duration like 10s", EnvStopGrace, s)
+			return c, fmt.Errorf("%s=%q: want a duration like 10s", contract.EnvStopGrace, s)
 		}
 		c.StopGrace = d
 	}
-	if s := strings.TrimSpace(getenv(EnvHandshakeTimeout)); s != "" {
+	if s := strings.TrimSpace(getenv(contract.EnvHandshakeTimeout)); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return c, fmt.Errorf("%s=%q: want a positive duration like 2m", EnvHandshakeTimeout, s)
+			return c, fmt.Errorf("%s=%q: want a positive duration like 2m", contract.EnvHandshakeTimeout, s)
 		}
 		c.HandshakeTimeout = d
 	}
@@ -137,7 +114,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 
 func (c *Config) setDefaults() {
 	if c.Workspace == "" {
-		c.Workspace = DefaultWorkspace
+		c.Workspace = contract.DefaultWorkspace
 	}
 	if c.AuthorName == "" {
 		c.AuthorName = DefaultAuthorName
@@ -159,7 +136,7 @@ func (c *Config) setDefaults() {
 	}
 	if c.Env == nil {
 		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, EnvGitToken+"=") {
+			if !strings.HasPrefix(kv, contract.EnvGitToken+"=") {
 				c.Env = append(c.Env, kv)
 			}
 		}

@@ -3,6 +3,8 @@ package runner
 import (
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 func TestConfigFromEnv(t *testing.T) {
@@ -17,20 +19,20 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Fatalf("%+v", c)
 			}
 		}},
-		{"a command alone means acp", map[string]string{EnvAgentCommand: "claude-code-acp"}, false, func(t *testing.T, c Config) {
+		{"a command alone means acp", map[string]string{contract.EnvAgentCommand: "claude-code-acp"}, false, func(t *testing.T, c Config) {
 			if c.Agent != AgentACP {
 				t.Fatalf("agent %s", c.Agent)
 			}
 		}},
-		{"grace and policy are read", map[string]string{EnvStopGrace: "3s", EnvPermissionPolicy: "allow-kinds:read,edit", EnvAgentAuthMethod: "api-key"}, false, func(t *testing.T, c Config) {
+		{"grace and policy are read", map[string]string{contract.EnvStopGrace: "3s", contract.EnvPermissionPolicy: "allow-kinds:read,edit", contract.EnvAgentAuthMethod: "api-key"}, false, func(t *testing.T, c Config) {
 			if c.StopGrace != 3*time.Second || c.Policy.String() != "allow-kinds:read,edit" || c.AuthMethod != "api-key" {
 				t.Fatalf("%+v", c)
 			}
 		}},
-		{"acp without a command is refused", map[string]string{EnvAgent: "acp"}, true, nil},
-		{"unknown backend is refused", map[string]string{EnvAgent: "magic"}, true, nil},
-		{"bad grace is refused", map[string]string{EnvStopGrace: "soon"}, true, nil},
-		{"bad policy is refused", map[string]string{EnvPermissionPolicy: "sometimes"}, true, nil},
+		{"acp without a command is refused", map[string]string{contract.EnvAgent: "acp"}, true, nil},
+		{"unknown backend is refused", map[string]string{contract.EnvAgent: "magic"}, true, nil},
+		{"bad grace is refused", map[string]string{contract.EnvStopGrace: "soon"}, true, nil},
+		{"bad policy is refused", map[string]string{contract.EnvPermissionPolicy: "sometimes"}, true, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/tasks"
 	acp "github.com/coder/acp-go-sdk"
@@ -206,13 +207,13 @@ func readRequest(stdin io.Reader) (acpmsg.Message, *acpmsg.TaskRequest, *prepErr
 func childEnv(base []string, vars map[string]string) []string {
 	env := make([]string, 0, len(base)+len(vars))
 	for _, kv := range base {
-		if !strings.HasPrefix(kv, EnvGitToken+"=") {
+		if !strings.HasPrefix(kv, contract.EnvGitToken+"=") {
 			env = append(env, kv)
 		}
 	}
 	keys := make([]string, 0, len(vars))
 	for k := range vars {
-		if k != EnvGitToken {
+		if k != contract.EnvGitToken {
 			keys = append(keys, k)
 		}
 	}
@@ -241,7 +242,7 @@ func (e *prepError) Error() string { return e.code + ": " + e.msg }
 func (r *run) prepare(ctx context.Context) error {
 	ws := r.cfg.Workspace
 	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
-		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, EnvWorkspace)}
+		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
 	}
 	if err := r.git.clone(ctx, r.req.RepoURL); err != nil {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("clone %s: %v", redactURL(r.req.RepoURL), err)}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/fixtures"
 
 	"github.com/aimi-tools/swarm/acpmsg"
@@ -539,7 +540,7 @@ func TestRunClonesAndPushesWithToken(t *testing.T) {
 }
 
 func TestChildEnvDropsGitToken(t *testing.T) {
-	env := childEnv([]string{"A=1", EnvGitToken + "=x"}, map[string]string{"B": "2", EnvGitToken: "y"})
+	env := childEnv([]string{"A=1", contract.EnvGitToken + "=x"}, map[string]string{"B": "2", contract.EnvGitToken: "y"})
 	if got := strings.Join(env, " "); got != "A=1 B=2" {
 		t.Fatalf("env %q", got)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpclient"
+	"github.com/aimi-tools/swarm/contract"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -189,7 +190,7 @@ func TestHandshakeTimeoutEndsASilentAgent(t *testing.T) {
 			if o.err == nil {
 				t.Fatalf("outcome %+v, err %v", o, o.err)
 			}
-			for _, want := range []string{"did not answer " + tc.step + " within 300ms", EnvHandshakeTimeout, "agent.handshake_timeout"} {
+			for _, want := range []string{"did not answer " + tc.step + " within 300ms", contract.EnvHandshakeTimeout, "agent.handshake_timeout"} {
 				if !strings.Contains(o.err.Error(), want) {
 					t.Errorf("error %q lacks %q", o.err, want)
 				}
@@ -202,13 +203,13 @@ func TestHandshakeTimeoutEndsASilentAgent(t *testing.T) {
 }
 
 func TestHandshakeTimeoutFromEnv(t *testing.T) {
-	env := map[string]string{EnvHandshakeTimeout: "45s"}
+	env := map[string]string{contract.EnvHandshakeTimeout: "45s"}
 	c, err := ConfigFromEnv(func(k string) string { return env[k] })
 	if err != nil || c.HandshakeTimeout != 45*time.Second {
 		t.Fatalf("config %v, %v", c.HandshakeTimeout, err)
 	}
-	env[EnvHandshakeTimeout] = "soon"
-	if _, err := ConfigFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), EnvHandshakeTimeout) {
+	env[contract.EnvHandshakeTimeout] = "soon"
+	if _, err := ConfigFromEnv(func(k string) string { return env[k] }); err == nil || !strings.Contains(err.Error(), contract.EnvHandshakeTimeout) {
 		t.Fatalf("bad value accepted: %v", err)
 	}
 	c = Config{}

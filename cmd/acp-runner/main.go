@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/demoagent"
 	"github.com/aimi-tools/swarm/runner"
 	"github.com/google/uuid"
@@ -21,7 +22,7 @@ func main() {
 }
 
 func run(args []string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv(runner.EnvLogLevel))}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: logLevel(os.Getenv(contract.EnvLogLevel))}))
 	slog.SetDefault(log)
 
 	if len(args) > 0 {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/spec"
 
 	"github.com/aimi-tools/swarm/cli"
@@ -26,11 +27,6 @@ import (
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
-
-// labelProject is the orchestrator's org.aimi.project label: every container
-// and network of a test repo carries the repo's path, so cleanup finds
-// exactly this test's resources.
-const labelProject = "org.aimi.project"
 
 var (
 	buildOnce sync.Once
@@ -129,7 +125,7 @@ func removeProjectContainersAtEnd(t testing.TB, repo string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := dockertest.CleanupByLabel(ctx, labelProject, repo); err != nil {
+		if err := dockertest.CleanupByLabel(ctx, contract.LabelProject, repo); err != nil {
 			t.Errorf("cleanup containers of %s: %v", repo, err)
 		}
 	})
@@ -349,11 +345,11 @@ func TestOrchestratorConfigCarriesEveryKey(t *testing.T) {
 		{"runtime", oc.Runtime, "sysbox-runc"},
 		{"require runtime", oc.RequireRuntime, true},
 		{"task env", oc.EnvVars["NODE_ENV"], "test"},
-		{"agent kind", oc.RunnerEnv[orchestrator.EnvAgent], "acp"},
-		{"agent command", oc.RunnerEnv[orchestrator.EnvAgentCommand], "claude-code-acp"},
-		{"verify", oc.RunnerEnv[orchestrator.EnvVerifyCommand], "make test"},
-		{"policy", oc.RunnerEnv[orchestrator.EnvPermissionPolicy], "allow"},
-		{"handshake timeout", oc.RunnerEnv[orchestrator.EnvHandshakeTimeout], "2m0s"},
+		{"agent kind", oc.RunnerEnv[contract.EnvAgent], "acp"},
+		{"agent command", oc.RunnerEnv[contract.EnvAgentCommand], "claude-code-acp"},
+		{"verify", oc.RunnerEnv[contract.EnvVerifyCommand], "make test"},
+		{"policy", oc.RunnerEnv[contract.EnvPermissionPolicy], "allow"},
+		{"handshake timeout", oc.RunnerEnv[contract.EnvHandshakeTimeout], "2m0s"},
 		{"agent env secret goes to the runner env", oc.RunnerEnv["ANTHROPIC_API_KEY"], "sk-secret"},
 	}
 	for _, ch := range checks {

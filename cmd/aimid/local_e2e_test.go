@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -183,7 +184,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 		}
 		var tok, cainfo, sslCertFile string
 		for _, kv := range info.Config.Env {
-			if v, ok := strings.CutPrefix(kv, orchestrator.EnvGitToken+"="); ok {
+			if v, ok := strings.CutPrefix(kv, contract.EnvGitToken+"="); ok {
 				tok = v
 			}
 			if v, ok := strings.CutPrefix(kv, "GIT_SSL_CAINFO="); ok {
@@ -427,7 +428,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "aimi-"+linear) || !strings.Contains(out, "aimi-"+diamond) || strings.Contains(out, "kept") {
 		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
-	f := filters.NewArgs(filters.Arg("label", labelProject+"="+repo))
+	f := filters.NewArgs(filters.Arg("label", contract.LabelProject+"="+repo))
 	if cs, err := eng.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err != nil || len(cs) != 0 {
 		t.Errorf("containers left after cleanup: %d %v", len(cs), err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -36,12 +37,6 @@ type options struct {
 	instance   string
 }
 
-// labelDaemon marks every container and network with the daemon instance
-// that made it; Recover adopts only its own, so that daemons of different
-// users on one engine (or parallel test runs) never supervise each other's
-// swarms.
-const labelDaemon = "org.aimi.daemon"
-
 var instanceRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // run is the daemon's life; it returns the exit code.
@@ -53,7 +48,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&o.dataDir, "data-dir", "", "the daemon's own files: git service CA and mirrors (default $XDG_STATE_HOME/aimi or ~/.local/state/aimi)")
 	fs.StringVar(&o.userConfig, "config", "", `user config file (default $XDG_CONFIG_HOME/aimi/config.yaml; "-" for none)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&o.instance, "instance", fmt.Sprintf("uid-%d", os.Getuid()), "this daemon's name on the engine (label "+labelDaemon+"): it adopts only containers carrying it")
+	fs.StringVar(&o.instance, "instance", fmt.Sprintf("uid-%d", os.Getuid()), "this daemon's name on the engine (label "+contract.LabelDaemon+"): it adopts only containers carrying it")
 	configs.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -147,7 +142,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	life, cancelLife := context.WithCancel(context.Background())
 	defer cancelLife()
 	oc := orchestratorConfig(cfg, git, log)
-	oc.Labels = map[string]string{labelDaemon: o.instance}
+	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
 	mgr, err := orchestrator.New(life, oc, docker)
 	if err != nil {
 		return err

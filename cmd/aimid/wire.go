@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -23,16 +24,16 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 	if runnerEnv == nil {
 		runnerEnv = map[string]string{}
 	}
-	runnerEnv[orchestrator.EnvAgent] = c.Agent.Kind
-	runnerEnv[orchestrator.EnvPermissionPolicy] = c.Agent.PermissionPolicy
+	runnerEnv[contract.EnvAgent] = c.Agent.Kind
+	runnerEnv[contract.EnvPermissionPolicy] = c.Agent.PermissionPolicy
 	if c.Agent.HandshakeTimeout > 0 {
-		runnerEnv[orchestrator.EnvHandshakeTimeout] = c.Agent.HandshakeTimeout.String()
+		runnerEnv[contract.EnvHandshakeTimeout] = c.Agent.HandshakeTimeout.String()
 	}
 	if c.Agent.Command != "" {
-		runnerEnv[orchestrator.EnvAgentCommand] = c.Agent.Command
+		runnerEnv[contract.EnvAgentCommand] = c.Agent.Command
 	}
 	if c.Agent.VerifyCommand != "" {
-		runnerEnv[orchestrator.EnvVerifyCommand] = c.Agent.VerifyCommand
+		runnerEnv[contract.EnvVerifyCommand] = c.Agent.VerifyCommand
 	}
 	oc := orchestrator.Config{
 		Image:           c.Sandbox.Image,

@@ -1,0 +1,34 @@
+package contract
+
+// Environment variables of acp-runner. The daemon sets them on the
+// container; cmd/acp-runner's doc says what each one means.
+const (
+	EnvAgent            = "AIMI_AGENT"             // acp | exec | demo
+	EnvAgentCommand     = "AIMI_AGENT_COMMAND"     // command line of the ACP agent or of the exec command
+	EnvAgentAuthMethod  = "AIMI_AGENT_AUTH_METHOD" // optional ACP auth method id to authenticate with after initialize
+	EnvVerifyCommand    = "AIMI_VERIFY_COMMAND"    // optional shell command run after every story
+	EnvPermissionPolicy = "AIMI_PERMISSION_POLICY" // allow | reject | allow-kinds:read,edit,...
+	EnvWorkspace        = "AIMI_WORKSPACE"         // clone target, default DefaultWorkspace
+	EnvStopGrace        = "AIMI_STOP_GRACE"        // Go duration, default 5s
+	// EnvHandshakeTimeout bounds each of initialize, authenticate and
+	// session/new (Go duration, default 2m); the daemon sets it from
+	// agent.handshake_timeout.
+	EnvHandshakeTimeout = "AIMI_AGENT_HANDSHAKE_TIMEOUT"
+	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"  // default "aimi swarm"
+	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL" // default "swarm@aimi.invalid"
+	EnvGitToken         = "AIMI_GIT_TOKEN"        // optional https token; never logged nor passed to agents
+	EnvGitUsername      = "AIMI_GIT_USERNAME"     // user for the token's Basic auth, default x-access-token
+	EnvSwarmID          = "AIMI_SWARM_ID"         // fallback envelope ids when the request is unreadable
+	EnvContainerID      = "AIMI_CONTAINER_ID"
+	EnvLogLevel         = "AIMI_LOG_LEVEL" // debug | info | warn | error
+	// EnvGitSSLCAInfo is read by git itself: the CA bundle of the daemon's
+	// git service in local mode (git only: SSL_CERT_FILE would change what
+	// the agent trusts too).
+	EnvGitSSLCAInfo = "GIT_SSL_CAINFO"
+	// EnvSandboxDisk passes sandbox.disk on (see the daemon's config).
+	EnvSandboxDisk = "AIMI_SANDBOX_DISK"
+)
+
+// DefaultWorkspace is where acp-runner clones the repository inside the
+// container when EnvWorkspace is unset.
+const DefaultWorkspace = "/workspace"

@@ -1,0 +1,29 @@
+package contract
+
+// Label keys aimid puts on every container and network it creates.
+const (
+	// LabelSandbox marks a resource as created by aimi ("true").
+	LabelSandbox = "org.aimi.sandbox"
+	// LabelSwarmID holds the swarm's id.
+	LabelSwarmID = "org.aimi.swarm-id"
+	// LabelTaskFile holds the repo-relative path of the task file the
+	// container runs.
+	LabelTaskFile = "org.aimi.task-file"
+	// LabelProject holds the absolute path of the project repository.
+	LabelProject = "org.aimi.project"
+	// LabelMaxContainers keeps the swarm's container limit across a daemon
+	// restart, since the state file has no field for it.
+	LabelMaxContainers = "org.aimi.max-containers"
+	// LabelGitMode is "local" or "remote": after a restart, pending
+	// containers of a local-mode swarm still need a git grant.
+	LabelGitMode = "org.aimi.git-mode"
+	// LabelBranch lets a lost state file be rebuilt from labels alone.
+	LabelBranch = "org.aimi.branch"
+	// LabelRepoURL is the repoUrl the task-request carries (no secret in
+	// it), so a container created before a daemon restart and started after
+	// it gets the same one.
+	LabelRepoURL = "org.aimi.repo-url"
+	// LabelDaemon holds the instance name of the aimid that created the
+	// resource, so daemons sharing one engine keep apart.
+	LabelDaemon = "org.aimi.daemon"
+)
