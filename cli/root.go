@@ -7,6 +7,8 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
+	"github.com/aimi-tools/swarm/internal/termsafe"
 )
 
 // Exit codes shared by every command.
@@ -59,7 +61,16 @@ func NewRoot(s Streams) *cobra.Command {
 }
 
 // Run executes the command line and returns the process exit code.
+//
+// Everything a command writes goes through termsafe: daemon answers quote
+// container output, agent messages and task files, any of which may carry
+// escape sequences meant for the user's terminal. JSON stays the same JSON
+// (see termsafe); the commands' own cursor moves use writeControl.
 func Run(ctx context.Context, args []string, s Streams) int {
+	out, errOut := safeWriter(s.Out), safeWriter(s.Err)
+	defer out.Flush()
+	defer errOut.Flush()
+	s = Streams{In: s.In, Out: out, Err: errOut}
 	root := NewRoot(s)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
@@ -75,4 +86,21 @@ func Run(ctx context.Context, args []string, s Streams) int {
 	}
 	fmt.Fprintln(s.Err, "aimi:", err)
 	return ExitUsage
+}
+
+func safeWriter(w io.Writer) *termsafe.Writer {
+	if tw, ok := w.(*termsafe.Writer); ok {
+		return tw
+	}
+	return termsafe.NewWriter(w)
+}
+
+// writeControl writes a terminal control sequence of the command's own past
+// the termsafe filter.
+func writeControl(w io.Writer, seq string) {
+	if tw, ok := w.(*termsafe.Writer); ok {
+		tw.WriteControl(seq)
+		return
+	}
+	io.WriteString(w, seq)
 }

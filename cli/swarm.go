@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/termsafe"
 	"github.com/aimi-tools/swarm/orchestrator"
 )
 
@@ -134,6 +135,9 @@ func swarmErr(err error) error {
 // for itself with IsTerminal() (tests do); otherwise only an *os.File on a
 // tty is.
 func isTerminal(v any) bool {
+	if tw, ok := v.(*termsafe.Writer); ok {
+		v = tw.Unwrap()
+	}
 	if t, ok := v.(interface{ IsTerminal() bool }); ok {
 		return t.IsTerminal()
 	}
@@ -147,6 +151,9 @@ func isTerminal(v any) bool {
 
 // terminalWidth is the column count of a terminal stream, 0 when unknown.
 func terminalWidth(v any) int {
+	if tw, ok := v.(*termsafe.Writer); ok {
+		v = tw.Unwrap()
+	}
 	f, ok := v.(*os.File)
 	if !ok {
 		return 0

@@ -95,7 +95,7 @@ func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo str
 	defer tick.Stop()
 	for {
 		if tty {
-			fmt.Fprint(s.Out, "\x1b[H\x1b[2J") // home, clear screen
+			writeControl(s.Out, "\x1b[H\x1b[2J") // home, clear screen
 		}
 		if !asJSON { // JSON output stays a sequence of documents
 			fmt.Fprintf(s.Out, "%s\n", time.Now().UTC().Format(time.RFC3339))

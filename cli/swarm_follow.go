@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/termsafe"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -165,9 +166,11 @@ func followRows(v orchestrator.SwarmView) []followRow {
 	return rows
 }
 
-// oneLine keeps the first line of s, cut to n runes.
+// oneLine keeps the first line of s, made safe for a terminal (so that
+// what is cut is what is shown), cut to n runes.
 func oneLine(s string, n int) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	s = termsafe.String(s)
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -201,7 +204,7 @@ func (r *ttyRenderer) render(v orchestrator.SwarmView) {
 		text = strings.Join(lines, "")
 	}
 	if r.lines > 0 {
-		fmt.Fprintf(r.w, "\x1b[%dA\x1b[J", r.lines)
+		writeControl(r.w, fmt.Sprintf("\x1b[%dA\x1b[J", r.lines))
 	}
 	io.WriteString(r.w, text)
 	r.lines = strings.Count(text, "\n")

@@ -105,3 +105,16 @@ func TestTasksValidateRefusesTwoFilesOnOneBranch(t *testing.T) {
 		t.Errorf("output:\n%s\nwant %q", out, want)
 	}
 }
+
+// TestTaskFileTextIsNeutralisedInTheListing: the task-file listing of
+// `swarm start` shows a branch name with escape sequences escaped.
+func TestTaskFileTextIsNeutralisedInTheListing(t *testing.T) {
+	repo := t.TempDir()
+	dir := filepath.Join(repo, ".aimi", "tasks")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "evil-tasks.json"), []byte(`{"metadata":{"branchName":"\u001b]0;pwned\u0007\u001b[2J\u202e"},"userStories":[]}`), 0o644)
+	_, out, errs := runCLI(t, "", "swarm", "start", "--repo", repo, "--socket", filepath.Join(t.TempDir(), "none.sock"))
+	if !strings.Contains(out, `\u001b]0;pwned\u0007\u001b[2J\u202e`) || strings.ContainsAny(out+errs, "\x1b\x07\u202e") {
+		t.Fatalf("listing:\n%q\n%q", out, errs)
+	}
+}

@@ -15,6 +15,7 @@
 //	complete|completed|https://example.com/pr/1   (prUrl optional; "-" = null)
 //	error|CODE|message
 //	raw|text                    the text as one line, verbatim (garbage)
+//	hex|HEX                     the bytes HEX stands for as one line, verbatim (any byte, ';' and '|' too)
 //	big|N                       one line of N bytes
 //	flood|N|US-001              N progress-updates in_progress for the story, no pace
 //	sleep|2s
@@ -28,6 +29,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -123,6 +125,13 @@ func (r *runner) run(script string) int {
 			r.emit(&acpmsg.ErrorPayload{Code: arg(1), Message: arg(2)})
 		case "raw":
 			r.line([]byte(arg(1)))
+		case "hex":
+			b, err := hex.DecodeString(arg(1))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "standin: bad hex step:", err)
+				return 2
+			}
+			r.line(b)
 		case "big":
 			n, _ := strconv.Atoi(arg(1))
 			r.line([]byte(strings.Repeat("x", n)))
