@@ -43,6 +43,9 @@ const (
 	CodeContainerTimeout  = "CONTAINER_TIMEOUT"
 	CodeGitCloneFailed    = "GIT_CLONE_FAILED"
 	CodeGitCheckoutFailed = "GIT_CHECKOUT_FAILED"
+	// CodeGitPushFailed is aimi's own: the runner could not push its
+	// branch, so the repository lacks commits the container still holds.
+	CodeGitPushFailed     = "GIT_PUSH_FAILED"
 	CodeTaskFileNotFound  = "TASK_FILE_NOT_FOUND"
 	CodeTaskFileInvalid   = "TASK_FILE_INVALID"
 	CodeACPConnectionLost = "ACP_CONNECTION_LOST"

@@ -21,12 +21,15 @@ const (
 	EnvSwarmID          = "AIMI_SWARM_ID"         // fallback envelope ids when the request is unreadable
 	EnvContainerID      = "AIMI_CONTAINER_ID"
 	EnvLogLevel         = "AIMI_LOG_LEVEL" // debug | info | warn | error
-	// EnvGitSSLCAInfo is read by git itself: the CA bundle of the daemon's
-	// git service in local mode (git only: SSL_CERT_FILE would change what
-	// the agent trusts too).
+	// EnvGitSSLCAInfo is git's name for the CA bundle of the daemon's git
+	// service in local mode; the runner's relay reads it (not SSL_CERT_FILE,
+	// which would change what the agent trusts too).
 	EnvGitSSLCAInfo = "GIT_SSL_CAINFO"
 	// EnvSandboxDisk passes sandbox.disk on (see the daemon's config).
 	EnvSandboxDisk = "AIMI_SANDBOX_DISK"
+	// EnvPushRetry is the Go duration the runner's last push retries while
+	// the repository is unreachable (default 10m).
+	EnvPushRetry = "AIMI_PUSH_RETRY"
 )
 
 // DefaultWorkspace is where acp-runner clones the repository inside the

@@ -27,6 +27,13 @@ const (
 	DefaultAuthorName       = "aimi swarm"
 	DefaultAuthorEmail      = "swarm@aimi.invalid"
 	DefaultGitUsername      = "x-access-token"
+	// DefaultPushRetry is how long the last push of a run retries while the
+	// repository is unreachable: long enough for a daemon restart or a slow
+	// start, short against the swarm's timeout.
+	DefaultPushRetry = 10 * time.Minute
+	// storyPushRetry bounds the retries of the push after each story: the
+	// run goes on, and the next push carries the story's commit too.
+	storyPushRetry = 15 * time.Second
 )
 
 // Config is everything the runner needs besides the task-request.
@@ -46,8 +53,14 @@ type Config struct {
 	AuthorEmail      string
 	GitToken         string
 	GitUsername      string
-	SwarmID          string // fallbacks for an unreadable request
-	ContainerID      string
+	// CAFile is the CA bundle the repository's certificate must chain to
+	// ("" = the system roots).
+	CAFile string
+	// PushRetry bounds the retries of the run's last push (default
+	// DefaultPushRetry).
+	PushRetry   time.Duration
+	SwarmID     string // fallbacks for an unreadable request
+	ContainerID string
 	// Env is the base environment of agents, verify commands and terminals;
 	// nil means os.Environ() without the git token.
 	Env    []string
@@ -73,6 +86,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		GitUsername:   getenv(contract.EnvGitUsername),
 		SwarmID:       getenv(contract.EnvSwarmID),
 		ContainerID:   getenv(contract.EnvContainerID),
+		CAFile:        getenv(contract.EnvGitSSLCAInfo),
 		StopGrace:     DefaultStopGrace,
 	}
 	if c.Agent == "" {
@@ -109,6 +123,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.HandshakeTimeout = d
 	}
+	if s := strings.TrimSpace(getenv(contract.EnvPushRetry)); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 {
+			return c, fmt.Errorf("%s=%q: want a duration like 10m", contract.EnvPushRetry, s)
+		}
+		c.PushRetry = d
+	}
 	return c, nil
 }
 
@@ -130,6 +151,16 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.PushRetry == 0 {
+		c.PushRetry = DefaultPushRetry
+	}
+	if c.CAFile == "" {
+		for _, kv := range c.Env {
+			if v, ok := strings.CutPrefix(kv, contract.EnvGitSSLCAInfo+"="); ok {
+				c.CAFile = v
+			}
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -18,6 +18,11 @@
 // status, for inspection. Git steps (task file, commit, push) run on one
 // goroutine.
 //
+// Git: the runner's git commands never hold the git token; clone and push
+// go through an in-process relay that adds it (see relay). The last push
+// retries while the repository is unreachable, and a run is completed only
+// once the repository holds its branch.
+//
 // Skips: a story whose dependency failed in this run is skipped, and so is,
 // transitively, every story behind it (a skip caused by a failure does not
 // satisfy dependents, unlike a skip decided before the run). Stories found

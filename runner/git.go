@@ -4,44 +4,73 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
-// git runs the git CLI in the workspace. The token, when configured, reaches
-// git only through GIT_CONFIG_* environment variables (http.extraHeader): it
-// is never on a command line (visible in ps), never in .git/config (visible
-// to the agent) and redacted from every error message.
+// git runs the git CLI in the workspace. No git process ever holds the
+// token: clone and push go through the runner's relay (see relay), and git's
+// environment has none of the runner's GIT_* variables. Every git command
+// runs with command-scope configuration (the highest precedence) that turns
+// off what the agent could plant to run its own programs through the
+// runner's git: hooks, fsmonitor, credential helpers; the user's global
+// configuration ($HOME is the agent's) is not read at all. Filters and
+// similar attributes may still run the agent's programs, with nothing in
+// their environment the agent does not already have.
 type git struct {
-	dir    string
-	env    []string
-	secret []string // strings to redact from output
-	mu     sync.Mutex
+	dir     string
+	env     []string
+	repoURL string // the task-request's repository, without credentials
+	relay   *relay // nil for non-http(s) URLs (no token is ever used there)
+	secret  []string
+	log     *slog.Logger
+	mu      sync.Mutex
+	// received is the branch tip the repository is known to hold: what
+	// clone and checkout found, then what each successful push sent.
+	received string
 }
 
 func newGit(cfg *Config) *git {
-	env := append([]string(nil), cfg.Env...)
+	env := make([]string, 0, len(cfg.Env)+16)
+	for _, kv := range cfg.Env {
+		// GIT_* of the runner's environment (GIT_SSL_CAINFO, a planted
+		// GIT_CONFIG_*, GIT_SSH_COMMAND...) are the relay's business or
+		// nobody's.
+		if !strings.HasPrefix(kv, "GIT_") && !strings.HasPrefix(kv, contract.EnvGitToken+"=") {
+			env = append(env, kv)
+		}
+	}
 	env = append(env,
 		"GIT_TERMINAL_PROMPT=0", // a missing credential must fail, not wait for a tty
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull,
 		"GIT_AUTHOR_NAME="+cfg.AuthorName, "GIT_AUTHOR_EMAIL="+cfg.AuthorEmail,
 		"GIT_COMMITTER_NAME="+cfg.AuthorName, "GIT_COMMITTER_EMAIL="+cfg.AuthorEmail,
 	)
-	g := &git{dir: cfg.Workspace}
-	// Command-scope config through the environment. safe.directory: the
-	// workspace may be a volume owned by another uid than the runner's, and
-	// git refuses such a repository unless protected config allows it.
-	// core.hooksPath: hooks are files in the workspace the agent can write;
-	// git runs them with this environment, token included. The runner's own
-	// git commands run none.
-	cfgs := [][2]string{{"safe.directory", cfg.Workspace}, {"core.hooksPath", "/dev/null"}}
-	if cfg.GitToken != "" {
-		basic := base64.StdEncoding.EncodeToString([]byte(cfg.GitUsername + ":" + cfg.GitToken))
-		cfgs = append(cfgs, [2]string{"http.extraHeader", "Authorization: Basic " + basic})
-		g.secret = []string{cfg.GitToken, basic}
+	g := &git{dir: cfg.Workspace, log: cfg.Logger}
+	// safe.directory: the workspace may be a volume owned by another uid
+	// than the runner's, and git refuses such a repository unless protected
+	// config allows it. The rest: programs the agent could name in the
+	// workspace's config.
+	cfgs := [][2]string{
+		{"safe.directory", cfg.Workspace},
+		{"core.hooksPath", os.DevNull},
+		{"core.fsmonitor", "false"},
+		{"core.sshCommand", "ssh"},
+		{"core.askPass", ""},
+		{"credential.helper", ""}, // an empty value resets the list
+		{"commit.gpgSign", "false"},
+		{"protocol.ext.allow", "never"},
+		{"protocol.file.allow", "never"},
 	}
 	env = append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(cfgs)))
 	for i, kv := range cfgs {
@@ -49,6 +78,35 @@ func newGit(cfg *Config) *git {
 	}
 	g.env = env
 	return g
+}
+
+// connect starts the relay to repoURL (http and https URLs), carrying the
+// token when one is configured.
+func (g *git) connect(cfg *Config, repoURL string) error {
+	g.repoURL = repoURL
+	u, err := url.Parse(repoURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
+		return nil // ssh: git's own transport, never with the token
+	}
+	auth := ""
+	if cfg.GitToken != "" {
+		basic := base64.StdEncoding.EncodeToString([]byte(cfg.GitUsername + ":" + cfg.GitToken))
+		auth = "Basic " + basic
+		g.secret = []string{cfg.GitToken, basic}
+	}
+	r, err := newRelay(repoURL, auth, cfg.CAFile, g.log)
+	if err != nil {
+		return err
+	}
+	g.relay = r
+	return nil
+}
+
+// close stops the relay.
+func (g *git) close() {
+	if g.relay != nil {
+		_ = g.relay.close()
+	}
 }
 
 func (g *git) redact(s string) string {
@@ -80,21 +138,52 @@ func (g *git) run(ctx context.Context, args ...string) (string, error) {
 	return g.runIn(ctx, g.dir, args...)
 }
 
-// clone clones url into the (empty or missing) workspace.
-func (g *git) clone(ctx context.Context, url string) error {
-	_, err := g.runIn(ctx, "", "clone", "--quiet", "--", url, g.dir)
+// remote returns the URL a git command must use to reach the repository and
+// a function that ends its relay session (a no-op without relay).
+func (g *git) remote() (string, func() relaySession, error) {
+	if g.relay == nil {
+		return g.repoURL, func() relaySession { return relaySession{advertised: true} }, nil
+	}
+	return g.relay.begin()
+}
+
+// clone clones the repository into the (empty or missing) workspace. The
+// clone's origin names the repository itself (no relay session outlives
+// its command).
+func (g *git) clone(ctx context.Context) error {
+	u, end, err := g.remote()
+	if err != nil {
+		return err
+	}
+	_, err = g.runIn(ctx, "", "clone", "--quiet", "--", u, g.dir)
+	s := end()
+	if err != nil {
+		if s.upstreamErr != nil {
+			return fmt.Errorf("%w (the repository was unreachable: %v)", err, s.upstreamErr)
+		}
+		return err
+	}
+	_, err = g.run(ctx, "remote", "set-url", "origin", g.repoURL)
 	return err
 }
 
 // checkout switches to branch: tracking origin/branch when the remote has it,
-// else a new branch from HEAD.
+// else a new branch from HEAD. Either way the repository holds HEAD then.
 func (g *git) checkout(ctx context.Context, branch string) error {
 	if _, err := g.run(ctx, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+branch); err == nil {
 		_, err := g.run(ctx, "checkout", "--quiet", "-B", branch, "--track", "origin/"+branch)
+		if err != nil {
+			return err
+		}
+	} else if _, err := g.run(ctx, "checkout", "--quiet", "-b", branch); err != nil {
 		return err
 	}
-	_, err := g.run(ctx, "checkout", "--quiet", "-b", branch)
-	return err
+	head, err := g.run(ctx, "rev-parse", "HEAD")
+	if err != nil {
+		return err
+	}
+	g.received = head
+	return nil
 }
 
 // commitAll stages the whole tree and commits; nothing to commit is not an
@@ -114,18 +203,111 @@ func (g *git) commitAll(ctx context.Context, msg string) (ok bool, err error) {
 	return true, nil
 }
 
-// push pushes HEAD to branch at the request's repository URL, named
-// explicitly rather than as "origin": the agent can edit .git/config, and
-// the token's header goes wherever git connects. URL rewrites
-// (url.*.insteadOf) in the local config are refused for the same reason.
-func (g *git) push(ctx context.Context, repoURL, branch string) error {
+// pushError is a push that failed for good or ran out of retries.
+type pushError struct {
+	attempts int
+	took     time.Duration
+	err      error
+}
+
+func (e *pushError) Error() string {
+	if e.attempts > 1 {
+		return fmt.Sprintf("%v (%d attempts over %s)", e.err, e.attempts, e.took.Round(time.Second))
+	}
+	return e.err.Error()
+}
+
+func (e *pushError) Unwrap() error { return e.err }
+
+// Backoff of push retries: the first retry after pushBackoffMin, doubling up
+// to pushBackoffMax.
+const (
+	pushBackoffMin = 500 * time.Millisecond
+	pushBackoffMax = 10 * time.Second
+)
+
+// push pushes HEAD to branch at the request's repository (named explicitly
+// rather than as "origin", which the agent can edit). While the repository
+// is unreachable (the daemon restarting, its git service not listening
+// yet, a 5xx) it retries with backoff for up to budget; a refusal (not a
+// fast-forward, a gate, a bad token) is final at once.
+func (g *git) push(ctx context.Context, branch string, budget time.Duration) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if out, err := g.run(ctx, "config", "--local", "--get-regexp", `^url\..*\.(push)?insteadof$`); err == nil && out != "" {
-		return fmt.Errorf("refusing to push: the repository's .git/config rewrites URLs (%s); remove the url.*.insteadOf entries", g.redact(oneLine(out, 200)))
+	start := time.Now()
+	wait := pushBackoffMin
+	for attempt := 1; ; attempt++ {
+		retry, err := g.pushOnce(ctx, branch)
+		if err == nil {
+			if attempt > 1 {
+				g.log.Info("push went through after retries", "branch", branch, "attempts", attempt, "took", time.Since(start).Round(time.Millisecond))
+			}
+			return nil
+		}
+		took := time.Since(start)
+		if !retry || ctx.Err() != nil || took+wait > budget {
+			return &pushError{attempts: attempt, took: took, err: err}
+		}
+		g.log.Info("push failed, retrying", "branch", branch, "attempt", attempt, "in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &pushError{attempts: attempt, took: time.Since(start), err: fmt.Errorf("%w (%v)", err, ctx.Err())}
+		case <-t.C:
+		}
+		wait = min(wait*2, pushBackoffMax)
 	}
-	_, err := g.run(ctx, "push", "--quiet", repoURL, "HEAD:refs/heads/"+branch)
-	return err
+}
+
+// pushOnce is one push attempt; retry says whether the failure may pass.
+func (g *git) pushOnce(ctx context.Context, branch string) (retry bool, err error) {
+	if out, err := g.run(ctx, "config", "--get-regexp", `^url\..*\.(push)?insteadof$`); err == nil && out != "" {
+		return false, fmt.Errorf("refusing to push: the repository's git config rewrites URLs (%s); remove the url.*.insteadOf entries", g.redact(oneLine(out, 200)))
+	}
+	head, err := g.run(ctx, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return false, err
+	}
+	u, end, err := g.remote()
+	if err != nil {
+		return false, err
+	}
+	_, err = g.run(ctx, "push", "--quiet", u, head+":refs/heads/"+branch)
+	s := end()
+	switch {
+	case s.upstreamErr != nil:
+		if err == nil {
+			err = errors.New("git push")
+		}
+		return true, fmt.Errorf("%w (the repository was unreachable: %v)", err, s.upstreamErr)
+	case err != nil:
+		// Without the relay (ssh) there is no telling an absent service
+		// from a refusal but git's words.
+		return g.relay == nil && !strings.Contains(err.Error(), "rejected"), err
+	case !s.advertised:
+		return false, errors.New("git reported the push done, but it never reached the repository (does the git configuration send it elsewhere, e.g. http.proxy?)")
+	}
+	g.received = head
+	return false, nil
+}
+
+// unreceived lists (newest first, at most max) the commits of HEAD the
+// repository is not known to hold, and how many there are.
+func (g *git) unreceived(ctx context.Context, max int) (commits []string, total int, err error) {
+	g.mu.Lock()
+	base := g.received
+	g.mu.Unlock()
+	args := []string{"rev-list", "HEAD"}
+	if base != "" {
+		args = append(args, "^"+base)
+	}
+	out, err := g.run(ctx, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	all := strings.Fields(out)
+	return all[:min(len(all), max)], len(all), nil
 }
 
 // addWorktree checks out HEAD, detached, into a fresh directory for one

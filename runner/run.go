@@ -142,6 +142,10 @@ func (r *run) main(ctx context.Context, stdin io.Reader) int {
 	r.log = r.log.With("swarm", r.swarmID, "container", r.containerID, "branch", req.BranchName)
 	r.env = childEnv(r.cfg.Env, req.EnvVars)
 	r.git = newGit(&r.cfg)
+	if err := r.git.connect(&r.cfg, req.RepoURL); err != nil {
+		return r.fail(acpmsg.CodeGitCloneFailed, err.Error())
+	}
+	defer r.git.close()
 	r.log.Info("task-request accepted", "taskFile", req.TaskFilePath, "repo", redactURL(req.RepoURL), "agent", r.cfg.Agent)
 
 	if err := r.prepare(ctx); err != nil {
@@ -160,22 +164,57 @@ func (r *run) main(ctx context.Context, stdin io.Reader) int {
 	}
 	stopped := r.schedule(ctx, be)
 
-	pushCtx := ctx
+	// A run is completed only once the repository holds its branch: the
+	// last push retries while the repository is away (a daemon restart),
+	// and if it still fails the run fails, naming what was not received.
+	pushCtx, budget := ctx, r.cfg.PushRetry
 	if stopped {
 		var cancel context.CancelFunc
 		pushCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), finalPushTimeout)
 		defer cancel()
+		budget = finalPushTimeout
 	}
-	if err := r.git.push(pushCtx, req.RepoURL, req.BranchName); err != nil {
-		r.addErr("final push of %s: %v", req.BranchName, err)
+	pushed := true
+	if err := r.git.push(pushCtx, req.BranchName, budget); err != nil {
+		pushed = false
+		r.addErr("%s", r.unreceivedReport(pushCtx, err))
 	}
 	switch {
 	case stopped:
 		return r.complete(acpmsg.CompletionStopped)
-	case r.fatal:
+	case r.fatal || !pushed:
 		return r.complete(acpmsg.CompletionFailed)
 	}
 	return r.complete(acpmsg.CompletionCompleted)
+}
+
+// FetchHint says how to get commits a container could not push; the
+// runner puts it into the completion's errors.
+const FetchHint = "they stay in this container (cleanup keeps it): run 'aimi swarm fetch' in the repository to copy its branch into your checkout"
+
+// unreceivedReport is the completion error of a last push that failed: the
+// failure, the commits the repository lacks and how to get them.
+func (r *run) unreceivedReport(ctx context.Context, pushErr error) string {
+	const show = 10
+	commits, total, err := r.git.unreceived(context.WithoutCancel(ctx), show)
+	var what string
+	switch {
+	case err != nil:
+		what = fmt.Sprintf("could not list the commits it lacks (%v)", err)
+	case total == 0:
+		return fmt.Sprintf("last push of %s failed, but the repository already holds every commit: %v", r.req.BranchName, pushErr)
+	default:
+		short := make([]string, len(commits))
+		for i, c := range commits {
+			short[i] = c[:min(len(c), 12)]
+		}
+		more := ""
+		if total > len(commits) {
+			more = fmt.Sprintf(" and %d more", total-len(commits))
+		}
+		what = fmt.Sprintf("%d commit(s) of %s were not received (%s%s)", total, r.req.BranchName, strings.Join(short, " "), more)
+	}
+	return fmt.Sprintf("%s: %s; last push failed: %v", acpmsg.CodeGitPushFailed, what+"; "+FetchHint, pushErr)
 }
 
 // readRequest reads and validates the one task-request line. Errors carry
@@ -244,7 +283,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
 	}
-	if err := r.git.clone(ctx, r.req.RepoURL); err != nil {
+	if err := r.git.clone(ctx); err != nil {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("clone %s: %v", redactURL(r.req.RepoURL), err)}
 	}
 	if err := r.git.checkout(ctx, r.req.BranchName); err != nil {

@@ -51,12 +51,21 @@
 //	AIMI_GIT_AUTHOR_NAME    author and committer of the story commits; default "aimi swarm".
 //	AIMI_GIT_AUTHOR_EMAIL   default "swarm@aimi.invalid".
 //	AIMI_GIT_TOKEN          optional token for https clone and push, sent as HTTP Basic
-//	                        auth (AIMI_GIT_USERNAME:token) through git's http.extraHeader
-//	                        given in GIT_CONFIG_* variables: never on a command line, in
-//	                        .git/config, in logs or messages, and removed from the
-//	                        environment of agents, verify commands and terminals.
+//	                        auth (AIMI_GIT_USERNAME:token) by a relay inside the runner:
+//	                        git talks plain http to it on the loopback and never holds
+//	                        the token (not in its environment, command line or config),
+//	                        so nothing the agent plants in git's configuration or
+//	                        attributes can read it or send it elsewhere. Never in logs or
+//	                        messages, and removed from the environment of agents, verify
+//	                        commands and terminals.
 //	AIMI_GIT_USERNAME       user name for the token; default x-access-token.
-//	GIT_SSL_CAINFO          read by git itself: CA bundle for the daemon's git service.
+//	GIT_SSL_CAINFO          CA bundle the repository's certificate must chain to (the
+//	                        daemon's git service); read by the runner's relay.
+//	AIMI_PUSH_RETRY         Go duration the run's last push retries while the repository
+//	                        is unreachable (a daemon restart); default 10m. Pushes after
+//	                        each story retry for at most 15s (the next push carries
+//	                        their commits). A run whose last push fails ends "failed"
+//	                        with GIT_PUSH_FAILED naming the commits not received.
 //	AIMI_SWARM_ID           envelope ids for the error message when the task-request
 //	AIMI_CONTAINER_ID       itself is unreadable (default: a fresh id and the hostname).
 //	AIMI_LOG_LEVEL          debug | info (default) | warn | error.
