@@ -2,7 +2,7 @@
 // sandbox containers (limits, dropped capabilities, no-new-privileges, an
 // isolating network), starts and waits for them, writes the task-request to
 // their stdin, reads their stdout/stderr back as timestamped lines from a
-// resumable cursor, stops, inspects, lists and removes them by label, and
+// resumable position (internal/logcursor), each line once, stops, inspects, lists and removes them by label, and
 // reports the engine's die and oom events. It talks to the engine only
 // through the Engine API client (never the docker CLI) and knows nothing
 // about swarm messages, state files or journals: the orchestrator declares the
@@ -13,7 +13,7 @@
 //
 //   - Logs requested with Follow for a container that has not started yet end
 //     at once with nothing: the engine only follows a running container's
-//     logger. Lines therefore re-opens the stream (from its cursor, with
+//     logger. Lines therefore re-opens the stream (from its position, with
 //     de-duplication) when the container starts, and reads one last time
 //     after it exits, so a reader opened before Start misses nothing.
 //   - The json-file driver splits a line longer than 16 KiB into partial
@@ -23,7 +23,9 @@
 //     glue those prefixes into the middle of the line, so this package reads
 //     the frames itself (same 8-byte header format) and reassembles lines.
 //   - Since= is inclusive and has nanosecond resolution, so a cursor is the
-//     engine's timestamp plus the index among lines sharing it.
+//     engine's timestamp plus the index among the stream's lines sharing it.
+//   - Following with Since, the engine was seen delivering every log entry
+//     of a stream twice in a row; the frame splitter drops such echoes.
 //   - ContainerAttach with Stdin must never CloseWrite: on a non-StdinOnce
 //     attach that also closes the container's stdin read side. Closing the
 //     whole hijacked connection does not.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
@@ -72,6 +73,7 @@ func TestEngine(t *testing.T) {
 		{"stop within grace reads the trap's last line and exit code", e.testStopGrace},
 		{"stop past grace kills", e.testStopKill},
 		{"re-reading from a cursor loses and repeats no line", e.testCursorResume},
+		{"stderr resumes from its own cursor and no line comes twice", e.testStderrResume},
 		{"inspect shows limits labels security options and network", e.testInspect},
 		{"read-only root keeps scratch paths and /tmp writable", e.testReadOnlyRootKeepsScratchWritable},
 		{"a container cannot connect to another's listening port", e.testIsolation},
@@ -131,7 +133,7 @@ func (e *engine) launch(t *testing.T, ctx context.Context, s Spec) (string, <-ch
 	t.Helper()
 	id := e.create(t, ctx, s)
 	exit := e.d.Wait(ctx, id)
-	lines, err := e.d.Lines(ctx, id, Cursor{}, true)
+	lines, err := e.d.Lines(ctx, id, logcursor.Position{}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +345,7 @@ func (e *engine) testCursorResume(t *testing.T) {
 	var got []Line
 	// Reader 1: take 2500 lines (mid-burst), then drop it.
 	r1ctx, drop1 := context.WithCancel(ctx)
-	r1, err := e.d.Lines(r1ctx, id, Cursor{}, true)
+	r1, err := e.d.Lines(r1ctx, id, logcursor.Position{}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +358,7 @@ func (e *engine) testCursorResume(t *testing.T) {
 	drop1()
 	// Reader 2: resume from the last cursor, take up to line 4000, drop.
 	r2ctx, drop2 := context.WithCancel(ctx)
-	r2, err := e.d.Lines(r2ctx, id, got[len(got)-1].Cursor, true)
+	r2, err := e.d.Lines(r2ctx, id, after(got[len(got)-1]), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +370,7 @@ func (e *engine) testCursorResume(t *testing.T) {
 	}
 	drop2()
 	// Reader 3: resume again and follow to the end.
-	r3, err := e.d.Lines(ctx, id, got[len(got)-1].Cursor, true)
+	r3, err := e.d.Lines(ctx, id, after(got[len(got)-1]), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +391,7 @@ func (e *engine) testCursorResume(t *testing.T) {
 	check("resumed readers", got, 0)
 	// After the exit, a non-following reader from a mid cursor gets exactly
 	// the rest.
-	r4, err := e.d.Lines(ctx, id, got[4999].Cursor, false)
+	r4, err := e.d.Lines(ctx, id, after(got[4999]), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,11 +400,79 @@ func (e *engine) testCursorResume(t *testing.T) {
 		t.Fatalf("reader from cursor %v got %d lines, want 3000", got[4999].Cursor, len(rest))
 	}
 	check("reader after exit", rest, 5000)
-	// The cursor survives its string form.
-	c, err := ParseCursor(got[5999].Cursor.String())
-	if err != nil || c.Compare(got[5999].Cursor) != 0 {
-		t.Fatalf("cursor round trip %v -> %v, %v", got[5999].Cursor, c, err)
+	// The cursor survives its string form, and the form without "#seq"
+	// that journals of earlier versions hold resumes as seq 0.
+	for _, form := range []string{got[5999].Cursor.String(), got[5999].Cursor.Time.Format(time.RFC3339Nano)} {
+		c, err := logcursor.Parse(form)
+		if err != nil || c.Compare(got[5999].Cursor) != 0 {
+			t.Fatalf("cursor round trip %v -> %q -> %v, %v", got[5999].Cursor, form, c, err)
+		}
+		r5, err := e.d.Lines(ctx, id, logcursor.Position{Stdout: c}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest := drain(t, r5)
+		if len(rest) != 2000 {
+			t.Fatalf("reader from cursor %q got %d lines, want 2000", form, len(rest))
+		}
+		check("reader from a parsed cursor", rest, 6000)
 	}
+}
+
+// testStderrResume: a reader dropped in the middle of a stderr burst and
+// resumed from the position of the last line taken from each stream gets
+// the rest of stderr exactly once, although stdout did not move.
+func (e *engine) testStderrResume(t *testing.T) {
+	ctx := testCtx(t)
+	id, exit, lines := e.launch(t, ctx, e.spec("errresume", "line:start;errlines:3000;sleep:1s;errlines:3000;exit:0"))
+	var pos logcursor.Position
+	var got []string
+	take := func(ls <-chan Line, n int) {
+		for l := range ls {
+			if l.Err != nil {
+				t.Fatalf("line error: %v", l.Err)
+			}
+			if l.Stream == Stderr {
+				pos.Stderr = l.Cursor
+				got = append(got, string(l.Data))
+			} else {
+				pos.Stdout = l.Cursor
+			}
+			if n > 0 && len(got) == n {
+				return
+			}
+		}
+	}
+	r1ctx, drop1 := context.WithCancel(ctx)
+	r1, err := e.d.Lines(r1ctx, id, logcursor.Position{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(r1, 2000)
+	drop1()
+	r2, err := e.d.Lines(ctx, id, pos, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	take(r2, 0)
+	drain(t, lines)
+	waitExit(t, exit)
+	if len(got) != 6000 {
+		t.Fatalf("got %d stderr lines, want 6000 (each once)", len(got))
+	}
+	for i, l := range got {
+		if want := fmt.Sprintf("err %d", i); l != want {
+			t.Fatalf("stderr line %d = %q, want %q", i, l, want)
+		}
+	}
+}
+
+// after is the position just past l, for a reader resuming there.
+func after(l Line) logcursor.Position {
+	if l.Stream == Stderr {
+		return logcursor.Position{Stderr: l.Cursor}
+	}
+	return logcursor.Position{Stdout: l.Cursor}
 }
 
 func (e *engine) testInspect(t *testing.T) {
@@ -629,7 +699,7 @@ func (e *engine) testCreateErrors(t *testing.T) {
 	if ok, err := e.d.ImageExists(ctx, "aimi-test/no-such-image:"+e.run); ok || err != nil {
 		t.Fatalf("ImageExists(missing) = %v, %v", ok, err)
 	}
-	if _, err := e.d.Lines(ctx, "aimi-ct-"+e.run+"-nothing", Cursor{}, false); !errors.Is(err, ErrNotFound) {
+	if _, err := e.d.Lines(ctx, "aimi-ct-"+e.run+"-nothing", logcursor.Position{}, false); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Lines of a missing container = %v, want ErrNotFound", err)
 	}
 }
@@ -724,7 +794,7 @@ func (e *engine) testUnterminated(t *testing.T) {
 	until(t, lines, "done")
 	// While it runs, "half" may still grow: a snapshot must not return it.
 	time.Sleep(300 * time.Millisecond)
-	snap, err := e.d.Lines(ctx, id, Cursor{}, false)
+	snap, err := e.d.Lines(ctx, id, logcursor.Position{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -738,7 +808,7 @@ func (e *engine) testUnterminated(t *testing.T) {
 	if got := texts(drain(t, lines)); !slices.Equal(got, []string{"half"}) {
 		t.Fatalf("follower after the exit got %q, want the unterminated last line", got)
 	}
-	all, err := e.d.Lines(ctx, id, Cursor{}, false)
+	all, err := e.d.Lines(ctx, id, logcursor.Position{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
 // MaxLineBytes caps one output line (newline excluded). It equals the swarm
@@ -41,7 +44,7 @@ func (s Stream) String() string {
 // Cursor and a non-nil Err is a failure of the stream itself; it is the last
 // value before the channel closes.
 type Line struct {
-	Cursor Cursor
+	Cursor logcursor.Cursor
 	Stream Stream
 	Data   []byte // without the newline; owned by the receiver
 	Size   int    // length of the full line in bytes (newline excluded)
@@ -67,7 +70,7 @@ var errEngineStream = errors.New("engine error in log stream")
 // partial is a line that has started (on one stream) but not yet ended.
 type partial struct {
 	active bool
-	cur    Cursor
+	cur    logcursor.Cursor
 	buf    []byte
 	size   int
 	over   bool
@@ -78,20 +81,43 @@ type partial struct {
 // newline unless the entry is a partial piece of a longer line (json-file
 // splits at 16 KiB), whose next pieces follow as further frames of the same
 // stream. A line's cursor time is the timestamp of its first frame.
+//
+// Echo rule: a line whose stream, timestamp and bytes equal the previous
+// line of its stream is the engine repeating a log entry, not output, and
+// is dropped before it is numbered. The engine (20.10, json-file, follow
+// with since) was seen delivering every line of a stream twice in a row.
+// The logging driver stamps each line with its own clock reading, so two
+// real lines of one stream do not share a nanosecond timestamp and the same
+// bytes; if a coarse clock ever made them, dropping the second loses
+// nothing the fold needs (it is idempotent), and this reader is the only
+// layer that drops lines (see Lines).
 type frameSplitter struct {
 	max  int
 	pend [3]partial // indexed by Stream
-	// seqs counts lines started per timestamp (UnixNano) in this stream of
+	// seqs counts lines started per stream and timestamp in this stream of
 	// frames, to number lines that share a timestamp. Pruned of old keys.
-	seqs    map[int64]int
+	seqs    map[seqKey]int
 	pruneAt int // prune seqs when it grows past this (amortised: see pruneSeqs)
 	newest  int64
+	prev    [3]lineSum // the last line emitted per stream, for the echo rule
 	scratch []byte
 	emit    func(Line) bool // false: stop reading
 }
 
+type seqKey struct {
+	s  Stream
+	ns int64
+}
+
+// lineSum identifies a line's timestamp and content.
+type lineSum struct {
+	ns   int64
+	size int
+	sum  uint64
+}
+
 func newFrameSplitter(max int, emit func(Line) bool) *frameSplitter {
-	return &frameSplitter{max: max, seqs: map[int64]int{}, scratch: make([]byte, chunkLen), emit: emit}
+	return &frameSplitter{max: max, seqs: map[seqKey]int{}, scratch: make([]byte, chunkLen), emit: emit}
 }
 
 // errStopped is returned by readFrom when emit asked to stop.
@@ -165,7 +191,7 @@ func unexpectedEOF(err error) error {
 func (f *frameSplitter) payload(br *bufio.Reader, s Stream, ts time.Time, n int64) error {
 	p := &f.pend[s]
 	if !p.active {
-		f.start(p, ts)
+		f.start(s, p, ts)
 	}
 	for n > 0 {
 		chunk := f.scratch[:min(n, int64(len(f.scratch)))]
@@ -188,24 +214,24 @@ func (f *frameSplitter) payload(br *bufio.Reader, s Stream, ts time.Time, n int6
 				// More text after a newline in one frame: a new line with
 				// the same timestamp (not produced by json-file, but cheap
 				// to handle).
-				f.start(p, ts)
+				f.start(s, p, ts)
 			}
 		}
 	}
 	return nil
 }
 
-func (f *frameSplitter) start(p *partial, ts time.Time) {
-	key := ts.UnixNano()
+func (f *frameSplitter) start(s Stream, p *partial, ts time.Time) {
+	key := seqKey{s, ts.UnixNano()}
 	seq := f.seqs[key]
 	f.seqs[key] = seq + 1
-	if key > f.newest {
-		f.newest = key
+	if key.ns > f.newest {
+		f.newest = key.ns
 	}
 	if len(f.seqs) > max(f.pruneAt, 4096) {
 		f.pruneSeqs()
 	}
-	*p = partial{active: true, cur: Cursor{Time: ts, Seq: seq}, buf: p.buf[:0]}
+	*p = partial{active: true, cur: logcursor.Cursor{Time: ts, Seq: seq}, buf: p.buf[:0]}
 }
 
 // pruneSeqs forgets timestamps far older than the newest seen: a line can
@@ -215,7 +241,7 @@ func (f *frameSplitter) start(p *partial, ts time.Time) {
 func (f *frameSplitter) pruneSeqs() {
 	cutoff := f.newest - int64(time.Minute)
 	for k := range f.seqs {
-		if k < cutoff {
+		if k.ns < cutoff {
 			delete(f.seqs, k)
 		}
 	}
@@ -238,8 +264,18 @@ func (f *frameSplitter) add(p *partial, b []byte) {
 	p.buf = append(p.buf, b...)
 }
 
-// end completes the stream's pending line and emits it.
+// end completes the stream's pending line and emits it, unless it is an
+// echo of the stream's previous line (see frameSplitter).
 func (f *frameSplitter) end(s Stream, p *partial) bool {
+	h := fnv.New64a()
+	h.Write(p.buf)
+	sum := lineSum{ns: p.cur.Time.UnixNano(), size: p.size, sum: h.Sum64()}
+	if sum == f.prev[s] {
+		f.seqs[seqKey{s, p.cur.Time.UnixNano()}]-- // as if it never started
+		p.active, p.over, p.size, p.buf = false, false, 0, p.buf[:0]
+		return true
+	}
+	f.prev[s] = sum
 	l := Line{Cursor: p.cur, Stream: s, Size: p.size}
 	if p.over {
 		l.Err = fmt.Errorf("%w: %s line of %d bytes at %s skipped", ErrLineTooLong, s, p.size, p.cur)
@@ -290,6 +326,7 @@ func (f *frameSplitter) oldestPending() (time.Time, bool) {
 // output (which re-reads them from its Since).
 func (f *frameSplitter) reset() {
 	f.pend = [3]partial{}
+	f.prev = [3]lineSum{}
 	clear(f.seqs)
 	f.newest = 0
 }

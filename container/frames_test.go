@@ -8,13 +8,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
 var t0 = time.Date(2026, 11, 22, 15, 0, 0, 0, time.UTC)
 
+// engineTimeLayout is the engine's fixed-width log timestamp
+// (jsonmessage.RFC3339NanoFixed).
+const engineTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
 // frame renders one engine log frame: header, "<timestamp> ", text.
 func frame(s Stream, ts time.Time, text string) []byte {
-	p := ts.Format(cursorTimeLayout) + " " + text
+	p := ts.Format(engineTimeLayout) + " " + text
 	var b bytes.Buffer
 	b.Write([]byte{byte(s), 0, 0, 0})
 	binary.Write(&b, binary.BigEndian, uint32(len(p)))
@@ -63,9 +69,19 @@ func TestFrameSplitter(t *testing.T) {
 			want:   "stdout@1#0:a stderr@2#0:e stdout@3#0:b",
 		},
 		{
-			name:   "lines sharing a timestamp are numbered in order",
+			name:   "lines sharing a timestamp are numbered in order per stream",
 			frames: [][]byte{frame(Stdout, at(1), "a\n"), frame(Stdout, at(1), "b\n"), frame(Stderr, at(1), "c\n"), frame(Stdout, at(2), "d\n")},
-			want:   "stdout@1#0:a stdout@1#1:b stderr@1#2:c stdout@2#0:d",
+			want:   "stdout@1#0:a stdout@1#1:b stderr@1#0:c stdout@2#0:d",
+		},
+		{
+			name:   "a log entry the engine repeats is dropped before it is numbered",
+			frames: [][]byte{frame(Stdout, at(1), "a\n"), frame(Stdout, at(1), "a\n"), frame(Stdout, at(1), "b\n"), frame(Stdout, at(1), "b\n"), frame(Stdout, at(2), "c\n")},
+			want:   "stdout@1#0:a stdout@1#1:b stdout@2#0:c",
+		},
+		{
+			name:   "the same text at another time or on the other stream is a line",
+			frames: [][]byte{frame(Stdout, at(1), "a\n"), frame(Stderr, at(1), "a\n"), frame(Stdout, at(2), "a\n"), frame(Stdout, at(2), "b\n"), frame(Stdout, at(2), "a\n")},
+			want:   "stdout@1#0:a stderr@1#0:a stdout@2#0:a stdout@2#1:b stdout@2#2:a",
 		},
 		{
 			name: "partial entries are joined without their timestamps",
@@ -184,7 +200,7 @@ func FuzzFrameSplitter(f *testing.F) {
 		if max < 0 || max > 1<<20 {
 			return
 		}
-		var last Cursor
+		var last [3]logcursor.Cursor
 		fs := newFrameSplitter(max, func(l Line) bool {
 			if l.Err == nil {
 				if len(l.Data) > max || bytes.IndexByte(l.Data, '\n') >= 0 || len(l.Data) != l.Size {
@@ -193,10 +209,10 @@ func FuzzFrameSplitter(f *testing.F) {
 			} else if !errors.Is(l.Err, ErrLineTooLong) || l.Size <= max || l.Data != nil {
 				t.Fatalf("bad error line %+v", l)
 			}
-			if l.Cursor == last && !l.Cursor.IsZero() {
-				t.Fatalf("two lines with cursor %v", l.Cursor)
+			if l.Cursor == last[l.Stream] && !l.Cursor.IsZero() {
+				t.Fatalf("two %s lines with cursor %v", l.Stream, l.Cursor)
 			}
-			last = l.Cursor
+			last[l.Stream] = l.Cursor
 			return true
 		})
 		if fs.readFrom(bytes.NewReader(stream)) == nil {

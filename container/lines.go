@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+
+	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
 const (
@@ -25,28 +27,35 @@ const (
 )
 
 // Lines streams the container's stdout and stderr as lines with the
-// engine's timestamps, starting strictly after the cursor `after` (the zero
-// Cursor: from the beginning). With follow, it keeps reading until the
-// container has exited and its output is drained (or ctx is done); it can be
-// called before Start and misses nothing. Without follow it returns what is
-// there now (an unterminated last line of a running container is held back
-// until it ends). The channel is closed at the end; to stop early, cancel
-// ctx (an abandoned channel blocks the reader goroutine). See Line for how
-// errors are reported. Lines longer than MaxLineBytes are reported and
-// skipped.
+// engine's timestamps, starting strictly after the position `after` (on
+// each stream after its own cursor; the zero Position: from the
+// beginning). With follow, it keeps reading until the container has exited
+// and its output is drained (or ctx is done); it can be called before Start
+// and misses nothing. Without follow it returns what is there now (an
+// unterminated last line of a running container is held back until it
+// ends). The channel is closed at the end; to stop early, cancel ctx (an
+// abandoned channel blocks the reader goroutine). See Line for how errors
+// are reported. Lines longer than MaxLineBytes are reported and skipped.
+//
+// This reader is the one layer that drops repeated lines, so its callers
+// journal what it delivers as it comes: within one call every line is
+// delivered once, however often the engine's log is re-read (a broken
+// stream, a follow that ended early) or repeats a frame (see
+// frameSplitter's echo rule); across calls, passing the position of the
+// last line taken from each stream resumes without a repeat or a gap. It
+// owns the rule because only it sees the engine's log as it is: frames,
+// their timestamps and the order within each stream.
 //
 // Lines on one stream come in order. Across stdout and stderr the order is
 // the engine log's, which follows the timestamps to within the skew of two
-// goroutines; a resumed reader can miss or repeat a line of the other stream
-// written within that skew of the cursor, so protocol messages belong on
-// one stream (stdout).
-func (d *Docker) Lines(ctx context.Context, id string, after Cursor, follow bool) (<-chan Line, error) {
+// goroutines (skewWindow).
+func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan Line, error) {
 	if _, err := d.cli.ContainerInspect(ctx, id); err != nil {
 		return nil, fmt.Errorf("read output of container %s: %w", id, notFound(err))
 	}
 	out := make(chan Line, 256)
 	r := &lineReader{
-		id: id, after: after, out: out, seen: map[Cursor]struct{}{}, log: d.log,
+		id: id, after: after, out: out, log: d.log,
 		open: func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error) {
 			opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
 			if !since.IsZero() {
@@ -68,7 +77,8 @@ func (d *Docker) Lines(ctx context.Context, id string, after Cursor, follow bool
 }
 
 // lineReader is one Lines call: repeated passes over the engine's log, each
-// from Since=floor, delivering every line after `after` exactly once.
+// from Since=floor-skewWindow, delivering every line after `after` exactly
+// once.
 type lineReader struct {
 	id  string
 	log *slog.Logger
@@ -77,21 +87,52 @@ type lineReader struct {
 	// not. inspect reports the container's state.
 	open    func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error)
 	inspect func(ctx context.Context) (Info, error)
-	after   Cursor
+	after   logcursor.Position
 	out     chan<- Line
 	// floor: every line with a time before it has been delivered (or is at
-	// or before `after`). Each pass asks the engine for lines since floor.
+	// or before `after`). Each pass asks the engine for lines since
+	// floor-skewWindow.
 	floor time.Time
-	// seen holds the cursors delivered with time >= floor-skewWindow.
-	seen      map[Cursor]struct{}
-	newest    time.Time // newest delivered line's time
-	pruneAt   int
-	delivered int            // lines sent so far
-	fs        *frameSplitter // the current pass's splitter
+	// last is the cursor of the last line delivered (or `after`) per
+	// stream: a stream's lines come in order, so anything at or before it
+	// was delivered already.
+	last      [3]logcursor.Cursor // indexed by Stream
+	newest    time.Time           // newest delivered line's time
+	delivered int                 // lines sent so far
+}
+
+// startFloor is where the first pass starts (less skewWindow). A stream's
+// lines older than the other stream's cursor by more than skewWindow came
+// before that cursor's line in the log, so they were taken already; a
+// stream without a cursor starts there too.
+func startFloor(after logcursor.Position) time.Time {
+	out, errT := after.Stdout.Time, after.Stderr.Time
+	switch {
+	case out.IsZero():
+		return errT
+	case errT.IsZero():
+		return out
+	}
+	return minTime(maxTime(out, errT.Add(-skewWindow)), maxTime(errT, out.Add(-skewWindow)))
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (r *lineReader) run(ctx context.Context, follow bool) {
-	r.floor = r.after.Time
+	r.floor = startFloor(r.after)
+	r.last[Stdout], r.last[Stderr] = r.after.Stdout, r.after.Stderr
 	failures, delivered := 0, 0
 	backoff := 20 * time.Millisecond
 	// final: this pass is the last (not following). exited: the container
@@ -99,7 +140,6 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 	final, exited := !follow, false
 	for {
 		fs := newFrameSplitter(MaxLineBytes, func(l Line) bool { return r.deliver(ctx, l) })
-		r.fs = fs
 		err := r.pass(ctx, fs, follow && !final)
 		if ctx.Err() != nil || errors.Is(err, errStopped) {
 			return
@@ -185,20 +225,15 @@ func (r *lineReader) pass(ctx context.Context, fs *frameSplitter, follow bool) e
 	return fs.readFrom(rc)
 }
 
-// deliver sends l unless it is at or before `after` or already delivered.
+// deliver sends l unless its stream already delivered it (or it is at or
+// before `after`).
 func (r *lineReader) deliver(ctx context.Context, l Line) bool {
-	if !l.Cursor.After(r.after) {
+	if !l.Cursor.After(r.last[l.Stream]) {
 		return true
 	}
-	if _, dup := r.seen[l.Cursor]; dup {
-		return true
-	}
-	r.seen[l.Cursor] = struct{}{}
+	r.last[l.Stream] = l.Cursor
 	if l.Cursor.Time.After(r.newest) {
 		r.newest = l.Cursor.Time
-	}
-	if len(r.seen) > r.pruneAt {
-		r.pruneSeen()
 	}
 	select {
 	case r.out <- l:
@@ -210,8 +245,7 @@ func (r *lineReader) deliver(ctx context.Context, l Line) bool {
 }
 
 // advanceFloor moves the floor to the newest delivered line, but not past a
-// line still open (it will be re-read whole), and forgets delivered cursors
-// the next pass cannot return.
+// line still open (it will be re-read whole).
 func (r *lineReader) advanceFloor(fs *frameSplitter) {
 	floor := r.newest
 	if t, ok := fs.oldestPending(); ok && t.Before(floor) {
@@ -220,25 +254,6 @@ func (r *lineReader) advanceFloor(fs *frameSplitter) {
 	if floor.After(r.floor) {
 		r.floor = floor
 	}
-}
-
-// pruneSeen forgets delivered cursors no later pass can return: a pass starts
-// skewWindow before the next floor, which is at least the older of the newest
-// delivered line and the oldest open one.
-func (r *lineReader) pruneSeen() {
-	low := r.newest
-	if r.fs != nil {
-		if t, ok := r.fs.oldestPending(); ok && t.Before(low) {
-			low = t
-		}
-	}
-	cutoff := low.Add(-2 * skewWindow)
-	for c := range r.seen {
-		if c.Time.Before(cutoff) {
-			delete(r.seen, c)
-		}
-	}
-	r.pruneAt = max(2*len(r.seen), 1024)
 }
 
 func (r *lineReader) fail(ctx context.Context, err error) {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
 // fakeLog is an engine log with json-file semantics: entries in write
@@ -81,12 +83,12 @@ func (f *fakeLog) inspect(context.Context) (Info, error) {
 	return Info{Status: f.status, Running: f.status == "running"}, nil
 }
 
-func readFake(t *testing.T, f *fakeLog, after Cursor, follow bool) []Line {
+func readFake(t *testing.T, f *fakeLog, after logcursor.Position, follow bool) []Line {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out := make(chan Line)
-	r := &lineReader{id: "fake", after: after, out: out, seen: map[Cursor]struct{}{},
+	r := &lineReader{id: "fake", after: after, out: out,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), open: f.open, inspect: f.inspect}
 	go func() {
 		defer close(out)
@@ -136,7 +138,7 @@ func scriptedLog() *fakeLog {
 }
 
 func TestLineReaderDeliversEachLineOnceAcrossBreaksAndReopens(t *testing.T) {
-	got := readFake(t, scriptedLog(), Cursor{}, true)
+	got := readFake(t, scriptedLog(), logcursor.Position{}, true)
 	want := "stdout@1#0:a stdout@2#0:bbbbb stdout@2#1:c stderr@3#0:d stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"
 	if s := show(got); s != want {
 		t.Fatalf("got  %s\nwant %s", s, want)
@@ -146,19 +148,20 @@ func TestLineReaderDeliversEachLineOnceAcrossBreaksAndReopens(t *testing.T) {
 func TestLineReaderResumesStrictlyAfterTheCursor(t *testing.T) {
 	tests := []struct {
 		name  string
-		after Cursor
+		after logcursor.Position
 		want  string
 	}{
-		{"after the first of two lines sharing a timestamp", Cursor{Time: at(2), Seq: 0}, "stdout@2#1:c stderr@3#0:d stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"},
-		{"after the second of them", Cursor{Time: at(2), Seq: 1}, "stderr@3#0:d stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"},
-		{"after the last line", Cursor{Time: at(5), Seq: 0}, ""},
+		{"after the first of two lines sharing a timestamp", stdoutAt(2, 0), "stdout@2#1:c stderr@3#0:d stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"},
+		{"after the second of them", stdoutAt(2, 1), "stderr@3#0:d stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"},
+		{"after the last line of each stream", logcursor.Position{Stdout: logcursor.Cursor{Time: at(5)}, Stderr: logcursor.Cursor{Time: at(3), Seq: 1}}, ""},
+		{"stderr resumes after its own cursor, not stdout's", logcursor.Position{Stdout: logcursor.Cursor{Time: at(2), Seq: 1}, Stderr: logcursor.Cursor{Time: at(3)}}, "stdout@4#0:e stdout@4#1:f stderr@3#1:late stdout@5#0:g"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := scriptedLog()
 			// Replay the whole script first, as if an earlier reader had
 			// run, then read again from the cursor without following.
-			readFake(t, f, Cursor{}, true)
+			readFake(t, f, logcursor.Position{}, true)
 			f.hook, f.breakAt = nil, nil
 			if s := show(readFake(t, f, tt.after, false)); s != tt.want {
 				t.Fatalf("got  %s\nwant %s", s, tt.want)
@@ -171,11 +174,11 @@ func TestLineReaderSnapshotOfARunningContainerHoldsBackAnOpenLine(t *testing.T) 
 	f := &fakeLog{status: "running"}
 	f.add(Stdout, 1, "done\n")
 	f.add(Stdout, 2, "ha")
-	if s := show(readFake(t, f, Cursor{}, false)); s != "stdout@1#0:done" {
+	if s := show(readFake(t, f, logcursor.Position{}, false)); s != "stdout@1#0:done" {
 		t.Fatalf("got %s", s)
 	}
 	f.status = "exited"
-	if s := show(readFake(t, f, Cursor{Time: at(1)}, false)); s != "stdout@2#0:ha" {
+	if s := show(readFake(t, f, stdoutAt(1, 0), false)); s != "stdout@2#0:ha" {
 		t.Fatalf("after the exit got %s", s)
 	}
 }
@@ -187,11 +190,15 @@ func TestLineReaderReportsARemovedContainer(t *testing.T) {
 		}
 	}}
 	f.add(Stdout, 1, "a\n")
-	got := readFake(t, f, Cursor{}, true)
+	got := readFake(t, f, logcursor.Position{}, true)
 	if len(got) != 2 || string(got[0].Data) != "a" || !got[1].Cursor.IsZero() || !errors.Is(got[1].Err, ErrNotFound) {
 		t.Fatalf("got %s / last err %v", show(got), got[len(got)-1].Err)
 	}
 	if !strings.Contains(got[1].Err.Error(), "removed") {
 		t.Fatalf("error %q does not say the container was removed", got[1].Err)
 	}
+}
+
+func stdoutAt(ns, seq int) logcursor.Position {
+	return logcursor.Position{Stdout: logcursor.Cursor{Time: at(ns), Seq: seq}}
 }

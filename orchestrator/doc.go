@@ -7,7 +7,7 @@
 //
 // It also reconciles after a daemon restart (the table in docs/design.md): the
 // containers are found again by their org.aimi.* labels, running ones are
-// re-attached and read on from the journal's last cursor, exits that happened
+// re-attached and read on from the journal's last position, exits that happened
 // while the daemon was down are taken, and missing containers become zombies
 // (CONTAINER_LOST). A lost state file is rebuilt from the labels and journals.
 //
@@ -44,14 +44,15 @@
 //     crash in between leaves it unjournaled and a re-attach sends it again
 //     (the runner reads one line; a second copy is harmless), while the
 //     opposite order could leave a runner waiting forever.
-//   - A line at or before the journal's cursor is dropped, and so is a line
-//     with the same engine timestamp and bytes as the previous one: the
-//     engine here (20.10, json-file, follow) was seen delivering every line
-//     twice, numbered as two lines of one timestamp.
+//   - Every line the reader delivers is journaled: container.Lines is the
+//     one layer that drops a line read twice (a re-read, an engine echo),
+//     given the journal's position on each stream (stdout and stderr are
+//     ordered only approximately against each other, so each has its own
+//     cursor).
 //   - Crash safety comes from the journal: records are durable before the
 //     state reflects them (state package), the supervisor reads the logs
-//     after the journal's cursor, so a SIGKILL at any point neither loses a
-//     line nor counts one twice.
+//     after the journal's position, so a SIGKILL at any point neither loses
+//     a line nor counts one twice.
 //   - Events are published without blocking: a subscriber that falls 1024
 //     events behind loses events, never stalls a swarm.
 //   - Config.Labels marks everything a Manager creates and filters what

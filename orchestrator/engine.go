@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
 // Engine is the part of the container layer the orchestrator drives;
@@ -19,7 +20,7 @@ type Engine interface {
 	Wait(ctx context.Context, id string) <-chan container.Exit
 	WriteStdin(ctx context.Context, id string, line []byte) error
 	// Lines yields the lines strictly after the cursor; closed at the end.
-	Lines(ctx context.Context, id string, after container.Cursor, follow bool) (<-chan container.Line, error)
+	Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error)
 	Inspect(ctx context.Context, id string) (container.Info, error)
 	Stop(ctx context.Context, id string, grace time.Duration) error
 	Remove(ctx context.Context, id string) error

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
 // program is what a fake container runs: it gets the stdin lines, emits
@@ -116,7 +117,7 @@ func (f *fakeEngine) Create(ctx context.Context, s container.Spec) (string, erro
 // emitLocked appends a line with the next engine timestamp.
 func (f *fakeEngine) emitLocked(c *fakeCtr, s string) {
 	f.clock = f.clock.Add(time.Microsecond)
-	ln := container.Line{Cursor: container.Cursor{Time: f.clock}, Stream: container.Stdout, Data: []byte(s), Size: len(s)}
+	ln := container.Line{Cursor: logcursor.Cursor{Time: f.clock}, Stream: container.Stdout, Data: []byte(s), Size: len(s)}
 	if len(s) > acpmsg.MaxLineBytes {
 		ln.Data, ln.Err = nil, fmt.Errorf("%w: %d bytes", container.ErrLineTooLong, len(s))
 	}
@@ -216,7 +217,7 @@ func (f *fakeEngine) WriteStdin(ctx context.Context, id string, line []byte) err
 	}
 }
 
-func (f *fakeEngine) Lines(ctx context.Context, id string, after container.Cursor, follow bool) (<-chan container.Line, error) {
+func (f *fakeEngine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error) {
 	f.mu.Lock()
 	c := f.get(id)
 	f.mu.Unlock()
@@ -231,7 +232,11 @@ func (f *fakeEngine) Lines(ctx context.Context, id string, after container.Curso
 			f.mu.Lock()
 			var batch []container.Line
 			for ; i < len(c.lines); i++ {
-				if c.lines[i].Cursor.After(after) {
+				from := after.Stdout
+				if c.lines[i].Stream == container.Stderr {
+					from = after.Stderr
+				}
+				if c.lines[i].Cursor.After(from) {
 					batch = append(batch, c.lines[i])
 				}
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -31,7 +32,6 @@ type lineResult struct {
 	msg      *acpmsg.Message // the valid message, folded or rejected
 	invalid  string          // why the line is not a valid message
 	rejected string          // why the fold refused the valid message
-	dup      bool            // at or before the journal's cursor: read before, dropped
 }
 
 func newLedger(store *state.Store, sw *state.Swarm, opts state.RecorderOptions) *ledger {
@@ -47,18 +47,10 @@ func (l *ledger) track(c *state.Container, t *state.Tracker) error {
 
 // line journals one line read from a container and folds it when valid.
 func (l *ledger) line(ctx context.Context, name string, ln container.Line) (lineResult, error) {
-	// A line at or before the journal's cursor was journaled already (a
-	// re-opened stream, a catch-up overlapping the live read): dropping it
-	// here is what makes "no message counted twice" independent of how
-	// exactly the engine honours the since parameter.
-	// Only stdout is checked: the cursor is the last stdout line's (see
-	// state.Position), because the engine does not keep stdout and stderr
-	// in timestamp order between each other. A stderr line is never dropped;
-	// after a restart one may be journaled twice, which folds nothing.
-	if last, err := l.cursor(name); err == nil && ln.Stream == container.Stdout && !ln.Cursor.IsZero() && !last.IsZero() && !ln.Cursor.After(last) {
-		return lineResult{dup: true}, nil
-	}
-	rec := state.Record{Cursor: ln.Cursor.String(), Stream: streamName(ln.Stream)}
+	// Every line is journaled as it comes: the reader (container.Lines,
+	// resumed from the journal's Position) is the one layer that drops
+	// lines read twice.
+	rec := state.Record{Cursor: ln.Cursor, Stream: streamName(ln.Stream)}
 	var res lineResult
 	var msg *acpmsg.Message
 	switch {
@@ -159,19 +151,13 @@ func (l *ledger) stories(name string) map[string]tasks.Status {
 	return s
 }
 
-// cursor is where the container's journal ends, for Lines(after=...).
-func (l *ledger) cursor(name string) (container.Cursor, error) {
+// position is where the container's journal ends on each output stream,
+// for Lines(after=...).
+func (l *ledger) position(name string) logcursor.Position {
 	l.mu.RLock()
+	defer l.mu.RUnlock()
 	pos, _ := l.rec.Position(name)
-	l.mu.RUnlock()
-	if pos.Cursor == "" {
-		return container.Cursor{}, nil
-	}
-	c, err := container.ParseCursor(pos.Cursor)
-	if err != nil {
-		return container.Cursor{}, fmt.Errorf("journal cursor %q of %s: %w", pos.Cursor, name, err)
-	}
-	return c, nil
+	return pos.Position
 }
 
 func (l *ledger) flush(ctx context.Context) error {

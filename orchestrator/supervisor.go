@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -248,11 +248,7 @@ func (sw *swarm) catchUp(ctx context.Context, c *ctr, log interface{ Warn(string
 
 // readRest reads the container's lines after the cursor without following.
 func (sw *swarm) readRest(ctx context.Context, c *ctr) error {
-	cur, err := sw.led.cursor(c.name)
-	if err != nil {
-		return err
-	}
-	lines, err := sw.m.eng.Lines(ctx, sw.idOf(c), cur, false)
+	lines, err := sw.m.eng.Lines(ctx, sw.idOf(c), sw.led.position(c.name), false)
 	if err != nil {
 		return err
 	}
@@ -272,16 +268,9 @@ func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
 		sw.m.log.Warn("container output stream failed", "container", c.name, "err", ln.Err)
 		return nil
 	}
-	if sw.echo(c, ln) {
-		return nil
-	}
 	res, err := sw.led.line(ctx, c.name, ln)
 	if err != nil {
 		return err
-	}
-	if res.dup {
-		sw.m.log.Warn("line read twice from the engine; dropped", "container", c.name, "cursor", ln.Cursor.String())
-		return nil
 	}
 	if res.msg == nil && res.invalid == "" {
 		// A stderr line: the runner's log, journaled; nothing to fold or show.
@@ -314,30 +303,6 @@ func statusAfter(m *acpmsg.Message) string {
 	return string(state.StatusRunning)
 }
 
-// echo reports whether ln repeats the previous line: same engine timestamp,
-// same bytes, a later index. The engine here (20.10, json-file, follow with
-// since) was seen delivering every line of a stream twice in a row; the two
-// copies share the timestamp, so the cursor's index tells them apart and
-// the cursor check alone would journal both. A process cannot print two
-// lines in the same nanosecond of the engine's clock twice on purpose in
-// any way that matters: the fold is idempotent for such a repeat anyway.
-func (sw *swarm) echo(c *ctr, ln container.Line) bool {
-	h := fnv.New64a()
-	h.Write(ln.Data)
-	sum := h.Sum64()
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	if !ln.Cursor.Time.IsZero() && ln.Cursor.Time.Equal(c.lastTime) && sum == c.lastSum && ln.Err == nil {
-		if !c.echoed {
-			c.echoed = true
-			sw.m.log.Info("the engine delivered a line twice; dropping repeats", "container", c.name, "cursor", ln.Cursor.String())
-		}
-		return true
-	}
-	c.lastTime, c.lastSum = ln.Cursor.Time, sum
-	return false
-}
-
 func fillMessage(e *Event, m *acpmsg.Message) {
 	e.MessageType = string(m.Type)
 	switch p := m.Payload.(type) {
@@ -358,15 +323,11 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 }, start bool) {
 	eng := sw.m.eng
 	id := sw.idOf(c)
-	cur, err := sw.led.cursor(c.name)
-	if err != nil {
-		log.Warn("journal cursor unreadable; reading the container's output from the start", "err", err)
-	}
 	// One stream at a time; reopened (after the cursor) if it ends while
 	// the container runs.
 	var streamCancel context.CancelFunc = func() {}
 	defer func() { streamCancel() }()
-	openStream := func(cur container.Cursor) (<-chan container.Line, error) {
+	openStream := func(cur logcursor.Position) (<-chan container.Line, error) {
 		streamCancel()
 		var sctx context.Context
 		sctx, streamCancel = context.WithCancel(ctx)
@@ -374,7 +335,7 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 	}
 	// The stream is opened and the wait registered before the start, so no
 	// line and no exit can slip by.
-	lines, lerr := openStream(cur)
+	lines, lerr := openStream(sw.led.position(c.name))
 	if lerr != nil {
 		lines = nil
 	}
@@ -487,8 +448,7 @@ loop:
 			}
 			// The stream ended while the container runs: read on from the
 			// cursor.
-			cur, _ := sw.led.cursor(c.name)
-			if l, err := openStream(cur); err == nil {
+			if l, err := openStream(sw.led.position(c.name)); err == nil {
 				lines = l
 			} else {
 				drain = time.After(time.Second)

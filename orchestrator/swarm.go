@@ -53,11 +53,8 @@ type ctr struct {
 	errs       []ErrorDetail
 	lastOutput string
 	rejected   int
-	prURL      *string   // from Publish (local mode)
-	lastTime   time.Time // engine time of the last line handled (see echo)
-	lastSum    uint64    // and a hash of its bytes
-	fresh      bool      // created by this Manager, not yet supervised
-	echoed     bool      // a repeated line was dropped (logged once)
+	prURL      *string // from Publish (local mode)
+	fresh      bool    // created by this Manager, not yet supervised
 }
 
 func (sw *swarm) find(name string) *ctr {

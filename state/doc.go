@@ -58,14 +58,16 @@
 // it (OOM, crash, timeout, the task-request it sent: stream "daemon"), is one
 // NDJSON Record appended to .aimi/swarm/<swarmId>/<containerName>.ndjson:
 //
-//	{"seq":1,"cursor":"2026-11-22T10:31:00.123456789Z","time":"...","stream":"stdout",
+//	{"seq":1,"cursor":"2026-11-22T10:31:00.123456789Z#0","time":"...","stream":"stdout",
 //	 "valid":true,"type":"progress-update","message":{...}}
 //	{"seq":2,"cursor":"...","time":"...","stream":"stderr","valid":false,
 //	 "reason":"line is not JSON","raw":"npm WARN ..."}
 //
 // seq counts from 1 per container and continues across restarts; cursor is
-// the engine's log timestamp of the line (empty for daemon records), the
-// position to resume `logs --since` from (LastPosition, Recorder.Position);
+// the line's position in its stream (internal/logcursor: the engine's log
+// timestamp and the index among the stream's lines sharing it; empty for
+// daemon records); the last cursor of each stream is where a reader
+// resumes (LastPosition, Recorder.Position);
 // time is when the record was made; valid/reason is the message validator's
 // verdict; message is the parsed message of a valid line, raw the line
 // otherwise (rawBase64 instead when the line is not UTF-8, so nothing is
@@ -82,9 +84,9 @@
 //
 // The Recorder is what the daemon calls per line. Track registers a
 // container with its Tracker; Record appends the line's record to an
-// in-memory journal buffer, folds its message and marks the state dirty, and
-// drops a line whose cursor is before the journal's last one (or equal, with
-// the same content): a restarted reader's `since` replay. A background loop
+// in-memory journal buffer, folds its message and marks the state dirty. It
+// journals every record it is given: dropping a line read twice is the
+// output reader's rule alone (container.Lines). A background loop
 // makes group commits: it takes every container's buffered records together
 // with a snapshot of the swarm they produce (one critical section, so the
 // snapshot reflects nothing outside the batch and earlier durable ones),

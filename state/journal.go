@@ -7,13 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"os"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -33,17 +33,17 @@ const maxRecordBytes = 8 << 20
 
 // Record is one journal line. See the package doc for the format.
 type Record struct {
-	Seq       int64           `json:"seq"`
-	Cursor    string          `json:"cursor"`
-	Time      time.Time       `json:"time"`
-	Stream    string          `json:"stream"`
-	Valid     bool            `json:"valid"`
-	Reason    string          `json:"reason,omitempty"`
-	Type      string          `json:"type,omitempty"`
-	Message   json.RawMessage `json:"message,omitempty"`
-	Raw       string          `json:"raw,omitempty"`
-	RawBase64 string          `json:"rawBase64,omitempty"`
-	Rejected  string          `json:"rejected,omitempty"`
+	Seq       int64            `json:"seq"`
+	Cursor    logcursor.Cursor `json:"cursor"`
+	Time      time.Time        `json:"time"`
+	Stream    string           `json:"stream"`
+	Valid     bool             `json:"valid"`
+	Reason    string           `json:"reason,omitempty"`
+	Type      string           `json:"type,omitempty"`
+	Message   json.RawMessage  `json:"message,omitempty"`
+	Raw       string           `json:"raw,omitempty"`
+	RawBase64 string           `json:"rawBase64,omitempty"`
+	Rejected  string           `json:"rejected,omitempty"`
 }
 
 // SetRaw stores a line that did not parse, base64-encoded when it is not
@@ -248,64 +248,45 @@ func readLine(br *bufio.Reader, max int) ([]byte, error) {
 }
 
 // Position is where a journal ends: the last seq written and the engine
-// cursor of the last stdout line (the `logs --since` point for catch-up).
-// Stderr lines do not move the cursor: the engine orders the two streams
-// only approximately against each other, and stdout is the protocol.
+// cursor of the last line journaled from each stream, the point a reader of
+// the container's output resumes from (container.Lines takes it as is).
 type Position struct {
-	Seq    int64
-	Cursor string
+	Seq int64
+	logcursor.Position
 }
 
 // advance moves p past r.
 func (p *Position) advance(r Record) {
 	p.Seq = r.Seq
-	if r.Cursor != "" && r.Stream == StreamStdout {
-		p.Cursor = r.Cursor
+	switch {
+	case r.Cursor.IsZero():
+	case r.Stream == StreamStdout:
+		p.Stdout = r.Cursor
+	case r.Stream == StreamStderr:
+		p.Stderr = r.Cursor
 	}
 }
 
 // LastPosition returns the position at the end of a journal. A missing
 // journal is the zero Position.
 func LastPosition(path string) (Position, error) {
-	pos, _, err := lastRecord(path)
-	return pos, err
-}
-
-// lastRecord is LastPosition plus the content hash of the last record.
-func lastRecord(path string) (Position, uint64, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return Position{}, 0, nil
+		return Position{}, nil
 	}
 	if err != nil {
-		return Position{}, 0, fmt.Errorf("read journal: %w", err)
+		return Position{}, fmt.Errorf("read journal: %w", err)
 	}
 	defer f.Close()
 	var pos Position
-	var sum uint64
 	err = scanJournal(f, func(r Record, _ int) error {
 		pos.advance(r)
-		if r.Cursor != "" && r.Stream == StreamStdout {
-			sum = r.contentHash()
-		}
 		return nil
 	})
 	if err != nil {
-		return pos, sum, fmt.Errorf("read journal %s: %w", path, err)
+		return pos, fmt.Errorf("read journal %s: %w", path, err)
 	}
-	return pos, sum, nil
-}
-
-// contentHash identifies a record's line content (message or raw line), to
-// recognise the same line read again at the same cursor.
-func (r *Record) contentHash() uint64 {
-	h := fnv.New64a()
-	if len(r.Message) > 0 {
-		h.Write(r.Message)
-	} else {
-		h.Write([]byte(r.Raw + r.RawBase64))
-	}
-	return h.Sum64()
+	return pos, nil
 }
 
 // RestoreTracker rebuilds a container's fold after a restart by replaying

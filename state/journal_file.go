@@ -10,15 +10,14 @@ import (
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 )
 
-// journal is one container's journal file. buf, pos and lastHash are
-// guarded by Recorder.mu; f, pending and size belong to the loop.
+// journal is one container's journal file. buf and pos are guarded by
+// Recorder.mu; f, pending and size belong to the loop.
 type journal struct {
-	path     string
-	f        *os.File
-	buf      []byte // records not yet taken by a batch
-	pos      Position
-	lastHash uint64 // hash of the last record's content, for replay detection
-	inBatch  bool   // a batch is committing pending; the file must stay open
+	path    string
+	f       *os.File
+	buf     []byte // records not yet taken by a batch
+	pos     Position
+	inBatch bool // a batch is committing pending; the file must stay open
 
 	pending []byte // taken by a batch, not yet durable (kept on failure)
 	size    int64  // durable length of the file
@@ -46,12 +45,12 @@ func openJournal(path string) (*journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	pos, sum, err := lastRecord(path)
+	pos, err := LastPosition(path)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &journal{path: path, f: f, size: size, pos: pos, lastHash: sum}, nil
+	return &journal{path: path, f: f, size: size, pos: pos}, nil
 }
 
 // cutTornTail truncates the file after its last newline and returns the new

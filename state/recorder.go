@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -177,11 +176,10 @@ func (r *Recorder) Track(c *Container, t *Tracker) error {
 // Reason, and the raw line via SetRaw when msg is nil); msg is the parsed
 // message of a valid line, or nil. Seq and Time are filled in.
 //
-// A record whose cursor is before the journal's last cursor (or equal, with
-// the same content) was journaled already, by an earlier run reading the
-// same logs: it is dropped and nil returned. A message the fold refuses is
-// still journaled, with its reason in Rejected, and its *RejectedError is
-// returned. Record returns before the record is durable; Flush waits.
+// Every record given is journaled: dropping lines read twice is the
+// reader's business (container.Lines, resumed from Position). A message the
+// fold refuses is still journaled, with its reason in Rejected, and its
+// *RejectedError is returned. Record returns before the record is durable; Flush waits.
 func (r *Recorder) Record(ctx context.Context, containerName string, rec Record, msg *acpmsg.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -198,7 +196,6 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 		}
 		rec.Message, rec.Raw, rec.RawBase64 = b, "", ""
 	}
-	sum := rec.contentHash()
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -210,19 +207,6 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 		return fmt.Errorf("record: container %s is not tracked (call Track first)", containerName)
 	}
 	j := tc.j
-	// Only stdout (the protocol) is ordered against the cursor: the engine
-	// logs stdout and stderr from separate goroutines, so a stderr line may
-	// carry a later timestamp than a stdout line delivered after it.
-	if rec.Stream == StreamStdout && rec.Cursor != "" && j.pos.Cursor != "" {
-		switch cmpCursor(rec.Cursor, j.pos.Cursor) {
-		case -1:
-			return nil
-		case 0:
-			if sum == j.lastHash {
-				return nil
-			}
-		}
-	}
 	now := r.now()
 	var rejected error
 	changed := false
@@ -240,12 +224,8 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 			r.stats.Rejected++
 		}
 	}
-	j.pos.Seq++
-	rec.Seq = j.pos.Seq
-	if rec.Cursor != "" && rec.Stream == StreamStdout {
-		j.pos.Cursor = rec.Cursor
-		j.lastHash = sum
-	}
+	rec.Seq = j.pos.Seq + 1
+	j.pos.advance(rec)
 	if rec.Time.IsZero() {
 		rec.Time = now
 	}
@@ -292,43 +272,6 @@ func (r *Recorder) checkIdentity(c *Container, m *acpmsg.Message) error {
 		return rejectf("message is for container %s, not %s", a, b)
 	}
 	return nil
-}
-
-// cmpCursor orders two cursors as the container package writes them: the
-// engine's RFC 3339 timestamp, optionally followed by "#<seq>" for the n-th
-// line sharing that timestamp. Unparsable ones compare as after (1), so they
-// are never dropped.
-func cmpCursor(a, b string) int {
-	ta, sa, ok1 := splitCursor(a)
-	tb, sb, ok2 := splitCursor(b)
-	if !ok1 || !ok2 {
-		return 1
-	}
-	if c := ta.Compare(tb); c != 0 {
-		return c
-	}
-	switch {
-	case sa < sb:
-		return -1
-	case sa > sb:
-		return 1
-	}
-	return 0
-}
-
-func splitCursor(c string) (time.Time, int, bool) {
-	ts, seqText, hasSeq := strings.Cut(c, "#")
-	t, err := time.Parse(time.RFC3339Nano, ts)
-	if err != nil {
-		return time.Time{}, 0, false
-	}
-	seq := 0
-	if hasSeq {
-		if seq, err = strconv.Atoi(seqText); err != nil || seq < 0 {
-			return time.Time{}, 0, false
-		}
-	}
-	return t, seq, true
 }
 
 // changedLocked notes a change for the next batch and wakes the loop.

@@ -664,10 +664,11 @@ func checkExactJournals(t *testing.T, repo string, sw *state.Swarm, stories int)
 			if r.Stream == "daemon" {
 				continue
 			}
-			if cursors[r.Cursor] {
-				t.Errorf("%s: cursor %s journaled twice", c.ContainerName, r.Cursor)
+			key := r.Stream + " " + r.Cursor.String()
+			if cursors[key] {
+				t.Errorf("%s: %s cursor %s journaled twice", c.ContainerName, r.Stream, r.Cursor)
 			}
-			cursors[r.Cursor] = true
+			cursors[key] = true
 			var m struct {
 				Type    string `json:"type"`
 				Payload struct {

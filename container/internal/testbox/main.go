@@ -12,6 +12,10 @@
 //	lines:N        print N lines "line <i>" on stdout in one write burst; i
 //	               counts on across lines steps (0, 1, 2, ...)
 //	big:N          print one line of N bytes ('x' repeated) on stdout
+//	wide:N         print N lines "wide <i> xxx..." of 1000 bytes on stdout
+//	               as fast as the writes go; i counts from 0
+//	errlines:N     print N lines "err <i>" on stderr in one write burst; i
+//	               counts on across errlines steps
 //	readstdin      read one line from stdin, print "stdin:" + the line
 //	alloc          allocate and touch memory 1 MiB at a time until killed
 //	sleep:DUR      sleep for a Go duration (e.g. 30s)
@@ -68,6 +72,7 @@ func run(script string) error {
 type box struct {
 	out   *bufio.Writer
 	lines int           // next number for lines steps
+	errs  int           // next number for errlines steps
 	in    *bufio.Reader // stdin, kept across readstdin steps
 }
 
@@ -88,6 +93,28 @@ func (b *box) do(verb, arg string) error {
 		for range n {
 			fmt.Fprintf(out, "line %d\n", b.lines)
 			b.lines++
+		}
+	case "wide":
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			head := fmt.Sprintf("wide %d ", i)
+			out.WriteString(head + strings.Repeat("x", 999-len(head)) + "\n")
+		}
+	case "errlines":
+		n, err := strconv.Atoi(arg)
+		if err != nil {
+			return err
+		}
+		w := bufio.NewWriterSize(os.Stderr, 1<<20)
+		for range n {
+			fmt.Fprintf(w, "err %d\n", b.errs)
+			b.errs++
+		}
+		if err := w.Flush(); err != nil {
+			return err
 		}
 	case "big":
 		n, err := strconv.Atoi(arg)
