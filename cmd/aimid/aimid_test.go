@@ -11,11 +11,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/spec"
@@ -23,6 +27,7 @@ import (
 	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/daemon/instancelock"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
@@ -172,13 +177,19 @@ func startAimid(t testing.TB, sock, dataDir, image string, scripts map[string]st
 // check; the test's cleanup kills it if it still runs.
 func launchAimid(t testing.TB, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
 	t.Helper()
+	// An instance per socket: this daemon adopts only its own test's
+	// containers, never those of other tests running on the engine.
+	instance := fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
+	return launchAimidAs(t, instance, sock, dataDir, config, logLevel, base, extra...)
+}
+
+// launchAimidAs is launchAimid with the daemon's --instance.
+func launchAimidAs(t testing.TB, instance, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
+	t.Helper()
 	cfgDir := filepath.Join(dataDir, "cfg")
 	os.MkdirAll(cfgDir, 0o755)
 	cfgFile := filepath.Join(cfgDir, "config.yaml")
 	os.WriteFile(cfgFile, []byte(config), 0o644)
-	// An instance per socket: this daemon adopts only its own test's
-	// containers, never those of other tests running on the engine.
-	instance := fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
 	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", logLevel, "--instance", instance)
 	cmd.Env = append(append(append([]string(nil), base...), "XDG_CONFIG_HOME="+cfgDir), extra...)
 	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
@@ -200,6 +211,7 @@ func launchAimid(t testing.TB, sock, dataDir, config, logLevel string, base []st
 			cmd.Process.Kill()
 			<-exited
 		}
+		removeInstanceMarker(t, instance, cmd.Process.Pid)
 		if t.Failed() {
 			t.Logf("aimid stderr:\n%s", p.stderr.String())
 		}
@@ -816,4 +828,63 @@ func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
 		t.Fatalf("%d containers", len(sw.Containers))
 	}
 	checkExactJournals(t, repo, sw, 2)
+}
+
+// removeInstanceMarker removes the instance marker a killed daemon (pid)
+// left on the engine; a marker of any other process stays.
+func removeInstanceMarker(t testing.TB, instance string, pid int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli := dockertest.Client(t)
+	insp, err := cli.ContainerInspect(ctx, instancelock.MarkerName(instance))
+	if err != nil || insp.Config == nil || insp.Config.Labels[instancelock.LabelInstance] != instance || insp.Config.Labels["org.aimi.instance-lock.pid"] != strconv.Itoa(pid) {
+		return
+	}
+	if err := cli.ContainerRemove(ctx, insp.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
+		t.Errorf("remove the instance marker of killed aimid %d: %v", pid, err)
+	}
+}
+
+func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) {
+	dir := shortDir(t)
+	instance := "test-two-" + dockertest.RunID()
+	sockA, dataA := filepath.Join(dir, "a", "aimid.sock"), filepath.Join(dir, "a-data")
+	a := launchAimidAs(t, instance, sockA, dataA, "git:\n  mode: remote\n", "info", os.Environ())
+
+	// Another socket, another data dir, the same instance on the same engine.
+	var stderr bytes.Buffer
+	sockB, dataB := filepath.Join(dir, "b", "aimid.sock"), filepath.Join(dir, "b-data")
+	// Bounded: a daemon that wrongly starts serves until its context ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := run(ctx, []string{"--socket", sockB, "--data-dir", dataB, "--config", "-", "--instance", instance, "--git-mode", "remote"}, &stderr)
+	if code != 1 {
+		t.Fatalf("second daemon of the instance: exit %d\n%s", code, stderr.String())
+	}
+	t.Log(stderr.String())
+	for _, want := range []string{"another aimid of instance", fmt.Sprintf("pid %d", a.cmd.Process.Pid), "socket " + sockA, "data dir " + dataA, "--instance"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("refusal lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if _, err := daemon.NewClient(sockA).Health(context.Background()); err != nil {
+		t.Fatalf("the first daemon suffered: %v", err)
+	}
+
+	// A clean stop gives the instance back.
+	a.stop(t)
+	b := launchAimidAs(t, instance, sockB, dataB, "git:\n  mode: remote\n", "info", os.Environ())
+
+	// A killed daemon's marker is stale: the next daemon takes over.
+	b.cmd.Process.Kill()
+	b.wait(t)
+	c := launchAimidAs(t, instance, filepath.Join(dir, "c", "aimid.sock"), filepath.Join(dir, "c-data"), "git:\n  mode: remote\n", "info", os.Environ())
+	c.stop(t)
+	if !strings.Contains(c.stderr.String(), "removing the instance marker of a daemon that is gone") {
+		t.Errorf("takeover not logged:\n%s", c.stderr.String())
+	}
+	if _, err := dockertest.Client(t).ContainerInspect(context.Background(), instancelock.MarkerName(instance)); !errdefs.IsNotFound(err) {
+		t.Errorf("marker left after a clean stop: %v", err)
+	}
 }

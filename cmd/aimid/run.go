@@ -11,12 +11,14 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/docker/docker/client"
 	"github.com/spf13/pflag"
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/daemon/instancelock"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/orchestrator"
 )
@@ -123,6 +125,15 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer docker.Close()
 
+	// The instance next: the socket's lock only sees daemons of this socket,
+	// and a daemon of the same instance with another socket and data dir
+	// would adopt this one's swarms. Also before any container is touched.
+	release, err := takeInstance(ctx, o, log)
+	if err != nil {
+		return err
+	}
+	defer release()
+
 	var git *gitserve.Service
 	if cfg.Git.Mode != configs.GitRemote {
 		// The probe reads a container's branch through the daemon's own
@@ -171,4 +182,35 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	defer cancel()
 	err = errors.Join(serveErr, srv.Shutdown(sctx), mgr.Shutdown(sctx), ln.Close())
 	return err
+}
+
+// takeInstance makes o.instance this daemon's on the engine (see
+// daemon/instancelock), or says which daemon holds it. release gives it
+// back: the daemon's last step but the socket's.
+func takeInstance(ctx context.Context, o options, log *slog.Logger) (release func(), err error) {
+	sock, err := filepath.Abs(o.socket)
+	if err != nil {
+		return nil, err
+	}
+	data, err := filepath.Abs(o.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return nil, fmt.Errorf("docker client: %w", err)
+	}
+	lock, err := instancelock.Acquire(ctx, cli, instancelock.Self(o.instance, sock, data), nil, log)
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	return func() {
+		defer cli.Close()
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := lock.Release(rctx); err != nil {
+			log.Warn("instance marker left behind; the next daemon of the instance removes it", "err", err)
+		}
+	}, nil
 }
