@@ -838,7 +838,7 @@ func removeInstanceMarker(t testing.TB, instance string, pid int) {
 	defer cancel()
 	cli := dockertest.Client(t)
 	insp, err := cli.ContainerInspect(ctx, instancelock.MarkerName(instance))
-	if err != nil || insp.Config == nil || insp.Config.Labels[instancelock.LabelInstance] != instance || insp.Config.Labels["org.aimi.instance-lock.pid"] != strconv.Itoa(pid) {
+	if err != nil || insp.Config == nil || insp.Config.Labels[instancelock.LabelInstance] != instance || insp.Config.Labels[contract.LabelInstanceLockPID] != strconv.Itoa(pid) {
 		return
 	}
 	if err := cli.ContainerRemove(ctx, insp.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {

@@ -21,6 +21,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // Names and label keys on the engine: one place for them.
@@ -30,16 +32,16 @@ const (
 	// NamePrefix starts every marker container's name.
 	NamePrefix = "aimid-instance-"
 	// LabelInstance holds the instance name on a marker.
-	LabelInstance = "org.aimi.instance-lock"
+	LabelInstance = contract.LabelInstanceLock
 
-	labelPID      = "org.aimi.instance-lock.pid"
-	labelSocket   = "org.aimi.instance-lock.socket"
-	labelDataDir  = "org.aimi.instance-lock.data-dir"
-	labelHost     = "org.aimi.instance-lock.host"
-	labelStarted  = "org.aimi.instance-lock.started"
-	labelBootID   = "org.aimi.instance-lock.boot-id"
-	labelPIDNS    = "org.aimi.instance-lock.pid-ns"
-	labelPIDStart = "org.aimi.instance-lock.pid-start"
+	labelPID      = contract.LabelInstanceLockPID
+	labelSocket   = contract.LabelInstanceLockSocket
+	labelDataDir  = contract.LabelInstanceLockDataDir
+	labelHost     = contract.LabelInstanceLockHost
+	labelStarted  = contract.LabelInstanceLockStarted
+	labelBootID   = contract.LabelInstanceLockBootID
+	labelPIDNS    = contract.LabelInstanceLockPIDNS
+	labelPIDStart = contract.LabelInstanceLockPIDStart
 )
 
 // takeAttempts bounds the create / find a stale marker / remove loop; each
@@ -209,7 +211,7 @@ func ensureImage(ctx context.Context, eng Engine) error {
 		return err
 	}
 	rc, err := eng.ImageImport(ctx, image.ImportSource{Source: &empty, SourceName: "-"}, Image, image.ImportOptions{
-		Changes: []string{`LABEL ` + LabelInstance + `-image=1`},
+		Changes: []string{`LABEL ` + contract.LabelInstanceLockImage + `=1`},
 		Message: "aimid instance marker: an empty image, never run",
 	})
 	if err != nil {
