@@ -61,6 +61,11 @@ func (f *fakeDaemon) Stop(_ context.Context, repo string, names []string) (orche
 	if f.stopErr != nil {
 		return orchestrator.SwarmView{}, f.stopErr
 	}
+	for _, v := range f.list.Swarms {
+		if v.RepoPath == repo {
+			return v, nil
+		}
+	}
 	return orchestrator.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: "s"}}, nil
 }
 

@@ -93,3 +93,53 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "board-fake.png"), png, 0o644)
 	}
 }
+
+// TestKeyboardAndNarrowWindow: in a phone-wide window nothing is wider than
+// the screen, and the Stop button is reached with Tab and run with Enter.
+func TestKeyboardAndNarrowWindow(t *testing.T) {
+	f := &fakeDaemon{events: make(chan orchestrator.Event), list: fakeSwarm()}
+	base, _ := serveBoard(t, f)
+	actx, _ := browsertest.Start(t)
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelT()
+	card := `[data-container="aimi-web"]`
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(360, 740), chromedp.Navigate(base+"/?token="+testToken),
+		chromedp.WaitVisible(chromedp.CSS(card+` g.story`))); err != nil {
+		html, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.OuterHTML(chromedp.CSS("body")))
+		t.Fatalf("%v; page: %s", err, html)
+	}
+	overflow, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`document.documentElement.scrollWidth - window.innerWidth`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if overflow > 0 {
+		t.Errorf("at 360 px the page is %v px wider than the window", overflow)
+	}
+	// Tab from the top until the container's Stop button has the focus.
+	found := false
+	for i := 0; i < 20 && !found; i++ {
+		if err := chromedp.Do(ctx, chromedp.KeyEvent("\t")); err != nil {
+			t.Fatal(err)
+		}
+		on, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.activeElement.matches('`+card+` button[data-action="stop"]')`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		found = on
+	}
+	if !found {
+		t.Fatal("Tab never reached the container's Stop button")
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS(card+` .result[data-state="ok"]`))); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(f.stopped, ",") != "aimi-web" {
+		t.Errorf("Enter on Stop stopped %v, want [aimi-web]", f.stopped)
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err == nil && os.Getenv("AIMI_TEST_ARTIFACTS") != "" {
+		_ = os.WriteFile(filepath.Join(os.Getenv("AIMI_TEST_ARTIFACTS"), "board-narrow.png"), png, 0o644)
+	}
+}

@@ -3,7 +3,7 @@
 # metric, the measured value next to its target and the ratio.
 #
 #   scripts/bench.sh                 all benchmarks (Docker-backed ones need the engine)
-#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, RealMessageRate, DaemonRSS)
+#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, RealMessageRate, DaemonRSS, BoardLiveUpdates)
 #
 # Environment:
 #   GO                     go command (default: go)
@@ -11,7 +11,7 @@
 #   BENCH_STRICT=1         exit 1 when a target is missed (default: report only;
 #                          a benchmark that fails to run always exits 1)
 #   BENCH_OUT=DIR          keep the raw `go test` output there (default: a temp dir)
-#   AIMI_BENCH_CONTAINERS  containers for BenchmarkDaemonRSS (default 50)
+#   AIMI_BENCH_CONTAINERS  containers for BenchmarkDaemonRSS and BenchmarkBoardLiveUpdates (default 50)
 #
 # ratio = measured / target. A ">=" target is met when ratio >= 1, a "<=" or
 # "<" target when ratio <= 1 (< 1). Whole run: ~2 min quick, ~6-8 min with
@@ -41,6 +41,7 @@ RUNS='
 ./orchestrator|^BenchmarkRealMessageRate$|1x||1
 ./orchestrator|^BenchmarkFanOut$|1x||1
 ./cmd/aimid|^BenchmarkDaemonRSS$|1x||1
+./cmd/aimid|^BenchmarkBoardLiveUpdates$|1x||1
 ./container|^BenchmarkFrameSplitter$|1s||0
 ./gitserve|^BenchmarkParsePushCommands$|1s||0
 ./acpclient|^BenchmarkSessionUpdate$|1s||0
@@ -59,6 +60,8 @@ BenchmarkFanOut/N=32|ratio|<=|1.15
 BenchmarkMessageRate|msgs/s|>=|20000
 BenchmarkRealMessageRate|msgs/s|>=|20000
 BenchmarkDaemonRSS|daemon-RSS-MB|<|60
+BenchmarkBoardLiveUpdates|board-extra-cpu-%|<|5
+BenchmarkBoardLiveUpdates|p95-update-ms|<=|200
 '
 
 if [ "$QUICK" != 1 ] && ! docker info >/dev/null 2>&1; then

@@ -52,7 +52,7 @@ var boardURLRe = regexp.MustCompile(`board: (http://127\.0\.0\.1:\d+)/\?token=\S
 
 // startBoard runs `aimi swarm ui` in-process against sock and returns its
 // printed URL (with the token) and its origin (without).
-func startBoard(t *testing.T, ctx context.Context, sock string) (string, string) {
+func startBoard(t testing.TB, ctx context.Context, sock string) (string, string) {
 	t.Helper()
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
@@ -83,7 +83,7 @@ func startBoard(t *testing.T, ctx context.Context, sock string) (string, string)
 	}
 }
 
-func saveScreenshot(t *testing.T, ctx context.Context, name string) {
+func saveScreenshot(t testing.TB, ctx context.Context, name string) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
