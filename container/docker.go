@@ -251,6 +251,10 @@ type Exit struct {
 	Code      int
 	OOMKilled bool
 	Err       error // the wait itself failed (ctx done, container removed)
+	// Failure is the error code (CodeNodeLost, CodeStartFailed) of a
+	// sandbox the engine ended from outside its process, with the reason;
+	// empty for an ordinary exit. The single Docker engine never sets it.
+	Failure, FailureReason string
 }
 
 // Wait reports the container's next exit on the returned channel (one value,
@@ -328,9 +332,13 @@ type Info struct {
 	ExitCode        int
 	OOMKilled       bool
 	Error           string // the engine's error for the last start/exit, if any
-	Pid             int
-	StartedAt       time.Time // zero if never started
-	FinishedAt      time.Time // zero if never finished
+	// Failure and FailureReason: as in Exit, once the sandbox ended.
+	Failure, FailureReason string
+	// Node is the cluster node the sandbox runs on ("" on a single engine).
+	Node       string
+	Pid        int
+	StartedAt  time.Time // zero if never started
+	FinishedAt time.Time // zero if never finished
 
 	// What the container was created with, for verification.
 	NanoCPUs, MemoryBytes, MemorySwapBytes, PidsLimit int64

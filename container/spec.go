@@ -161,3 +161,8 @@ func (s *Spec) validate() error {
 func cleanAbs(p string) bool {
 	return path.IsAbs(p) && path.Clean(p) == p
 }
+
+// Validate checks everything about s that can be checked without an
+// engine; other engines (Swarm mode) validate with it before their own
+// rules.
+func (s *Spec) Validate() error { return s.validate() }

@@ -30,7 +30,18 @@ const (
 	// EnvPushRetry is the Go duration the runner's last push retries while
 	// the repository is unreachable (default 10m).
 	EnvPushRetry = "AIMI_PUSH_RETRY"
+	// EnvTaskRequestFile names a file holding the task-request line, read
+	// instead of stdin (engines that cannot give a task stdin: Swarm mode).
+	EnvTaskRequestFile = "AIMI_TASK_REQUEST_FILE"
+	// EnvSecretEnv lists (comma-separated) environment names whose values
+	// are files of that name in SecretDir; acp-runner sets them in its own
+	// environment before anything reads it (Swarm mode secrets).
+	EnvSecretEnv = "AIMI_SECRET_ENV"
 )
+
+// SecretDir is where EnvSecretEnv's files are: Swarm mode mounts a
+// service's secrets there.
+const SecretDir = "/run/secrets"
 
 // DefaultWorkspace is where acp-runner clones the repository inside the
 // container when EnvWorkspace is unset.

@@ -26,6 +26,13 @@ const (
 	// LabelDaemon holds the instance name of the aimid that created the
 	// resource, so daemons sharing one engine keep apart.
 	LabelDaemon = "org.aimi.daemon"
+	// LabelSwarmObject says what a Swarm mode config or secret of a
+	// sandbox holds (spec, request, env, file, network).
+	LabelSwarmObject = "org.aimi.swarm-object"
+	// LabelContainer holds the sandbox's container name on its Swarm mode
+	// service, configs, secrets and network (service names are shorter
+	// than container names may be).
+	LabelContainer = "org.aimi.container"
 )
 
 // Label keys of the marker container by which a daemon holds its instance

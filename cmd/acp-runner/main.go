@@ -44,6 +44,12 @@ func run(args []string) int {
 		}
 	}
 
+	// Secrets first: the configuration below reads the environment.
+	if err := runner.LoadSecretEnv(os.Getenv, os.Setenv, contract.SecretDir); err != nil {
+		log.Error("configuration", "err", err)
+		reportConfigError(runner.Config{}, err)
+		return 2
+	}
 	if err := harden(); err != nil {
 		log.Warn("cannot hide the runner's environment from same-user processes", "err", err)
 	}
@@ -56,7 +62,14 @@ func run(args []string) int {
 	cfg.Logger = log
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return runner.Run(ctx, cfg, os.Stdin, os.Stdout)
+	in, err := runner.RequestInput(os.Getenv, os.Stdin)
+	if err != nil {
+		log.Error("configuration", "err", err)
+		reportConfigError(cfg, err)
+		return 2
+	}
+	defer in.Close()
+	return runner.Run(ctx, cfg, in, os.Stdout)
 }
 
 // reportConfigError emits the one error message a misconfigured runner owes

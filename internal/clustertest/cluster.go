@@ -204,6 +204,9 @@ func (c *Cluster) startNode(ctx context.Context, ref, role string, labels map[st
 		Labels:   labels,
 		Cmd: []string{
 			"--storage-driver=vfs",
+			// Run state on a tmpfs: a node restarted after a kill must
+			// not find the old pid file and refuse to start.
+			"--exec-root=/run/docker", "--pidfile=/run/docker.pid",
 			"--host=unix://" + socketDir + "/docker.sock",
 			// The socket belongs to the test's group, so a test running
 			// as a docker-group user (not root) can use it.
@@ -222,6 +225,7 @@ func (c *Cluster) startNode(ctx context.Context, ref, role string, labels map[st
 			// Read-only cgroups make every inner container fail
 			// ("mkdir /sys/fs/cgroup/cpuset/docker: read-only file system").
 			{Type: mount.TypeBind, Source: "/sys/fs/cgroup", Target: "/sys/fs/cgroup"},
+			{Type: mount.TypeTmpfs, Target: "/run"},
 			{Type: mount.TypeBind, Source: sock, Target: socketDir},
 			// An anonymous volume, removed with the node: the vfs driver
 			// copies whole layers, better on the volume's plain
@@ -437,5 +441,27 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-t.C:
 		return nil
+	}
+}
+
+// StartNode starts a stopped node again; its engine rejoins the swarm with
+// the state it kept, and StartNode returns once the manager sees it Ready.
+func (c *Cluster) StartNode(ctx context.Context, i int) error {
+	n := c.Nodes[i]
+	if err := c.host.ContainerStart(ctx, n.ContainerID, container.StartOptions{}); err != nil {
+		return fmt.Errorf("start node %s: %w", n.Name, err)
+	}
+	deadline := time.Now().Add(swarmReadyTimeout)
+	for {
+		node, _, err := c.Manager().Client.NodeInspectWithRaw(ctx, n.NodeID)
+		if err == nil && node.Status.State == swarm.NodeStateReady {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s not Ready %s after its restart (last error: %v)", n.Name, swarmReadyTimeout, err)
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return err
+		}
 	}
 }

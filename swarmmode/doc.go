@@ -1,0 +1,34 @@
+// Package swarmmode runs aimi's sandboxes on a Docker Swarm mode cluster:
+// the same operations the orchestrator asks of the single Docker engine
+// (create, start, deliver the task-request, lines after a cursor, wait,
+// stop, inspect, list by label, remove), done with Swarm mode services
+// through a manager's Engine API. Swarm mode does the placement, the
+// secrets, the overlay networks and the log collection; this package only
+// translates.
+//
+// One sandbox is one service in replicated-job mode (one task, no
+// restart), named after the container and labelled with its org.aimi.*
+// labels on the service and on the task's container. Its id is the service
+// name, which is known before the service exists. Because a task cannot be
+// given stdin and its files must exist before it is scheduled, the service
+// is created only when the task-request is delivered (WriteStdin): Create
+// stores the sandbox's spec as a Swarm config (no secret in it) and every
+// environment value as a Swarm secret, Start marks nothing, and WriteStdin
+// stores the request line as a config mounted read-only in the container
+// and creates the service. The runner reads the request from that file and
+// its environment from /run/secrets (contract.EnvTaskRequestFile,
+// contract.EnvSecretEnv), so no value appears in the service spec.
+//
+// Output comes from the service's logs with timestamps (the same
+// multiplexed format as a container's, so container.ReadLines follows it
+// from a cursor); the exit from the task's state and exit code. A task
+// whose node went down, that was orphaned or rejected ends with a Failure
+// code (container.CodeNodeLost, container.CodeStartFailed). Stop updates
+// the service so that its running task is shut down (SIGTERM, the stop
+// grace, SIGKILL) while its logs and exit code stay readable; Remove takes
+// the service, its configs, secrets and network away.
+//
+// Each sandbox gets its own overlay network, so sandboxes cannot reach
+// each other. What Swarm mode on engine 20.10 cannot do (swap limits,
+// no-new-privileges, a runtime choice) is listed in the README.
+package swarmmode

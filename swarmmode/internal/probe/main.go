@@ -1,0 +1,108 @@
+// Command probe stands in for acp-runner in the swarmmode tests: it takes
+// its task-request and environment the way the runner does (a file named by
+// contract.EnvTaskRequestFile, secrets listed in contract.EnvSecretEnv) and does
+// what the request says: print lines, listen, dial, sleep, exit with a code.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/runner"
+)
+
+// banner is what a listener says to every connection.
+const banner = "aimi-probe\n"
+
+type request struct {
+	Lines  int    `json:"lines"`
+	Exit   int    `json:"exit"`
+	Sleep  string `json:"sleep"`
+	Listen string `json:"listen"` // address to accept on while sleeping
+	Dial   string `json:"dial"`   // address to try once
+}
+
+func main() {
+	if err := runner.LoadSecretEnv(os.Getenv, os.Setenv, contract.SecretDir); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(2)
+	}
+	var b []byte
+	if r := os.Getenv("PROBE_REQUEST"); r != "" {
+		b = []byte(r) // a task made by hand, without the engine's config
+	} else {
+		in, err := runner.RequestInput(os.Getenv, os.Stdin)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			os.Exit(2)
+		}
+		b, _ = io.ReadAll(io.LimitReader(in, 64<<10))
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	fmt.Println("request " + line)
+	fmt.Println("secret " + os.Getenv("PROBE_SECRET"))
+	var req request
+	if err := json.Unmarshal([]byte(line), &req); err != nil {
+		fmt.Fprintln(os.Stderr, "probe: bad request:", err)
+		os.Exit(2)
+	}
+	for i := 0; i < req.Lines; i++ {
+		fmt.Printf("line %d\n", i)
+	}
+	if req.Listen != "" {
+		l, err := net.Listen("tcp", req.Listen)
+		if err != nil {
+			fmt.Println("listen failed", err)
+			os.Exit(2)
+		}
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				_, _ = c.Write([]byte(banner))
+				c.Close()
+			}
+		}()
+		fmt.Println("listening")
+	}
+	if req.Dial != "" {
+		// Only the banner counts: a network that accepts every
+		// connection (a transparent proxy on the way out) must not pass
+		// for reaching the listener.
+		ok := false
+		if c, err := net.DialTimeout("tcp", req.Dial, 3*time.Second); err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			b, _ := io.ReadAll(io.LimitReader(c, int64(len(banner))))
+			ok = string(b) == banner
+			c.Close()
+		}
+		if ok {
+			fmt.Println("dial ok")
+		} else {
+			fmt.Println("dial failed")
+		}
+	}
+	if req.Sleep != "" {
+		d, _ := time.ParseDuration(req.Sleep)
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, syscall.SIGTERM)
+		select {
+		case <-sig:
+			fmt.Println("terminated")
+			os.Exit(3)
+		case <-time.After(d):
+		}
+	}
+	fmt.Println("done")
+	os.Exit(req.Exit)
+}

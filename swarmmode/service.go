@@ -1,0 +1,231 @@
+package swarmmode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// WriteStdin delivers the task-request: the line becomes a config mounted
+// read-only at the path contract.EnvTaskRequestFile names, and the service is
+// created, which starts its one task. A sandbox whose service exists
+// already has its request (the runner reads only the first one, as from
+// stdin) and nothing is done.
+func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
+	svc := ServiceName(id)
+	if _, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{}); err == nil {
+		return nil
+	} else if !errdefs.IsNotFound(err) {
+		return fmt.Errorf("deliver the task-request to %s: %w", svc, err)
+	}
+	st, _, err := e.spec(ctx, svc)
+	if err != nil {
+		return fmt.Errorf("deliver the task-request: %w", err)
+	}
+	objLabels := func(kind string) map[string]string {
+		l := map[string]string{contract.LabelSwarmObject: kind, contract.LabelContainer: st.Name}
+		for k, v := range st.Labels {
+			l[k] = v
+		}
+		return l
+	}
+	reqName := objName(svc, objRequest)
+	if _, err := e.cli.ConfigCreate(ctx, swarm.ConfigSpec{
+		Annotations: swarm.Annotations{Name: reqName, Labels: objLabels(objRequest)},
+		Data:        line,
+	}); err != nil && !errdefs.IsConflict(err) {
+		return fmt.Errorf("deliver the task-request to %s: store it as a Swarm config: %w", svc, err)
+	} else if err != nil {
+		// Left by an earlier attempt that died before the service was
+		// created: the runner reads what the config holds, so it must be
+		// this line.
+		cfg, _, ierr := e.cli.ConfigInspectWithRaw(ctx, reqName)
+		if ierr != nil || !bytes.Equal(cfg.Spec.Data, line) {
+			if ierr == nil {
+				ierr = e.cli.ConfigRemove(ctx, cfg.ID)
+			}
+			if ierr == nil {
+				_, ierr = e.cli.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: reqName, Labels: objLabels(objRequest)}, Data: line})
+			}
+			if ierr != nil {
+				return fmt.Errorf("deliver the task-request to %s: replace an earlier request config: %w", svc, ierr)
+			}
+		}
+	}
+	netID, err := e.ensureNetwork(ctx, svc, st.Name, objLabels("network"))
+	if err != nil {
+		return err
+	}
+	spec, err := e.serviceSpec(ctx, svc, st, reqName, netID)
+	if err != nil {
+		return err
+	}
+	resp, err := e.cli.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+	if errdefs.IsConflict(err) {
+		return nil // a concurrent delivery won
+	}
+	if err != nil {
+		return fmt.Errorf("create service %s: %w", svc, err)
+	}
+	for _, w := range resp.Warnings {
+		// "image ... could not be accessed on a registry": expected on a
+		// cluster whose nodes had the image loaded.
+		e.log.Debug("engine warning on service create", "service", svc, "warning", w)
+	}
+	return nil
+}
+
+// ensureNetwork returns the id of the sandbox's own overlay network: one per
+// sandbox, so no two sandboxes share a network and reach each other.
+func (e *Engine) ensureNetwork(ctx context.Context, svc, name string, labels map[string]string) (string, error) {
+	netName := objName(svc, "net")
+	ids, err := e.networksOf(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if len(ids) > 0 {
+		return ids[0], nil
+	}
+	resp, err := e.cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "overlay", Labels: labels})
+	if err != nil {
+		return "", fmt.Errorf("create overlay network %s for %s: %w (the swarm's address pool may be exhausted: remove unused networks)", netName, name, err)
+	}
+	return resp.ID, nil
+}
+
+func (e *Engine) networksOf(ctx context.Context, name string) ([]string, error) {
+	ns, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelContainer+"="+name), filters.Arg("driver", "overlay"))})
+	if err != nil {
+		return nil, fmt.Errorf("list networks of %s: %w", name, err)
+	}
+	out := make([]string, 0, len(ns))
+	for _, n := range ns {
+		out = append(out, n.ID)
+	}
+	return out, nil
+}
+
+// serviceSpec translates a stored spec into the service: replicated job of
+// one task, no restart, the same labels on service and container, limits
+// with a memory reservation (so the scheduler places by memory),
+// capabilities dropped as on the single engine.
+func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, reqConfig, netID string) (swarm.ServiceSpec, error) {
+	one := uint64(1)
+	grace := e.opts.StopGrace
+	cs := &swarm.ContainerSpec{
+		Image:           st.Image,
+		Labels:          st.Labels,
+		Args:            st.Cmd,
+		User:            st.User,
+		Dir:             st.WorkingDir,
+		ReadOnly:        st.ReadOnlyRootfs,
+		StopGracePeriod: &grace,
+		CapabilityDrop:  []string{"ALL"},
+		CapabilityAdd:   container.KeptCapabilities(),
+		Env: []string{
+			contract.EnvTaskRequestFile + "=" + requestPath,
+			contract.EnvSecretEnv + "=" + strings.Join(st.EnvKeys, ","),
+		},
+	}
+	for _, h := range st.ExtraHosts {
+		name, addr, _ := strings.Cut(h, ":")
+		if addr == "host-gateway" {
+			addr = e.opts.HostAddr
+		}
+		cs.Hosts = append(cs.Hosts, addr+" "+name)
+	}
+	cfgRef := func(id, name, target string) *swarm.ConfigReference {
+		return &swarm.ConfigReference{ConfigID: id, ConfigName: name, File: &swarm.ConfigReferenceFileTarget{Name: target, UID: "0", GID: "0", Mode: 0o444}}
+	}
+	req, _, err := e.cli.ConfigInspectWithRaw(ctx, reqConfig)
+	if err != nil {
+		return swarm.ServiceSpec{}, fmt.Errorf("create service %s: %w", svc, err)
+	}
+	cs.Configs = append(cs.Configs, cfgRef(req.ID, reqConfig, requestPath))
+	for _, f := range st.Files {
+		c, _, err := e.cli.ConfigInspectWithRaw(ctx, f.Config)
+		if err != nil {
+			return swarm.ServiceSpec{}, fmt.Errorf("create service %s: file for %s: %w", svc, f.Target, err)
+		}
+		cs.Configs = append(cs.Configs, cfgRef(c.ID, f.Config, f.Target))
+	}
+	uid, mode := e.secretOwner(ctx, st)
+	for i, k := range st.EnvKeys {
+		name := objName(svc, "env"+strconv.Itoa(i))
+		s, _, err := e.cli.SecretInspectWithRaw(ctx, name)
+		if err != nil {
+			return swarm.ServiceSpec{}, fmt.Errorf("create service %s: secret for %s: %w", svc, k, err)
+		}
+		cs.Secrets = append(cs.Secrets, &swarm.SecretReference{SecretID: s.ID, SecretName: name,
+			File: &swarm.SecretReferenceFileTarget{Name: k, UID: uid, GID: "0", Mode: mode}})
+	}
+	if st.ReadOnlyRootfs {
+		cs.Mounts = append(cs.Mounts, mount.Mount{Type: mount.TypeTmpfs, Target: "/tmp", TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 256 << 20}})
+	}
+	for _, p := range st.Scratch {
+		cs.Mounts = append(cs.Mounts, mount.Mount{Type: mount.TypeVolume, Target: p})
+	}
+	res := &swarm.ResourceRequirements{Limits: &swarm.Limit{NanoCPUs: st.NanoCPUs, MemoryBytes: st.MemoryBytes, Pids: st.PidsLimit}}
+	if st.MemoryBytes > 0 {
+		res.Reservations = &swarm.Resources{MemoryBytes: st.MemoryBytes}
+	}
+	return swarm.ServiceSpec{
+		Annotations: swarm.Annotations{Name: svc, Labels: withContainer(st.Labels, st.Name)},
+		TaskTemplate: swarm.TaskSpec{
+			ContainerSpec: cs,
+			Resources:     res,
+			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone},
+			Networks:      []swarm.NetworkAttachmentConfig{{Target: netID}},
+			LogDriver:     &swarm.Driver{Name: "json-file", Options: map[string]string{"max-size": logMaxSize, "max-file": logMaxFile}},
+		},
+		Mode: swarm.ServiceMode{ReplicatedJob: &swarm.ReplicatedJob{MaxConcurrent: &one, TotalCompletions: &one}},
+	}, nil
+}
+
+func withContainer(labels map[string]string, name string) map[string]string {
+	out := map[string]string{contract.LabelContainer: name}
+	for k, v := range labels {
+		out[k] = v
+	}
+	return out
+}
+
+// EnsureNetwork has no shared network to make: every sandbox gets its own
+// overlay network when its service is created. The gateway reported is
+// Options.HostAddr, where tasks reach the daemon's machine.
+func (e *Engine) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error) {
+	return container.NetworkInfo{Name: name, Gateway: e.opts.HostAddr}, nil
+}
+
+// RemoveNetworkIfUnused has nothing to remove: a sandbox's network goes
+// with the sandbox (Remove).
+func (e *Engine) RemoveNetworkIfUnused(ctx context.Context, name string) error { return nil }
+
+// secretOwner is who may read the secret files: the sandbox's numeric user
+// (from the spec, else from the image on the manager) alone, or everyone
+// when that user is not known as a number.
+func (e *Engine) secretOwner(ctx context.Context, st storedSpec) (uid string, mode os.FileMode) {
+	user := st.User
+	if user == "" {
+		if img, err := e.cli.ImageInspect(ctx, st.Image); err == nil && img.Config != nil {
+			user = img.Config.User
+		}
+	}
+	u, _, _ := strings.Cut(user, ":")
+	if _, err := strconv.Atoi(u); err == nil {
+		return u, 0o400
+	}
+	return "0", 0o444
+}

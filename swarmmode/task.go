@@ -1,0 +1,287 @@
+package swarmmode
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	containertypes "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/logcursor"
+)
+
+// stopConstraint is the placement constraint Stop gives a service: no node
+// has that label, so the task the update creates is never scheduled, while
+// the running one is shut down and keeps its logs and exit code.
+const stopConstraint = "node.labels.org.aimi.stopped==true"
+
+// Inspect reports a sandbox's state: "created" until its service has a
+// task, "running" while the task is not terminal, "exited" once it is (or
+// "dead" when its node was lost), with the exit code and, when the engine
+// ended it, a Failure code.
+func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error) {
+	svc := ServiceName(id)
+	s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
+	if errdefs.IsNotFound(err) {
+		st, cfg, err := e.spec(ctx, svc)
+		if err != nil {
+			return container.Info{}, err
+		}
+		return container.Info{ID: svc, Name: st.Name, Image: st.Image, Labels: cfg.Spec.Labels, Status: "created",
+			NanoCPUs: st.NanoCPUs, MemoryBytes: st.MemoryBytes, PidsLimit: st.PidsLimit, ReadOnlyRootfs: st.ReadOnlyRootfs}, nil
+	}
+	if err != nil {
+		return container.Info{}, fmt.Errorf("inspect service %s: %w", svc, err)
+	}
+	info := container.Info{ID: svc, Name: s.Spec.Labels[contract.LabelContainer], Labels: s.Spec.Labels, Status: "created"}
+	if info.Name == "" {
+		info.Name = svc
+	}
+	if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
+		info.Image, info.ReadOnlyRootfs, info.User = cs.Image, cs.ReadOnly, cs.User
+		info.CapAdd, info.CapDrop = cs.CapabilityAdd, cs.CapabilityDrop
+		info.Labels = cs.Labels
+	}
+	if r := s.Spec.TaskTemplate.Resources; r != nil && r.Limits != nil {
+		info.NanoCPUs, info.MemoryBytes, info.PidsLimit = r.Limits.NanoCPUs, r.Limits.MemoryBytes, r.Limits.Pids
+	}
+	t, ok, err := e.firstTask(ctx, s.ID)
+	if err != nil {
+		return info, err
+	}
+	if !ok {
+		return info, nil
+	}
+	e.fillTask(ctx, &info, t)
+	return info, nil
+}
+
+// firstTask is the service's first task: the one its creation started. A
+// stopped service has a second, never scheduled one.
+func (e *Engine) firstTask(ctx context.Context, serviceID string) (swarm.Task, bool, error) {
+	tasks, err := e.cli.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", serviceID))})
+	if err != nil {
+		return swarm.Task{}, false, fmt.Errorf("list tasks of service %s: %w", serviceID, err)
+	}
+	if len(tasks) == 0 {
+		return swarm.Task{}, false, nil
+	}
+	sort.Slice(tasks, func(i, j int) bool { return tasks[i].CreatedAt.Before(tasks[j].CreatedAt) })
+	return tasks[0], true, nil
+}
+
+// fillTask maps a task's state onto Info.
+func (e *Engine) fillTask(ctx context.Context, info *container.Info, t swarm.Task) {
+	info.StartedAt = t.CreatedAt
+	info.Node = e.nodeName(ctx, t.NodeID)
+	if cs := t.Status.ContainerStatus; cs != nil {
+		info.Pid = cs.PID
+		info.ExitCode = cs.ExitCode
+	}
+	info.Error = t.Status.Err
+	for _, na := range t.NetworksAttachments {
+		if len(na.Addresses) == 0 || na.Network.Spec.Name == "ingress" {
+			continue
+		}
+		if info.Networks == nil {
+			info.Networks = map[string]string{}
+		}
+		addr, _, _ := strings.Cut(na.Addresses[0], "/")
+		info.Networks[na.Network.Spec.Name] = addr
+	}
+	switch t.Status.State {
+	case swarm.TaskStateComplete, swarm.TaskStateShutdown, swarm.TaskStateRemove:
+		info.Status = "exited"
+		info.FinishedAt = t.Status.Timestamp
+	case swarm.TaskStateFailed:
+		info.Status = "exited"
+		info.FinishedAt = t.Status.Timestamp
+		if t.Status.ContainerStatus == nil || t.Status.ContainerStatus.ContainerID == "" {
+			// It never ran: the node could not start it.
+			info.Failure, info.FailureReason = container.CodeStartFailed, "the node could not start the task: "+t.Status.Err
+		}
+	case swarm.TaskStateRejected:
+		info.Status = "exited"
+		info.FinishedAt = t.Status.Timestamp
+		info.Failure, info.FailureReason = container.CodeStartFailed, "the node rejected the task: "+t.Status.Err
+	case swarm.TaskStateOrphaned:
+		info.Status = "dead"
+		info.FinishedAt = t.Status.Timestamp
+		info.Failure, info.FailureReason = container.CodeNodeLost, "the task was orphaned: its node has been unreachable too long"
+	default:
+		info.Status, info.Running = "running", true
+		if t.NodeID == "" {
+			return
+		}
+		if down, why := e.nodeDown(ctx, t.NodeID); down {
+			info.Status, info.Running = "dead", false
+			info.FinishedAt = time.Now().UTC()
+			info.Failure, info.FailureReason = container.CodeNodeLost, fmt.Sprintf("node %s running the task is %s", info.Node, why)
+		}
+	}
+}
+
+// nodeDown reports whether a node is down or gone from the cluster.
+func (e *Engine) nodeDown(ctx context.Context, nodeID string) (bool, string) {
+	n, _, err := e.cli.NodeInspectWithRaw(ctx, nodeID)
+	if errdefs.IsNotFound(err) {
+		return true, "gone from the swarm"
+	}
+	if err != nil {
+		return false, ""
+	}
+	switch n.Status.State {
+	case swarm.NodeStateDown, swarm.NodeStateDisconnected:
+		return true, string(n.Status.State)
+	}
+	return false, ""
+}
+
+func (e *Engine) nodeName(ctx context.Context, nodeID string) string {
+	if nodeID == "" {
+		return ""
+	}
+	e.mu.Lock()
+	name, ok := e.nodes[nodeID]
+	e.mu.Unlock()
+	if ok {
+		return name
+	}
+	n, _, err := e.cli.NodeInspectWithRaw(ctx, nodeID)
+	if err != nil {
+		return nodeID
+	}
+	name = n.Description.Hostname
+	e.mu.Lock()
+	e.nodes[nodeID] = name
+	e.mu.Unlock()
+	return name
+}
+
+// Wait reports the sandbox's exit on the returned channel (one value, then
+// closed), polling its task's state. It may be called before the service
+// exists; a sandbox that disappears is container.ErrNotFound.
+func (e *Engine) Wait(ctx context.Context, id string) <-chan container.Exit {
+	out := make(chan container.Exit, 1)
+	go func() {
+		defer close(out)
+		failures := 0
+		for {
+			info, err := e.Inspect(ctx, id)
+			switch {
+			case ctx.Err() != nil:
+				out <- container.Exit{Err: fmt.Errorf("wait for %s: %w", id, ctx.Err())}
+				return
+			case errors.Is(err, container.ErrNotFound):
+				out <- container.Exit{Err: fmt.Errorf("wait for %s: %w (removed while waiting)", id, container.ErrNotFound)}
+				return
+			case err != nil:
+				failures++
+				e.log.Warn("reading a task's state failed; retrying", "sandbox", id, "err", err, "failures", failures)
+			case info.Status == "exited" || info.Status == "dead":
+				out <- container.Exit{Code: info.ExitCode, Failure: info.Failure, FailureReason: info.FailureReason}
+				return
+			default:
+				failures = 0
+			}
+			if sleep(ctx, e.opts.Poll) != nil {
+				out <- container.Exit{Err: fmt.Errorf("wait for %s: %w", id, ctx.Err())}
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// Stop shuts the sandbox's task down (SIGTERM, then SIGKILL after the stop
+// grace fixed at creation): the service is updated with a constraint no
+// node meets, which ends the running task and never schedules another.
+// The service stays, with the task's logs and exit code. Stopping a
+// sandbox that is not running is not an error; grace is ignored.
+func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error {
+	svc := ServiceName(id)
+	for attempt := 0; ; attempt++ {
+		s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
+		if errdefs.IsNotFound(err) {
+			if _, _, serr := e.spec(ctx, svc); serr != nil {
+				return fmt.Errorf("stop %s: %w", svc, serr)
+			}
+			return nil // never started
+		}
+		if err != nil {
+			return fmt.Errorf("stop %s: %w", svc, err)
+		}
+		spec := s.Spec
+		if spec.TaskTemplate.Placement == nil {
+			spec.TaskTemplate.Placement = &swarm.Placement{}
+		}
+		for _, c := range spec.TaskTemplate.Placement.Constraints {
+			if c == stopConstraint {
+				return nil
+			}
+		}
+		spec.TaskTemplate.Placement.Constraints = append(spec.TaskTemplate.Placement.Constraints, stopConstraint)
+		_, err = e.cli.ServiceUpdate(ctx, s.ID, s.Version, spec, swarm.ServiceUpdateOptions{})
+		if err == nil {
+			return nil
+		}
+		// "update out of sequence": someone else updated it meanwhile.
+		if attempt >= 5 {
+			return fmt.Errorf("stop %s: %w", svc, err)
+		}
+	}
+}
+
+// Lines yields the sandbox's output lines strictly after the cursor, from
+// its task's logs (timestamps on), re-reading from the cursor when the
+// stream ends while the task runs.
+func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error) {
+	svc := ServiceName(id)
+	if _, err := e.Inspect(ctx, svc); err != nil {
+		return nil, fmt.Errorf("read output of %s: %w", svc, err)
+	}
+	src := container.LogSource{
+		Open: func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error) {
+			s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
+			if errdefs.IsNotFound(err) {
+				return io.NopCloser(&bytes.Buffer{}), nil // not delivered yet
+			}
+			if err != nil {
+				return nil, fmt.Errorf("open logs: %w", err)
+			}
+			t, ok, err := e.firstTask(ctx, s.ID)
+			if err != nil {
+				return nil, err
+			}
+			if !ok || t.NodeID == "" {
+				return io.NopCloser(&bytes.Buffer{}), nil
+			}
+			if down, _ := e.nodeDown(ctx, t.NodeID); down {
+				// The node holds the only copy of the task's log; asking
+				// for it would wait for a node that is gone.
+				return io.NopCloser(&bytes.Buffer{}), nil
+			}
+			opts := containertypes.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
+			if !since.IsZero() {
+				opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+			}
+			rc, err := e.cli.TaskLogs(ctx, t.ID, opts)
+			if err != nil {
+				return nil, fmt.Errorf("open logs of task %s: %w", t.ID, err)
+			}
+			return rc, nil
+		},
+		Inspect: func(ctx context.Context) (container.Info, error) { return e.Inspect(ctx, svc) },
+	}
+	return container.ReadLines(ctx, svc, after, follow, src, e.log), nil
+}
