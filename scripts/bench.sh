@@ -3,7 +3,7 @@
 # metric, the measured value next to its target and the ratio.
 #
 #   scripts/bench.sh                 all benchmarks (Docker-backed ones need the engine)
-#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, RealMessageRate, DaemonRSS, BoardLiveUpdates)
+#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, RealMessageRate, DaemonRSS, BoardLiveUpdates)
 #
 # Environment:
 #   GO                     go command (default: go)
@@ -42,6 +42,7 @@ RUNS='
 ./orchestrator|^BenchmarkFanOut$|1x||1
 ./cmd/aimid|^BenchmarkDaemonRSS$|1x||1
 ./cmd/aimid|^BenchmarkBoardLiveUpdates$|1x||1
+./cmd/aimid|^BenchmarkFanOutUser$|2x||1
 ./container|^BenchmarkFrameSplitter$|1s||0
 ./gitserve|^BenchmarkParsePushCommands$|1s||0
 ./acpclient|^BenchmarkSessionUpdate$|1s||0
@@ -55,8 +56,8 @@ BenchmarkReader|msgs/s|>=|150000
 BenchmarkRecorderSustained|msgs/s|>=|20000
 BenchmarkRecorderSustained|max-state-lag-ms|<=|50
 BenchmarkRecorderSustained|p99-state-lag-ms|<=|50
-BenchmarkFanOut/N=8|ratio|<=|1.15
-BenchmarkFanOut/N=32|ratio|<=|1.15
+BenchmarkFanOutUser/N=16|ratio|<=|1.15
+BenchmarkFanOutUser/N=32|ratio|<=|1.15
 BenchmarkMessageRate|msgs/s|>=|20000
 BenchmarkRealMessageRate|msgs/s|>=|20000
 BenchmarkDaemonRSS|daemon-RSS-MB|<|60
