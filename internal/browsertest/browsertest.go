@@ -88,17 +88,33 @@ func image(t testing.TB, cli client.APIClient) string {
 	if err := os.WriteFile(runner, []byte(placeholderRunner), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	cache, err := cacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	r, err := sandboximage.BuildDetailed(ctx, sandboximage.Options{
-		Tag: imageTag, Packages: Packages, RunnerBinary: runner, Client: cli,
+		Tag: imageTag, Packages: Packages, RunnerBinary: runner, Client: cli, CacheDir: cache,
 		Labels: map[string]string{labelBrowserImage: "true"},
 	})
 	if err != nil {
 		t.Fatalf("build the browser image from Debian's packages: %v", err)
 	}
-	t.Logf("browser image %s: cached=%t base-cached=%t took=%s", r.Ref, r.ImageCached, r.BaseCached, r.Took.Round(time.Millisecond))
+	t.Logf("browser image %s: cached=%t base-cached=%t key=%.12s took=%s", r.Ref, r.ImageCached, r.BaseCached, r.Key, r.Took.Round(time.Millisecond))
 	return r.Ref
+}
+
+// cacheDir is the browser image's own build cache, next to the sandbox
+// image's: a cold browser build holds its cache's lock for minutes, and the
+// sandbox image's users (their builds, and sandboxtest's tag removal, which
+// waits at most a minute) must not queue behind it.
+func cacheDir() (string, error) {
+	d, err := sandboximage.DefaultCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(filepath.Dir(d), "browser"), nil
 }
 
 // labelBrowserImage marks the browser image, so that it can be found and
