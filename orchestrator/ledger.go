@@ -32,6 +32,7 @@ type lineResult struct {
 	msg      *acpmsg.Message // the valid message, folded or rejected
 	invalid  string          // why the line is not a valid message
 	rejected string          // why the fold refused the valid message
+	code     string          // set when the refusal fails the container (state.RejectedError.Code)
 }
 
 func newLedger(store *state.Store, sw *state.Swarm, opts state.RecorderOptions) *ledger {
@@ -86,7 +87,7 @@ func (l *ledger) record(ctx context.Context, name string, rec state.Record, msg 
 	l.mu.RUnlock()
 	var re *state.RejectedError
 	if errors.As(err, &re) {
-		res.rejected = re.Reason
+		res.rejected, res.code = re.Reason, re.Code
 		err = nil
 	}
 	return err

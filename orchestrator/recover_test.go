@@ -312,3 +312,37 @@ func TestShutdownLeavesContainersRunningAndRecoverFinishesThem(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryFailedKeepsTheStoriesTheFirstRunFinished: a rerun's runner
+// starts from the branch, where the first run's finished stories are
+// marked so, and reports only the rest; its completion completed agrees
+// with a fold that kept the finished stories, and the container completes.
+func TestRetryFailedKeepsTheStoriesTheFirstRunFinished(t *testing.T) {
+	attempt := map[string]int{} // guarded by eng.mu: programs is called under it
+	repo, files := testRepo(t, []string{"half"}, 2)
+	eng := newFakeEngine(nil)
+	eng.programs = func(s container.Spec) program {
+		attempt[s.Labels[contract.LabelTaskFile]]++
+		if attempt[s.Labels[contract.LabelTaskFile]] == 1 {
+			return scripted(0, step{story: "US-001", status: "in_progress"}, step{story: "US-001", status: "completed"}, exitStep(1))
+		}
+		return scripted(0, step{story: "US-002", status: "in_progress"}, step{story: "US-002", status: "completed"}, step{complete: "completed"})
+	}
+	m := newTestManager(t, eng, Config{})
+	ctx := context.Background()
+	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	if d := detail(t, waitTerminal(t, m, repo, 10*time.Second), "half"); d.Status != "failed" {
+		t.Fatalf("first run: %s, want failed", d.Status)
+	}
+	if _, err := m.Resume(ctx, repo, true); err != nil {
+		t.Fatal(err)
+	}
+	if d := detail(t, waitTerminal(t, m, repo, 10*time.Second), "half"); d.Status != "completed" {
+		t.Fatalf("rerun: %s %+v, want completed", d.Status, d.Errors)
+	}
+	if c := validateStateFile(t, repo).Containers[0]; c.StoryProgress != (state.Progress{Total: 2, Completed: 2}) {
+		t.Errorf("state after the rerun: %+v", c.StoryProgress)
+	}
+}

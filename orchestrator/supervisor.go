@@ -282,6 +282,9 @@ func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
 		sw.event(c, EventLineRejected, func(e *Event) { e.Output = res.invalid })
 	case res.rejected != "":
 		sw.event(c, EventLineRejected, func(e *Event) { e.Output = res.rejected; e.MessageType = string(res.msg.Type) })
+		if res.code != "" {
+			sw.failRejected(ctx, c, res)
+		}
 	default:
 		// Per line: the status comes from the message, not from a
 		// snapshot of the whole swarm.

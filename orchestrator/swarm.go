@@ -368,8 +368,10 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 		}
 	}
 	retried := map[string]bool{}
+	before := map[string]map[string]tasks.Status{}
 	for _, c := range retry {
 		retried[c.name] = true
+		before[c.name] = sw.led.stories(c.name)
 	}
 	all := sw.list()
 	err := sw.led.rebuild(ctx, func(context.Context) error {
@@ -379,7 +381,11 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 		}
 		return errors.Join(errs...)
 	}, all, func(c *ctr, old *state.Container) (*state.Container, *state.Tracker, error) {
-		return sw.restoreEntry(c, old, retried[c.name])
+		sc, t, err := sw.restoreEntry(c, old, retried[c.name])
+		if err == nil && retried[c.name] {
+			t = state.NewTracker(keepFinished(c.tf, before[c.name]))
+		}
+		return sc, t, err
 	})
 	if err != nil {
 		return err

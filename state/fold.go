@@ -4,19 +4,30 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
 // RejectedError is a valid message the fold refused: it breaks the story
-// transition table, names an unknown story, or arrives after the container
-// reached a terminal status. The state is unchanged.
+// transition table, names an unknown story, arrives after the container
+// reached a terminal status, or is a completion that contradicts the story
+// progress. The state is unchanged.
 type RejectedError struct {
 	Reason string
+	// Code is set for a rejection that ends the container: the daemon
+	// records an error with this code, so the container is failed.
+	Code string
 }
 
 func (e *RejectedError) Error() string { return "message rejected: " + e.Reason }
+
+// CodeCompletionContradicts is the error code of a container that reported
+// completion completed while stories were still pending or in progress: the
+// spec's completed means every story finished (completed, failed or
+// skipped), and a claim the story progress does not back is not believed.
+const CodeCompletionContradicts = "COMPLETION_CONTRADICTS_PROGRESS"
 
 func rejectf(format string, args ...any) error {
 	return &RejectedError{Reason: fmt.Sprintf(format, args...)}
@@ -111,6 +122,11 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 		var st ContainerStatus
 		switch p.Status {
 		case acpmsg.CompletionCompleted:
+			if open := t.unfinished(); len(open) > 0 {
+				return false, &RejectedError{Code: CodeCompletionContradicts, Reason: fmt.Sprintf(
+					"%s: completion completed while %d of %d stories are not finished (%s)",
+					CodeCompletionContradicts, len(open), len(t.stories), listStories(open))}
+			}
 			st = StatusCompleted
 		case acpmsg.CompletionFailed:
 			st = StatusFailed
@@ -153,6 +169,28 @@ func (t *Tracker) prAmendment(m acpmsg.Message) (string, bool) {
 		return "", false
 	}
 	return *p.PRURL, true
+}
+
+// unfinished lists the stories, in task-file order, that are pending or in
+// progress, as "US-001 pending".
+func (t *Tracker) unfinished() []string {
+	var out []string
+	for _, id := range t.order {
+		if s := t.stories[id]; s == tasks.Pending || s == tasks.InProgress {
+			out = append(out, id+" "+string(s))
+		}
+	}
+	return out
+}
+
+// listStories joins at most five entries: the reason goes into journals,
+// events and the status, one line each.
+func listStories(s []string) string {
+	const shown = 5
+	if len(s) <= shown {
+		return strings.Join(s, ", ")
+	}
+	return strings.Join(s[:shown], ", ") + fmt.Sprintf(", and %d more", len(s)-shown)
 }
 
 // start moves a pending container to running.

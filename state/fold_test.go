@@ -60,7 +60,8 @@ func TestFold(t *testing.T) {
 		status   ContainerStatus
 		progress Progress
 		pr       *string
-		rejected bool // the last message is rejected
+		rejected bool   // the last message is rejected
+		code     string // with this code
 	}
 	cases := []struct {
 		name string
@@ -102,6 +103,15 @@ func TestFold(t *testing.T) {
 		{"completion completed sets status and prUrl", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed), completion(3, "completed", pr)},
 			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
+		{"completion completed with a story pending is rejected with a code", pendingFile(4), []acpmsg.Message{completion(1, "completed", nil)},
+			want{status: StatusPending, progress: Progress{Total: 4, Pending: 4}, rejected: true, code: CodeCompletionContradicts}},
+		{"completion completed with a story in progress is rejected with a code", pendingFile(2),
+			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed), progress(3, "US-002", tasks.InProgress), completion(4, "completed", nil)},
+			want{status: StatusRunning, progress: Progress{Total: 2, Completed: 1, InProgress: 1}, rejected: true, code: CodeCompletionContradicts}},
+		{"completion completed after stories failed or skipped is believed", pendingFile(3),
+			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Failed), progress(3, "US-002", tasks.Skipped),
+				progress(4, "US-003", tasks.Skipped), completion(5, "completed", nil)},
+			want{status: StatusCompleted, progress: Progress{Total: 3, Failed: 1}}},
 		{"completion failed sets failed", pendingFile(1), []acpmsg.Message{completion(1, "failed", nil)},
 			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}}},
 		{"completion stopped sets stopped", pendingFile(1), []acpmsg.Message{taskRequest(1), completion(2, "stopped", nil)},
@@ -111,15 +121,15 @@ func TestFold(t *testing.T) {
 		{"error sets failed", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), errorMsg(2, acpmsg.CodeContainerOOM)},
 			want{status: StatusFailed, progress: Progress{Total: 1, InProgress: 1}}},
-		{"duplicate completion changes nothing", pendingFile(1),
+		{"duplicate completion changes nothing", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", pr), completion(1, "completed", pr)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, pr: pr}},
+			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
 		{"duplicate error changes nothing", pendingFile(1),
 			[]acpmsg.Message{errorMsg(1, "AGENT_CRASH"), errorMsg(1, "AGENT_CRASH")},
 			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}}},
-		{"second, different completion after completed is rejected", pendingFile(1),
+		{"second, different completion after completed is rejected", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", pr), completion(2, "failed", nil)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, pr: pr, rejected: true}},
+			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr, rejected: true}},
 		{"error after completion is rejected", pendingFile(1),
 			[]acpmsg.Message{completion(1, "stopped", nil), errorMsg(2, "AGENT_CRASH")},
 			want{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
@@ -129,18 +139,18 @@ func TestFold(t *testing.T) {
 		{"progress after a terminal status is rejected", pendingFile(1),
 			[]acpmsg.Message{completion(1, "failed", nil), progress(2, "US-001", tasks.InProgress)},
 			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
-		{"task-request after a terminal status is rejected", pendingFile(1),
+		{"task-request after a terminal status is rejected", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", nil), taskRequest(2)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
-		{"a later completion of the same status adds the prUrl the first lacked", pendingFile(1),
+			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, rejected: true}},
+		{"a later completion of the same status adds the prUrl the first lacked", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", nil), completion(2, "completed", pr)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, pr: pr}},
-		{"the prUrl amendment applied twice changes nothing the second time", pendingFile(1),
+			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
+		{"the prUrl amendment applied twice changes nothing the second time", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", nil), completion(2, "completed", pr), completion(2, "completed", pr)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, pr: pr}},
-		{"a prUrl never replaces another", pendingFile(1),
+			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
+		{"a prUrl never replaces another", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", pr), completion(2, "completed", other)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Pending: 1}, pr: pr, rejected: true}},
+			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr, rejected: true}},
 		{"a prUrl with another status is rejected", pendingFile(1),
 			[]acpmsg.Message{completion(1, "stopped", nil), completion(2, "completed", pr)},
 			want{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
@@ -165,6 +175,9 @@ func TestFold(t *testing.T) {
 			var rej *RejectedError
 			if tc.want.rejected != errors.As(last, &rej) {
 				t.Fatalf("last Apply = %v, want rejected=%v", last, tc.want.rejected)
+			}
+			if rej != nil && rej.Code != tc.want.code {
+				t.Fatalf("rejection code %q, want %q (%v)", rej.Code, tc.want.code, rej)
 			}
 			if last != nil && !tc.want.rejected {
 				t.Fatalf("last Apply: %v", last)
@@ -194,6 +207,7 @@ func randomStream(rng *rand.Rand, n int) []acpmsg.Message {
 	type walk struct {
 		id    string
 		steps []tasks.Status
+		last  tasks.Status
 	}
 	walks := make([]walk, n)
 	for i := range walks {
@@ -231,9 +245,14 @@ func randomStream(rng *rand.Rand, n int) []acpmsg.Message {
 		i := live[rng.IntN(len(live))]
 		clock++
 		out = append(out, progress(clock, walks[i].id, walks[i].steps[0]))
+		walks[i].last = walks[i].steps[0]
 		walks[i].steps = walks[i].steps[1:]
 	}
 	clock++
+	finished := true
+	for _, w := range walks {
+		finished = finished && len(w.last) > 0 && w.last != tasks.InProgress
+	}
 	switch rng.IntN(4) {
 	case 0:
 		out = append(out, errorMsg(clock, acpmsg.CodeAgentCrash))
@@ -242,6 +261,10 @@ func randomStream(rng *rand.Rand, n int) []acpmsg.Message {
 	case 2:
 		out = append(out, completion(clock, "stopped", nil))
 	default:
+		if !finished { // a completed claim with stories open is rejected
+			out = append(out, completion(clock, "failed", nil))
+			break
+		}
 		out = append(out, completion(clock, "completed", ptr(fmt.Sprintf("https://example.com/pull/%d", clock))))
 	}
 	return out
