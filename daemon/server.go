@@ -316,6 +316,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
+		// Events carry the name the orchestrator keys the repository by.
+		resolved, err := orchestrator.ResolveRepo(r.Context(), repo)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		repo = resolved
 	}
 	ctx, cancel := s.streamContext(r)
 	defer cancel()

@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,22 +135,6 @@ func (m *Manager) checkOpen() error {
 		return ErrShutdown
 	}
 	return nil
-}
-
-// cleanRepo checks and normalises a repository path from a request.
-func cleanRepo(p string) (string, error) {
-	if p == "" {
-		return "", fmt.Errorf("%w: repoPath is empty", ErrInvalidRequest)
-	}
-	if !filepath.IsAbs(p) {
-		return "", fmt.Errorf("%w: repoPath %q is not absolute", ErrInvalidRequest, p)
-	}
-	p = filepath.Clean(p)
-	st, err := os.Stat(p)
-	if err != nil || !st.IsDir() {
-		return "", fmt.Errorf("%w: repoPath %q is not a directory", ErrInvalidRequest, p)
-	}
-	return p, nil
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
