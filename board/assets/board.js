@@ -9,6 +9,7 @@
   const root = document.getElementById('swarms');
   const empty = document.getElementById('empty');
   const conn = document.getElementById('conn');
+  const notice = document.getElementById('notice');
   const SVG = 'http://www.w3.org/2000/svg';
   const terminal = new Set(['completed', 'failed', 'stopped']);
 
@@ -109,6 +110,11 @@
     resultEl.dataset.state = (rep.kept && rep.kept.length) ? 'error' : 'ok';
     resultEl.textContent = '';
     for (const p of parts) resultEl.appendChild(t('div', null, p));
+    if (rep.stateRemoved) {
+      // The swarm's section goes with its state: say so where it stays.
+      notice.dataset.state = 'ok';
+      notice.textContent = 'cleanup of ' + repo + ': ' + parts.join('; ');
+    }
   }
 
   // ---- swarm sections -----------------------------------------------------

@@ -214,5 +214,20 @@ func TestBoardInABrowserFollowsARealSwarm(t *testing.T) {
 			t.Errorf("%s without the token shows %q, want only the refusal", path, body)
 		}
 	}
+
+	// Clean up from the page: the daemon removes both containers (their
+	// work was received) and the state file, and the page says so.
+	must("click clean up", chromedp.Do(page, chromedp.Click(chromedp.CSS(`button[data-action="cleanup"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#notice[data-state="ok"]`)), chromedp.WaitVisible(chromedp.CSS(`#empty`))))
+	notice, err := chromedp.Run(page, chromedp.Text(chromedp.CSS(`#notice`)))
+	must("read the cleanup result", err)
+	for _, want := range []string{"removed: ", "aimi-" + linear, "aimi-" + slow, "swarm-state.json removed"} {
+		if !strings.Contains(notice, want) {
+			t.Errorf("cleanup result %q lacks %q", notice, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm-state.json")); !os.IsNotExist(err) {
+		t.Errorf("after the page's cleanup the state file is still there (%v)", err)
+	}
 	stopBoard()
 }
