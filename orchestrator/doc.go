@@ -19,7 +19,8 @@
 //
 // # Decisions
 //
-//   - Start validates every task file (path rules, then tasks.LoadIn) before any
+//   - Start validates every task file (path rules, then the copy the container
+//     will read from git, see committed.go; one branch per file) before any
 //     engine call, creates every container (in parallel, named in task-file
 //     order), saves them all as pending with their engine ids, and only then
 //     starts any. Names are aimi-<task file slug>, suffixed -2, -3... when a

@@ -77,7 +77,19 @@ func testRepo(t testing.TB, names []string, stories int) (string, []string) {
 		}
 		paths = append(paths, p)
 	}
+	commitTasks(t, repo)
 	return repo, paths
+}
+
+// commitTasks commits the task files of repo: the daemon runs the committed
+// copy, as the container does.
+func commitTasks(t testing.TB, repo string) {
+	t.Helper()
+	for _, args := range [][]string{{"add", "-A", ".aimi/tasks"}, {"-c", "user.name=Test", "-c", "user.email=test@example.com", "commit", "-q", "--allow-empty", "-m", "task files"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
 }
 
 // validateStateFile checks the repo's swarm-state.json against the shared

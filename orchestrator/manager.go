@@ -177,7 +177,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error
 			return SwarmView{}, ErrActiveSwarm
 		}
 	}
-	planned, err := validateTasks(repo, req.TaskFiles, nil)
+	planned, err := validateTasks(ctx, repo, req.TaskFiles, nil, req.Local)
 	if err != nil {
 		return SwarmView{}, err
 	}

@@ -131,6 +131,7 @@ func TestRecoverReconcilesTheTable(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(repo, files[0]), taskFileJSON("feat/runs-on", 4), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	commitTasks(t, repo)
 	eng := newFakeEngine(byTask(progs, nil))
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	m1, err := New(ctx1, Config{Image: "standin:test", MaxContainers: 4, Logger: testLogger(t)}, eng)

@@ -265,7 +265,7 @@ func (sw *swarm) append(ctx context.Context, req StartRequest) (SwarmView, error
 	for _, c := range sw.list() {
 		existing[c.taskFile] = c.branch
 	}
-	planned, err := validateTasks(sw.repo, req.TaskFiles, existing)
+	planned, err := validateTasks(ctx, sw.repo, req.TaskFiles, existing, sw.local)
 	if err != nil {
 		return SwarmView{}, err
 	}

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/aimi-tools/swarm/tasks"
@@ -67,7 +68,9 @@ func cutText(s string, max int) string {
 // reported together.
 // existing maps the task files of the active swarm (when appending) to
 // their branches. No two task files, new or existing, may share a branch.
-func validateTasks(repo string, files []string, existing map[string]string) ([]plannedTask, error) {
+// Each file is read as the container will run it (loadAsRun): the copy
+// committed where the container checks it out.
+func validateTasks(ctx context.Context, repo string, files []string, existing map[string]string, local bool) ([]plannedTask, error) {
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%w: taskFiles is empty; name at least one task file under %s", ErrInvalidRequest, tasksDir)
 	}
@@ -92,7 +95,7 @@ func validateTasks(repo string, files []string, existing map[string]string) ([]p
 			probs.add(p, "already in the active swarm (use resume to rerun it)")
 			continue
 		}
-		tf, err := tasks.LoadIn(repo, p)
+		tf, err := loadAsRun(ctx, repo, p, local)
 		if err != nil {
 			probs.add(p, oneLine(err.Error()))
 			continue

@@ -1,9 +1,11 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ func TestTwoTaskFilesOnOneBranchAreRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(repo, files[2]), taskFileJSON("feat/one", 1), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	commitTasks(t, repo)
 	eng := newFakeEngine(byTask(nil, scripted(0, step{trap: true}, step{hang: true})))
 	m := newTestManager(t, eng, Config{StopGrace: 100 * time.Millisecond})
 	ctx := context.Background()
@@ -49,5 +52,95 @@ func TestTwoTaskFilesOnOneBranchAreRefused(t *testing.T) {
 	eng.mu.Unlock()
 	if n != 1 {
 		t.Fatalf("%d containers after a refused append, want 1", n)
+	}
+}
+
+// gitIn runs git in repo with a test identity.
+func gitIn(t *testing.T, repo string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=Test", "-c", "user.email=test@example.com"}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestStartRunsTheCommittedCopy: the daemon validates and counts the task
+// file the container will read (committed on the branch when it exists,
+// else where the clone starts), refusing a working-tree copy that is not
+// committed or differs, and saying how to fix it.
+func TestStartRunsTheCommittedCopy(t *testing.T) {
+	completed := func(branch string, n int) []byte {
+		return bytes.ReplaceAll(taskFileJSON(branch, n), []byte(`"status": "pending"`), []byte(`"status": "completed"`))
+	}
+	for _, tc := range []struct {
+		name  string
+		local bool
+		setup func(t *testing.T, repo, file string)
+		want  string // substring of the refusal; "" means started
+		done  int    // stories completed in the started container's progress
+	}{
+		{"an untracked task file is refused", false, func(t *testing.T, repo, file string) {
+			os.WriteFile(filepath.Join(repo, ".aimi/tasks/new-tasks.json"), taskFileJSON("feat/new", 3), 0o644)
+		}, "is not committed on HEAD", 0},
+		{"a changed task file is refused before its branch exists", true, func(t *testing.T, repo, file string) {
+			os.WriteFile(filepath.Join(repo, file), taskFileJSON("feat/x", 2), 0o644)
+		}, "differs from the one committed on the checkout's HEAD", 0},
+		{"a committed task file starts", true, func(t *testing.T, repo, file string) {}, "", 0},
+		{"a rerun counts the branch's progress (local)", true, func(t *testing.T, repo, file string) {
+			gitIn(t, repo, "checkout", "-q", "-b", "feat/x")
+			os.WriteFile(filepath.Join(repo, file), completed("feat/x", 3), 0o644)
+			gitIn(t, repo, "commit", "-q", "-am", "stories done")
+			gitIn(t, repo, "checkout", "-q", "-")
+		}, "", 3},
+		{"a rerun counts origin's branch (remote)", false, func(t *testing.T, repo, file string) {
+			gitIn(t, repo, "checkout", "-q", "-b", "feat/x")
+			os.WriteFile(filepath.Join(repo, file), completed("feat/x", 3), 0o644)
+			gitIn(t, repo, "commit", "-q", "-am", "stories done")
+			gitIn(t, repo, "checkout", "-q", "-")
+			gitIn(t, repo, "update-ref", "refs/remotes/origin/feat/x", "feat/x")
+			gitIn(t, repo, "branch", "-q", "-D", "feat/x")
+		}, "", 3},
+		{"a branch with another plan is refused", true, func(t *testing.T, repo, file string) {
+			gitIn(t, repo, "checkout", "-q", "-b", "feat/x")
+			os.WriteFile(filepath.Join(repo, file), taskFileJSON("feat/x", 4), 0o644)
+			gitIn(t, repo, "commit", "-q", "-am", "another plan")
+			gitIn(t, repo, "checkout", "-q", "-")
+		}, "differs from your working-tree copy in more than story statuses", 0},
+		{"a committed symbolic link is refused", true, func(t *testing.T, repo, file string) {
+			os.Rename(filepath.Join(repo, file), filepath.Join(repo, "real.json"))
+			os.Symlink("../../real.json", filepath.Join(repo, file))
+			gitIn(t, repo, "add", "-A")
+			gitIn(t, repo, "commit", "-q", "-m", "link")
+		}, "committed as a symbolic link", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo, files := testRepo(t, []string{"x"}, 3)
+			// testRepo names the branch feat/x.
+			file := files[0]
+			tc.setup(t, repo, file)
+			if strings.HasPrefix(tc.name, "an untracked") {
+				file = ".aimi/tasks/new-tasks.json"
+			}
+			eng := newFakeEngine(byTask(nil, scripted(0, step{hang: true})))
+			cfg := Config{StopGrace: 100 * time.Millisecond}
+			if tc.local {
+				cfg.Git, cfg.Publisher = &fakeGit{}, &fakeGit{}
+			}
+			m := newTestManager(t, eng, cfg)
+			v, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: []string{file}, Local: tc.local})
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "commit") && !strings.Contains(err.Error(), "link") {
+					t.Fatalf("start: %v, want a refusal with %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			p := v.State.Containers[0].StoryProgress
+			if p.Total != 3 || p.Completed != tc.done {
+				t.Errorf("progress %+v, want %d of 3 completed", p, tc.done)
+			}
+		})
 	}
 }

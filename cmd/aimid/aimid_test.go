@@ -120,6 +120,7 @@ func gitRepo(t testing.TB, stories int, names ...string) string {
 			t.Fatal(err)
 		}
 	}
+	commitAll(t, repo)
 	removeProjectContainersAtEnd(t, repo)
 	return repo
 }

@@ -77,7 +77,7 @@ func startAimidLocal(t *testing.T, sock, dataDir, image string, extraEnv ...stri
 	return launchAimid(t, sock, dataDir, "agent:\n  kind: demo\ngit:\n  mode: local\n", "debug", env, append(settings, extraEnv...)...)
 }
 
-func gitOut(t *testing.T, repo string, args ...string) string {
+func gitOut(t testing.TB, repo string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=Test", "-c", "user.email=test@example.com"}, args...)...).CombinedOutput()
 	if err != nil {

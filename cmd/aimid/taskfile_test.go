@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -100,7 +101,7 @@ func TestHostileDependencyGraphIsRefusedInBoundedMemory(t *testing.T) {
 
 // commitAll commits everything in repo, as a user commits task files before
 // a swarm runs them.
-func commitAll(t *testing.T, repo string) {
+func commitAll(t testing.TB, repo string) {
 	t.Helper()
 	gitOut(t, repo, "add", "-A")
 	gitOut(t, repo, "commit", "-q", "--allow-empty", "-m", "task files")
@@ -132,5 +133,44 @@ func TestStartRefusesTwoTaskFilesOnOneBranch(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm-state.json")); !os.IsNotExist(err) {
 		t.Errorf("a refused start left a state file: %v", err)
 	}
+	p.stop(t)
+}
+
+// TestStartRunsTheCommittedTaskFile: an uncommitted task file is refused
+// at start with a message that says to commit it (it used to be accepted
+// and fail inside the container with TASK_FILE_NOT_FOUND), and a rerun
+// whose branch already exists counts the branch's progress (it used to show
+// "completed 0/3, 3 pending" while the container found everything done).
+func TestStartRunsTheCommittedTaskFile(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 3, "rerun")
+	// The branch exists on origin with every story completed.
+	file := filepath.Join(repo, ".aimi", "tasks", "rerun-tasks.json")
+	gitOut(t, repo, "checkout", "-q", "-b", "feat/rerun")
+	os.WriteFile(file, bytes.ReplaceAll(taskFileJSON("feat/rerun", 3), []byte(`"status": "pending"`), []byte(`"status": "completed"`)), 0o644)
+	gitOut(t, repo, "commit", "-q", "-am", "stories done")
+	gitOut(t, repo, "checkout", "-q", "-")
+	gitOut(t, repo, "update-ref", "refs/remotes/origin/feat/rerun", "feat/rerun")
+	os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "fresh-tasks.json"), taskFileJSON("feat/fresh", 3), 0o644)
+
+	sd := shortDir(t)
+	sock := filepath.Join(sd, "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(sd, "data"), image, map[string]string{"STANDIN_SCRIPT": "sleep|60s"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	code, _, errOut := run("swarm", "start", "--file", ".aimi/tasks/fresh-tasks.json")
+	if code != cli.ExitInvalid || !strings.Contains(errOut, "is not committed") || !strings.Contains(errOut, "git commit") {
+		t.Errorf("start of an uncommitted task file: exit %d %s", code, errOut)
+	}
+	code, out, errOut := run("swarm", "start", "--file", ".aimi/tasks/rerun-tasks.json")
+	if code != 0 {
+		t.Fatalf("start of the rerun: exit %d %s %s", code, out, errOut)
+	}
+	sw := validState(t, repo)
+	if pr := sw.Containers[0].StoryProgress; pr.Total != 3 || pr.Completed != 3 || pr.Pending != 0 {
+		t.Errorf("rerun progress %+v, want the branch's 3 of 3 completed", pr)
+	}
+	run("swarm", "stop")
 	p.stop(t)
 }

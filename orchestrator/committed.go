@@ -1,0 +1,180 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// The container never sees the user's working tree: it clones the
+// repository (origin, or in local mode the git service's mirror of the
+// checkout), checks out the task file's branch when the clone has it and
+// creates it from the clone's HEAD otherwise, and reads the task file from
+// there. So the daemon validates, and counts the stories of, that committed
+// copy, and refuses a working-tree copy that is not committed or differs
+// from it: what a user validated is then what runs. One difference is
+// accepted: when the branch exists (a rerun) and its copy differs only in
+// story statuses and notes, the branch's copy is taken, since those are the
+// progress the runner wrote back.
+
+// source is the revision whose tree the container will start from.
+type source struct {
+	rev    string // what git reads, e.g. refs/heads/feat/x
+	desc   string // for messages: "branch feat/x", "origin's HEAD"
+	branch bool   // the task file's own branch: a rerun
+	remote bool   // the container clones origin: commits must be pushed
+}
+
+// errNoRev: the revision does not exist.
+var errNoRev = errors.New("no such revision")
+
+// gitRead runs a read-only git command in repo and returns its standard
+// output, at most limit bytes (more is an error).
+func gitRead(ctx context.Context, repo string, limit int64, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", repo}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("run git: %w", err)
+	}
+	data, rerr := io.ReadAll(io.LimitReader(out, limit+1))
+	if rerr == nil && int64(len(data)) > limit {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("git %s: more than %d bytes of output", args[0], limit)
+	}
+	if err := cmd.Wait(); err != nil {
+		return nil, fmt.Errorf("git %s: %w: %s", args[0], err, cutText(strings.TrimSpace(stderr.String()), 300))
+	}
+	return data, rerr
+}
+
+// hasCommit reports whether rev names a commit in repo.
+func hasCommit(ctx context.Context, repo, rev string) bool {
+	_, err := gitRead(ctx, repo, 128, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+	return err == nil
+}
+
+// containerSource finds where the container will read the task file of
+// branch: the branch if the clone will have it, else the clone's HEAD. In
+// remote mode the checkout's view of origin (refs/remotes/origin/*, as of
+// the last fetch) stands for origin.
+func containerSource(ctx context.Context, repo, branch string, local bool) (source, error) {
+	if local {
+		if rev := "refs/heads/" + branch; hasCommit(ctx, repo, rev) {
+			return source{rev: rev, desc: "branch " + branch, branch: true}, nil
+		}
+		if hasCommit(ctx, repo, "HEAD") {
+			return source{rev: "HEAD", desc: "the checkout's HEAD (branch " + branch + " does not exist yet)"}, nil
+		}
+		return source{}, errors.New("the repository has no commit yet; commit the task file first (the container reads it from git)")
+	}
+	if rev := "refs/remotes/origin/" + branch; hasCommit(ctx, repo, rev) {
+		return source{rev: rev, desc: "origin's branch " + branch, branch: true, remote: true}, nil
+	}
+	if rev := "refs/remotes/origin/HEAD"; hasCommit(ctx, repo, rev) {
+		return source{rev: rev, desc: "origin's HEAD (branch " + branch + " does not exist there yet)", remote: true}, nil
+	}
+	if hasCommit(ctx, repo, "HEAD") {
+		// Nothing known of origin (never fetched): the checkout's HEAD
+		// is the best guess of what origin will serve.
+		return source{rev: "HEAD", desc: "HEAD (nothing is known of origin's branches; run git fetch)", remote: true}, nil
+	}
+	return source{}, errors.New("the repository has no commit yet; commit and push the task file first (the container clones origin)")
+}
+
+// readCommitted reads the task file path from rev with the rules of
+// tasks.ReadFile: a regular file (not a symbolic link, not a submodule) of
+// at most tasks.MaxFileBytes. A missing file is errNoRev.
+func readCommitted(ctx context.Context, repo, rev, path string) ([]byte, error) {
+	out, err := gitRead(ctx, repo, 4096, "ls-tree", "--long", "-z", rev, "--", path)
+	if err != nil {
+		return nil, err
+	}
+	entry, _, _ := bytes.Cut(out, []byte{0})
+	if len(entry) == 0 {
+		return nil, errNoRev
+	}
+	meta, _, _ := bytes.Cut(entry, []byte{'\t'})
+	f := strings.Fields(string(meta)) // mode type object size
+	if len(f) != 4 {
+		return nil, fmt.Errorf("unexpected git ls-tree answer %q", cutText(string(entry), 200))
+	}
+	switch {
+	case f[0] == "120000":
+		return nil, fmt.Errorf("it is committed as a symbolic link; commit the task file itself")
+	case f[1] != "blob" || (f[0] != "100644" && f[0] != "100755"):
+		return nil, fmt.Errorf("it is committed as a %s (mode %s), not a file", f[1], f[0])
+	}
+	if size, err := strconv.ParseInt(f[3], 10, 64); err != nil || size > tasks.MaxFileBytes {
+		return nil, fmt.Errorf("the committed file is %s bytes, over %d; split the plan into several task files", f[3], tasks.MaxFileBytes)
+	}
+	return gitRead(ctx, repo, tasks.MaxFileBytes, "cat-file", "blob", f[2])
+}
+
+// samePlan reports whether a and b differ at most in story statuses and
+// notes.
+func samePlan(a, b *tasks.File) bool {
+	strip := func(f *tasks.File) []byte {
+		c := *f
+		c.UserStories = append([]tasks.Story(nil), f.UserStories...)
+		for i := range c.UserStories {
+			c.UserStories[i].Status, c.UserStories[i].Notes = tasks.Pending, ""
+		}
+		data, _ := c.Marshal()
+		return data
+	}
+	return bytes.Equal(strip(a), strip(b))
+}
+
+// loadAsRun reads the task file p of repo as the container will run it (see
+// the comment at the top of this file): the working-tree copy must be valid
+// and equal to the committed copy the container reads (or, on an existing
+// branch, differ only in progress). It returns the committed copy.
+func loadAsRun(ctx context.Context, repo, p string, local bool) (*tasks.File, error) {
+	wtData, err := tasks.ReadFileIn(repo, p)
+	if err != nil {
+		return nil, err
+	}
+	wt, err := tasks.Parse(wtData)
+	if err != nil {
+		return nil, err
+	}
+	src, err := containerSource(ctx, repo, wt.Metadata.BranchName, local)
+	if err != nil {
+		return nil, err
+	}
+	commitHint := "commit it (git add " + p + " && git commit)"
+	if src.remote {
+		commitHint = "commit and push it (git add " + p + " && git commit && git push)"
+	}
+	data, err := readCommitted(ctx, repo, src.rev, p)
+	switch {
+	case errors.Is(err, errNoRev):
+		return nil, fmt.Errorf("%s is not committed on %s, and the container reads the task file from there, not from your working tree: %s, then start again", p, src.desc, commitHint)
+	case err != nil:
+		return nil, fmt.Errorf("read %s on %s: %w", p, src.desc, err)
+	}
+	if bytes.Equal(data, wtData) {
+		return wt, nil
+	}
+	committed, err := tasks.Parse(data)
+	if err == nil && src.branch && samePlan(committed, wt) {
+		return committed, nil // the branch's copy carries the progress of an earlier run
+	}
+	if src.branch {
+		return nil, fmt.Errorf("%s on %s (from an earlier run; the container continues from it) differs from your working-tree copy in more than story statuses and notes: commit your change on branch %s, or give the task file a new branchName", p, src.desc, wt.Metadata.BranchName)
+	}
+	return nil, fmt.Errorf("your working-tree copy of %s differs from the one committed on %s, which is what the container runs: %s, or discard your changes (git checkout -- %s)", p, src.desc, commitHint, p)
+}
