@@ -239,7 +239,7 @@ func liveness(self, owner Owner) state {
 	}
 	start, err := procStart(owner.PID)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, errExited):
 		return gone
 	case err != nil:
 		return unknown
@@ -249,9 +249,12 @@ func liveness(self, owner Owner) state {
 	return live
 }
 
+// errExited: the process has exited and waits to be reaped (a zombie).
+var errExited = errors.New("process exited")
+
 // procStart is field 22 of /proc/<pid>/stat, the start time in clock ticks
-// since boot. The command name (field 2) may hold spaces and parentheses,
-// so fields are counted after its last ')'.
+// since boot, or errExited for a zombie. The command name (field 2) may
+// hold spaces and parentheses, so fields are counted after its last ')'.
 func procStart(pid int) (string, error) {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
@@ -269,6 +272,9 @@ func statStart(stat string) (string, error) {
 	// f[0] is field 3 (state); field 22 is f[19].
 	if len(f) < 20 {
 		return "", errors.New("short /proc stat")
+	}
+	if f[0] == "Z" || f[0] == "X" {
+		return "", errExited
 	}
 	return f[19], nil
 }

@@ -125,6 +125,9 @@ func TestStatStartSkipsTheCommandName(t *testing.T) {
 	if err != nil || got != "987654" {
 		t.Fatalf("%q, %v", got, err)
 	}
+	if _, err := statStart(strings.Replace(stat, ") S ", ") Z ", 1)); !errors.Is(err, errExited) {
+		t.Errorf("zombie: %v", err)
+	}
 	if _, err := statStart("42 (x"); err == nil {
 		t.Error("truncated stat accepted")
 	}
