@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -24,12 +24,12 @@ import (
 type fakeDaemon struct {
 	mu       sync.Mutex
 	calls    []string
-	list     daemon.SwarmList
+	list     api.SwarmList
 	stopErr  error
 	stopped  []string
 	force    *bool
-	cleanup  orchestrator.CleanupReport
-	events   chan orchestrator.Event
+	cleanup  api.CleanupReport
+	events   chan api.Event
 	records  []state.Record
 	journalN string
 }
@@ -46,35 +46,35 @@ func (f *fakeDaemon) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeDaemon) List(context.Context) (daemon.SwarmList, error) {
+func (f *fakeDaemon) List(context.Context) (api.SwarmList, error) {
 	f.call("list")
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.list, nil
 }
 
-func (f *fakeDaemon) Stop(_ context.Context, repo string, names []string) (orchestrator.SwarmView, error) {
+func (f *fakeDaemon) Stop(_ context.Context, repo string, names []string) (api.SwarmView, error) {
 	f.call("stop")
 	f.mu.Lock()
 	f.stopped = names
 	f.mu.Unlock()
 	if f.stopErr != nil {
-		return orchestrator.SwarmView{}, f.stopErr
+		return api.SwarmView{}, f.stopErr
 	}
 	for _, v := range f.list.Swarms {
 		if v.RepoPath == repo {
 			return v, nil
 		}
 	}
-	return orchestrator.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: "s"}}, nil
+	return api.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: "s"}}, nil
 }
 
-func (f *fakeDaemon) Resume(_ context.Context, repo string, _ bool) (orchestrator.SwarmView, error) {
+func (f *fakeDaemon) Resume(_ context.Context, repo string, _ bool) (api.SwarmView, error) {
 	f.call("resume")
-	return orchestrator.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: "s"}}, nil
+	return api.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: "s"}}, nil
 }
 
-func (f *fakeDaemon) Cleanup(_ context.Context, repo string, force bool) (orchestrator.CleanupReport, error) {
+func (f *fakeDaemon) Cleanup(_ context.Context, repo string, force bool) (api.CleanupReport, error) {
 	f.call("cleanup")
 	f.mu.Lock()
 	f.force = &force
@@ -95,7 +95,7 @@ func (f *fakeDaemon) Logs(ctx context.Context, repo, name string, follow bool, f
 	return nil
 }
 
-func (f *fakeDaemon) Events(ctx context.Context, repo string, fn func(orchestrator.Event) error) error {
+func (f *fakeDaemon) Events(ctx context.Context, repo string, fn func(api.Event) error) error {
 	f.call("events")
 	for {
 		select {
@@ -299,7 +299,7 @@ func TestActionsRefuseCrossSiteRequests(t *testing.T) {
 }
 
 func TestCleanupNeverForcesAndRefusalsKeepTheirStatus(t *testing.T) {
-	f := &fakeDaemon{cleanup: orchestrator.CleanupReport{RepoPath: "/r", Kept: []orchestrator.Kept{{Name: "aimi-a", Reason: "holds\x1b[31m commits nobody received", Commits: []string{"abc"}}}}}
+	f := &fakeDaemon{cleanup: api.CleanupReport{RepoPath: "/r", Kept: []api.Kept{{Name: "aimi-a", Reason: "holds\x1b[31m commits nobody received", Commits: []string{"abc"}}}}}
 	base, _ := serveBoard(t, f)
 	c := session(t, base)
 	h := map[string]string{"Content-Type": "application/json", TokenHeader: testToken}
@@ -310,7 +310,7 @@ func TestCleanupNeverForcesAndRefusalsKeepTheirStatus(t *testing.T) {
 	if !strings.Contains(body, `"reason":"holds[31m commits nobody received"`) || !strings.Contains(body, `"commits":["abc"]`) {
 		t.Errorf("cleanup report %s: want the kept reason (control characters dropped) and the commits", body)
 	}
-	f.stopErr = &daemon.APIError{Status: 404, Body: daemon.ErrorBody{Error: "no such container in the swarm", Code: daemon.CodeNotFound}}
+	f.stopErr = &api.APIError{Status: 404, Body: api.ErrorBody{Error: "no such container in the swarm", Code: api.CodeNotFound}}
 	if code, body := post(t, c, base, "/api/stop", `{"repo":"/r","names":["zz"]}`, h); code != 404 || !strings.Contains(body, "no such container") {
 		t.Errorf("a refused stop: %d %s, want the daemon's 404 and message", code, body)
 	}
@@ -359,12 +359,12 @@ func readEvents(t *testing.T, c *http.Client, u string, want int) []sseEvent {
 }
 
 func TestEventsStreamTheListThenChangesThenTheListAgain(t *testing.T) {
-	f := &fakeDaemon{events: make(chan orchestrator.Event, 4),
-		list: daemon.SwarmList{Swarms: []orchestrator.SwarmView{{RepoPath: "/r", State: &state.Swarm{SwarmID: "s1", Containers: []*state.Container{{ContainerName: "aimi-a", Status: state.StatusRunning}}}}}}}
+	f := &fakeDaemon{events: make(chan api.Event, 4),
+		list: api.SwarmList{Swarms: []api.SwarmView{{RepoPath: "/r", State: &state.Swarm{SwarmID: "s1", Containers: []*state.Container{{ContainerName: "aimi-a", Status: state.StatusRunning}}}}}}}
 	base, _ := serveBoard(t, f)
 	c := session(t, base)
-	f.events <- orchestrator.Event{RepoPath: "/r", ContainerName: "aimi-a", Kind: orchestrator.EventProgress, StoryID: "US-001", StoryStatus: "completed", Output: "done\u202e evil"}
-	f.events <- orchestrator.Event{RepoPath: "/r", ContainerName: "aimi-a", Kind: orchestrator.EventContainerExited, Status: "completed"}
+	f.events <- api.Event{RepoPath: "/r", ContainerName: "aimi-a", Kind: api.EventProgress, StoryID: "US-001", StoryStatus: "completed", Output: "done\u202e evil"}
+	f.events <- api.Event{RepoPath: "/r", ContainerName: "aimi-a", Kind: api.EventContainerExited, Status: "completed"}
 	evs := readEvents(t, c, base+"/api/events", 4)
 	names := []string{}
 	for _, e := range evs {

@@ -10,9 +10,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/browsertest"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -20,15 +19,15 @@ import (
 // could carry: as text on the page, never as markup.
 const hostile = `<img src=x onerror="document.title='owned'">`
 
-func fakeSwarm() daemon.SwarmList {
+func fakeSwarm() api.SwarmList {
 	now := time.Now().UTC()
 	c := &state.Container{ContainerName: "aimi-web", TaskFilePath: ".aimi/tasks/web-tasks.json", BranchName: "feat/web", Status: state.StatusRunning,
 		StoryProgress: state.Progress{Total: 3, Completed: 1, InProgress: 1, Pending: 1}, CreatedAt: now.Add(-90 * time.Second), UpdatedAt: now}
-	return daemon.SwarmList{Swarms: []orchestrator.SwarmView{{
+	return api.SwarmList{Swarms: []api.SwarmView{{
 		RepoPath: "/home/dev/web",
 		State:    &state.Swarm{SwarmID: "6f1c2d3e-1a2b-4c3d-8e9f-0a1b2c3d4e5f", CreatedAt: now, UpdatedAt: now, Containers: []*state.Container{c}},
-		Containers: []orchestrator.ContainerDetail{{Name: "aimi-web", TaskFile: c.TaskFilePath, Branch: c.BranchName, Status: "running", LastOutput: hostile,
-			Stories: []orchestrator.StoryDetail{
+		Containers: []api.ContainerDetail{{Name: "aimi-web", TaskFile: c.TaskFilePath, Branch: c.BranchName, Status: "running", LastOutput: hostile,
+			Stories: []api.StoryDetail{
 				{ID: "US-001", Title: "Schema", DependsOn: []string{}, Status: "completed"},
 				{ID: "US-002", Title: hostile, DependsOn: []string{"US-001"}, Status: "in_progress"},
 				{ID: "US-003", Title: "Docs", DependsOn: []string{"US-001"}, Status: "pending"},
@@ -41,7 +40,7 @@ func fakeSwarm() daemon.SwarmList {
 // progress come from the list; a change event moves a story without a
 // reload; hostile text stays text.
 func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
-	f := &fakeDaemon{events: make(chan orchestrator.Event, 8), list: fakeSwarm()}
+	f := &fakeDaemon{events: make(chan api.Event, 8), list: fakeSwarm()}
 	base, _ := serveBoard(t, f)
 	actx, _ := browsertest.Start(t)
 	ctx, cancel := chromedp.NewContext(actx)
@@ -56,7 +55,7 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.events <- orchestrator.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: orchestrator.EventProgress, Status: "running", MessageType: "progress-update", StoryID: "US-002", StoryStatus: "completed", Output: "US-002 done"}
+	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventProgress, Status: "running", MessageType: "progress-update", StoryID: "US-002", StoryStatus: "completed", Output: "US-002 done"}
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-web"] g.story[data-story="US-002"][data-status="completed"]`))); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +96,7 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 // TestKeyboardAndNarrowWindow: in a phone-wide window nothing is wider than
 // the screen, and the Stop button is reached with Tab and run with Enter.
 func TestKeyboardAndNarrowWindow(t *testing.T) {
-	f := &fakeDaemon{events: make(chan orchestrator.Event), list: fakeSwarm()}
+	f := &fakeDaemon{events: make(chan api.Event), list: fakeSwarm()}
 	base, _ := serveBoard(t, f)
 	actx, _ := browsertest.Start(t)
 	ctx, cancel := chromedp.NewContext(actx)

@@ -13,19 +13,19 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
 // Daemon is what the board asks of aimid; *daemon.Client satisfies it.
 type Daemon interface {
-	List(ctx context.Context) (daemon.SwarmList, error)
-	Stop(ctx context.Context, repoPath string, names []string) (orchestrator.SwarmView, error)
-	Resume(ctx context.Context, repoPath string, retryFailed bool) (orchestrator.SwarmView, error)
-	Cleanup(ctx context.Context, repoPath string, force bool) (orchestrator.CleanupReport, error)
+	List(ctx context.Context) (api.SwarmList, error)
+	Stop(ctx context.Context, repoPath string, names []string) (api.SwarmView, error)
+	Resume(ctx context.Context, repoPath string, retryFailed bool) (api.SwarmView, error)
+	Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error)
 	Logs(ctx context.Context, repoPath, name string, follow bool, fn func(state.Record) error) error
-	Events(ctx context.Context, repoPath string, fn func(orchestrator.Event) error) error
+	Events(ctx context.Context, repoPath string, fn func(api.Event) error) error
 }
 
 //go:embed assets
@@ -177,7 +177,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (actionRequest, 
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxActionBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil || req.Repo == "" {
-		writeJSON(w, http.StatusBadRequest, errorAnswer{Error: "not a valid action: give the swarm's repo (and container names to stop some)", Code: daemon.CodeInvalid})
+		writeJSON(w, http.StatusBadRequest, errorAnswer{Error: "not a valid action: give the swarm's repo (and container names to stop some)", Code: api.CodeInvalid})
 		return req, false
 	}
 	return req, true
@@ -216,7 +216,7 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, cleanText(rep))
 }
 
-func (s *Server) answer(w http.ResponseWriter, v orchestrator.SwarmView, err error) {
+func (s *Server) answer(w http.ResponseWriter, v api.SwarmView, err error) {
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -233,7 +233,7 @@ type errorAnswer struct {
 // fail passes the daemon's refusal on with its status; an unreachable
 // daemon is a 502.
 func (s *Server) fail(w http.ResponseWriter, err error) {
-	var ae *daemon.APIError
+	var ae *api.APIError
 	switch {
 	case errors.As(err, &ae):
 		writeJSON(w, ae.Status, errorAnswer{Error: clean(ae.Body.Error, maxText), Code: ae.Body.Code})

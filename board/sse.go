@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -63,9 +63,9 @@ func (s *sse) comment() error {
 
 // structural events change what the page lists (swarms, containers, exit
 // codes, links), not only a status: after them the stream re-sends the list.
-func structural(k orchestrator.EventKind) bool {
+func structural(k api.EventKind) bool {
 	switch k {
-	case orchestrator.EventProgress, orchestrator.EventLineRejected:
+	case api.EventProgress, api.EventLineRejected:
 		return false
 	}
 	return true
@@ -80,11 +80,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.streamContext(r)
 	defer cancel()
 	// Subscribe before the first list: no change falls between them.
-	evs := make(chan orchestrator.Event, 256)
+	evs := make(chan api.Event, 256)
 	subErr := make(chan error, 1)
 	go func() {
 		defer close(evs)
-		subErr <- s.opts.Daemon.Events(ctx, "", func(e orchestrator.Event) error {
+		subErr <- s.opts.Daemon.Events(ctx, "", func(e api.Event) error {
 			select {
 			case evs <- e:
 				return nil

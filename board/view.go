@@ -6,8 +6,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/aimi-tools/swarm/daemon"
-	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/api"
 )
 
 // Bounds of untrusted text on the page.
@@ -68,7 +67,7 @@ type progressJSON struct {
 	Pending    int `json:"pending"`
 }
 
-func boardList(l daemon.SwarmList) listJSON {
+func boardList(l api.SwarmList) listJSON {
 	out := listJSON{Swarms: make([]swarmJSON, 0, len(l.Swarms))}
 	for _, v := range l.Swarms {
 		out.Swarms = append(out.Swarms, boardSwarm(v))
@@ -76,9 +75,9 @@ func boardList(l daemon.SwarmList) listJSON {
 	return out
 }
 
-func boardSwarm(v orchestrator.SwarmView) swarmJSON {
+func boardSwarm(v api.SwarmView) swarmJSON {
 	s := swarmJSON{Repo: v.RepoPath, Containers: []containerJSON{}}
-	details := map[string]orchestrator.ContainerDetail{}
+	details := map[string]api.ContainerDetail{}
 	for _, d := range v.Containers {
 		details[d.Name] = d
 	}
@@ -118,7 +117,7 @@ func boardSwarm(v orchestrator.SwarmView) swarmJSON {
 	return s
 }
 
-func cleanText(rep orchestrator.CleanupReport) orchestrator.CleanupReport {
+func cleanText(rep api.CleanupReport) api.CleanupReport {
 	for i := range rep.Kept {
 		rep.Kept[i].Reason = clean(rep.Kept[i].Reason, maxText)
 	}
@@ -145,7 +144,7 @@ type eventJSON struct {
 	Code        string    `json:"code,omitempty"`
 }
 
-func boardEvent(e orchestrator.Event) eventJSON {
+func boardEvent(e api.Event) eventJSON {
 	return eventJSON{
 		Time: e.Time, Repo: e.RepoPath, Container: e.ContainerName, Kind: string(e.Kind), Status: e.Status, MessageType: e.MessageType,
 		StoryID: clean(e.StoryID, maxTitle), StoryStatus: e.StoryStatus, Output: clean(e.Output, maxText), Code: clean(e.Code, maxTitle),

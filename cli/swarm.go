@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/termsafe"
-	"github.com/aimi-tools/swarm/orchestrator"
 )
 
 // ExitDaemon is the exit code of `aimi swarm` commands when no daemon answers
@@ -121,7 +121,7 @@ func swarmErr(err error) error {
 	if errors.Is(err, daemon.ErrUnreachable) || errors.Is(err, daemon.ErrSocketPermission) {
 		return &ExitError{Code: ExitDaemon, Err: err}
 	}
-	var ae *daemon.APIError
+	var ae *api.APIError
 	if errors.As(err, &ae) {
 		return &ExitError{Code: ExitInvalid, Err: err}
 	}
@@ -167,7 +167,7 @@ func terminalWidth(v any) int {
 
 // printContainerErrors lists what the state file has no field for: errors
 // per container (OOM, timeout, crash, the runner's own), and exit codes.
-func printContainerErrors(w io.Writer, v orchestrator.SwarmView) {
+func printContainerErrors(w io.Writer, v api.SwarmView) {
 	for _, c := range v.Containers {
 		for _, e := range c.Errors {
 			if e.Code != "" {

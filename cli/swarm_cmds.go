@@ -11,14 +11,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
 // renderSwarmView prints the status table (the state issue's RenderStatus)
 // and then the errors the state file has no field for.
-func renderSwarmView(w io.Writer, v orchestrator.SwarmView) {
+func renderSwarmView(w io.Writer, v api.SwarmView) {
 	if v.State != nil {
 		RenderStatus(w, v.State)
 	}
@@ -71,7 +71,7 @@ func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
 	return cmd
 }
 
-func printStatus(w io.Writer, v orchestrator.SwarmView, asJSON bool) error {
+func printStatus(w io.Writer, v api.SwarmView, asJSON bool) error {
 	if !asJSON {
 		renderSwarmView(w, v)
 		return nil
@@ -86,7 +86,7 @@ func printStatus(w io.Writer, v orchestrator.SwarmView, asJSON bool) error {
 
 // watchStatus redraws on every event (at most every followMinGap) and at
 // least every interval, until ctx ends.
-func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo string, view orchestrator.SwarmView, asJSON bool, interval time.Duration) error {
+func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo string, view api.SwarmView, asJSON bool, interval time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := swarmChanges(ctx, client, repo)
@@ -184,7 +184,7 @@ func newSwarmCleanupCmd(s Streams) *cobra.Command {
 
 // renderAnswer prints the swarm view the daemon answered with, or passes
 // its error on.
-func renderAnswer(w io.Writer, view orchestrator.SwarmView, err error) error {
+func renderAnswer(w io.Writer, view api.SwarmView, err error) error {
 	if err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func renderAnswer(w io.Writer, view orchestrator.SwarmView, err error) error {
 	return nil
 }
 
-func printCleanup(w io.Writer, rep orchestrator.CleanupReport) {
+func printCleanup(w io.Writer, rep api.CleanupReport) {
 	if len(rep.Removed) == 0 {
 		fmt.Fprintln(w, "removed: none")
 	} else {
@@ -325,7 +325,7 @@ func newSwarmEventsCmd(s Streams) *cobra.Command {
 					repo = ""
 				}
 				enc := json.NewEncoder(s.Out)
-				return endOfStream(cmd.Context(), client.Events(cmd.Context(), repo, func(e orchestrator.Event) error {
+				return endOfStream(cmd.Context(), client.Events(cmd.Context(), repo, func(e api.Event) error {
 					if asJSON {
 						return enc.Encode(e)
 					}
@@ -341,7 +341,7 @@ func newSwarmEventsCmd(s Streams) *cobra.Command {
 	return cmd
 }
 
-func formatEvent(e orchestrator.Event) string {
+func formatEvent(e api.Event) string {
 	parts := []string{e.Time.UTC().Format("15:04:05.000"), string(e.Kind)}
 	for _, p := range []string{e.ContainerName, e.Status, e.StoryID, e.StoryStatus, e.Code} {
 		if p != "" {

@@ -9,9 +9,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/termsafe"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -93,7 +93,7 @@ func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo str
 func swarmChanges(ctx context.Context, client *daemon.Client, repo string) <-chan struct{} {
 	changed := make(chan struct{}, 1)
 	go func() {
-		_ = client.Events(ctx, repo, func(orchestrator.Event) error {
+		_ = client.Events(ctx, repo, func(api.Event) error {
 			select {
 			case changed <- struct{}{}:
 			default:
@@ -105,7 +105,7 @@ func swarmChanges(ctx context.Context, client *daemon.Client, repo string) <-cha
 }
 
 // swarmDone reports whether every container is terminal, and how many failed.
-func swarmDone(v orchestrator.SwarmView) (done bool, failed int) {
+func swarmDone(v api.SwarmView) (done bool, failed int) {
 	if v.State == nil || len(v.State.Containers) == 0 {
 		return false, 0
 	}
@@ -122,7 +122,7 @@ func swarmDone(v orchestrator.SwarmView) (done bool, failed int) {
 }
 
 // unsettled names the containers the daemon is not finished with.
-func unsettled(v orchestrator.SwarmView) []string {
+func unsettled(v api.SwarmView) []string {
 	var busy []string
 	for _, d := range v.Containers {
 		if !d.Finished {
@@ -132,14 +132,14 @@ func unsettled(v orchestrator.SwarmView) []string {
 	return busy
 }
 
-type followRenderer interface{ render(orchestrator.SwarmView) }
+type followRenderer interface{ render(api.SwarmView) }
 
 // followRow is one container's line.
 type followRow struct {
 	name, status, stories, last string
 }
 
-func followRows(v orchestrator.SwarmView) []followRow {
+func followRows(v api.SwarmView) []followRow {
 	if v.State == nil {
 		return nil
 	}
@@ -185,7 +185,7 @@ type ttyRenderer struct {
 	lines int
 }
 
-func (r *ttyRenderer) render(v orchestrator.SwarmView) {
+func (r *ttyRenderer) render(v api.SwarmView) {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTAINER\tSTATUS\tSTORIES\tLAST OUTPUT")
@@ -217,7 +217,7 @@ type lineRenderer struct {
 	last map[string]string
 }
 
-func (r *lineRenderer) render(v orchestrator.SwarmView) {
+func (r *lineRenderer) render(v api.SwarmView) {
 	now := time.Now().UTC().Format("15:04:05")
 	for _, row := range followRows(v) {
 		line := fmt.Sprintf("%s %s %s", row.name, row.status, row.stories)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -103,7 +103,7 @@ func runSwarmStart(cmd *cobra.Command, s Streams, f *swarmStartFlags) error {
 		}
 	}
 	ctx := cmd.Context()
-	view, err := client.Start(ctx, orchestrator.StartRequest{
+	view, err := client.Start(ctx, api.StartRequest{
 		RepoPath: repo, TaskFiles: selected, Max: f.max,
 		Append: f.append, Force: f.force, Local: f.local, Image: f.image,
 	})

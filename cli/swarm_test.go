@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/daemontest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -75,7 +75,7 @@ func taskRepo(t *testing.T, names ...string) string {
 	return repo
 }
 
-func swarmView(repo string, cs ...*state.Container) orchestrator.SwarmView {
+func swarmView(repo string, cs ...*state.Container) api.SwarmView {
 	v := daemontest.View(repo)
 	v.State.Containers = cs
 	return v
@@ -106,8 +106,8 @@ func TestSwarmStartSendsTheSelectedTaskFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got orchestrator.StartRequest
-			fake := &daemontest.Swarms{StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+			var got api.StartRequest
+			fake := &daemontest.Swarms{StartFunc: func(r api.StartRequest) (api.SwarmView, error) {
 				got = r
 				return swarmView(r.RepoPath, ctr("aimi-alpha", state.StatusPending, 0, 1)), nil
 			}}
@@ -134,8 +134,8 @@ func TestSwarmStartFindsTheRepoFromASubdirectory(t *testing.T) {
 	repo := taskRepo(t, "alpha-tasks.json")
 	sub := filepath.Join(repo, "src", "pkg")
 	os.MkdirAll(sub, 0o755)
-	var got orchestrator.StartRequest
-	fake := &daemontest.Swarms{StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+	var got api.StartRequest
+	fake := &daemontest.Swarms{StartFunc: func(r api.StartRequest) (api.SwarmView, error) {
 		got = r
 		return daemontest.View(r.RepoPath), nil
 	}}
@@ -150,8 +150,8 @@ func TestSwarmStartFindsTheRepoFromASubdirectory(t *testing.T) {
 
 func TestSwarmStartWithoutSelectionListsAndAsksOnlyOnATerminal(t *testing.T) {
 	repo := taskRepo(t, "alpha-tasks.json", "beta-tasks.json")
-	var got orchestrator.StartRequest
-	fake := &daemontest.Swarms{StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+	var got api.StartRequest
+	fake := &daemontest.Swarms{StartFunc: func(r api.StartRequest) (api.SwarmView, error) {
 		got = r
 		return daemontest.View(r.RepoPath), nil
 	}}
@@ -228,23 +228,23 @@ func TestSwarmCommandErrorsAndExitCodes(t *testing.T) {
 	empty := daemontest.ShortTempDir(t)
 	down := filepath.Join(daemontest.ShortTempDir(t), "none.sock")
 	fake := &daemontest.Swarms{
-		StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+		StartFunc: func(r api.StartRequest) (api.SwarmView, error) {
 			if r.Append || r.Force {
 				return daemontest.View(r.RepoPath), nil
 			}
 			if strings.Contains(strings.Join(r.TaskFiles, ","), "bad") {
-				return orchestrator.SwarmView{}, &orchestrator.TaskFileError{Problems: []orchestrator.TaskFileProblem{{Path: r.TaskFiles[0], Reason: "US-001: dependsOn US-404, which does not exist"}}}
+				return api.SwarmView{}, &api.TaskFileError{Problems: []api.TaskFileProblem{{Path: r.TaskFiles[0], Reason: "US-001: dependsOn US-404, which does not exist"}}}
 			}
-			return orchestrator.SwarmView{}, orchestrator.ErrActiveSwarm
+			return api.SwarmView{}, api.ErrActiveSwarm
 		},
-		StatusFunc: func(string) (orchestrator.SwarmView, error) {
-			return orchestrator.SwarmView{}, orchestrator.ErrNoSwarm
+		StatusFunc: func(string) (api.SwarmView, error) {
+			return api.SwarmView{}, api.ErrNoSwarm
 		},
-		StopFunc: func(_ string, names []string) (orchestrator.SwarmView, error) {
-			return orchestrator.SwarmView{}, fmt.Errorf("%s: %w", names[0], orchestrator.ErrUnknownContainer)
+		StopFunc: func(_ string, names []string) (api.SwarmView, error) {
+			return api.SwarmView{}, fmt.Errorf("%s: %w", names[0], api.ErrUnknownContainer)
 		},
 		JournalFunc: func(context.Context, string, string, bool) (<-chan state.Record, error) {
-			return nil, fmt.Errorf("aimi-nope: %w", orchestrator.ErrUnknownContainer)
+			return nil, fmt.Errorf("aimi-nope: %w", api.ErrUnknownContainer)
 		},
 	}
 	sock, _ := daemontest.Serve(t, fake)
@@ -287,19 +287,19 @@ func TestSwarmCommandErrorsAndExitCodes(t *testing.T) {
 func progressing(repo string, steps ...[]*state.Container) *daemontest.Swarms {
 	var n atomic.Int32
 	return &daemontest.Swarms{
-		StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+		StartFunc: func(r api.StartRequest) (api.SwarmView, error) {
 			return swarmView(r.RepoPath, steps[0]...), nil
 		},
-		StatusFunc: func(string) (orchestrator.SwarmView, error) {
+		StatusFunc: func(string) (api.SwarmView, error) {
 			i := int(n.Add(1)) - 1
 			if i >= len(steps) {
 				i = len(steps) - 1
 			}
 			v := swarmView(repo, steps[i]...)
 			for _, c := range steps[i] {
-				d := orchestrator.ContainerDetail{Name: c.ContainerName, Status: string(c.Status), LastOutput: "working on " + c.ContainerName, Finished: c.Status.Terminal()}
+				d := api.ContainerDetail{Name: c.ContainerName, Status: string(c.Status), LastOutput: "working on " + c.ContainerName, Finished: c.Status.Terminal()}
 				if c.Status == state.StatusFailed {
-					d.Errors = []orchestrator.ErrorDetail{{Code: "CONTAINER_OOM", Message: "killed by the kernel: out of memory"}}
+					d.Errors = []api.ErrorDetail{{Code: "CONTAINER_OOM", Message: "killed by the kernel: out of memory"}}
 				}
 				v.Containers = append(v.Containers, d)
 			}
@@ -420,18 +420,18 @@ func TestSwarmStopResumeCleanupPassTheirArguments(t *testing.T) {
 	var stopped []string
 	var retry, force bool
 	fake := &daemontest.Swarms{
-		StopFunc: func(_ string, n []string) (orchestrator.SwarmView, error) {
+		StopFunc: func(_ string, n []string) (api.SwarmView, error) {
 			stopped = n
 			return swarmView(repo, ctr("aimi-a", state.StatusStopped, 0, 1)), nil
 		},
-		ResumeFunc: func(_ string, r bool) (orchestrator.SwarmView, error) {
+		ResumeFunc: func(_ string, r bool) (api.SwarmView, error) {
 			retry = r
 			return swarmView(repo, ctr("aimi-a", state.StatusRunning, 0, 1)), nil
 		},
-		CleanupFunc: func(_ string, f bool) (orchestrator.CleanupReport, error) {
+		CleanupFunc: func(_ string, f bool) (api.CleanupReport, error) {
 			force = f
-			return orchestrator.CleanupReport{RepoPath: repo, Removed: []string{"aimi-a"},
-				Kept:         []orchestrator.Kept{{Name: "aimi-b", Reason: "branch feat/b has 1 commit nobody received", Commits: []string{"abc123"}}},
+			return api.CleanupReport{RepoPath: repo, Removed: []string{"aimi-a"},
+				Kept:         []api.Kept{{Name: "aimi-b", Reason: "branch feat/b has 1 commit nobody received", Commits: []string{"abc123"}}},
 				StateRemoved: false, Notes: []string{"git service forget s1: branch(es) feat/c; the mirror /d/s1.git is kept"}}, nil
 		},
 	}
@@ -508,7 +508,7 @@ func TestSwarmEventsStreamsUntilInterrupted(t *testing.T) {
 		t.Run(fmt.Sprintf("json=%v", asJSON), func(t *testing.T) {
 			// A server per case: a finished stream's subscriber must not
 			// take the next case's events.
-			fake := &daemontest.Swarms{Events: make(chan orchestrator.Event)}
+			fake := &daemontest.Swarms{Events: make(chan api.Event)}
 			sock, _ := daemontest.Serve(t, fake)
 			ctx, cancel := context.WithCancel(context.Background())
 			out := &syncBuffer{}
@@ -519,8 +519,8 @@ func TestSwarmEventsStreamsUntilInterrupted(t *testing.T) {
 			}
 			go func() { done <- runAimi(ctx, nil, out, args...) }()
 			at := time.Date(2026, 11, 22, 10, 0, 1, 0, time.UTC)
-			fake.Events <- orchestrator.Event{Time: at, RepoPath: "/elsewhere", Kind: orchestrator.EventProgress, ContainerName: "aimi-other"}
-			fake.Events <- orchestrator.Event{Time: at, RepoPath: repo, Kind: orchestrator.EventProgress, ContainerName: "aimi-a", Status: "running", StoryID: "US-001", StoryStatus: "completed", Output: "done"}
+			fake.Events <- api.Event{Time: at, RepoPath: "/elsewhere", Kind: api.EventProgress, ContainerName: "aimi-other"}
+			fake.Events <- api.Event{Time: at, RepoPath: repo, Kind: api.EventProgress, ContainerName: "aimi-a", Status: "running", StoryID: "US-001", StoryStatus: "completed", Output: "done"}
 			deadline := time.Now().Add(10 * time.Second)
 			for !strings.Contains(out.String(), "US-001") && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)
@@ -534,7 +534,7 @@ func TestSwarmEventsStreamsUntilInterrupted(t *testing.T) {
 				t.Errorf("line %q", r.out)
 			}
 			if asJSON {
-				var e orchestrator.Event
+				var e api.Event
 				if err := json.Unmarshal([]byte(r.out), &e); err != nil || e.StoryID != "US-001" {
 					t.Errorf("json %q: %v", r.out, err)
 				}
@@ -547,16 +547,16 @@ func TestSwarmEventsStreamsUntilInterrupted(t *testing.T) {
 // call, but which the daemon finishes (exit, publish) only from call
 // finishedAt on.
 func settling(repo string, finishedAt int32, calls *atomic.Int32) *daemontest.Swarms {
-	view := func() orchestrator.SwarmView {
+	view := func() api.SwarmView {
 		n := calls.Add(1)
 		c := ctr("aimi-a", state.StatusCompleted, 2, 2)
 		v := swarmView(repo, c)
-		v.Containers = []orchestrator.ContainerDetail{{Name: c.ContainerName, Status: string(c.Status), Finished: n >= finishedAt}}
+		v.Containers = []api.ContainerDetail{{Name: c.ContainerName, Status: string(c.Status), Finished: n >= finishedAt}}
 		return v
 	}
 	return &daemontest.Swarms{
-		StartFunc:  func(orchestrator.StartRequest) (orchestrator.SwarmView, error) { return view(), nil },
-		StatusFunc: func(string) (orchestrator.SwarmView, error) { return view(), nil },
+		StartFunc:  func(api.StartRequest) (api.SwarmView, error) { return view(), nil },
+		StatusFunc: func(string) (api.SwarmView, error) { return view(), nil },
 	}
 }
 

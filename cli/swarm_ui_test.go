@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon/daemontest"
-	"github.com/aimi-tools/swarm/orchestrator"
 )
 
 var boardURLRe = regexp.MustCompile(`board: (http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]{43})\n`)
 
 func TestSwarmUIServesTheBoardUntilInterrupted(t *testing.T) {
-	fake := &daemontest.Swarms{ListFunc: func() []orchestrator.SwarmView { return []orchestrator.SwarmView{daemontest.View("/repo")} }}
+	fake := &daemontest.Swarms{ListFunc: func() []api.SwarmView { return []api.SwarmView{daemontest.View("/repo")} }}
 	sock, _ := daemontest.Serve(t, fake)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

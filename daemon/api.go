@@ -6,76 +6,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/api"
 )
-
-// Routes of the API (Go 1.22 ServeMux patterns).
-const (
-	RouteHealth  = "GET /v1/health"
-	RouteList    = "GET /v1/swarms"
-	RouteStart   = "POST /v1/swarms/start"
-	RouteStatus  = "GET /v1/swarms/status"
-	RouteStop    = "POST /v1/swarms/stop"
-	RouteResume  = "POST /v1/swarms/resume"
-	RouteCleanup = "POST /v1/swarms/cleanup"
-	RouteLogs    = "GET /v1/swarms/logs"
-	RouteEvents  = "GET /v1/events"
-)
-
-// Error codes of ErrorBody.Code.
-const (
-	CodeInvalid          = "invalid_request"    // 400
-	CodeNotFound         = "not_found"          // 404: no swarm / no such container
-	CodeMethodNotAllowed = "method_not_allowed" // 405, with an Allow header
-	CodeActiveSwarm      = "active_swarm"       // 409
-	CodeShuttingDown     = "shutting_down"      // 503
-	CodeInternal         = "internal"           // 500
-	CodeTaskFiles        = "invalid_task_file"  // 400 with Problems
-)
-
-// ErrorBody is every error answer.
-type ErrorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
-	// Field is the request field at fault (400).
-	Field string `json:"field,omitempty"`
-	// Problems lists the invalid task files of a start (400).
-	Problems []orchestrator.TaskFileProblem `json:"problems,omitempty"`
-}
-
-// Health answers GET /v1/health.
-type Health struct {
-	Status    string    `json:"status"` // "ok"
-	PID       int       `json:"pid"`
-	StartedAt time.Time `json:"startedAt"`
-	Version   string    `json:"version,omitempty"`
-}
-
-// SwarmList answers GET /v1/swarms: every swarm the daemon holds, sorted by
-// repository.
-type SwarmList struct {
-	Swarms []orchestrator.SwarmView `json:"swarms"`
-}
-
-// StopRequest stops the named containers, or the whole swarm without names.
-type StopRequest struct {
-	RepoPath string   `json:"repoPath"`
-	Names    []string `json:"names,omitempty"`
-}
-
-// ResumeRequest resumes a swarm.
-type ResumeRequest struct {
-	RepoPath    string `json:"repoPath"`
-	RetryFailed bool   `json:"retryFailed,omitempty"`
-}
-
-// CleanupRequest removes a swarm's finished containers.
-type CleanupRequest struct {
-	RepoPath string `json:"repoPath"`
-	Force    bool   `json:"force,omitempty"`
-}
 
 // FieldError is an invalid request field (HTTP 400).
 type FieldError struct {
@@ -85,69 +18,39 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
-// Is makes errors.Is(err, orchestrator.ErrInvalidRequest) hold.
-func (e *FieldError) Is(target error) bool { return target == orchestrator.ErrInvalidRequest }
+// Is makes errors.Is(err, api.ErrInvalidRequest) hold.
+func (e *FieldError) Is(target error) bool { return target == api.ErrInvalidRequest }
 
 // errorBody maps an error to its HTTP status and body. The orchestrator's
 // sentinels decide the status; the message is the error's own text, which
 // the orchestrator writes to say what to do.
-func errorBody(err error) (int, ErrorBody) {
-	body := ErrorBody{Error: err.Error()}
+func errorBody(err error) (int, api.ErrorBody) {
+	body := api.ErrorBody{Error: err.Error()}
 	var fe *FieldError
-	var tfe *orchestrator.TaskFileError
+	var tfe *api.TaskFileError
 	switch {
 	case errors.As(err, &tfe):
-		body.Code, body.Field, body.Problems = CodeTaskFiles, "taskFiles", tfe.Problems
+		body.Code, body.Field, body.Problems = api.CodeTaskFiles, "taskFiles", tfe.Problems
 		return http.StatusBadRequest, body
 	case errors.As(err, &fe):
-		body.Code, body.Field = CodeInvalid, fe.Field
+		body.Code, body.Field = api.CodeInvalid, fe.Field
 		return http.StatusBadRequest, body
-	case errors.Is(err, orchestrator.ErrInvalidRequest):
-		body.Code = CodeInvalid
+	case errors.Is(err, api.ErrInvalidRequest):
+		body.Code = api.CodeInvalid
 		return http.StatusBadRequest, body
-	case errors.Is(err, orchestrator.ErrNoSwarm), errors.Is(err, orchestrator.ErrUnknownContainer):
-		body.Code = CodeNotFound
+	case errors.Is(err, api.ErrNoSwarm), errors.Is(err, api.ErrUnknownContainer):
+		body.Code = api.CodeNotFound
 		return http.StatusNotFound, body
-	case errors.Is(err, orchestrator.ErrActiveSwarm):
-		body.Code = CodeActiveSwarm
+	case errors.Is(err, api.ErrActiveSwarm):
+		body.Code = api.CodeActiveSwarm
 		return http.StatusConflict, body
-	case errors.Is(err, orchestrator.ErrShutdown):
-		body.Code = CodeShuttingDown
+	case errors.Is(err, api.ErrShutdown):
+		body.Code = api.CodeShuttingDown
 		return http.StatusServiceUnavailable, body
 	default:
-		body.Code = CodeInternal
+		body.Code = api.CodeInternal
 		return http.StatusInternalServerError, body
 	}
-}
-
-// APIError is an error answer as the Client sees it. errors.Is matches the
-// orchestrator's sentinel for its code (ErrActiveSwarm, ErrNoSwarm, ...).
-type APIError struct {
-	Status int
-	Body   ErrorBody
-}
-
-func (e *APIError) Error() string {
-	if e.Body.Error == "" {
-		return fmt.Sprintf("daemon answered HTTP %d", e.Status)
-	}
-	return e.Body.Error
-}
-
-// Is maps codes back to the orchestrator's sentinels.
-func (e *APIError) Is(target error) bool {
-	switch e.Body.Code {
-	case CodeInvalid, CodeTaskFiles:
-		return target == orchestrator.ErrInvalidRequest
-	case CodeActiveSwarm:
-		return target == orchestrator.ErrActiveSwarm
-	case CodeShuttingDown:
-		return target == orchestrator.ErrShutdown
-	case CodeNotFound:
-		// Both not-found sentinels share the code; the message tells them apart.
-		return target == orchestrator.ErrNoSwarm || target == orchestrator.ErrUnknownContainer
-	}
-	return false
 }
 
 // Env variables and defaults for the socket and data locations.

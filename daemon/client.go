@@ -14,7 +14,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -63,46 +63,46 @@ func (c *Client) Socket() string { return c.socket }
 // Close releases idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
-// Health checks that the daemon answers.
-func (c *Client) Health(ctx context.Context) (Health, error) {
-	var h Health
+// api.Health checks that the daemon answers.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
 	return h, c.do(ctx, http.MethodGet, "/v1/health", nil, nil, &h)
 }
 
 // Start starts a swarm.
-func (c *Client) Start(ctx context.Context, req orchestrator.StartRequest) (orchestrator.SwarmView, error) {
-	var v orchestrator.SwarmView
+func (c *Client) Start(ctx context.Context, req api.StartRequest) (api.SwarmView, error) {
+	var v api.SwarmView
 	return v, c.do(ctx, http.MethodPost, "/v1/swarms/start", nil, req, &v)
 }
 
 // Status returns the repo's swarm, reconciled by the daemon.
-func (c *Client) Status(ctx context.Context, repoPath string) (orchestrator.SwarmView, error) {
-	var v orchestrator.SwarmView
+func (c *Client) Status(ctx context.Context, repoPath string) (api.SwarmView, error) {
+	var v api.SwarmView
 	return v, c.do(ctx, http.MethodGet, "/v1/swarms/status", url.Values{"repo": {repoPath}}, nil, &v)
 }
 
 // List returns every swarm the daemon holds, sorted by repository.
-func (c *Client) List(ctx context.Context) (SwarmList, error) {
-	var l SwarmList
+func (c *Client) List(ctx context.Context) (api.SwarmList, error) {
+	var l api.SwarmList
 	return l, c.do(ctx, http.MethodGet, "/v1/swarms", nil, nil, &l)
 }
 
 // Stop stops the named containers, or all of the swarm without names.
-func (c *Client) Stop(ctx context.Context, repoPath string, names []string) (orchestrator.SwarmView, error) {
-	var v orchestrator.SwarmView
-	return v, c.do(ctx, http.MethodPost, "/v1/swarms/stop", nil, StopRequest{RepoPath: repoPath, Names: names}, &v)
+func (c *Client) Stop(ctx context.Context, repoPath string, names []string) (api.SwarmView, error) {
+	var v api.SwarmView
+	return v, c.do(ctx, http.MethodPost, "/v1/swarms/stop", nil, api.StopRequest{RepoPath: repoPath, Names: names}, &v)
 }
 
 // Resume resumes the repo's swarm.
-func (c *Client) Resume(ctx context.Context, repoPath string, retryFailed bool) (orchestrator.SwarmView, error) {
-	var v orchestrator.SwarmView
-	return v, c.do(ctx, http.MethodPost, "/v1/swarms/resume", nil, ResumeRequest{RepoPath: repoPath, RetryFailed: retryFailed}, &v)
+func (c *Client) Resume(ctx context.Context, repoPath string, retryFailed bool) (api.SwarmView, error) {
+	var v api.SwarmView
+	return v, c.do(ctx, http.MethodPost, "/v1/swarms/resume", nil, api.ResumeRequest{RepoPath: repoPath, RetryFailed: retryFailed}, &v)
 }
 
 // Cleanup removes the swarm's finished containers.
-func (c *Client) Cleanup(ctx context.Context, repoPath string, force bool) (orchestrator.CleanupReport, error) {
-	var rep orchestrator.CleanupReport
-	return rep, c.do(ctx, http.MethodPost, "/v1/swarms/cleanup", nil, CleanupRequest{RepoPath: repoPath, Force: force}, &rep)
+func (c *Client) Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error) {
+	var rep api.CleanupReport
+	return rep, c.do(ctx, http.MethodPost, "/v1/swarms/cleanup", nil, api.CleanupRequest{RepoPath: repoPath, Force: force}, &rep)
 }
 
 // Logs calls fn for every journal record of the container, in order; with
@@ -115,7 +115,7 @@ func (c *Client) Logs(ctx context.Context, repoPath, name string, follow bool, f
 
 // Events calls fn for every event (of repoPath's swarms only, when set)
 // until ctx ends, the daemon stops, or fn returns an error.
-func (c *Client) Events(ctx context.Context, repoPath string, fn func(orchestrator.Event) error) error {
+func (c *Client) Events(ctx context.Context, repoPath string, fn func(api.Event) error) error {
 	var q url.Values
 	if repoPath != "" {
 		q = url.Values{"repo": {repoPath}}
@@ -159,7 +159,7 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
-		apiErr := &APIError{Status: resp.StatusCode}
+		apiErr := &api.APIError{Status: resp.StatusCode}
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxRequestBody))
 		if json.Unmarshal(data, &apiErr.Body) != nil || apiErr.Body.Error == "" {
 			apiErr.Body.Error = fmt.Sprintf("daemon answered HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(data))

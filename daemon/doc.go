@@ -1,5 +1,5 @@
-// Package daemon owns aimid's API: the JSON-over-HTTP protocol on a unix
-// socket (routes, request and error shapes, NDJSON streams), the Server that
+// Package daemon serves aimid's API (its types are package api): JSON over
+// HTTP on a unix socket with NDJSON streams. It holds the Server that
 // serves it in front of a Swarms implementation (the orchestrator's Manager),
 // the socket's life cycle (0700 directory, 0600 socket, stale socket
 // detection, one daemon per socket), and the typed Client the `aimi` CLI uses.
@@ -9,15 +9,15 @@
 //
 // # Protocol
 //
-//	GET  /v1/health                               -> Health
-//	POST /v1/swarms/start    orchestrator.StartRequest -> orchestrator.SwarmView
-//	GET  /v1/swarms                               -> SwarmList
-//	GET  /v1/swarms/status?repo=DIR               -> orchestrator.SwarmView
-//	POST /v1/swarms/stop     StopRequest          -> orchestrator.SwarmView
-//	POST /v1/swarms/resume   ResumeRequest        -> orchestrator.SwarmView
-//	POST /v1/swarms/cleanup  CleanupRequest       -> orchestrator.CleanupReport
-//	GET  /v1/swarms/logs?repo=DIR&name=N&follow=1 -> NDJSON of state.Record
-//	GET  /v1/events[?repo=DIR]                    -> NDJSON of orchestrator.Event
+//	GET  /v1/health                                -> api.Health
+//	POST /v1/swarms/start    api.StartRequest      -> api.SwarmView
+//	GET  /v1/swarms                                -> api.SwarmList
+//	GET  /v1/swarms/status?repo=DIR                -> api.SwarmView
+//	POST /v1/swarms/stop     api.StopRequest       -> api.SwarmView
+//	POST /v1/swarms/resume   api.ResumeRequest     -> api.SwarmView
+//	POST /v1/swarms/cleanup  api.CleanupRequest    -> api.CleanupReport
+//	GET  /v1/swarms/logs?repo=DIR&name=N&follow=1  -> NDJSON of state.Record
+//	GET  /v1/events[?repo=DIR]                     -> NDJSON of api.Event
 //
 // Errors are {"error":"...","code":"..."} (plus "field" naming the bad
 // request field and "problems" listing invalid task files) with 400 for

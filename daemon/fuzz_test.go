@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/daemontest"
 )
@@ -38,7 +39,7 @@ func FuzzRequestBodies(f *testing.F) {
 		if rec.Code < 400 || rec.Code >= 500 {
 			t.Fatalf("%s %q: HTTP %d", path, body, rec.Code)
 		}
-		var eb daemon.ErrorBody
+		var eb api.ErrorBody
 		if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Code == "" || eb.Error == "" {
 			t.Fatalf("%s %q: error body %q", path, body, rec.Body.String())
 		}

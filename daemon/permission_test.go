@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/daemontest"
 )
@@ -120,11 +121,11 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tc.allow || !strings.Contains(string(body), daemon.CodeMethodNotAllowed) {
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != tc.allow || !strings.Contains(string(body), api.CodeMethodNotAllowed) {
 			t.Errorf("%s %s: %d Allow=%q %s", tc.method, tc.path, resp.StatusCode, resp.Header.Get("Allow"), body)
 		}
 	}
-	if status, body := rawCall(t, sock, "PUT", "/v1/nothing", ""); status != 404 || body.Code != daemon.CodeNotFound {
+	if status, body := rawCall(t, sock, "PUT", "/v1/nothing", ""); status != 404 || body.Code != api.CodeNotFound {
 		t.Errorf("unknown path: %d %+v", status, body)
 	}
 }

@@ -17,20 +17,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
 // Swarms is what the Server serves; *orchestrator.Manager satisfies it.
 type Swarms interface {
-	Start(ctx context.Context, req orchestrator.StartRequest) (orchestrator.SwarmView, error)
-	Status(ctx context.Context, repoPath string) (orchestrator.SwarmView, error)
-	List(ctx context.Context) []orchestrator.SwarmView
-	Stop(ctx context.Context, repoPath string, names []string) (orchestrator.SwarmView, error)
-	Resume(ctx context.Context, repoPath string, retryFailed bool) (orchestrator.SwarmView, error)
-	Cleanup(ctx context.Context, repoPath string, force bool) (orchestrator.CleanupReport, error)
+	Start(ctx context.Context, req api.StartRequest) (api.SwarmView, error)
+	Status(ctx context.Context, repoPath string) (api.SwarmView, error)
+	List(ctx context.Context) []api.SwarmView
+	Stop(ctx context.Context, repoPath string, names []string) (api.SwarmView, error)
+	Resume(ctx context.Context, repoPath string, retryFailed bool) (api.SwarmView, error)
+	Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error)
 	Journal(ctx context.Context, repoPath, name string, follow bool) (<-chan state.Record, error)
-	Subscribe(ctx context.Context) <-chan orchestrator.Event
+	Subscribe(ctx context.Context) <-chan api.Event
 }
 
 // maxRequestBody bounds request bodies: a start with thousands of task files
@@ -44,7 +45,7 @@ type ServerOptions struct {
 	// PrepareStart, when set, completes a start request before it reaches
 	// Swarms (cmd/aimid merges the repository's .aimi/config.yaml here). An
 	// error is returned to the client as is (wrap a *FieldError for 400).
-	PrepareStart func(ctx context.Context, req *orchestrator.StartRequest) error
+	PrepareStart func(ctx context.Context, req *api.StartRequest) error
 	Version      string
 }
 
@@ -68,8 +69,8 @@ func NewServer(opts ServerOptions) *Server {
 		s.log = slog.Default()
 	}
 	handlers := map[string]http.HandlerFunc{
-		RouteHealth: s.health, RouteList: s.list, RouteStart: s.start, RouteStatus: s.status, RouteStop: s.stop,
-		RouteResume: s.resume, RouteCleanup: s.cleanup, RouteLogs: s.logs, RouteEvents: s.events,
+		api.RouteHealth: s.health, api.RouteList: s.list, api.RouteStart: s.start, api.RouteStatus: s.status, api.RouteStop: s.stop,
+		api.RouteResume: s.resume, api.RouteCleanup: s.cleanup, api.RouteLogs: s.logs, api.RouteEvents: s.events,
 	}
 	for pattern, h := range handlers {
 		s.mux.HandleFunc(pattern, h)
@@ -161,11 +162,11 @@ func (w *statusWriter) Flush() {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, Health{Status: "ok", PID: os.Getpid(), StartedAt: s.started, Version: s.opts.Version})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", PID: os.Getpid(), StartedAt: s.started, Version: s.opts.Version})
 }
 
 func (s *Server) start(w http.ResponseWriter, r *http.Request) {
-	var req orchestrator.StartRequest
+	var req api.StartRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
@@ -183,7 +184,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request) {
 	s.answer(w, r, view, err)
 }
 
-func checkStart(req *orchestrator.StartRequest) error {
+func checkStart(req *api.StartRequest) error {
 	if err := checkRepo("repoPath", req.RepoPath); err != nil {
 		return err
 	}
@@ -231,15 +232,15 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	l := SwarmList{Swarms: s.opts.Swarms.List(r.Context())}
+	l := api.SwarmList{Swarms: s.opts.Swarms.List(r.Context())}
 	if l.Swarms == nil {
-		l.Swarms = []orchestrator.SwarmView{}
+		l.Swarms = []api.SwarmView{}
 	}
 	writeJSON(w, http.StatusOK, l)
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
-	var req StopRequest
+	var req api.StopRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
@@ -258,7 +259,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
-	var req ResumeRequest
+	var req api.ResumeRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
@@ -271,7 +272,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
-	var req CleanupRequest
+	var req api.CleanupRequest
 	if !s.decode(w, r, &req) {
 		return
 	}
@@ -331,7 +332,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		stream(ctx, w, evs)
 		return
 	}
-	filtered := make(chan orchestrator.Event)
+	filtered := make(chan api.Event)
 	go func() {
 		defer close(filtered)
 		for e := range evs {
@@ -434,9 +435,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var me *methodError
 	switch {
 	case errors.As(err, &nf):
-		status, body.Code = http.StatusNotFound, CodeNotFound
+		status, body.Code = http.StatusNotFound, api.CodeNotFound
 	case errors.As(err, &me):
-		status, body.Code = http.StatusMethodNotAllowed, CodeMethodNotAllowed
+		status, body.Code = http.StatusMethodNotAllowed, api.CodeMethodNotAllowed
 	}
 	if status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/daemontest"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -43,7 +43,7 @@ func unixHTTP(sock string) *http.Client {
 	}}}
 }
 
-func rawCall(t *testing.T, sock, method, path, body string) (int, daemon.ErrorBody) {
+func rawCall(t *testing.T, sock, method, path, body string) (int, api.ErrorBody) {
 	t.Helper()
 	hc := unixHTTP(sock)
 	defer hc.CloseIdleConnections()
@@ -53,7 +53,7 @@ func rawCall(t *testing.T, sock, method, path, body string) (int, daemon.ErrorBo
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var eb daemon.ErrorBody
+	var eb api.ErrorBody
 	data, _ := io.ReadAll(resp.Body)
 	_ = json.Unmarshal(data, &eb)
 	return resp.StatusCode, eb
@@ -72,27 +72,27 @@ func TestHealthAnswersWithThePID(t *testing.T) {
 
 func TestRequestsReachTheSwarmsWithTheirArguments(t *testing.T) {
 	repo := shortTempDir(t)
-	var gotStart orchestrator.StartRequest
+	var gotStart api.StartRequest
 	var gotStop []string
 	var gotRetry, gotForce bool
 	fake := &daemontest.Swarms{
-		StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+		StartFunc: func(r api.StartRequest) (api.SwarmView, error) {
 			gotStart = r
 			return view(r.RepoPath), nil
 		},
-		StopFunc: func(_ string, n []string) (orchestrator.SwarmView, error) {
+		StopFunc: func(_ string, n []string) (api.SwarmView, error) {
 			gotStop = n
 			return view(repo), nil
 		},
-		ResumeFunc: func(_ string, r bool) (orchestrator.SwarmView, error) { gotRetry = r; return view(repo), nil },
-		CleanupFunc: func(_ string, f bool) (orchestrator.CleanupReport, error) {
+		ResumeFunc: func(_ string, r bool) (api.SwarmView, error) { gotRetry = r; return view(repo), nil },
+		CleanupFunc: func(_ string, f bool) (api.CleanupReport, error) {
 			gotForce = f
-			return orchestrator.CleanupReport{RepoPath: repo, Removed: []string{"aimi-a"}}, nil
+			return api.CleanupReport{RepoPath: repo, Removed: []string{"aimi-a"}}, nil
 		},
 	}
 	c, _, _ := serve(t, fake)
 	ctx := context.Background()
-	req := orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{".aimi/tasks/a-tasks.json"}, Max: 2, Append: true, Local: true, Image: "img:1"}
+	req := api.StartRequest{RepoPath: repo, TaskFiles: []string{".aimi/tasks/a-tasks.json"}, Max: 2, Append: true, Local: true, Image: "img:1"}
 	v, err := c.Start(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -125,23 +125,23 @@ func TestInvalidInputIsRefusedWith400NamingTheField(t *testing.T) {
 	repo := shortTempDir(t)
 	file := filepath.Join(repo, "f")
 	os.WriteFile(file, nil, 0o644)
-	start := func(r orchestrator.StartRequest) string { b, _ := json.Marshal(r); return string(b) }
+	start := func(r api.StartRequest) string { b, _ := json.Marshal(r); return string(b) }
 	tf := []string{".aimi/tasks/a-tasks.json"}
 	tests := []struct {
 		name, method, path, body, field string
 	}{
-		{"start without repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{TaskFiles: tf}), "repoPath"},
-		{"start with relative repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: "repo", TaskFiles: tf}), "repoPath"},
-		{"start with unclean repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo + "/../x", TaskFiles: tf}), "repoPath"},
-		{"start with missing repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo + "/nope", TaskFiles: tf}), "repoPath"},
-		{"start with a file as repo", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: file, TaskFiles: tf}), "repoPath"},
-		{"start without task files", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo}), "taskFiles"},
-		{"start with an empty task file", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{""}}), "taskFiles[0]"},
-		{"start with negative max", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo, TaskFiles: tf, Max: -1}), "max"},
-		{"start with append and force", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo, TaskFiles: tf, Append: true, Force: true}), "force"},
+		{"start without repo", "POST", "/v1/swarms/start", start(api.StartRequest{TaskFiles: tf}), "repoPath"},
+		{"start with relative repo", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: "repo", TaskFiles: tf}), "repoPath"},
+		{"start with unclean repo", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: repo + "/../x", TaskFiles: tf}), "repoPath"},
+		{"start with missing repo", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: repo + "/nope", TaskFiles: tf}), "repoPath"},
+		{"start with a file as repo", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: file, TaskFiles: tf}), "repoPath"},
+		{"start without task files", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: repo}), "taskFiles"},
+		{"start with an empty task file", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: repo, TaskFiles: []string{""}}), "taskFiles[0]"},
+		{"start with negative max", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: repo, TaskFiles: tf, Max: -1}), "max"},
+		{"start with append and force", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: repo, TaskFiles: tf, Append: true, Force: true}), "force"},
 		{"start with an unknown field", "POST", "/v1/swarms/start", `{"repoPath":"` + repo + `","taskFile":["x"]}`, "body"},
 		{"start with a non-JSON body", "POST", "/v1/swarms/start", `nope`, "body"},
-		{"start with two JSON values", "POST", "/v1/swarms/start", start(orchestrator.StartRequest{RepoPath: repo, TaskFiles: tf}) + "{}", "body"},
+		{"start with two JSON values", "POST", "/v1/swarms/start", start(api.StartRequest{RepoPath: repo, TaskFiles: tf}) + "{}", "body"},
 		{"status without repo", "GET", "/v1/swarms/status", "", "repo"},
 		{"stop with an empty name", "POST", "/v1/swarms/stop", `{"repoPath":"` + repo + `","names":[""]}`, "names[0]"},
 		{"resume without repo", "POST", "/v1/swarms/resume", `{}`, "repoPath"},
@@ -155,7 +155,7 @@ func TestInvalidInputIsRefusedWith400NamingTheField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			status, body := rawCall(t, sock, tt.method, tt.path, tt.body)
-			if status != http.StatusBadRequest || body.Code != daemon.CodeInvalid || body.Field != tt.field {
+			if status != http.StatusBadRequest || body.Code != api.CodeInvalid || body.Field != tt.field {
 				t.Fatalf("got %d %+v, want 400 invalid_request field %s", status, body, tt.field)
 			}
 			if !strings.Contains(body.Error, tt.field) {
@@ -177,20 +177,20 @@ func TestOrchestratorErrorsMapToHTTPCodesAndBackToSentinels(t *testing.T) {
 		code   string
 		is     error
 	}{
-		{"active swarm is 409", orchestrator.ErrActiveSwarm, 409, daemon.CodeActiveSwarm, orchestrator.ErrActiveSwarm},
-		{"no swarm is 404", fmt.Errorf("status %s: %w", repo, orchestrator.ErrNoSwarm), 404, daemon.CodeNotFound, orchestrator.ErrNoSwarm},
-		{"unknown container is 404", fmt.Errorf("aimi-x: %w", orchestrator.ErrUnknownContainer), 404, daemon.CodeNotFound, orchestrator.ErrUnknownContainer},
-		{"invalid request is 400", fmt.Errorf("%w: image: bad", orchestrator.ErrInvalidRequest), 400, daemon.CodeInvalid, orchestrator.ErrInvalidRequest},
-		{"shutdown is 503", orchestrator.ErrShutdown, 503, daemon.CodeShuttingDown, orchestrator.ErrShutdown},
-		{"anything else is 500", errors.New("engine exploded"), 500, daemon.CodeInternal, nil},
+		{"active swarm is 409", api.ErrActiveSwarm, 409, api.CodeActiveSwarm, api.ErrActiveSwarm},
+		{"no swarm is 404", fmt.Errorf("status %s: %w", repo, api.ErrNoSwarm), 404, api.CodeNotFound, api.ErrNoSwarm},
+		{"unknown container is 404", fmt.Errorf("aimi-x: %w", api.ErrUnknownContainer), 404, api.CodeNotFound, api.ErrUnknownContainer},
+		{"invalid request is 400", fmt.Errorf("%w: image: bad", api.ErrInvalidRequest), 400, api.CodeInvalid, api.ErrInvalidRequest},
+		{"shutdown is 503", api.ErrShutdown, 503, api.CodeShuttingDown, api.ErrShutdown},
+		{"anything else is 500", errors.New("engine exploded"), 500, api.CodeInternal, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, _, _ := serve(t, &daemontest.Swarms{StatusFunc: func(string) (orchestrator.SwarmView, error) { return orchestrator.SwarmView{}, tt.err }})
+			c, _, _ := serve(t, &daemontest.Swarms{StatusFunc: func(string) (api.SwarmView, error) { return api.SwarmView{}, tt.err }})
 			_, err := c.Status(context.Background(), repo)
-			var ae *daemon.APIError
+			var ae *api.APIError
 			if !errors.As(err, &ae) {
-				t.Fatalf("err = %v, want *daemon.APIError", err)
+				t.Fatalf("err = %v, want *api.APIError", err)
 			}
 			if ae.Status != tt.status || ae.Body.Code != tt.code || ae.Error() != tt.err.Error() {
 				t.Fatalf("got %d %+v", ae.Status, ae.Body)
@@ -204,26 +204,26 @@ func TestOrchestratorErrorsMapToHTTPCodesAndBackToSentinels(t *testing.T) {
 
 func TestInvalidTaskFilesComeBackAsProblemsPerFile(t *testing.T) {
 	repo := shortTempDir(t)
-	probs := []orchestrator.TaskFileProblem{{Path: ".aimi/tasks/a-tasks.json", Reason: "US-001: dependsOn US-009 which does not exist"}, {Path: "../x.json", Reason: "not under .aimi/tasks/"}}
-	c, _, _ := serve(t, &daemontest.Swarms{StartFunc: func(orchestrator.StartRequest) (orchestrator.SwarmView, error) {
-		return orchestrator.SwarmView{}, &orchestrator.TaskFileError{Problems: probs}
+	probs := []api.TaskFileProblem{{Path: ".aimi/tasks/a-tasks.json", Reason: "US-001: dependsOn US-009 which does not exist"}, {Path: "../x.json", Reason: "not under .aimi/tasks/"}}
+	c, _, _ := serve(t, &daemontest.Swarms{StartFunc: func(api.StartRequest) (api.SwarmView, error) {
+		return api.SwarmView{}, &api.TaskFileError{Problems: probs}
 	}})
-	_, err := c.Start(context.Background(), orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}})
-	var ae *daemon.APIError
-	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Code != daemon.CodeTaskFiles || fmt.Sprint(ae.Body.Problems) != fmt.Sprint(probs) {
+	_, err := c.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}})
+	var ae *api.APIError
+	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Code != api.CodeTaskFiles || fmt.Sprint(ae.Body.Problems) != fmt.Sprint(probs) {
 		t.Fatalf("err = %#v", err)
 	}
-	if !errors.Is(err, orchestrator.ErrInvalidRequest) || !strings.Contains(err.Error(), "nothing was started") {
+	if !errors.Is(err, api.ErrInvalidRequest) || !strings.Contains(err.Error(), "nothing was started") {
 		t.Errorf("err = %v", err)
 	}
 }
 
 func TestPrepareStartCompletesTheRequestOrRefusesIt(t *testing.T) {
 	repo := shortTempDir(t)
-	var got orchestrator.StartRequest
-	fake := &daemontest.Swarms{StartFunc: func(r orchestrator.StartRequest) (orchestrator.SwarmView, error) { got = r; return view(repo), nil }}
+	var got api.StartRequest
+	fake := &daemontest.Swarms{StartFunc: func(r api.StartRequest) (api.SwarmView, error) { got = r; return view(repo), nil }}
 	c, _, _ := serve(t, fake, func(o *daemon.ServerOptions) {
-		o.PrepareStart = func(_ context.Context, r *orchestrator.StartRequest) error {
+		o.PrepareStart = func(_ context.Context, r *api.StartRequest) error {
 			if r.Image == "bad" {
 				return &daemon.FieldError{"image", "bad image from .aimi/config.yaml"}
 			}
@@ -231,11 +231,11 @@ func TestPrepareStartCompletesTheRequestOrRefusesIt(t *testing.T) {
 			return nil
 		}
 	})
-	if _, err := c.Start(context.Background(), orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}}); err != nil || got.Image != "from-repo-config" {
+	if _, err := c.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}}); err != nil || got.Image != "from-repo-config" {
 		t.Fatalf("err=%v image=%q", err, got.Image)
 	}
-	_, err := c.Start(context.Background(), orchestrator.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}, Image: "bad"})
-	var ae *daemon.APIError
+	_, err := c.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: []string{"x"}, Image: "bad"})
+	var ae *api.APIError
 	if !errors.As(err, &ae) || ae.Status != 400 || ae.Body.Field != "image" {
 		t.Fatalf("err = %v", err)
 	}
@@ -244,7 +244,7 @@ func TestPrepareStartCompletesTheRequestOrRefusesIt(t *testing.T) {
 func TestUnknownRouteIsA404WithAHint(t *testing.T) {
 	_, _, sock := serve(t, &daemontest.Swarms{})
 	status, body := rawCall(t, sock, "GET", "/v2/whatever", "")
-	if status != 404 || body.Code != daemon.CodeNotFound || !strings.Contains(body.Error, "restart the daemon") {
+	if status != 404 || body.Code != api.CodeNotFound || !strings.Contains(body.Error, "restart the daemon") {
 		t.Fatalf("got %d %+v", status, body)
 	}
 }
@@ -254,7 +254,7 @@ func TestLogsStreamEveryRecordInOrder(t *testing.T) {
 	var gotFollow bool
 	fake := &daemontest.Swarms{JournalFunc: func(ctx context.Context, r, name string, follow bool) (<-chan state.Record, error) {
 		if name != "aimi-a" {
-			return nil, fmt.Errorf("%s: %w", name, orchestrator.ErrUnknownContainer)
+			return nil, fmt.Errorf("%s: %w", name, api.ErrUnknownContainer)
 		}
 		gotFollow = follow
 		ch := make(chan state.Record)
@@ -285,21 +285,21 @@ func TestLogsStreamEveryRecordInOrder(t *testing.T) {
 		}
 	}
 	err = c.Logs(context.Background(), repo, "aimi-zz", false, func(state.Record) error { return nil })
-	if !errors.Is(err, orchestrator.ErrUnknownContainer) {
+	if !errors.Is(err, api.ErrUnknownContainer) {
 		t.Fatalf("unknown container: %v", err)
 	}
 }
 
 func TestEventsArriveLiveAndFilteredByRepo(t *testing.T) {
 	repo := shortTempDir(t)
-	fake := &daemontest.Swarms{Events: make(chan orchestrator.Event)}
+	fake := &daemontest.Swarms{Events: make(chan api.Event)}
 	c, _, _ := serve(t, fake)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got := make(chan orchestrator.Event)
+	got := make(chan api.Event)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- c.Events(ctx, repo, func(e orchestrator.Event) error {
+		errc <- c.Events(ctx, repo, func(e api.Event) error {
 			got <- e
 			return nil
 		})
@@ -307,10 +307,10 @@ func TestEventsArriveLiveAndFilteredByRepo(t *testing.T) {
 	// The subscription is open once the fake saw it; send an event of another
 	// repo (filtered out) and two of ours, one at a time: each must arrive
 	// before the next is sent, proving the stream is flushed per event.
-	for _, e := range []orchestrator.Event{
-		{RepoPath: "/other", Kind: orchestrator.EventProgress},
-		{RepoPath: repo, Kind: orchestrator.EventContainerStarted, ContainerName: "aimi-a"},
-		{RepoPath: repo, Kind: orchestrator.EventProgress, StoryID: "US-001"},
+	for _, e := range []api.Event{
+		{RepoPath: "/other", Kind: api.EventProgress},
+		{RepoPath: repo, Kind: api.EventContainerStarted, ContainerName: "aimi-a"},
+		{RepoPath: repo, Kind: api.EventProgress, StoryID: "US-001"},
 	} {
 		select {
 		case fake.Events <- e:
@@ -336,10 +336,10 @@ func TestEventsArriveLiveAndFilteredByRepo(t *testing.T) {
 }
 
 func TestShutdownEndsOpenStreams(t *testing.T) {
-	fake := &daemontest.Swarms{Events: make(chan orchestrator.Event)}
+	fake := &daemontest.Swarms{Events: make(chan api.Event)}
 	c, srv, _ := serve(t, fake)
 	errc := make(chan error, 1)
-	go func() { errc <- c.Events(context.Background(), "", func(orchestrator.Event) error { return nil }) }()
+	go func() { errc <- c.Events(context.Background(), "", func(api.Event) error { return nil }) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for len(fake.Calls()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
@@ -391,8 +391,8 @@ func TestErrorAnswersAreLoggedWithoutBodies(t *testing.T) {
 
 func TestListAnswersEverySwarmAndNeverNull(t *testing.T) {
 	repo := shortTempDir(t)
-	var views []orchestrator.SwarmView
-	fake := &daemontest.Swarms{ListFunc: func() []orchestrator.SwarmView { return views }}
+	var views []api.SwarmView
+	fake := &daemontest.Swarms{ListFunc: func() []api.SwarmView { return views }}
 	c, _, _ := serve(t, fake)
 	l, err := c.List(context.Background())
 	if err != nil {
@@ -401,7 +401,7 @@ func TestListAnswersEverySwarmAndNeverNull(t *testing.T) {
 	if l.Swarms == nil || len(l.Swarms) != 0 {
 		t.Fatalf("list with no swarm = %#v, want an empty list", l.Swarms)
 	}
-	views = []orchestrator.SwarmView{view(repo)}
+	views = []api.SwarmView{view(repo)}
 	l, err = c.List(context.Background())
 	if err != nil || len(l.Swarms) != 1 || l.Swarms[0].RepoPath != repo {
 		t.Fatalf("list = %+v, %v; want the one swarm of %s", l, err, repo)

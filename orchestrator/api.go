@@ -2,22 +2,17 @@ package orchestrator
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-
-	"github.com/aimi-tools/swarm/state"
 )
 
 // Config is the daemon-wide configuration of the Manager. The configs package
 // fills it from viper; zero values take the defaults named on each field.
 type Config struct {
-	// Image is the sandbox image when a StartRequest names none.
+	// Image is the sandbox image when a api.StartRequest names none.
 	Image string
 	// MaxContainers bounds how many containers of one swarm run at once
-	// (default 4). A StartRequest's Max overrides it for that swarm.
+	// (default 4). A api.StartRequest's Max overrides it for that swarm.
 	MaxContainers int
 	// Resource limits per container; 0 means the engine's default.
 	CPUs            float64
@@ -98,174 +93,3 @@ type Grant struct {
 	Token   string // secret: into the container env only
 	CAFile  string // host path of the service's CA certificate
 }
-
-// StartRequest starts a swarm (or adds to one, with Append).
-type StartRequest struct {
-	// RepoPath is the absolute path of the repository (the directory that
-	// holds .aimi/).
-	RepoPath string `json:"repoPath"`
-	// TaskFiles are repo-relative paths under .aimi/tasks/.
-	TaskFiles []string `json:"taskFiles"`
-	// Max overrides Config.MaxContainers for this swarm when > 0.
-	Max int `json:"max,omitempty"`
-	// Append adds the task files to the repo's active swarm; Force stops the
-	// active swarm and replaces it. Without either, an active swarm is an
-	// ErrActiveSwarm.
-	Append bool `json:"append,omitempty"`
-	Force  bool `json:"force,omitempty"`
-	// Local uses the git service (Config.Git) instead of origin.
-	Local bool `json:"local,omitempty"`
-	// Image overrides Config.Image.
-	Image string `json:"image,omitempty"`
-}
-
-// SwarmView is the answer of Start, Status, Stop and Resume: the state file's
-// content plus what the schema has no field for.
-type SwarmView struct {
-	RepoPath   string            `json:"repoPath"`
-	State      *state.Swarm      `json:"state"`
-	Containers []ContainerDetail `json:"containers"`
-}
-
-// ContainerDetail is the daemon's extra knowledge of one container.
-type ContainerDetail struct {
-	Name        string        `json:"name"`
-	ContainerID string        `json:"containerId"`
-	TaskFile    string        `json:"taskFile"`
-	Branch      string        `json:"branch"`
-	Status      string        `json:"status"`
-	ExitCode    *int          `json:"exitCode,omitempty"`
-	OOMKilled   bool          `json:"oomKilled,omitempty"`
-	Errors      []ErrorDetail `json:"errors,omitempty"`
-	// LastOutput is the output of the last progress-update (or the last
-	// invalid line's reason) seen from the container.
-	LastOutput string  `json:"lastOutput,omitempty"`
-	PRURL      *string `json:"prUrl,omitempty"`
-	// Rejected counts lines that were journaled but not folded (invalid or
-	// breaking the story transition table).
-	Rejected int `json:"rejected,omitempty"`
-	// Finished: the daemon is done with the container. It is terminal, its
-	// process has exited and (local git mode) its branch was published. A
-	// container is terminal by its completion a moment before that.
-	Finished bool `json:"finished,omitempty"`
-	// Node is the machine the container runs on; empty while every
-	// container runs on the daemon's one engine.
-	Node string `json:"node"`
-	// Stories are the task file's stories in file order with their
-	// dependencies and their status as the container reported it (the
-	// task file's own status before any report); empty when the task file
-	// could not be read.
-	Stories []StoryDetail `json:"stories,omitempty"`
-}
-
-// StoryDetail is one story of a container's task file: a node of its
-// dependsOn graph.
-type StoryDetail struct {
-	ID        string   `json:"id"`
-	Title     string   `json:"title"`
-	DependsOn []string `json:"dependsOn"`
-	Status    string   `json:"status"`
-}
-
-// ErrorDetail is one error of a container: from its error message or
-// completion, or decided by the daemon (CONTAINER_OOM, CONTAINER_TIMEOUT,
-// AGENT_CRASH, CONTAINER_LOST).
-type ErrorDetail struct {
-	Code    string `json:"code,omitempty"`
-	Message string `json:"message"`
-}
-
-// CleanupReport says what Cleanup removed and what it kept.
-type CleanupReport struct {
-	RepoPath string   `json:"repoPath"`
-	Removed  []string `json:"removed"` // container names removed with their state entries
-	Kept     []Kept   `json:"kept"`
-	// Lost lists containers removed with Force although they held commits
-	// nobody received.
-	Lost []Kept `json:"lost,omitempty"`
-	// StateRemoved is true when no entry was left and the state file went.
-	StateRemoved bool `json:"stateRemoved"`
-	// Notes are what else the user should know, e.g. that the git service
-	// kept a swarm's repository because it holds unpublished commits.
-	Notes []string `json:"notes,omitempty"`
-}
-
-// Kept is a container Cleanup did not remove, and why.
-type Kept struct {
-	Name    string   `json:"name"`
-	Reason  string   `json:"reason"`
-	Commits []string `json:"commits,omitempty"`
-}
-
-// EventKind names what changed.
-type EventKind string
-
-// Event kinds published by Subscribe.
-const (
-	EventSwarmStarted     EventKind = "swarm-started"
-	EventContainerCreated EventKind = "container-created"
-	EventContainerStarted EventKind = "container-started"
-	EventProgress         EventKind = "progress"      // a valid message was folded
-	EventLineRejected     EventKind = "line-rejected" // journaled, not folded
-	EventContainerExited  EventKind = "container-exited"
-	EventSwarmFinished    EventKind = "swarm-finished" // every container terminal
-	EventSwarmRemoved     EventKind = "swarm-removed"  // cleanup dropped the state
-)
-
-// Event is one state change.
-type Event struct {
-	Time          time.Time `json:"time"`
-	SwarmID       string    `json:"swarmId"`
-	RepoPath      string    `json:"repoPath"`
-	ContainerName string    `json:"containerName,omitempty"`
-	Kind          EventKind `json:"kind"`
-	// Status is the container's status after the change.
-	Status      string `json:"status,omitempty"`
-	MessageType string `json:"messageType,omitempty"`
-	StoryID     string `json:"storyId,omitempty"`
-	StoryStatus string `json:"storyStatus,omitempty"`
-	// Output is the progress output, the rejection reason or the error.
-	Output string `json:"output,omitempty"`
-	Code   string `json:"code,omitempty"`
-}
-
-// Errors the daemon maps to HTTP codes (errors.Is / errors.As).
-var (
-	// ErrActiveSwarm: the repo has a swarm with non-terminal containers and
-	// the request had neither Append nor Force (HTTP 409).
-	ErrActiveSwarm = errors.New("an active swarm exists in this repository; use --append to add to it or --force to replace it")
-	// ErrNoSwarm: the repo has no swarm (HTTP 404).
-	ErrNoSwarm = errors.New("no swarm in this repository; start one with 'aimi swarm start'")
-	// ErrUnknownContainer: a name given to Stop or Journal is not in the
-	// swarm (HTTP 404).
-	ErrUnknownContainer = errors.New("no such container in the swarm")
-	// ErrInvalidRequest: a request field is wrong (HTTP 400); the wrapping
-	// error names the field.
-	ErrInvalidRequest = errors.New("invalid request")
-	// ErrShutdown: the Manager is shutting down (HTTP 503).
-	ErrShutdown = errors.New("the daemon is shutting down")
-)
-
-// TaskFileError lists every task file that failed validation in Start; no
-// container was created. errors.Is(err, ErrInvalidRequest) holds.
-type TaskFileError struct {
-	Problems []TaskFileProblem
-}
-
-// TaskFileProblem is one invalid task file and why.
-type TaskFileProblem struct {
-	Path   string `json:"path"`
-	Reason string `json:"reason"`
-}
-
-func (e *TaskFileError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%d invalid task file(s), nothing was started:", len(e.Problems))
-	for _, p := range e.Problems {
-		fmt.Fprintf(&b, "\n  %s: %s", p.Path, p.Reason)
-	}
-	return b.String()
-}
-
-// Is makes errors.Is(err, ErrInvalidRequest) true.
-func (e *TaskFileError) Is(target error) bool { return target == ErrInvalidRequest }

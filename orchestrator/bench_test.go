@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
@@ -110,14 +111,14 @@ func orchFanOut(b *testing.B, d *container.Docker, labels map[string]string, n, 
 	defer cancel()
 	evs := m.Subscribe(ctx)
 	start := time.Now()
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Max: n}); err != nil {
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files, Max: n}); err != nil {
 		b.Fatal(err)
 	}
 	started := 0
 	for started < n {
 		select {
 		case e := <-evs:
-			if e.Kind == EventContainerStarted {
+			if e.Kind == api.EventContainerStarted {
 				started++
 			}
 		case <-ctx.Done():
@@ -158,7 +159,7 @@ func BenchmarkMessageRate(b *testing.B) {
 	defer m.Shutdown(context.Background())
 	b.ResetTimer()
 	start := time.Now()
-	if _, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		b.Fatal(err)
 	}
 	waitTerminal(b, m, repo, 5*time.Minute)
@@ -183,7 +184,7 @@ func BenchmarkRealMessageRate(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 			b.Fatal(err)
 		}
 		v := waitTerminal(b, m, repo, 5*time.Minute)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
@@ -179,7 +180,7 @@ func TestRealSwarmOfSixWithMaxTwo(t *testing.T) {
 	m := realManager(t, d, labels, Config{RunnerEnv: map[string]string{"STANDIN_SCRIPT": "pace|40ms;auto|3"}})
 	stop := make(chan struct{})
 	peak := peakRunning(t, d, labels, stop)
-	v, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files, Max: 2})
+	v, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Max: 2})
 	if err != nil {
 		close(stop)
 		t.Fatal(err)
@@ -229,7 +230,7 @@ func TestRealOutcomesAndBadLines(t *testing.T) {
 	}
 	m := realManager(t, d, labels, Config{RunnerEnv: env, Timeout: 4 * time.Second, StopGrace: time.Second,
 		MemoryBytes: 32 << 20, MemorySwapBytes: 32 << 20})
-	if _, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files, Max: 6}); err != nil {
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Max: 6}); err != nil {
 		t.Fatal(err)
 	}
 	v := waitTerminal(t, m, repo, 90*time.Second)
@@ -280,7 +281,7 @@ func TestRealStopMidSwarm(t *testing.T) {
 	m := realManager(t, d, labels, Config{RunnerEnv: env, StopGrace: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Max: 2}); err != nil {
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files, Max: 2}); err != nil {
 		t.Fatal(err)
 	}
 	// Both running ones have reported in_progress.
@@ -340,7 +341,7 @@ func childDaemon() int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	_, err = m.Start(ctx, StartRequest{RepoPath: os.Getenv("ORCH_TEST_REPO"), TaskFiles: strings.Split(os.Getenv("ORCH_TEST_FILES"), ","), Max: 2})
+	_, err = m.Start(ctx, api.StartRequest{RepoPath: os.Getenv("ORCH_TEST_REPO"), TaskFiles: strings.Split(os.Getenv("ORCH_TEST_FILES"), ","), Max: 2})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

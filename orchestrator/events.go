@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/aimi-tools/swarm/api"
 )
 
 // subscriberBuffer is each subscriber's queue. Publishing never blocks a
@@ -14,13 +16,13 @@ const subscriberBuffer = 1024
 // bus fans events out to subscribers.
 type bus struct {
 	mu   sync.Mutex
-	subs map[chan Event]struct{}
+	subs map[chan api.Event]struct{}
 }
 
-func newBus() *bus { return &bus{subs: map[chan Event]struct{}{}} }
+func newBus() *bus { return &bus{subs: map[chan api.Event]struct{}{}} }
 
-func (b *bus) subscribe(ctx context.Context) <-chan Event {
-	ch := make(chan Event, subscriberBuffer)
+func (b *bus) subscribe(ctx context.Context) <-chan api.Event {
+	ch := make(chan api.Event, subscriberBuffer)
 	b.mu.Lock()
 	b.subs[ch] = struct{}{}
 	b.mu.Unlock()
@@ -36,7 +38,7 @@ func (b *bus) subscribe(ctx context.Context) <-chan Event {
 	return ch
 }
 
-func (b *bus) publish(e Event) {
+func (b *bus) publish(e api.Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}

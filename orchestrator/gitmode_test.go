@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
@@ -114,7 +115,7 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 	git := &fakeGit{}
 	m := newTestManager(t, eng, Config{Git: git, Publisher: git, RunnerEnv: map[string]string{"ANTHROPIC_API_KEY": "sk-VERY-SECRET"}})
 	ctx := context.Background()
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
 		t.Fatal(err)
 	}
 	v := waitTerminal(t, m, repo, 10*time.Second)
@@ -220,7 +221,7 @@ func TestJournalStreamsAndFollows(t *testing.T) {
 	m := newTestManager(t, eng, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	v, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files})
+	v, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,11 +242,11 @@ func TestJournalStreamsAndFollows(t *testing.T) {
 			t.Errorf("record %d has seq %d", i, r.Seq)
 		}
 	}
-	if _, err := m.Journal(ctx, repo, "aimi-nope", false); !errors.Is(err, ErrUnknownContainer) {
+	if _, err := m.Journal(ctx, repo, "aimi-nope", false); !errors.Is(err, api.ErrUnknownContainer) {
 		t.Errorf("unknown container: %v", err)
 	}
 	other := t.TempDir()
-	if _, err := m.Journal(ctx, other, name, false); !errors.Is(err, ErrNoSwarm) {
+	if _, err := m.Journal(ctx, other, name, false); !errors.Is(err, api.ErrNoSwarm) {
 		t.Errorf("repo without swarm: %v", err)
 	}
 }
@@ -271,7 +272,7 @@ func TestFinishedOnlyOnceTheDaemonIsDoneWithTheContainer(t *testing.T) {
 	git := &fakeGit{}
 	m := newTestManager(t, eng, Config{Git: git, Publisher: git})
 	ctx := context.Background()
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -329,7 +330,7 @@ func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
+	if _, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/spec"
 
 	"github.com/aimi-tools/swarm/state"
@@ -126,7 +127,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 }
 
 // waitTerminal polls Status until every container is terminal.
-func waitTerminal(t testing.TB, m *Manager, repo string, within time.Duration) SwarmView {
+func waitTerminal(t testing.TB, m *Manager, repo string, within time.Duration) api.SwarmView {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -143,7 +144,7 @@ func waitTerminal(t testing.TB, m *Manager, repo string, within time.Duration) S
 	}
 }
 
-func allTerminal(v SwarmView) bool {
+func allTerminal(v api.SwarmView) bool {
 	if v.State == nil {
 		return false
 	}
@@ -155,7 +156,7 @@ func allTerminal(v SwarmView) bool {
 	return true
 }
 
-func describe(v SwarmView) string {
+func describe(v api.SwarmView) string {
 	var b strings.Builder
 	for _, c := range v.Containers {
 		fmt.Fprintf(&b, "\n  %s %s errs=%v exit=%v last=%q", c.Name, c.Status, c.Errors, ptrStr(c.ExitCode), c.LastOutput)
@@ -171,7 +172,7 @@ func ptrStr(p *int) string {
 }
 
 // detail finds a container's detail by task-file name fragment.
-func detail(t testing.TB, v SwarmView, frag string) ContainerDetail {
+func detail(t testing.TB, v api.SwarmView, frag string) api.ContainerDetail {
 	t.Helper()
 	for _, c := range v.Containers {
 		if strings.Contains(c.TaskFile, frag) {
@@ -179,7 +180,7 @@ func detail(t testing.TB, v SwarmView, frag string) ContainerDetail {
 		}
 	}
 	t.Fatalf("no container for %q in %s", frag, describe(v))
-	return ContainerDetail{}
+	return api.ContainerDetail{}
 }
 
 // journal reads a container's journal.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
@@ -58,13 +59,13 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 		return nil, errors.New("orchestrator: no engine")
 	}
 	if cfg.MaxContainers < 0 {
-		return nil, fmt.Errorf("%w: maxContainers %d is negative; use 1 or more (default %d)", ErrInvalidRequest, cfg.MaxContainers, DefaultMaxContainers)
+		return nil, fmt.Errorf("%w: maxContainers %d is negative; use 1 or more (default %d)", api.ErrInvalidRequest, cfg.MaxContainers, DefaultMaxContainers)
 	}
 	if cfg.MaxContainers == 0 {
 		cfg.MaxContainers = DefaultMaxContainers
 	}
 	if cfg.Timeout < 0 || cfg.StopGrace < 0 {
-		return nil, fmt.Errorf("%w: timeout and stop grace must not be negative", ErrInvalidRequest)
+		return nil, fmt.Errorf("%w: timeout and stop grace must not be negative", api.ErrInvalidRequest)
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
@@ -74,12 +75,12 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 	}
 	for k := range cfg.EnvVars {
 		if !envKeyRe.MatchString(k) {
-			return nil, fmt.Errorf("%w: task env var %q: keys must match %s", ErrInvalidRequest, k, envKeyRe)
+			return nil, fmt.Errorf("%w: task env var %q: keys must match %s", api.ErrInvalidRequest, k, envKeyRe)
 		}
 	}
 	for k := range cfg.RunnerEnv {
 		if !runnerEnvKeyRe.MatchString(k) {
-			return nil, fmt.Errorf("%w: runner env var %q: keys must match %s", ErrInvalidRequest, k, runnerEnvKeyRe)
+			return nil, fmt.Errorf("%w: runner env var %q: keys must match %s", api.ErrInvalidRequest, k, runnerEnvKeyRe)
 		}
 	}
 	if cfg.Logger == nil {
@@ -105,9 +106,9 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 
 // Subscribe streams every state change until ctx ends (or Shutdown). A
 // subscriber that does not keep up loses events rather than stall swarms.
-func (m *Manager) Subscribe(ctx context.Context) <-chan Event { return m.bus.subscribe(ctx) }
+func (m *Manager) Subscribe(ctx context.Context) <-chan api.Event { return m.bus.subscribe(ctx) }
 
-func (m *Manager) publish(e Event) { m.bus.publish(e) }
+func (m *Manager) publish(e api.Event) { m.bus.publish(e) }
 
 // lockRepo serialises the operations that change one repository's swarm.
 func (m *Manager) lockRepo(repo string) func() {
@@ -132,7 +133,7 @@ func (m *Manager) checkOpen() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closing || m.life.Err() != nil {
-		return ErrShutdown
+		return api.ErrShutdown
 	}
 	return nil
 }
@@ -141,29 +142,29 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 // Start validates the request's task files, creates every container (state
 // entries pending with real ids) and lets at most Max run at a time.
-func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error) {
+func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmView, error) {
 	if err := m.checkOpen(); err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	repo, err := cleanRepo(req.RepoPath)
 	if err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	if req.Max < 0 {
-		return SwarmView{}, fmt.Errorf("%w: max %d is negative", ErrInvalidRequest, req.Max)
+		return api.SwarmView{}, fmt.Errorf("%w: max %d is negative", api.ErrInvalidRequest, req.Max)
 	}
 	if req.Append && req.Force {
-		return SwarmView{}, fmt.Errorf("%w: append and force exclude each other", ErrInvalidRequest)
+		return api.SwarmView{}, fmt.Errorf("%w: append and force exclude each other", api.ErrInvalidRequest)
 	}
 	if req.Local && m.cfg.Git == nil {
-		return SwarmView{}, fmt.Errorf("%w: local mode needs the git service, which this daemon has not configured (git.mode)", ErrInvalidRequest)
+		return api.SwarmView{}, fmt.Errorf("%w: local mode needs the git service, which this daemon has not configured (git.mode)", api.ErrInvalidRequest)
 	}
 	unlock := m.lockRepo(repo)
 	defer unlock()
 
 	cur, err := m.adopt(ctx, repo)
-	if err != nil && !errors.Is(err, ErrNoSwarm) {
-		return SwarmView{}, err
+	if err != nil && !errors.Is(err, api.ErrNoSwarm) {
+		return api.SwarmView{}, err
 	}
 	if cur != nil && cur.active() {
 		switch {
@@ -171,24 +172,24 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error
 			return cur.append(ctx, req)
 		case req.Force:
 			if err := cur.stop(ctx, nil); err != nil {
-				return SwarmView{}, fmt.Errorf("stop the active swarm before replacing it: %w", err)
+				return api.SwarmView{}, fmt.Errorf("stop the active swarm before replacing it: %w", err)
 			}
 		default:
-			return SwarmView{}, ErrActiveSwarm
+			return api.SwarmView{}, api.ErrActiveSwarm
 		}
 	}
 	planned, err := validateTasks(ctx, repo, req.TaskFiles, nil, req.Local)
 	if err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	repoURL := ""
 	if !req.Local {
 		if repoURL, err = originURL(ctx, repo); err != nil {
-			return SwarmView{}, err
+			return api.SwarmView{}, err
 		}
 	}
 	if err := probeRequests(planned, repoURL, m.cfg.EnvVars); err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	if cur != nil {
 		// The finished (or just stopped) swarm is replaced: its journals
@@ -207,7 +208,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error
 		image = m.cfg.Image
 	}
 	if image == "" {
-		return SwarmView{}, fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", ErrInvalidRequest)
+		return api.SwarmView{}, fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", api.ErrInvalidRequest)
 	}
 	now := time.Now().UTC()
 	sw := &swarm{
@@ -216,16 +217,16 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error
 	}
 	sw.network = networkName(sw.id)
 	if err := sw.openLedger(ctx, &state.Swarm{SwarmID: sw.id, CreatedAt: now, UpdatedAt: now}, true); err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	if err := sw.ensureNetwork(ctx); err != nil {
 		sw.close(ctx)
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	created, err := sw.createAll(ctx, planned)
 	if err != nil {
 		sw.discard(ctx, created)
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	m.mu.Lock()
 	m.swarms[repo] = sw
@@ -239,7 +240,7 @@ func (m *Manager) Start(ctx context.Context, req StartRequest) (SwarmView, error
 			m.log.Debug("replaced swarm's network stays", "network", cur.network, "err", err)
 		}
 	}
-	m.publish(Event{SwarmID: sw.id, RepoPath: repo, Kind: EventSwarmStarted})
+	m.publish(api.Event{SwarmID: sw.id, RepoPath: repo, Kind: api.EventSwarmStarted})
 	for _, c := range created {
 		sw.launch(c, modeFresh)
 	}
@@ -253,16 +254,16 @@ func probeRequests(planned []plannedTask, repoURL string, env map[string]string)
 	if repoURL == "" {
 		repoURL = "https://git.invalid/local.git"
 	}
-	var probs []TaskFileProblem
+	var probs []api.TaskFileProblem
 	for _, p := range planned {
 		m := acpmsg.NewMessage(acpmsg.TypeTaskRequest, "00000000-0000-4000-8000-000000000000", "000000000000", &acpmsg.TaskRequest{
 			TaskFilePath: p.path, BranchName: p.tf.Metadata.BranchName, RepoURL: repoURL, EnvVars: envVars(env)})
 		if err := m.Validate(); err != nil {
-			probs = append(probs, TaskFileProblem{Path: p.path, Reason: "its task-request would be invalid: " + oneLine(err.Error())})
+			probs = append(probs, api.TaskFileProblem{Path: p.path, Reason: "its task-request would be invalid: " + oneLine(err.Error())})
 		}
 	}
 	if len(probs) > 0 {
-		return &TaskFileError{Problems: probs}
+		return &api.TaskFileError{Problems: probs}
 	}
 	return nil
 }
@@ -273,7 +274,7 @@ func probeRequests(planned []plannedTask, repoURL string, env map[string]string)
 func originURL(ctx context.Context, repo string) (string, error) {
 	out, err := exec.CommandContext(ctx, "git", "-C", repo, "remote", "get-url", "origin").Output()
 	if err != nil {
-		return "", fmt.Errorf("%w: read the repository's origin remote: %v (add one with 'git remote add origin URL', or start with --local)", ErrInvalidRequest, err)
+		return "", fmt.Errorf("%w: read the repository's origin remote: %v (add one with 'git remote add origin URL', or start with --local)", api.ErrInvalidRequest, err)
 	}
 	u := strings.TrimSpace(string(out))
 	if !strings.Contains(u, "://") {
@@ -282,7 +283,7 @@ func originURL(ctx context.Context, repo string) (string, error) {
 		}
 	}
 	if !acpmsg.ValidRepoURL(u) {
-		return "", fmt.Errorf("%w: origin %q is not an https or ssh URL the container can clone; use --local for a local repository", ErrInvalidRequest, u)
+		return "", fmt.Errorf("%w: origin %q is not an https or ssh URL the container can clone; use --local for a local repository", api.ErrInvalidRequest, u)
 	}
 	// A password or token in the URL would travel into the task-request,
 	// the journal and the container's labels: drop it (credentials go in by
@@ -315,10 +316,10 @@ func (m *Manager) lockedSwarm(ctx context.Context, repoPath string) (sw *swarm, 
 }
 
 // Status reconciles the repo's swarm with the engine and returns it.
-func (m *Manager) Status(ctx context.Context, repoPath string) (SwarmView, error) {
+func (m *Manager) Status(ctx context.Context, repoPath string) (api.SwarmView, error) {
 	repo, err := cleanRepo(repoPath)
 	if err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	// A swarm in memory needs no repo lock: status must answer while a
 	// Stop waits out its grace period under that lock.
@@ -328,7 +329,7 @@ func (m *Manager) Status(ctx context.Context, repoPath string) (SwarmView, error
 	}
 	sw, unlock, err := m.lockedSwarm(ctx, repo)
 	if err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	defer unlock()
 	sw.reconcileLive(ctx)
@@ -338,10 +339,10 @@ func (m *Manager) Status(ctx context.Context, repoPath string) (SwarmView, error
 // Stop stops the named containers of the repo's swarm (all when names is
 // empty): SIGTERM, grace, kill; they end stopped unless their final message
 // said otherwise first. It returns when they are terminal or ctx ends.
-func (m *Manager) Stop(ctx context.Context, repoPath string, names []string) (SwarmView, error) {
+func (m *Manager) Stop(ctx context.Context, repoPath string, names []string) (api.SwarmView, error) {
 	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
 	if err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	defer unlock()
 	if err := sw.stop(ctx, names); err != nil {
@@ -352,13 +353,13 @@ func (m *Manager) Stop(ctx context.Context, repoPath string, names []string) (Sw
 
 // Resume reconciles, starts the pending containers that have no supervisor,
 // and with retryFailed recreates and reruns the failed ones.
-func (m *Manager) Resume(ctx context.Context, repoPath string, retryFailed bool) (SwarmView, error) {
+func (m *Manager) Resume(ctx context.Context, repoPath string, retryFailed bool) (api.SwarmView, error) {
 	if err := m.checkOpen(); err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
 	if err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	defer unlock()
 	sw.reconcileLive(ctx)
@@ -413,13 +414,13 @@ func (m *Manager) Journal(ctx context.Context, repoPath, name string, follow boo
 	if sw == nil {
 		st, err := state.Open(repo).Load(ctx)
 		if errors.Is(err, state.ErrNoState) {
-			return nil, ErrNoSwarm
+			return nil, api.ErrNoSwarm
 		}
 		if err != nil {
 			return nil, err
 		}
 		if st.Container(name) == nil {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownContainer, name)
+			return nil, fmt.Errorf("%w: %q", api.ErrUnknownContainer, name)
 		}
 		id = st.SwarmID
 		follow = follow && !st.Container(name).Status.Terminal()
@@ -480,10 +481,10 @@ func tailJournal(ctx context.Context, path string, follow bool, terminal func() 
 // Cleanup removes the repo's terminal containers (and the swarm network when
 // unused) and drops their state entries. With the git service, a container
 // whose branch has commits nobody received is kept unless force.
-func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (CleanupReport, error) {
+func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error) {
 	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
 	if err != nil {
-		return CleanupReport{}, err
+		return api.CleanupReport{}, err
 	}
 	defer unlock()
 	repo := sw.repo
@@ -503,7 +504,7 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (Cle
 			delete(m.swarms, repo)
 		}
 		m.mu.Unlock()
-		m.publish(Event{SwarmID: sw.id, RepoPath: repo, Kind: EventSwarmRemoved})
+		m.publish(api.Event{SwarmID: sw.id, RepoPath: repo, Kind: api.EventSwarmRemoved})
 	}
 	return rep, nil
 }
@@ -512,7 +513,7 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (Cle
 // repo (replaced by Start, so no longer in the state file) and their
 // networks; with the git service, one holding unreceived commits is kept
 // unless force.
-func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, rep *CleanupReport) {
+func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, rep *api.CleanupReport) {
 	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelProject: sw.repo}))
 	if err != nil {
 		m.log.Warn("cleanup: list earlier swarms' containers", "repo", sw.repo, "err", err)
@@ -534,13 +535,13 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 		if m.cfg.Git != nil && local && !force {
 			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, in.Name, in.Labels[contract.LabelBranch])
 			if err != nil || len(commits) > 0 {
-				rep.Kept = append(rep.Kept, Kept{Name: in.Name, Reason: "container of an earlier swarm whose work may not have been received; pass --force to remove it", Commits: commits})
+				rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: "container of an earlier swarm whose work may not have been received; pass --force to remove it", Commits: commits})
 				left[old] = true
 				continue
 			}
 		}
 		if err := m.eng.Remove(ctx, in.ID); err != nil {
-			rep.Kept = append(rep.Kept, Kept{Name: in.Name, Reason: "remove failed: " + err.Error()})
+			rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: "remove failed: " + err.Error()})
 			left[old] = true
 			continue
 		}
@@ -564,7 +565,7 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 // whose containers is left, so the data dir does not grow by a mirror per
 // swarm. When the service keeps them (unpublished commits, or a failure)
 // the report says so: the mirror may be the only copy of that work.
-func (m *Manager) forgetGit(ctx context.Context, swarmID string, rep *CleanupReport) {
+func (m *Manager) forgetGit(ctx context.Context, swarmID string, rep *api.CleanupReport) {
 	if m.cfg.Git == nil {
 		return
 	}

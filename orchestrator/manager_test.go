@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
@@ -56,7 +57,7 @@ func TestSwarmOfSixWithMaxTwo(t *testing.T) {
 	repo, files := testRepo(t, names, 3)
 	eng := newFakeEngine(byTask(nil, scripted(2*time.Millisecond, storiesDone(3)...)))
 	m := newTestManager(t, eng, Config{})
-	v, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files, Max: 2})
+	v, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Max: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +115,10 @@ func TestStartValidatesEveryTaskFileFirst(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: tc.files})
-			var tfe *TaskFileError
-			if !errors.As(err, &tfe) || !errors.Is(err, ErrInvalidRequest) {
-				t.Fatalf("want *TaskFileError, got %v", err)
+			_, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: tc.files})
+			var tfe *api.TaskFileError
+			if !errors.As(err, &tfe) || !errors.Is(err, api.ErrInvalidRequest) {
+				t.Fatalf("want *api.TaskFileError, got %v", err)
 			}
 			for _, w := range tc.want {
 				if !strings.Contains(err.Error(), w) {
@@ -146,7 +147,7 @@ func TestOutcomes(t *testing.T) {
 	repo, files := testRepo(t, names, 1)
 	eng := newFakeEngine(byTask(progs, nil))
 	m := newTestManager(t, eng, Config{Timeout: 300 * time.Millisecond, StopGrace: 50 * time.Millisecond, MaxContainers: 8})
-	if _, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
 	v := waitTerminal(t, m, repo, 20*time.Second)
@@ -209,7 +210,7 @@ func TestTaskRequestThatCannotBeSentFailsTheContainer(t *testing.T) {
 	eng := newFakeEngine(byTask(nil, scripted(0, storiesDone(1)...)))
 	eng.stdinFails = "nostdin"
 	m := newTestManager(t, eng, Config{StopGrace: 50 * time.Millisecond})
-	if _, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
 	v := waitTerminal(t, m, repo, 10*time.Second)
@@ -221,7 +222,7 @@ func TestTaskRequestThatCannotBeSentFailsTheContainer(t *testing.T) {
 	}
 }
 
-func hasCode(d ContainerDetail, code string) bool {
+func hasCode(d api.ContainerDetail, code string) bool {
 	for _, e := range d.Errors {
 		if e.Code == code {
 			return true
@@ -238,7 +239,7 @@ func TestStop(t *testing.T) {
 	repo, files := testRepo(t, []string{"trap", "ignore", "queued"}, 1)
 	eng := newFakeEngine(byTask(progs, scripted(0, step{hang: true})))
 	m := newTestManager(t, eng, Config{StopGrace: 100 * time.Millisecond})
-	if _, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files, Max: 2}); err != nil {
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Max: 2}); err != nil {
 		t.Fatal(err)
 	}
 	// Wait until the two first run.
@@ -267,8 +268,8 @@ func TestStop(t *testing.T) {
 			t.Errorf("%s: %s, want stopped", frag, d.Status)
 		}
 	}
-	if _, err := m.Stop(ctx, repo, []string{"aimi-nope"}); !errors.Is(err, ErrUnknownContainer) {
-		t.Errorf("unknown name: %v, want ErrUnknownContainer", err)
+	if _, err := m.Stop(ctx, repo, []string{"aimi-nope"}); !errors.Is(err, api.ErrUnknownContainer) {
+		t.Errorf("unknown name: %v, want api.ErrUnknownContainer", err)
 	}
 	validateStateFile(t, repo)
 }
@@ -286,24 +287,24 @@ func TestActiveSwarmConflictAppendForce(t *testing.T) {
 	eng := newFakeEngine(byTask(map[string]program{"three": scripted(0, storiesDone(1)...)}, scripted(0, step{trap: true}, step{hang: true})))
 	m := newTestManager(t, eng, Config{StopGrace: 100 * time.Millisecond})
 	ctx := context.Background()
-	v1, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files[:1]})
+	v1, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files[:1]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files[1:2]}); !errors.Is(err, ErrActiveSwarm) {
-		t.Fatalf("second start: %v, want ErrActiveSwarm", err)
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files[1:2]}); !errors.Is(err, api.ErrActiveSwarm) {
+		t.Fatalf("second start: %v, want api.ErrActiveSwarm", err)
 	}
-	v2, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files[1:2], Append: true})
+	v2, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files[1:2], Append: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v2.State.SwarmID != v1.State.SwarmID || len(v2.State.Containers) != 2 {
 		t.Fatalf("append: swarm %s with %d containers, want %s with 2", v2.State.SwarmID, len(v2.State.Containers), v1.State.SwarmID)
 	}
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files[1:2], Append: true}); !errors.Is(err, ErrInvalidRequest) {
-		t.Errorf("appending a task file twice: %v, want ErrInvalidRequest", err)
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files[1:2], Append: true}); !errors.Is(err, api.ErrInvalidRequest) {
+		t.Errorf("appending a task file twice: %v, want api.ErrInvalidRequest", err)
 	}
-	v3, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files[2:], Force: true})
+	v3, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files[2:], Force: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,12 +350,12 @@ func TestEventsArePublished(t *testing.T) {
 			mu.Lock()
 			kinds = append(kinds, string(e.Kind)+":"+e.StoryID+":"+e.StoryStatus)
 			mu.Unlock()
-			if e.Kind == EventSwarmFinished {
+			if e.Kind == api.EventSwarmFinished {
 				return
 			}
 		}
 	}()
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
 	select {

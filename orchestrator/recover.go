@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
@@ -50,7 +51,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		sw, err := m.adopt(ctx, repo)
 		unlock()
 		switch {
-		case errors.Is(err, ErrNoSwarm):
+		case errors.Is(err, api.ErrNoSwarm):
 			m.log.Info("recover: no swarm to adopt for these containers", "repo", repo)
 		case err != nil:
 			m.log.Warn("recover: could not adopt the swarm", "repo", repo, "err", err)
@@ -89,8 +90,8 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	st, err := store.Load(ctx)
 	if errors.Is(err, state.ErrNoState) {
 		st, err = m.rebuildState(ctx, repo)
-		if errors.Is(err, ErrNoSwarm) {
-			return nil, ErrNoSwarm
+		if errors.Is(err, api.ErrNoSwarm) {
+			return nil, api.ErrNoSwarm
 		}
 	}
 	if err != nil {
@@ -219,7 +220,7 @@ func (sw *swarm) published(ctx context.Context, c *ctr) bool {
 // labels are the recovery index). The newest swarm wins: one with a running
 // container, else the one that started last. Each entry starts pending;
 // its journal (or, without one, the container's whole output) decides the
-// rest. ErrNoSwarm when the engine has nothing for the repo.
+// rest. api.ErrNoSwarm when the engine has nothing for the repo.
 func (m *Manager) rebuildState(ctx context.Context, repo string) (*state.Swarm, error) {
 	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelProject: repo}))
 	if err != nil {
@@ -252,7 +253,7 @@ func (m *Manager) rebuildState(ctx context.Context, repo string) (*state.Swarm, 
 		}
 	}
 	if best == "" {
-		return nil, ErrNoSwarm
+		return nil, api.ErrNoSwarm
 	}
 	now := time.Now().UTC()
 	sw := &state.Swarm{SwarmID: best, CreatedAt: now, UpdatedAt: now}

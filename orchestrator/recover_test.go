@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
@@ -65,7 +66,7 @@ func TestCrashRecoveryLosesNothingAndCountsNothingTwice(t *testing.T) {
 	refRepo, refFiles := testRepo(t, names, stories)
 	refEng := newFakeEngine(byTask(nil, prog))
 	refM := newTestManager(t, refEng, Config{MaxContainers: 2})
-	if _, err := refM.Start(context.Background(), StartRequest{RepoPath: refRepo, TaskFiles: refFiles}); err != nil {
+	if _, err := refM.Start(context.Background(), api.StartRequest{RepoPath: refRepo, TaskFiles: refFiles}); err != nil {
 		t.Fatal(err)
 	}
 	ref := waitTerminal(t, refM, refRepo, 20*time.Second)
@@ -83,7 +84,7 @@ func TestCrashRecoveryLosesNothingAndCountsNothingTwice(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+			if _, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(killAfter)
@@ -138,7 +139,7 @@ func TestRecoverReconcilesTheTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files})
+	v, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestResumeRetryFailedAndCleanup(t *testing.T) {
 	}
 	m := newTestManager(t, eng, Config{})
 	ctx := context.Background()
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
 	v := waitTerminal(t, m, repo, 10*time.Second)
@@ -224,8 +225,8 @@ func TestResumeRetryFailedAndCleanup(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm-state.json")); !os.IsNotExist(err) {
 		t.Errorf("state file still there: %v", err)
 	}
-	if _, err := m.Status(ctx, repo); err != ErrNoSwarm {
-		t.Errorf("status after cleanup: %v, want ErrNoSwarm", err)
+	if _, err := m.Status(ctx, repo); err != api.ErrNoSwarm {
+		t.Errorf("status after cleanup: %v, want api.ErrNoSwarm", err)
 	}
 }
 
@@ -237,7 +238,7 @@ func TestRecoverWithoutStateFileRebuildsFromLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+	if _, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(30 * time.Millisecond)
@@ -271,7 +272,7 @@ func TestShutdownLeavesContainersRunningAndRecoverFinishesThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files})
+	v, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,8 +296,8 @@ func TestShutdownLeavesContainersRunningAndRecoverFinishesThem(t *testing.T) {
 	if n := eng.runningNow(); n == 0 {
 		t.Fatal("Shutdown stopped the containers; they must keep running")
 	}
-	if _, err := m1.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files}); !errors.Is(err, ErrShutdown) {
-		t.Errorf("start after shutdown: %v, want ErrShutdown", err)
+	if _, err := m1.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files}); !errors.Is(err, api.ErrShutdown) {
+		t.Errorf("start after shutdown: %v, want api.ErrShutdown", err)
 	}
 	m2 := newTestManager(t, eng, Config{})
 	if err := m2.Recover(context.Background()); err != nil {
@@ -331,7 +332,7 @@ func TestRetryFailedKeepsTheStoriesTheFirstRunFinished(t *testing.T) {
 	}
 	m := newTestManager(t, eng, Config{})
 	ctx := context.Background()
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
 	if d := detail(t, waitTerminal(t, m, repo, 10*time.Second), "half"); d.Status != "failed" {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/aimi-tools/swarm/api"
 )
 
 // gitTopTimeout bounds the git call that finds a repository's top level: a
@@ -23,17 +25,17 @@ const gitTopTimeout = 10 * time.Second
 // directory.
 func ResolveRepo(ctx context.Context, p string) (string, error) {
 	if p == "" {
-		return "", fmt.Errorf("%w: repoPath is empty", ErrInvalidRequest)
+		return "", fmt.Errorf("%w: repoPath is empty", api.ErrInvalidRequest)
 	}
 	if !filepath.IsAbs(p) {
-		return "", fmt.Errorf("%w: repoPath %q is not absolute", ErrInvalidRequest, p)
+		return "", fmt.Errorf("%w: repoPath %q is not absolute", api.ErrInvalidRequest, p)
 	}
 	real, err := filepath.EvalSymlinks(filepath.Clean(p))
 	if err != nil {
-		return "", fmt.Errorf("%w: repoPath %q: %v", ErrInvalidRequest, p, err)
+		return "", fmt.Errorf("%w: repoPath %q: %v", api.ErrInvalidRequest, p, err)
 	}
 	if st, err := os.Stat(real); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("%w: repoPath %q is not a directory", ErrInvalidRequest, p)
+		return "", fmt.Errorf("%w: repoPath %q is not a directory", api.ErrInvalidRequest, p)
 	}
 	ctx, cancel := context.WithTimeout(ctx, gitTopTimeout)
 	defer cancel()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/state"
@@ -186,7 +187,7 @@ func (sw *swarm) settle(ctx context.Context, c *ctr, log *slog.Logger) {
 	}
 	log.Info("publishing the branch of a container that finished while the daemon was down", "branch", c.branch)
 	sw.publishBranch(ctx, c, log)
-	sw.event(c, EventContainerExited, nil)
+	sw.event(c, api.EventContainerExited, nil)
 }
 
 // takeFresh reports (once) whether c was created by this Manager and not
@@ -279,16 +280,16 @@ func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
 	sw.noteMessage(c, res)
 	switch {
 	case res.invalid != "":
-		sw.event(c, EventLineRejected, func(e *Event) { e.Output = res.invalid })
+		sw.event(c, api.EventLineRejected, func(e *api.Event) { e.Output = res.invalid })
 	case res.rejected != "":
-		sw.event(c, EventLineRejected, func(e *Event) { e.Output = res.rejected; e.MessageType = string(res.msg.Type) })
+		sw.event(c, api.EventLineRejected, func(e *api.Event) { e.Output = res.rejected; e.MessageType = string(res.msg.Type) })
 		if res.code != "" {
 			sw.failRejected(ctx, c, res)
 		}
 	default:
 		// Per line: the status comes from the message, not from a
 		// snapshot of the whole swarm.
-		e := Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: EventProgress, Status: statusAfter(res.msg)}
+		e := api.Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: api.EventProgress, Status: statusAfter(res.msg)}
 		fillMessage(&e, res.msg)
 		sw.m.publish(e)
 	}
@@ -306,7 +307,7 @@ func statusAfter(m *acpmsg.Message) string {
 	return string(state.StatusRunning)
 }
 
-func fillMessage(e *Event, m *acpmsg.Message) {
+func fillMessage(e *api.Event, m *acpmsg.Message) {
 	e.MessageType = string(m.Type)
 	switch p := m.Payload.(type) {
 	case *acpmsg.ProgressUpdate:
@@ -377,7 +378,7 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 		_ = sw.led.update(c.name, func(sc *state.Container) { sc.ACPPID = &pid })
 	}
 	if !exited {
-		sw.event(c, EventContainerStarted, nil)
+		sw.event(c, api.EventContainerStarted, nil)
 	}
 	stopOnce := false // Stop is called at most once
 	if exited {
@@ -617,7 +618,7 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 	if err != nil {
 		log.Warn("publish the branch", "branch", c.branch, "err", err)
 		sw.mu.Lock()
-		c.errs = append(c.errs, ErrorDetail{Code: "PUBLISH_FAILED", Message: err.Error()})
+		c.errs = append(c.errs, api.ErrorDetail{Code: "PUBLISH_FAILED", Message: err.Error()})
 		sw.mu.Unlock()
 		return
 	}
@@ -679,7 +680,7 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 		log.Warn("flush state", "err", err)
 	}
 	sw.publishBranch(ctx, c, log)
-	sw.event(c, EventContainerExited, func(e *Event) {
+	sw.event(c, api.EventContainerExited, func(e *api.Event) {
 		if m != nil {
 			fillMessage(e, m)
 		}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
@@ -50,7 +51,7 @@ type ctr struct {
 	done       chan struct{} // closed when the supervisor returns; nil = none ran
 	exitCode   *int
 	oom        bool
-	errs       []ErrorDetail
+	errs       []api.ErrorDetail
 	lastOutput string
 	rejected   int
 	prURL      *string // from Publish (local mode)
@@ -208,7 +209,7 @@ func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) ([]*ctr, 
 		if err := sw.led.track(sc, state.NewTracker(c.tf)); err != nil {
 			return created, fmt.Errorf("record container %s: %w", c.name, err)
 		}
-		sw.m.publish(Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: EventContainerCreated, Status: string(state.StatusPending)})
+		sw.m.publish(api.Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: api.EventContainerCreated, Status: string(state.StatusPending)})
 	}
 	// Every entry is pending with its real id before anything starts.
 	if err := sw.led.flush(ctx); err != nil {
@@ -260,17 +261,17 @@ func (sw *swarm) discard(ctx context.Context, created []*ctr) {
 }
 
 // append adds task files to the active swarm.
-func (sw *swarm) append(ctx context.Context, req StartRequest) (SwarmView, error) {
+func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmView, error) {
 	existing := map[string]string{}
 	for _, c := range sw.list() {
 		existing[c.taskFile] = c.branch
 	}
 	planned, err := validateTasks(ctx, sw.repo, req.TaskFiles, existing, sw.local)
 	if err != nil {
-		return SwarmView{}, err
+		return api.SwarmView{}, err
 	}
 	if req.Local != sw.local {
-		return SwarmView{}, fmt.Errorf("%w: the active swarm runs in %s mode; append in the same mode", ErrInvalidRequest, map[bool]string{true: "local", false: "remote"}[sw.local])
+		return api.SwarmView{}, fmt.Errorf("%w: the active swarm runs in %s mode; append in the same mode", api.ErrInvalidRequest, map[bool]string{true: "local", false: "remote"}[sw.local])
 	}
 	created, err := sw.createAll(ctx, planned)
 	if err != nil {
@@ -278,7 +279,7 @@ func (sw *swarm) append(ctx context.Context, req StartRequest) (SwarmView, error
 		for _, c := range created {
 			_ = sw.m.eng.Remove(context.WithoutCancel(ctx), c.id)
 		}
-		return SwarmView{}, fmt.Errorf("%w (the active swarm is unchanged apart from %d removed containers; their entries stay pending until cleanup)", err, len(created))
+		return api.SwarmView{}, fmt.Errorf("%w (the active swarm is unchanged apart from %d removed containers; their entries stay pending until cleanup)", err, len(created))
 	}
 	for _, c := range created {
 		sw.launch(c, modeFresh)
@@ -296,7 +297,7 @@ func (sw *swarm) stop(ctx context.Context, names []string) error {
 		for _, n := range names {
 			c := sw.find(n)
 			if c == nil {
-				return fmt.Errorf("%w: %q", ErrUnknownContainer, n)
+				return fmt.Errorf("%w: %q", api.ErrUnknownContainer, n)
 			}
 			targets = append(targets, c)
 		}
@@ -418,13 +419,13 @@ func (sw *swarm) restoreEntry(c *ctr, old *state.Container, fresh bool) (*state.
 }
 
 // cleanup removes terminal containers and their state entries.
-func (sw *swarm) cleanup(ctx context.Context, force bool) (CleanupReport, error) {
-	rep := CleanupReport{RepoPath: sw.repo, Removed: []string{}, Kept: []Kept{}}
+func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, error) {
+	rep := api.CleanupReport{RepoPath: sw.repo, Removed: []string{}, Kept: []api.Kept{}}
 	var keep, drop []*ctr
 	for _, c := range sw.list() {
 		st := sw.led.status(c.name)
 		if !st.Terminal() {
-			rep.Kept = append(rep.Kept, Kept{Name: c.name, Reason: fmt.Sprintf("still %s; stop it first", st)})
+			rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: fmt.Sprintf("still %s; stop it first", st)})
 			keep = append(keep, c)
 			continue
 		}
@@ -432,22 +433,22 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (CleanupReport, error)
 			commits, err := g.Unreceived(ctx, sw.repo, c.name, c.branch)
 			switch {
 			case err != nil && !force:
-				rep.Kept = append(rep.Kept, Kept{Name: c.name, Reason: "cannot tell whether its work was received: " + err.Error() + " (pass --force to remove it anyway)"})
+				rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "cannot tell whether its work was received: " + err.Error() + " (pass --force to remove it anyway)"})
 				keep = append(keep, c)
 				continue
 			case len(commits) > 0 && !force:
-				rep.Kept = append(rep.Kept, Kept{Name: c.name, Reason: fmt.Sprintf("branch %s has %d commit(s) nobody received; publish them or pass --force", c.branch, len(commits)), Commits: commits})
+				rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: fmt.Sprintf("branch %s has %d commit(s) nobody received; publish them or pass --force", c.branch, len(commits)), Commits: commits})
 				keep = append(keep, c)
 				continue
 			case len(commits) > 0:
-				rep.Lost = append(rep.Lost, Kept{Name: c.name, Reason: "removed with --force", Commits: commits})
+				rep.Lost = append(rep.Lost, api.Kept{Name: c.name, Reason: "removed with --force", Commits: commits})
 			}
 		}
 		sw.mu.Lock()
 		id := c.id
 		sw.mu.Unlock()
 		if err := sw.m.eng.Remove(ctx, id); err != nil {
-			rep.Kept = append(rep.Kept, Kept{Name: c.name, Reason: "remove failed: " + err.Error()})
+			rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "remove failed: " + err.Error()})
 			keep = append(keep, c)
 			continue
 		}
@@ -492,7 +493,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (CleanupReport, error)
 }
 
 // view is the swarm as the API shows it.
-func (sw *swarm) view() SwarmView {
+func (sw *swarm) view() api.SwarmView {
 	snap := sw.led.snapshot()
 	// Story statuses are read before sw.mu, as the snapshot is: the ledger
 	// is never locked under sw.mu here.
@@ -500,11 +501,11 @@ func (sw *swarm) view() SwarmView {
 	for _, e := range snap.Containers {
 		reported[e.ContainerName] = sw.led.stories(e.ContainerName)
 	}
-	v := SwarmView{RepoPath: sw.repo, State: snap, Containers: []ContainerDetail{}}
+	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {
-		d := ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
+		d := api.ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
 			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: slices.Clone(c.errs), LastOutput: c.lastOutput,
 			Rejected: c.rejected, PRURL: c.prURL}
 		d.Stories = c.storyDetails(reported[c.name])
@@ -538,17 +539,17 @@ func (sw *swarm) noteMessageLocked(c *ctr, res lineResult) {
 			c.lastOutput = p.Output
 		}
 	case *acpmsg.ErrorPayload:
-		c.errs = append(c.errs, ErrorDetail{Code: p.Code, Message: p.Message})
+		c.errs = append(c.errs, api.ErrorDetail{Code: p.Code, Message: p.Message})
 	case *acpmsg.Completion:
 		for _, e := range p.Errors {
-			c.errs = append(c.errs, ErrorDetail{Message: e})
+			c.errs = append(c.errs, api.ErrorDetail{Message: e})
 		}
 	}
 }
 
 // event publishes a change of c.
-func (sw *swarm) event(c *ctr, kind EventKind, fill func(*Event)) {
-	e := Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: kind, Status: string(sw.led.status(c.name))}
+func (sw *swarm) event(c *ctr, kind api.EventKind, fill func(*api.Event)) {
+	e := api.Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: kind, Status: string(sw.led.status(c.name))}
 	if fill != nil {
 		fill(&e)
 	}
@@ -563,5 +564,5 @@ func (sw *swarm) checkFinished() {
 			return
 		}
 	}
-	sw.m.publish(Event{SwarmID: sw.id, RepoPath: sw.repo, Kind: EventSwarmFinished})
+	sw.m.publish(api.Event{SwarmID: sw.id, RepoPath: sw.repo, Kind: api.EventSwarmFinished})
 }

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
-// plannedTask is one validated task file of a StartRequest.
+// plannedTask is one validated task file of a api.StartRequest.
 type plannedTask struct {
 	path string
 	tf   *tasks.File
@@ -25,7 +26,7 @@ const (
 // problemList collects TaskFileProblems within those bounds; once they are
 // reached, the rest is counted in one last entry.
 type problemList struct {
-	list    []TaskFileProblem
+	list    []api.TaskFileProblem
 	bytes   int
 	omitted int
 }
@@ -37,7 +38,7 @@ func (l *problemList) add(path, reason string) {
 		return
 	}
 	l.bytes += len(reason)
-	l.list = append(l.list, TaskFileProblem{Path: cutText(path, maxProblemPath), Reason: reason})
+	l.list = append(l.list, api.TaskFileProblem{Path: cutText(path, maxProblemPath), Reason: reason})
 }
 
 func (l *problemList) err() error {
@@ -46,10 +47,10 @@ func (l *problemList) err() error {
 	}
 	list := l.list
 	if l.omitted > 0 {
-		list = append(list, TaskFileProblem{Path: "...", Reason: fmt.Sprintf(
+		list = append(list, api.TaskFileProblem{Path: "...", Reason: fmt.Sprintf(
 			"%d more task files have problems that are not listed; fix those above and start again to see them", l.omitted)})
 	}
-	return &TaskFileError{Problems: list}
+	return &api.TaskFileError{Problems: list}
 }
 
 // cutText shortens s to at most max bytes on a rune boundary.
@@ -72,7 +73,7 @@ func cutText(s string, max int) string {
 // committed where the container checks it out.
 func validateTasks(ctx context.Context, repo string, files []string, existing map[string]string, local bool) ([]plannedTask, error) {
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: taskFiles is empty; name at least one task file under %s", ErrInvalidRequest, tasksDir)
+		return nil, fmt.Errorf("%w: taskFiles is empty; name at least one task file under %s", api.ErrInvalidRequest, tasksDir)
 	}
 	var probs problemList
 	var out []plannedTask

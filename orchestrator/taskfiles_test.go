@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/api"
 )
 
 // TestTwoTaskFilesOnOneBranchAreRefused: two task files naming one branch
@@ -27,9 +29,9 @@ func TestTwoTaskFilesOnOneBranchAreRefused(t *testing.T) {
 	ctx := context.Background()
 	check := func(what string, err error) {
 		t.Helper()
-		var tfe *TaskFileError
+		var tfe *api.TaskFileError
 		if !errors.As(err, &tfe) {
-			t.Fatalf("%s: %v, want a TaskFileError", what, err)
+			t.Fatalf("%s: %v, want a api.TaskFileError", what, err)
 		}
 		for _, w := range []string{`"feat/one"`, files[0], files[2]} {
 			if !strings.Contains(err.Error(), w) {
@@ -37,15 +39,15 @@ func TestTwoTaskFilesOnOneBranchAreRefused(t *testing.T) {
 			}
 		}
 	}
-	_, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: []string{files[0], files[2]}})
+	_, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: []string{files[0], files[2]}})
 	check("start", err)
 	if n := len(eng.ctrs); n != 0 {
 		t.Fatalf("%d containers created", n)
 	}
-	if _, err := m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files[:1]}); err != nil {
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files[:1]}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Start(ctx, StartRequest{RepoPath: repo, TaskFiles: files[1:], Append: true})
+	_, err = m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files[1:], Append: true})
 	check("append", err)
 	eng.mu.Lock()
 	n := len(eng.ctrs)
@@ -127,7 +129,7 @@ func TestStartRunsTheCommittedCopy(t *testing.T) {
 				cfg.Git, cfg.Publisher = &fakeGit{}, &fakeGit{}
 			}
 			m := newTestManager(t, eng, cfg)
-			v, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: []string{file}, Local: tc.local})
+			v, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: []string{file}, Local: tc.local})
 			if tc.want != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "commit") && !strings.Contains(err.Error(), "link") {
 					t.Fatalf("start: %v, want a refusal with %q", err, tc.want)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -21,7 +22,7 @@ func (sw *swarm) failRejected(ctx context.Context, c *ctr, res lineResult) {
 		return
 	}
 	sw.noteMessage(c, lineResult{msg: &m})
-	e := Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: EventProgress, Status: string(state.StatusFailed)}
+	e := api.Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: api.EventProgress, Status: string(state.StatusFailed)}
 	fillMessage(&e, &m)
 	sw.m.publish(e)
 }

@@ -5,13 +5,15 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/api"
 )
 
 func TestViewShowsEachStoryWithItsDependenciesAndStatus(t *testing.T) {
 	repo, files := testRepo(t, []string{"graph"}, 3)
 	eng := newFakeEngine(byTask(nil, scripted(time.Millisecond, storiesDone(3)...)))
 	m := newTestManager(t, eng, Config{})
-	v, err := m.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files})
+	v, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +45,7 @@ func TestListAnswersEverySwarmByRepository(t *testing.T) {
 	if l := m.List(context.Background()); len(l) != 0 {
 		t.Fatalf("List before any swarm = %d swarms, want none", len(l))
 	}
-	for _, r := range []StartRequest{{RepoPath: repoA, TaskFiles: filesA}, {RepoPath: repoB, TaskFiles: filesB}} {
+	for _, r := range []api.StartRequest{{RepoPath: repoA, TaskFiles: filesA}, {RepoPath: repoB, TaskFiles: filesB}} {
 		if _, err := m.Start(context.Background(), r); err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/errdefs"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/spec"
 
@@ -29,7 +30,6 @@ import (
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/instancelock"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -293,7 +293,7 @@ func recordingAimi(ctx context.Context, repo, sock string) (run func(args ...str
 // allExited: every container is terminal and its process has exited (a
 // container is terminal by its completion a moment before its process exits
 // and acpPid goes null).
-func allExited(v orchestrator.SwarmView) bool {
+func allExited(v api.SwarmView) bool {
 	for _, c := range v.State.Containers {
 		if !c.Status.Terminal() {
 			return false
@@ -522,12 +522,12 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 }
 
 // waitFor polls the daemon's status until cond holds.
-func waitFor(t testing.TB, sock, repo string, d time.Duration, what string, cond func(orchestrator.SwarmView) bool) orchestrator.SwarmView {
+func waitFor(t testing.TB, sock, repo string, d time.Duration, what string, cond func(api.SwarmView) bool) api.SwarmView {
 	t.Helper()
 	c := daemon.NewClient(sock)
 	defer c.Close()
 	deadline := time.Now().Add(d)
-	var last orchestrator.SwarmView
+	var last api.SwarmView
 	var lastErr error
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -585,7 +585,7 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 	var quickID string
 	var quickRunning bool
 	var slowIDs []string
-	waitFor(t, sock, repo, 2*time.Minute, "the slow containers running with progress", func(v orchestrator.SwarmView) bool {
+	waitFor(t, sock, repo, 2*time.Minute, "the slow containers running with progress", func(v api.SwarmView) bool {
 		slowIDs = slowIDs[:0]
 		for _, c := range v.State.Containers {
 			if c.ContainerName == "aimi-quick" {
@@ -737,7 +737,7 @@ func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
 	if code, _, errOut = run("swarm", "start", "--file", "two-tasks.json", "--append"); code != 0 {
 		t.Fatalf("--append: exit %d %s", code, errOut)
 	}
-	waitFor(t, sock, repo, 2*time.Minute, "both running", func(v orchestrator.SwarmView) bool {
+	waitFor(t, sock, repo, 2*time.Minute, "both running", func(v api.SwarmView) bool {
 		n := 0
 		for _, c := range v.State.Containers {
 			if c.Status == state.StatusRunning {
@@ -793,7 +793,7 @@ func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--max", "1", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)
 	}
-	waitFor(t, sock, repo, 2*time.Minute, "one running with progress, two pending", func(v orchestrator.SwarmView) bool {
+	waitFor(t, sock, repo, 2*time.Minute, "one running with progress, two pending", func(v api.SwarmView) bool {
 		running, pending := 0, 0
 		for _, c := range v.State.Containers {
 			switch {
@@ -810,7 +810,7 @@ func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
 
 	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
 	maxRunning := 0
-	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", func(v orchestrator.SwarmView) bool {
+	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", func(v api.SwarmView) bool {
 		running := 0
 		for _, c := range v.State.Containers {
 			if c.Status == state.StatusRunning {

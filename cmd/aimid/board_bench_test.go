@@ -13,8 +13,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/browsertest"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -67,7 +67,7 @@ func BenchmarkBoardLiveUpdates(b *testing.B) {
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
 		b.Fatalf("start: exit %d %s", code, errOut)
 	}
-	waitFor(b, sock, repo, 10*time.Minute, "all containers running", func(v orchestrator.SwarmView) bool {
+	waitFor(b, sock, repo, 10*time.Minute, "all containers running", func(v api.SwarmView) bool {
 		running := 0
 		for _, c := range v.State.Containers {
 			if c.Status == state.StatusRunning && c.StoryProgress.InProgress == 1 {

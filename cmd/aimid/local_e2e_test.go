@@ -22,10 +22,10 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -149,7 +149,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	// --follow ends when every container is terminal by its completion
 	// message; the process exit and the publication into the checkout come
 	// a moment later.
-	view := waitFor(t, sock, repo, 3*time.Minute, "every container exited", func(v orchestrator.SwarmView) bool {
+	view := waitFor(t, sock, repo, 3*time.Minute, "every container exited", func(v api.SwarmView) bool {
 		return len(v.Containers) == 2 && allExited(v)
 	})
 	deadline := time.Now().Add(time.Minute)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
-	"github.com/aimi-tools/swarm/orchestrator"
 )
 
 const hostedToken = "ghp_e2eHostedPublishToken000000000000007"
@@ -32,8 +32,8 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	}
 	image := sandboxtest.Image(t)
 
-	api := gittest.NewGitHubPulls(t, hostedToken, "acme/widgets", "")
-	host := strings.TrimPrefix(api.URL, "http://") // the web host of a non-default API is the API's host
+	github := gittest.NewGitHubPulls(t, hostedToken, "acme/widgets", "")
+	host := strings.TrimPrefix(github.URL, "http://") // the web host of a non-default API is the API's host
 
 	// The hosted side: a bare repository standing in for acme/widgets.
 	root := t.TempDir()
@@ -59,7 +59,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image,
-		"AIMI_PUBLISH_GITHUB_API="+api.URL, "GITHUB_TOKEN="+hostedToken)
+		"AIMI_PUBLISH_GITHUB_API="+github.URL, "GITHUB_TOKEN="+hostedToken)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -68,7 +68,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	if code, out, errOut := run("swarm", "start", "--all", "--local", "--follow"); code != 0 {
 		t.Fatalf("start --all --local --follow: exit %d\n%s\n%s", code, out, errOut)
 	}
-	waitFor(t, sock, repo, 3*time.Minute, "the container exited and its pull request is in the state", func(v orchestrator.SwarmView) bool {
+	waitFor(t, sock, repo, 3*time.Minute, "the container exited and its pull request is in the state", func(v api.SwarmView) bool {
 		return allExited(v) && len(v.State.Containers) == 1 && v.State.Containers[0].PRURL != nil
 	})
 
@@ -78,7 +78,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	if c.Status != "completed" || c.PRURL == nil || *c.PRURL != want {
 		t.Fatalf("state file: status %s prUrl %v, want completed with %s", c.Status, c.PRURL, want)
 	}
-	if asked := api.Requests(); len(asked) != 1 || asked[0]["head"] != "feat/linear" || asked[0]["base"] != "main" {
+	if asked := github.Requests(); len(asked) != 1 || asked[0]["head"] != "feat/linear" || asked[0]["base"] != "main" {
 		t.Errorf("pull requests asked for: %v, want one from feat/linear onto main", asked)
 	}
 	// The branch reached the hosted remote and the checkout, one commit per story.

@@ -13,10 +13,10 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/orchestrator"
 )
 
 // TestOneRepositoryByTwoPathsIsOneSwarm asks the real daemon, through its
@@ -44,18 +44,18 @@ func TestOneRepositoryByTwoPathsIsOneSwarm(t *testing.T) {
 	defer c.Close()
 
 	var wg sync.WaitGroup
-	views := make([]orchestrator.SwarmView, 2)
+	views := make([]api.SwarmView, 2)
 	errs := make([]error, 2)
 	for i, path := range []string{repo, link} {
 		wg.Go(func() {
-			views[i], errs[i] = c.Start(ctx, orchestrator.StartRequest{RepoPath: path, TaskFiles: []string{".aimi/tasks/one-tasks.json"}})
+			views[i], errs[i] = c.Start(ctx, api.StartRequest{RepoPath: path, TaskFiles: []string{".aimi/tasks/one-tasks.json"}})
 		})
 	}
 	wg.Wait()
 	ok := 0
 	var id string
 	for i, err := range errs {
-		var ae *daemon.APIError
+		var ae *api.APIError
 		switch {
 		case err == nil:
 			ok++
@@ -69,7 +69,7 @@ func TestOneRepositoryByTwoPathsIsOneSwarm(t *testing.T) {
 		t.Fatalf("%d starts succeeded (%v), want exactly one", ok, errs)
 	}
 	for _, path := range []string{repo, link, sub} {
-		v := waitFor(t, sock, path, 2*time.Minute, "the swarm running, seen from "+path, func(v orchestrator.SwarmView) bool {
+		v := waitFor(t, sock, path, 2*time.Minute, "the swarm running, seen from "+path, func(v api.SwarmView) bool {
 			return len(v.State.Containers) == 1 && v.State.Containers[0].Status == "running"
 		})
 		if v.State.SwarmID != id || v.RepoPath != repo {

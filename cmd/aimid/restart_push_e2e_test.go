@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -53,7 +53,7 @@ func TestKill9InLocalModeLosesNoPushedWork(t *testing.T) {
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
-	waitFor(t, sock, repo, 3*time.Minute, "a story completed in every container", func(v orchestrator.SwarmView) bool {
+	waitFor(t, sock, repo, 3*time.Minute, "a story completed in every container", func(v api.SwarmView) bool {
 		for _, c := range v.State.Containers {
 			if c.StoryProgress.Completed < 1 {
 				return false

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
@@ -83,8 +84,8 @@ func (g gitAdapter) Grant(ctx context.Context, repoPath, swarmID, containerName,
 // daemon log naming them, and a restart of aimid with them in the user
 // config is the way to change them. A bad repo config refuses the start
 // with every problem (HTTP 400, field "config").
-func prepareStart(global *configs.Config, base configs.LoadOptions, gitService bool, log *slog.Logger) func(context.Context, *orchestrator.StartRequest) error {
-	return func(ctx context.Context, req *orchestrator.StartRequest) error {
+func prepareStart(global *configs.Config, base configs.LoadOptions, gitService bool, log *slog.Logger) func(context.Context, *api.StartRequest) error {
+	return func(ctx context.Context, req *api.StartRequest) error {
 		opts := base
 		opts.RepoPath = req.RepoPath
 		rc, err := configs.Load(opts)

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/daemon"
-	"github.com/aimi-tools/swarm/orchestrator"
 )
 
 func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
@@ -42,25 +42,25 @@ func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
 		yaml      string
 		origin    bool
 		git       bool // a git service runs
-		req       orchestrator.StartRequest
-		want      orchestrator.StartRequest
+		req       api.StartRequest
+		want      api.StartRequest
 		warnKeys  string
 		wantField string
 	}{
-		{"defaults fill image and max", "", true, true, orchestrator.StartRequest{},
-			orchestrator.StartRequest{Image: "aimi-sandbox:latest", Max: 4}, "", ""},
-		{"repo image, max and local mode apply", "sandbox:\n  image: repo-img\nswarm:\n  max_containers: 3\ngit:\n  mode: local\n", true, true, orchestrator.StartRequest{},
-			orchestrator.StartRequest{Image: "repo-img", Max: 3, Local: true}, "", ""},
-		{"request values (flags) win over the repo file", "sandbox:\n  image: repo-img\nswarm:\n  max_containers: 3\n", true, true, orchestrator.StartRequest{Image: "flag-img", Max: 9},
-			orchestrator.StartRequest{Image: "flag-img", Max: 9}, "", ""},
-		{"auto mode without origin is local", "", false, true, orchestrator.StartRequest{},
-			orchestrator.StartRequest{Image: "aimi-sandbox:latest", Max: 4, Local: true}, "", ""},
-		{"auto mode without a git service stays remote", "", false, false, orchestrator.StartRequest{},
-			orchestrator.StartRequest{Image: "aimi-sandbox:latest", Max: 4}, "", ""},
-		{"daemon-wide keys in the repo file are named in a warning", "sandbox:\n  memory: 1g\nagent:\n  env:\n    K: secret-value\n", true, true, orchestrator.StartRequest{},
-			orchestrator.StartRequest{Image: "aimi-sandbox:latest", Max: 4}, "[agent.env sandbox.memory]", ""},
-		{"a bad repo file refuses the start naming the key", "swarm:\n  timeout: forever\n", true, true, orchestrator.StartRequest{},
-			orchestrator.StartRequest{}, "", "config"},
+		{"defaults fill image and max", "", true, true, api.StartRequest{},
+			api.StartRequest{Image: "aimi-sandbox:latest", Max: 4}, "", ""},
+		{"repo image, max and local mode apply", "sandbox:\n  image: repo-img\nswarm:\n  max_containers: 3\ngit:\n  mode: local\n", true, true, api.StartRequest{},
+			api.StartRequest{Image: "repo-img", Max: 3, Local: true}, "", ""},
+		{"request values (flags) win over the repo file", "sandbox:\n  image: repo-img\nswarm:\n  max_containers: 3\n", true, true, api.StartRequest{Image: "flag-img", Max: 9},
+			api.StartRequest{Image: "flag-img", Max: 9}, "", ""},
+		{"auto mode without origin is local", "", false, true, api.StartRequest{},
+			api.StartRequest{Image: "aimi-sandbox:latest", Max: 4, Local: true}, "", ""},
+		{"auto mode without a git service stays remote", "", false, false, api.StartRequest{},
+			api.StartRequest{Image: "aimi-sandbox:latest", Max: 4}, "", ""},
+		{"daemon-wide keys in the repo file are named in a warning", "sandbox:\n  memory: 1g\nagent:\n  env:\n    K: secret-value\n", true, true, api.StartRequest{},
+			api.StartRequest{Image: "aimi-sandbox:latest", Max: 4}, "[agent.env sandbox.memory]", ""},
+		{"a bad repo file refuses the start naming the key", "swarm:\n  timeout: forever\n", true, true, api.StartRequest{},
+			api.StartRequest{}, "", "config"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

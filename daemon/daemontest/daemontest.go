@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -22,14 +22,14 @@ import (
 // or answers View(repo) (an empty cleanup report, an empty journal). Events
 // sent on Events reach every subscriber's stream.
 type Swarms struct {
-	StartFunc   func(orchestrator.StartRequest) (orchestrator.SwarmView, error)
-	StatusFunc  func(repo string) (orchestrator.SwarmView, error)
-	ListFunc    func() []orchestrator.SwarmView
-	StopFunc    func(repo string, names []string) (orchestrator.SwarmView, error)
-	ResumeFunc  func(repo string, retryFailed bool) (orchestrator.SwarmView, error)
-	CleanupFunc func(repo string, force bool) (orchestrator.CleanupReport, error)
+	StartFunc   func(api.StartRequest) (api.SwarmView, error)
+	StatusFunc  func(repo string) (api.SwarmView, error)
+	ListFunc    func() []api.SwarmView
+	StopFunc    func(repo string, names []string) (api.SwarmView, error)
+	ResumeFunc  func(repo string, retryFailed bool) (api.SwarmView, error)
+	CleanupFunc func(repo string, force bool) (api.CleanupReport, error)
 	JournalFunc func(ctx context.Context, repo, name string, follow bool) (<-chan state.Record, error)
-	Events      chan orchestrator.Event
+	Events      chan api.Event
 
 	mu    sync.Mutex
 	calls []string
@@ -39,9 +39,9 @@ type Swarms struct {
 const SwarmID = "6f1c2d3e-1a2b-4c3d-8e9f-0a1b2c3d4e5f"
 
 // View is a swarm view with no containers.
-func View(repo string) orchestrator.SwarmView {
+func View(repo string) api.SwarmView {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
-	return orchestrator.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: SwarmID, CreatedAt: now, UpdatedAt: now}}
+	return api.SwarmView{RepoPath: repo, State: &state.Swarm{SwarmID: SwarmID, CreatedAt: now, UpdatedAt: now}}
 }
 
 func (f *Swarms) record(c string) {
@@ -57,7 +57,7 @@ func (f *Swarms) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *Swarms) Start(_ context.Context, req orchestrator.StartRequest) (orchestrator.SwarmView, error) {
+func (f *Swarms) Start(_ context.Context, req api.StartRequest) (api.SwarmView, error) {
 	f.record("start")
 	if f.StartFunc != nil {
 		return f.StartFunc(req)
@@ -65,7 +65,7 @@ func (f *Swarms) Start(_ context.Context, req orchestrator.StartRequest) (orches
 	return View(req.RepoPath), nil
 }
 
-func (f *Swarms) Status(_ context.Context, repo string) (orchestrator.SwarmView, error) {
+func (f *Swarms) Status(_ context.Context, repo string) (api.SwarmView, error) {
 	f.record("status")
 	if f.StatusFunc != nil {
 		return f.StatusFunc(repo)
@@ -73,7 +73,7 @@ func (f *Swarms) Status(_ context.Context, repo string) (orchestrator.SwarmView,
 	return View(repo), nil
 }
 
-func (f *Swarms) List(context.Context) []orchestrator.SwarmView {
+func (f *Swarms) List(context.Context) []api.SwarmView {
 	f.record("list")
 	if f.ListFunc != nil {
 		return f.ListFunc()
@@ -81,7 +81,7 @@ func (f *Swarms) List(context.Context) []orchestrator.SwarmView {
 	return nil
 }
 
-func (f *Swarms) Stop(_ context.Context, repo string, names []string) (orchestrator.SwarmView, error) {
+func (f *Swarms) Stop(_ context.Context, repo string, names []string) (api.SwarmView, error) {
 	f.record("stop")
 	if f.StopFunc != nil {
 		return f.StopFunc(repo, names)
@@ -89,7 +89,7 @@ func (f *Swarms) Stop(_ context.Context, repo string, names []string) (orchestra
 	return View(repo), nil
 }
 
-func (f *Swarms) Resume(_ context.Context, repo string, retry bool) (orchestrator.SwarmView, error) {
+func (f *Swarms) Resume(_ context.Context, repo string, retry bool) (api.SwarmView, error) {
 	f.record("resume")
 	if f.ResumeFunc != nil {
 		return f.ResumeFunc(repo, retry)
@@ -97,12 +97,12 @@ func (f *Swarms) Resume(_ context.Context, repo string, retry bool) (orchestrato
 	return View(repo), nil
 }
 
-func (f *Swarms) Cleanup(_ context.Context, repo string, force bool) (orchestrator.CleanupReport, error) {
+func (f *Swarms) Cleanup(_ context.Context, repo string, force bool) (api.CleanupReport, error) {
 	f.record("cleanup")
 	if f.CleanupFunc != nil {
 		return f.CleanupFunc(repo, force)
 	}
-	return orchestrator.CleanupReport{RepoPath: repo}, nil
+	return api.CleanupReport{RepoPath: repo}, nil
 }
 
 func (f *Swarms) Journal(ctx context.Context, repo, name string, follow bool) (<-chan state.Record, error) {
@@ -116,9 +116,9 @@ func (f *Swarms) Journal(ctx context.Context, repo, name string, follow bool) (<
 }
 
 // Subscribe forwards f.Events until ctx ends (a nil Events never sends).
-func (f *Swarms) Subscribe(ctx context.Context) <-chan orchestrator.Event {
+func (f *Swarms) Subscribe(ctx context.Context) <-chan api.Event {
 	f.record("subscribe")
-	out := make(chan orchestrator.Event)
+	out := make(chan api.Event)
 	go func() {
 		defer close(out)
 		for {
