@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/client"
 	units "github.com/docker/go-units"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -41,6 +43,12 @@ const (
 	GitRemote = "remote"
 )
 
+// Engine backends (engine.backend).
+const (
+	BackendDocker = "docker"
+	BackendSwarm  = "swarm"
+)
+
 // Agent kinds (agent.kind).
 const (
 	AgentDemo = "demo"
@@ -50,6 +58,7 @@ const (
 
 // Config is the validated configuration.
 type Config struct {
+	Engine  Engine
 	Sandbox Sandbox
 	Swarm   Swarm
 	Agent   Agent
@@ -101,6 +110,22 @@ type Task struct {
 // Git is where containers clone from and push to.
 type Git struct {
 	Mode string
+	// Address is the IP address of this machine that every node of a
+	// cluster reaches; with the swarm backend the local-mode git service
+	// listens there (its certificate names it). "" with the docker
+	// backend: the swarm network's gateway is used.
+	Address string
+}
+
+// Engine is where the sandboxes run.
+type Engine struct {
+	// Backend is BackendDocker (one engine) or BackendSwarm (services on a
+	// Docker Swarm mode cluster through a manager).
+	Backend string
+	// Host is the Engine API endpoint (a DOCKER_HOST value); "" means the
+	// Docker client's conventions (DOCKER_HOST, DOCKER_TLS_VERIFY,
+	// DOCKER_CERT_PATH, else the local socket).
+	Host string
 }
 
 // Publish is how finished branches become pull requests.
@@ -156,6 +181,8 @@ type key struct {
 // scalarKeys are every key that takes one value; agent.env and task.env_vars
 // are maps and come from files only.
 var scalarKeys = []key{
+	{"engine.backend", "docker (one engine) or swarm (a Swarm mode cluster)"},
+	{"engine.host", "Engine API endpoint, e.g. tcp://manager:2376 (default: DOCKER_HOST)"},
 	{"sandbox.image", "image every sandbox container runs"},
 	{"sandbox.cpus", "CPUs per container"},
 	{"sandbox.memory", "memory limit per container (e.g. 4g)"},
@@ -174,6 +201,7 @@ var scalarKeys = []key{
 	{"agent.permission_policy", "allow, reject or allow-kinds:k1,k2"},
 	{"agent.handshake_timeout", "time an ACP agent gets to answer each of initialize and session/new"},
 	{"git.mode", "auto, local or remote"},
+	{"git.address", "IP of this machine every cluster node reaches (swarm backend, local git)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
 }
@@ -469,6 +497,21 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	c.Task.EnvVars = ev
 
 	c.Git.Mode = oneOf("git.mode", GitAuto, GitLocal, GitRemote)
+	c.Git.Address = str("git.address")
+	if a := c.Git.Address; a != "" && net.ParseIP(a) == nil {
+		bad("git.address", a, "is not an IP address", "use the IP address of this machine that every node reaches, e.g. 10.0.0.5")
+	}
+	c.Engine.Backend = oneOf("engine.backend", BackendDocker, BackendSwarm)
+	c.Engine.Host = str("engine.host")
+	if h := c.Engine.Host; h != "" {
+		if _, err := client.ParseHostURL(h); err != nil || !strings.Contains(h, "://") {
+			bad("engine.host", h, "is not an Engine API endpoint", "use unix:///path/docker.sock, tcp://host:2376 or ssh://user@host, or leave it empty for DOCKER_HOST")
+		}
+	}
+	if c.Engine.Backend == BackendSwarm && c.Git.Mode != GitRemote && c.Git.Address == "" {
+		bad("git.address", "", "is empty but engine.backend is swarm and git.mode is "+c.Git.Mode,
+			"set git.address to an IP of this machine every node reaches (the local git service listens there), or set git.mode: remote")
+	}
 	c.Publish.GitHubAPI = str("publish.github_api")
 	if u := c.Publish.GitHubAPI; !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 		bad("publish.github_api", u, "is not an http(s) URL", "use e.g. https://api.github.com")

@@ -94,6 +94,8 @@ func TestDecide(t *testing.T) {
 	}{
 		{"a vanished container is lost", exitFacts{missing: true}, open, acpmsg.TypeError, CodeContainerLost},
 		{"a stop wins over the exit code", exitFacts{stopped: true, exited: true, code: 137}, open, acpmsg.TypeCompletion, acpmsg.CompletionStopped},
+		{"a node lost is the engine's code, not an exit code", exitFacts{exited: true, code: 0, failure: container.CodeNodeLost, failureReason: "node w1 is down"}, open, acpmsg.TypeError, container.CodeNodeLost},
+		{"a stop wins over a lost node", exitFacts{stopped: true, failure: container.CodeNodeLost}, open, acpmsg.TypeCompletion, acpmsg.CompletionStopped},
 		{"a timeout is CONTAINER_TIMEOUT", exitFacts{timedOut: true, exited: true, code: 137}, open, acpmsg.TypeError, acpmsg.CodeContainerTimeout},
 		{"OOM is CONTAINER_OOM", exitFacts{oom: true, exited: true, code: 137}, open, acpmsg.TypeError, acpmsg.CodeContainerOOM},
 		{"a non-zero exit is AGENT_CRASH", exitFacts{exited: true, code: 3}, done, acpmsg.TypeError, acpmsg.CodeAgentCrash},

@@ -97,7 +97,13 @@ type exitFacts struct {
 	missing  bool   // the container is gone
 	exited   bool   // code and oom are known
 	sendErr  string // the task-request could not be written
+	// failure and failureReason: the engine ended the sandbox from outside
+	// (a cluster node lost: container.CodeNodeLost).
+	failure, failureReason string
 }
+
+// engineEnded copies an engine's Failure into the facts.
+func (f *exitFacts) engineEnded(code, reason string) { f.failure, f.failureReason = code, reason }
 
 // supervise runs one container from where mode says to its final status.
 // When ctx ends (Shutdown or the daemon dying) it returns without deciding
@@ -244,7 +250,8 @@ func (sw *swarm) catchUp(ctx context.Context, c *ctr, log interface{ Warn(string
 		log.Warn("catch up on container output", "err", err)
 	}
 	_, stopped := sw.stopChan(c)
-	sw.finish(ctx, c, exitFacts{code: info.ExitCode, oom: info.OOMKilled, stopped: stopped, exited: true})
+	sw.setNode(c, info.Node)
+	sw.finish(ctx, c, exitFacts{code: info.ExitCode, oom: info.OOMKilled, stopped: stopped, exited: true, failure: info.Failure, failureReason: info.FailureReason})
 }
 
 // readRest reads the container's lines after the cursor without following.
@@ -365,12 +372,17 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log interface {
 		sw.finish(ctx, c, exitFacts{missing: true})
 		return
 	}
+	sw.setNode(c, info.Node)
+	if info.Node == "" && !(info.Running && info.Pid > 0) {
+		go sw.watchNode(ctx, c, id)
+	}
 	var facts exitFacts
 	exited := false
 	if !start && !info.Running {
 		// It exited between the listing and the wait's registration; a
 		// next-exit wait would never fire.
 		facts.code, facts.oom, facts.exited, exited = info.ExitCode, info.OOMKilled, true, true
+		facts.engineEnded(info.Failure, info.FailureReason)
 		exitCh = nil
 	}
 	if info.Running && info.Pid > 0 {
@@ -473,9 +485,11 @@ loop:
 					continue
 				default:
 					facts.code, facts.oom, facts.exited = inf.ExitCode, inf.OOMKilled, true
+					facts.engineEnded(inf.Failure, inf.FailureReason)
 				}
 			} else {
 				facts.code, facts.oom, facts.exited = ex.Code, ex.OOMKilled, true
+				facts.engineEnded(ex.Failure, ex.FailureReason)
 			}
 			exited = true
 			if lines == nil {
@@ -555,6 +569,8 @@ func decide(facts exitFacts, stories map[string]tasks.Status) (typ acpmsg.Type, 
 		return acpmsg.TypeError, CodeStartFailed, "the task-request could not be written to the container: " + facts.sendErr
 	case facts.stopped:
 		return acpmsg.TypeCompletion, acpmsg.CompletionStopped, "stopped on request"
+	case facts.failure != "":
+		return acpmsg.TypeError, facts.failure, facts.failureReason
 	case facts.timedOut:
 		return acpmsg.TypeError, acpmsg.CodeContainerTimeout, "the container ran past the configured timeout and was stopped"
 	case facts.oom:

@@ -56,6 +56,7 @@ type ctr struct {
 	rejected   int
 	prURL      *string // from Publish (local mode)
 	fresh      bool    // created by this Manager, not yet supervised
+	node       string  // cluster node it runs on ("" on a single engine)
 }
 
 func (sw *swarm) find(name string) *ctr {
@@ -507,7 +508,7 @@ func (sw *swarm) view() api.SwarmView {
 	for _, c := range sw.ctrs {
 		d := api.ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
 			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: slices.Clone(c.errs), LastOutput: c.lastOutput,
-			Rejected: c.rejected, PRURL: c.prURL}
+			Rejected: c.rejected, PRURL: c.prURL, Node: c.node}
 		d.Stories = c.storyDetails(reported[c.name])
 		if e := snap.Container(c.name); e != nil {
 			d.Status = string(e.Status)

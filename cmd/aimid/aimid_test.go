@@ -384,11 +384,18 @@ func TestBadConfigOrFlagsStopTheDaemonBeforeItStarts(t *testing.T) {
 		{"positional argument", []string{"start"}, 2, "takes flags only"},
 		{"bad log level", []string{"--log-level", "loud"}, 2, "--log-level"},
 		{"bad instance name", []string{"--instance", "a b"}, 2, "--instance"},
+		{"unknown engine backend names the key and the choices", []string{"--engine-backend", "kube"}, 1, `engine.backend: "kube" is not allowed (from --engine-backend); use one of docker, swarm`},
+		{"engine host that is no endpoint names the key", []string{"--engine-host", "manager:2376"}, 1, `engine.host: "manager:2376" is not an Engine API endpoint`},
+		{"swarm backend and local git without an address names git.address", []string{"--engine-backend", "swarm"}, 1, "git.address"},
+		// The test machine's engine is not in a swarm.
+		{"swarm backend on an engine outside a swarm says how to fix it", []string{"--engine-backend", "swarm", "--git-mode", "remote"}, 1,
+			"is not part of a swarm (state \"inactive\"): point engine.host at a Swarm mode manager, run 'docker swarm init' there, or set engine.backend to docker"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stderr bytes.Buffer
-			args := append([]string{"--socket", filepath.Join(shortDir(t), "s.sock"), "--config", "-"}, tt.args...)
+			dir := shortDir(t)
+			args := append([]string{"--socket", filepath.Join(dir, "s.sock"), "--data-dir", filepath.Join(dir, "data"), "--config", "-"}, tt.args...)
 			code := run(context.Background(), args, &stderr)
 			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
 				t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/aimi-tools/swarm/configs"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/instancelock"
@@ -119,11 +118,11 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer ln.Release()
 
-	docker, err := container.NewDocker(ctx)
+	be, err := openBackend(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer docker.Close()
+	defer be.close()
 
 	// The instance next: the socket's lock only sees daemons of this socket,
 	// and a daemon of the same instance with another socket and data dir
@@ -140,7 +139,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		// engine client, so cleanup can tell what only the container holds.
 		git, err = gitserve.New(gitserve.Options{
 			DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
-			TipProbe: gitserve.EngineProbe{Files: docker},
+			TipProbe: be.probe,
 		})
 		if err != nil {
 			return fmt.Errorf("start the git service: %w (or set git.mode: remote)", err)
@@ -154,7 +153,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	defer cancelLife()
 	oc := orchestratorConfig(cfg, git, log)
 	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
-	mgr, err := orchestrator.New(life, oc, docker)
+	mgr, err := orchestrator.New(life, oc, be.eng)
 	if err != nil {
 		return err
 	}

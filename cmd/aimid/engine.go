@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/docker/docker/client"
+
+	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/swarmmode"
+)
+
+// backend is the engine the orchestrator drives, chosen by engine.backend.
+type backend struct {
+	eng   orchestrator.Engine
+	probe gitserve.TipProbe // nil when the engine cannot read a sandbox's files
+	close func() error
+}
+
+// openBackend connects to the engine.backend at engine.host (DOCKER_HOST
+// and friends when empty). An engine that does not answer, or a swarm
+// backend whose endpoint is not a manager of an active swarm, stops the
+// daemon with the key and the fix.
+func openBackend(ctx context.Context, cfg *configs.Config, log *slog.Logger) (backend, error) {
+	if cfg.Engine.Host != "" {
+		// Every engine client of this process (the backend, the instance
+		// marker) follows the Docker client's conventions, DOCKER_HOST
+		// first; engine.host sets it for all of them at once.
+		if err := os.Setenv("DOCKER_HOST", cfg.Engine.Host); err != nil {
+			return backend{}, fmt.Errorf("engine.host: %w", err)
+		}
+	}
+	switch cfg.Engine.Backend {
+	case configs.BackendSwarm:
+		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return backend{}, fmt.Errorf("engine.host / DOCKER_HOST: %w", err)
+		}
+		if _, err := cli.Ping(ctx); err != nil {
+			cli.Close()
+			return backend{}, fmt.Errorf("engine.backend is swarm but no engine answers at %s: %w (set engine.host to a Swarm mode manager's endpoint, or DOCKER_HOST)", cli.DaemonHost(), err)
+		}
+		cli.NegotiateAPIVersion(ctx)
+		eng, err := swarmmode.New(ctx, cli, swarmmode.Options{HostAddr: cfg.Git.Address, StopGrace: cfg.Swarm.StopGrace, Logger: log})
+		if err != nil {
+			cli.Close()
+			return backend{}, fmt.Errorf("engine.backend is swarm: %w", err)
+		}
+		log.Info("engine: Swarm mode cluster", "manager", cli.DaemonHost(), "gitAddress", cfg.Git.Address)
+		return backend{eng: eng, close: cli.Close}, nil
+	default:
+		docker, err := container.NewDocker(ctx)
+		if err != nil {
+			return backend{}, err
+		}
+		return backend{eng: docker, probe: gitserve.EngineProbe{Files: docker}, close: docker.Close}, nil
+	}
+}
