@@ -18,11 +18,10 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
-// Swarms is what the Server serves; *orchestrator.Manager satisfies it.
+// Swarms is what the Server serves; the orchestrator's Manager satisfies it.
 type Swarms interface {
 	Start(ctx context.Context, req api.StartRequest) (api.SwarmView, error)
 	Status(ctx context.Context, repoPath string) (api.SwarmView, error)
@@ -46,7 +45,11 @@ type ServerOptions struct {
 	// Swarms (cmd/aimid merges the repository's .aimi/config.yaml here). An
 	// error is returned to the client as is (wrap a *FieldError for 400).
 	PrepareStart func(ctx context.Context, req *api.StartRequest) error
-	Version      string
+	// ResolveRepo, when set, turns the repo of an events request into the
+	// name events carry (cmd/aimid gives orchestrator.ResolveRepo, so a
+	// symlink or a subdirectory of the repository filters the same events).
+	ResolveRepo func(ctx context.Context, repoPath string) (string, error)
+	Version     string
 }
 
 // Server serves the API over HTTP.
@@ -317,13 +320,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, err)
 			return
 		}
-		// Events carry the name the orchestrator keys the repository by.
-		resolved, err := orchestrator.ResolveRepo(r.Context(), repo)
-		if err != nil {
-			s.writeError(w, r, err)
-			return
+		if s.opts.ResolveRepo != nil {
+			resolved, err := s.opts.ResolveRepo(r.Context(), repo)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			repo = resolved
 		}
-		repo = resolved
 	}
 	ctx, cancel := s.streamContext(r)
 	defer cancel()

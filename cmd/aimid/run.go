@@ -162,6 +162,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 
 	srv := daemon.NewServer(daemon.ServerOptions{
+		ResolveRepo:  orchestrator.ResolveRepo,
 		Swarms:       mgr,
 		Logger:       log,
 		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log),
