@@ -178,3 +178,18 @@ func loadAsRun(ctx context.Context, repo, p string, local bool) (*tasks.File, er
 	}
 	return nil, fmt.Errorf("your working-tree copy of %s differs from the one committed on %s, which is what the container runs: %s, or discard your changes (git checkout -- %s)", p, src.desc, commitHint, p)
 }
+
+// loadRecovered reads a task file of an adopted swarm as its container
+// reads it (see loadAsRun), so that the fold restarts from the statuses the
+// swarm started with; it falls back to the working-tree copy when git has
+// none, since recovery must go on without it.
+func loadRecovered(ctx context.Context, repo, p, branch string, local bool) (*tasks.File, error) {
+	if src, err := containerSource(ctx, repo, branch, local); err == nil {
+		if data, err := readCommitted(ctx, repo, src.rev, p); err == nil {
+			if tf, err := tasks.Parse(data); err == nil {
+				return tf, nil
+			}
+		}
+	}
+	return tasks.LoadIn(repo, p)
+}

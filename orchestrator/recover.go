@@ -135,7 +135,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	var plans []plan
 	var unpublished []*ctr
 	for _, e := range st.Containers {
-		tf, err := tasks.LoadIn(repo, e.TaskFilePath)
+		tf, err := loadRecovered(ctx, repo, e.TaskFilePath, e.BranchName, sw.local)
 		if err != nil {
 			m.log.Warn("task file unreadable; its stories are learnt from the journal", "file", e.TaskFilePath, "err", err)
 			tf = nil

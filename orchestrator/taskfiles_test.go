@@ -146,3 +146,35 @@ func TestStartRunsTheCommittedCopy(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoveryKeepsTheCommittedCopysProgress: after a daemon restart, the
+// adopted swarm still counts the branch's progress, not the working tree's.
+func TestRecoveryKeepsTheCommittedCopysProgress(t *testing.T) {
+	repo, files := testRepo(t, []string{"x"}, 3)
+	gitIn(t, repo, "checkout", "-q", "-b", "feat/x")
+	os.WriteFile(filepath.Join(repo, files[0]), bytes.ReplaceAll(taskFileJSON("feat/x", 3), []byte(`"status": "pending"`), []byte(`"status": "completed"`)), 0o644)
+	gitIn(t, repo, "commit", "-q", "-am", "stories done")
+	gitIn(t, repo, "checkout", "-q", "-")
+	gitIn(t, repo, "update-ref", "refs/remotes/origin/feat/x", "feat/x")
+	eng := newFakeEngine(byTask(nil, scripted(0, step{hang: true})))
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	m1, err := New(ctx1, Config{Image: "standin:test", Logger: testLogger(t)}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, m1, cancel1)
+	m2 := newTestManager(t, eng, Config{})
+	if err := m2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v, err := m2.Status(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := v.State.Containers[0].StoryProgress; p.Completed != 3 || p.Total != 3 {
+		t.Errorf("progress after recovery %+v, want the branch's 3 of 3 completed", p)
+	}
+}
