@@ -162,7 +162,7 @@ func TestRecoveryKeepsTheCommittedCopysProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m1.Start(context.Background(), StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+	if _, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
 	crash(t, m1, cancel1)
