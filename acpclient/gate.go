@@ -157,7 +157,7 @@ func (g *gate) update(params json.RawMessage) {
 		return
 	}
 	if err := g.client.ours(n.SessionId); err != nil {
-		g.ignore("a session/update for no session of ours", "session", excerpt(string(n.SessionId)), "ours", g.client.sessionID())
+		g.ignore("a session/update for no session of ours", "session", excerpt(string(n.SessionId)), "ours", excerpt(g.client.sessionID()))
 		return
 	}
 	g.client.transcript.apply(n.Update)

@@ -200,6 +200,8 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 			return outcome{}, false
 		case ctx.Err() != nil:
 			return outcome{stop: acp.StopReasonCancelled}, true
+		case errors.As(err, new(*answered)):
+			return outcome{err: err}, true
 		case hctx.Err() != nil:
 			return outcome{err: fmt.Errorf("the agent did not answer %s within %v (agent.handshake_timeout, %s): check that %s starts an ACP agent that speaks on stdin/stdout",
 				step, b.handshakeTimeout, contract.EnvHandshakeTimeout, contract.EnvAgentCommand)}, true
@@ -230,16 +232,14 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 		}
 	}
 	var sess acp.NewSessionResponse
-	var sessErr error
 	if o, failed := handshake("session/new", func(ctx context.Context) (err error) {
 		sess, err = conn.NewSession(ctx, acp.NewSessionRequest{Cwd: dir, McpServers: []acp.McpServer{}})
-		sessErr = err
+		var re *acp.RequestError
+		if errors.As(err, &re) && re.Code == -32000 && b.authMethod == "" {
+			return &answered{fmt.Errorf("the agent requires authentication: set %s to one of %v (and the credentials it needs)", contract.EnvAgentAuthMethod, authMethodIDs(initResp.AuthMethods))}
+		}
 		return err
 	}); failed {
-		var re *acp.RequestError
-		if errors.As(sessErr, &re) && re.Code == -32000 && b.authMethod == "" && ctx.Err() == nil {
-			return outcome{err: fmt.Errorf("the agent requires authentication: set %s to one of %v (and the credentials it needs)", contract.EnvAgentAuthMethod, authMethodIDs(initResp.AuthMethods))}
-		}
 		return o
 	}
 
@@ -283,6 +283,12 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 	}
 	return outcome{stop: a.resp.StopReason, summary: sum}
 }
+
+// answered is a handshake failure the agent explained: no crash to report.
+type answered struct{ err error }
+
+func (a *answered) Error() string { return a.err.Error() }
+func (a *answered) Unwrap() error { return a.err }
 
 func authMethodIDs(ms []acp.AuthMethod) []string {
 	var ids []string

@@ -30,6 +30,7 @@ const envScriptAgent = "RUNNER_TEST_SCRIPT_AGENT"
 //	silent-session  answers initialize, never session/new
 //	version=<json>  answers initialize with that protocolVersion ("none": absent)
 //	empty-session   answers session/new with {}
+//	auth-required   answers session/new with auth_required (-32000)
 //	no-stop-reason  answers session/prompt with {}
 //	foreign         updates before initialize and for another session, and
 //	                fs requests naming another session
@@ -107,13 +108,17 @@ func scriptAgent(mode string, in io.Reader, out io.Writer) {
 				answer(m.ID, r)
 				continue
 			}
-			answer(m.ID, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{}})
+			answer(m.ID, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{},
+				"authMethods": []any{map[string]any{"id": "api-key", "name": "API key"}}})
 		case "session/new":
 			switch mode {
 			case "silent-session":
 				continue
 			case "empty-session":
 				answer(m.ID, map[string]any{})
+				continue
+			case "auth-required":
+				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32000, "message": "Authentication required"}})
 				continue
 			case "foreign":
 				update(sid, "FOREIGN before the session exists")
@@ -279,5 +284,17 @@ func TestLastWordsKeepsTheEnd(t *testing.T) {
 	got := lastWords(s, 40)
 	if !strings.HasSuffix(got, "FATAL: reason") || strings.ContainsRune(got, 0x1b) || len([]rune(got)) > 40 {
 		t.Fatalf("%q", got)
+	}
+}
+
+func TestAgentThatRequiresAuthenticationSaysWhichMethods(t *testing.T) {
+	b, dir := scriptBackend(t, "auth-required", time.Minute)
+	start := time.Now()
+	o := b.runStory(context.Background(), "US-001", "go", dir)
+	if o.err == nil || !strings.Contains(o.err.Error(), "requires authentication: set "+contract.EnvAgentAuthMethod+" to one of [api-key]") {
+		t.Fatalf("outcome %+v, err %v", o, o.err)
+	}
+	if took := time.Since(start); took > processExitWait {
+		t.Errorf("took %v: an explained refusal needs no wait for a crash", took)
 	}
 }
