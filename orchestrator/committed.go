@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -35,9 +36,15 @@ type source struct {
 // errNoRev: the revision does not exist.
 var errNoRev = errors.New("no such revision")
 
+// gitReadTimeout bounds one git read: Start runs them holding the
+// repository's lock, and status must not wait behind a git that hangs.
+const gitReadTimeout = 30 * time.Second
+
 // gitRead runs a read-only git command in repo and returns its standard
 // output, at most limit bytes (more is an error).
 func gitRead(ctx context.Context, repo string, limit int64, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, gitReadTimeout)
+	defer cancel()
 	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", repo}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -60,10 +67,18 @@ func gitRead(ctx context.Context, repo string, limit int64, args ...string) ([]b
 	return data, rerr
 }
 
-// hasCommit reports whether rev names a commit in repo.
-func hasCommit(ctx context.Context, repo, rev string) bool {
+// hasCommit reports whether rev names a commit in repo. git failing for
+// another reason (not a repository, one owned by another user) is an error.
+func hasCommit(ctx context.Context, repo, rev string) (bool, error) {
 	_, err := gitRead(ctx, repo, 128, "rev-parse", "--verify", "--quiet", rev+"^{commit}")
-	return err == nil
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &ee) && ee.ExitCode() == 1:
+		return false, nil // --verify --quiet: no such revision
+	}
+	return false, fmt.Errorf("read the repository with git: %w", err)
 }
 
 // containerSource finds where the container will read the task file of
@@ -71,25 +86,35 @@ func hasCommit(ctx context.Context, repo, rev string) bool {
 // remote mode the checkout's view of origin (refs/remotes/origin/*, as of
 // the last fetch) stands for origin.
 func containerSource(ctx context.Context, repo, branch string, local bool) (source, error) {
+	type candidate struct {
+		rev  string
+		src  source
+		when bool
+	}
+	remote := !local
+	for _, c := range []candidate{
+		{"refs/heads/" + branch, source{desc: "branch " + branch, branch: true}, local},
+		{"HEAD", source{desc: "the checkout's HEAD (branch " + branch + " does not exist yet)"}, local},
+		{"refs/remotes/origin/" + branch, source{desc: "origin's branch " + branch, branch: true, remote: true}, remote},
+		{"refs/remotes/origin/HEAD", source{desc: "origin's HEAD (branch " + branch + " does not exist there yet)", remote: true}, remote},
+		// Nothing known of origin (never fetched): the checkout's HEAD is
+		// the best guess of what origin will serve.
+		{"HEAD", source{desc: "HEAD (nothing is known of origin's branches; run git fetch)", remote: true}, remote},
+	} {
+		if !c.when {
+			continue
+		}
+		ok, err := hasCommit(ctx, repo, c.rev)
+		if err != nil {
+			return source{}, err
+		}
+		if ok {
+			c.src.rev = c.rev
+			return c.src, nil
+		}
+	}
 	if local {
-		if rev := "refs/heads/" + branch; hasCommit(ctx, repo, rev) {
-			return source{rev: rev, desc: "branch " + branch, branch: true}, nil
-		}
-		if hasCommit(ctx, repo, "HEAD") {
-			return source{rev: "HEAD", desc: "the checkout's HEAD (branch " + branch + " does not exist yet)"}, nil
-		}
 		return source{}, errors.New("the repository has no commit yet; commit the task file first (the container reads it from git)")
-	}
-	if rev := "refs/remotes/origin/" + branch; hasCommit(ctx, repo, rev) {
-		return source{rev: rev, desc: "origin's branch " + branch, branch: true, remote: true}, nil
-	}
-	if rev := "refs/remotes/origin/HEAD"; hasCommit(ctx, repo, rev) {
-		return source{rev: rev, desc: "origin's HEAD (branch " + branch + " does not exist there yet)", remote: true}, nil
-	}
-	if hasCommit(ctx, repo, "HEAD") {
-		// Nothing known of origin (never fetched): the checkout's HEAD
-		// is the best guess of what origin will serve.
-		return source{rev: "HEAD", desc: "HEAD (nothing is known of origin's branches; run git fetch)", remote: true}, nil
 	}
 	return source{}, errors.New("the repository has no commit yet; commit and push the task file first (the container clones origin)")
 }

@@ -178,3 +178,21 @@ func TestRecoveryKeepsTheCommittedCopysProgress(t *testing.T) {
 		t.Errorf("progress after recovery %+v, want the branch's 3 of 3 completed", p)
 	}
 }
+
+// TestStartSaysWhyGitHasNoCopy: a repository without commits, and a
+// directory git does not read, each get their own reason.
+func TestStartSaysWhyGitHasNoCopy(t *testing.T) {
+	noCommit, noGit := t.TempDir(), t.TempDir()
+	gitIn(t, noCommit, "init", "-q")
+	for _, repo := range []string{noCommit, noGit} {
+		os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+		os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "x-tasks.json"), taskFileJSON("feat/x", 1), 0o644)
+	}
+	m := newTestManager(t, newFakeEngine(byTask(nil, scripted(0, step{hang: true}))), Config{})
+	for repo, want := range map[string]string{noCommit: "has no commit yet", noGit: "not a git repository"} {
+		_, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: []string{".aimi/tasks/x-tasks.json"}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("start in %s: %v, want %q", repo, err, want)
+		}
+	}
+}
