@@ -1,6 +1,7 @@
 package gitref
 
 import (
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/spec"
 )
 
 func TestCheckBranchNamesTheRuleBroken(t *testing.T) {
@@ -134,4 +137,26 @@ func seedNames(t *testing.T) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// TestSpecSchemaHasThePattern: the state file's JSON Schema (which other
+// tools read) states the same character set as Pattern.
+func TestSpecSchemaHasThePattern(t *testing.T) {
+	var doc struct {
+		Definitions struct {
+			Container struct {
+				Properties struct {
+					BranchName struct {
+						Pattern string `json:"pattern"`
+					} `json:"branchName"`
+				} `json:"properties"`
+			} `json:"container"`
+		} `json:"definitions"`
+	}
+	if err := json.Unmarshal(spec.StateSchema(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if got := doc.Definitions.Container.Properties.BranchName.Pattern; got != Pattern {
+		t.Errorf("schema branchName pattern %q, Pattern %q", got, Pattern)
+	}
 }
