@@ -1,6 +1,7 @@
 package container
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aimi-tools/swarm/contract"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
@@ -171,8 +171,8 @@ func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostC
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
-	if _, ok := labels[contract.LabelSandbox]; !ok {
-		labels[contract.LabelSandbox] = "true"
+	if _, ok := labels[LabelSandbox]; !ok {
+		labels[LabelSandbox] = "true"
 	}
 	cfg := &container.Config{
 		Image:      s.Image,
@@ -208,7 +208,7 @@ func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostC
 		SecurityOpt:    []string{noNewPrivileges},
 		LogConfig: container.LogConfig{
 			Type:   logDriver,
-			Config: map[string]string{"max-size": logMaxSize, "max-file": logMaxFile},
+			Config: map[string]string{"max-size": cmp.Or(s.LogMaxSize, logMaxSize), "max-file": logMaxFile},
 		},
 		// No AutoRemove: the exit code and OOMKilled must survive until the
 		// orchestrator has read them, even across its own restart.

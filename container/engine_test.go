@@ -74,6 +74,7 @@ func TestEngine(t *testing.T) {
 		{"stop past grace kills", e.testStopKill},
 		{"re-reading from a cursor loses and repeats no line", e.testCursorResume},
 		{"stderr resumes from its own cursor and no line comes twice", e.testStderrResume},
+		{"a flood past the engine's log rotation reaches a slow reader whole", e.testFloodPastRotation},
 		{"inspect shows limits labels security options and network", e.testInspect},
 		{"read-only root keeps scratch paths and /tmp writable", e.testReadOnlyRootKeepsScratchWritable},
 		{"a container cannot connect to another's listening port", e.testIsolation},
@@ -464,6 +465,52 @@ func (e *engine) testStderrResume(t *testing.T) {
 		if want := fmt.Sprintf("err %d", i); l != want {
 			t.Fatalf("stderr line %d = %q, want %q", i, l, want)
 		}
+	}
+}
+
+// testFloodPastRotation: a container prints 20 MB as fast as it can while
+// its log rotates at 1 MB (4 files kept) and the reader takes lines at a
+// fraction of that speed, as the daemon does while it journals. Every line
+// arrives, in order: the container is held back instead of its output being
+// rotated away unread.
+func (e *engine) testFloodPastRotation(t *testing.T) {
+	ctx := testCtx(t)
+	const n = 20000
+	s := e.spec("flood", fmt.Sprintf("wide:%d;exit:0", n))
+	s.LogMaxSize = "1m"
+	id := e.create(t, ctx, s)
+	exit := e.d.Wait(ctx, id)
+	// Cancelled before the container is removed: a reader that stops
+	// taking lines holds the container back, and its removal with it.
+	lctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	lines, err := e.d.Lines(lctx, id, logcursor.Position{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.d.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	next := 0
+	var prev Line
+	for l := range lines {
+		if l.Err != nil {
+			t.Fatalf("after %d lines: %v", next, l.Err)
+		}
+		if want := fmt.Sprintf("wide %d ", next); !strings.HasPrefix(string(l.Data), want) {
+			t.Fatalf("line %d (cursor %v) starts %.20q, the one before (cursor %v) %.20q", next, l.Cursor, l.Data, prev.Cursor, prev.Data)
+		}
+		prev = l
+		next++
+		if next%20 == 0 {
+			time.Sleep(time.Millisecond) // a reader at about 20 MB/s
+		}
+	}
+	if ex := waitExit(t, exit); ex.Code != 0 {
+		t.Fatalf("exit %+v", ex)
+	}
+	if next != n {
+		t.Fatalf("read %d lines, want %d", next, n)
 	}
 }
 

@@ -310,23 +310,7 @@ func (f *frameSplitter) flush() bool {
 	return true
 }
 
-// oldestPending returns the start time of the oldest open line, if any.
-func (f *frameSplitter) oldestPending() (time.Time, bool) {
-	var t time.Time
-	found := false
-	for _, s := range []Stream{Stdout, Stderr} {
-		if p := f.pend[s]; p.active && (!found || p.cur.Time.Before(t)) {
-			t, found = p.cur.Time, true
-		}
-	}
-	return t, found
-}
-
-// reset forgets open lines and sequence numbers before a new pass over the
-// output (which re-reads them from its Since).
-func (f *frameSplitter) reset() {
-	f.pend = [3]partial{}
-	f.prev = [3]lineSum{}
-	clear(f.seqs)
-	f.newest = 0
+// pendingBytes is the size of the lines still open.
+func (f *frameSplitter) pendingBytes() int {
+	return f.pend[Stdout].size + f.pend[Stderr].size
 }

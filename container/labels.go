@@ -1,5 +1,18 @@
 package container
 
+// Label keys every aimi container and network carries. They are the recovery
+// index: with the state file gone, the daemon finds its containers by them.
+const (
+	// LabelSandbox marks a resource as created by aimi ("true").
+	LabelSandbox = "org.aimi.sandbox"
+	// LabelSwarmID holds the swarm's id.
+	LabelSwarmID = "org.aimi.swarm-id"
+	// LabelTaskFile holds the task file path the container runs.
+	LabelTaskFile = "org.aimi.task-file"
+	// LabelProject holds the absolute path of the project repository.
+	LabelProject = "org.aimi.project"
+)
+
 // Engine-side names this package relies on.
 const (
 	// runtimeInstallGuide is named in the error when a required runtime is
@@ -20,10 +33,12 @@ const (
 	logDriver = "json-file"
 	// logMaxSize and logMaxFile bound the disk a chatty container can use.
 	// The log is also the buffer that carries a container's output across a
-	// daemon restart: a reader more than max-size x max-file behind (a flood
-	// while the daemon is down) loses the rotated-out lines, and the engine
-	// says nothing about it. 128 MiB is about a million progress-updates; a
-	// runner writes two per story, so no real task file comes near it.
+	// daemon restart: while a following reader runs, the container cannot
+	// get more than about backPressureWindow plus the engine's 1 MB attach
+	// pipe ahead of it (see Lines), but with no reader (the daemon down) a
+	// container more than max-size x max-file ahead loses the rotated-out
+	// lines, and the engine says nothing about it. 128 MiB is about a
+	// million progress-updates; a runner writes two per story.
 	logMaxSize = "32m"
 	logMaxFile = "4"
 	// noNewPrivileges forbids gaining privileges through setuid binaries.

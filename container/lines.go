@@ -1,11 +1,14 @@
 package container
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -14,16 +17,26 @@ import (
 )
 
 const (
-	// skewWindow is how far back each re-read starts before the newest line
-	// already delivered. stdout and stderr are logged by two goroutines that
-	// take their timestamps before writing, so the log file's order can put
-	// a line with a slightly older timestamp after a newer one; re-reading a
-	// window (and dropping lines already delivered) catches such a line if
-	// it landed after the previous read ended.
-	skewWindow = 2 * time.Second
 	// maxReadFailures bounds how many consecutive failed reads (engine
 	// gone, errors in the stream) Lines tolerates before giving up.
 	maxReadFailures = 20
+	// pollMin and pollMax bound the wait between two reads of a running
+	// container's log: short while output is coming, growing to pollMax
+	// (the most a line waits to be read) while it is quiet.
+	pollMin = 20 * time.Millisecond
+	pollMax = 250 * time.Millisecond
+	// tailStart is how many log entries a read asks for first; it grows
+	// (x4) whenever that did not reach back to lines already delivered, up
+	// to maxTail entries or maxTailBytes of answer, past which the log is
+	// read whole from the oldest cursor instead.
+	tailStart    = 1024
+	maxTail      = 1 << 20
+	maxTailBytes = 32 << 20
+	// logSkew bounds how much later a line can reach the engine's log than
+	// its timestamp says: stdout and stderr are logged by two goroutines
+	// that take the time and then write, so across the two streams the
+	// log's order follows the timestamps only to within this.
+	logSkew = 250 * time.Millisecond
 )
 
 // Lines streams the container's stdout and stderr as lines with the
@@ -46,9 +59,21 @@ const (
 // owns the rule because only it sees the engine's log as it is: frames,
 // their timestamps and the order within each stream.
 //
+// While a following reader runs, the container's output is held back to
+// its pace (holdBack): the container's writes block rather than run so far
+// ahead that the engine's log rotation drops lines nobody read.
+//
+// The log is read in snapshots (non-following reads, repeated), never by
+// following it: the engine (20.10, json-file) was seen skipping and
+// repeating thousands of lines of a following reader under a flood, with
+// and without log rotation, while a plain read of the same log was whole.
+// A snapshot asks for the log's tail, which costs the engine little
+// however long the log is, and enough of it to reach back to lines already
+// delivered on each stream that has new ones.
+//
 // Lines on one stream come in order. Across stdout and stderr the order is
-// the engine log's, which follows the timestamps to within the skew of two
-// goroutines (skewWindow).
+// the engine log's, which follows the timestamps to within the skew of the
+// two goroutines that log them.
 func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan Line, error) {
 	if _, err := d.cli.ContainerInspect(ctx, id); err != nil {
 		return nil, fmt.Errorf("read output of container %s: %w", id, notFound(err))
@@ -56,8 +81,11 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 	out := make(chan Line, 256)
 	r := &lineReader{
 		id: id, after: after, out: out, log: d.log,
-		open: func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error) {
-			opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
+		open: func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error) {
+			opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Tail: "all"}
+			if tail >= 0 {
+				opts.Tail = strconv.Itoa(tail)
+			}
 			if !since.IsZero() {
 				opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
 			}
@@ -71,80 +99,68 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 	}
 	go func() {
 		defer close(out)
+		if follow {
+			// Hold the container back to the reader's pace for as long as
+			// the reader runs, and no longer: a reader that gave up must
+			// not leave the container blocked.
+			hctx, stop := context.WithCancel(ctx)
+			defer stop()
+			r.gate = newOutputGate()
+			go d.holdBack(hctx, id, r.gate)
+		}
 		r.run(ctx, follow)
 	}()
 	return out, nil
 }
 
-// lineReader is one Lines call: repeated passes over the engine's log, each
-// from Since=floor-skewWindow, delivering every line after `after` exactly
-// once.
+// lineReader is one Lines call: repeated snapshots of the engine's log,
+// delivering every line after `after` exactly once.
 type lineReader struct {
 	id  string
 	log *slog.Logger
-	// open returns the engine's multiplexed, timestamped log stream with
-	// entries since the given time (inclusive; zero: all), following or
-	// not. inspect reports the container's state.
-	open    func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error)
+	// open returns the engine's multiplexed, timestamped log as it is now:
+	// the last `tail` entries (all: tail < 0) with a time at or after since
+	// (zero: any). inspect reports the container's state.
+	open    func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error)
 	inspect func(ctx context.Context) (Info, error)
 	after   logcursor.Position
 	out     chan<- Line
-	// floor: every line with a time before it has been delivered (or is at
-	// or before `after`). Each pass asks the engine for lines since
-	// floor-skewWindow.
-	floor time.Time
 	// last is the cursor of the last line delivered (or `after`) per
 	// stream: a stream's lines come in order, so anything at or before it
 	// was delivered already.
-	last      [3]logcursor.Cursor // indexed by Stream
-	newest    time.Time           // newest delivered line's time
-	delivered int                 // lines sent so far
-}
-
-// startFloor is where the first pass starts (less skewWindow). A stream's
-// lines older than the other stream's cursor by more than skewWindow came
-// before that cursor's line in the log, so they were taken already; a
-// stream without a cursor starts there too.
-func startFloor(after logcursor.Position) time.Time {
-	out, errT := after.Stdout.Time, after.Stderr.Time
-	switch {
-	case out.IsZero():
-		return errT
-	case errT.IsZero():
-		return out
-	}
-	return minTime(maxTime(out, errT.Add(-skewWindow)), maxTime(errT, out.Add(-skewWindow)))
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	last [3]logcursor.Cursor // indexed by Stream
+	// seen is, per stream, a time before which every line of that stream
+	// was delivered: its last cursor's time, or logSkew before the newest
+	// line of a snapshot that held everything (a line that old was logged
+	// before that one, so it was in the snapshot). It is what lets a quiet
+	// stream be judged by a tail that holds none of its lines.
+	seen      [3]time.Time
+	tail      int         // entries the next snapshot asks for
+	delivered int         // lines sent so far
+	gate      *outputGate // nil: the container is not held back
 }
 
 func (r *lineReader) run(ctx context.Context, follow bool) {
-	r.floor = startFloor(r.after)
 	r.last[Stdout], r.last[Stderr] = r.after.Stdout, r.after.Stderr
-	failures, delivered := 0, 0
-	backoff := 20 * time.Millisecond
-	// final: this pass is the last (not following). exited: the container
-	// is known to have exited, so an open line at the end is complete.
+	r.seen[Stdout], r.seen[Stderr] = r.after.Stdout.Time, r.after.Stderr.Time
+	if r.tail <= 0 {
+		r.tail = tailStart
+	}
+	failures := 0
+	wait := pollMin
+	// final: this snapshot is the last. exited: the container is known to
+	// have exited, so an open line at the end is complete.
 	final, exited := !follow, false
 	for {
-		fs := newFrameSplitter(MaxLineBytes, func(l Line) bool { return r.deliver(ctx, l) })
-		err := r.pass(ctx, fs, follow && !final)
+		before := r.delivered
+		fs, err := r.snapshot(ctx)
 		if ctx.Err() != nil || errors.Is(err, errStopped) {
 			return
 		}
-		if final && err == nil {
+		if err == nil && r.gate != nil {
+			r.gate.pending.Store(int64(fs.pendingBytes()))
+		}
+		if err == nil && final {
 			// Once the container has exited, a last line without a newline
 			// is a line; while it runs, it is half a line and stays unread
 			// (a later reader from this cursor gets it whole).
@@ -153,16 +169,12 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 			}
 			return
 		}
-		r.advanceFloor(fs)
-		if err != nil {
-			failures++
-			r.log.Warn("reading container output failed, re-reading from the cursor", "container", r.id, "err", err, "failures", failures)
-			if failures >= maxReadFailures {
-				r.fail(ctx, fmt.Errorf("read output of container %s: giving up after %d failed reads: %w", r.id, failures, err))
+		if err == nil && r.delivered > before {
+			wait = pollMin
+			if sleepCtx(ctx, pollMin) != nil {
 				return
 			}
-		} else {
-			failures = 0
+			continue
 		}
 		info, ierr := r.inspect(ctx)
 		switch {
@@ -171,35 +183,25 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 		case errors.Is(ierr, ErrNotFound):
 			r.fail(ctx, fmt.Errorf("read output of container %s: %w (removed; its output is gone)", r.id, ErrNotFound))
 			return
-		case ierr != nil:
+		case err != nil || ierr != nil:
 			failures++
+			r.log.Warn("reading container output failed, reading again from the cursor", "container", r.id, "err", errors.Join(err, ierr), "failures", failures)
 			if failures >= maxReadFailures {
-				r.fail(ctx, fmt.Errorf("read output of container %s: %w", r.id, ierr))
+				r.fail(ctx, fmt.Errorf("read output of container %s: giving up after %d failed reads: %w", r.id, failures, errors.Join(err, ierr)))
 				return
 			}
+			wait = min(time.Second, pollMin<<min(failures, 6))
 		case info.Status == "exited" || info.Status == "dead":
-			// One more pass, not following, started after the exit: it
-			// picks up whatever the follow stream had not delivered yet.
+			// One more snapshot, taken after the exit, has all there is.
 			final, exited = true, true
 			continue
+		default:
+			failures = 0
 		}
-		// Created: the engine does not follow a container that has not
-		// started, so poll until it does. Running, paused, restarting: the
-		// follow stream ended early (engine hiccup), read on soon.
-		if r.delivered > delivered {
-			backoff = 20 * time.Millisecond
-		}
-		delivered = r.delivered
-		if sleepCtx(ctx, backoff) != nil {
+		if sleepCtx(ctx, wait) != nil {
 			return
 		}
-		// Waiting for a start should not add much latency; waiting out
-		// failures may.
-		limit := time.Second
-		if err == nil && ierr == nil && info.Status == "created" {
-			limit = 250 * time.Millisecond
-		}
-		backoff = min(2*backoff, limit)
+		wait = min(2*wait, pollMax)
 	}
 }
 
@@ -208,21 +210,133 @@ func (r *lineReader) hasExited(ctx context.Context) bool {
 	return err == nil && (info.Status == "exited" || info.Status == "dead")
 }
 
-// pass reads the log once from skewWindow before the floor.
-func (r *lineReader) pass(ctx context.Context, fs *frameSplitter, follow bool) error {
-	var since time.Time
-	if !r.floor.IsZero() {
-		since = r.floor.Add(-skewWindow)
+// since is the oldest time a line not delivered yet can have: each stream's
+// lines come in order, so none older than its last cursor is new.
+func (r *lineReader) since() time.Time {
+	a, b := r.last[Stdout].Time, r.last[Stderr].Time
+	if a.IsZero() || b.IsZero() || a.Unix() <= 0 || b.Unix() <= 0 {
+		return time.Time{} // the engine's Since takes no times before 1970
 	}
-	if since.Unix() <= 0 {
-		since = time.Time{} // the engine's Since takes no times before 1970
+	if b.Before(a) {
+		return b
 	}
-	rc, err := r.open(ctx, since, follow)
+	return a
+}
+
+// snapshot reads the log once and delivers every line after r.last in the
+// log's order. It returns the splitter, which holds the lines still open at
+// the end. The tail it asks for holds everything new when it is the whole
+// log, or when for every stream it reaches back past the stream's last
+// delivered line or far enough before the time the stream was seen
+// through; otherwise it asks again for more, and past maxTail or
+// maxTailBytes it reads the whole log from since as a stream.
+func (r *lineReader) snapshot(ctx context.Context) (*frameSplitter, error) {
+	since := r.since()
+	for r.tail <= maxTail {
+		rc, err := r.open(ctx, since, r.tail)
+		if err != nil {
+			return nil, err
+		}
+		buf, err := io.ReadAll(io.LimitReader(rc, maxTailBytes+1))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read logs: %w", err)
+		}
+		if len(buf) > maxTailBytes {
+			break
+		}
+		n, reaches, err := r.reachesBack(buf)
+		if err != nil {
+			return nil, err
+		}
+		if n < r.tail || reaches {
+			fs := r.splitter(ctx)
+			err := fs.readFrom(bytes.NewReader(buf))
+			r.sawThrough(fs, err)
+			return fs, err
+		}
+		r.tail *= 4
+	}
+	rc, err := r.open(ctx, since, -1)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rc.Close()
-	return fs.readFrom(rc)
+	fs := r.splitter(ctx)
+	err = fs.readFrom(rc)
+	r.sawThrough(fs, err)
+	return fs, err
+}
+
+// sawThrough moves each stream's seen time after a snapshot that held
+// everything new.
+func (r *lineReader) sawThrough(fs *frameSplitter, err error) {
+	if err != nil || fs.newest == 0 {
+		return
+	}
+	through := time.Unix(0, fs.newest).UTC().Add(-logSkew)
+	for _, s := range []Stream{Stdout, Stderr} {
+		if through.After(r.seen[s]) {
+			r.seen[s] = through
+		}
+		if t := r.last[s].Time; t.After(r.seen[s]) {
+			r.seen[s] = t
+		}
+	}
+}
+
+func (r *lineReader) splitter(ctx context.Context) *frameSplitter {
+	return newFrameSplitter(MaxLineBytes, func(l Line) bool { return r.deliver(ctx, l) })
+}
+
+// reachesBack counts the frames in buf and reports whether they hold every
+// line of each stream after its last cursor: the tail has an older line of
+// that stream (the stream's lines are in order, so all later ones follow
+// it, whole), or it starts logSkew or more before the time the stream was
+// seen through (a line logged before the tail's first entry is at most
+// logSkew younger than it, so it is older than that time: delivered).
+func (r *lineReader) reachesBack(buf []byte) (n int, reaches bool, err error) {
+	var hasOld [3]bool
+	var first time.Time
+	for len(buf) > 0 {
+		if len(buf) < frameHeaderLen {
+			return n, false, fmt.Errorf("read frame header: %w", io.ErrUnexpectedEOF)
+		}
+		s, size := int(buf[0]), int(binary.BigEndian.Uint32(buf[4:frameHeaderLen]))
+		buf = buf[frameHeaderLen:]
+		if size > len(buf) {
+			return n, false, fmt.Errorf("read frame payload: %w", io.ErrUnexpectedEOF)
+		}
+		payload := buf[:size]
+		buf = buf[size:]
+		n++
+		if s != int(Stdout) && s != int(Stderr) {
+			continue // readFrom reports it
+		}
+		sp := bytes.IndexByte(payload[:min(len(payload), maxPrefixLen)], ' ')
+		if sp < 0 {
+			continue
+		}
+		ts, perr := time.Parse(time.RFC3339Nano, string(payload[:sp]))
+		if perr != nil {
+			continue
+		}
+		if first.IsZero() {
+			first = ts
+		}
+		if last := r.last[s]; !last.IsZero() && ts.Before(last.Time) {
+			hasOld[s] = true
+		}
+	}
+	for _, s := range []Stream{Stdout, Stderr} {
+		if hasOld[s] {
+			continue
+		}
+		if r.seen[s].IsZero() || first.IsZero() || first.Add(logSkew).After(r.seen[s]) {
+			return n, false, nil
+		}
+	}
+	return n, true, nil
 }
 
 // deliver sends l unless its stream already delivered it (or it is at or
@@ -232,27 +346,15 @@ func (r *lineReader) deliver(ctx context.Context, l Line) bool {
 		return true
 	}
 	r.last[l.Stream] = l.Cursor
-	if l.Cursor.Time.After(r.newest) {
-		r.newest = l.Cursor.Time
-	}
 	select {
 	case r.out <- l:
 		r.delivered++
+		if r.gate != nil {
+			r.gate.delivered(l.Size)
+		}
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// advanceFloor moves the floor to the newest delivered line, but not past a
-// line still open (it will be re-read whole).
-func (r *lineReader) advanceFloor(fs *frameSplitter) {
-	floor := r.newest
-	if t, ok := fs.oldestPending(); ok && t.Before(floor) {
-		floor = t
-	}
-	if floor.After(r.floor) {
-		r.floor = floor
 	}
 }
 

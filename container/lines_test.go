@@ -48,7 +48,7 @@ func (b *brokenReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (f *fakeLog) open(_ context.Context, since time.Time, _ bool) (io.ReadCloser, error) {
+func (f *fakeLog) open(_ context.Context, since time.Time, tail int) (io.ReadCloser, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.opens++
@@ -58,18 +58,22 @@ func (f *fakeLog) open(_ context.Context, since time.Time, _ bool) (io.ReadClose
 	if f.status == "" {
 		return nil, fmt.Errorf("open logs: %w", ErrNotFound)
 	}
-	var buf bytes.Buffer
-	n := 0
-	limit, breaks := f.breakAt[f.opens]
+	var sel []fakeEntry
 	for _, e := range f.entries {
-		if e.ts.Before(since) {
-			continue
+		if !e.ts.Before(since) {
+			sel = append(sel, e)
 		}
+	}
+	if tail >= 0 && len(sel) > tail {
+		sel = sel[len(sel)-tail:]
+	}
+	var buf bytes.Buffer
+	limit, breaks := f.breakAt[f.opens]
+	for n, e := range sel {
 		if breaks && n == limit {
 			return io.NopCloser(&brokenReader{&buf}), nil
 		}
 		buf.Write(frame(e.s, e.ts, e.text))
-		n++
 	}
 	return io.NopCloser(&buf), nil
 }
@@ -85,10 +89,17 @@ func (f *fakeLog) inspect(context.Context) (Info, error) {
 
 func readFake(t *testing.T, f *fakeLog, after logcursor.Position, follow bool) []Line {
 	t.Helper()
+	return readFakeTail(t, f, after, follow, 0)
+}
+
+// readFakeTail is readFake with the first snapshot asking for tail entries
+// (0: the default).
+func readFakeTail(t *testing.T, f *fakeLog, after logcursor.Position, follow bool, tail int) []Line {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out := make(chan Line)
-	r := &lineReader{id: "fake", after: after, out: out,
+	r := &lineReader{id: "fake", after: after, out: out, tail: tail,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), open: f.open, inspect: f.inspect}
 	go func() {
 		defer close(out)
@@ -201,4 +212,65 @@ func TestLineReaderReportsARemovedContainer(t *testing.T) {
 
 func stdoutAt(ns, seq int) logcursor.Position {
 	return logcursor.Position{Stdout: logcursor.Cursor{Time: at(ns), Seq: seq}}
+}
+
+// A snapshot asks for the log's tail; one too short to reach back past the
+// last delivered line of every stream with new lines is asked again for
+// more, so a cut through a long line's pieces or a burst never shows.
+func TestLineReaderGrowsATailThatDoesNotReachBack(t *testing.T) {
+	tests := []struct {
+		name  string
+		log   func(f *fakeLog)
+		after logcursor.Position
+		tail  int
+		want  string
+	}{
+		{
+			name: "a long line cut by the tail is read whole",
+			log: func(f *fakeLog) {
+				f.add(Stdout, 1, "old\n")
+				f.add(Stdout, 2, "aa")
+				f.add(Stdout, 2, "bb")
+				f.add(Stdout, 2, "cc\n")
+				f.add(Stdout, 3, "new\n")
+			},
+			after: stdoutAt(1, 0),
+			tail:  2,
+			want:  "stdout@2#0:aabbcc stdout@3#0:new",
+		},
+		{
+			name: "a quiet stream's new line far back in the log is not missed",
+			log: func(f *fakeLog) {
+				f.add(Stderr, 1, "e0\n")
+				f.add(Stderr, 2, "e1\n")
+				for i := 3; i < 40; i++ {
+					f.add(Stdout, i, fmt.Sprintf("o%d\n", i))
+				}
+			},
+			after: logcursor.Position{Stdout: logcursor.Cursor{Time: at(37)}, Stderr: logcursor.Cursor{Time: at(1)}},
+			tail:  2,
+			want:  "stderr@2#0:e1 stdout@38#0:o38 stdout@39#0:o39",
+		},
+		{
+			name: "a stream with no cursor yet is read from the start",
+			log: func(f *fakeLog) {
+				f.add(Stderr, 1, "first\n")
+				for i := 2; i < 20; i++ {
+					f.add(Stdout, i, fmt.Sprintf("o%d\n", i))
+				}
+			},
+			after: logcursor.Position{Stdout: logcursor.Cursor{Time: at(18)}},
+			tail:  1,
+			want:  "stderr@1#0:first stdout@19#0:o19",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeLog{status: "exited"}
+			tt.log(f)
+			if s := show(readFakeTail(t, f, tt.after, false, tt.tail)); s != tt.want {
+				t.Fatalf("got  %s\nwant %s", s, tt.want)
+			}
+		})
+	}
 }

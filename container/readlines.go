@@ -9,19 +9,20 @@ import (
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
-// LogSource is what ReadLines needs from an engine: open its log stream of
-// one sandbox (multiplexed frames with timestamps, lines at or after since;
-// zero since means from the start) and say the sandbox's state.
+// LogSource is what ReadLines needs from an engine: read the log of one
+// sandbox as it is now (multiplexed frames with timestamps; its last `tail`
+// entries, all for a negative tail, at or after since; zero since means
+// from the start) and say the sandbox's state.
 type LogSource struct {
-	Open    func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error)
+	Open    func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error)
 	Inspect func(ctx context.Context) (Info, error)
 }
 
 // ReadLines is Lines for an engine other than *Docker whose log endpoint
 // speaks the same format (Swarm mode's service and task logs): the lines
-// strictly after the position, re-reading from the cursor when the stream
-// breaks or ends while the sandbox runs, closed once it exited and its
-// output was read. Inspect reporting Status "exited" or "dead" ends it.
+// strictly after the position, read in snapshots as Lines reads them (but
+// without holding the sandbox back), closed once it exited and its output
+// was read. Inspect reporting Status "exited" or "dead" ends it.
 func ReadLines(ctx context.Context, id string, after logcursor.Position, follow bool, src LogSource, log *slog.Logger) <-chan Line {
 	if log == nil {
 		log = slog.Default()

@@ -26,7 +26,7 @@ var (
 type Spec struct {
 	Name   string            // ^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$
 	Image  string            // must exist on the engine (nothing is pulled)
-	Labels map[string]string // org.aimi.* labels (contract.Label* constants); contract.LabelSandbox=true is added if missing
+	Labels map[string]string // org.aimi.* labels (Label* constants); LabelSandbox=true is added if missing
 	Env    []string          // KEY=VALUE; values may be secrets and are never logged or put in errors
 
 	NanoCPUs        int64 // CPU quota in units of 1e-9 CPUs
@@ -51,6 +51,12 @@ type Spec struct {
 	User       string   // user[:group] inside the container; "" = image default
 	WorkingDir string   // absolute; "" = image default
 	Cmd        []string // overrides the image's CMD when non-empty
+
+	// LogMaxSize is the engine's log file size before it rotates (json-file
+	// max-size, e.g. "32m"); "" = the default. The engine keeps a few such
+	// files, so it bounds the output that can wait unread while no follow
+	// reader holds the container back (see Lines).
+	LogMaxSize string
 }
 
 // Mount is a bind mount from the engine's host into the container.

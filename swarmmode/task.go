@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -242,16 +243,15 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 	}
 }
 
-// Lines yields the sandbox's output lines strictly after the cursor, from
-// its task's logs (timestamps on), re-reading from the cursor when the
-// stream ends while the task runs.
+// Lines yields the sandbox's output lines strictly after the position,
+// from snapshots of its task's logs (timestamps on).
 func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error) {
 	svc := ServiceName(id)
 	if _, err := e.Inspect(ctx, svc); err != nil {
 		return nil, fmt.Errorf("read output of %s: %w", svc, err)
 	}
 	src := container.LogSource{
-		Open: func(ctx context.Context, since time.Time, follow bool) (io.ReadCloser, error) {
+		Open: func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error) {
 			s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
 			if errdefs.IsNotFound(err) {
 				return io.NopCloser(&bytes.Buffer{}), nil // not delivered yet
@@ -271,7 +271,10 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 				// for it would wait for a node that is gone.
 				return io.NopCloser(&bytes.Buffer{}), nil
 			}
-			opts := containertypes.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
+			opts := containertypes.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Tail: "all"}
+			if tail >= 0 {
+				opts.Tail = strconv.Itoa(tail)
+			}
 			if !since.IsZero() {
 				opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
 			}
