@@ -61,6 +61,9 @@ func (s *sse) comment() error {
 	return nil
 }
 
+// maxBatch bounds the changes sent in one message.
+const maxBatch = 256
+
 // structural events change what the page lists (swarms, containers, exit
 // codes, links), not only a status: after them the stream re-sends the list.
 func structural(k api.EventKind) bool {
@@ -71,8 +74,9 @@ func structural(k api.EventKind) bool {
 	return true
 }
 
-// events streams the state: a "list" event first, then every change as a
-// "change" event the page applies at once, and a fresh "list" shortly
+// events streams the state: a "list" event first, then every change in a
+// "changes" event (an array: what was queued together) the page applies at
+// once, and a fresh "list" shortly
 // after a structural change (and at most every Heal after other changes,
 // to make good what a lagging page lost). Between changes it costs the
 // daemon nothing but the subscription.
@@ -129,11 +133,28 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				}
 				return
 			}
-			if out.send("change", "", boardEvent(e)) != nil {
+			// What else is queued goes in the same message: one write and
+			// one flush for a burst, no wait for a quiet moment.
+			batch := []eventJSON{boardEvent(e)}
+			needList := structural(e.Kind)
+		drain:
+			for len(batch) < maxBatch {
+				select {
+				case more, ok := <-evs:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, boardEvent(more))
+					needList = needList || structural(more.Kind)
+				default:
+					break drain
+				}
+			}
+			if out.send("changes", "", batch) != nil {
 				return
 			}
 			changed = true
-			if structural(e.Kind) && relist == nil {
+			if needList && relist == nil {
 				relist = time.After(soon)
 			}
 		case <-relist:

@@ -474,6 +474,11 @@
     }
   }
 
+  // A message's changes update the model, then every card they touched is
+  // drawn once, however many changes the message brought.
+  const dirty = new Map(); // card key -> {repo, name}
+  let pending = [];
+
   function applyChange(e) {
     probe.changes++;
     const s = model.get(e.repo);
@@ -488,21 +493,37 @@
       if (e.code) c.errors.push({ code: e.code, message: e.output || '' });
       if (e.kind === 'line-rejected') c.rejected = (c.rejected || 0) + 1;
       c.updatedAt = e.time;
-      renderCard(e.repo, swarmView(e.repo), c);
-      refreshButtons();
+      dirty.set(e.repo + '\n' + e.container, { repo: e.repo, name: e.container });
     }
-    const at = Date.parse(e.time);
-    if (!Number.isNaN(at)) {
-      probe.latencies.push(Date.now() - at);
-      if (probe.latencies.length > 100000) probe.latencies.splice(0, 50000);
+    pending.push(e.time);
+  }
+
+  function draw() {
+    // Looked up again: a list that arrived since replaced the model.
+    for (const { repo, name } of dirty.values()) {
+      const s = model.get(repo);
+      const c = s && s.containers.find((x) => x.name === name);
+      if (c) renderCard(repo, swarmView(repo), c);
     }
+    dirty.clear();
+    refreshButtons();
+    const now = Date.now();
+    for (const time of pending) {
+      const at = Date.parse(time);
+      if (!Number.isNaN(at)) probe.latencies.push(now - at);
+    }
+    pending = [];
+    if (probe.latencies.length > 100000) probe.latencies.splice(0, 50000);
   }
 
   function connect() {
     const es = new EventSource('/api/events');
     es.addEventListener('open', () => { conn.dataset.state = 'live'; conn.textContent = 'live'; });
     es.addEventListener('list', (ev) => setList(JSON.parse(ev.data)));
-    es.addEventListener('change', (ev) => applyChange(JSON.parse(ev.data)));
+    es.addEventListener('changes', (ev) => {
+      for (const e of JSON.parse(ev.data)) applyChange(e);
+      draw();
+    });
     es.addEventListener('gone', (ev) => {
       conn.dataset.state = 'down';
       conn.textContent = 'daemon gone: ' + JSON.parse(ev.data).error + ' (retrying)';
