@@ -38,15 +38,16 @@ const (
 // Label keys of the marker container by which a daemon holds its instance
 // name on the engine (daemon/instancelock): the instance, and who holds it.
 const (
-	LabelInstanceLock         = "org.aimi.instance-lock"
-	LabelInstanceLockPID      = "org.aimi.instance-lock.pid"
-	LabelInstanceLockSocket   = "org.aimi.instance-lock.socket"
-	LabelInstanceLockDataDir  = "org.aimi.instance-lock.data-dir"
-	LabelInstanceLockHost     = "org.aimi.instance-lock.host"
-	LabelInstanceLockStarted  = "org.aimi.instance-lock.started"
-	LabelInstanceLockBootID   = "org.aimi.instance-lock.boot-id"
-	LabelInstanceLockPIDNS    = "org.aimi.instance-lock.pid-ns"
-	LabelInstanceLockPIDStart = "org.aimi.instance-lock.pid-start"
+	LabelInstanceLock          = "org.aimi.instance-lock"
+	LabelInstanceLockPID       = "org.aimi.instance-lock.pid"
+	LabelInstanceLockSocket    = "org.aimi.instance-lock.socket"
+	LabelInstanceLockDataDir   = "org.aimi.instance-lock.data-dir"
+	LabelInstanceLockHost      = "org.aimi.instance-lock.host"
+	LabelInstanceLockStarted   = "org.aimi.instance-lock.started"
+	LabelInstanceLockBootID    = "org.aimi.instance-lock.boot-id"
+	LabelInstanceLockPIDNS     = "org.aimi.instance-lock.pid-ns"
+	LabelInstanceLockPIDStart  = "org.aimi.instance-lock.pid-start"
+	LabelInstanceLockContainer = "org.aimi.instance-lock.container"
 	// LabelInstanceLockImage marks the empty image markers are made from.
 	LabelInstanceLockImage = "org.aimi.instance-lock-image"
 )

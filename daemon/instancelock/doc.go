@@ -11,11 +11,16 @@
 // tiny empty image the package imports once (aimi-instance-lock:1), and its
 // labels name the owner: pid, socket, data dir, host, start time, and what
 // tells a live process from a gone one (boot id, pid namespace, the pid's
-// start time). A daemon that finds the marker of a gone owner on the same
-// boot and pid namespace removes it (by id, so a racing successor's marker
-// is never hit) and takes the name; an owner it cannot check (another host
-// or pid namespace) counts as live, and the refusal says how to remove the
-// marker by hand. The owner removes its marker on a clean exit.
+// start time, the engine container it runs in). A daemon that finds the
+// marker of a gone owner removes it (by id, so a racing successor's marker
+// is never hit) and takes the name. Gone means: a marker from an earlier
+// boot with a local engine (the host rebooted); on this boot and pid
+// namespace, a pid that is gone or belongs to a later process; in another
+// pid namespace, an owner container that is gone, stopped, restarted since,
+// or our own (an earlier run of it). An owner that cannot be checked (a
+// remote engine's other hosts, another namespace outside a container)
+// counts as live, and the refusal says how to remove the marker by hand.
+// The owner removes its marker on a clean exit.
 //
 // Why not a volume or a network: creating a volume of an existing name
 // returns the existing one, and the engine's duplicate check for network

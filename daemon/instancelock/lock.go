@@ -34,14 +34,15 @@ const (
 	// LabelInstance holds the instance name on a marker.
 	LabelInstance = contract.LabelInstanceLock
 
-	labelPID      = contract.LabelInstanceLockPID
-	labelSocket   = contract.LabelInstanceLockSocket
-	labelDataDir  = contract.LabelInstanceLockDataDir
-	labelHost     = contract.LabelInstanceLockHost
-	labelStarted  = contract.LabelInstanceLockStarted
-	labelBootID   = contract.LabelInstanceLockBootID
-	labelPIDNS    = contract.LabelInstanceLockPIDNS
-	labelPIDStart = contract.LabelInstanceLockPIDStart
+	labelPID       = contract.LabelInstanceLockPID
+	labelSocket    = contract.LabelInstanceLockSocket
+	labelDataDir   = contract.LabelInstanceLockDataDir
+	labelHost      = contract.LabelInstanceLockHost
+	labelStarted   = contract.LabelInstanceLockStarted
+	labelBootID    = contract.LabelInstanceLockBootID
+	labelPIDNS     = contract.LabelInstanceLockPIDNS
+	labelPIDStart  = contract.LabelInstanceLockPIDStart
+	labelContainer = contract.LabelInstanceLockContainer
 )
 
 // takeAttempts bounds the create / find a stale marker / remove loop; each
@@ -56,6 +57,7 @@ type Engine interface {
 	ContainerCreate(ctx context.Context, cfg *container.Config, host *container.HostConfig, net *network.NetworkingConfig, platform *ocispec.Platform, name string) (container.CreateResponse, error)
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
+	DaemonHost() string
 }
 
 // Owner is a daemon holding an instance, as its marker records it.
@@ -72,6 +74,10 @@ type Owner struct {
 	BootID   string
 	PIDNS    string
 	PIDStart string
+	// Container is the id of the engine container the daemon runs in
+	// (compose), when it runs in one: a daemon in another pid namespace
+	// is checked through it.
+	Container string
 }
 
 // Self describes this process as the owner of instance.
@@ -83,6 +89,7 @@ func Self(instance, socket, dataDir string) Owner {
 	return Owner{
 		Instance: instance, PID: os.Getpid(), Socket: socket, DataDir: dataDir, Host: host,
 		Started: time.Now().UTC().Truncate(time.Second), BootID: strings.TrimSpace(string(bootID)), PIDNS: pidNS, PIDStart: start,
+		Container: ownContainer(),
 	}
 }
 
@@ -90,6 +97,7 @@ func (o Owner) labels() map[string]string {
 	return map[string]string{
 		LabelInstance: o.Instance, labelPID: strconv.Itoa(o.PID), labelSocket: o.Socket, labelDataDir: o.DataDir,
 		labelHost: o.Host, labelStarted: o.Started.Format(time.RFC3339), labelBootID: o.BootID, labelPIDNS: o.PIDNS, labelPIDStart: o.PIDStart,
+		labelContainer: o.Container,
 	}
 }
 
@@ -99,6 +107,7 @@ func ownerFrom(l map[string]string) Owner {
 	return Owner{
 		Instance: l[LabelInstance], PID: pid, Socket: l[labelSocket], DataDir: l[labelDataDir], Host: l[labelHost],
 		Started: started, BootID: l[labelBootID], PIDNS: l[labelPIDNS], PIDStart: l[labelPIDStart],
+		Container: l[labelContainer],
 	}
 }
 
@@ -176,7 +185,7 @@ func Acquire(ctx context.Context, eng Engine, self Owner, extra map[string]strin
 			l = insp.Config.Labels
 		}
 		owner := ownerFrom(l)
-		switch liveness(self, owner) {
+		switch liveness(ctx, eng, self, owner) {
 		case live:
 			return nil, &HeldError{Owner: owner, Marker: name}
 		case unknown:
@@ -222,61 +231,6 @@ func ensureImage(ctx context.Context, eng Engine) error {
 		return fmt.Errorf("import the instance marker image %s: %w", Image, err)
 	}
 	return nil
-}
-
-type state int
-
-const (
-	gone state = iota
-	live
-	unknown
-)
-
-// liveness checks owner from self's point of view.
-func liveness(self, owner Owner) state {
-	if owner.PID <= 0 || owner.BootID == "" || owner.PIDNS == "" || owner.BootID != self.BootID || owner.PIDNS != self.PIDNS {
-		return unknown
-	}
-	start, err := procStart(owner.PID)
-	switch {
-	case errors.Is(err, os.ErrNotExist), errors.Is(err, errExited):
-		return gone
-	case err != nil:
-		return unknown
-	case owner.PIDStart != "" && start != owner.PIDStart:
-		return gone // the pid belongs to a later process
-	}
-	return live
-}
-
-// errExited: the process has exited and waits to be reaped (a zombie).
-var errExited = errors.New("process exited")
-
-// procStart is field 22 of /proc/<pid>/stat, the start time in clock ticks
-// since boot, or errExited for a zombie. The command name (field 2) may
-// hold spaces and parentheses, so fields are counted after its last ')'.
-func procStart(pid int) (string, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", err
-	}
-	return statStart(string(data))
-}
-
-func statStart(stat string) (string, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return "", errors.New("no command field in /proc stat")
-	}
-	f := strings.Fields(stat[i+1:])
-	// f[0] is field 3 (state); field 22 is f[19].
-	if len(f) < 20 {
-		return "", errors.New("short /proc stat")
-	}
-	if f[0] == "Z" || f[0] == "X" {
-		return "", errExited
-	}
-	return f[19], nil
 }
 
 func clean(s string) string {

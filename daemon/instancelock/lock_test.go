@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
@@ -106,16 +107,72 @@ func TestMarkerOfAGoneDaemonIsTakenOver(t *testing.T) {
 	}
 }
 
-func TestOwnerOnAnotherHostCountsAsLive(t *testing.T) {
-	self := Owner{PID: 10, BootID: "a", PIDNS: "pid:[1]"}
-	for _, o := range []Owner{{PID: 10, BootID: "b", PIDNS: "pid:[1]"}, {PID: 10, BootID: "a", PIDNS: "pid:[2]"}, {PID: 10}} {
-		if liveness(self, o) != unknown {
-			t.Errorf("%+v: not unknown", o)
+// fakeEngine answers liveness's questions: where the engine is, and
+// which containers run since when.
+type fakeEngine struct {
+	Engine
+	host       string
+	containers map[string]container.State
+}
+
+func (f fakeEngine) DaemonHost() string { return f.host }
+
+func (f fakeEngine) ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	st, ok := f.containers[id]
+	if !ok {
+		return container.InspectResponse{}, errdefs.NotFound(errors.New("no such container"))
+	}
+	return container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: id, State: &st}}, nil
+}
+
+func TestLivenessAcrossBootsNamespacesAndContainers(t *testing.T) {
+	started := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	local := fakeEngine{host: "unix:///var/run/docker.sock", containers: map[string]container.State{
+		"running":   {Running: true, StartedAt: started.Add(-time.Hour).Format(time.RFC3339Nano)},
+		"restarted": {Running: true, StartedAt: started.Add(time.Minute).Format(time.RFC3339Nano)},
+		"exited":    {Running: false, StartedAt: started.Add(-time.Hour).Format(time.RFC3339Nano)},
+	}}
+	remote := local
+	remote.host = "tcp://engine.example:2376"
+	self := Owner{PID: 1, BootID: "boot-a", PIDNS: "pid:[1]", Container: "mine", Started: started.Add(time.Hour)}
+	owner := func(boot, ns, ctr string) Owner {
+		return Owner{PID: 12, BootID: boot, PIDNS: ns, Container: ctr, Started: started}
+	}
+	for _, tc := range []struct {
+		name  string
+		eng   Engine
+		owner Owner
+		want  state
+	}{
+		{"an earlier boot, local engine: the host rebooted", local, owner("boot-b", "pid:[1]", ""), gone},
+		{"another boot, remote engine: maybe another host", remote, owner("boot-b", "pid:[1]", ""), unknown},
+		{"nothing recorded", local, Owner{PID: 12}, unknown},
+		{"another namespace, no container", local, owner("boot-a", "pid:[2]", ""), unknown},
+		{"an earlier run of our own container", local, owner("boot-a", "pid:[2]", "mine"), gone},
+		{"another container that runs", local, owner("boot-a", "pid:[2]", "running"), live},
+		{"another container, restarted since", local, owner("boot-a", "pid:[2]", "restarted"), gone},
+		{"another container, exited", local, owner("boot-a", "pid:[2]", "exited"), gone},
+		{"another container, removed", local, owner("boot-a", "pid:[2]", "removed"), gone},
+	} {
+		if got := liveness(context.Background(), tc.eng, self, tc.owner); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	err := &HeldError{Owner: Owner{Instance: "x", PID: 10}, Marker: MarkerName("x"), Unchecked: true}
 	if !strings.Contains(err.Error(), "docker rm -f aimid-instance-x") {
 		t.Errorf("%v", err)
+	}
+}
+
+func TestOwnContainerFromMountinfo(t *testing.T) {
+	id := strings.Repeat("ab", 32)
+	mi := "612 590 0:52 / / rw,relatime - overlay overlay rw\n" +
+		"640 612 8:1 /var/lib/docker/containers/" + id + "/hostname /etc/hostname rw,relatime - ext4 /dev/sda1 rw\n"
+	if got := containerFromMountinfo(mi); got != id {
+		t.Errorf("got %q", got)
+	}
+	if got := containerFromMountinfo("25 1 8:1 / / rw - ext4 /dev/sda1 rw\n"); got != "" {
+		t.Errorf("host process: got %q", got)
 	}
 }
 
