@@ -1,0 +1,105 @@
+package orchestrator
+
+import (
+	"context"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// Cleanup removes the repo's terminal containers (and the swarm network when
+// unused) and drops their state entries. With the git service, a container
+// whose branch has commits nobody received is kept unless force.
+func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error) {
+	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
+	if err != nil {
+		return api.CleanupReport{}, err
+	}
+	defer unlock()
+	repo := sw.repo
+	sw.reconcileLive(ctx)
+	rep, err := sw.cleanup(ctx, force)
+	if err != nil {
+		return rep, err
+	}
+	m.cleanupReplaced(ctx, sw, force, &rep)
+	if rep.StateRemoved && sw.local {
+		m.forgetGit(ctx, sw.id, &rep)
+	}
+	if rep.StateRemoved {
+		sw.close(ctx)
+		m.mu.Lock()
+		if m.swarms[repo] == sw {
+			delete(m.swarms, repo)
+		}
+		m.mu.Unlock()
+		m.publish(api.Event{SwarmID: sw.id, RepoPath: repo, Kind: api.EventSwarmRemoved})
+	}
+	return rep, nil
+}
+
+// cleanupReplaced removes the exited containers of earlier swarms of the
+// repo (replaced by Start, so no longer in the state file) and their
+// networks; with the git service, one holding unreceived commits is kept
+// unless force.
+func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, rep *api.CleanupReport) {
+	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelProject: sw.repo}))
+	if err != nil {
+		m.log.Warn("cleanup: list earlier swarms' containers", "repo", sw.repo, "err", err)
+		return
+	}
+	nets := map[string]bool{}
+	left := map[string]bool{}      // earlier swarms with a container still there
+	localGone := map[string]bool{} // earlier local-mode swarms that lost a container here
+	for _, in := range infos {
+		old := in.Labels[contract.LabelSwarmID]
+		if old == "" || old == sw.id {
+			continue
+		}
+		if in.Running {
+			left[old] = true
+			continue
+		}
+		local := in.Labels[contract.LabelGitMode] == "local"
+		if m.cfg.Git != nil && local && !force {
+			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, in.Name, in.Labels[contract.LabelBranch])
+			if err != nil || len(commits) > 0 {
+				rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: "container of an earlier swarm whose work may not have been received; pass --force to remove it", Commits: commits})
+				left[old] = true
+				continue
+			}
+		}
+		if err := m.eng.Remove(ctx, in.ID); err != nil {
+			rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: "remove failed: " + err.Error()})
+			left[old] = true
+			continue
+		}
+		rep.Removed = append(rep.Removed, in.Name)
+		nets[networkName(old)] = true
+		if local {
+			localGone[old] = true
+		}
+	}
+	for n := range nets {
+		_ = m.eng.RemoveNetworkIfUnused(ctx, n)
+	}
+	for id := range localGone {
+		if !left[id] {
+			m.forgetGit(ctx, id, rep)
+		}
+	}
+}
+
+// forgetGit drops the git service's mirror and grants of a swarm none of
+// whose containers is left, so the data dir does not grow by a mirror per
+// swarm. When the service keeps them (unpublished commits, or a failure)
+// the report says so: the mirror may be the only copy of that work.
+func (m *Manager) forgetGit(ctx context.Context, swarmID string, rep *api.CleanupReport) {
+	if m.cfg.Git == nil {
+		return
+	}
+	if err := m.cfg.Git.Forget(ctx, swarmID); err != nil {
+		m.log.Warn("cleanup: the git service kept the swarm's repository", "swarm", swarmID, "err", err)
+		rep.Notes = append(rep.Notes, err.Error())
+	}
+}

@@ -1,0 +1,159 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/state"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// decide turns how a container ended into its final message when its own
+// messages did not settle it. Messages win over everything: decide is only
+// asked when the fold is not terminal.
+func decide(facts exitFacts, stories map[string]tasks.Status) (typ acpmsg.Type, code, msg string) {
+	switch {
+	case facts.missing:
+		return acpmsg.TypeError, CodeContainerLost, "the container is gone from the engine (removed while the daemon was not watching)"
+	case facts.sendErr != "":
+		return acpmsg.TypeError, CodeStartFailed, "the task-request could not be written to the container: " + facts.sendErr
+	case facts.stopped:
+		return acpmsg.TypeCompletion, acpmsg.CompletionStopped, "stopped on request"
+	case facts.failure != "":
+		return acpmsg.TypeError, facts.failure, facts.failureReason
+	case facts.timedOut:
+		return acpmsg.TypeError, acpmsg.CodeContainerTimeout, "the container ran past the configured timeout and was stopped"
+	case facts.oom:
+		return acpmsg.TypeError, acpmsg.CodeContainerOOM, fmt.Sprintf("the container exceeded its memory limit and was killed by the OOM killer (exit code %d)", facts.code)
+	case facts.code != 0:
+		return acpmsg.TypeError, acpmsg.CodeAgentCrash, fmt.Sprintf("the runner exited with code %d without a completion", facts.code)
+	}
+	unfinished := 0
+	for _, s := range stories {
+		if s != tasks.Completed && s != tasks.Skipped {
+			unfinished++
+		}
+	}
+	if unfinished > 0 {
+		// DESIGN's table says exit 0 is completed "unless the journal says
+		// otherwise": stories left unfinished say otherwise.
+		return acpmsg.TypeError, acpmsg.CodeAgentCrash, fmt.Sprintf("the runner exited 0 without a completion, with %d stories unfinished", unfinished)
+	}
+	return acpmsg.TypeCompletion, acpmsg.CompletionCompleted, "the runner exited 0 without a completion; every story is done"
+}
+
+func errorMsg(sw *swarm, c *ctr, code, text string) acpmsg.Message {
+	return acpmsg.NewMessage(acpmsg.TypeError, sw.id, sw.idOf(c), &acpmsg.ErrorPayload{Code: code, Message: acpmsg.TruncateOutput(text)})
+}
+
+// finish decides and records c's final status.
+func (sw *swarm) finish(ctx context.Context, c *ctr, facts exitFacts) {
+	if facts.exited && sw.m.sawOOM(sw.idOf(c)) {
+		facts.oom = true
+	}
+	var m *acpmsg.Message
+	if !sw.led.status(c.name).Terminal() {
+		typ, code, text := decide(facts, sw.led.stories(c.name))
+		var mm acpmsg.Message
+		if typ == acpmsg.TypeCompletion {
+			errs := []string{}
+			if code != acpmsg.CompletionCompleted {
+				errs = append(errs, text)
+			}
+			mm = acpmsg.NewMessage(acpmsg.TypeCompletion, sw.id, sw.idOf(c), &acpmsg.Completion{Status: code, Errors: errs})
+		} else {
+			mm = errorMsg(sw, c, code, text)
+		}
+		m = &mm
+	}
+	sw.finishWith(ctx, c, m, facts)
+}
+
+// publishBranch ends a finished container's git access and, when it
+// completed, brings its branch into the checkout (and the pull request
+// open, when configured). Local git mode only.
+func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
+	if !sw.local || sw.m.cfg.Git == nil {
+		return
+	}
+	sw.m.cfg.Git.Revoke(c.name)
+	if sw.led.status(c.name) != state.StatusCompleted || sw.m.cfg.Publisher == nil {
+		return
+	}
+	u, err := sw.m.cfg.Publisher.Publish(ctx, sw.repo, c.branch, c.name)
+	if err != nil {
+		log.Warn("publish the branch", "branch", c.branch, "err", err)
+		sw.mu.Lock()
+		c.errs = append(c.errs, api.ErrorDetail{Code: "PUBLISH_FAILED", Message: err.Error()})
+		sw.mu.Unlock()
+		return
+	}
+	if u != nil {
+		sw.mu.Lock()
+		c.prURL = u
+		sw.mu.Unlock()
+		sw.notePullRequest(ctx, c, *u)
+	}
+}
+
+// notePullRequest puts the pull request the daemon opened for c's branch
+// into the state file, where other aimi tools look for it: a daemon
+// completion that repeats c's status with the prUrl added, which the fold
+// accepts as an amendment of the completion without a prUrl.
+func (sw *swarm) notePullRequest(ctx context.Context, c *ctr, url string) {
+	log := sw.m.log.With("swarm", sw.id, "container", c.name)
+	if sc := sw.led.container(c.name); sc == nil || sc.PRURL != nil {
+		return // gone (cleanup), or the runner's completion carried one
+	}
+	m := acpmsg.NewMessage(acpmsg.TypeCompletion, sw.id, sw.idOf(c), &acpmsg.Completion{Status: acpmsg.CompletionCompleted, PRURL: &url, Errors: []string{}})
+	if err := m.Validate(); err != nil {
+		log.Warn("pull request URL not recorded in the state file", "url", url, "err", err)
+		return
+	}
+	if rej, err := sw.led.daemon(ctx, c.name, m); err != nil {
+		log.Warn("journal the pull request", "err", err)
+		return
+	} else if rej != "" {
+		log.Warn("pull request not folded into the state", "reason", rej)
+		return
+	}
+	if err := sw.led.flush(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("flush state", "err", err)
+	}
+}
+
+// finishWith journals the daemon's final message (if any), clears acpPid,
+// flushes, and does the git follow-up.
+func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, facts exitFacts) {
+	log := sw.m.log.With("swarm", sw.id, "container", c.name)
+	sw.mu.Lock()
+	if facts.exited {
+		code := facts.code
+		c.exitCode = &code
+	}
+	c.oom = facts.oom
+	sw.mu.Unlock()
+	if m != nil {
+		if rej, err := sw.led.daemon(ctx, c.name, *m); err != nil {
+			log.Warn("journal the daemon's decision", "err", err)
+		} else if rej != "" {
+			log.Warn("daemon decision not folded", "reason", rej)
+		}
+		sw.noteMessage(c, lineResult{msg: m})
+	}
+	_ = sw.led.update(c.name, func(sc *state.Container) { sc.ACPPID = nil })
+	if err := sw.led.flush(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("flush state", "err", err)
+	}
+	sw.publishBranch(ctx, c, log)
+	sw.event(c, api.EventContainerExited, func(e *api.Event) {
+		if m != nil {
+			fillMessage(e, m)
+		}
+	})
+	log.Info("container finished", "status", sw.led.status(c.name), "exitCode", facts.code, "oom", facts.oom, "timedOut", facts.timedOut)
+	sw.checkFinished()
+}
