@@ -19,6 +19,8 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
+
+	"github.com/aimi-tools/swarm/internal/safefile"
 )
 
 // DefaultYAML is the documented default configuration, the lowest layer.
@@ -28,6 +30,8 @@ var DefaultYAML []byte
 
 // File locations and names of the layers.
 const (
+	// maxConfigBytes bounds a config file (they are a few KiB).
+	maxConfigBytes = 1 << 20
 	// RepoConfigPath is the per-repository config file, relative to the repo root.
 	RepoConfigPath = ".aimi/config.yaml"
 	// userConfigRel is the user's config file below $XDG_CONFIG_HOME.
@@ -244,8 +248,11 @@ func Load(opts LoadOptions) (*Config, error) {
 	}
 	var sources []source
 	var probs []string
-	addFile := func(path string) {
-		data, err := os.ReadFile(path)
+	// read is safefile's: a repository's config is the repository's
+	// content, and a FIFO or a link to /dev/zero there must not hang or
+	// fill the daemon.
+	addFile := func(path string, read func() ([]byte, error)) {
+		data, err := read()
 		if errors.Is(err, os.ErrNotExist) {
 			return
 		}
@@ -271,10 +278,12 @@ func Load(opts LoadOptions) (*Config, error) {
 		sources = append(sources, source{name: path, v: lv})
 	}
 	if opts.RepoPath != "" {
-		addFile(filepath.Join(opts.RepoPath, RepoConfigPath))
+		addFile(filepath.Join(opts.RepoPath, RepoConfigPath), func() ([]byte, error) {
+			return safefile.ReadIn(opts.RepoPath, RepoConfigPath, maxConfigBytes)
+		})
 	}
 	if p := userConfigPath(opts.UserConfigPath, lookup); p != "" {
-		addFile(p)
+		addFile(p, func() ([]byte, error) { return safefile.Read(p, maxConfigBytes) })
 	}
 	// The environment is merged as a config layer (rather than viper's
 	// AutomaticEnv) so that LookupEnv can be injected and so that flags,

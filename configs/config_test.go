@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -261,5 +262,40 @@ func TestAgentEnvExpandsDaemonVariablesAndNeverPrintsThem(t *testing.T) {
 		if strings.Contains(out, secret) {
 			t.Fatalf("secret printed: %s", out)
 		}
+	}
+}
+
+// TestRepoConfigIsReadOnlyAsARegularFileInTheRepository: a FIFO, a link to
+// /dev/zero or a link out of the repository as .aimi/config.yaml is
+// refused at once, naming the file.
+func TestRepoConfigIsReadOnlyAsARegularFileInTheRepository(t *testing.T) {
+	outside := filepath.Join(t.TempDir(), "c.yaml")
+	writeFile(t, outside, "sandbox:\n  image: elsewhere\n")
+	for name, create := range map[string]func(p string) error{
+		"FIFO":            func(p string) error { return syscall.Mkfifo(p, 0o644) },
+		"link /dev/zero":  func(p string) error { return os.Symlink("/dev/zero", p) },
+		"link outside":    func(p string) error { return os.Symlink(outside, p) },
+		"directory there": func(p string) error { return os.Mkdir(p, 0o755) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			repo := t.TempDir()
+			os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755)
+			if err := create(filepath.Join(repo, RepoConfigPath)); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env()})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), RepoConfigPath) {
+					t.Fatalf("Load = %v, want a refusal naming %s", err, RepoConfigPath)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Load did not return within 10s")
+			}
+		})
 	}
 }

@@ -49,6 +49,14 @@ func TestStartRefusesAFIFOAndALinkOutOfTheRepositoryAtOnce(t *testing.T) {
 	if code, out, errOut := run("swarm", "status"); ctx.Err() != nil || strings.Contains(errOut, "deadline") {
 		t.Errorf("status after the refusals: exit %d %s %s", code, out, errOut)
 	}
+	// The repository's config is read as carefully.
+	if err := syscall.Mkfifo(filepath.Join(repo, ".aimi", "config.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := run("swarm", "start", "--all")
+	if code != cli.ExitInvalid || !strings.Contains(errOut, "config.yaml") || !strings.Contains(errOut, "FIFO") {
+		t.Errorf("start with a FIFO as .aimi/config.yaml: exit %d, stderr %q", code, errOut)
+	}
 	p.stop(t)
 }
 
