@@ -179,9 +179,29 @@ func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) ([]*ctr, 
 	for _, c := range sw.list() {
 		mine[c.name] = true
 	}
+	// The engine is asked about every first-choice name at once: one
+	// round trip per task file in sequence was a visible part of a large
+	// start. Names are then assigned in task-file order from the answers;
+	// only a clash asks again, for the alternatives.
+	first := make([]bool, len(planned))
+	var probe errgroup.Group
+	probe.SetLimit(createConcurrency)
+	for i, p := range planned {
+		probe.Go(func() error {
+			first[i] = sw.nameTaken(ctx, containerName(p.path), nil)
+			return nil
+		})
+	}
+	_ = probe.Wait()
 	all := make([]*ctr, len(planned))
 	for i, p := range planned {
-		name := uniqueName(containerName(p.path), func(n string) bool { return sw.nameTaken(ctx, n, mine) })
+		base := containerName(p.path)
+		name := uniqueName(base, func(n string) bool {
+			if n == base && !mine[n] {
+				return first[i]
+			}
+			return sw.nameTaken(ctx, n, mine)
+		})
 		mine[name] = true
 		all[i] = &ctr{name: name, taskFile: p.path, branch: p.tf.Metadata.BranchName, tf: p.tf, repoURL: sw.repoURL, stopCh: make(chan struct{})}
 	}
