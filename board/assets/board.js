@@ -533,6 +533,9 @@
         conn.dataset.state = 'reconnecting';
         conn.textContent = 'reconnecting…';
       }
+      // EventSource retries by itself, except after an error answer (the
+      // daemon is down and the board says so): then retry from here.
+      if (es.readyState === EventSource.CLOSED) setTimeout(connect, 3000);
     });
   }
 

@@ -188,6 +188,14 @@ func TestBoardInABrowserFollowsARealSwarm(t *testing.T) {
 		}
 	}
 
+	// Resume: nothing pending is left to start; the page says what the
+	// daemon answered.
+	must("click resume", chromedp.Do(page, chromedp.Click(chromedp.CSS(`button[data-action="resume"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.swarm > .result[data-state="ok"]`))))
+	if got, err := chromedp.Run(page, chromedp.Text(chromedp.CSS(`.swarm > .result`))); err != nil || got != "resume: done (1 completed, 1 stopped)" {
+		t.Errorf("resume result on the page = %q (%v), want the daemon's answer", got, err)
+	}
+
 	// The linear container's journal, as it stands at the end.
 	must("open the journal", chromedp.Do(page, chromedp.Click(chromedp.CSS(linearCard+` button[data-action="journal"]`)),
 		chromedp.WaitVisible(chromedp.CSS(linearCard+` .journal li.end`))))
