@@ -268,6 +268,10 @@ type journalMessage struct {
 // time, type, story, status, output.
 func formatRecord(r state.Record) string {
 	ts := r.Time.UTC().Format("2006-01-02 15:04:05")
+	if r.Omitted != nil {
+		// The journal's cap: the daemon says what it left out.
+		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "journal-cap", "-", "-", oneLine(r.Reason, 200))
+	}
 	if r.Stream == "stderr" && !r.Valid {
 		return strings.TrimRight(fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "stderr", "-", "-", oneLine(r.Raw, 200)), " ")
 	}

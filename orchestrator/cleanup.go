@@ -39,8 +39,8 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api
 }
 
 // cleanupReplaced removes the exited containers of earlier swarms of the
-// repo (replaced by Start, so no longer in the state file) and their
-// networks; with the git service, one holding unreceived commits is kept
+// repo (replaced by Start, so no longer in the state file), their networks
+// and, once none of their containers is left, their journals; with the git service, one holding unreceived commits is kept
 // unless force.
 func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, rep *api.CleanupReport) {
 	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelProject: sw.repo}))
@@ -87,6 +87,15 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 		if !left[id] {
 			m.forgetGit(ctx, id, rep)
 		}
+	}
+	// Journals of replaced swarms with no container left: logs reads only
+	// the current swarm's, so these were only disk.
+	removed, err := sw.store.RemoveJournals(func(id string) bool { return id == sw.id || left[id] })
+	if err != nil {
+		m.log.Warn("cleanup: remove earlier swarms' journals", "repo", sw.repo, "err", err)
+	}
+	if len(removed) > 0 {
+		m.log.Info("cleanup: removed the journals of replaced swarms", "repo", sw.repo, "swarms", removed)
 	}
 }
 

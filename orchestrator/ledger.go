@@ -60,9 +60,10 @@ func (l *ledger) line(ctx context.Context, name string, ln container.Line) (line
 		rec.SetRaw(truncateRaw(ln.Data))
 	case ln.Stream == container.Stderr:
 		// The protocol is stdout only; stderr is the runner's log. It is
-		// journaled as it came, never parsed as a message.
+		// journaled as it came, never parsed as a message, and without a
+		// reason: the stream says what it is, and a reason on every line
+		// of a chatty runner made its journal three times its output.
 		rec.SetRaw(ln.Data)
-		rec.Reason = stderrReason
 		return res, l.record(ctx, name, rec, nil, &res)
 	default:
 		m, err := acpmsg.ParseFromContainer(ln.Data)
@@ -78,7 +79,8 @@ func (l *ledger) line(ctx context.Context, name string, ln container.Line) (line
 	return res, l.record(ctx, name, rec, msg, &res)
 }
 
-// stderrReason marks a journaled stderr line: log output, not a message.
+// stderrReason marked a journaled stderr line in journals of earlier
+// versions: log output, not a message.
 const stderrReason = "stderr: log output, not a protocol message"
 
 func (l *ledger) record(ctx context.Context, name string, rec state.Record, msg *acpmsg.Message, res *lineResult) error {

@@ -296,8 +296,11 @@ func (sw *swarm) restoreDetails(c *ctr, path string) {
 		return
 	}
 	for _, r := range recs {
-		if r.Stream == state.StreamStderr && r.Reason == stderrReason {
+		if r.Stream == state.StreamStderr && (r.Reason == "" || r.Reason == stderrReason) {
 			continue // the runner's log, as live (handle)
+		}
+		if r.Omitted != nil {
+			continue // the journal's cap: not a line of the container
 		}
 		if !r.Valid {
 			c.rejected++

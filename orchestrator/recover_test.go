@@ -348,3 +348,38 @@ func TestRetryFailedKeepsTheStoriesTheFirstRunFinished(t *testing.T) {
 		t.Errorf("state after the rerun: %+v", c.StoryProgress)
 	}
 }
+
+// A start replaces the repo's swarm; its journals are unreachable by logs
+// from then on, so cleanup removes them with its containers, and keeps the
+// current swarm's.
+func TestCleanupRemovesTheJournalsOfReplacedSwarms(t *testing.T) {
+	repo, files := testRepo(t, []string{"one"}, 1)
+	eng := newFakeEngine(byTask(nil, scripted(0, storiesDone(1)...)))
+	m := newTestManager(t, eng, Config{})
+	ctx := context.Background()
+	first, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTerminal(t, m, repo, 10*time.Second)
+	second, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTerminal(t, m, repo, 10*time.Second)
+	journals := filepath.Join(repo, ".aimi", "swarm")
+	for _, id := range []string{first.State.SwarmID, second.State.SwarmID} {
+		if _, err := os.Stat(filepath.Join(journals, id)); err != nil {
+			t.Fatalf("journals of swarm %s before cleanup: %v", id, err)
+		}
+	}
+	if _, err := m.Cleanup(ctx, repo, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(journals, first.State.SwarmID)); !os.IsNotExist(err) {
+		t.Errorf("journals of the replaced swarm still there after cleanup (%v)", err)
+	}
+	if _, err := os.Stat(filepath.Join(journals, second.State.SwarmID)); err != nil {
+		t.Errorf("journals of the current swarm: %v", err)
+	}
+}

@@ -60,18 +60,30 @@
 //
 //	{"seq":1,"cursor":"2026-11-22T10:31:00.123456789Z#0","time":"...","stream":"stdout",
 //	 "valid":true,"type":"progress-update","message":{...}}
-//	{"seq":2,"cursor":"...","time":"...","stream":"stderr","valid":false,
+//	{"seq":2,"cursor":"...","time":"...","stream":"stdout",
 //	 "reason":"line is not JSON","raw":"npm WARN ..."}
+//	{"seq":3,"cursor":"...","time":"...","stream":"stderr","raw":"fetching ..."}
 //
 // seq counts from 1 per container and continues across restarts; cursor is
 // the line's position in its stream (internal/logcursor: the engine's log
 // timestamp and the index among the stream's lines sharing it; empty for
 // daemon records); the last cursor of each stream is where a reader
 // resumes (LastPosition, Recorder.Position);
-// time is when the record was made; valid/reason is the message validator's
-// verdict; message is the parsed message of a valid line, raw the line
+// time is when the record was made; valid (left out when false) and reason
+// are the message validator's verdict (a stderr line is never a message and
+// has neither); message is the parsed message of a valid line, raw the line
 // otherwise (rawBase64 instead when the line is not UTF-8, so nothing is
 // lost); rejected is the fold's reason when a valid message was not applied.
+//
+// A journal has a cap (RecorderOptions.JournalCap, DefaultJournalCap 128
+// MiB). Once it holds that much, the Recorder journals a daemon record
+// saying so and from then on only daemon records and lines that change the
+// state (so a replay still gives the same state); the other lines are
+// counted in gap records: daemon records with "omitted":{"lines","bytes",
+// "stdout","stderr"}, the last two the cursors of the last line left out on
+// each stream, which the journal's position moves past. A gap record is
+// written every MiB left out and when the container is untracked or the
+// Recorder closes.
 // The envVars values of a task-request are replaced by "[redacted]" before
 // journaling: they may hold secrets. A torn last line (crash mid-append) is
 // ignored by readers and cut off before the next append; it was never

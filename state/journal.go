@@ -37,13 +37,14 @@ type Record struct {
 	Cursor    logcursor.Cursor `json:"cursor"`
 	Time      time.Time        `json:"time"`
 	Stream    string           `json:"stream"`
-	Valid     bool             `json:"valid"`
+	Valid     bool             `json:"valid,omitempty"`
 	Reason    string           `json:"reason,omitempty"`
 	Type      string           `json:"type,omitempty"`
 	Message   json.RawMessage  `json:"message,omitempty"`
 	Raw       string           `json:"raw,omitempty"`
 	RawBase64 string           `json:"rawBase64,omitempty"`
 	Rejected  string           `json:"rejected,omitempty"`
+	Omitted   *Omission        `json:"omitted,omitempty"` // a gap record: lines read but not journaled (journal cap)
 }
 
 // SetRaw stores a line that did not parse, base64-encoded when it is not
@@ -258,6 +259,14 @@ type Position struct {
 // advance moves p past r.
 func (p *Position) advance(r Record) {
 	p.Seq = r.Seq
+	if o := r.Omitted; o != nil {
+		if o.Stdout.After(p.Stdout) {
+			p.Stdout = o.Stdout
+		}
+		if o.Stderr.After(p.Stderr) {
+			p.Stderr = o.Stderr
+		}
+	}
 	switch {
 	case r.Cursor.IsZero():
 	case r.Stream == StreamStdout:
@@ -270,23 +279,32 @@ func (p *Position) advance(r Record) {
 // LastPosition returns the position at the end of a journal. A missing
 // journal is the zero Position.
 func LastPosition(path string) (Position, error) {
+	pos, _, err := lastPosition(path)
+	return pos, err
+}
+
+// lastPosition is LastPosition, and whether the journal reached its cap
+// (it holds a gap record).
+func lastPosition(path string) (Position, bool, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return Position{}, nil
+		return Position{}, false, nil
 	}
 	if err != nil {
-		return Position{}, fmt.Errorf("read journal: %w", err)
+		return Position{}, false, fmt.Errorf("read journal: %w", err)
 	}
 	defer f.Close()
 	var pos Position
+	capped := false
 	err = scanJournal(f, func(r Record, _ int) error {
 		pos.advance(r)
+		capped = capped || r.Omitted != nil
 		return nil
 	})
 	if err != nil {
-		return pos, fmt.Errorf("read journal %s: %w", path, err)
+		return pos, capped, fmt.Errorf("read journal %s: %w", path, err)
 	}
-	return pos, nil
+	return pos, capped, nil
 }
 
 // RestoreTracker rebuilds a container's fold after a restart by replaying

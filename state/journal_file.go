@@ -19,6 +19,8 @@ type journal struct {
 	pos     Position
 	inBatch bool // a batch is committing pending; the file must stay open
 
+	cap capState
+
 	pending []byte // taken by a batch, not yet durable (kept on failure)
 	size    int64  // durable length of the file
 }
@@ -45,12 +47,12 @@ func openJournal(path string) (*journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
 	}
-	pos, err := LastPosition(path)
+	pos, noted, err := lastPosition(path)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &journal{path: path, f: f, size: size, pos: pos}, nil
+	return &journal{path: path, f: f, size: size, pos: pos, cap: capState{bytes: size, noted: noted}}, nil
 }
 
 // cutTornTail truncates the file after its last newline and returns the new

@@ -33,14 +33,20 @@ type RecorderOptions struct {
 	// oldest change it carries waited (for lag percentiles in benchmarks and
 	// metrics). It runs on the saver goroutine and must return quickly.
 	OnSave func(lag time.Duration)
-	Logger *slog.Logger     // default slog.Default()
-	Now    func() time.Time // default time.Now
+	// JournalCap is the size (bytes) a container's journal grows to before
+	// it keeps only daemon records and lines that change the state, and
+	// counts the other lines in gap records (see the package doc). Zero
+	// means DefaultJournalCap; negative, no cap.
+	JournalCap int64
+	Logger     *slog.Logger     // default slog.Default()
+	Now        func() time.Time // default time.Now
 }
 
 // RecorderStats are counters for benchmarks and the daemon's API.
 type RecorderStats struct {
 	Records      uint64        // records journaled
 	Rejected     uint64        // valid messages the fold refused
+	Omitted      uint64        // lines left out of a journal at its cap
 	Batches      uint64        // group commits done
 	JournalSyncs uint64        // journal fsyncs done
 	StateSaves   uint64        // state file writes done
@@ -224,19 +230,18 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 			r.stats.Rejected++
 		}
 	}
-	rec.Seq = j.pos.Seq + 1
-	j.pos.advance(rec)
-	if rec.Time.IsZero() {
-		rec.Time = now
+	if r.omit(j, rec, changed) {
+		if err := r.omitLocked(j, rec, now); err != nil {
+			return fmt.Errorf("record %s: %w", containerName, err)
+		}
+		return rejected
 	}
-	rec.Time = rec.Time.UTC()
-	line, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("record %s: encode record: %w", containerName, err)
+	if err := r.gapLocked(j, now); err != nil {
+		return fmt.Errorf("record %s: %w", containerName, err)
 	}
-	j.buf = append(append(j.buf, line...), '\n')
-	r.buffered += len(line) + 1
-	r.stats.Records++
+	if err := r.appendLocked(j, rec, now); err != nil {
+		return fmt.Errorf("record %s: %w", containerName, err)
+	}
 	if changed {
 		tc.t.CopyTo(tc.c)
 		tc.c.UpdatedAt = now
@@ -256,6 +261,26 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 		r.mu.Lock()
 	}
 	return rejected
+}
+
+// appendLocked gives rec the journal's next seq and buffers it for the
+// next batch.
+func (r *Recorder) appendLocked(j *journal, rec Record, now time.Time) error {
+	rec.Seq = j.pos.Seq + 1
+	if rec.Time.IsZero() {
+		rec.Time = now
+	}
+	rec.Time = rec.Time.UTC()
+	line, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("encode record: %w", err)
+	}
+	j.pos.advance(rec)
+	j.buf = append(append(j.buf, line...), '\n')
+	j.cap.bytes += int64(len(line)) + 1
+	r.buffered += len(line) + 1
+	r.stats.Records++
+	return nil
 }
 
 // maxBuffered bounds the journal bytes waiting for a batch; Record blocks
@@ -329,6 +354,17 @@ func (r *Recorder) Untrack(ctx context.Context, name string) error {
 		if !ok {
 			r.mu.Unlock()
 			return fmt.Errorf("untrack: %s is not tracked", name)
+		}
+		if tc.j.cap.omitted.Lines > 0 {
+			// The count of lines left out goes in before the journal
+			// closes; the next Flush makes it durable.
+			err := r.gapLocked(tc.j, r.now())
+			r.changedLocked(r.now(), false)
+			r.mu.Unlock()
+			if err != nil {
+				return fmt.Errorf("untrack %s: %w", name, err)
+			}
+			continue
 		}
 		// Records that arrived after the Flush (stop the container's
 		// reader first) are made durable before the journal is closed.

@@ -47,6 +47,17 @@ func (r *Recorder) Flush(ctx context.Context) error {
 // Close flushes, stops the background loop and closes the journals. Later
 // calls of Record, Track and UpdateContainer return ErrClosed.
 func (r *Recorder) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if !r.closed {
+		now := r.now()
+		for _, tc := range r.conts {
+			if err := r.gapLocked(tc.j, now); err != nil {
+				r.log.Warn("journal the count of lines left out", "journal", tc.j.path, "err", err)
+			}
+		}
+		r.changedLocked(now, false)
+	}
+	r.mu.Unlock()
 	ferr := r.Flush(ctx)
 	r.mu.Lock()
 	already := r.closed

@@ -82,6 +82,34 @@ func (s *Store) JournalPath(swarmID, containerName string) string {
 	return filepath.Join(s.dir, JournalDir, swarmID, containerName+".ndjson")
 }
 
+// RemoveJournals deletes the journals (.aimi/swarm/<swarmId>/) of every
+// swarm keep does not name, and returns the ids it removed. Cleanup calls
+// it for the swarms a newer start replaced: nothing reads their journals
+// any more (logs shows the current swarm's).
+func (s *Store) RemoveJournals(keep func(swarmID string) bool) ([]string, error) {
+	dir := filepath.Join(s.dir, JournalDir)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list journals: %w", err)
+	}
+	var removed []string
+	var errs []error
+	for _, e := range ents {
+		if !e.IsDir() || keep(e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, fmt.Errorf("remove journals of swarm %s: %w", e.Name(), err))
+			continue
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, errors.Join(errs...)
+}
+
 // Load reads the state file without taking the lock (rename is atomic). A
 // missing file is ErrNoState; one that cannot be read is a *CorruptError.
 // Load never changes the file: reading is what every tool sharing it may do
