@@ -32,6 +32,7 @@ type fakeDaemon struct {
 	events   chan api.Event
 	records  []state.Record
 	journalN string
+	listErr  error // List fails with it while set (a daemon that is down)
 }
 
 func (f *fakeDaemon) call(c string) {
@@ -50,7 +51,7 @@ func (f *fakeDaemon) List(context.Context) (api.SwarmList, error) {
 	f.call("list")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.list, nil
+	return f.list, f.listErr
 }
 
 func (f *fakeDaemon) Stop(_ context.Context, repo string, names []string) (api.SwarmView, error) {

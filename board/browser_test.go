@@ -2,6 +2,7 @@ package board
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/browsertest"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -140,5 +142,45 @@ func TestKeyboardAndNarrowWindow(t *testing.T) {
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err == nil && os.Getenv("AIMI_TEST_ARTIFACTS") != "" {
 		_ = os.WriteFile(filepath.Join(os.Getenv("AIMI_TEST_ARTIFACTS"), "board-narrow.png"), png, 0o644)
+	}
+}
+
+// TestPageWaitsForTheDaemonAndShowsTheCleanupRefusal: a page opened while
+// the daemon is down says so and fills in by itself once it answers; Clean
+// up that keeps a container holding unreceived commits says which, why and
+// which commits, as the CLI does.
+func TestPageWaitsForTheDaemonAndShowsTheCleanupRefusal(t *testing.T) {
+	f := &fakeDaemon{events: make(chan api.Event), list: fakeSwarm(),
+		listErr: &daemon.UnreachableError{Socket: "/run/aimi/aimid.sock", Err: errors.New("connection refused")},
+		cleanup: api.CleanupReport{RepoPath: "/home/dev/web", Removed: []string{}, Kept: []api.Kept{{Name: "aimi-web", Reason: "its branch holds 1 commit nobody received", Commits: []string{"3f2a9c1"}}}}}
+	base, _ := serveBoard(t, f)
+	actx, _ := browsertest.Start(t)
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelT()
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token="+testToken), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="reconnecting"]`))); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.listErr = nil
+	f.mu.Unlock()
+	card := `[data-container="aimi-web"]`
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(card)), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)),
+		chromedp.Click(chromedp.CSS(`button[data-action="cleanup"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.swarm > .result[data-state="error"]`))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.swarm > .result`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"removed: none", "kept aimi-web: its branch holds 1 commit nobody received (unreceived commits 3f2a9c1)", "cleanup --force"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("cleanup result %q lacks %q", got, want)
+		}
+	}
+	if f.force == nil || *f.force {
+		t.Errorf("the page's cleanup reached the daemon with force=%v, want false", f.force)
 	}
 }
