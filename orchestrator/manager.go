@@ -90,6 +90,7 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 		life: life, cancel: cancel,
 		swarms: map[string]*swarm{}, repoMu: map[string]*sync.Mutex{}, oomed: map[string]bool{},
 	}
+	m.wg.Go(func() { m.watchForeignStops(life) })
 	if src, ok := eng.(eventSource); ok {
 		m.wg.Add(1)
 		go func() {

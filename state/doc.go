@@ -106,7 +106,11 @@
 // saver goroutine, which writes it while the next batch commits (a
 // pipeline; snapshots waiting behind a save coalesce into the newest). The
 // save merges into the file under the lock: tracked containers' entries are
-// replaced or appended, entries the Recorder does not track are kept. When
+// appended or merged with the file's (an entry the Recorder did not change
+// since its last write stays as the file has it; prUrl is written only when
+// the Recorder has one; a stopped another tool wrote on a pending or running
+// container stays: see merge.go), entries the Recorder does not track are
+// kept. When
 // 8 MiB of journal is waiting, Record blocks (backpressure). Flush forces a
 // batch and waits until everything recorded before it is durable and saved
 // (call it when a container exits, before removing it, and on shutdown);

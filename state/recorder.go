@@ -62,6 +62,8 @@ type Recorder struct {
 	opts  RecorderOptions
 	log   *slog.Logger
 
+	written map[string][]byte // saver goroutine only: each entry as last saved (merge.go)
+
 	mu         sync.Mutex
 	swarm      *Swarm // authoritative in memory; entries point into it
 	conts      map[string]*tracked

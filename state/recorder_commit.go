@@ -284,7 +284,7 @@ func (r *Recorder) runSave(job *saveJob) {
 // replaced, with a warning.
 func (r *Recorder) save(snap *Swarm, tracked map[string]bool) error {
 	ctx := context.Background() // a save in flight is finished, not abandoned
-	return r.store.update(ctx, func(cur *Swarm) (*Swarm, error) {
+	err := r.store.update(ctx, func(cur *Swarm) (*Swarm, error) {
 		if cur == nil {
 			return snap, nil
 		}
@@ -302,7 +302,7 @@ func (r *Recorder) save(snap *Swarm, tracked map[string]bool) error {
 			replaced := false
 			for i, old := range cur.Containers {
 				if old.ContainerName == c.ContainerName {
-					cur.Containers[i], replaced = c, true
+					cur.Containers[i], replaced = mergeEntry(c, old, r.written[c.ContainerName]), true
 					break
 				}
 			}
@@ -314,4 +314,8 @@ func (r *Recorder) save(snap *Swarm, tracked map[string]bool) error {
 	}, func(cerr *CorruptError) {
 		r.log.Warn("state file was corrupt; moved aside and rewritten", "file", cerr.Path, "movedTo", cerr.MovedTo, "err", cerr.Err)
 	})
+	if err == nil {
+		r.noteWritten(snap, tracked)
+	}
+	return err
 }

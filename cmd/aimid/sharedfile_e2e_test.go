@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// shellToolUpdate edits .aimi/swarm-state.json as the aimi shell tool's
+// swarm-update does: flock on swarm-state.json.lock, read with jq, set the
+// fields (jq --arg makes every value it sets a string, so a pid becomes
+// "12"), write a temp file and move it over the state file.
+func shellToolUpdate(t *testing.T, repo, name string, set map[string]any) {
+	t.Helper()
+	dir := filepath.Join(repo, ".aimi")
+	lock, err := os.OpenFile(filepath.Join(dir, "swarm-state.json.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	b, err := os.ReadFile(filepath.Join(dir, "swarm-state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, c := range doc["containers"].([]any) {
+		m := c.(map[string]any)
+		if m["containerName"] != name {
+			continue
+		}
+		found = true
+		for k, v := range set {
+			m[k] = v
+		}
+		if pid, ok := m["acpPid"].(json.Number); ok {
+			m["acpPid"] = pid.String()
+		}
+	}
+	if !found {
+		t.Fatalf("no container %s in the state file:\n%s", name, b)
+	}
+	out, _ := json.MarshalIndent(doc, "", "  ")
+	tmp := filepath.Join(dir, "swarm-state.json.tmp."+strconv.Itoa(os.Getpid()))
+	if err := os.WriteFile(tmp, append(out, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "swarm-state.json")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readStateFile reads the state file as any tool would, failing the test
+// when it is gone (moved aside).
+func readStateFile(t *testing.T, repo string) *state.Swarm {
+	t.Helper()
+	sw, err := state.Open(repo).Load(context.Background())
+	if err != nil {
+		t.Fatalf("state file: %v", err)
+	}
+	return sw
+}
+
+// TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart: a prUrl the shell
+// tool sets on a completed container stays through the daemon's later
+// saves (another container keeps it busy) and through a kill -9 and
+// restart, and the shell tool's string pid does not make the daemon move
+// the file aside.
+func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 3, "quick", "busy")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	scripts := map[string]string{
+		"STANDIN_SCRIPT__QUICK_TASKS_JSON": "auto|3",
+		// busy reports while the test edits the file, so the daemon saves
+		// after the edit; it finishes with the daemon down.
+		"STANDIN_SCRIPT__BUSY_TASKS_JSON": "progress|US-001|in_progress|a;sleep|4s;pace|700ms;progress|US-001|completed|b;progress|US-002|in_progress|c;progress|US-002|completed|d;progress|US-003|in_progress|e;progress|US-003|completed|f;sleep|3s;complete|completed|-",
+	}
+	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	if code, _, errOut := run("swarm", "start", "--all"); code != 0 {
+		t.Fatalf("start: exit %d %s", code, errOut)
+	}
+	waitFor(t, sock, repo, 2*time.Minute, "quick completed, busy running", func(v api.SwarmView) bool {
+		q, b := v.State.Container("aimi-quick"), v.State.Container("aimi-busy")
+		return q != nil && b != nil && q.Status == state.StatusCompleted && b.Status == state.StatusRunning && b.StoryProgress.Completed == 0
+	})
+	const pr = "https://github.com/org/repo/pull/7"
+	shellToolUpdate(t, repo, "aimi-quick", map[string]any{"prUrl": pr})
+	// The daemon's save of busy's progress, after the edit, in the file.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if c := readStateFile(t, repo).Container("aimi-busy"); c.StoryProgress.Completed >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("busy's progress after the edit never reached the file")
+		}
+	}
+	if err := p.cmd.Process.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	sw := readStateFile(t, repo)
+	if c := sw.Container("aimi-quick"); c.PRURL == nil || *c.PRURL != pr {
+		t.Fatalf("after the daemon's saves: prUrl %v, want %s", c.PRURL, pr)
+	}
+
+	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", allExited)
+	p2.stop(t)
+	sw = validState(t, repo)
+	if c := sw.Container("aimi-quick"); c.PRURL == nil || *c.PRURL != pr {
+		t.Errorf("after a restart: prUrl %v, want %s", c.PRURL, pr)
+	}
+	if c := sw.Container("aimi-busy"); c.Status != state.StatusCompleted || c.StoryProgress.Completed != 3 {
+		t.Errorf("busy after the restart: %s %+v", c.Status, c.StoryProgress)
+	}
+}
+
+// TestShellToolStoppedIsAStop: `stopped` written by the shell tool on a
+// running container and on a pending one stops both: the running one is
+// stopped by the daemon, the pending one never starts, and the file says
+// stopped for both.
+func TestShellToolStoppedIsAStop(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 2, "first", "queued")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
+		"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m",
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	if code, _, errOut := run("swarm", "start", "--all", "--max", "1"); code != 0 {
+		t.Fatalf("start: exit %d %s", code, errOut)
+	}
+	var running, pending string
+	waitFor(t, sock, repo, 2*time.Minute, "one running with progress, one pending", func(v api.SwarmView) bool {
+		running, pending = "", ""
+		for _, c := range v.State.Containers {
+			switch {
+			case c.Status == state.StatusRunning && c.StoryProgress.InProgress == 1:
+				running = c.ContainerName
+			case c.Status == state.StatusPending:
+				pending = c.ContainerName
+			}
+		}
+		return running != "" && pending != ""
+	})
+	shellToolUpdate(t, repo, pending, map[string]any{"status": "stopped"})
+	shellToolUpdate(t, repo, running, map[string]any{"status": "stopped"})
+	v := waitFor(t, sock, repo, time.Minute, "both stopped", func(v api.SwarmView) bool {
+		for _, c := range v.State.Containers {
+			if c.Status != state.StatusStopped {
+				return false
+			}
+		}
+		return true
+	})
+	for _, d := range v.Containers {
+		if d.Name == pending && d.ExitCode != nil {
+			t.Errorf("the pending container ran (exit code %d)", *d.ExitCode)
+		}
+	}
+	p.stop(t)
+	sw := validState(t, repo)
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusStopped {
+			t.Errorf("%s: %s in the file, want stopped", c.ContainerName, c.Status)
+		}
+	}
+	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, pending+".ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Stream == state.StreamStdout {
+			t.Errorf("the pending container printed %s: it ran", r.Message)
+		}
+	}
+}
