@@ -126,7 +126,7 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 			return "", fmt.Errorf("create container %s: inspect network %s: %w", s.Name, s.Network, err)
 		}
 	}
-	if err := d.replaceStale(ctx, s.Name); err != nil {
+	if err := d.replaceStale(ctx, s.Name, s.Labels[LabelProject]); err != nil {
 		return "", err
 	}
 
@@ -145,15 +145,23 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 	return resp.ID, nil
 }
 
-// replaceStale makes the name free: a running (or paused, restarting,
-// being removed) holder is a conflict; a created or exited one is removed.
-func (d *Docker) replaceStale(ctx context.Context, name string) error {
+// replaceStale makes the name free for a container of project (the
+// repository label): a holder of another project, or a running (paused,
+// restarting, being removed) one, is a conflict; a created or exited one
+// of the same project is removed.
+func (d *Docker) replaceStale(ctx context.Context, name, project string) error {
 	old, err := d.cli.ContainerInspect(ctx, name)
 	if errdefs.IsNotFound(err) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("create container %s: inspect existing container: %w", name, err)
+	}
+	// Only a container of the same repository is stale: one of another
+	// repository (whose swarm may have created it a moment ago) or anyone
+	// else's is never removed to make room.
+	if old.Config == nil || old.Config.Labels[LabelProject] != project {
+		return fmt.Errorf("create container %s: %w: the name belongs to a container of another repository or tool (id %.12s); pick another name", name, ErrConflict, old.ID)
 	}
 	if st := old.State; st != nil && (st.Running || st.Paused || st.Restarting || st.Status == "removing") {
 		return fmt.Errorf("create container %s: %w (status %s, id %.12s); stop it first or pick another name", name, ErrConflict, st.Status, old.ID)

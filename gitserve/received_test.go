@@ -53,19 +53,19 @@ func TestReceived(t *testing.T) {
 	f := newPushFixture(t)
 	tip := f.containerPush(t, "aimi-r", "feat-r", "r.txt")
 	mirror := f.s.mirrorPath("swarm-p")
-	if repo, got, err := f.s.Received("aimi-r", "feat-r"); repo != mirror || got != tip || err != nil {
+	if repo, got, err := f.s.Received("swarm-p", "aimi-r", "feat-r"); repo != mirror || got != tip || err != nil {
 		t.Fatalf("Received = %q, %q, %v; want %q, %q", repo, got, err, mirror, tip)
 	}
 	if _, err := f.s.Grant(ctx, f.user, "swarm-p", "aimi-idle", "feat-idle"); err != nil {
 		t.Fatal(err)
 	}
-	if repo, got, err := f.s.Received("aimi-idle", "feat-idle"); repo != mirror || got != "" || err != nil {
+	if repo, got, err := f.s.Received("swarm-p", "aimi-idle", "feat-idle"); repo != mirror || got != "" || err != nil {
 		t.Fatalf("Received of a container that never pushed = %q, %q, %v; want the mirror and no tip", repo, got, err)
 	}
-	if _, _, err := f.s.Received("aimi-r", "other"); err == nil {
+	if _, _, err := f.s.Received("swarm-p", "aimi-r", "other"); err == nil {
 		t.Fatal("a branch other than the granted one was answered")
 	}
-	if _, _, err := f.s.Received("aimi-nobody", "feat-x"); !errors.Is(err, ErrUnknownContainer) {
+	if _, _, err := f.s.Received("swarm-p", "aimi-nobody", "feat-x"); !errors.Is(err, ErrUnknownContainer) {
 		t.Fatalf("Received of an unknown container: %v, want ErrUnknownContainer", err)
 	}
 }
@@ -86,7 +86,7 @@ func TestForgetKeepsAMirrorWithUnpublishedWork(t *testing.T) {
 	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat-u"); got != tip {
 		t.Fatalf("the mirror lost the branch: %s, want %s", got, tip)
 	}
-	if _, ok := f.s.recordByName("aimi-u"); !ok {
+	if _, ok := f.s.recordByName("swarm-p", "aimi-u"); !ok {
 		t.Error("the container's record went although its mirror was kept")
 	}
 	mustGit(t, f.user, "fetch", "-q", mirror, "refs/heads/feat-u:refs/heads/feat-u")
@@ -128,13 +128,13 @@ func TestUnreceived(t *testing.T) {
 			{"a container never granted is unknown", "aimi-x", "feat-x", ErrUnknownContainer},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				commits, err := f.s.Unreceived(ctx, f.user, tc.container, tc.branch)
+				commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", tc.container, tc.branch)
 				if !errors.Is(err, tc.wantErr) || len(commits) != 0 {
 					t.Fatalf("Unreceived = %v, %v; want none, %v", commits, err, tc.wantErr)
 				}
 			})
 		}
-		if _, err := f.s.Unreceived(ctx, f.user, "aimi-p", "other"); err == nil {
+		if _, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-p", "other"); err == nil {
 			t.Fatal("a branch other than the granted one was answered")
 		}
 	})
@@ -153,14 +153,14 @@ func TestUnreceived(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				f.s.opts.TipProbe = fakeProbe{"aimi-silent": tc.tip}
-				commits, err := f.s.Unreceived(ctx, f.user, "aimi-silent", "feat-s")
+				commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s")
 				if (err != nil) != tc.err || strings.Join(commits, ",") != strings.Join(tc.want, ",") {
 					t.Fatalf("Unreceived = %v, %v; want %v (error %v)", commits, err, tc.want, tc.err)
 				}
 			})
 		}
 		f.s.opts.TipProbe = fakeProbe{}
-		if _, err := f.s.Unreceived(ctx, f.user, "aimi-silent", "feat-s"); err == nil {
+		if _, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s"); err == nil {
 			t.Fatal("a probe error was swallowed")
 		}
 	})
@@ -192,7 +192,7 @@ func TestRefusedPushIsNotDelivery(t *testing.T) {
 	if out, err := gitOut(work, env, "push", "--force", "origin", "HEAD:refs/heads/feat-u"); err == nil {
 		t.Fatalf("non-fast-forward push accepted\n%s", out)
 	}
-	if _, err := s.Unreceived(ctx, repo, "aimi-u", "feat-u"); !errors.Is(err, ErrNothingReceived) {
+	if _, err := s.Unreceived(ctx, repo, "swarm-u", "aimi-u", "feat-u"); !errors.Is(err, ErrNothingReceived) {
 		t.Fatalf("Unreceived = %v, want ErrNothingReceived", err)
 	}
 }

@@ -90,13 +90,13 @@ func TestRunnerThroughTheService(t *testing.T) {
 	if n, _ := strconv.Atoi(mustGit(t, mirror, "rev-list", "--count", mainTip+".."+tip)); n < 3 {
 		t.Errorf("the runner pushed %d commit(s) on %s, want at least one per story (3)", n, branch)
 	}
-	if commits, err := s.Unreceived(ctx, repo, name, branch); err != nil || len(commits) != 0 {
+	if commits, err := s.Unreceived(ctx, repo, swarmID, name, branch); err != nil || len(commits) != 0 {
 		t.Errorf("Unreceived after the run = %v, %v; want none", commits, err)
 	}
-	s.Revoke(name)
+	s.Revoke(swarmID, name)
 	// No token in its environment: the publisher stops at the checkout.
 	pub := publish.NewPublisher(s, publish.Options{Getenv: func(string) string { return "" }})
-	pr, err := pub.Publish(ctx, repo, branch, name)
+	pr, err := pub.Publish(ctx, repo, swarmID, branch, name)
 	if err != nil || pr != nil {
 		t.Fatalf("Publish = %v, %v; want the branch in the checkout and no PR", pr, err)
 	}

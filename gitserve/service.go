@@ -146,8 +146,8 @@ type Service struct {
 	// calls except the state file write.
 	mu        sync.Mutex
 	port      int
-	byName    map[string]*record
-	byToken   map[string]*record // token hash -> record
+	byName    map[grantKey]*record // one per container of a swarm
+	byToken   map[string]*record   // token hash -> record
 	listeners map[string]*listener
 	ips       map[string]bool // addresses listened on, kept through Close
 	lastIP    string
@@ -172,7 +172,7 @@ func New(opts Options) (*Service, error) {
 		repos:     filepath.Join(dir, reposDir),
 		log:       opts.Logger.With("component", "gitserve"),
 		opts:      opts,
-		byName:    map[string]*record{},
+		byName:    map[grantKey]*record{},
 		byToken:   map[string]*record{},
 		listeners: map[string]*listener{},
 		ips:       map[string]bool{},
@@ -312,10 +312,13 @@ var (
 	containerRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$`)
 )
 
-// Grant gives containerName a fresh token for the repository of swarmID
-// (a bare mirror of repoPath, made at the swarm's first Grant) that may
-// clone, fetch and push refs/heads/<branch>. A new Grant for the same
-// container replaces its token; what it pushed before is remembered.
+// Grant gives containerName of swarm swarmID a fresh token for the swarm's
+// repository (a bare mirror of repoPath, made at the swarm's first Grant)
+// that may clone, fetch and push refs/heads/<branch>. A new Grant for the
+// same container of the same swarm replaces its token; what it pushed
+// before is remembered. Grants are per swarm: a container of another swarm
+// with the same name (another repository's, started at the same moment)
+// is another grant, which this one never touches.
 func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, branch string) (Grant, error) {
 	switch {
 	case !swarmKeyRe.MatchString(swarmID):
@@ -344,17 +347,18 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := s.byName[containerName]
+	key := grantKey{swarmID, containerName}
+	rec := s.byName[key]
 	if rec != nil && rec.TokenHash != "" {
 		delete(s.byToken, rec.TokenHash)
 	}
-	if rec == nil || rec.SwarmKey != swarmID || rec.Branch != branch {
+	if rec == nil || rec.Branch != branch {
 		rec = &record{Container: containerName, SwarmKey: swarmID, Branch: branch}
 	}
 	rec.RepoPath = repoPath
 	rec.TokenHash = hashToken(token)
 	rec.GrantedAt = time.Now().UTC()
-	s.byName[containerName] = rec
+	s.byName[key] = rec
 	s.byToken[rec.TokenHash] = rec
 	if err := s.saveLocked(); err != nil {
 		delete(s.byToken, rec.TokenHash)
@@ -368,12 +372,12 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 	}, nil
 }
 
-// Revoke ends containerName's access. What it pushed stays (Received and
-// Unreceived still answer for it).
-func (s *Service) Revoke(containerName string) {
+// Revoke ends the access of containerName of swarm swarmID. What it pushed
+// stays (Received and Unreceived still answer for it).
+func (s *Service) Revoke(swarmID, containerName string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := s.byName[containerName]
+	rec := s.byName[grantKey{swarmID, containerName}]
 	if rec == nil || rec.TokenHash == "" {
 		return
 	}
@@ -404,14 +408,14 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	}
 	s.mu.Lock()
 	forgot := 0
-	for name, rec := range s.byName {
-		if rec.SwarmKey != swarmID {
-			continue // includes a name reused by a later swarm
+	for key, rec := range s.byName {
+		if key.swarm != swarmID {
+			continue
 		}
 		if rec.TokenHash != "" {
 			delete(s.byToken, rec.TokenHash)
 		}
-		delete(s.byName, name)
+		delete(s.byName, key)
 		forgot++
 	}
 	var saveErr error
@@ -446,12 +450,13 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	return nil
 }
 
-// Received returns the repository holding containerName's branch as the
-// service received it (the swarm's mirror) and the branch's value after the
-// container's last push, "" when it never pushed. It is what package
-// publish reads to bring the branch into the user's checkout.
-func (s *Service) Received(containerName, branch string) (repo, tip string, err error) {
-	rec, ok := s.recordByName(containerName)
+// Received returns the repository holding the branch of containerName of
+// swarm swarmID as the service received it (the swarm's mirror) and the
+// branch's value after the container's last push, "" when it never pushed.
+// It is what package publish reads to bring the branch into the user's
+// checkout.
+func (s *Service) Received(swarmID, containerName, branch string) (repo, tip string, err error) {
+	rec, ok := s.recordByName(swarmID, containerName)
 	if !ok {
 		return "", "", fmt.Errorf("received branch of %s: %w", containerName, ErrUnknownContainer)
 	}
@@ -515,21 +520,25 @@ func (s *Service) lookup(token string) (record, bool) {
 	return *rec, true
 }
 
-func (s *Service) recordByName(name string) (record, bool) {
+// grantKey names one container of one swarm: container names are the
+// engine's and another repository's swarm may use the same one.
+type grantKey struct{ swarm, container string }
+
+func (s *Service) recordByName(swarmID, name string) (record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, ok := s.byName[name]
+	rec, ok := s.byName[grantKey{swarmID, name}]
 	if !ok {
 		return record{}, false
 	}
 	return *rec, true
 }
 
-// notePush records the branch value after a push from container.
-func (s *Service) notePush(container, tip string) {
+// notePush records the branch value after a push from container of swarm.
+func (s *Service) notePush(swarm, container, tip string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := s.byName[container]
+	rec := s.byName[grantKey{swarm, container}]
 	if rec == nil || (rec.Pushed && rec.Tip == tip) {
 		return
 	}
@@ -557,7 +566,7 @@ func (s *Service) load() ([]string, error) {
 		if r == nil || r.Container == "" {
 			continue
 		}
-		s.byName[r.Container] = r
+		s.byName[grantKey{r.SwarmKey, r.Container}] = r
 		if r.TokenHash != "" {
 			s.byToken[r.TokenHash] = r
 		}

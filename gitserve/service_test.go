@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -49,7 +50,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Revoke("aimi-gone")
+	s.Revoke("swarm-1", "aimi-gone")
 	if !strings.HasPrefix(a.RepoURL, "https://127.0.0.1:") || !strings.HasSuffix(a.RepoURL, "/swarm-1.git") {
 		t.Fatalf("RepoURL = %q", a.RepoURL)
 	}
@@ -69,7 +70,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 	mustGit(t, work, "checkout", "-q", "-b", "feat/a")
 	tip := commitFile(t, work, "a.txt", "story 1\n")
 
-	if _, err := s.Unreceived(ctx, repo, "aimi-a", "feat/a"); err == nil {
+	if _, err := s.Unreceived(ctx, repo, "swarm-1", "aimi-a", "feat/a"); err == nil {
 		t.Fatal("Unreceived before any push: want ErrNothingReceived")
 	}
 	if out, err := gitOut(work, clientEnv(a.CAFile, bearer(a.Token)), "push", "-q", "origin", "HEAD:refs/heads/feat/a"); err != nil {
@@ -78,7 +79,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat/a"); got != tip {
 		t.Fatalf("mirror feat/a = %s, want %s", got, tip)
 	}
-	if commits, err := s.Unreceived(ctx, repo, "aimi-a", "feat/a"); err != nil || len(commits) != 0 {
+	if commits, err := s.Unreceived(ctx, repo, "swarm-1", "aimi-a", "feat/a"); err != nil || len(commits) != 0 {
 		t.Fatalf("Unreceived after the push = %v, %v; want none", commits, err)
 	}
 	// More work on top is accepted too (fast-forward).
@@ -446,10 +447,44 @@ func TestForgetDropsTheSwarmsMirrorAndGrantsOnly(t *testing.T) {
 	s.Close()
 
 	s2, _ := newService(t, Options{DataDir: dir})
-	if _, ok := s2.recordByName("aimi-b"); ok {
+	if _, ok := s2.recordByName("swarm-old", "aimi-b"); ok {
 		t.Error("a forgotten container's record came back after a restart")
 	}
-	if rec, ok := s2.recordByName("aimi-a"); !ok || rec.SwarmKey != "swarm-new" {
+	if rec, ok := s2.recordByName("swarm-new", "aimi-a"); !ok || rec.SwarmKey != "swarm-new" {
 		t.Errorf("record of the reused name after a restart: %+v %v, want swarm-new's", rec, ok)
+	}
+}
+
+// TestGrantsArePerSwarm: two repositories' swarms grant and revoke a
+// container of the same name at the same moment (a start that fails on the
+// name and rolls back); each swarm's token keeps working whatever the other
+// does, round after round.
+func TestGrantsArePerSwarm(t *testing.T) {
+	ctx := ctxT(t)
+	repoA, repoB := newRepo(t), newRepo(t)
+	s, _ := newService(t, Options{DataDir: filepath.Join(t.TempDir(), "data")})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 10 {
+		swarmA, swarmB := "swarm-a-"+itoa(round), "swarm-b-"+itoa(round)
+		var a Grant
+		var errA, errB error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); a, errA = s.Grant(ctx, repoA, swarmA, "aimi-same", "feat-same") }()
+		go func() {
+			defer wg.Done()
+			// The other start grants, fails on the name, rolls back.
+			_, errB = s.Grant(ctx, repoB, swarmB, "aimi-same", "feat-same")
+			s.Revoke(swarmB, "aimi-same")
+		}()
+		wg.Wait()
+		if errA != nil || errB != nil {
+			t.Fatalf("round %d: grants: %v / %v", round, errA, errB)
+		}
+		if out, err := gitOut("", clientEnv(a.CAFile, bearer(a.Token)), "ls-remote", a.RepoURL); err != nil {
+			t.Fatalf("round %d: another swarm's grant and revoke of the same name took this swarm's access: %v\n%s", round, err, out)
+		}
 	}
 }

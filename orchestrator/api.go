@@ -65,11 +65,12 @@ type GitAccess interface {
 	ListenOn(ctx context.Context, ip string) error
 	// Grant gives one container access to its branch of the repository.
 	Grant(ctx context.Context, repoPath, swarmID, containerName, branch string) (Grant, error)
-	// Revoke ends a container's access (after it finished).
-	Revoke(containerName string)
+	// Revoke ends a container's access (after it finished). Grants are
+	// per swarm: another swarm's container of the same name keeps its own.
+	Revoke(swarmID, containerName string)
 	// Unreceived lists commits of the container's branch that neither the
 	// service nor the user's checkout has: Cleanup keeps such containers.
-	Unreceived(ctx context.Context, repoPath, containerName, branch string) (commits []string, err error)
+	Unreceived(ctx context.Context, repoPath, swarmID, containerName, branch string) (commits []string, err error)
 	// Forget drops a swarm's repository and grants; Cleanup calls it once
 	// none of the swarm's containers is left.
 	Forget(ctx context.Context, swarmID string) error
@@ -80,11 +81,11 @@ type GitAccess interface {
 type Publisher interface {
 	// Publish brings the container's branch into the user's checkout (and
 	// opens a pull request when configured); prURL is nil without one.
-	Publish(ctx context.Context, repoPath, branch, containerName string) (prURL *string, err error)
+	Publish(ctx context.Context, repoPath, swarmID, branch, containerName string) (prURL *string, err error)
 	// Published reports whether the container's branch, as the service
 	// received it, is in the user's checkout (true when it never pushed):
 	// Recover publishes what a daemon that died too early did not.
-	Published(ctx context.Context, repoPath, containerName, branch string) (bool, error)
+	Published(ctx context.Context, repoPath, swarmID, containerName, branch string) (bool, error)
 }
 
 // Grant is what a container needs to reach the git service.

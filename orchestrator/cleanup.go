@@ -62,7 +62,7 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 		}
 		local := in.Labels[contract.LabelGitMode] == "local"
 		if m.cfg.Git != nil && local && !force {
-			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, in.Name, in.Labels[contract.LabelBranch])
+			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, old, in.Name, in.Labels[contract.LabelBranch])
 			if err != nil || len(commits) > 0 {
 				rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: "container of an earlier swarm whose work may not have been received; pass --force to remove it", Commits: commits})
 				left[old] = true

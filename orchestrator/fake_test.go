@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
@@ -104,7 +105,9 @@ func (f *fakeEngine) Create(ctx context.Context, s container.Spec) (string, erro
 		return "", fmt.Errorf("%w: build it with 'make sandbox-image'", container.ErrImageNotFound)
 	}
 	if old := f.byName(s.Name); old != nil {
-		if old.status == "running" {
+		// As container.Docker: only a stopped container of the same
+		// repository is replaced.
+		if old.status == "running" || old.spec.Labels[contract.LabelProject] != s.Labels[contract.LabelProject] {
 			return "", container.ErrConflict
 		}
 		delete(f.ctrs, old.id)

@@ -79,11 +79,11 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 	if !sw.local || sw.m.cfg.Git == nil {
 		return
 	}
-	sw.m.cfg.Git.Revoke(c.name)
+	sw.m.cfg.Git.Revoke(sw.id, c.name)
 	if sw.led.status(c.name) != state.StatusCompleted || sw.m.cfg.Publisher == nil {
 		return
 	}
-	u, err := sw.m.cfg.Publisher.Publish(ctx, sw.repo, c.branch, c.name)
+	u, err := sw.m.cfg.Publisher.Publish(ctx, sw.repo, sw.id, c.branch, c.name)
 	if err != nil {
 		log.Warn("publish the branch", "branch", c.branch, "err", err)
 		sw.mu.Lock()

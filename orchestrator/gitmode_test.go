@@ -25,6 +25,7 @@ type fakeGit struct {
 	listening  []string
 	granted    map[string]string // container -> branch
 	revoked    []string
+	revokedOf  map[string]int // swarm/container -> revocations
 	published  []string
 	unreceived map[string][]string // container -> commits
 	forgotten  []string            // swarm ids
@@ -38,7 +39,7 @@ func (g *fakeGit) Forget(ctx context.Context, swarmID string) error {
 	return g.forgetErr
 }
 
-func (g *fakeGit) Published(ctx context.Context, repoPath, name, branch string) (bool, error) {
+func (g *fakeGit) Published(ctx context.Context, repoPath, swarmID, name, branch string) (bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Contains(g.published, name), nil
@@ -73,13 +74,17 @@ func (g *fakeGit) Grant(ctx context.Context, repoPath, swarmID, name, branch str
 	return Grant{RepoURL: "https://172.30.0.1:7443/" + swarmID + ".git", Token: "tok-SECRET-" + name, CAFile: "/var/lib/aimi/ca.pem"}, nil
 }
 
-func (g *fakeGit) Revoke(name string) {
+func (g *fakeGit) Revoke(swarmID, name string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.revoked = append(g.revoked, name)
+	if g.revokedOf == nil {
+		g.revokedOf = map[string]int{}
+	}
+	g.revokedOf[swarmID+"/"+name]++
 }
 
-func (g *fakeGit) Publish(ctx context.Context, repoPath, branch, name string) (*string, error) {
+func (g *fakeGit) Publish(ctx context.Context, repoPath, swarmID, branch, name string) (*string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.published = append(g.published, name)
@@ -87,7 +92,7 @@ func (g *fakeGit) Publish(ctx context.Context, repoPath, branch, name string) (*
 	return &u, nil
 }
 
-func (g *fakeGit) Unreceived(ctx context.Context, repoPath, name, branch string) ([]string, error) {
+func (g *fakeGit) Unreceived(ctx context.Context, repoPath, swarmID, name, branch string) ([]string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.unreceived[name], nil
@@ -374,5 +379,52 @@ func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
 			t.Fatalf("after recovery: %v published %v", describe(v), git.publishedNow())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestTwoRepositoriesWithTheSameTaskFileNamesStartAtOnce: two repositories
+// whose task files have the same names (so the same container names) start
+// their swarms at the same moment, round after round. Both starts succeed,
+// their containers get distinct names, every container of both swarms
+// completes (none was removed or replaced by the other start), and no
+// grant of one swarm is revoked by the other.
+func TestTwoRepositoriesWithTheSameTaskFileNamesStartAtOnce(t *testing.T) {
+	for round := range 8 {
+		repoA, filesA := testRepo(t, []string{"same1", "same2"}, 1)
+		repoB, filesB := testRepo(t, []string{"same1", "same2"}, 1)
+		eng := newFakeEngine(func(container.Spec) program { return scripted(time.Millisecond, storiesDone(1)...) })
+		git := &fakeGit{}
+		m := newTestManager(t, eng, Config{Git: git, Publisher: git})
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, req := range []api.StartRequest{{RepoPath: repoA, TaskFiles: filesA, Local: true}, {RepoPath: repoB, TaskFiles: filesB, Local: true}} {
+			wg.Add(1)
+			go func() { defer wg.Done(); _, errs[i] = m.Start(ctx, req) }()
+		}
+		wg.Wait()
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("round %d: starts: %v / %v", round, errs[0], errs[1])
+		}
+		names := map[string]string{}
+		for _, repo := range []string{repoA, repoB} {
+			v := waitTerminal(t, m, repo, 10*time.Second)
+			for _, d := range v.Containers {
+				if d.Status != string(state.StatusCompleted) {
+					t.Errorf("round %d: %s of %s ended %s (%+v)", round, d.Name, repo, d.Status, d.Errors)
+				}
+				if other, dup := names[d.Name]; dup {
+					t.Errorf("round %d: %s used by %s and %s", round, d.Name, other, repo)
+				}
+				names[d.Name] = repo
+				// Its grant was revoked once: when it finished, not by a
+				// rollback of the other start.
+				git.mu.Lock()
+				if n := git.revokedOf[v.State.SwarmID+"/"+d.Name]; n != 1 {
+					t.Errorf("round %d: the grant of %s of swarm %s was revoked %d times, want once (at its end)", round, d.Name, v.State.SwarmID, n)
+				}
+				git.mu.Unlock()
+			}
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
@@ -193,6 +194,7 @@ func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) ([]*ctr, 
 		})
 	}
 	_ = probe.Wait()
+	var mineMu sync.Mutex // guards mine while creates run
 	all := make([]*ctr, len(planned))
 	for i, p := range planned {
 		base := containerName(p.path)
@@ -205,10 +207,20 @@ func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) ([]*ctr, 
 		mine[name] = true
 		all[i] = &ctr{name: name, taskFile: p.path, branch: p.tf.Metadata.BranchName, tf: p.tf, repoURL: sw.repoURL, stopCh: make(chan struct{})}
 	}
+	// Names are checked, then created: another repository's swarm may take
+	// one in between. The engine refuses the second of a name, and the
+	// container that lost it takes the next free one.
+	rename := func(ctx context.Context, c *ctr) string {
+		mineMu.Lock()
+		defer mineMu.Unlock()
+		name := uniqueName(containerName(c.taskFile), func(n string) bool { return sw.nameTaken(ctx, n, mine) })
+		mine[name] = true
+		return name
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(createConcurrency)
 	for _, c := range all {
-		g.Go(func() error { return sw.create(gctx, c) })
+		g.Go(func() error { return sw.create(gctx, c, rename) })
 	}
 	err := g.Wait()
 	var created []*ctr
@@ -239,8 +251,27 @@ func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) ([]*ctr, 
 	return created, nil
 }
 
+// maxRenames bounds how often one container of a start looks for another
+// name after the engine refused one.
+const maxRenames = 8
+
 // create makes c's container (granting git access first in local mode).
-func (sw *swarm) create(ctx context.Context, c *ctr) error {
+// When the engine refuses the name and rename is set (a new container, not
+// a rerun), c takes the name rename gives and tries again.
+func (sw *swarm) create(ctx context.Context, c *ctr, rename func(context.Context, *ctr) string) error {
+	for attempt := 1; ; attempt++ {
+		err := sw.createAs(ctx, c)
+		if err == nil || rename == nil || !errors.Is(err, container.ErrConflict) || attempt > maxRenames {
+			return err
+		}
+		old := c.name
+		c.name = rename(ctx, c)
+		sw.m.log.Info("container name taken meanwhile; using another", "swarm", sw.id, "taken", old, "name", c.name, "err", err)
+	}
+}
+
+// createAs makes c's container under c.name.
+func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 	var g *Grant
 	if sw.local {
 		gr, err := sw.m.cfg.Git.Grant(ctx, sw.repo, sw.id, c.name, c.branch)
@@ -253,7 +284,7 @@ func (sw *swarm) create(ctx context.Context, c *ctr) error {
 	id, err := sw.m.eng.Create(ctx, sw.createSpec(c, g))
 	if err != nil {
 		if g != nil {
-			sw.m.cfg.Git.Revoke(c.name)
+			sw.m.cfg.Git.Revoke(sw.id, c.name)
 		}
 		return fmt.Errorf("create container %s for %s: %w", c.name, c.taskFile, err)
 	}
@@ -271,7 +302,7 @@ func (sw *swarm) discard(ctx context.Context, created []*ctr) {
 			sw.m.log.Warn("remove container of a failed start", "name", c.name, "err", err)
 		}
 		if sw.local {
-			sw.m.cfg.Git.Revoke(c.name)
+			sw.m.cfg.Git.Revoke(sw.id, c.name)
 		}
 	}
 	sw.close(ctx)
@@ -385,7 +416,7 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 		c.stopReq, c.stopCh = false, make(chan struct{})
 		c.exitCode, c.oom, c.errs, c.lastOutput, c.rejected, c.prURL = nil, false, nil, "", 0, nil
 		sw.mu.Unlock()
-		if err := sw.create(ctx, c); err != nil {
+		if err := sw.create(ctx, c, nil); err != nil {
 			return err
 		}
 	}
@@ -451,7 +482,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 			continue
 		}
 		if g := sw.m.cfg.Git; g != nil && sw.local {
-			commits, err := g.Unreceived(ctx, sw.repo, c.name, c.branch)
+			commits, err := g.Unreceived(ctx, sw.repo, sw.id, c.name, c.branch)
 			switch {
 			case err != nil && !force:
 				rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "cannot tell whether its work was received: " + err.Error() + " (pass --force to remove it anyway)"})
@@ -474,7 +505,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 			continue
 		}
 		if sw.local {
-			sw.m.cfg.Git.Revoke(c.name)
+			sw.m.cfg.Git.Revoke(sw.id, c.name)
 		}
 		drop = append(drop, c)
 		rep.Removed = append(rep.Removed, c.name)

@@ -24,10 +24,11 @@ const (
 // Source says where a container's branch was received: the git service of
 // local mode (package gitserve) satisfies it.
 type Source interface {
-	// Received returns the bare repository holding containerName's branch
-	// as it was received, and the branch's tip there ("" when the container
-	// never pushed it). A container the source does not know is an error.
-	Received(containerName, branch string) (repo, tip string, err error)
+	// Received returns the bare repository holding the branch of
+	// containerName of swarm swarmID as it was received, and the branch's
+	// tip there ("" when the container never pushed it). A container the
+	// source does not know is an error.
+	Received(swarmID, containerName, branch string) (repo, tip string, err error)
 }
 
 // Options configure a Publisher; zero values take the defaults named.
@@ -106,8 +107,8 @@ var receivedGit = Git{Env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=
 // GitHub, it pushes the branch there and opens (or finds) a pull request,
 // whose URL it returns. A container that never pushed its branch has
 // nothing to publish: (nil, nil).
-func (p *Publisher) Publish(ctx context.Context, repoPath, branch, containerName string) (*string, error) {
-	src, tip, err := p.src.Received(containerName, branch)
+func (p *Publisher) Publish(ctx context.Context, repoPath, swarmID, branch, containerName string) (*string, error) {
+	src, tip, err := p.src.Received(swarmID, containerName, branch)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s of %s: %w", branch, containerName, err)
 	}
@@ -154,8 +155,8 @@ func (p *Publisher) Publish(ctx context.Context, repoPath, branch, containerName
 // Published reports whether containerName's branch, as the Source last
 // received it, is contained in refs/heads/<branch> of the checkout at
 // repoPath. A container that never pushed has nothing to publish: true.
-func (p *Publisher) Published(ctx context.Context, repoPath, containerName, branch string) (bool, error) {
-	_, tip, err := p.src.Received(containerName, branch)
+func (p *Publisher) Published(ctx context.Context, repoPath, swarmID, containerName, branch string) (bool, error) {
+	_, tip, err := p.src.Received(swarmID, containerName, branch)
 	if err != nil {
 		return false, fmt.Errorf("published state of %s: %w", containerName, err)
 	}
