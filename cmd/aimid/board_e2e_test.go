@@ -160,11 +160,8 @@ func TestBoardInABrowserFollowsARealSwarm(t *testing.T) {
 	must("the slow story in progress", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(slowCard+` g.story[data-story="US-001"][data-status="in_progress"]`))))
 	saveScreenshot(t, page, "board-mid-swarm.png")
 
-	// The linear chain completes, story by story, then the container.
-	must("the last linear story completed", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(linearCard+` g.story[data-story="US-003"][data-status="completed"]`))))
-	must("the linear container completed", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(linearCard+`[data-status="completed"]`))))
-
-	// Stop the slow one from the page.
+	// Stop the slow one from the page while its story runs (the demo agent
+	// would finish it by itself after a minute).
 	must("click stop", chromedp.Do(page, chromedp.Click(chromedp.CSS(slowCard+` button[data-action="stop"]`))))
 	must("the slow container stopped", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(slowCard+`[data-status="stopped"]`)),
 		chromedp.WaitVisible(chromedp.CSS(slowCard+` .result[data-state="ok"]`))))
@@ -173,6 +170,9 @@ func TestBoardInABrowserFollowsARealSwarm(t *testing.T) {
 	if !strings.HasPrefix(result, "stop aimi-"+slow+": done") {
 		t.Errorf("stop result on the page = %q, want it done", result)
 	}
+	// The linear chain completes, story by story, then the container.
+	must("the last linear story completed", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(linearCard+` g.story[data-story="US-003"][data-status="completed"]`))))
+	must("the linear container completed", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(linearCard+`[data-status="completed"]`))))
 	// The page shows the daemon's fold; the state file follows it within
 	// the recorder's write delay.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
