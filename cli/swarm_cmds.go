@@ -22,7 +22,26 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 	if v.State != nil {
 		RenderStatus(w, v.State)
 	}
+	printContainerNodes(w, v)
 	printContainerErrors(w, v)
+}
+
+// printContainerNodes says which cluster node each container runs on, when
+// the engine is a cluster (the state file has no field for it).
+func printContainerNodes(w io.Writer, v api.SwarmView) {
+	var lines []string
+	for _, c := range v.Containers {
+		if c.Node != "" {
+			lines = append(lines, fmt.Sprintf("  %s  %s", c.Name, c.Node))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Nodes:")
+	for _, l := range lines {
+		fmt.Fprintln(w, l)
+	}
 }
 
 // newSwarmDaemonStatusCmd is `aimi swarm status`: the state issue's command

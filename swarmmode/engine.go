@@ -115,6 +115,38 @@ func ServiceName(name string) string {
 	return clean + "-" + hex.EncodeToString(sum[:])[:16]
 }
 
+// idRE is the shape of a sandbox id: the state file's containerId pattern
+// (12 to 64 lowercase hex digits) holds it.
+var idRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// SandboxID is the id of the sandbox whose service is svc: a hash of the
+// service name, so it is known before the service exists and has the
+// shape of a container id, which the state file requires.
+func SandboxID(svc string) string {
+	sum := sha256.Sum256([]byte(svc))
+	return hex.EncodeToString(sum[:])
+}
+
+// serviceOf resolves a sandbox id (from Create) or a container name to its
+// service name. An id whose spec is gone is container.ErrNotFound.
+func (e *Engine) serviceOf(ctx context.Context, ref string) (string, error) {
+	if !idRE.MatchString(ref) {
+		return ServiceName(ref), nil
+	}
+	cfg, _, err := e.cli.ConfigInspectWithRaw(ctx, "aimi-"+ref[:20]+"-"+objSpec)
+	if errdefs.IsNotFound(err) {
+		return "", fmt.Errorf("sandbox %.12s: %w", ref, container.ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the spec of sandbox %.12s: %w", ref, err)
+	}
+	var st storedSpec
+	if err := json.Unmarshal(cfg.Spec.Data, &st); err != nil {
+		return "", fmt.Errorf("read the spec of sandbox %.12s: %w", ref, err)
+	}
+	return ServiceName(st.Name), nil
+}
+
 // objName names a sandbox's config, secret or network: Swarm object names
 // are at most 64 characters, container names up to 128.
 func objName(service, kind string) string {
@@ -150,7 +182,8 @@ type storedFile struct {
 }
 
 // Create validates s, stores its spec as a config and its environment's
-// values as secrets, and returns the sandbox's id (its service name). The
+// values as secrets, and returns the sandbox's id (SandboxID of its service
+// name). The
 // service itself is created by WriteStdin, once the task-request exists.
 // A finished sandbox of the same name is replaced; a running one is
 // container.ErrConflict.
@@ -233,7 +266,7 @@ func (e *Engine) Create(ctx context.Context, s container.Spec) (string, error) {
 		undo()
 		return "", fmt.Errorf("create %s: store its spec as a Swarm config: %w", s.Name, err)
 	}
-	return svc, nil
+	return SandboxID(svc), nil
 }
 
 func readSmallFile(p string) ([]byte, error) {
@@ -328,7 +361,13 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]containe
 // Remove removes the service (killing its task), its configs, secrets and
 // network. A sandbox that does not exist is not an error.
 func (e *Engine) Remove(ctx context.Context, id string) error {
-	svc := ServiceName(id)
+	svc, err := e.serviceOf(ctx, id)
+	if errors.Is(err, container.ErrNotFound) {
+		return nil // the spec goes last: nothing is left
+	}
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
 	name := svc
 	if st, _, err := e.spec(ctx, svc); err == nil {
 		name = st.Name

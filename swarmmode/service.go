@@ -24,7 +24,10 @@ import (
 // already has its request (the runner reads only the first one, as from
 // stdin) and nothing is done.
 func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
-	svc := ServiceName(id)
+	svc, err := e.serviceOf(ctx, id)
+	if err != nil {
+		return fmt.Errorf("deliver the task-request: %w", err)
+	}
 	if _, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{}); err == nil {
 		return nil
 	} else if !errdefs.IsNotFound(err) {

@@ -186,7 +186,10 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 
 	m := c.Manager().Client
-	_, raw, err := m.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
+	if len(id) != 64 || info.ID != id {
+		t.Fatalf("sandbox id %q (inspect says %q): want 64 hex digits, the state file's containerId shape", id, info.ID)
+	}
+	_, raw, err := m.ServiceInspectWithRaw(ctx, "aimi-lifecycle", swarm.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +199,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	if !strings.Contains(string(raw), `"Memory`) || !strings.Contains(string(raw), "ReplicatedJob") {
 		t.Fatalf("service spec lacks the memory reservation or the job mode: %s", raw)
 	}
-	checkTaskContainer(t, ctx, c, info.Node, id, secret)
+	checkTaskContainer(t, ctx, c, info.Node, "aimi-lifecycle", secret)
 
 	if err := e.Remove(ctx, id); err != nil {
 		t.Fatal(err)

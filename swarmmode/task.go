@@ -31,20 +31,23 @@ const stopConstraint = "node.labels.org.aimi.stopped==true"
 // "dead" when its node was lost), with the exit code and, when the engine
 // ended it, a Failure code.
 func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error) {
-	svc := ServiceName(id)
+	svc, err := e.serviceOf(ctx, id)
+	if err != nil {
+		return container.Info{}, err
+	}
 	s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
 	if errdefs.IsNotFound(err) {
 		st, cfg, err := e.spec(ctx, svc)
 		if err != nil {
 			return container.Info{}, err
 		}
-		return container.Info{ID: svc, Name: st.Name, Image: st.Image, Labels: cfg.Spec.Labels, Status: "created",
+		return container.Info{ID: SandboxID(svc), Name: st.Name, Image: st.Image, Labels: cfg.Spec.Labels, Status: "created",
 			NanoCPUs: st.NanoCPUs, MemoryBytes: st.MemoryBytes, PidsLimit: st.PidsLimit, ReadOnlyRootfs: st.ReadOnlyRootfs}, nil
 	}
 	if err != nil {
 		return container.Info{}, fmt.Errorf("inspect service %s: %w", svc, err)
 	}
-	info := container.Info{ID: svc, Name: s.Spec.Labels[contract.LabelContainer], Labels: s.Spec.Labels, Status: "created"}
+	info := container.Info{ID: SandboxID(svc), Name: s.Spec.Labels[contract.LabelContainer], Labels: s.Spec.Labels, Status: "created"}
 	if info.Name == "" {
 		info.Name = svc
 	}
@@ -210,7 +213,10 @@ func (e *Engine) Wait(ctx context.Context, id string) <-chan container.Exit {
 // The service stays, with the task's logs and exit code. Stopping a
 // sandbox that is not running is not an error; grace is ignored.
 func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error {
-	svc := ServiceName(id)
+	svc, err := e.serviceOf(ctx, id)
+	if err != nil {
+		return fmt.Errorf("stop %s: %w", id, err)
+	}
 	for attempt := 0; ; attempt++ {
 		s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
 		if errdefs.IsNotFound(err) {
@@ -246,7 +252,10 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 // Lines yields the sandbox's output lines strictly after the position,
 // from snapshots of its task's logs (timestamps on).
 func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error) {
-	svc := ServiceName(id)
+	svc, err := e.serviceOf(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read output of %s: %w", id, err)
+	}
 	if _, err := e.Inspect(ctx, svc); err != nil {
 		return nil, fmt.Errorf("read output of %s: %w", svc, err)
 	}

@@ -63,6 +63,7 @@ func aimidBinary(t testing.TB) string {
 // TestMain removes the built binary.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	closeCluster()
 	if aimidBin != "" {
 		os.RemoveAll(filepath.Dir(aimidBin))
 	}

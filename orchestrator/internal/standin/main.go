@@ -41,6 +41,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
+	aimirunner "github.com/aimi-tools/swarm/runner"
+
 	"github.com/aimi-tools/swarm/acpmsg"
 )
 
@@ -53,7 +56,18 @@ type runner struct {
 }
 
 func main() {
-	in := bufio.NewReaderSize(os.Stdin, 128*1024)
+	// Taken the way acp-runner takes them, so the stand-in runs on every
+	// engine backend: secrets from files, the request from a file or stdin.
+	if err := aimirunner.LoadSecretEnv(os.Getenv, os.Setenv, contract.SecretDir); err != nil {
+		fmt.Fprintln(os.Stderr, "standin:", err)
+		os.Exit(2)
+	}
+	src, err := aimirunner.RequestInput(os.Getenv, os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "standin:", err)
+		os.Exit(2)
+	}
+	in := bufio.NewReaderSize(src, 128*1024)
 	line, err := in.ReadBytes('\n')
 	if err != nil && len(line) == 0 {
 		fmt.Fprintln(os.Stderr, "standin: no task-request on stdin:", err)
