@@ -22,7 +22,8 @@ DATA="$DEMO/data"
 LOG="$DEMO/aimid.log"
 PIDFILE="$DEMO/aimid.pid"
 BIN="$ROOT/bin"
-SOCK="$DEMO/aimid.sock"
+# The socket's directory must be its own (aimid makes it 0700).
+SOCK="$DEMO/run/aimid.sock"
 # A unix socket path must fit in 108 bytes; from a deep checkout use /tmp.
 if [ "${#SOCK}" -gt 100 ]; then
 	SOCK="${TMPDIR:-/tmp}/aimi-demo-$(id -u)/aimid.sock"
@@ -92,7 +93,7 @@ EOF
 	for v in $(env | sed -n 's/^\(AIMI_[A-Za-z0-9_]*\)=.*/\1/p'); do
 		[ "$v" = AIMI_SOCKET ] || unset+=(-u "$v")
 	done
-	env ${unset[@]+"${unset[@]}"} "$BIN/aimid" --config "$CONFIG" --socket "$SOCK" --data-dir "$DATA" >"$LOG" 2>&1 &
+	env ${unset[@]+"${unset[@]}"} "$BIN/aimid" --config "$CONFIG" --socket "$SOCK" --data-dir "$DATA" --instance "aimi-demo-$(id -u)" >"$LOG" 2>&1 &
 	echo $! >"$PIDFILE"
 	# Ready when the CLI reaches it: exit 3 means "no daemon on the socket".
 	for _ in $(seq 1 150); do
@@ -101,8 +102,13 @@ EOF
 			tail -n 30 "$LOG" >&2 || true
 			return 1
 		fi
-		local rc=0
-		aimi swarm status --repo "$REPO" --socket "$SOCK" >/dev/null 2>&1 || rc=$?
+		# status answers from the state file while no daemon listens, so
+		# the socket must exist first.
+		local rc=3
+		if [ -S "$SOCK" ]; then
+			rc=0
+			aimi swarm status --repo "$REPO" --socket "$SOCK" >/dev/null 2>&1 || rc=$?
+		fi
 		if [ "$rc" -ne 3 ]; then
 			echo "aimid is up (pid $(cat "$PIDFILE")), socket $SOCK, log $LOG"
 			return 0
