@@ -80,7 +80,7 @@ type Sandbox struct {
 	CPUs            float64
 	MemoryBytes     int64
 	MemorySwapBytes int64 // memory + swap in total; -1 unlimited
-	DiskBytes       int64 // 0: no limit; best effort
+	DiskBytes       int64 // 0: no limit; enforced where the storage driver can (aimid checks at start)
 	Pids            int64
 	Runtime         string
 	RequireRuntime  bool

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
@@ -126,12 +128,15 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 			return "", fmt.Errorf("create container %s: inspect network %s: %w", s.Name, s.Network, err)
 		}
 	}
-	if err := d.replaceStale(ctx, s.Name, s.Labels[LabelProject]); err != nil {
+	if err := d.replaceStale(ctx, s.Name, s.Labels[contract.LabelProject]); err != nil {
 		return "", err
 	}
 
 	cfg, hc, nc := s.engineConfig(runtime)
 	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
+	if s.DiskBytes > 0 && storageOptRefused(err) {
+		return "", fmt.Errorf("create container %s: %w: %w (unset sandbox.disk)", s.Name, ErrDiskLimitUnsupported, err)
+	}
 	if errdefs.IsConflict(err) {
 		// Another creator won the race for the name after replaceStale.
 		return "", fmt.Errorf("create container %s: %w: %w", s.Name, ErrConflict, err)
@@ -160,7 +165,7 @@ func (d *Docker) replaceStale(ctx context.Context, name, project string) error {
 	// Only a container of the same repository is stale: one of another
 	// repository (whose swarm may have created it a moment ago) or anyone
 	// else's is never removed to make room.
-	if old.Config == nil || old.Config.Labels[LabelProject] != project {
+	if old.Config == nil || old.Config.Labels[contract.LabelProject] != project {
 		return fmt.Errorf("create container %s: %w: the name belongs to a container of another repository or tool (id %.12s); pick another name", name, ErrConflict, old.ID)
 	}
 	if st := old.State; st != nil && (st.Running || st.Paused || st.Restarting || st.Status == "removing") {
@@ -179,8 +184,8 @@ func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostC
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
-	if _, ok := labels[LabelSandbox]; !ok {
-		labels[LabelSandbox] = "true"
+	if _, ok := labels[contract.LabelSandbox]; !ok {
+		labels[contract.LabelSandbox] = "true"
 	}
 	cfg := &container.Config{
 		Image:      s.Image,
@@ -231,6 +236,9 @@ func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostC
 	if s.PidsLimit != 0 {
 		p := s.PidsLimit
 		hc.Resources.PidsLimit = &p
+	}
+	if s.DiskBytes > 0 {
+		hc.StorageOpt = map[string]string{"size": strconv.FormatInt(s.DiskBytes, 10)}
 	}
 	if s.ReadOnlyRootfs {
 		// Git, agents and most tools need a scratch directory.

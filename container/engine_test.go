@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -84,6 +85,7 @@ func TestEngine(t *testing.T) {
 		{"network is kept while a container refers to it", e.testNetworkLifecycle},
 		{"a last line without newline is read after the exit, not while running", e.testUnterminated},
 		{"a wait that breaks inspects and waits again", e.testWaitBreaks},
+		{"a disk limit is applied where the driver can and refused clearly where not", e.testDiskLimit},
 	}
 	var wg sync.WaitGroup
 	for _, c := range cases {
@@ -927,5 +929,37 @@ func assertNothingSurvives(t *testing.T, cli *client.Client, run, tag string) {
 		if err != nil || len(is) != 0 {
 			t.Errorf("image %s survived the suite (%v)", tag, err)
 		}
+	}
+}
+
+// testDiskLimit: CheckDiskLimit's answer matches what a create does. Where
+// the storage driver can limit the writable layer, the container gets the
+// size; where it cannot (fuse-overlayfs here), the create fails with
+// ErrDiskLimitUnsupported and leaves nothing behind.
+func (e *engine) testDiskLimit(t *testing.T) {
+	ctx := testCtx(t)
+	checked := e.d.CheckDiskLimit(ctx, e.image, e.labels())
+	if checked != nil && !errors.Is(checked, ErrDiskLimitUnsupported) {
+		t.Fatalf("CheckDiskLimit: %v", checked)
+	}
+	s := e.spec("disk", "exit 0")
+	s.DiskBytes = 2 << 30
+	if checked != nil {
+		t.Logf("this engine cannot limit the writable layer: %v", checked)
+		if _, err := e.d.Create(ctx, s); !errors.Is(err, ErrDiskLimitUnsupported) {
+			t.Fatalf("Create with a disk limit the driver refuses: %v, want ErrDiskLimitUnsupported", err)
+		}
+		if _, err := e.d.Inspect(ctx, s.Name); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("a refused create left %s behind (inspect: %v)", s.Name, err)
+		}
+		return
+	}
+	id := e.create(t, ctx, s)
+	in, err := e.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := in.HostConfig.StorageOpt["size"]; got != strconv.Itoa(2<<30) {
+		t.Fatalf("storage-opt size = %q, want %d", got, 2<<30)
 	}
 }

@@ -22,6 +22,10 @@ var (
 	ErrNetworkNotFound = errors.New("network not found")
 	// ErrNotFound: no such container.
 	ErrNotFound = errors.New("no such container")
+	// ErrDiskLimitUnsupported: the engine's storage driver cannot limit a
+	// container's writable layer (overlay2 can only on xfs mounted with
+	// pquota; fuse-overlayfs and vfs cannot at all).
+	ErrDiskLimitUnsupported = errors.New("the engine's storage driver cannot limit a container's writable layer")
 	// ErrEngineUnavailable: no Docker engine answers.
 	ErrEngineUnavailable = errors.New("docker engine unavailable")
 	// ErrLineTooLong: a log line exceeded MaxLineBytes; it is reported (with

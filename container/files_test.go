@@ -3,6 +3,7 @@ package container
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -42,5 +43,22 @@ func TestReadRegular(t *testing.T) {
 				t.Fatalf("readRegular = %q, %v, %v; want %q, %v (ok %v)", data, found, err, tc.want, tc.found, tc.ok)
 			}
 		})
+	}
+}
+
+func TestStorageOptRefused(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"Error response from daemon: --storage-opt is not supported":                      true,
+		"--storage-opt is supported only for overlay over xfs with 'pquota' mount option": true,
+		"Storage Option not supported":                                                    true,
+		"No such image: aimi-sandbox:x":                                                   false,
+		"Conflict. The container name \"/aimi-x\" is already in use by container":         false,
+	} {
+		if got := storageOptRefused(errors.New(msg)); got != want {
+			t.Errorf("storageOptRefused(%q) = %v, want %v", msg, got, want)
+		}
+	}
+	if storageOptRefused(nil) {
+		t.Error("storageOptRefused(nil) = true")
 	}
 }

@@ -1,18 +1,5 @@
 package container
 
-// Label keys every aimi container and network carries. They are the recovery
-// index: with the state file gone, the daemon finds its containers by them.
-const (
-	// LabelSandbox marks a resource as created by aimi ("true").
-	LabelSandbox = "org.aimi.sandbox"
-	// LabelSwarmID holds the swarm's id.
-	LabelSwarmID = "org.aimi.swarm-id"
-	// LabelTaskFile holds the task file path the container runs.
-	LabelTaskFile = "org.aimi.task-file"
-	// LabelProject holds the absolute path of the project repository.
-	LabelProject = "org.aimi.project"
-)
-
 // Engine-side names this package relies on.
 const (
 	// runtimeInstallGuide is named in the error when a required runtime is

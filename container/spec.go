@@ -26,13 +26,17 @@ var (
 type Spec struct {
 	Name   string            // ^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$
 	Image  string            // must exist on the engine (nothing is pulled)
-	Labels map[string]string // org.aimi.* labels (Label* constants); LabelSandbox=true is added if missing
+	Labels map[string]string // org.aimi.* labels (package contract); contract.LabelSandbox=true is added if missing
 	Env    []string          // KEY=VALUE; values may be secrets and are never logged or put in errors
 
 	NanoCPUs        int64 // CPU quota in units of 1e-9 CPUs
 	MemoryBytes     int64 // memory limit
 	MemorySwapBytes int64 // memory+swap limit; equal to MemoryBytes means no swap; -1 unlimited swap
 	PidsLimit       int64 // max processes; 0 = engine default, -1 unlimited
+	// DiskBytes limits the container's writable layer (the engine's
+	// storage-opt size). Only some storage drivers can: the others refuse
+	// the create with ErrDiskLimitUnsupported (CheckDiskLimit tells ahead).
+	DiskBytes int64
 
 	ReadOnlyRootfs bool // root filesystem read-only (a tmpfs is mounted on /tmp)
 	// Scratch lists absolute container paths that stay writable on a
@@ -105,8 +109,8 @@ func (s *Spec) validate() error {
 			return bad("env entry %d is not KEY=VALUE", i)
 		}
 	}
-	if s.NanoCPUs < 0 || s.MemoryBytes < 0 {
-		return bad("NanoCPUs and MemoryBytes must not be negative")
+	if s.NanoCPUs < 0 || s.MemoryBytes < 0 || s.DiskBytes < 0 {
+		return bad("NanoCPUs, MemoryBytes and DiskBytes must not be negative")
 	}
 	switch {
 	case s.MemorySwapBytes < -1:

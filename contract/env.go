@@ -25,8 +25,6 @@ const (
 	// service in local mode; the runner's relay reads it (not SSL_CERT_FILE,
 	// which would change what the agent trusts too).
 	EnvGitSSLCAInfo = "GIT_SSL_CAINFO"
-	// EnvSandboxDisk passes sandbox.disk on (see the daemon's config).
-	EnvSandboxDisk = "AIMI_SANDBOX_DISK"
 	// EnvPushRetry is the Go duration the runner's last push retries while
 	// the repository is unreachable (default 10m).
 	EnvPushRetry = "AIMI_PUSH_RETRY"

@@ -19,9 +19,9 @@ type Config struct {
 	MemoryBytes     int64
 	MemorySwapBytes int64 // memory+swap total, as the shell tools meant it
 	PidsLimit       int64
-	// DiskBytes is best effort: the engine here (overlay on fuse-overlayfs)
-	// has no per-container quota, so it is only passed on to the runner as
-	// AIMI_SANDBOX_DISK for it to watch. Documented, not enforced.
+	// DiskBytes limits each container's writable layer (0: no limit). Only
+	// some storage drivers can; on the others every create fails, so aimid
+	// checks at start and leaves it 0 there.
 	DiskBytes int64
 	// Timeout is the longest a container may run (default 2h); past it the
 	// container is stopped and fails with CONTAINER_TIMEOUT.

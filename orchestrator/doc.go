@@ -62,6 +62,7 @@
 //     environment only; the task-request's envVars (Config.EnvVars) are
 //     redacted in the journal by the state package; nothing else carries
 //     them.
-//   - Config.DiskBytes is best effort: no quota on this engine's storage
-//     driver; it is passed to the runner as AIMI_SANDBOX_DISK.
+//   - Config.DiskBytes limits each container's writable layer; aimid
+//     checks at start that the engine's storage driver can, and leaves it
+//     0 (with a warning) when it cannot.
 package orchestrator

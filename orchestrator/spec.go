@@ -17,9 +17,6 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 	for _, k := range slices.Sorted(maps.Keys(cfg.RunnerEnv)) {
 		env = append(env, k+"="+cfg.RunnerEnv[k])
 	}
-	if cfg.DiskBytes > 0 {
-		env = append(env, contract.EnvSandboxDisk+"="+strconv.FormatInt(cfg.DiskBytes, 10))
-	}
 	var mounts []container.Mount
 	if g != nil {
 		env = append(env, contract.EnvGitToken+"="+g.Token)
@@ -48,6 +45,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 		MemoryBytes:     cfg.MemoryBytes,
 		MemorySwapBytes: cfg.MemorySwapBytes,
 		PidsLimit:       cfg.PidsLimit,
+		DiskBytes:       cfg.DiskBytes,
 		ReadOnlyRootfs:  cfg.ReadOnlyRoot,
 		Scratch:         scratchPaths(cfg.ReadOnlyRoot),
 		Runtime:         cfg.Runtime,

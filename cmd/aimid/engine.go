@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -19,7 +20,10 @@ import (
 type backend struct {
 	eng   orchestrator.Engine
 	probe gitserve.TipProbe // nil when the engine cannot read a sandbox's files
-	close func() error
+	// checkDisk says whether containers of an image can get a writable-layer
+	// limit (container.ErrDiskLimitUnsupported when not).
+	checkDisk func(ctx context.Context, image string, labels map[string]string) error
+	close     func() error
 }
 
 // openBackend connects to the engine.backend at engine.host (DOCKER_HOST
@@ -52,12 +56,39 @@ func openBackend(ctx context.Context, cfg *configs.Config, log *slog.Logger) (ba
 			return backend{}, fmt.Errorf("engine.backend is swarm: %w", err)
 		}
 		log.Info("engine: Swarm mode cluster", "manager", cli.DaemonHost(), "gitAddress", cfg.Git.Address)
-		return backend{eng: eng, close: cli.Close}, nil
+		noDiskLimit := func(context.Context, string, map[string]string) error {
+			return fmt.Errorf("%w: Swarm mode services take no storage options", container.ErrDiskLimitUnsupported)
+		}
+		return backend{eng: eng, checkDisk: noDiskLimit, close: cli.Close}, nil
 	default:
 		docker, err := container.NewDocker(ctx)
 		if err != nil {
 			return backend{}, err
 		}
-		return backend{eng: docker, probe: gitserve.EngineProbe{Files: docker}, close: docker.Close}, nil
+		return backend{eng: docker, probe: gitserve.EngineProbe{Files: docker}, checkDisk: docker.CheckDiskLimit, close: docker.Close}, nil
+	}
+}
+
+// diskLimit is the writable-layer limit the orchestrator gets: sandbox.disk
+// when the engine can enforce it, else 0 with a warning saying why (every
+// create would fail otherwise). When the engine cannot be asked (the image
+// is not built yet, say), the limit stays and a create the engine refuses
+// says why.
+func diskLimit(ctx context.Context, cfg *configs.Config, be backend, labels map[string]string, log *slog.Logger) int64 {
+	want := cfg.Sandbox.DiskBytes
+	if want <= 0 {
+		return 0
+	}
+	err := be.checkDisk(ctx, cfg.Sandbox.Image, labels)
+	switch {
+	case err == nil:
+		log.Info("sandbox.disk: each container's writable layer is limited", "bytes", want)
+		return want
+	case errors.Is(err, container.ErrDiskLimitUnsupported):
+		log.Warn("sandbox.disk is not enforced: the engine cannot limit a container's writable layer; containers run without a disk limit", "bytes", want, "why", err.Error())
+		return 0
+	default:
+		log.Warn("sandbox.disk: could not check whether the engine can limit the writable layer; containers get the limit", "bytes", want, "err", err)
+		return want
 	}
 }

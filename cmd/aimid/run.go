@@ -153,6 +153,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	defer cancelLife()
 	oc := orchestratorConfig(cfg, git, log)
 	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
+	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
 	mgr, err := orchestrator.New(life, oc, be.eng)
 	if err != nil {
 		return err

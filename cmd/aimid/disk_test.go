@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+)
+
+// TestSandboxDiskIsEnforcedOrSaidNotToBe: with sandbox.disk set, aimid
+// either gives every container that writable-layer limit or, where the
+// engine's storage driver cannot (fuse-overlayfs here), says so at start
+// and runs the swarm without it instead of failing every create.
+func TestSandboxDiskIsEnforcedOrSaidNotToBe(t *testing.T) {
+	image := standinImage(t)
+	docker, err := container.NewDocker(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer docker.Close()
+	supported := docker.CheckDiskLimit(t.Context(), image, map[string]string{dockertest.LabelKey: dockertest.RunID()})
+	if supported != nil && !errors.Is(supported, container.ErrDiskLimitUnsupported) {
+		t.Fatalf("CheckDiskLimit: %v", supported)
+	}
+
+	repo := gitRepo(t, 1, "disk")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	p := launchAimid(t, sock, filepath.Join(dir, "data"), "agent:\n  env:\n    STANDIN_SCRIPT: \"auto|1\"\n", "info", os.Environ(),
+		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_DISK=3g", "AIMI_GIT_MODE=remote")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--follow", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start --follow: exit %d\n%s\n%s", code, out, errOut)
+	}
+	cli := dockertest.Client(t)
+	in, err := cli.ContainerInspect(ctx, "aimi-disk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	if supported == nil {
+		want = strconv.Itoa(3 << 30)
+	}
+	if got := in.HostConfig.StorageOpt["size"]; got != want {
+		t.Errorf("the container's storage-opt size = %q, want %q", got, want)
+	}
+	p.stop(t)
+	logs := p.stderr.String()
+	if supported != nil && !strings.Contains(logs, "sandbox.disk is not enforced") {
+		t.Errorf("the engine cannot limit the writable layer (%v), and aimid did not say so at start:\n%s", supported, logs)
+	}
+	if supported == nil && !strings.Contains(logs, "writable layer is limited") {
+		t.Errorf("aimid did not say that sandbox.disk is enforced:\n%s", logs)
+	}
+}
