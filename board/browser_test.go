@@ -61,7 +61,8 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-web"] g.story[data-story="US-002"][data-status="completed"]`))); err != nil {
 		t.Fatal(err)
 	}
-	state, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
+	card := `[data-container="aimi-web"]`
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
 		const card = document.querySelector('[data-container="aimi-web"]');
 		return {
 			loadedAt: window.aimiBoard.loadedAt,
@@ -76,14 +77,40 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if state["loadedAt"].(float64) != loaded {
-		t.Errorf("the page reloaded (loadedAt %v, then %v)", loaded, state["loadedAt"])
+	if got["loadedAt"].(float64) != loaded {
+		t.Errorf("the page reloaded (loadedAt %v, then %v)", loaded, got["loadedAt"])
 	}
-	if state["title"] != "aimi swarm board" || state["imgs"].(float64) != 0 {
-		t.Errorf("hostile text became markup: title %q, %v img elements", state["title"], state["imgs"])
+	if got["title"] != "aimi swarm board" || got["imgs"].(float64) != 0 {
+		t.Errorf("hostile text became markup: title %q, %v img elements", got["title"], got["imgs"])
 	}
-	if state["output"] != "US-002 done" || !strings.HasPrefix(state["bar"].(string), "2/3 completed") || state["progress"].(float64) != 2 {
-		t.Errorf("card after the change: %+v", state)
+	if got["output"] != "US-002 done" || !strings.HasPrefix(got["bar"].(string), "2/3 completed") || got["progress"].(float64) != 2 {
+		t.Errorf("card after the change: %+v", got)
+	}
+
+	// The journal: stderr and error codes marked, hostile text as text.
+	f.records = []state.Record{
+		{Seq: 1, Stream: state.StreamStdout, Valid: true, Type: "progress-update", Message: []byte(`{"type":"progress-update","payload":{"storyId":"US-002","status":"in_progress","output":"working"}}`)},
+		{Seq: 2, Stream: state.StreamStderr, Raw: hostile, Reason: "stderr: log output"},
+		{Seq: 3, Stream: state.StreamStdout, Valid: true, Type: "error", Message: []byte(`{"type":"error","payload":{"code":"GIT_PUSH_FAILED","message":"push refused"}}`)},
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(card+` button[data-action="journal"]`)), chromedp.WaitVisible(chromedp.CSS(card+` .journal li.end`))); err != nil {
+		t.Fatal(err)
+	}
+	j, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
+		const j = document.querySelector('[data-container="aimi-web"] .journal');
+		return {
+			lines: j.querySelectorAll('li.line').length,
+			stderr: j.querySelector('li[data-stream="stderr"] .text').textContent,
+			stderrTag: j.querySelector('li[data-stream="stderr"] .stream').textContent,
+			code: j.querySelector('li.line .code').textContent,
+			imgs: document.querySelectorAll('img').length,
+		};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j["lines"].(float64) != 3 || j["stderr"] != hostile || j["stderrTag"] != "stderr" || j["code"] != "GIT_PUSH_FAILED" || j["imgs"].(float64) != 0 {
+		t.Errorf("journal on the page = %+v, want 3 lines, the stderr line marked and as text, the error code marked", j)
 	}
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
