@@ -24,7 +24,7 @@ import (
 //	   (invalid task file, active swarm, no swarm, unknown container), or
 //	   there is no state file (status without a daemon)
 //	2  usage: bad flags, nothing selected without a terminal to ask on
-//	3  no daemon running (start it with `aimid &` or `systemctl --user start aimid`)
+//	3  no daemon running (the error says how to start it: daemon.StartHint)
 const ExitDaemon = 3
 
 // newSwarmCmd is `aimi swarm`. Owner: the daemon work (issue 5). Its
@@ -37,8 +37,7 @@ func newSwarmCmd(s Streams) *cobra.Command {
 		Long: `Run task files in sandbox containers through the aimid daemon.
 
 Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
-2 usage; 3 no daemon running (start it with 'aimid &' or
-'systemctl --user start aimid').`,
+2 usage; 3 no daemon running (` + daemon.StartHint + `).`,
 	}
 	cmd.AddCommand(
 		newSwarmStartCmd(s),

@@ -254,7 +254,7 @@ func TestSwarmCommandErrorsAndExitCodes(t *testing.T) {
 		code    int
 		wantErr string
 	}{
-		{"daemon down: exit 3 with the start command", []string{"swarm", "start", "--all", "--repo", repo, "--socket", down}, ExitDaemon, "start it with 'aimid &' or 'systemctl --user start aimid'"},
+		{"daemon down: exit 3 with the start command", []string{"swarm", "start", "--all", "--repo", repo, "--socket", down}, ExitDaemon, "start it with 'aimid &' or 'sudo systemctl start aimid'"},
 		{"daemon down for stop", []string{"swarm", "stop", "--repo", repo, "--socket", down}, ExitDaemon, "aimid &"},
 		{"daemon down for logs", []string{"swarm", "logs", "aimi-a", "--repo", repo, "--socket", down}, ExitDaemon, "aimid &"},
 		{"daemon down for status --watch", []string{"swarm", "status", "--watch", "--repo", repo, "--socket", down}, ExitDaemon, "aimid &"},

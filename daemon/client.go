@@ -27,8 +27,13 @@ type UnreachableError struct {
 	Err    error
 }
 
+// StartHint says how to start the daemon: by hand, or through the system
+// unit that ships (deploy/aimid.service), whose socket is not the default
+// of a user with a session.
+const StartHint = "start it with 'aimid &' or 'sudo systemctl start aimid' (that unit listens on /run/aimi/aimid.sock: pass --socket /run/aimi/aimid.sock or set " + EnvSocket + ")"
+
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("no aimi daemon running at %s (%v); start it with 'aimid &' or 'systemctl --user start aimid'", e.Socket, e.Err)
+	return fmt.Sprintf("no aimi daemon running at %s (%v); %s", e.Socket, e.Err, StartHint)
 }
 
 // Unwrap exposes both ErrUnreachable and the dial error.

@@ -366,7 +366,8 @@ func TestNoDaemonGivesUnreachableWithTheStartCommand(t *testing.T) {
 	if !errors.Is(err, daemon.ErrUnreachable) {
 		t.Fatalf("err = %v", err)
 	}
-	for _, want := range []string{sock, "aimid &", "systemctl --user start aimid"} {
+	// The unit that ships (deploy/aimid.service) is a system unit.
+	for _, want := range []string{sock, "aimid &", "sudo systemctl start aimid", "--socket /run/aimi/aimid.sock"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("%q does not mention %q", err, want)
 		}
