@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -135,6 +136,15 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	var plans []plan
 	var unpublished []*ctr
 	for _, e := range st.Containers {
+		jpath := store.JournalPath(st.SwarmID, e.ContainerName)
+		info, found := byID[e.ContainerID]
+		if !found && !fileExists(jpath) {
+			// Neither a container of this daemon nor a journal: the entry
+			// is another tool's (the aimi shell tool runs containers of
+			// its own). Tracking it would fail it as lost and rewrite it.
+			m.log.Info("state entry not made by aimid; left as it is", "repo", repo, "container", e.ContainerName)
+			continue
+		}
 		tf, err := loadRecovered(ctx, repo, e.TaskFilePath, e.BranchName, sw.local)
 		if err != nil {
 			m.log.Warn("task file unreadable; its stories are learnt from the journal", "file", e.TaskFilePath, "err", err)
@@ -142,7 +152,6 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		}
 		c := &ctr{name: e.ContainerName, taskFile: e.TaskFilePath, branch: e.BranchName, tf: tf, id: e.ContainerID,
 			repoURL: sw.repoURL, stopCh: make(chan struct{})}
-		jpath := store.JournalPath(st.SwarmID, e.ContainerName)
 		t, _, err := state.RestoreTracker(jpath, tf)
 		if err != nil {
 			m.log.Warn("journal unreadable; the container's fold starts afresh", "journal", jpath, "err", err)
@@ -155,7 +164,6 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 			return nil, fmt.Errorf("track %s: %w", e.ContainerName, err)
 		}
 		sw.ctrs = append(sw.ctrs, c)
-		info, found := byID[e.ContainerID]
 		if u := info.Labels[contract.LabelRepoURL]; found && u != "" {
 			c.repoURL = u
 		}
@@ -342,4 +350,10 @@ func (sw *swarm) reconcileLive(ctx context.Context) {
 		}
 		sw.launch(c, mode)
 	}
+}
+
+// fileExists reports whether path names an existing file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

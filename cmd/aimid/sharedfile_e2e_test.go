@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -199,6 +200,51 @@ func TestShellToolStoppedIsAStop(t *testing.T) {
 	for _, r := range recs {
 		if r.Stream == state.StreamStdout {
 			t.Errorf("the pending container printed %s: it ran", r.Message)
+		}
+	}
+}
+
+// TestStatusThroughTheDaemonLeavesTheShellToolsSwarmAlone: the daemon is
+// asked for the status of a repository whose state file the shell tool
+// wrote (its own containers, a pid as a string): answering is a read, so
+// the file stays byte for byte as it was; the daemon neither fails the
+// shell tool's running containers as lost nor moves the file aside.
+func TestStatusThroughTheDaemonLeavesTheShellToolsSwarmAlone(t *testing.T) {
+	repo := gitRepo(t, 1)
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
+	file := `{
+  "swarmId": "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b",
+  "createdAt": "2026-11-22T10:31:00Z",
+  "updatedAt": "2026-11-22T10:31:00Z",
+  "containers": [
+    {"containerId": "0123456789ab", "containerName": "aimi-shell-a", "taskFilePath": ".aimi/tasks/a-tasks.json",
+     "branchName": "feat/a", "status": "running", "prUrl": null,
+     "storyProgress": {"total": 2, "completed": 1, "failed": 0, "inProgress": 1, "pending": 0},
+     "createdAt": "2026-11-22T10:31:00Z", "updatedAt": "2026-11-22T10:31:00Z", "acpPid": "12"}
+  ]
+}
+`
+	path := filepath.Join(repo, ".aimi", "swarm-state.json")
+	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	if code, out, errOut := run("swarm", "status"); code != 0 {
+		t.Errorf("status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// A clean stop flushes every state save the daemon had pending.
+	p.stop(t)
+	if b, err := os.ReadFile(path); err != nil || string(b) != file {
+		t.Fatalf("the shell tool's file changed (%v):\n%s", err, b)
+	}
+	ents, _ := os.ReadDir(filepath.Join(repo, ".aimi"))
+	for _, e := range ents {
+		if strings.Contains(e.Name(), "corrupt") {
+			t.Errorf("file moved aside: %s", e.Name())
 		}
 	}
 }
