@@ -40,7 +40,7 @@ var (
 
 // testCluster returns the shared three-node cluster with images loaded
 // into every node.
-func testCluster(t *testing.T, images ...string) *clustertest.Cluster {
+func testCluster(t testing.TB, images ...string) *clustertest.Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a three-node Swarm mode cluster of containers")
