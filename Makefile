@@ -33,7 +33,7 @@ bench: ## benchmarks with their targets
 clean: ## remove build output
 	rm -rf $(BIN)
 
-# --- sandbox image and demo (engineer G) ---
+# --- sandbox image and demo ---
 .PHONY: sandbox-image demo demo-clean
 SANDBOX_IMAGE ?= aimi-sandbox:latest
 

@@ -12,7 +12,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 )
 
-// newACPCmd is `aimi acp`. Owner: the acpmsg work (issue 2).
+// newACPCmd is `aimi acp`.
 func newACPCmd(s Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "acp", Short: "swarm message tools"}
 	cmd.AddCommand(newACPValidateCmd(s))

@@ -15,7 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/state"
 )
 
-// newSwarmStatusCmd is `aimi swarm status` from the files alone (issue 3):
+// newSwarmStatusCmd is `aimi swarm status` from the files alone:
 // it reads .aimi/swarm-state.json and prints a table, or with --json the
 // file's content once it is known to match the schema. No state file is
 // exit 1 with how to make one; one it cannot read is exit 1 with the

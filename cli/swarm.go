@@ -27,9 +27,8 @@ import (
 //	3  no daemon running (the error says how to start it: daemon.StartHint)
 const ExitDaemon = 3
 
-// newSwarmCmd is `aimi swarm`. Owner: the daemon work (issue 5). Its
-// `status` asks the daemon first and falls back to the file alone with the
-// state issue's loader and RenderStatus (status.go, issue 3).
+// newSwarmCmd is `aimi swarm`. Its `status` asks the daemon first and
+// falls back to the state file alone (status.go).
 func newSwarmCmd(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "swarm",

@@ -10,7 +10,7 @@ import (
 	"github.com/aimi-tools/swarm/tasks"
 )
 
-// newTasksCmd is `aimi tasks`. Owner: the task-file work (issue 2).
+// newTasksCmd is `aimi tasks`.
 func newTasksCmd(s Streams) *cobra.Command {
 	cmd := &cobra.Command{Use: "tasks", Short: "task file tools"}
 	cmd.AddCommand(newTasksValidateCmd(s))

@@ -117,7 +117,7 @@
 // Close flushes and stops. Untrack stops following one container (its
 // file entry stays; Track it again to follow a rerun). UpdateContainer changes a container's own fields
 // (id, pid); status, prUrl and storyProgress come only from the fold.
-// Measured on the shared 2-core box (BenchmarkRecorder*): ~100,000 journaled
-// messages/s flooding, and at a paced 20,000 messages/s the state file trails
-// by ~11-16 ms at the median and ~50-60 ms at p99 (fsync stalls of the host).
+// Its throughput and how far the state file trails the journal are measured
+// by BenchmarkRecorder* (make bench); the README's benchmark table has the
+// figures.
 package state

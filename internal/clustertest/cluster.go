@@ -45,7 +45,7 @@ var nodePackages = []string{"ca-certificates", "containerd", "coreutils", "dash"
 
 // nodeLinks are what the iptables package's postinst would make with
 // update-alternatives; legacy rather than nft because that is what was
-// verified to work inside a container on this engine and kernel.
+// verified to work inside a container (engine 20.10, cgroup v1).
 var nodeLinks = []sandboximage.Link{
 	{Path: "/usr/sbin/iptables", Target: "xtables-legacy-multi"},
 	{Path: "/usr/sbin/iptables-save", Target: "xtables-legacy-multi"},
@@ -214,7 +214,8 @@ func (c *Cluster) startNode(ctx context.Context, ref, role string, labels map[st
 		},
 	}
 	hc := &container.HostConfig{
-		// --privileged fails here (runc cannot apply its capability set);
+		// --privileged fails on engines whose runc cannot apply the whole
+		// capability set (engine 20.10 on cgroup v1);
 		// these are what dockerd needs for namespaces, mounts, iptables
 		// and overlay networks.
 		CapAdd:       []string{"SYS_ADMIN", "NET_ADMIN"},

@@ -57,7 +57,7 @@ func RunID() string {
 }
 
 // NewClient returns an API client configured from the environment with API
-// version negotiation (the engine here speaks 1.41, older than the library).
+// version negotiation (engine 20.10 speaks API 1.41, older than the library).
 func NewClient() (*client.Client, error) {
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {

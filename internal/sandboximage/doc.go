@@ -12,7 +12,7 @@
 // imported through the Engine API as a base image; a one-COPY legacy build
 // on top adds acp-runner (CGO_ENABLED=0) and the image config.
 //
-// Why not debootstrap: measured on the dev machine (2 cores),
+// Why not debootstrap: measured on a 2-core machine,
 // `debootstrap --variant=minbase --include=git,ca-certificates bookworm`
 // took 91 s and 342 MB before any tar or import, and needs chroot; the
 // download-and-merge route takes seconds, needs no chroot and gives a
