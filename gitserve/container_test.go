@@ -98,15 +98,15 @@ func TestServiceFromAContainer(t *testing.T) {
 	// Named as the orchestrator names them: the engine probe finds the
 	// container by the granted name.
 	nameA := "aimi-gitserve-test-" + run
-	a, err := s.Grant(ctx, repo, "swarm-c", nameA, "feat/ca")
+	a, err := s.Grant(ctx, repo, "swarm-c", nameA, "feat/ca", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Grant(ctx, repo, "swarm-c", "aimi-cb", "feat-cb")
+	b, err := s.Grant(ctx, repo, "swarm-c", "aimi-cb", "feat-cb", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := s.Grant(ctx, newRepo(t), "swarm-other", "aimi-co", "feat-co")
+	other, err := s.Grant(ctx, newRepo(t), "swarm-other", "aimi-co", "feat-co", "")
 	if err != nil {
 		t.Fatal(err)
 	}

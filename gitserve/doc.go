@@ -8,6 +8,14 @@
 // parsed from the request's pkt-lines before git sees the request, and a
 // pre-receive hook in the mirror checks them again.
 //
+// Tokens are not bearer tokens: grants are per swarm and container, a
+// token works only through its swarm network's gateway and only from the
+// address that used it first (its container's, whose clone comes first),
+// and each gateway's listener closes connections from outside that
+// network's subnet, so a sandbox reaches no other swarm's service. A
+// listener whose address the host no longer has (its network removed) is
+// closed and forgotten by a periodic sweep.
+//
 // It owns the service's CA (created once in its data directory), the
 // mirrors, the grants (persisted as token hashes, never the tokens, with the
 // port, so containers keep their access across a daemon restart) and the

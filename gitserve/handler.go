@@ -21,6 +21,13 @@ const maxDrain = 1 << 30
 // (smart HTTP only) to the holders of a token for that repository.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec, ok := s.lookup(requestToken(r))
+	if ok && !s.fromOwnContainer(r, rec) {
+		// A token is not a bearer token: used through another gateway
+		// or from another address than its container's, it is refused
+		// like a wrong one.
+		s.log.Info("git token used from outside its container refused", "container", rec.Container, "swarm", rec.SwarmKey, "remote", r.RemoteAddr)
+		ok = false
+	}
 	if !ok {
 		// Same answer with no token and a wrong one, and before the path
 		// is looked at: a caller without a token learns nothing.

@@ -21,7 +21,7 @@ func TestLargeChunkedPushGoesThrough(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-big", "aimi-big", "big")
+	g, err := s.Grant(ctx, repo, "swarm-big", "aimi-big", "big", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestHandlerRefusals(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-h", "aimi-h", "mine")
+	g, err := s.Grant(ctx, repo, "swarm-h", "aimi-h", "mine", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 	swarmID := uuid.NewString()
 	name := "aimi-gitserve-e2e-" + run
 	const branch = "feat/linear"
-	g, err := s.Grant(ctx, repo, swarmID, name, branch)
+	g, err := s.Grant(ctx, repo, swarmID, name, branch, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -73,6 +72,9 @@ type Options struct {
 	// at (see TipProbe); the daemon gives an EngineProbe. Without one,
 	// Unreceived judges from received pushes alone.
 	TipProbe TipProbe
+	// SweepInterval is how often addresses the host no longer has are
+	// dropped (default DefaultSweepInterval).
+	SweepInterval time.Duration
 }
 
 // TipProbe reads the tip of a branch inside a container (for example by
@@ -100,6 +102,10 @@ type record struct {
 	Branch    string    `json:"branch"`
 	TokenHash string    `json:"tokenHash,omitempty"` // "" once revoked
 	GrantedAt time.Time `json:"grantedAt"`
+	// Gateway is the listening address the token works through; Peer the
+	// one address it is accepted from, set at its first use.
+	Gateway string `json:"gateway,omitempty"`
+	Peer    string `json:"peer,omitempty"`
 	// Pushed is true once a push from this container updated its branch;
 	// Tip is the branch's value after its last push.
 	Pushed   bool      `json:"pushed,omitempty"`
@@ -116,12 +122,6 @@ type persisted struct {
 	// reaching the service before the orchestrator calls ListenOn again.
 	IPs     []string  `json:"ips,omitempty"`
 	Records []*record `json:"records"`
-}
-
-type listener struct {
-	srv  *http.Server
-	port int
-	done chan struct{}
 }
 
 // Service is the git service. It implements the orchestrator's GitAccess
@@ -152,6 +152,7 @@ type Service struct {
 	ips       map[string]bool // addresses listened on, kept through Close
 	lastIP    string
 	closed    bool
+	stopSweep chan struct{} // closed by Close
 }
 
 // New opens (or creates) the service's data directory and CA. It does not
@@ -177,6 +178,7 @@ func New(opts Options) (*Service, error) {
 		listeners: map[string]*listener{},
 		ips:       map[string]bool{},
 		userRefs:  map[string]string{},
+		stopSweep: make(chan struct{}),
 	}
 	if err := os.MkdirAll(s.repos, 0o700); err != nil {
 		return nil, fmt.Errorf("create git service data dir %s: %w", s.repos, err)
@@ -212,8 +214,16 @@ func New(opts Options) (*Service, error) {
 		// address with it: nothing to serve there.
 		if err := s.ListenOn(context.Background(), ip); err != nil {
 			s.log.Info("git service: not listening on a former address", "ip", ip, "err", err)
+			s.mu.Lock()
+			delete(s.ips, ip)
+			s.mu.Unlock()
 		}
 	}
+	interval := opts.SweepInterval
+	if interval <= 0 {
+		interval = DefaultSweepInterval
+	}
+	go s.sweepLoop(interval, s.stopSweep)
 	return s, nil
 }
 
@@ -221,91 +231,6 @@ func New(opts Options) (*Service, error) {
 // trust: mount it read-only and point GIT_SSL_CAINFO (git only, not SSL_CERT_FILE) at
 // the mounted path.
 func (s *Service) CAFile() string { return filepath.Join(s.dir, caCertName) }
-
-// ListenOn starts a TLS listener on ip (the swarm network's gateway) with a
-// certificate for that IP. The port is the one used before (also before a
-// daemon restart) when it is free, else one the system picks. Calling it
-// again for the same ip does nothing; the most recent ip is the one Grant
-// puts into repository URLs (any gateway of the host reaches the service
-// from any swarm network, the host answering on all its addresses).
-func (s *Service) ListenOn(ctx context.Context, ip string) error {
-	addr := net.ParseIP(ip)
-	if addr == nil {
-		return fmt.Errorf("git service: listen on %q: not an IP address", ip)
-	}
-	ip = addr.String()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("git service: ListenOn after Close")
-	}
-	if _, ok := s.listeners[ip]; ok {
-		s.lastIP = ip
-		return nil
-	}
-	cert, err := s.ca.serverCert(addr)
-	if err != nil {
-		return err
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(ip, strconv.Itoa(s.port)))
-	if err != nil && s.port != 0 {
-		s.log.Warn("git service port taken, picking another (containers granted before a restart must be granted again)", "ip", ip, "port", s.port, "err", err)
-		ln, err = lc.Listen(ctx, "tcp", net.JoinHostPort(ip, "0"))
-	}
-	if err != nil {
-		return fmt.Errorf("git service: listen on %s: %w (is it the gateway of an existing network?)", ip, err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	l := &listener{port: port, done: make(chan struct{})}
-	l.srv = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// Connection-level errors (TLS handshakes of scanners...) are
-		// debug noise; they never carry request headers.
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
-	tlsLn := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
-	go func() {
-		defer close(l.done)
-		if err := l.srv.Serve(tlsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("git service listener stopped", "ip", ip, "port", port, "err", err)
-		}
-	}()
-	s.listeners[ip] = l
-	s.ips[ip] = true
-	s.lastIP = ip
-	if s.port == 0 {
-		// The first port chosen stays the preferred one; a fallback
-		// port on one address does not move the others.
-		s.port = port
-	}
-	if err := s.saveLocked(); err != nil {
-		s.log.Warn("could not persist the git service's addresses", "err", err)
-	}
-	s.log.Info("git service listening", "addr", net.JoinHostPort(ip, strconv.Itoa(port)))
-	return nil
-}
-
-// Close stops every listener (in-flight requests get a few seconds).
-func (s *Service) Close() error {
-	s.mu.Lock()
-	s.closed = true
-	ls := s.listeners
-	s.listeners = map[string]*listener{}
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var errs []error
-	for _, l := range ls {
-		if err := l.srv.Shutdown(ctx); err != nil {
-			errs = append(errs, l.srv.Close())
-		}
-		<-l.done
-	}
-	return errors.Join(errs...)
-}
 
 var (
 	swarmKeyRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
@@ -319,7 +244,12 @@ var (
 // before is remembered. Grants are per swarm: a container of another swarm
 // with the same name (another repository's, started at the same moment)
 // is another grant, which this one never touches.
-func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, branch string) (Grant, error) {
+//
+// gateway is the swarm network's gateway (given to ListenOn before): the
+// repository URL names it, and the token works only through it, and only
+// from the first address it is used from (the container's, whose first git
+// command is its clone). "" takes the address of the latest ListenOn.
+func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, branch, gateway string) (Grant, error) {
 	switch {
 	case !swarmKeyRe.MatchString(swarmID):
 		return Grant{}, fmt.Errorf("git service grant: swarm id %q is not usable as a repository name", swarmID)
@@ -332,6 +262,12 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 	}
 	s.mu.Lock()
 	ip := s.lastIP
+	if gateway != "" {
+		ip = gateway
+		if a := net.ParseIP(gateway); a != nil {
+			ip = a.String()
+		}
+	}
 	l := s.listeners[ip]
 	s.mu.Unlock()
 	if l == nil {
@@ -356,6 +292,7 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 		rec = &record{Container: containerName, SwarmKey: swarmID, Branch: branch}
 	}
 	rec.RepoPath = repoPath
+	rec.Gateway, rec.Peer = ip, "" // a rerun's container has another address
 	rec.TokenHash = hashToken(token)
 	rec.GrantedAt = time.Now().UTC()
 	s.byName[key] = rec
@@ -523,6 +460,35 @@ func (s *Service) lookup(token string) (record, bool) {
 // grantKey names one container of one swarm: container names are the
 // engine's and another repository's swarm may use the same one.
 type grantKey struct{ swarm, container string }
+
+// fromOwnContainer reports whether a request with rec's token comes from
+// where the token may be used: through its swarm's gateway and from the
+// address that used it first (which it then becomes).
+func (s *Service) fromOwnContainer(r *http.Request, rec record) bool {
+	peer, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && rec.Gateway != "" {
+		if host, _, err := net.SplitHostPort(la.String()); err != nil || host != rec.Gateway {
+			return false
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.byName[grantKey{rec.SwarmKey, rec.Container}]
+	if cur == nil || cur.TokenHash != rec.TokenHash {
+		return false
+	}
+	if cur.Peer == "" {
+		cur.Peer = peer
+		if err := s.saveLocked(); err != nil {
+			s.log.Warn("could not persist the address a token is bound to", "container", rec.Container, "err", err)
+		}
+		return true
+	}
+	return cur.Peer == peer
+}
 
 func (s *Service) recordByName(swarmID, name string) (record, bool) {
 	s.mu.Lock()

@@ -34,19 +34,19 @@ func TestServiceOverHTTPS(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatalf("second ListenOn on the same ip: %v", err)
 	}
-	a, err := s.Grant(ctx, repo, "swarm-1", "aimi-a", "feat/a")
+	a, err := s.Grant(ctx, repo, "swarm-1", "aimi-a", "feat/a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Grant(ctx, repo, "swarm-1", "aimi-b", "feat-b")
+	b, err := s.Grant(ctx, repo, "swarm-1", "aimi-b", "feat-b", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Grant(ctx, otherRepo, "swarm-2", "aimi-c", "feat-c")
+	c, err := s.Grant(ctx, otherRepo, "swarm-2", "aimi-c", "feat-c", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoked, err := s.Grant(ctx, repo, "swarm-1", "aimi-gone", "feat-gone")
+	revoked, err := s.Grant(ctx, repo, "swarm-1", "aimi-gone", "feat-gone", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	if err := s1.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s1.Grant(ctx, repo, "swarm-r", "aimi-r", "feat-r")
+	g, err := s1.Grant(ctx, repo, "swarm-r", "aimi-r", "feat-r", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	if err := s2.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatalf("ListenOn after the automatic one: %v", err)
 	}
-	g2, err := s2.Grant(ctx, repo, "swarm-r", "aimi-r2", "feat-r2")
+	g2, err := s2.Grant(ctx, repo, "swarm-r", "aimi-r2", "feat-r2", "")
 	if err != nil || !strings.HasPrefix(g2.RepoURL, strings.TrimSuffix(g.RepoURL, "swarm-r.git")) {
 		t.Fatalf("grant after the restart: %+v, %v; want the same address as %s", g2, err, g.RepoURL)
 	}
@@ -259,7 +259,7 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	if !strings.Contains(logs.String(), "not listening on a former address") {
 		t.Fatalf("no note of the vanished address:\n%s", logs)
 	}
-	if _, err := s3.Grant(ctx, repo, "swarm-r", "aimi-r3", "feat-r3"); !errors.Is(err, ErrNotListening) {
+	if _, err := s3.Grant(ctx, repo, "swarm-r", "aimi-r3", "feat-r3", ""); !errors.Is(err, ErrNotListening) {
 		t.Fatalf("Grant with no address = %v, want ErrNotListening", err)
 	}
 }
@@ -291,13 +291,13 @@ func TestGrantRefusesBadInput(t *testing.T) {
 	ctx := ctxT(t)
 	repo := newRepo(t)
 	s, _ := newService(t, Options{})
-	if _, err := s.Grant(ctx, repo, "swarm", "aimi-x", "b"); err == nil {
+	if _, err := s.Grant(ctx, repo, "swarm", "aimi-x", "b", ""); err == nil {
 		t.Fatal("Grant before ListenOn succeeded")
 	}
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grant(ctx, repo, "made", "aimi-x", "b"); err != nil {
+	if _, err := s.Grant(ctx, repo, "made", "aimi-x", "b", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, repo, swarm, container, branch string }{
@@ -311,7 +311,7 @@ func TestGrantRefusesBadInput(t *testing.T) {
 		{"swarm already made from another repository", newRepo(t), "made", "aimi-y", "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := s.Grant(ctx, tc.repo, tc.swarm, tc.container, tc.branch); err == nil {
+			if _, err := s.Grant(ctx, tc.repo, tc.swarm, tc.container, tc.branch, ""); err == nil {
 				t.Fatal("Grant succeeded")
 			}
 		})
@@ -327,7 +327,7 @@ func TestPreReceiveHookIsASecondGate(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grant(ctx, repo, "swarm-h", "aimi-h", "feat-h"); err != nil {
+	if _, err := s.Grant(ctx, repo, "swarm-h", "aimi-h", "feat-h", ""); err != nil {
 		t.Fatal(err)
 	}
 	mirror := s.mirrorPath("swarm-h")
@@ -362,7 +362,7 @@ func TestGrantRefreshesTheMirror(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-f", "aimi-f1", "feat-f1")
+	g, err := s.Grant(ctx, repo, "swarm-f", "aimi-f1", "feat-f1", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +383,7 @@ func TestGrantRefreshesTheMirror(t *testing.T) {
 	// Meanwhile the user commits a new task file on main.
 	newMain := commitFile(t, repo, "later-tasks.json", "{}\n")
 
-	if _, err := s.Grant(ctx, repo, "swarm-f", "aimi-f2", "feat-f2"); err != nil {
+	if _, err := s.Grant(ctx, repo, "swarm-f", "aimi-f2", "feat-f2", ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustGit(t, mirror, "rev-parse", "refs/heads/main"); got != newMain {
@@ -406,16 +406,16 @@ func TestForgetDropsTheSwarmsMirrorAndGrantsOnly(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	old, err := s.Grant(ctx, repo, "swarm-old", "aimi-a", "feat-a")
+	old, err := s.Grant(ctx, repo, "swarm-old", "aimi-a", "feat-a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldOnly, err := s.Grant(ctx, repo, "swarm-old", "aimi-b", "feat-b")
+	oldOnly, err := s.Grant(ctx, repo, "swarm-old", "aimi-b", "feat-b", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A later swarm reuses the container name aimi-a.
-	kept, err := s.Grant(ctx, repo, "swarm-new", "aimi-a", "feat-a")
+	kept, err := s.Grant(ctx, repo, "swarm-new", "aimi-a", "feat-a", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,11 +472,11 @@ func TestGrantsArePerSwarm(t *testing.T) {
 		var errA, errB error
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); a, errA = s.Grant(ctx, repoA, swarmA, "aimi-same", "feat-same") }()
+		go func() { defer wg.Done(); a, errA = s.Grant(ctx, repoA, swarmA, "aimi-same", "feat-same", "") }()
 		go func() {
 			defer wg.Done()
 			// The other start grants, fails on the name, rolls back.
-			_, errB = s.Grant(ctx, repoB, swarmB, "aimi-same", "feat-same")
+			_, errB = s.Grant(ctx, repoB, swarmB, "aimi-same", "feat-same", "")
 			s.Revoke(swarmB, "aimi-same")
 		}()
 		wg.Wait()

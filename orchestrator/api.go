@@ -63,8 +63,9 @@ type GitAccess interface {
 	// ListenOn makes the service reachable on ip (the swarm network's
 	// gateway); idempotent per ip.
 	ListenOn(ctx context.Context, ip string) error
-	// Grant gives one container access to its branch of the repository.
-	Grant(ctx context.Context, repoPath, swarmID, containerName, branch string) (Grant, error)
+	// Grant gives one container access to its branch of the repository,
+	// through gateway (the swarm network's, given to ListenOn) only.
+	Grant(ctx context.Context, repoPath, swarmID, containerName, branch, gateway string) (Grant, error)
 	// Revoke ends a container's access (after it finished). Grants are
 	// per swarm: another swarm's container of the same name keeps its own.
 	Revoke(swarmID, containerName string)

@@ -64,7 +64,7 @@ func (g *fakeGit) ListenOn(ctx context.Context, ip string) error {
 	return nil
 }
 
-func (g *fakeGit) Grant(ctx context.Context, repoPath, swarmID, name, branch string) (Grant, error) {
+func (g *fakeGit) Grant(ctx context.Context, repoPath, swarmID, name, branch, gateway string) (Grant, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.granted == nil {

@@ -34,8 +34,9 @@ type swarm struct {
 	// slots bounds the running containers, first queued first served.
 	slots *limiter
 
-	mu   sync.Mutex
-	ctrs []*ctr
+	mu      sync.Mutex
+	ctrs    []*ctr
+	gateway string // local mode: the network's gateway, where git is served
 }
 
 // ctr is one container of a swarm. Fields after mu are guarded by swarm.mu.
@@ -150,8 +151,18 @@ func (sw *swarm) ensureNetwork(ctx context.Context) error {
 		if err := sw.m.cfg.Git.ListenOn(ctx, info.Gateway); err != nil {
 			return fmt.Errorf("start the git service on %s (the swarm network's gateway): %w", info.Gateway, err)
 		}
+		sw.mu.Lock()
+		sw.gateway = info.Gateway
+		sw.mu.Unlock()
 	}
 	return nil
+}
+
+// gatewayIP is the swarm network's gateway, "" until ensureNetwork ran.
+func (sw *swarm) gatewayIP() string {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.gateway
 }
 
 // nameTaken reports whether a container name is used by a container the
@@ -274,7 +285,14 @@ func (sw *swarm) create(ctx context.Context, c *ctr, rename func(context.Context
 func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 	var g *Grant
 	if sw.local {
-		gr, err := sw.m.cfg.Git.Grant(ctx, sw.repo, sw.id, c.name, c.branch)
+		if sw.gatewayIP() == "" {
+			// Adopted after a restart with nothing running: the network
+			// and the service's listener come back first.
+			if err := sw.ensureNetwork(ctx); err != nil {
+				return err
+			}
+		}
+		gr, err := sw.m.cfg.Git.Grant(ctx, sw.repo, sw.id, c.name, c.branch, sw.gatewayIP())
 		if err != nil {
 			return fmt.Errorf("grant git access to %s: %w", c.name, err)
 		}

@@ -70,8 +70,8 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 // packages each declare their Grant type (neither imports the other).
 type gitAdapter struct{ *gitserve.Service }
 
-func (g gitAdapter) Grant(ctx context.Context, repoPath, swarmID, containerName, branch string) (orchestrator.Grant, error) {
-	gr, err := g.Service.Grant(ctx, repoPath, swarmID, containerName, branch)
+func (g gitAdapter) Grant(ctx context.Context, repoPath, swarmID, containerName, branch, gateway string) (orchestrator.Grant, error) {
+	gr, err := g.Service.Grant(ctx, repoPath, swarmID, containerName, branch, gateway)
 	return orchestrator.Grant(gr), err
 }
 
