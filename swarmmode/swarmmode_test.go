@@ -493,3 +493,55 @@ func TestNodeLost(t *testing.T) {
 
 // The orchestrator drives the engine through its Engine interface.
 var _ orchestrator.Engine = (*swarmmode.Engine)(nil)
+
+// sandbox.read_only_root reaches the task's container: a read-only root
+// with a tmpfs /tmp and a volume for each scratch path.
+func TestReadOnlyRoot(t *testing.T) {
+	t.Parallel()
+	e, c := newEngine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := spec(t, "aimi-readonly")
+	s.ReadOnlyRootfs, s.Scratch = true, []string{"/work"}
+	id, err := e.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
+	exit := e.Wait(ctx, id)
+	if err := e.WriteStdin(ctx, id, request(t, map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	if ex := <-exit; ex.Err != nil || ex.Code != 0 {
+		t.Fatalf("exit: %+v", ex)
+	}
+	info, err := e.Inspect(ctx, id)
+	if err != nil || !info.ReadOnlyRootfs {
+		t.Fatalf("inspect: %+v, %v", info, err)
+	}
+	for _, n := range c.Nodes {
+		if !strings.HasSuffix(n.Name, "-"+info.Node) {
+			continue
+		}
+		cs, err := n.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "com.docker.swarm.service.name=aimi-readonly"))})
+		if err != nil || len(cs) != 1 {
+			t.Fatalf("task container: %d, %v", len(cs), err)
+		}
+		in, err := n.Client.ContainerInspect(ctx, cs[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !in.HostConfig.ReadonlyRootfs {
+			t.Error("the task container's root is writable")
+		}
+		mounts := map[string]string{}
+		for _, m := range in.Mounts {
+			mounts[m.Destination] = string(m.Type)
+		}
+		if mounts["/tmp"] != "tmpfs" || mounts["/work"] != "volume" {
+			t.Errorf("mounts: %v", mounts)
+		}
+		return
+	}
+	t.Fatalf("no node named %s", info.Node)
+}
