@@ -87,10 +87,3 @@ func (l *limiter) grantLocked() {
 		close(t.ready)
 	}
 }
-
-// running is the number of occupied slots.
-func (l *limiter) running() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.used
-}

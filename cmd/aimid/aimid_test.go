@@ -501,7 +501,7 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 		// a finished swarm is not active: a new start replaces it
 		t.Errorf("start after a finished swarm: exit %d %s", code, errOut)
 	}
-	code, out, errOut = aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock)
+	code, _, errOut = aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock)
 	if code != 0 {
 		t.Errorf("stop: exit %d %s", code, errOut)
 	}
