@@ -13,7 +13,8 @@ type lineJSON struct {
 	Time   string `json:"time"`
 	Stream string `json:"stream"` // stdout | stderr | daemon
 	// Kind: message (valid, folded), rejected (valid, refused by the
-	// fold), invalid (not a message), log (stderr).
+	// fold), invalid (not a message), log (stderr), gap (lines the
+	// journal's cap left out).
 	Kind string `json:"kind"`
 	Type string `json:"type,omitempty"`
 	// Code is an error code (error messages, and the daemon's own).
@@ -31,6 +32,10 @@ func summarize(rec state.Record) lineJSON {
 		l.Time = rec.Time.UTC().Format("15:04:05.000")
 	}
 	switch {
+	case rec.Omitted != nil:
+		// The journal's cap: what the daemon left out, in its words.
+		l.Kind, l.Text = "gap", clean(rec.Reason, maxText)
+		return l
 	case rec.Stream == state.StreamStderr:
 		l.Kind, l.Text = "log", clean(string(rec.RawLine()), maxText)
 		return l

@@ -28,8 +28,11 @@ const (
 	// tailStart is how many log entries a read asks for first; it grows
 	// (x4) whenever that did not reach back to lines already delivered, up
 	// to maxTail entries or maxTailBytes of answer, past which the log is
-	// read whole from the oldest cursor instead.
+	// read whole from the oldest cursor instead. While a container is quiet
+	// it halves, down to tailMin, so an idle container costs the engine a
+	// small read per poll.
 	tailStart    = 1024
+	tailMin      = 64
 	maxTail      = 1 << 20
 	maxTailBytes = 32 << 20
 	// logSkew bounds how much later a line can reach the engine's log than
@@ -168,6 +171,9 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 				fs.flush()
 			}
 			return
+		}
+		if err == nil && r.delivered == before {
+			r.tail = max(tailMin, r.tail/2)
 		}
 		if err == nil && r.delivered > before {
 			wait = pollMin

@@ -18,6 +18,7 @@
 //	hex|HEX                     the bytes HEX stands for as one line, verbatim (any byte, ';' and '|' too)
 //	big|N                       one line of N bytes
 //	flood|N|US-001              N progress-updates in_progress for the story, no pace
+//	errflood|N                  N lines "err <i>" on stderr, as fast as they go
 //	sleep|2s
 //	trap                        on SIGTERM: completion stopped, exit 0
 //	ignoreterm                  ignore SIGTERM (only the kill after the grace ends it)
@@ -157,6 +158,14 @@ func (r *runner) run(script string) int {
 				r.emit(&acpmsg.ProgressUpdate{StoryID: arg(2), Status: "in_progress", Output: "flood " + strconv.Itoa(i)})
 			}
 			r.pace = pace
+		case "errflood":
+			n, _ := strconv.Atoi(arg(1))
+			r.flush()
+			w := bufio.NewWriterSize(os.Stderr, 64*1024)
+			for i := 0; i < n; i++ {
+				fmt.Fprintf(w, "err %d\n", i)
+			}
+			w.Flush()
 		case "sleep":
 			d, _ := time.ParseDuration(arg(1))
 			r.flush()
