@@ -19,7 +19,9 @@
 // goroutine.
 //
 // Git: the runner's git commands never hold the git token; clone and push
-// go through an in-process relay that adds it (see relay). The last push
+// go through an in-process relay that adds it (see relay). The clone holds
+// only the branch's tip (or the default branch's, for a new branch), never
+// the history behind it. The last push
 // retries while the repository is unreachable, and a run is completed only
 // once the repository holds its branch.
 //

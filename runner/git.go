@@ -147,15 +147,28 @@ func (g *git) remote() (string, func() relaySession, error) {
 	return g.relay.begin()
 }
 
-// clone clones the repository into the (empty or missing) workspace. The
-// clone's origin names the repository itself (no relay session outlives
-// its command).
-func (g *git) clone(ctx context.Context) error {
+// clone clones into the (empty or missing) workspace only what working on
+// branch needs: its tip when the repository has it (a resume), else the tip
+// of the repository's default branch, which a new branch starts from. The
+// history behind the tip is not fetched (a shallow clone of one branch, no
+// tags): the runner only commits on top and pushes, which a tip-only clone
+// does as well, and a repository with gigabytes of history is cloned in
+// the time of its working tree. The clone's origin names the repository
+// itself (no relay session outlives its command).
+func (g *git) clone(ctx context.Context, branch string) error {
+	exists, err := g.remoteHasBranch(ctx, branch)
+	if err != nil {
+		return err
+	}
+	args := []string{"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags"}
+	if exists {
+		args = append(args, "--branch", branch)
+	}
 	u, end, err := g.remote()
 	if err != nil {
 		return err
 	}
-	_, err = g.runIn(ctx, "", "clone", "--quiet", "--", u, g.dir)
+	_, err = g.runIn(ctx, "", append(args, "--", u, g.dir)...)
 	s := end()
 	if err != nil {
 		if s.upstreamErr != nil {
@@ -165,6 +178,31 @@ func (g *git) clone(ctx context.Context) error {
 	}
 	_, err = g.run(ctx, "remote", "set-url", "origin", g.repoURL)
 	return err
+}
+
+// remoteHasBranch asks the repository whether it has refs/heads/branch (one
+// ref advertisement, no objects).
+func (g *git) remoteHasBranch(ctx context.Context, branch string) (bool, error) {
+	ref := "refs/heads/" + branch
+	u, end, err := g.remote()
+	if err != nil {
+		return false, err
+	}
+	out, err := g.runIn(ctx, "", "ls-remote", "--heads", "--", u, ref)
+	s := end()
+	if err != nil {
+		if s.upstreamErr != nil {
+			return false, fmt.Errorf("%w (the repository was unreachable: %v)", err, s.upstreamErr)
+		}
+		return false, err
+	}
+	// ls-remote matches patterns by their tail; only the exact ref counts.
+	for _, line := range strings.Split(out, "\n") {
+		if _, name, ok := strings.Cut(line, "\t"); ok && name == ref {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // checkout switches to branch: tracking origin/branch when the remote has it,
