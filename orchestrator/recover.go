@@ -164,6 +164,12 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 			return nil, fmt.Errorf("track %s: %w", e.ContainerName, err)
 		}
 		sw.ctrs = append(sw.ctrs, c)
+		if e.Status == state.StatusStopped && !t.Status().Terminal() {
+			// Another tool asked for a stop while no daemon watched: the
+			// supervisor sees it before it starts or re-attaches.
+			c.stopReq = true
+			close(c.stopCh)
+		}
 		if u := info.Labels[contract.LabelRepoURL]; found && u != "" {
 			c.repoURL = u
 		}

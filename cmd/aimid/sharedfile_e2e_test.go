@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -245,6 +246,78 @@ func TestStatusThroughTheDaemonLeavesTheShellToolsSwarmAlone(t *testing.T) {
 	for _, e := range ents {
 		if strings.Contains(e.Name(), "corrupt") {
 			t.Errorf("file moved aside: %s", e.Name())
+		}
+	}
+}
+
+// TestShellToolStoppedWhileTheDaemonIsDown: the shell tool marks a pending
+// container stopped while the daemon is dead (kill -9) and the container
+// holding the only slot finishes meanwhile; the daemon that comes back
+// honours the stop before it would start the pending one, which never runs.
+func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 1, "first", "queued")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	scripts := map[string]string{
+		"STANDIN_SCRIPT__FIRST_TASKS_JSON":  "progress|US-001|in_progress|working;sleep|3s;progress|US-001|completed|done;complete|completed|-",
+		"STANDIN_SCRIPT__QUEUED_TASKS_JSON": "progress|US-001|in_progress|working;progress|US-001|completed|done;complete|completed|-",
+	}
+	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	if code, _, errOut := run("swarm", "start", "--all", "--max", "1"); code != 0 {
+		t.Fatalf("start: exit %d %s", code, errOut)
+	}
+	var firstID string
+	waitFor(t, sock, repo, 2*time.Minute, "first running, queued pending", func(v api.SwarmView) bool {
+		f, q := v.State.Container("aimi-first"), v.State.Container("aimi-queued")
+		if f != nil {
+			firstID = f.ContainerID
+		}
+		return f != nil && q != nil && f.Status == state.StatusRunning && f.StoryProgress.InProgress == 1 && q.Status == state.StatusPending
+	})
+	if err := p.cmd.Process.Signal(unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t)
+	shellToolUpdate(t, repo, "aimi-queued", map[string]any{"status": "stopped"})
+	eng := dockertest.Client(t)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		info, err := eng.ContainerInspect(ctx, firstID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !info.State.Running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("first did not finish while the daemon was down")
+		}
+	}
+	p = startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	v := waitFor(t, sock, repo, time.Minute, "first completed, queued stopped", func(v api.SwarmView) bool {
+		f, q := v.State.Container("aimi-first"), v.State.Container("aimi-queued")
+		return f.Status == state.StatusCompleted && q.Status == state.StatusStopped
+	})
+	for _, d := range v.Containers {
+		if d.Name == "aimi-queued" && d.ExitCode != nil {
+			t.Errorf("the stopped pending container ran (exit code %d)", *d.ExitCode)
+		}
+	}
+	p.stop(t)
+	sw := validState(t, repo)
+	if c := sw.Container("aimi-queued"); c.Status != state.StatusStopped {
+		t.Errorf("queued: %s in the file, want stopped", c.Status)
+	}
+	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, "aimi-queued.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Stream == state.StreamStdout {
+			t.Errorf("the stopped pending container printed %s: it ran", r.Message)
 		}
 	}
 }
