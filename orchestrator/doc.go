@@ -41,6 +41,19 @@
 //     done -> completion completed. Each decision is journaled as a daemon
 //     record (the message the daemon synthesised), so replaying a journal
 //     gives the same state.
+//   - A completion completed the story progress does not back (a story
+//     still pending or in progress) is not believed: the fold rejects it
+//     with COMPLETION_CONTRADICTS_PROGRESS and the daemon journals an error
+//     of that code, so the container is failed (verdict.go). A rerun's fold
+//     starts with the stories the previous run finished, which its runner
+//     finds finished on the branch and never reports.
+//   - Requests name a repository by any path; ResolveRepo (symlinks, then
+//     the git top level) makes it one key, so two paths are one swarm.
+//   - The state file is shared with the aimi shell tools (README, "Sharing
+//     swarm-state.json"): adoption leaves alone the entries it has neither a
+//     container nor a journal of, and stopped written by another tool on a
+//     pending or running container is a stop, seen at adoption and by a
+//     watcher polling the file every second (foreign.go).
 //   - The task-request is written to stdin first and journaled second: a
 //     crash in between leaves it unjournaled and a re-attach sends it again
 //     (the runner reads one line; a second copy is harmless), while the

@@ -29,7 +29,10 @@
 // failed; nothing leaves a terminal status. A message that breaks the story
 // transition table, names a story the task file does not have, or arrives
 // after a terminal status (other than an exact duplicate of the final
-// message) is rejected with a *RejectedError and leaves the state unchanged.
+// message), or is a completion completed while a story is still pending or
+// in progress, is rejected with a *RejectedError and leaves the state
+// unchanged; the last carries Code CodeCompletionContradicts, for the daemon
+// to fail the container with.
 //
 // # Store
 //
