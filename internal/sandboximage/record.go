@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 
+	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 )
@@ -37,19 +38,7 @@ func recordImage(cacheDir, key, id string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("record sandbox image: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-")
-	if err != nil {
-		return fmt.Errorf("record sandbox image: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.WriteString(id + "\n"); err != nil {
-		tmp.Close()
-		return fmt.Errorf("record sandbox image: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("record sandbox image: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, key)); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, key), []byte(id+"\n"), 0o644); err != nil {
 		return fmt.Errorf("record sandbox image: %w", err)
 	}
 	return nil
