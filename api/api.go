@@ -100,6 +100,29 @@ type CleanupReport struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
+// FetchRequest brings the branches of finished containers whose last push
+// never arrived out of the containers (all of the swarm's without Names).
+type FetchRequest struct {
+	RepoPath string   `json:"repoPath"`
+	Names    []string `json:"names,omitempty"`
+}
+
+// FetchReport says which branches Fetch brought into the checkout.
+type FetchReport struct {
+	RepoPath string    `json:"repoPath"`
+	Fetched  []Fetched `json:"fetched"`
+	// Skipped are containers with nothing to fetch or that failed, and why.
+	Skipped []Kept `json:"skipped"`
+}
+
+// Fetched is one branch Fetch brought out of its container.
+type Fetched struct {
+	Name   string  `json:"name"`
+	Branch string  `json:"branch"`
+	Tip    string  `json:"tip"`
+	PRURL  *string `json:"prUrl,omitempty"`
+}
+
 // Kept is a container Cleanup did not remove, and why.
 type Kept struct {
 	Name    string   `json:"name"`
@@ -189,6 +212,7 @@ const (
 	RouteStop    = "POST /v1/swarms/stop"
 	RouteResume  = "POST /v1/swarms/resume"
 	RouteCleanup = "POST /v1/swarms/cleanup"
+	RouteFetch   = "POST /v1/swarms/fetch"
 	RouteLogs    = "GET /v1/swarms/logs"
 	RouteEvents  = "GET /v1/events"
 )

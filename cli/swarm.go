@@ -44,6 +44,7 @@ Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
 		newSwarmStopCmd(s),
 		newSwarmResumeCmd(s),
 		newSwarmCleanupCmd(s),
+		newSwarmFetchCmd(s),
 		newSwarmLogsCmd(s),
 		newSwarmEventsCmd(s),
 		newSwarmUICmd(s),

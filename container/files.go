@@ -53,3 +53,14 @@ func readRegular(r io.Reader, max int64, file, id string) ([]byte, bool, error) 
 		return data, true, nil
 	}
 }
+
+// ReadTree returns dir of container id (running or stopped) as a tar
+// stream, entries named from dir's base name down. The content comes from
+// inside the sandbox: the caller bounds and checks what it extracts.
+func (d *Docker) ReadTree(ctx context.Context, id, dir string) (io.ReadCloser, error) {
+	rc, _, err := d.cli.CopyFromContainer(ctx, id, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from container %s: %w", dir, id, err)
+	}
+	return rc, nil
+}

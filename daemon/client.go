@@ -104,6 +104,13 @@ func (c *Client) Resume(ctx context.Context, repoPath string, retryFailed bool) 
 	return v, c.do(ctx, http.MethodPost, "/v1/swarms/resume", nil, api.ResumeRequest{RepoPath: repoPath, RetryFailed: retryFailed}, &v)
 }
 
+// Fetch brings the unreceived branches of finished containers into the
+// checkout.
+func (c *Client) Fetch(ctx context.Context, repoPath string, names []string) (api.FetchReport, error) {
+	var rep api.FetchReport
+	return rep, c.do(ctx, http.MethodPost, "/v1/swarms/fetch", nil, api.FetchRequest{RepoPath: repoPath, Names: names}, &rep)
+}
+
 // Cleanup removes the swarm's finished containers.
 func (c *Client) Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error) {
 	var rep api.CleanupReport

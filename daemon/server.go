@@ -29,6 +29,7 @@ type Swarms interface {
 	Stop(ctx context.Context, repoPath string, names []string) (api.SwarmView, error)
 	Resume(ctx context.Context, repoPath string, retryFailed bool) (api.SwarmView, error)
 	Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error)
+	Fetch(ctx context.Context, repoPath string, names []string) (api.FetchReport, error)
 	Journal(ctx context.Context, repoPath, name string, follow bool) (<-chan state.Record, error)
 	Subscribe(ctx context.Context) <-chan api.Event
 }
@@ -73,7 +74,7 @@ func NewServer(opts ServerOptions) *Server {
 	}
 	handlers := map[string]http.HandlerFunc{
 		api.RouteHealth: s.health, api.RouteList: s.list, api.RouteStart: s.start, api.RouteStatus: s.status, api.RouteStop: s.stop,
-		api.RouteResume: s.resume, api.RouteCleanup: s.cleanup, api.RouteLogs: s.logs, api.RouteEvents: s.events,
+		api.RouteResume: s.resume, api.RouteCleanup: s.cleanup, api.RouteFetch: s.fetch, api.RouteLogs: s.logs, api.RouteEvents: s.events,
 	}
 	for pattern, h := range handlers {
 		s.mux.HandleFunc(pattern, h)
@@ -284,6 +285,25 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.opts.Swarms.Cleanup(r.Context(), req.RepoPath, req.Force)
+	s.answer(w, r, rep, err)
+}
+
+func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
+	var req api.FetchRequest
+	if !s.decode(w, r, &req) {
+		return
+	}
+	if err := checkRepo("repoPath", req.RepoPath); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	for i, n := range req.Names {
+		if n == "" {
+			s.writeError(w, r, &FieldError{fmt.Sprintf("names[%d]", i), "empty; give container names from 'aimi swarm status'"})
+			return
+		}
+	}
+	rep, err := s.opts.Swarms.Fetch(r.Context(), req.RepoPath, req.Names)
 	s.answer(w, r, rep, err)
 }
 

@@ -72,6 +72,9 @@ type Options struct {
 	// at (see TipProbe); the daemon gives an EngineProbe. Without one,
 	// Unreceived judges from received pushes alone.
 	TipProbe TipProbe
+	// Trees lets Salvage read a container's .git (the daemon gives the
+	// engine); without it Salvage fails with ErrNoTrees.
+	Trees ContainerTrees
 	// SweepInterval is how often addresses the host no longer has are
 	// dropped (default DefaultSweepInterval).
 	SweepInterval time.Duration

@@ -72,6 +72,10 @@ type GitAccess interface {
 	// Unreceived lists commits of the container's branch that neither the
 	// service nor the user's checkout has: Cleanup keeps such containers.
 	Unreceived(ctx context.Context, repoPath, swarmID, containerName, branch string) (commits []string, err error)
+	// Salvage brings a finished container's branch out of the container
+	// itself into the service's repository (its push never arrived) and
+	// returns the branch's tip there.
+	Salvage(ctx context.Context, swarmID, containerName, branch string) (tip string, err error)
 	// Forget drops a swarm's repository and grants; Cleanup calls it once
 	// none of the swarm's containers is left.
 	Forget(ctx context.Context, swarmID string) error

@@ -84,6 +84,10 @@ func (g *fakeGit) Revoke(swarmID, name string) {
 	g.revokedOf[swarmID+"/"+name]++
 }
 
+func (g *fakeGit) Salvage(ctx context.Context, swarmID, name, branch string) (string, error) {
+	return "", errors.New("fakeGit cannot salvage")
+}
+
 func (g *fakeGit) Publish(ctx context.Context, repoPath, swarmID, branch, name string) (*string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

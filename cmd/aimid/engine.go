@@ -20,6 +20,7 @@ import (
 type backend struct {
 	eng   orchestrator.Engine
 	probe gitserve.TipProbe // nil when the engine cannot read a sandbox's files
+	trees gitserve.ContainerTrees
 	// checkDisk says whether containers of an image can get a writable-layer
 	// limit (container.ErrDiskLimitUnsupported when not).
 	checkDisk func(ctx context.Context, image string, labels map[string]string) error
@@ -65,7 +66,7 @@ func openBackend(ctx context.Context, cfg *configs.Config, log *slog.Logger) (ba
 		if err != nil {
 			return backend{}, err
 		}
-		return backend{eng: docker, probe: gitserve.EngineProbe{Files: docker}, checkDisk: docker.CheckDiskLimit, close: docker.Close}, nil
+		return backend{eng: docker, probe: gitserve.EngineProbe{Files: docker}, trees: docker, checkDisk: docker.CheckDiskLimit, close: docker.Close}, nil
 	}
 }
 

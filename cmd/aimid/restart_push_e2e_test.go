@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -106,4 +107,63 @@ func gitLogOrNone(repo, branch string) string {
 		return "no such branch"
 	}
 	return string(out)
+}
+
+// TestAPushThatNeverArrivesIsFetchedFromTheContainer: the agent sends the
+// runner's pushes nowhere (a proxy in the workspace's git config), so the
+// container ends failed with GIT_PUSH_FAILED naming the commits and `aimi
+// swarm fetch`; that command then brings every story's commit out of the
+// kept container into the checkout.
+func TestAPushThatNeverArrivesIsFetchedFromTheContainer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxtest.Image(t)
+	repo := shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	name := "lost-" + fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), taskFileJSON("feat/"+name, 3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task files")
+	removeProjectContainersAtEnd(t, repo)
+
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec",
+		`AIMI_AGENT_COMMAND=git config http.proxy http://127.0.0.1:9; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	view := waitFor(t, sock, repo, 4*time.Minute, "the container exited", allExited)
+	d := view.Containers[0]
+	var errs []string
+	for _, e := range d.Errors {
+		errs = append(errs, e.Code+" "+e.Message)
+	}
+	joined := strings.Join(errs, "\n")
+	if d.Status != string(state.StatusFailed) || !strings.Contains(joined, "GIT_PUSH_FAILED") || !strings.Contains(joined, "aimi swarm fetch") {
+		t.Fatalf("%s: %s, errors %q; want failed with GIT_PUSH_FAILED and how to fetch", d.Name, d.Status, errs)
+	}
+	branch := "feat/" + name
+	if exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch).Run() == nil {
+		t.Fatalf("branch %s reached the checkout although no push arrived", branch)
+	}
+	code, out, errOut := aimi(ctx, "swarm", "fetch", "--repo", repo, "--socket", sock)
+	if code != 0 || !strings.Contains(out, "fetched "+d.Name) {
+		t.Fatalf("fetch: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, id := range []string{"US-001", "US-002", "US-003"} {
+		if err := exec.Command("git", "-C", repo, "cat-file", "-e", branch+":"+id+".txt").Run(); err != nil {
+			t.Errorf("after fetch, %s in the checkout lacks %s's commit (log: %s)", branch, id, gitLogOrNone(repo, branch))
+		}
+	}
+	// Nothing is left to fetch, and saying so is not an error.
+	if code, out, _ := aimi(ctx, "swarm", "fetch", "--repo", repo, "--socket", sock); code != 0 || !strings.Contains(out, "nothing to fetch") {
+		t.Errorf("second fetch: exit %d\n%s", code, out)
+	}
 }

@@ -139,7 +139,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		// engine client, so cleanup can tell what only the container holds.
 		git, err = gitserve.New(gitserve.Options{
 			DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
-			TipProbe: be.probe,
+			TipProbe: be.probe, Trees: be.trees,
 		})
 		if err != nil {
 			return fmt.Errorf("start the git service: %w (or set git.mode: remote)", err)

@@ -28,6 +28,7 @@ type Swarms struct {
 	StopFunc    func(repo string, names []string) (api.SwarmView, error)
 	ResumeFunc  func(repo string, retryFailed bool) (api.SwarmView, error)
 	CleanupFunc func(repo string, force bool) (api.CleanupReport, error)
+	FetchFunc   func(repo string, names []string) (api.FetchReport, error)
 	JournalFunc func(ctx context.Context, repo, name string, follow bool) (<-chan state.Record, error)
 	Events      chan api.Event
 
@@ -103,6 +104,14 @@ func (f *Swarms) Cleanup(_ context.Context, repo string, force bool) (api.Cleanu
 		return f.CleanupFunc(repo, force)
 	}
 	return api.CleanupReport{RepoPath: repo}, nil
+}
+
+func (f *Swarms) Fetch(_ context.Context, repo string, names []string) (api.FetchReport, error) {
+	f.record("fetch")
+	if f.FetchFunc != nil {
+		return f.FetchFunc(repo, names)
+	}
+	return api.FetchReport{RepoPath: repo, Fetched: []api.Fetched{}, Skipped: []api.Kept{}}, nil
 }
 
 func (f *Swarms) Journal(ctx context.Context, repo, name string, follow bool) (<-chan state.Record, error) {
