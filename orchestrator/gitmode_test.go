@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,8 @@ type fakeGit struct {
 	unreceived map[string][]string // container -> commits
 	forgotten  []string            // swarm ids
 	forgetErr  error
+	// onPublish, when set, sees every Publish as it is called.
+	onPublish func(name string)
 }
 
 func (g *fakeGit) Forget(ctx context.Context, swarmID string) error {
@@ -91,6 +94,9 @@ func (g *fakeGit) Salvage(ctx context.Context, swarmID, name, branch string) (st
 func (g *fakeGit) Publish(ctx context.Context, repoPath, swarmID, branch, name string) (*string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.onPublish != nil {
+		g.onPublish(name)
+	}
 	g.published = append(g.published, name)
 	u := "https://github.example/org/repo/pull/" + branch
 	return &u, nil
@@ -354,20 +360,44 @@ func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	crash(t, m1, cancel1)
-	late, done := "", git.publishedNow()[0]
+	late, lateID, done := "", "", git.publishedNow()[0]
 	for _, c := range validateStateFile(t, repo).Containers {
 		if c.ContainerName != done {
-			late = c.ContainerName
+			late, lateID = c.ContainerName, c.ContainerID
 		}
 	}
+	waiters := func() int {
+		eng.mu.Lock()
+		defer eng.mu.Unlock()
+		return len(eng.get(lateID).waiters)
+	}
+	before := waiters()
 
+	// A publish of late before release is closed happened while its
+	// process still ran; one of done would be a second one.
+	var early atomic.Value
+	git.mu.Lock()
+	git.onPublish = func(name string) {
+		select {
+		case <-release:
+			if name == late {
+				return
+			}
+		default:
+		}
+		early.CompareAndSwap(nil, name)
+	}
+	git.mu.Unlock()
 	m2 := newTestManager(t, eng, Config{Git: git, Publisher: git})
 	if err := m2.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if p := git.publishedNow(); len(p) != 1 {
-		t.Fatalf("published %v while %s still runs, want only %s", p, late, done)
+	// The new daemon waits for late's exit before it lets it go.
+	for waiters() == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the recovered daemon never waited for %s's exit", late)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	close(release)
 	for {
@@ -376,6 +406,9 @@ func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
 		if p := git.publishedNow(); finished && len(p) == 2 {
 			if p[1] != late {
 				t.Fatalf("published %v, want %s published once more after the restart", p, late)
+			}
+			if name := early.Load(); name != nil {
+				t.Fatalf("%s was published while %s still ran", name, late)
 			}
 			return
 		}
