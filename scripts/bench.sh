@@ -3,7 +3,7 @@
 # metric, the measured value next to its target and the ratio.
 #
 #   scripts/bench.sh                 all benchmarks (Docker-backed ones need the engine)
-#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, ClusterFanOut, RealMessageRate, DaemonRSS, BoardLiveUpdates)
+#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, ClusterFanOut, RealMessageRate, DaemonRSS, BoardLiveUpdates)
 #
 # Environment:
 #   GO                     go command (default: go)
@@ -44,6 +44,7 @@ RUNS='
 ./cmd/aimid|^BenchmarkDaemonRSS$|1x||1
 ./cmd/aimid|^BenchmarkBoardLiveUpdates$|1x||1
 ./cmd/aimid|^BenchmarkFanOutUser$|2x||1
+./cmd/aimid|^BenchmarkTimeToWork$|1x||1
 ./cmd/aimid|^BenchmarkClusterFanOut$|1x||1
 ./container|^BenchmarkFrameSplitter$|1s||0
 ./gitserve|^BenchmarkParsePushCommands$|1s||0
