@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/filelock"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,7 +32,7 @@ const staleDialTimeout = 2 * time.Second
 type Listener struct {
 	net.Listener
 	path     string
-	lock     *os.File
+	unlock   func() error // drops the one-daemon lock
 	once     sync.Once
 	closeErr error
 	release  sync.Once
@@ -57,7 +58,7 @@ func (l *Listener) Close() error {
 // last step.
 func (l *Listener) Release() {
 	l.Close()
-	l.release.Do(func() { l.lock.Close() }) // closing the descriptor drops the flock
+	l.release.Do(func() { _ = l.unlock() })
 }
 
 // Listen opens the daemon's unix socket at path. Its directory must be
@@ -74,18 +75,14 @@ func Listen(path string) (*Listener, error) {
 	if err := privateDir(filepath.Dir(path)); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	unlock, err := filelock.TryLock(path+".lock", 0o600)
+	if errors.Is(err, filelock.ErrHeld) {
+		return nil, fmt.Errorf("%w (%s); stop it first or use another --socket", ErrAlreadyRunning, path)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open lock %s.lock: %w", path, err)
+		return nil, err
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w (%s); stop it first or use another --socket", ErrAlreadyRunning, path)
-		}
-		return nil, fmt.Errorf("lock %s.lock: %w", path, err)
-	}
-	fail := func(err error) (*Listener, error) { lock.Close(); return nil, err }
+	fail := func(err error) (*Listener, error) { _ = unlock(); return nil, err }
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&fs.ModeSocket == 0 {
 			return fail(fmt.Errorf("%s exists and is not a socket; remove it or use another --socket", path))
@@ -106,7 +103,7 @@ func Listen(path string) (*Listener, error) {
 		ln.Close()
 		return fail(fmt.Errorf("chmod socket %s: %w", path, err))
 	}
-	return &Listener{Listener: ln, path: path, lock: lock}, nil
+	return &Listener{Listener: ln, path: path, unlock: unlock}, nil
 }
 
 // privateDir makes sure the socket's directory is the daemon's alone, so

@@ -2,6 +2,7 @@ package filelock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -28,6 +29,24 @@ func Lock(ctx context.Context, path string, perm fs.FileMode) (unlock func() err
 	}
 	if !ok { // TryLockContext reports false only with an error; be safe
 		return nil, fmt.Errorf("lock %s: not acquired", path)
+	}
+	return l.Unlock, nil
+}
+
+// ErrHeld is TryLock's answer when another holder has the lock.
+var ErrHeld = errors.New("lock held by another process")
+
+// TryLock takes an exclusive flock on path (creating the file with perm)
+// without waiting: ErrHeld when someone else holds it. For a lock held for
+// a process's lifetime, such as one daemon per socket.
+func TryLock(path string, perm fs.FileMode) (unlock func() error, err error) {
+	l := flock.New(path, flock.SetFlag(os.O_CREATE|os.O_RDWR), flock.SetPermissions(perm))
+	ok, err := l.TryLock()
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if !ok {
+		return nil, fmt.Errorf("lock %s: %w", path, ErrHeld)
 	}
 	return l.Unlock, nil
 }

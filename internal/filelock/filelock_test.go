@@ -82,3 +82,22 @@ func TestLockIsTheOneFlock1Takes(t *testing.T) {
 		t.Fatalf("flock -n after unlock: %v %s", err, out)
 	}
 }
+
+func TestTryLockSaysHeldWithoutWaiting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.lock")
+	unlock, err := TryLock(path, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := TryLock(path, 0o600); !errors.Is(err, ErrHeld) {
+		t.Fatalf("second TryLock: %v, want ErrHeld", err)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := TryLock(path, 0o600)
+	if err != nil {
+		t.Fatalf("TryLock after unlock: %v", err)
+	}
+	again()
+}
