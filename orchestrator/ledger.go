@@ -205,10 +205,13 @@ func (l *ledger) rebuild(ctx context.Context, fix func(ctx context.Context) erro
 	return ferr
 }
 
+// runSuffix follows a journal's name when a rerun moved it aside.
+const runSuffix = ".run-"
+
 // moveAside renames a journal so a rerun starts a fresh fold; the old run's
 // records stay readable next to it.
 func moveAside(path string) error {
-	err := os.Rename(path, path+".run-"+time.Now().UTC().Format("20060102T150405.000000000Z"))
+	err := os.Rename(path, path+runSuffix+time.Now().UTC().Format("20060102T150405.000000000Z"))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("move journal %s aside: %w", path, err)
 	}

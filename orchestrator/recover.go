@@ -152,7 +152,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		}
 		c := &ctr{name: e.ContainerName, taskFile: e.TaskFilePath, branch: e.BranchName, tf: tf, id: e.ContainerID,
 			repoURL: sw.repoURL, stopCh: make(chan struct{})}
-		t, _, err := state.RestoreTracker(jpath, tf)
+		t, _, err := state.RestoreTracker(jpath, rerunBase(jpath, tf))
 		if err != nil {
 			m.log.Warn("journal unreadable; the container's fold starts afresh", "journal", jpath, "err", err)
 			t = state.NewTracker(tf)

@@ -383,3 +383,54 @@ func TestCleanupRemovesTheJournalsOfReplacedSwarms(t *testing.T) {
 		t.Errorf("journals of the current swarm: %v", err)
 	}
 }
+
+// TestRerunRestoredAfterACrashKeepsTheStoriesItsFirstRunFinished: the
+// daemon dies while a rerun works; the restored fold starts, as the rerun's
+// did, with the stories the first run finished, so the rerun's completion
+// is believed.
+func TestRerunRestoredAfterACrashKeepsTheStoriesItsFirstRunFinished(t *testing.T) {
+	attempt := map[string]int{} // guarded by eng.mu: programs is called under it
+	repo, files := testRepo(t, []string{"again"}, 2)
+	eng := newFakeEngine(nil)
+	eng.programs = func(s container.Spec) program {
+		attempt[s.Labels[contract.LabelTaskFile]]++
+		if attempt[s.Labels[contract.LabelTaskFile]] == 1 {
+			return scripted(0, step{story: "US-001", status: "in_progress"}, step{story: "US-001", status: "completed"}, exitStep(1))
+		}
+		return scripted(0, step{story: "US-002", status: "in_progress"}, step{sleep: 500 * time.Millisecond},
+			step{story: "US-002", status: "completed"}, step{complete: "completed"})
+	}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	m1, err := New(ctx1, Config{Image: "standin:test", Logger: testLogger(t)}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := m1.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	waitTerminal(t, m1, repo, 10*time.Second)
+	if _, err := m1.Resume(ctx, repo, true); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		v, err := m1.Status(ctx, repo)
+		if err == nil && v.State.Containers[0].StoryProgress.InProgress == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rerun never reported US-002: %v", err)
+		}
+	}
+	crash(t, m1, cancel1)
+	m2 := newTestManager(t, eng, Config{})
+	if err := m2.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := detail(t, waitTerminal(t, m2, repo, 10*time.Second), "again"); d.Status != "completed" {
+		t.Fatalf("rerun after the restart: %s %+v, want completed", d.Status, d.Errors)
+	}
+	if c := validateStateFile(t, repo).Containers[0]; c.StoryProgress != (state.Progress{Total: 2, Completed: 2}) {
+		t.Errorf("state: %+v", c.StoryProgress)
+	}
+}

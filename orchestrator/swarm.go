@@ -478,7 +478,8 @@ func (sw *swarm) restoreEntry(c *ctr, old *state.Container, fresh bool) (*state.
 	if fresh {
 		return sc, state.NewTracker(c.tf), nil
 	}
-	t, _, err := state.RestoreTracker(sw.store.JournalPath(sw.id, c.name), c.tf)
+	jpath := sw.store.JournalPath(sw.id, c.name)
+	t, _, err := state.RestoreTracker(jpath, rerunBase(jpath, c.tf))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,7 +2,10 @@ package orchestrator
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/state"
@@ -44,4 +47,35 @@ func keepFinished(tf *tasks.File, prev map[string]tasks.Status) *tasks.File {
 		}
 	}
 	return &out
+}
+
+// rerunBase is the task file a container's fold is restored on: tf with
+// the stories its earlier runs finished kept so (keepFinished, as the
+// rerun began), read from the journals those runs left next to jpath
+// (moveAside), oldest first. A container never rerun has none: tf.
+func rerunBase(jpath string, tf *tasks.File) *tasks.File {
+	if tf == nil {
+		return nil
+	}
+	ents, err := os.ReadDir(filepath.Dir(jpath))
+	if err != nil {
+		return tf
+	}
+	prefix := filepath.Base(jpath) + runSuffix
+	var runs []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) && !e.IsDir() {
+			runs = append(runs, filepath.Join(filepath.Dir(jpath), e.Name()))
+		}
+	}
+	slices.Sort(runs) // the suffix is a fixed-width UTC time
+	base := tf
+	for _, r := range runs {
+		t, _, err := state.RestoreTracker(r, base)
+		if err != nil {
+			continue
+		}
+		base = keepFinished(base, t.Stories())
+	}
+	return base
 }
