@@ -143,60 +143,58 @@ func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo str
 	}
 }
 
-func newSwarmStopCmd(s Streams) *cobra.Command {
+// daemonCmd makes cmd a command that asks the daemon about one repository:
+// it gets the --repo and --socket flags, and its run gets the resolved
+// repository and a client that is closed after it.
+func daemonCmd(cmd *cobra.Command, run func(ctx context.Context, repo string, client *daemon.Client, args []string) error) *cobra.Command {
 	var t swarmTarget
-	cmd := &cobra.Command{
-		Use:   "stop [NAME...]",
-		Short: "stop containers of the swarm (all without names): SIGTERM, grace period, kill",
-		RunE: func(cmd *cobra.Command, names []string) error {
-			return t.withClient(func(repo string, client *daemon.Client) error {
-				view, err := client.Stop(cmd.Context(), repo, names)
-				return renderAnswer(s.Out, view, err)
-			})
-		},
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		return t.withClient(func(repo string, client *daemon.Client) error {
+			return run(c.Context(), repo, client, args)
+		})
 	}
 	t.addFlags(cmd)
 	return cmd
 }
 
+func newSwarmStopCmd(s Streams) *cobra.Command {
+	return daemonCmd(&cobra.Command{
+		Use:   "stop [NAME...]",
+		Short: "stop containers of the swarm (all without names): SIGTERM, grace period, kill",
+	}, func(ctx context.Context, repo string, client *daemon.Client, names []string) error {
+		view, err := client.Stop(ctx, repo, names)
+		return renderAnswer(s.Out, view, err)
+	})
+}
+
 func newSwarmResumeCmd(s Streams) *cobra.Command {
-	var t swarmTarget
 	var retry bool
-	cmd := &cobra.Command{
+	cmd := daemonCmd(&cobra.Command{
 		Use:   "resume",
 		Short: "reconcile the swarm and start its pending containers",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return t.withClient(func(repo string, client *daemon.Client) error {
-				view, err := client.Resume(cmd.Context(), repo, retry)
-				return renderAnswer(s.Out, view, err)
-			})
-		},
-	}
-	t.addFlags(cmd)
+	}, func(ctx context.Context, repo string, client *daemon.Client, _ []string) error {
+		view, err := client.Resume(ctx, repo, retry)
+		return renderAnswer(s.Out, view, err)
+	})
 	cmd.Flags().BoolVar(&retry, "retry-failed", false, "also recreate and rerun failed containers")
 	return cmd
 }
 
 func newSwarmCleanupCmd(s Streams) *cobra.Command {
-	var t swarmTarget
 	var force bool
-	cmd := &cobra.Command{
+	cmd := daemonCmd(&cobra.Command{
 		Use:   "cleanup",
 		Short: "remove finished containers and their networks; drop them from the state",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return t.withClient(func(repo string, client *daemon.Client) error {
-				rep, err := client.Cleanup(cmd.Context(), repo, force)
-				if err != nil {
-					return err
-				}
-				printCleanup(s.Out, rep)
-				return nil
-			})
-		},
-	}
-	t.addFlags(cmd)
+	}, func(ctx context.Context, repo string, client *daemon.Client, _ []string) error {
+		rep, err := client.Cleanup(ctx, repo, force)
+		if err != nil {
+			return err
+		}
+		printCleanup(s.Out, rep)
+		return nil
+	})
 	cmd.Flags().BoolVar(&force, "force", false, "also remove containers holding commits nobody received (printed first)")
 	return cmd
 }

@@ -243,20 +243,35 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, l)
 }
 
+// decodeRepo decodes a request body whose repoPath field is at repoPath
+// and checks that path; false when it has answered an error.
+func (s *Server) decodeRepo(w http.ResponseWriter, r *http.Request, req any, repoPath *string) bool {
+	if !s.decode(w, r, req) {
+		return false
+	}
+	if err := checkRepo("repoPath", *repoPath); err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	return true
+}
+
+// namesGiven answers 400 for an empty name in names (why says what to
+// give instead); false when it has.
+func (s *Server) namesGiven(w http.ResponseWriter, r *http.Request, names []string, why string) bool {
+	for i, n := range names {
+		if n == "" {
+			s.writeError(w, r, &FieldError{fmt.Sprintf("names[%d]", i), why})
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 	var req api.StopRequest
-	if !s.decode(w, r, &req) {
+	if !s.decodeRepo(w, r, &req, &req.RepoPath) || !s.namesGiven(w, r, req.Names, "empty container name") {
 		return
-	}
-	if err := checkRepo("repoPath", req.RepoPath); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	for i, n := range req.Names {
-		if n == "" {
-			s.writeError(w, r, &FieldError{fmt.Sprintf("names[%d]", i), "empty container name"})
-			return
-		}
 	}
 	view, err := s.opts.Swarms.Stop(r.Context(), req.RepoPath, req.Names)
 	s.answer(w, r, view, err)
@@ -264,11 +279,7 @@ func (s *Server) stop(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	var req api.ResumeRequest
-	if !s.decode(w, r, &req) {
-		return
-	}
-	if err := checkRepo("repoPath", req.RepoPath); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeRepo(w, r, &req, &req.RepoPath) {
 		return
 	}
 	view, err := s.opts.Swarms.Resume(r.Context(), req.RepoPath, req.RetryFailed)
@@ -277,11 +288,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 	var req api.CleanupRequest
-	if !s.decode(w, r, &req) {
-		return
-	}
-	if err := checkRepo("repoPath", req.RepoPath); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeRepo(w, r, &req, &req.RepoPath) {
 		return
 	}
 	rep, err := s.opts.Swarms.Cleanup(r.Context(), req.RepoPath, req.Force)
@@ -290,18 +297,8 @@ func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 	var req api.FetchRequest
-	if !s.decode(w, r, &req) {
+	if !s.decodeRepo(w, r, &req, &req.RepoPath) || !s.namesGiven(w, r, req.Names, "empty; give container names from 'aimi swarm status'") {
 		return
-	}
-	if err := checkRepo("repoPath", req.RepoPath); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	for i, n := range req.Names {
-		if n == "" {
-			s.writeError(w, r, &FieldError{fmt.Sprintf("names[%d]", i), "empty; give container names from 'aimi swarm status'"})
-			return
-		}
 	}
 	rep, err := s.opts.Swarms.Fetch(r.Context(), req.RepoPath, req.Names)
 	s.answer(w, r, rep, err)
