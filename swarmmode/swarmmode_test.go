@@ -377,7 +377,7 @@ func TestSandboxesAreIsolated(t *testing.T) {
 	resp, err := m.ServiceCreate(ctx, swarm.ServiceSpec{
 		Annotations: swarm.Annotations{Name: "control-" + c.RunID},
 		TaskTemplate: swarm.TaskSpec{
-			ContainerSpec: &swarm.ContainerSpec{Image: probe, Env: []string{`PROBE_REQUEST={"dial":"` + target + `"}`}},
+			ContainerSpec: &swarm.ContainerSpec{Image: probe, Env: []string{`PROBE_REQUEST={"dial":"` + target + `","tries":10}`}},
 			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionNone},
 			Networks:      []swarm.NetworkAttachmentConfig{{Target: netName}},
 		},

@@ -452,14 +452,16 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	if err := c.host.ContainerStart(ctx, n.ContainerID, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start node %s: %w", n.Name, err)
 	}
-	deadline := time.Now().Add(swarmReadyTimeout)
+	// A restarted engine replays its swarm state before it rejoins: longer
+	// than a first join, more so on a loaded machine.
+	deadline := time.Now().Add(2 * swarmReadyTimeout)
 	for {
 		node, _, err := c.Manager().Client.NodeInspectWithRaw(ctx, n.NodeID)
 		if err == nil && node.Status.State == swarm.NodeStateReady {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not Ready %s after its restart (last error: %v)", n.Name, swarmReadyTimeout, err)
+			return fmt.Errorf("node %s not Ready %s after its restart (last error: %v)%s", n.Name, 2*swarmReadyTimeout, err, c.nodeLogTail(ctx, n.ContainerID))
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return err

@@ -27,7 +27,8 @@ type request struct {
 	Exit   int    `json:"exit"`
 	Sleep  string `json:"sleep"`
 	Listen string `json:"listen"` // address to accept on while sleeping
-	Dial   string `json:"dial"`   // address to try once
+	Dial   string `json:"dial"`   // address to try
+	Tries  int    `json:"tries"`  // dial attempts a second apart until one succeeds (default 1)
 }
 
 func main() {
@@ -80,11 +81,16 @@ func main() {
 		// connection (a transparent proxy on the way out) must not pass
 		// for reaching the listener.
 		ok := false
-		if c, err := net.DialTimeout("tcp", req.Dial, 3*time.Second); err == nil {
-			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-			b, _ := io.ReadAll(io.LimitReader(c, int64(len(banner))))
-			ok = string(b) == banner
-			c.Close()
+		for i := 0; i < max(req.Tries, 1) && !ok; i++ {
+			if i > 0 {
+				time.Sleep(time.Second)
+			}
+			if c, err := net.DialTimeout("tcp", req.Dial, 3*time.Second); err == nil {
+				_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+				b, _ := io.ReadAll(io.LimitReader(c, int64(len(banner))))
+				ok = string(b) == banner
+				c.Close()
+			}
 		}
 		if ok {
 			fmt.Println("dial ok")
