@@ -57,9 +57,9 @@ func showStateFile(cmd *cobra.Command, s Streams, root string, asJSON bool) erro
 	// Print the bytes as they are on disk, not a re-encoding: other tools
 	// wrote them too. The file may have been replaced since Load; read it
 	// once and check what is printed.
-	b, err := os.ReadFile(st.Path())
+	b, err := st.ReadFile()
 	if err != nil {
-		return exitf(ExitUsage, "read %s: %v", st.Path(), err)
+		return exitf(ExitInvalid, "%v", err)
 	}
 	if err := state.CheckFile(b); err != nil {
 		return exitf(ExitInvalid, "%s does not match the swarm-state schema: %v", st.Path(), err)

@@ -158,7 +158,7 @@ func DecodeRecord(line []byte) (Record, error) {
 // newline: the writer died mid-append) is ignored; any other bad line is an
 // error naming it, returned with the records before it.
 func ReadJournal(path string) ([]Record, error) {
-	f, err := os.Open(path)
+	f, err := openJournalRead(path)
 	if err != nil {
 		return nil, fmt.Errorf("read journal: %w", err)
 	}
@@ -176,7 +176,7 @@ func ReadJournal(path string) ([]Record, error) {
 // them, so a follower reads each record once however long the journal
 // grows. A torn last line is left for the next call.
 func ReadJournalFrom(path string, offset int64) (recs []Record, next int64, err error) {
-	f, err := os.Open(path)
+	f, err := openJournalRead(path)
 	if err != nil {
 		return nil, offset, fmt.Errorf("read journal: %w", err)
 	}
@@ -286,7 +286,7 @@ func LastPosition(path string) (Position, error) {
 // lastPosition is LastPosition, and whether the journal reached its cap
 // (it holds a gap record).
 func lastPosition(path string) (Position, bool, error) {
-	f, err := os.Open(path)
+	f, err := openJournalRead(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return Position{}, false, nil
 	}
@@ -314,7 +314,7 @@ func lastPosition(path string) (Position, bool, error) {
 // ends, to resume reading the container's logs from.
 func RestoreTracker(path string, tf *tasks.File) (*Tracker, Position, error) {
 	t := NewTracker(tf)
-	f, err := os.Open(path)
+	f, err := openJournalRead(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return t, Position{}, nil
 	}

@@ -134,7 +134,7 @@ func (e *parseError) Unwrap() error { return e.err }
 
 // read reads and decodes the file, returning its content too.
 func (s *Store) read() (*Swarm, []byte, error) {
-	b, err := os.ReadFile(s.path)
+	b, err := s.readStateFile()
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, ErrNoState
 	}

@@ -50,13 +50,46 @@ func ReadIn(root, rel string, max int64) ([]byte, error) {
 	return readOpened(f, max)
 }
 
-func readOpened(f *os.File, max int64) ([]byte, error) {
-	fi, err := f.Stat()
+// OpenIn opens rel (slash-separated, relative to root) for reading, for a
+// caller that streams a file too large to read whole: a regular file only,
+// never blocking on a FIFO or a device, and without leaving root (a link or
+// ".." that leads out of it is an error). Bounding what is read from it is
+// the caller's part.
+func OpenIn(root, rel string) (*os.File, error) {
+	r, err := os.OpenRoot(root)
 	if err != nil {
 		return nil, err
 	}
+	defer r.Close()
+	f, err := r.OpenFile(filepath.FromSlash(rel), openFlags, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRegular(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func checkRegular(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w (it is a %s)", ErrNotRegular, kind(fi.Mode()))
+		return fmt.Errorf("%w (it is a %s)", ErrNotRegular, kind(fi.Mode()))
+	}
+	return nil
+}
+
+func readOpened(f *os.File, max int64) ([]byte, error) {
+	if err := checkRegular(f); err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
 	}
 	if fi.Size() > max {
 		return nil, fmt.Errorf("%w: %d bytes, over %d", ErrTooLarge, fi.Size(), max)
