@@ -192,50 +192,29 @@ func (d *decoder) payload(t Type) (Payload, error) {
 	switch t {
 	case TypeTaskRequest:
 		p := &TaskRequest{}
-		var has struct{ path, branch, repo bool }
-		err := d.s.object(func(key string) error {
-			var err error
-			switch key {
-			case "taskFilePath":
-				p.TaskFilePath, has.path, err = d.str("payload.taskFilePath")
-			case "branchName":
-				p.BranchName, has.branch, err = d.str("payload.branchName")
-			case "repoUrl":
-				p.RepoURL, has.repo, err = d.str("payload.repoUrl")
-			case "envVars":
-				p.EnvVars, err = d.envVars()
-			default:
-				err = d.s.skip(0)
+		err := d.strObject([]strField{
+			{key: "taskFilePath", field: "payload.taskFilePath", dst: &p.TaskFilePath},
+			{key: "branchName", field: "payload.branchName", dst: &p.BranchName},
+			{key: "repoUrl", field: "payload.repoUrl", dst: &p.RepoURL},
+		}, func(key string) (bool, error) {
+			if key != "envVars" {
+				return false, nil
 			}
-			return err
+			var err error
+			p.EnvVars, err = d.envVars()
+			return true, err
 		})
-		d.require("payload.taskFilePath", has.path)
-		d.require("payload.branchName", has.branch)
-		d.require("payload.repoUrl", has.repo)
 		if p.EnvVars == nil {
 			p.EnvVars = map[string]string{} // the spec's default
 		}
 		return p, err
 	case TypeProgressUpdate:
 		p := &ProgressUpdate{}
-		var has struct{ story, status, output bool }
-		err := d.s.object(func(key string) error {
-			var err error
-			switch key {
-			case "storyId":
-				p.StoryID, has.story, err = d.str("payload.storyId")
-			case "status":
-				p.Status, has.status, err = d.str("payload.status")
-			case "output":
-				p.Output, has.output, err = d.str("payload.output")
-			default:
-				err = d.s.skip(0)
-			}
-			return err
-		})
-		d.require("payload.storyId", has.story)
-		d.require("payload.status", has.status)
-		d.require("payload.output", has.output)
+		err := d.strObject([]strField{
+			{key: "storyId", field: "payload.storyId", dst: &p.StoryID},
+			{key: "status", field: "payload.status", dst: &p.Status},
+			{key: "output", field: "payload.output", dst: &p.Output},
+		}, nil)
 		return p, err
 	case TypeCompletion:
 		p := &Completion{}
@@ -271,23 +250,45 @@ func (d *decoder) payload(t Type) (Payload, error) {
 		return p, err
 	default: // TypeError
 		p := &ErrorPayload{}
-		var has struct{ code, message bool }
-		err := d.s.object(func(key string) error {
-			var err error
-			switch key {
-			case "code":
-				p.Code, has.code, err = d.str("payload.code")
-			case "message":
-				p.Message, has.message, err = d.str("payload.message")
-			default:
-				err = d.s.skip(0)
-			}
-			return err
-		})
-		d.require("payload.code", has.code)
-		d.require("payload.message", has.message)
+		err := d.strObject([]strField{
+			{key: "code", field: "payload.code", dst: &p.Code},
+			{key: "message", field: "payload.message", dst: &p.Message},
+		}, nil)
 		return p, err
 	}
+}
+
+// strField is a required string key of a payload object.
+type strField struct {
+	key   string  // the JSON key
+	field string  // its name in field errors
+	dst   *string // where its value goes
+	has   bool
+}
+
+// strObject reads an object whose keys in fields are required strings.
+// Other keys go to other, when given, which says whether it took the key;
+// the rest are skipped.
+func (d *decoder) strObject(fields []strField, other func(key string) (bool, error)) error {
+	err := d.s.object(func(key string) error {
+		for i := range fields {
+			if fields[i].key == key {
+				var err error
+				*fields[i].dst, fields[i].has, err = d.str(fields[i].field)
+				return err
+			}
+		}
+		if other != nil {
+			if took, err := other(key); took {
+				return err
+			}
+		}
+		return d.s.skip(0)
+	})
+	for _, f := range fields {
+		d.require(f.field, f.has)
+	}
+	return err
 }
 
 // envVars reads an object of strings; null counts as absent.
