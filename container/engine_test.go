@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"errors"
+	"maps"
 	"fmt"
 	"log/slog"
 	"net"
@@ -711,6 +712,23 @@ func (e *engine) testCreateErrors(t *testing.T) {
 	}
 	if _, err := e.d.Inspect(ctx, sid); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("old container still there: %v", err)
+	}
+
+	// An exited holder of another repository (whose swarm may have made
+	// it a moment ago): a conflict, and it stays.
+	theirs := e.spec("theirs", "exit:0")
+	theirs.Labels = maps.Clone(theirs.Labels)
+	theirs.Labels[contract.LabelProject] = "/repo/theirs"
+	tid, texit, _ := e.launch(t, ctx, theirs)
+	waitExit(t, texit)
+	mine := theirs
+	mine.Labels = maps.Clone(theirs.Labels)
+	mine.Labels[contract.LabelProject] = "/repo/mine"
+	if _, err := e.d.Create(ctx, mine); !errors.Is(err, ErrConflict) {
+		t.Fatalf("create over another repository's exited container = %v, want ErrConflict", err)
+	}
+	if info, err := e.d.Inspect(ctx, theirs.Name); err != nil || info.ID != tid {
+		t.Fatalf("the other repository's container after the conflict: %+v %v", info, err)
 	}
 
 	tests := []struct {
