@@ -289,17 +289,14 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.git.checkout(ctx, r.req.BranchName); err != nil {
 		return &prepError{acpmsg.CodeGitCheckoutFailed, fmt.Sprintf("check out %s: %v", r.req.BranchName, err)}
 	}
-	root, err := os.OpenRoot(ws)
-	if err != nil {
-		return &prepError{acpmsg.CodeUnknownError, fmt.Sprintf("open workspace: %v", err)}
-	}
-	defer root.Close()
-	data, err := root.ReadFile(r.req.TaskFilePath)
+	// The branch is the agent's and the repository's: the task file may be
+	// a link, a FIFO or a blob of any size. Read it as the daemon does.
+	data, err := tasks.ReadFileIn(ws, r.req.TaskFilePath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return &prepError{acpmsg.CodeTaskFileNotFound, fmt.Sprintf("task file %s does not exist on branch %s of %s", r.req.TaskFilePath, r.req.BranchName, redactURL(r.req.RepoURL))}
 	case err != nil:
-		return &prepError{acpmsg.CodeTaskFileInvalid, fmt.Sprintf("read task file %s: %v", r.req.TaskFilePath, err)}
+		return &prepError{acpmsg.CodeTaskFileInvalid, err.Error()}
 	}
 	f, err := parseTaskFile(data)
 	if err != nil {

@@ -451,6 +451,7 @@ func TestRunErrorsBeforeWorkBegins(t *testing.T) {
 		{name: "task file invalid", stdin: func(s *scenario) string {
 			return strings.Replace(s.request(&testing.T{}), s.taskPath, "README.json", 1)
 		}, file: func(s *scenario) {}, want: acpmsg.CodeTaskFileInvalid},
+		{name: "task file over the cap", want: acpmsg.CodeTaskFileInvalid, wantMsg: "too large"},
 		{name: "clone of a missing repository", stdin: func(s *scenario) string {
 			return strings.Replace(s.request(&testing.T{}), s.srv.URL, s.srv.URL+"-missing", 1)
 		}, want: acpmsg.CodeGitCloneFailed},
@@ -463,6 +464,17 @@ func TestRunErrorsBeforeWorkBegins(t *testing.T) {
 			if tc.name == "task file invalid" {
 				// Serve a repository whose README.json is not a task file.
 				srv := gittest.New(t, "", map[string]string{"README.json": `{"schemaVersion":"2.0"}`})
+				s.srv = srv
+				s.cfg.Env = append(s.cfg.Env, "GIT_SSL_CAINFO="+srv.CAFile)
+			}
+			if tc.name == "task file over the cap" {
+				// A valid task file, padded past the cap the daemon reads with.
+				data, err := marshalTaskFile(valid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				data = append(data, bytes.Repeat([]byte(" "), tasks.MaxFileBytes+1-len(data))...)
+				srv := gittest.New(t, "", map[string]string{s.taskPath: string(data)})
 				s.srv = srv
 				s.cfg.Env = append(s.cfg.Env, "GIT_SSL_CAINFO="+srv.CAFile)
 			}
