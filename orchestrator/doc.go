@@ -21,9 +21,14 @@
 //
 //   - Start validates every task file (path rules, then the copy the container
 //     will read from git, see committed.go; one branch per file) before any
-//     engine call, creates every container (in parallel, named in task-file
-//     order), saves them all as pending with their engine ids, and only then
-//     starts any. Names are aimi-<task file slug>, suffixed -2, -3... when a
+//     engine call, then creates the containers (in parallel, named in
+//     task-file order) and starts each as soon as it exists and its pending
+//     entry, with its engine id, is in the saved state file: a container
+//     never runs without its entry, so a crash at any point leaves the
+//     started ones recoverable, and the user does not wait for the last
+//     create before the first start. A failed create ends the start: its
+//     supervisors stop without deciding, and every container it made,
+//     started or not, is removed with its state and journals. Names are aimi-<task file slug>, suffixed -2, -3... when a
 //     container of that name belongs to another repository or still runs.
 //   - Bounded fan-out uses a small FIFO limiter instead of
 //     x/sync/semaphore: the semaphore is FIFO only in the order Acquire is

@@ -36,6 +36,11 @@ type fakeEngine struct {
 	// stdinFails makes WriteStdin fail for containers whose name contains
 	// it.
 	stdinFails string
+	// beforeCreate, when set, runs before each Create (outside the lock)
+	// and may hold it back or fail it; beforeStart likewise before each
+	// Start.
+	beforeCreate func(ctx context.Context, name string) error
+	beforeStart  func(id string)
 }
 
 type fakeCtr struct {
@@ -96,6 +101,11 @@ func (f *fakeEngine) get(idOrName string) *fakeCtr {
 }
 
 func (f *fakeEngine) Create(ctx context.Context, s container.Spec) (string, error) {
+	if f.beforeCreate != nil {
+		if err := f.beforeCreate(ctx, s.Name); err != nil {
+			return "", err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !nameRe.MatchString(s.Name) {
@@ -134,6 +144,9 @@ func (f *fakeEngine) notifyLocked(c *fakeCtr) {
 }
 
 func (f *fakeEngine) Start(ctx context.Context, id string) error {
+	if f.beforeStart != nil {
+		f.beforeStart(id)
+	}
 	f.mu.Lock()
 	c := f.get(id)
 	if c == nil {

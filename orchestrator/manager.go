@@ -238,9 +238,6 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		}
 	}
 	m.publish(api.Event{SwarmID: sw.id, RepoPath: repo, Kind: api.EventSwarmStarted})
-	for _, c := range created {
-		sw.launch(c, modeFresh)
-	}
 	return sw.view(), nil
 }
 

@@ -46,10 +46,16 @@ const (
 // launch starts c's supervisor unless one runs; it returns its done channel
 // (nil when the Manager is shutting down).
 func (sw *swarm) launch(c *ctr, mode supMode) chan struct{} {
+	return sw.launchIn(sw.m.life, c, mode)
+}
+
+// launchIn is launch with the supervisor's context: the Manager's life, or
+// a start's (see createAll), which ends with it.
+func (sw *swarm) launchIn(ctx context.Context, c *ctr, mode supMode) chan struct{} {
 	m := sw.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closing || m.life.Err() != nil {
+	if m.closing || ctx.Err() != nil {
 		return nil
 	}
 	sw.mu.Lock()
@@ -81,7 +87,7 @@ func (sw *swarm) launch(c *ctr, mode supMode) chan struct{} {
 	go func() {
 		defer m.wg.Done()
 		defer close(done)
-		sw.supervise(m.life, c, mode, tk)
+		sw.supervise(ctx, c, mode, tk)
 	}()
 	return done
 }
@@ -107,6 +113,13 @@ func (f *exitFacts) engineEnded(code, reason string) { f.failure, f.failureReaso
 // When ctx ends (Shutdown or the daemon dying) it returns without deciding
 // anything: the container keeps running and Recover picks it up.
 func (sw *swarm) supervise(ctx context.Context, c *ctr, mode supMode, tk *ticket) {
+	// A container of a start in progress: nothing of it (not even its
+	// name, which a clash may still change) is settled before it exists
+	// and its entry is saved.
+	if mode == modeFresh && !sw.awaitCreated(ctx, c) {
+		sw.slots.wait(ctx, tk) // ctx ended: this gives the place in line back
+		return
+	}
 	log := sw.m.log.With("swarm", sw.id, "container", c.name)
 	switch mode {
 	case modeFresh:

@@ -8,11 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
@@ -58,7 +55,11 @@ type ctr struct {
 	rejected   int
 	prURL      *string // from Publish (local mode)
 	fresh      bool    // created by this Manager, not yet supervised
-	node       string  // cluster node it runs on ("" on a single engine)
+	// created is closed once createAll created the container and saved
+	// its entry: its supervisor, launched before, starts it no earlier.
+	// nil for a container that existed before (adopted, or older).
+	created chan struct{}
+	node    string // cluster node it runs on ("" on a single engine)
 }
 
 func (sw *swarm) find(name string) *ctr {
@@ -165,171 +166,6 @@ func (sw *swarm) gatewayIP() string {
 	return sw.gateway
 }
 
-// nameTaken reports whether a container name is used by a container the
-// swarm must not replace: one of another repository, or a running one.
-// Create would remove any other container of that name.
-func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]bool) bool {
-	if mine[name] {
-		return true
-	}
-	info, err := sw.m.eng.Inspect(ctx, name)
-	if err != nil {
-		return false
-	}
-	return info.Labels[contract.LabelProject] != sw.repo || info.Running
-}
-
-// createConcurrency bounds parallel create calls: the engine serialises
-// parts of create anyway, and a few in flight hide the round trips.
-const createConcurrency = 8
-
-// createAll creates one container per task file (names assigned in order,
-// creates in parallel) and tracks each as pending, in task-file order. On
-// error it returns what it created, for discard.
-func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) ([]*ctr, error) {
-	mine := map[string]bool{}
-	for _, c := range sw.list() {
-		mine[c.name] = true
-	}
-	// The engine is asked about every first-choice name at once: one
-	// round trip per task file in sequence was a visible part of a large
-	// start. Names are then assigned in task-file order from the answers;
-	// only a clash asks again, for the alternatives.
-	first := make([]bool, len(planned))
-	var probe errgroup.Group
-	probe.SetLimit(createConcurrency)
-	for i, p := range planned {
-		probe.Go(func() error {
-			first[i] = sw.nameTaken(ctx, containerName(p.path), nil)
-			return nil
-		})
-	}
-	_ = probe.Wait()
-	var mineMu sync.Mutex // guards mine while creates run
-	all := make([]*ctr, len(planned))
-	for i, p := range planned {
-		base := containerName(p.path)
-		name := uniqueName(base, func(n string) bool {
-			if n == base && !mine[n] {
-				return first[i]
-			}
-			return sw.nameTaken(ctx, n, mine)
-		})
-		mine[name] = true
-		all[i] = &ctr{name: name, taskFile: p.path, branch: p.tf.Metadata.BranchName, tf: p.tf, repoURL: sw.repoURL, stopCh: make(chan struct{})}
-	}
-	// Names are checked, then created: another repository's swarm may take
-	// one in between. The engine refuses the second of a name, and the
-	// container that lost it takes the next free one.
-	rename := func(ctx context.Context, c *ctr) string {
-		mineMu.Lock()
-		defer mineMu.Unlock()
-		name := uniqueName(containerName(c.taskFile), func(n string) bool { return sw.nameTaken(ctx, n, mine) })
-		mine[name] = true
-		return name
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(createConcurrency)
-	for _, c := range all {
-		g.Go(func() error { return sw.create(gctx, c, rename) })
-	}
-	err := g.Wait()
-	var created []*ctr
-	for _, c := range all {
-		if sw.idOf(c) != "" {
-			created = append(created, c)
-		}
-	}
-	if err != nil {
-		return created, err
-	}
-	for _, c := range all {
-		sw.mu.Lock()
-		sw.ctrs = append(sw.ctrs, c)
-		sw.mu.Unlock()
-		now := time.Now().UTC()
-		sc := &state.Container{ContainerID: c.id, ContainerName: c.name, TaskFilePath: c.taskFile,
-			BranchName: c.branch, Status: state.StatusPending, CreatedAt: now, UpdatedAt: now}
-		if err := sw.led.track(sc, state.NewTracker(c.tf)); err != nil {
-			return created, fmt.Errorf("record container %s: %w", c.name, err)
-		}
-		sw.m.publish(api.Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: api.EventContainerCreated, Status: string(state.StatusPending)})
-	}
-	// Every entry is pending with its real id before anything starts.
-	if err := sw.led.flush(ctx); err != nil {
-		return created, fmt.Errorf("save the swarm state: %w", err)
-	}
-	return created, nil
-}
-
-// maxRenames bounds how often one container of a start looks for another
-// name after the engine refused one.
-const maxRenames = 8
-
-// create makes c's container (granting git access first in local mode).
-// When the engine refuses the name and rename is set (a new container, not
-// a rerun), c takes the name rename gives and tries again.
-func (sw *swarm) create(ctx context.Context, c *ctr, rename func(context.Context, *ctr) string) error {
-	for attempt := 1; ; attempt++ {
-		err := sw.createAs(ctx, c)
-		if err == nil || rename == nil || !errors.Is(err, container.ErrConflict) || attempt > maxRenames {
-			return err
-		}
-		old := c.name
-		c.name = rename(ctx, c)
-		sw.m.log.Info("container name taken meanwhile; using another", "swarm", sw.id, "taken", old, "name", c.name, "err", err)
-	}
-}
-
-// createAs makes c's container under c.name.
-func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
-	var g *Grant
-	if sw.local {
-		if sw.gatewayIP() == "" {
-			// Adopted after a restart with nothing running: the network
-			// and the service's listener come back first.
-			if err := sw.ensureNetwork(ctx); err != nil {
-				return err
-			}
-		}
-		gr, err := sw.m.cfg.Git.Grant(ctx, sw.repo, sw.id, c.name, c.branch, sw.gatewayIP())
-		if err != nil {
-			return fmt.Errorf("grant git access to %s: %w", c.name, err)
-		}
-		g = &gr
-		c.repoURL = gr.RepoURL
-	}
-	id, err := sw.m.eng.Create(ctx, sw.createSpec(c, g))
-	if err != nil {
-		if g != nil {
-			sw.m.cfg.Git.Revoke(sw.id, c.name)
-		}
-		return fmt.Errorf("create container %s for %s: %w", c.name, c.taskFile, err)
-	}
-	sw.mu.Lock()
-	c.id, c.fresh = id, true
-	sw.mu.Unlock()
-	return nil
-}
-
-// discard undoes a Start that failed half-way: the containers it created
-// are removed and the swarm is forgotten.
-func (sw *swarm) discard(ctx context.Context, created []*ctr) {
-	for _, c := range created {
-		if err := sw.m.eng.Remove(context.WithoutCancel(ctx), c.id); err != nil {
-			sw.m.log.Warn("remove container of a failed start", "name", c.name, "err", err)
-		}
-		if sw.local {
-			sw.m.cfg.Git.Revoke(sw.id, c.name)
-		}
-	}
-	sw.close(ctx)
-	_ = sw.m.eng.RemoveNetworkIfUnused(context.WithoutCancel(ctx), sw.network)
-	if err := sw.store.Remove(context.WithoutCancel(ctx)); err != nil {
-		sw.m.log.Warn("remove state of a failed start", "repo", sw.repo, "err", err)
-	}
-}
-
 // append adds task files to the active swarm.
 func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmView, error) {
 	existing := map[string]string{}
@@ -350,9 +186,6 @@ func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmVie
 			_ = sw.m.eng.Remove(context.WithoutCancel(ctx), c.id)
 		}
 		return api.SwarmView{}, fmt.Errorf("%w (the active swarm is unchanged apart from %d removed containers; their entries stay pending until cleanup)", err, len(created))
-	}
-	for _, c := range created {
-		sw.launch(c, modeFresh)
 	}
 	return sw.view(), nil
 }
