@@ -415,6 +415,7 @@ func TestUntrustedTextIsBoundedAndLinksAreWebOnly(t *testing.T) {
 		{"a\x1b[31mred\x07", "a[31mred"},
 		{"tab\there\nnewline", "tab here newline"},
 		{"rtl\u202eoverride\u2066", "rtloverride"},
+		{"c1 \u009b2J\u0085 cr\rdel\x7f", "c1 2J cr del"},
 		{"bad \xff utf8", "bad \uFFFD utf8"},
 		{strings.Repeat("x", 2100), strings.Repeat("x", 2000) + "…"},
 	}

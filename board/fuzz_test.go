@@ -28,7 +28,7 @@ func FuzzSummarize(f *testing.F) {
 				t.Fatalf("%d runes, over the bound", utf8.RuneCountInString(s))
 			}
 			for _, r := range s {
-				if unicode.IsControl(r) || isBidi(r) {
+				if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 					t.Fatalf("control or bidi character %U in %q", r, s)
 				}
 			}

@@ -2,11 +2,10 @@ package board
 
 import (
 	"net/url"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/termsafe"
 )
 
 // Bounds of untrusted text on the page.
@@ -161,34 +160,6 @@ func webURL(s string) string {
 	return u.String()
 }
 
-// clean makes untrusted text safe to show: invalid UTF-8 replaced, control
-// and bidirectional-override characters dropped (tabs and newlines become
-// spaces), at most max runes.
-func clean(s string, max int) string {
-	if s == "" {
-		return s
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range strings.ToValidUTF8(s, "\uFFFD") {
-		switch {
-		case r == '\t' || r == '\n' || r == '\r':
-			r = ' '
-		case unicode.IsControl(r) || isBidi(r):
-			continue
-		}
-		if n == max {
-			b.WriteString("…")
-			break
-		}
-		b.WriteRune(r)
-		n++
-	}
-	return b.String()
-}
-
-// isBidi reports the explicit directional formatting characters, which can
-// make a line read differently from what it holds.
-func isBidi(r rune) bool {
-	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069) || r == 0x200E || r == 0x200F || r == 0x061C
-}
+// clean makes untrusted text safe to show in the page (as textContent, on
+// one line): the CLI's terminal filter, in its form for text displays.
+func clean(s string, max int) string { return termsafe.Line(s, max) }

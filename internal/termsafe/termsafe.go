@@ -130,3 +130,31 @@ func (tw *Writer) WriteControl(s string) error {
 	_, err := io.WriteString(tw.w, s)
 	return err
 }
+
+// Line returns s for a display that shows text as text on one line (a
+// table cell, an HTML element's textContent): bytes that are not UTF-8
+// become U+FFFD, tab, newline and carriage return a space, every other
+// character String would escape is dropped (a page has no use for its
+// escape), and at most max runes are kept, then "…".
+func Line(s string, max int) string {
+	var b strings.Builder
+	n := 0
+	for p := []byte(s); len(p) > 0; {
+		r, size := utf8.DecodeRune(p)
+		p = p[size:]
+		switch {
+		case r == utf8.RuneError && size <= 1:
+		case r == '\t' || r == '\n' || r == '\r':
+			r = ' '
+		case !neutral(r):
+			continue
+		}
+		if n == max {
+			b.WriteString("…")
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
+}

@@ -93,3 +93,36 @@ func FuzzString(f *testing.F) {
 		}
 	})
 }
+
+func TestLineDropsWhatStringEscapesAndBounds(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"plain", 10, "plain"},
+		{"a\x1b[31mred\x07", 10, "a[31mred"},
+		{"c1\u009b2J del\x7f", 20, "c12J del"},
+		{"tab\there\r\nnl", 20, "tab here  nl"},
+		{"rtl\u202eoverride\u2066\u200f\u061c", 20, "rtloverride"},
+		{"bad \xff\xfe utf8", 20, "bad \uFFFD\uFFFD utf8"},
+		{"abcdef", 3, "abc…"},
+		{"abc", 3, "abc"},
+	} {
+		if got := Line(c.in, c.max); got != c.want {
+			t.Errorf("Line(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+	}
+	// Every character String escapes is one Line drops, and no other.
+	for r := rune(0); r <= 0x3000; r++ {
+		if r == '\t' || r == '\n' || r == '\r' {
+			continue
+		}
+		s := string(r)
+		escaped := String(s) != s
+		dropped := Line(s, 1) == ""
+		if escaped != dropped {
+			t.Errorf("%U: String escapes it %v, Line drops it %v", r, escaped, dropped)
+		}
+	}
+}
