@@ -107,3 +107,20 @@ func (m *Manager) stopForeign(ctx context.Context, sw *swarm, names []string) {
 		m.log.Warn("stop requested in the state file", "swarm", sw.id, "containers", names, "err", err)
 	}
 }
+
+// foreignActive reports whether the state file holds a pending or running
+// entry another tool made (one the daemon does not follow): a start that
+// replaced the file would make that tool lose its containers, so it is
+// refused as a start over an active swarm is.
+func (sw *swarm) foreignActive(ctx context.Context) bool {
+	file, err := sw.store.Load(ctx)
+	if err != nil || file.SwarmID != sw.id {
+		return false
+	}
+	for _, fc := range file.Containers {
+		if sw.find(fc.ContainerName) == nil && !fc.Status.Terminal() {
+			return true
+		}
+	}
+	return false
+}

@@ -163,7 +163,7 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	if err != nil && !errors.Is(err, api.ErrNoSwarm) {
 		return api.SwarmView{}, err
 	}
-	if cur != nil && cur.active() {
+	if cur != nil && (cur.active() || cur.foreignActive(ctx)) {
 		switch {
 		case req.Append:
 			return cur.append(ctx, req)

@@ -179,6 +179,11 @@ func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	if req.Local != sw.local {
 		return api.SwarmView{}, fmt.Errorf("%w: the active swarm runs in %s mode; append in the same mode", api.ErrInvalidRequest, map[bool]string{true: "local", false: "remote"}[sw.local])
 	}
+	// An adopted swarm may have no network on the engine: one whose
+	// containers all finished and were removed, or another tool's.
+	if err := sw.ensureNetwork(ctx); err != nil {
+		return api.SwarmView{}, err
+	}
 	created, err := sw.createAll(ctx, planned)
 	if err != nil {
 		// The swarm goes on; only what this request created goes away.

@@ -215,18 +215,7 @@ func TestStatusThroughTheDaemonLeavesTheShellToolsSwarmAlone(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
-	file := `{
-  "swarmId": "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b",
-  "createdAt": "2026-11-22T10:31:00Z",
-  "updatedAt": "2026-11-22T10:31:00Z",
-  "containers": [
-    {"containerId": "0123456789ab", "containerName": "aimi-shell-a", "taskFilePath": ".aimi/tasks/a-tasks.json",
-     "branchName": "feat/a", "status": "running", "prUrl": null,
-     "storyProgress": {"total": 2, "completed": 1, "failed": 0, "inProgress": 1, "pending": 0},
-     "createdAt": "2026-11-22T10:31:00Z", "updatedAt": "2026-11-22T10:31:00Z", "acpPid": "12"}
-  ]
-}
-`
+	file := shellToolSwarm
 	path := filepath.Join(repo, ".aimi", "swarm-state.json")
 	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
@@ -319,5 +308,61 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 		if r.Stream == state.StreamStdout {
 			t.Errorf("the stopped pending container printed %s: it ran", r.Message)
 		}
+	}
+}
+
+// shellToolSwarm is a state file the shell tool wrote for a swarm of its
+// own: one running container (not on this engine), a pid as a string.
+const shellToolSwarm = `{
+  "swarmId": "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b",
+  "createdAt": "2026-11-22T10:31:00Z",
+  "updatedAt": "2026-11-22T10:31:00Z",
+  "containers": [
+    {"containerId": "0123456789ab", "containerName": "aimi-shell-a", "taskFilePath": ".aimi/tasks/a-tasks.json",
+     "branchName": "feat/a", "status": "running", "prUrl": null,
+     "storyProgress": {"total": 2, "completed": 1, "failed": 0, "inProgress": 1, "pending": 0},
+     "createdAt": "2026-11-22T10:31:00Z", "updatedAt": "2026-11-22T10:31:00Z", "acpPid": "12"}
+  ]
+}
+`
+
+// TestStartNextToTheShellToolsRunningSwarm: a plain start in a repository
+// where the shell tool runs a swarm is refused as a start over an active
+// swarm is (the file is left as it is); with --append the daemon's
+// container joins the file and the shell tool's entry stays.
+func TestStartNextToTheShellToolsRunningSwarm(t *testing.T) {
+	image := standinImage(t)
+	repo := gitRepo(t, 1, "mine")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "auto|1"})
+	path := filepath.Join(repo, ".aimi", "swarm-state.json")
+	if err := os.WriteFile(path, []byte(shellToolSwarm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	code, _, errOut := run("swarm", "start", "--all")
+	if code == 0 || !strings.Contains(errOut, "--append") {
+		t.Fatalf("start next to the shell tool's running swarm: exit %d %s", code, errOut)
+	}
+	if b, _ := os.ReadFile(path); string(b) != shellToolSwarm {
+		t.Fatalf("a refused start changed the file:\n%s", b)
+	}
+	if code, _, errOut = run("swarm", "start", "--all", "--append"); code != 0 {
+		t.Fatalf("start --append: exit %d %s", code, errOut)
+	}
+	waitFor(t, sock, repo, time.Minute, "mine completed", func(v api.SwarmView) bool {
+		c := v.State.Container("aimi-mine")
+		return c != nil && c.Status == state.StatusCompleted
+	})
+	p.stop(t)
+	sw := readStateFile(t, repo)
+	if c := sw.Container("aimi-shell-a"); c == nil || c.Status != state.StatusRunning || c.ACPPID == nil || *c.ACPPID != 12 {
+		t.Errorf("the shell tool's entry: %+v", c)
+	}
+	if c := sw.Container("aimi-mine"); c == nil || c.Status != state.StatusCompleted {
+		t.Errorf("the daemon's entry: %+v", c)
 	}
 }
