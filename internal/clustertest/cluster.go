@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
@@ -31,6 +33,10 @@ const (
 	// LabelCluster marks every container and network of a cluster with
 	// the cluster's run id (next to dockertest.LabelKey, which cleanup uses).
 	LabelCluster = "org.aimi.test-cluster"
+	// labelOwner holds "<pid> <socket dir>" of the test process that made
+	// a cluster, so a later Start can remove the cluster of a process that
+	// died without its Close (a panicking test ends the process at once).
+	labelOwner = "org.aimi.test-cluster-owner"
 	// socketDir is where a node's dockerd puts its API socket, inside the
 	// node; a host directory is bound there.
 	socketDir = "/run/aimi-node"
@@ -144,7 +150,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	log.Info("cluster: node image", "ref", ref, "cached", cached, "since-start", time.Since(start).Round(time.Millisecond))
 
-	labels := map[string]string{dockertest.LabelKey: c.RunID, LabelCluster: c.RunID}
+	removeOrphans(ctx, host, log)
+	labels := map[string]string{dockertest.LabelKey: c.RunID, LabelCluster: c.RunID, labelOwner: fmt.Sprintf("%d %s", os.Getpid(), c.dir)}
 	c.Network = "aimi-cluster-" + c.RunID
 	if _, err := host.NetworkCreate(ctx, c.Network, network.CreateOptions{Driver: "bridge", Labels: labels}); err != nil {
 		return nil, fmt.Errorf("create cluster network %s: %w", c.Network, err)
@@ -465,6 +472,33 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 		}
 		if err := sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
+		}
+	}
+}
+
+// removeOrphans removes the clusters whose test process is gone: their
+// owner label names a pid that no longer exists on this machine. Clusters
+// of live processes (other test packages running now) are left alone.
+func removeOrphans(ctx context.Context, host *client.Client, log *slog.Logger) {
+	cs, err := host.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", labelOwner))})
+	if err != nil {
+		return
+	}
+	done := map[string]bool{}
+	for _, ct := range cs {
+		run := ct.Labels[LabelCluster]
+		pidText, dir, _ := strings.Cut(ct.Labels[labelOwner], " ")
+		pid, err := strconv.Atoi(pidText)
+		if run == "" || done[run] || err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		done[run] = true
+		log.Info("cluster: removing the cluster of a test process that is gone", "run", run, "pid", pid)
+		if err := dockertest.CleanupByLabel(ctx, dockertest.LabelKey, run); err != nil {
+			log.Warn("cluster: remove an orphaned cluster", "run", run, "err", err)
+		}
+		if strings.HasPrefix(filepath.Base(dir), "aimi-cluster-") {
+			_ = os.RemoveAll(dir)
 		}
 	}
 }
