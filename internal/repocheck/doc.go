@@ -1,0 +1,3 @@
+// Package repocheck holds tests of rules that span the whole repository
+// (file size, no goto) rather than one package. It has no code.
+package repocheck
