@@ -9,8 +9,9 @@ import (
 )
 
 // Engine is the part of the container layer the orchestrator drives;
-// *container.Docker satisfies it. The orchestrator never learns which engine
-// it talks to (docs/design.md, Scale).
+// *container.Docker (one engine) and *swarmmode.Engine (a Docker Swarm mode
+// cluster) satisfy it, and docs/kubernetes.md maps it onto Kubernetes. The
+// orchestrator never learns which engine it talks to (docs/design.md, Scale).
 type Engine interface {
 	EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error)
 	RemoveNetworkIfUnused(ctx context.Context, name string) error
