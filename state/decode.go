@@ -133,15 +133,25 @@ func readInt(m map[string]json.RawMessage, key string, dst *int) error {
 	return nil
 }
 
-// clip quotes a raw value for an error message, bounded: the file may be
-// anything.
+// clip shows a raw JSON value in an error message: as written (a string
+// keeps its quotes), on one line, bounded, with anything but printable
+// ASCII escaped: the file may hold anything, and the message reaches a
+// terminal.
 func clip(raw json.RawMessage) string {
 	const max = 40
-	s := string(bytes.TrimSpace(raw))
+	s := strings.Join(strings.Fields(string(raw)), " ")
 	if len(s) > max {
 		s = s[:max] + "..."
 	}
-	return strconv.QuoteToASCII(s)
+	var b strings.Builder
+	for _, r := range s {
+		if r >= 0x20 && r < 0x7f {
+			b.WriteRune(r)
+		} else {
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 // decodeSwarm reads a state file's top-level object.

@@ -322,7 +322,7 @@ func TestLoadReadsTheShellToolsLooseTypes(t *testing.T) {
 func TestLoadNamesTheFieldItCannotAccept(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ old, new, field string }{
-		{`"acpPid": "12"`, `"acpPid": "twelve"`, `containers[0].acpPid: "\"twelve\"" is not an integer`},
+		{`"acpPid": "12"`, `"acpPid": "twelve"`, `containers[0].acpPid: "twelve" is not an integer`},
 		{`"pending": "2"`, `"pending": [2]`, `containers[0].storyProgress.pending`},
 		{`"status": "running"`, `"status": 3`, `containers[0].status`},
 		{`"createdAt": "2026-11-22T10:31:00Z",
