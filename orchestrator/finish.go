@@ -87,7 +87,7 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 	if err != nil {
 		log.Warn("publish the branch", "branch", c.branch, "err", err)
 		sw.mu.Lock()
-		c.errs = append(c.errs, api.ErrorDetail{Code: "PUBLISH_FAILED", Message: err.Error()})
+		c.addError(api.ErrorDetail{Code: "PUBLISH_FAILED", Message: err.Error()})
 		sw.mu.Unlock()
 		return
 	}

@@ -43,18 +43,19 @@ type ctr struct {
 	branch   string
 	tf       *tasks.File // nil if the task file went missing after a restart
 
-	id         string
-	repoURL    string
-	stopReq    bool
-	stopCh     chan struct{} // closed by Stop
-	done       chan struct{} // closed when the supervisor returns; nil = none ran
-	exitCode   *int
-	oom        bool
-	errs       []api.ErrorDetail
-	lastOutput string
-	rejected   int
-	prURL      *string // from Publish (local mode)
-	fresh      bool    // created by this Manager, not yet supervised
+	id          string
+	repoURL     string
+	stopReq     bool
+	stopCh      chan struct{} // closed by Stop
+	done        chan struct{} // closed when the supervisor returns; nil = none ran
+	exitCode    *int
+	oom         bool
+	errs        []api.ErrorDetail // at most maxErrors (addError)
+	errsOmitted int
+	lastOutput  string
+	rejected    int
+	prURL       *string // from Publish (local mode)
+	fresh       bool    // created by this Manager, not yet supervised
 	// created is closed once createAll created the container and saved
 	// its entry: its supervisor, launched before, starts it no earlier.
 	// nil for a container that existed before (adopted, or older).
@@ -270,7 +271,7 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 	for _, c := range retry {
 		sw.mu.Lock()
 		c.stopReq, c.stopCh = false, make(chan struct{})
-		c.exitCode, c.oom, c.errs, c.lastOutput, c.rejected, c.prURL = nil, false, nil, "", 0, nil
+		c.exitCode, c.oom, c.errs, c.errsOmitted, c.lastOutput, c.rejected, c.prURL = nil, false, nil, 0, "", 0, nil
 		sw.mu.Unlock()
 		if err := sw.create(ctx, c, nil); err != nil {
 			return err
@@ -415,7 +416,7 @@ func (sw *swarm) view() api.SwarmView {
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {
 		d := api.ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
-			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: slices.Clone(c.errs), LastOutput: c.lastOutput,
+			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: c.errorsView(), LastOutput: c.lastOutput,
 			Rejected: c.rejected, PRURL: c.prURL, Node: c.node}
 		d.Stories = c.storyDetails(reported[c.name])
 		if e := snap.Container(c.name); e != nil {
@@ -448,10 +449,10 @@ func (sw *swarm) noteMessageLocked(c *ctr, res lineResult) {
 			c.lastOutput = p.Output
 		}
 	case *acpmsg.ErrorPayload:
-		c.errs = append(c.errs, api.ErrorDetail{Code: p.Code, Message: p.Message})
+		c.addError(api.ErrorDetail{Code: p.Code, Message: p.Message})
 	case *acpmsg.Completion:
 		for _, e := range p.Errors {
-			c.errs = append(c.errs, api.ErrorDetail{Message: e})
+			c.addError(api.ErrorDetail{Message: e})
 		}
 	}
 }
