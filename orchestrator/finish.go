@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
@@ -80,7 +81,7 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 		return
 	}
 	sw.m.cfg.Git.Revoke(sw.id, c.name)
-	if sw.led.status(c.name) != state.StatusCompleted || sw.m.cfg.Publisher == nil {
+	if sw.led.status(c.name) != state.StatusCompleted || sw.withdrawUnreceived(ctx, c, log) || sw.m.cfg.Publisher == nil {
 		return
 	}
 	u, err := sw.m.cfg.Publisher.Publish(ctx, sw.repo, sw.id, c.branch, c.name)
@@ -97,6 +98,39 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 		sw.mu.Unlock()
 		sw.notePullRequest(ctx, c, *u)
 	}
+}
+
+// withdrawUnreceived makes a completed container failed when its branch
+// holds commits the git service never received (its runner claimed a
+// success its pushes did not deliver): the daemon's GIT_PUSH_FAILED error,
+// which the fold takes as withdrawing the completion, names them and the
+// way to get them. It reports whether it did. A service that cannot tell
+// changes nothing (cleanup asks again before it removes anything).
+func (sw *swarm) withdrawUnreceived(ctx context.Context, c *ctr, log *slog.Logger) bool {
+	commits, err := sw.m.cfg.Git.Unreceived(ctx, sw.repo, sw.id, c.name, c.branch)
+	if err != nil || len(commits) == 0 {
+		if err != nil {
+			log.Info("cannot tell whether the git service has every commit of the branch", "branch", c.branch, "err", err)
+		}
+		return false
+	}
+	short := make([]string, 0, min(len(commits), 10))
+	for _, s := range commits[:cap(short)] {
+		short = append(short, s[:min(len(s), 12)])
+	}
+	text := fmt.Sprintf("the container reported completed, but its branch %s holds commit(s) the git service never received (%s); they stay in the container (cleanup keeps it): run 'aimi swarm fetch' to bring them into your checkout",
+		c.branch, strings.Join(short, " "))
+	m := errorMsg(sw, c, acpmsg.CodeGitPushFailed, text)
+	if rej, err := sw.led.daemon(ctx, c.name, m); err != nil || rej != "" {
+		log.Warn("could not record the unreceived commits", "err", err, "rejected", rej)
+		return false
+	}
+	sw.noteMessage(c, lineResult{msg: &m})
+	if err := sw.led.flush(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("flush state", "err", err)
+	}
+	log.Warn("completed container withdrawn: its branch was not received", "branch", c.branch, "commits", len(commits))
+	return true
 }
 
 // notePullRequest puts the pull request the daemon opened for c's branch

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
@@ -463,5 +464,35 @@ func TestTwoRepositoriesWithTheSameTaskFileNamesStartAtOnce(t *testing.T) {
 				git.mu.Unlock()
 			}
 		}
+	}
+}
+
+// TestACompletionWhoseWorkWasNotReceivedEndsFailed: a container reports
+// completed, but the git service lacks commits its branch holds (its
+// pushes never arrived): it ends failed with GIT_PUSH_FAILED naming them
+// and aimi swarm fetch, and nothing is published.
+func TestACompletionWhoseWorkWasNotReceivedEndsFailed(t *testing.T) {
+	repo, files := testRepo(t, []string{"unrecv"}, 1)
+	eng := newFakeEngine(func(container.Spec) program { return scripted(0, storiesDone(1)...) })
+	git := &fakeGit{unreceived: map[string][]string{"aimi-unrecv": {"0123456789abcdef0123456789abcdef01234567"}}}
+	m := newTestManager(t, eng, Config{Git: git, Publisher: git})
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {
+		t.Fatal(err)
+	}
+	v := waitTerminal(t, m, repo, 10*time.Second)
+	d := v.Containers[0]
+	var msgs []string
+	for _, e := range d.Errors {
+		msgs = append(msgs, e.Code+" "+e.Message)
+	}
+	joined := strings.Join(msgs, "\n")
+	if d.Status != string(state.StatusFailed) || !strings.Contains(joined, acpmsg.CodeGitPushFailed) || !strings.Contains(joined, "0123456789ab") || !strings.Contains(joined, "aimi swarm fetch") {
+		t.Fatalf("%s: %s, errors %q; want failed with %s naming the commit and the fetch", d.Name, d.Status, msgs, acpmsg.CodeGitPushFailed)
+	}
+	if p := git.publishedNow(); len(p) != 0 {
+		t.Errorf("published %v although the work was not received", p)
+	}
+	if sw := validateStateFile(t, repo); sw.Containers[0].Status != state.StatusFailed {
+		t.Errorf("state file: %s, want failed", sw.Containers[0].Status)
 	}
 }

@@ -87,6 +87,11 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 			t.final = &m
 			return true, nil
 		}
+		if t.unreceivedAmendment(m) {
+			t.status = StatusFailed
+			t.final = &m
+			return true, nil
+		}
 		if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && t.stories[p.StoryID] == tasks.Status(p.Status) {
 			// A replayed story report that changes nothing is harmless.
 			return false, nil
@@ -169,6 +174,16 @@ func (t *Tracker) prAmendment(m acpmsg.Message) (string, bool) {
 		return "", false
 	}
 	return *p.PRURL, true
+}
+
+// unreceivedAmendment reports whether m withdraws a completed container's
+// success: an error GIT_PUSH_FAILED after completion completed. The daemon
+// sends one when its git service lacks commits the container's branch
+// holds (local git mode): work nobody received is not completed. Sent by
+// the container itself, it can only fail the container.
+func (t *Tracker) unreceivedAmendment(m acpmsg.Message) bool {
+	p, ok := m.Payload.(*acpmsg.ErrorPayload)
+	return ok && p.Code == acpmsg.CodeGitPushFailed && t.status == StatusCompleted
 }
 
 // unfinished lists the stories, in task-file order, that are pending or in
