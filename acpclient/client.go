@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/aimi-tools/swarm/internal/safefile"
 )
 
 // Config configures one Client.
@@ -137,6 +139,10 @@ func fsError(path string, err error) error {
 	return acp.NewInternalError(map[string]any{"path": path, "error": err.Error()})
 }
 
+// MaxReadTextFileBytes bounds a file fs/read_text_file returns: the answer
+// is one line to the agent, and the runner holds the file in memory.
+const MaxReadTextFileBytes = 8 << 20
+
 // ReadTextFile implements acp.Client. Line is 1-based; Limit counts lines.
 func (c *Client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
 	if err := c.ours(p.SessionId); err != nil {
@@ -146,8 +152,14 @@ func (c *Client) ReadTextFile(ctx context.Context, p acp.ReadTextFileRequest) (a
 	if err != nil {
 		return acp.ReadTextFileResponse{}, outside(p.Path, err)
 	}
-	data, err := c.root.ReadFile(r)
-	if err != nil {
+	// The agent can put anything in its workspace: read a regular file
+	// only, bounded, and never wait on a FIFO.
+	data, err := safefile.ReadIn(c.resolved, filepath.ToSlash(r), MaxReadTextFileBytes)
+	switch {
+	case errors.Is(err, safefile.ErrNotRegular), errors.Is(err, safefile.ErrTooLarge):
+		return acp.ReadTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path,
+			"error": fmt.Sprintf("%v; fs/read_text_file reads regular files of at most %d bytes: read parts of larger files with a terminal command", err, MaxReadTextFileBytes)})
+	case err != nil:
 		return acp.ReadTextFileResponse{}, fsError(p.Path, err)
 	}
 	c.transcript.noteFile("read", r)
