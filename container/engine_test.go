@@ -3,9 +3,9 @@ package container
 import (
 	"context"
 	"errors"
-	"maps"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"

@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aimi-tools/swarm/publish"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 // mirrorGit runs git on the service's mirrors with a hermetic config: the
 // daemon user's global and system config (hooksPath, aliases, credential
 // helpers) must not change what the service does.
-var mirrorGit = publish.Git{Env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull}}
+var mirrorGit = gitcmd.Hermetic
 
 func (s *Service) mirrorPath(key string) string { return filepath.Join(s.repos, key+".git") }
 

@@ -25,7 +25,7 @@ import (
 
 	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
-	"github.com/aimi-tools/swarm/publish"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 // Names and defaults that other parts of aimi rely on.
@@ -191,7 +191,7 @@ func New(opts Options) (*Service, error) {
 	}
 	s.backend = opts.Backend
 	if s.backend == "" {
-		execPath, err := publish.Git{}.Run(context.Background(), dir, "--exec-path")
+		execPath, err := gitcmd.Git{}.Run(context.Background(), dir, "--exec-path")
 		if err != nil {
 			return nil, fmt.Errorf("git service needs git (git --exec-path failed: %w); install git", err)
 		}

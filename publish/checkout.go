@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/aimi-tools/swarm/gitref"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 // Refusals of IntoCheckout. The returned error wraps one of them and says
@@ -54,13 +55,13 @@ type Result struct {
 // the error says why and how to take the commits by hand. The update is a
 // compare-and-swap against the value it read, so a concurrent commit by the
 // user makes it fail instead of being overwritten.
-func IntoCheckout(ctx context.Context, g Git, repoPath, src, branch string) (Result, error) {
+func IntoCheckout(ctx context.Context, g gitcmd.Git, repoPath, src, branch string) (Result, error) {
 	res := Result{Branch: branch}
 	if err := gitref.CheckBranch(branch); err != nil {
 		return res, fmt.Errorf("publish: %w: %w", ErrBadBranch, err)
 	}
 	ref := "refs/heads/" + branch
-	tip, err := g.revParse(ctx, src, ref)
+	tip, err := g.RevParse(ctx, src, ref)
 	if err != nil {
 		return res, fmt.Errorf("publish %s: read the branch in %s: %w", branch, src, err)
 	}
@@ -76,7 +77,7 @@ func IntoCheckout(ctx context.Context, g Git, repoPath, src, branch string) (Res
 	if _, err := g.Run(ctx, repoPath, "cat-file", "-e", tip+"^{commit}"); err != nil {
 		return res, fmt.Errorf("publish %s: commit %s missing in %s after the fetch: %w", branch, short(tip), repoPath, err)
 	}
-	old, err := g.revParse(ctx, repoPath, ref)
+	old, err := g.RevParse(ctx, repoPath, ref)
 	if err != nil {
 		return res, fmt.Errorf("publish %s: read the branch in %s: %w", branch, repoPath, err)
 	}
@@ -86,7 +87,7 @@ func IntoCheckout(ctx context.Context, g Git, repoPath, src, branch string) (Res
 		return res, nil
 	}
 	if old != "" {
-		contained, err := g.isAncestor(ctx, repoPath, tip, old)
+		contained, err := g.IsAncestor(ctx, repoPath, tip, old)
 		if err != nil {
 			return res, fmt.Errorf("publish %s: compare commits in %s: %w", branch, repoPath, err)
 		}
@@ -104,7 +105,7 @@ func IntoCheckout(ctx context.Context, g Git, repoPath, src, branch string) (Res
 			branch, ErrCheckedOut, wt, wt, tip)
 	}
 	if old != "" {
-		ff, err := g.isAncestor(ctx, repoPath, old, tip)
+		ff, err := g.IsAncestor(ctx, repoPath, old, tip)
 		if err != nil {
 			return res, fmt.Errorf("publish %s: compare commits in %s: %w", branch, repoPath, err)
 		}
@@ -127,7 +128,7 @@ func IntoCheckout(ctx context.Context, g Git, repoPath, src, branch string) (Res
 
 // checkedOutIn returns the worktree of repoPath that has ref checked out,
 // or "" when none has.
-func checkedOutIn(ctx context.Context, g Git, repoPath, ref string) (string, error) {
+func checkedOutIn(ctx context.Context, g gitcmd.Git, repoPath, ref string) (string, error) {
 	out, err := g.Run(ctx, repoPath, "worktree", "list", "--porcelain")
 	if err != nil {
 		return "", fmt.Errorf("list the worktrees of %s: %w", repoPath, err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 var testEnv = []string{
@@ -16,7 +18,7 @@ var testEnv = []string{
 
 // testGit is the Git the tests hand to the package: hermetic, with an
 // identity for the commits it may make.
-var testGit = Git{Env: testEnv}
+var testGit = gitcmd.Git{Env: testEnv}
 
 func mustGit(t testing.TB, dir string, args ...string) string {
 	t.Helper()

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/aimi-tools/swarm/gitref"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 // Hosted pushes branches to the user's hosted GitHub remote and opens pull
@@ -41,7 +42,7 @@ type HostedResult struct {
 // hosted remote and opens a pull request (or finds the open one) for it.
 // fallbackBase is the base branch when neither Base nor the remote's HEAD
 // names one; body is the pull request's description.
-func (h Hosted) Publish(ctx context.Context, g Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
+func (h Hosted) Publish(ctx context.Context, g gitcmd.Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
 	if err := gitref.CheckBranch(branch); err != nil {
 		return HostedResult{}, fmt.Errorf("publish: %w: %w", ErrBadBranch, err)
 	}
@@ -74,7 +75,7 @@ func (h Hosted) Publish(ctx context.Context, g Git, repoPath, branch, fallbackBa
 	// environment (GIT_CONFIG_COUNT, git >= 2.31): not on the command line,
 	// not in any config file, and sent to this remote's URL only.
 	basic := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + h.GitHub.Token))
-	pushGit := Git{Env: append(append([]string(nil), g.Env...),
+	pushGit := gitcmd.Git{Env: append(append([]string(nil), g.Env...),
 		"GIT_CONFIG_COUNT=1",
 		"GIT_CONFIG_KEY_0=http.https://"+remote.Host+"/.extraHeader",
 		"GIT_CONFIG_VALUE_0=Authorization: Basic "+basic,

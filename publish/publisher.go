@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 // Names and defaults that other parts of aimi rely on.
@@ -92,12 +94,12 @@ func NewPublisher(src Source, opts Options) *Publisher {
 
 // userGit runs git in the user's checkout with the user's own config: their
 // proxies, insteadOf rewrites and hooks apply as when they run git.
-var userGit = Git{}
+var userGit = gitcmd.Git{}
 
 // receivedGit runs git on the Source's repositories with a hermetic config:
 // the daemon user's global and system config (hooksPath, aliases) must not
 // change what is read there.
-var receivedGit = Git{Env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull}}
+var receivedGit = gitcmd.Hermetic
 
 // Publish brings containerName's branch, as the Source received it, into
 // the user's checkout at repoPath as refs/heads/<branch> (created or

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 // The token reaches the hosted remote as git's Basic credentials, through
@@ -35,7 +37,7 @@ func TestHostedPushSendsTheTokenToTheRemoteOnly(t *testing.T) {
 	mustGit(t, user, "remote", "add", "origin", "https://"+host+"/acme/widgets.git")
 	mustGit(t, user, "branch", "feat")
 
-	g := Git{Env: append(append([]string(nil), testEnv...), "GIT_SSL_CAINFO="+caFile)}
+	g := gitcmd.Git{Env: append(append([]string(nil), testEnv...), "GIT_SSL_CAINFO="+caFile)}
 	h := Hosted{GitHub: GitHub{API: "http://127.0.0.1:1", Token: token}, WebHost: host}
 	_, err := h.Publish(t.Context(), g, user, "feat", "", "")
 	if err == nil || !strings.Contains(err.Error(), "push feat to https://"+host+"/acme/widgets.git") {

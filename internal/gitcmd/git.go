@@ -1,4 +1,4 @@
-package publish
+package gitcmd
 
 import (
 	"bytes"
@@ -9,6 +9,11 @@ import (
 	"os/exec"
 	"strings"
 )
+
+// Hermetic runs git without the system and global config of the user it
+// runs as (hooksPath, aliases, credential helpers): for repositories the
+// daemon owns, where the user's settings must not change what it does.
+var Hermetic = Git{Env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull}}
 
 // Git runs the git CLI. Env is appended to the daemon's environment, so a
 // caller can add GIT_* settings (a hermetic config, a token header through
@@ -61,8 +66,8 @@ func (e *GitError) ExitCode() int {
 	return -1
 }
 
-// revParse resolves a ref to an object id, or "" when the ref does not exist.
-func (g Git) revParse(ctx context.Context, dir, ref string) (string, error) {
+// RevParse resolves a ref to an object id, or "" when the ref does not exist.
+func (g Git) RevParse(ctx context.Context, dir, ref string) (string, error) {
 	out, err := g.Run(ctx, dir, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
 	var ge *GitError
 	if errors.As(err, &ge) && ge.ExitCode() == 1 {
@@ -71,8 +76,8 @@ func (g Git) revParse(ctx context.Context, dir, ref string) (string, error) {
 	return out, err
 }
 
-// isAncestor reports whether a is an ancestor of (or equal to) b.
-func (g Git) isAncestor(ctx context.Context, dir, a, b string) (bool, error) {
+// IsAncestor reports whether a is an ancestor of (or equal to) b.
+func (g Git) IsAncestor(ctx context.Context, dir, a, b string) (bool, error) {
 	_, err := g.Run(ctx, dir, "merge-base", "--is-ancestor", a, b)
 	var ge *GitError
 	if errors.As(err, &ge) && ge.ExitCode() == 1 {
