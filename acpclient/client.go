@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 
 	acp "github.com/coder/acp-go-sdk"
 
@@ -203,11 +204,40 @@ func (c *Client) WriteTextFile(ctx context.Context, p acp.WriteTextFileRequest) 
 			return acp.WriteTextFileResponse{}, fsError(p.Path, err)
 		}
 	}
-	if err := c.root.WriteFile(r, []byte(p.Content), 0o644); err != nil {
+	if err := c.writeRegular(r, p.Content); err != nil {
+		if errors.Is(err, safefile.ErrNotRegular) || errors.Is(err, syscall.ENXIO) {
+			return acp.WriteTextFileResponse{}, acp.NewInvalidParams(map[string]any{"path": p.Path,
+				"error": fmt.Sprintf("%v; fs/write_text_file writes regular files only", err)})
+		}
 		return acp.WriteTextFileResponse{}, fsError(p.Path, err)
 	}
 	c.transcript.noteFile("wrote", r)
 	return acp.WriteTextFileResponse{}, nil
+}
+
+// writeRegular replaces the content of the regular file rel (creating it).
+// The open does not block: a FIFO without a reader is ENXIO, and anything
+// opened that is not a regular file is refused before it is written.
+func (c *Client) writeRegular(rel, content string) error {
+	f, err := c.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%w (mode %s)", safefile.ErrNotRegular, fi.Mode().Type())
+	default:
+		err = f.Truncate(0)
+	}
+	if err == nil {
+		_, err = f.WriteString(content)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // RequestPermission implements acp.Client: the answer comes from the policy,

@@ -18,6 +18,10 @@ import (
 // gives no outputByteLimit, so a runaway command cannot exhaust memory.
 const DefaultOutputByteLimit = 1 << 20
 
+// MaxOutputByteLimit bounds a terminal's retained output whatever limit the
+// agent asks for: the runner holds it in memory.
+const MaxOutputByteLimit = 8 << 20
+
 // killGrace is how long a killed terminal's process group gets between
 // SIGTERM and SIGKILL.
 const killGrace = 2 * time.Second
@@ -105,7 +109,7 @@ func (c *Client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest
 	}
 	limit := DefaultOutputByteLimit
 	if p.OutputByteLimit != nil && *p.OutputByteLimit >= 0 {
-		limit = *p.OutputByteLimit
+		limit = min(*p.OutputByteLimit, MaxOutputByteLimit)
 	}
 	cmd := exec.Command(p.Command, p.Args...)
 	cmd.Dir = dir
