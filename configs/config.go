@@ -191,7 +191,7 @@ var scalarKeys = []key{
 	{"sandbox.cpus", "CPUs per container"},
 	{"sandbox.memory", "memory limit per container (e.g. 4g)"},
 	{"sandbox.swap", "memory+swap per container in total (e.g. 8g; -1 unlimited)"},
-	{"sandbox.disk", "writable-layer size per container, best effort"},
+	{"sandbox.disk", "writable-layer size limit per container, where the storage driver can (aimid says at start when not)"},
 	{"sandbox.pids", "process limit per container"},
 	{"sandbox.runtime", `OCI runtime ("" or sysbox-runc)`},
 	{"sandbox.require_runtime", "refuse to run when the runtime is missing"},
