@@ -32,7 +32,7 @@ func openJournal(path string) (*journal, error) {
 	if err := atomicfile.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create journal directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := openJournalAppend(path)
 	if err != nil {
 		return nil, fmt.Errorf("open journal: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/aimi-tools/swarm/internal/safefile"
 )
@@ -32,7 +33,39 @@ func (s *Store) readStateFile() ([]byte, error) {
 // that repository; any other path may not leave its directory. Records are
 // bounded by the reader (maxRecordBytes).
 func openJournalRead(path string) (*os.File, error) {
-	root, rel := filepath.Dir(path), filepath.Base(path)
+	root, rel := journalRoot(path)
+	return safefile.OpenIn(root, filepath.ToSlash(rel))
+}
+
+// openJournalAppend opens (creating) a journal for appending with the rules
+// of openJournalRead: what the daemon writes stays in the repository, and a
+// link planted where a journal goes is never written through.
+func openJournalAppend(path string) (*os.File, error) {
+	root, rel := journalRoot(path)
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(rel, os.O_RDWR|os.O_CREATE|os.O_APPEND|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%w (a journal is a regular file inside the repository)", err)
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: %w (mode %s)", path, safefile.ErrNotRegular, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// journalRoot is the directory a journal must not leave and the journal's
+// path inside it.
+func journalRoot(path string) (root, rel string) {
+	root, rel = filepath.Dir(path), filepath.Base(path)
 	swarmDir := filepath.Dir(path)
 	journals := filepath.Dir(swarmDir)
 	aimi := filepath.Dir(journals)
@@ -40,7 +73,7 @@ func openJournalRead(path string) (*os.File, error) {
 		root = filepath.Dir(aimi)
 		rel = filepath.Join(DirName, JournalDir, filepath.Base(swarmDir), filepath.Base(path))
 	}
-	return safefile.OpenIn(root, filepath.ToSlash(rel))
+	return root, rel
 }
 
 // ReadFile returns the state file's bytes as they are on disk, read with

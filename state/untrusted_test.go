@@ -130,3 +130,47 @@ func TestJournalReadersReadOnlyRegularFilesInTheRepository(t *testing.T) {
 		t.Errorf("ReadJournal of a missing journal = %v, want ErrNotExist", err)
 	}
 }
+
+// The daemon appends to journals: never through a link out of the
+// repository, and never onto a FIFO or a device.
+func TestOpenJournalStaysInTheRepository(t *testing.T) {
+	for _, kind := range []string{"fifo", "zero", "outside", "dirlink"} {
+		t.Run(kind, func(t *testing.T) {
+			repo := t.TempDir()
+			path := Open(repo).JournalPath("s1", "aimi-a")
+			if kind == "dirlink" {
+				out := t.TempDir()
+				if err := os.MkdirAll(filepath.Join(repo, DirName), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(out, filepath.Join(repo, DirName, JournalDir)); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				plant(t, path, kind, []byte("a file of the user's\nwithout a final newline"), 0)
+			}
+			err := returns(t, func() error {
+				j, err := openJournal(path)
+				if err == nil {
+					j.f.Close()
+				}
+				return err
+			})
+			if err == nil {
+				t.Fatalf("openJournal opened a %s journal; want an error", kind)
+			}
+			if kind == "outside" {
+				target, _ := os.Readlink(path)
+				if b, _ := os.ReadFile(target); string(b) != "a file of the user's\nwithout a final newline" {
+					t.Errorf("the file the link leads to was changed: %q", b)
+				}
+			}
+		})
+	}
+	path := Open(t.TempDir()).JournalPath("s1", "aimi-a")
+	j, err := openJournal(path)
+	if err != nil {
+		t.Fatalf("openJournal of a new journal: %v", err)
+	}
+	j.f.Close()
+}
