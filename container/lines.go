@@ -100,16 +100,24 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 		},
 		inspect: func(ctx context.Context) (Info, error) { return d.Inspect(ctx, id) },
 	}
+	// Hold the container back to the reader's pace for as long as the
+	// reader runs, and no longer: a reader that gave up must not leave the
+	// container blocked. The attach is made before Lines returns, so that a
+	// container started after this call is held back from its first byte
+	// (attached asynchronously, a flood on a loaded machine filled and
+	// rotated the log before the attach existed, and its first lines were
+	// lost).
+	var hold func()
+	hctx, stopHold := context.WithCancel(ctx)
+	if follow {
+		r.gate = newOutputGate()
+		hold = d.attachHoldBack(hctx, id, r.gate)
+	}
 	go func() {
 		defer close(out)
-		if follow {
-			// Hold the container back to the reader's pace for as long as
-			// the reader runs, and no longer: a reader that gave up must
-			// not leave the container blocked.
-			hctx, stop := context.WithCancel(ctx)
-			defer stop()
-			r.gate = newOutputGate()
-			go d.holdBack(hctx, id, r.gate)
+		defer stopHold()
+		if hold != nil {
+			go hold()
 		}
 		r.run(ctx, follow)
 	}()

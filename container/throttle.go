@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 )
 
@@ -43,7 +44,7 @@ func (g *outputGate) open(read int64) bool {
 	return read <= g.consumed.Load()+g.pending.Load()+backPressureWindow
 }
 
-// holdBack attaches to the container's stdout and stderr and takes its
+// attachHoldBack attaches to the container's stdout and stderr and takes its
 // output no faster than the follow reader delivers lines, until ctx ends or
 // the container's output does. The engine copies a container's output to
 // every attached stream and to its log driver in turn, and an attached
@@ -53,14 +54,21 @@ func (g *outputGate) open(read int64) bool {
 // engine keeps, and json-file rotation drops lines silently. The bytes read
 // here are discarded; the lines come from the log, with their timestamps.
 // An attach that fails leaves the container unthrottled (logged).
-func (d *Docker) holdBack(ctx context.Context, id string, g *outputGate) {
+//
+// attachHoldBack attaches now and returns the loop that reads the attached
+// stream (nil when the attach failed); the caller runs it.
+func (d *Docker) attachHoldBack(ctx context.Context, id string, g *outputGate) func() {
 	resp, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Debug("attach for back-pressure failed; the container's output is not held back", "container", id, "err", err)
 		}
-		return
+		return nil
 	}
+	return func() { holdBack(ctx, resp, g) }
+}
+
+func holdBack(ctx context.Context, resp types.HijackedResponse, g *outputGate) {
 	defer resp.Close()
 	stop := context.AfterFunc(ctx, resp.Close) // unblock a read
 	defer stop()
