@@ -167,3 +167,77 @@ func TestAPushThatNeverArrivesIsFetchedFromTheContainer(t *testing.T) {
 		t.Errorf("second fetch: exit %d\n%s", code, out)
 	}
 }
+
+// TestTwoRepositoriesStartTheSameTaskFileNamesAtOnce: two repositories
+// whose task files have the same names start at the same moment through
+// one real daemon in local git mode, round after round. Both starts
+// succeed, the containers get distinct names, and every container of both
+// clones, completes and reaches its checkout (a rollback of one start never
+// revokes the other's tokens).
+func TestTwoRepositoriesStartTheSameTaskFileNamesAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxtest.Image(t)
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	startAimidLocal(t, sock, filepath.Join(dir, "data"), image)
+	// Names shared by both repositories, unique to this test run.
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(dir)))[:6]
+	names := []string{"twin1-" + sfx, "twin2-" + sfx}
+	for round := range 3 {
+		var repos []string
+		for range 2 {
+			repo := shortDir(t)
+			gitOut(t, repo, "init", "-q", "-b", "main")
+			os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+			for _, n := range names {
+				if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", n+"-tasks.json"), taskFileJSON("feat/"+n, 2), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			gitOut(t, repo, "add", "-A")
+			gitOut(t, repo, "commit", "-q", "-m", "task files")
+			removeProjectContainersAtEnd(t, repo)
+			repos = append(repos, repo)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		type answer struct {
+			code     int
+			out, err string
+		}
+		answers := make([]answer, len(repos))
+		done := make(chan struct{})
+		for i, repo := range repos {
+			go func() {
+				c, o, e := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock)
+				answers[i] = answer{c, o, e}
+				done <- struct{}{}
+			}()
+		}
+		<-done
+		<-done
+		for i, a := range answers {
+			if a.code != 0 {
+				t.Fatalf("round %d: start of repository %d: exit %d\n%s\n%s", round, i, a.code, a.out, a.err)
+			}
+		}
+		seen := map[string]bool{}
+		for _, repo := range repos {
+			view := waitFor(t, sock, repo, 4*time.Minute, "every container exited", allExited)
+			for _, d := range view.Containers {
+				if seen[d.Name] {
+					t.Errorf("round %d: container name %s used twice", round, d.Name)
+				}
+				seen[d.Name] = true
+				if d.Status != string(state.StatusCompleted) {
+					t.Errorf("round %d: %s of %s: %s, errors %+v", round, d.Name, repo, d.Status, d.Errors)
+				}
+			}
+		}
+		cancel()
+		if t.Failed() {
+			return
+		}
+	}
+}
