@@ -87,7 +87,7 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 	for _, e := range v.State.Containers {
 		d := details[e.ContainerName]
 		c := containerJSON{
-			Name: e.ContainerName, TaskFile: e.TaskFilePath, Branch: e.BranchName, Status: string(e.Status),
+			Name: e.ContainerName, TaskFile: clean(e.TaskFilePath, maxText), Branch: clean(e.BranchName, maxText), Status: string(e.Status),
 			Node: clean(d.Node, maxTitle), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 			ExitCode: d.ExitCode, OOMKilled: d.OOMKilled, Finished: d.Finished,
 			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected,

@@ -1,0 +1,52 @@
+package board
+
+import (
+	"encoding/json"
+	"testing"
+	"unicode"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// walkStrings calls fn with every string in a decoded JSON value.
+func walkStrings(v any, fn func(string)) {
+	switch x := v.(type) {
+	case string:
+		fn(x)
+	case []any:
+		for _, e := range x {
+			walkStrings(e, fn)
+		}
+	case map[string]any:
+		for _, e := range x {
+			walkStrings(e, fn)
+		}
+	}
+}
+
+// Task file paths and branch names come from the repository's files: a
+// committed name can hold a bidi override (git's ref rules allow one), and
+// the page shows it as it shows a container's output.
+func TestSwarmViewCarriesNoControlOrBidiFromTheRepository(t *testing.T) {
+	hostile := "\u202egnp.\u0085\u009b2J"
+	v := api.SwarmView{RepoPath: "/repo", State: &state.Swarm{SwarmID: "s", Containers: []*state.Container{{
+		ContainerName: "aimi-a", TaskFilePath: ".aimi/tasks/a" + hostile + "-tasks.json", BranchName: "feat/" + hostile,
+		Status: state.StatusRunning,
+	}}}, Containers: []api.ContainerDetail{{Name: "aimi-a", Node: hostile, LastOutput: hostile}}}
+	b, err := json.Marshal(boardSwarm(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded any
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	walkStrings(decoded, func(s string) {
+		for _, r := range s {
+			if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+				t.Errorf("%U reaches the page in %q", r, s)
+			}
+		}
+	})
+}
