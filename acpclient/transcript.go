@@ -14,6 +14,14 @@ import (
 // most a paragraph of it, and a chatty agent must not grow the runner.
 const maxMessageBytes = 16 * 1024
 
+// Tool calls, files and permission answers are the agent's to multiply: the
+// transcript keeps the first maxTranscriptEntries of each, titles cut to
+// maxTitleBytes, and counts the rest.
+const (
+	maxTranscriptEntries = 256
+	maxTitleBytes        = 200
+)
+
 // Transcript folds a session's updates into what a summary needs: the agent's
 // message text, its tool calls with kinds and statuses, the latest plan, the
 // files touched through fs/*, the permission answers.
@@ -26,7 +34,9 @@ type Transcript struct {
 	tools       map[acp.ToolCallId]*ToolCall
 	plan        []acp.PlanEntry
 	files       []string
+	fileSet     map[string]bool
 	permissions []string
+	omitted     struct{ tools, files, permissions int }
 	other       map[string]int // update kinds the summary does not use, by name
 }
 
@@ -39,7 +49,7 @@ type ToolCall struct {
 }
 
 func newTranscript() *Transcript {
-	return &Transcript{tools: map[acp.ToolCallId]*ToolCall{}, other: map[string]int{}}
+	return &Transcript{tools: map[acp.ToolCallId]*ToolCall{}, fileSet: map[string]bool{}, other: map[string]int{}}
 }
 
 func (t *Transcript) apply(u acp.SessionUpdate) {
@@ -113,18 +123,22 @@ func (t *Transcript) addText(b acp.ContentBlock) {
 func (t *Transcript) tool(id acp.ToolCallId, upd *ToolCall) {
 	cur, ok := t.tools[id]
 	if !ok {
-		cur = &ToolCall{ID: string(id)}
+		if len(t.toolOrder) >= maxTranscriptEntries {
+			t.omitted.tools++
+			return
+		}
+		cur = &ToolCall{ID: cutBytes(string(id), maxTitleBytes)}
 		t.tools[id] = cur
 		t.toolOrder = append(t.toolOrder, id)
 	}
 	if upd.Title != "" {
-		cur.Title = upd.Title
+		cur.Title = cutBytes(upd.Title, maxTitleBytes)
 	}
 	if upd.Kind != "" {
-		cur.Kind = upd.Kind
+		cur.Kind = cutBytes(upd.Kind, maxTitleBytes)
 	}
 	if upd.Status != "" {
-		cur.Status = upd.Status
+		cur.Status = cutBytes(upd.Status, maxTitleBytes)
 	}
 }
 
@@ -132,7 +146,12 @@ func (t *Transcript) noteFile(verb, rel string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e := verb + " " + rel
-	if !slices.Contains(t.files, e) {
+	switch {
+	case t.fileSet[e]:
+	case len(t.files) >= maxTranscriptEntries:
+		t.omitted.files++
+	default:
+		t.fileSet[e] = true
 		t.files = append(t.files, e)
 	}
 }
@@ -143,7 +162,11 @@ func (t *Transcript) notePermission(title, verdict string) {
 	if title == "" {
 		title = "a tool call"
 	}
-	t.permissions = append(t.permissions, fmt.Sprintf("%s: %s", title, verdict))
+	if len(t.permissions) >= maxTranscriptEntries {
+		t.omitted.permissions++
+		return
+	}
+	t.permissions = append(t.permissions, fmt.Sprintf("%s: %s", cutBytes(title, maxTitleBytes), verdict))
 }
 
 // Message is the agent's streamed message text so far.
@@ -198,6 +221,9 @@ func (t *Transcript) Summary() string {
 			}
 			calls = append(calls, fmt.Sprintf("%s (%s, %s)", tc.Title, kind, status))
 		}
+		if t.omitted.tools > 0 {
+			calls = append(calls, fmt.Sprintf("%d more", t.omitted.tools))
+		}
 		parts = append(parts, fmt.Sprintf("Tool calls: %s.", strings.Join(calls, "; ")))
 	}
 	if len(t.plan) > 0 {
@@ -210,13 +236,33 @@ func (t *Transcript) Summary() string {
 		parts = append(parts, fmt.Sprintf("Plan: %d of %d entries completed.", done, len(t.plan)))
 	}
 	if len(t.files) > 0 {
-		parts = append(parts, "Actions: "+strings.Join(t.files, ", ")+".")
+		files := t.files
+		if t.omitted.files > 0 {
+			files = append(slices.Clip(files), fmt.Sprintf("%d more", t.omitted.files))
+		}
+		parts = append(parts, "Actions: "+strings.Join(files, ", ")+".")
 	}
 	if len(t.permissions) > 0 {
-		parts = append(parts, "Permissions: "+strings.Join(t.permissions, "; ")+".")
+		perms := t.permissions
+		if t.omitted.permissions > 0 {
+			perms = append(slices.Clip(perms), fmt.Sprintf("%d more", t.omitted.permissions))
+		}
+		parts = append(parts, "Permissions: "+strings.Join(perms, "; ")+".")
 	}
 	if len(parts) == 0 {
 		return "The agent reported nothing."
 	}
 	return strings.Join(parts, " ")
+}
+
+// cutBytes cuts s to at most n bytes on a character boundary.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }
