@@ -91,3 +91,26 @@ func TestTerminalOutputLimitIsCappedWhateverTheAgentAsks(t *testing.T) {
 		t.Fatalf("output of %d bytes (truncated %v), want at most %d and truncated", len(out.Output), out.Truncated, MaxOutputByteLimit)
 	}
 }
+
+// Each terminal keeps output and a process: an agent that never releases
+// them gets a clear refusal past maxTerminals, and a place once it does.
+func TestTerminalsAreBoundedUntilReleased(t *testing.T) {
+	c, _ := newTestClient(t, "allow")
+	ctx := context.Background()
+	var ids []string
+	for range maxTerminals {
+		term, err := c.CreateTerminal(ctx, acp.CreateTerminalRequest{SessionId: "s", Command: "sleep", Args: []string{"60"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, term.TerminalId)
+	}
+	_, err := c.CreateTerminal(ctx, acp.CreateTerminalRequest{SessionId: "s", Command: "sleep", Args: []string{"60"}})
+	wantInvalidParams(t, err)
+	if _, err := c.ReleaseTerminal(ctx, acp.ReleaseTerminalRequest{SessionId: "s", TerminalId: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTerminal(ctx, acp.CreateTerminalRequest{SessionId: "s", Command: "true"}); err != nil {
+		t.Fatalf("create after a release: %v", err)
+	}
+}

@@ -33,9 +33,35 @@ type terminal struct {
 	exit acp.TerminalExitStatus
 }
 
+// maxTerminals bounds the terminals an agent holds at once (each keeps up
+// to MaxOutputByteLimit of output); it releases one to create another.
+const maxTerminals = 64
+
 type terminals struct {
-	mu sync.Mutex
-	m  map[string]*terminal
+	mu       sync.Mutex
+	m        map[string]*terminal
+	starting int // reserved by CreateTerminal, not yet in m
+}
+
+// reserve takes a place for a new terminal, or reports that all are taken.
+func (ts *terminals) reserve() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.m)+ts.starting >= maxTerminals {
+		return false
+	}
+	ts.starting++
+	return true
+}
+
+// settle gives back a reservation, adding t under id when t is not nil.
+func (ts *terminals) settle(id string, t *terminal) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.starting--
+	if t != nil {
+		ts.m[id] = t
+	}
 }
 
 func newTerminals() *terminals { return &terminals{m: map[string]*terminal{}} }
@@ -111,6 +137,12 @@ func (c *Client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest
 	if p.OutputByteLimit != nil && *p.OutputByteLimit >= 0 {
 		limit = min(*p.OutputByteLimit, MaxOutputByteLimit)
 	}
+	if !c.terms.reserve() {
+		return acp.CreateTerminalResponse{}, acp.NewInvalidParams(map[string]any{"error": fmt.Sprintf("%d terminals are open; release one (terminal/release) before creating another", maxTerminals)})
+	}
+	var started *terminal
+	id := "term_" + uuid.NewString()
+	defer func() { c.terms.settle(id, started) }()
 	cmd := exec.Command(p.Command, p.Args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string(nil), c.env...)
@@ -130,10 +162,7 @@ func (c *Client) CreateTerminal(ctx context.Context, p acp.CreateTerminalRequest
 		t.exit = exitStatus(cmd, err)
 		close(t.done)
 	}()
-	id := "term_" + uuid.NewString()
-	c.terms.mu.Lock()
-	c.terms.m[id] = t
-	c.terms.mu.Unlock()
+	started = t
 	c.transcript.noteFile("ran", p.Command)
 	return acp.CreateTerminalResponse{TerminalId: id}, nil
 }
