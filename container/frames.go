@@ -10,13 +10,14 @@ import (
 	"io"
 	"time"
 
+	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
-// MaxLineBytes caps one output line (newline excluded). It equals the swarm
-// message spec's NDJSON line limit (acpmsg.MaxLineBytes); longer lines are
-// reported with ErrLineTooLong and skipped.
-const MaxLineBytes = 64 * 1024
+// MaxLineBytes caps one output line (newline excluded): the swarm message
+// spec's NDJSON line limit. Longer lines are reported with ErrLineTooLong
+// and skipped.
+const MaxLineBytes = acpmsg.MaxLineBytes
 
 // Stream says which output stream a line came from.
 type Stream int
