@@ -2,10 +2,15 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/safefile"
+	"github.com/aimi-tools/swarm/state"
 )
 
 // A container that repeats its final error message (a replay the fold takes
@@ -33,5 +38,38 @@ func TestRepeatedErrorMessagesStayBoundedInTheView(t *testing.T) {
 	}
 	if d.Errors[0].Code != "AGENT_CRASH" {
 		t.Errorf("first error = %+v, want the container's AGENT_CRASH", d.Errors[0])
+	}
+}
+
+// A journal that is not a regular file of the repository (a FIFO, a link
+// out) gets an answer that says so, not an empty log.
+func TestJournalThatIsNoRegularFileIsAnError(t *testing.T) {
+	repo, files := testRepo(t, []string{"quiet"}, 1)
+	eng := newFakeEngine(byTask(nil, scripted(0, storiesDone(1)...)))
+	m := newTestManager(t, eng, Config{})
+	ctx := context.Background()
+	v, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitTerminal(t, m, repo, 30*time.Second)
+	name := detail(t, v, "quiet").Name
+	path := state.Open(repo).JournalPath(v.State.SwarmID, name)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := m.Journal(ctx, repo, name, false)
+	if err == nil {
+		n := 0
+		for range ch {
+			n++
+		}
+		t.Fatalf("Journal of a FIFO answered %d records and no error", n)
+	}
+	if !errors.Is(err, safefile.ErrNotRegular) {
+		t.Errorf("Journal = %v, want it to say the journal is not a regular file", err)
 	}
 }

@@ -42,6 +42,11 @@ func (m *Manager) Journal(ctx context.Context, repoPath, name string, follow boo
 		follow = follow && !st.Container(name).Status.Terminal()
 	}
 	path := state.Open(repo).JournalPath(id, name)
+	// The tail below reads again and again and stops at what it cannot
+	// read; a journal that cannot be read at all is said once, here.
+	if err := state.CheckJournal(path); err != nil {
+		return nil, err
+	}
 	terminal := func() bool {
 		if sw == nil {
 			return true

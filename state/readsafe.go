@@ -88,3 +88,17 @@ func (s *Store) ReadFile() ([]byte, error) {
 	}
 	return b, nil
 }
+
+// CheckJournal reports why the journal at path cannot be read: a FIFO, a
+// device, a link out of the repository. A missing journal is no error (it
+// is written once its container says something).
+func CheckJournal(path string) error {
+	f, err := openJournalRead(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read journal %s: %w", path, err)
+	}
+	return f.Close()
+}
