@@ -20,7 +20,7 @@ import (
 )
 
 // swarmTasksDir is where task files live, relative to the repository.
-const swarmTasksDir = ".aimi/tasks"
+const swarmTasksDir = tasks.Dir
 
 type swarmStartFlags struct {
 	swarmTarget

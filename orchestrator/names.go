@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/aimi-tools/swarm/tasks"
 )
 
 // caMountPath is where the git service's CA is mounted (read-only) in local
@@ -13,7 +15,7 @@ import (
 const caMountPath = "/etc/aimi/git-ca.pem"
 
 // tasksDir is the only directory task files may come from.
-const tasksDir = ".aimi/tasks/"
+const tasksDir = tasks.Dir + "/"
 
 var (
 	nameRe   = regexp.MustCompile(`^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$`)

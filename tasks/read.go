@@ -9,6 +9,11 @@ import (
 	"github.com/aimi-tools/swarm/internal/safefile"
 )
 
+// Dir is where a repository's task files live, relative to its root
+// (slash-separated): the CLI lists it and the daemon takes task files from
+// nowhere else.
+const Dir = ".aimi/tasks"
+
 // MaxFileBytes bounds a task file. Planners write a few KiB; the cap keeps a
 // file that is not a task file (a device, a huge blob) from filling memory.
 const MaxFileBytes = 4 << 20
