@@ -101,3 +101,26 @@ func TestTryLockSaysHeldWithoutWaiting(t *testing.T) {
 	}
 	again()
 }
+
+// A lock file lives next to what it guards, in a repository that may hold
+// anything: a link planted there is not followed (it would create or lock
+// a file elsewhere).
+func TestLockRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "elsewhere")
+	link := filepath.Join(dir, "x.lock")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if unlock, err := Lock(context.Background(), link, 0o644); err == nil {
+		unlock()
+		t.Error("Lock took a lock through a link")
+	}
+	if unlock, err := TryLock(link, 0o644); err == nil {
+		unlock()
+		t.Error("TryLock took a lock through a link")
+	}
+	if _, err := os.Lstat(target); err == nil {
+		t.Error("locking through the link created the file it leads to")
+	}
+}
