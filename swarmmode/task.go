@@ -238,6 +238,13 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 			}
 		}
 		spec.TaskTemplate.Placement.Constraints = append(spec.TaskTemplate.Placement.Constraints, stopConstraint)
+		// A changed placement alone does not always replace a job's
+		// running task (the job orchestrator acts on a new iteration, and
+		// the constraint enforcer on node events): the running task was
+		// seen still up two minutes after the update. A forced update
+		// starts a new iteration, whose task cannot be placed, and shuts
+		// the running one down.
+		spec.TaskTemplate.ForceUpdate++
 		_, err = e.cli.ServiceUpdate(ctx, s.ID, s.Version, spec, swarm.ServiceUpdateOptions{})
 		if err == nil {
 			return nil
