@@ -120,27 +120,11 @@ func userFanOut(b *testing.B, image string, n int) time.Duration {
 		names[i] = fmt.Sprintf("fan%02d", i)
 	}
 	repo := localRepo(b, names...)
-	dir := shortDir(b)
-	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(b, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", os.Environ(),
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s")
-	defer p.stop(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	start := time.Now()
-	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
-		b.Fatalf("start: exit %d %s", code, errOut)
-	}
-	for {
-		code, out, errOut := aimi(ctx, "swarm", "status", "--json", "--repo", repo, "--socket", sock)
-		if code == 0 && startedIn(out) == n {
-			break
-		}
-		if ctx.Err() != nil {
-			b.Fatalf("not all %d running in time: %s %s", n, out, errOut)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	sock, p, start := startLocalSwarm(b, ctx, image, repo, n)
+	defer p.stop(b)
+	waitStatus(b, ctx, repo, sock, 20*time.Millisecond, "running", startedIn, n)
 	took := time.Since(start)
 	aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock)
 	aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock)
@@ -186,4 +170,37 @@ func localRepo(b *testing.B, names ...string) string {
 	}
 	removeProjectContainersAtEnd(b, repo)
 	return repo
+}
+
+// startLocalSwarm launches a daemon in local git mode on the demo agent and
+// runs `aimi swarm start --all --local --max n` on repo; it returns the
+// daemon's socket, the daemon, and when the start was asked for.
+func startLocalSwarm(b *testing.B, ctx context.Context, image, repo string, n int) (string, *proc, time.Time) {
+	b.Helper()
+	dir := shortDir(b)
+	sock := filepath.Join(dir, "aimid.sock")
+	p := launchAimid(b, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", os.Environ(),
+		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s")
+	start := time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
+		p.stop(b)
+		b.Fatalf("start: exit %d %s", code, errOut)
+	}
+	return sock, p, start
+}
+
+// waitStatus polls `aimi swarm status --json` every interval until count
+// finds n containers in the printed state.
+func waitStatus(b *testing.B, ctx context.Context, repo, sock string, every time.Duration, what string, count func(string) int, n int) {
+	b.Helper()
+	for {
+		code, out, errOut := aimi(ctx, "swarm", "status", "--json", "--repo", repo, "--socket", sock)
+		if code == 0 && count(out) == n {
+			return
+		}
+		if ctx.Err() != nil {
+			b.Fatalf("not all %d %s in time: %s %s", n, what, out, errOut)
+		}
+		time.Sleep(every)
+	}
 }

@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -77,27 +74,11 @@ func userTimeToWork(b *testing.B, image string, n, blobs, blob int) (first, all 
 		names[i] = fmt.Sprintf("work%02d-%s", i, sfx)
 	}
 	repo := historyRepo(b, blobs, blob, names...)
-	dir := shortDir(b)
-	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(b, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", os.Environ(),
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s")
-	defer p.stop(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	start := time.Now()
-	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
-		b.Fatalf("start: exit %d %s", code, errOut)
-	}
-	for {
-		code, out, errOut := aimi(ctx, "swarm", "status", "--json", "--repo", repo, "--socket", sock)
-		if code == 0 && terminalIn(out) == n {
-			break
-		}
-		if ctx.Err() != nil {
-			b.Fatalf("not all %d done in time: %s %s", n, out, errOut)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	sock, p, start := startLocalSwarm(b, ctx, image, repo, n)
+	defer p.stop(b)
+	waitStatus(b, ctx, repo, sock, 100*time.Millisecond, "done", terminalIn, n)
 	at := firstWork(b, repo, validState(b, repo))
 	if len(at) != n {
 		b.Fatalf("%d of %d containers wrote an in_progress update; daemon log:\n%s", len(at), n, p.stderr.String())
