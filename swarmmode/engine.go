@@ -66,6 +66,7 @@ type Engine struct {
 
 	mu    sync.Mutex
 	nodes map[string]string // node id -> hostname
+	memos map[string]*memo  // service name -> its own task as last seen
 }
 
 // New checks that cli talks to a manager of an active swarm and returns an
@@ -90,7 +91,7 @@ func New(ctx context.Context, cli client.APIClient, opts Options) (*Engine, erro
 	if !info.Swarm.ControlAvailable {
 		return nil, fmt.Errorf("the engine at %s is a swarm worker: point engine.host at a manager node (docker node ls there shows the managers)", cli.DaemonHost())
 	}
-	return &Engine{cli: cli, opts: opts, log: opts.Logger, nodes: map[string]string{}}, nil
+	return &Engine{cli: cli, opts: opts, log: opts.Logger, nodes: map[string]string{}, memos: map[string]*memo{}}, nil
 }
 
 // ServiceName is the service a container name maps to: the name itself when
@@ -372,6 +373,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	if st, _, err := e.spec(ctx, svc); err == nil {
 		name = st.Name
 	}
+	e.forget(svc)
 	if err := e.cli.ServiceRemove(ctx, svc); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("remove service %s: %w", svc, err)
 	}

@@ -21,11 +21,6 @@ import (
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
-// stopConstraint is the placement constraint Stop gives a service: no node
-// has that label, so the task the update creates is never scheduled, while
-// the running one is shut down and keeps its logs and exit code.
-const stopConstraint = "node.labels.org.aimi.stopped==true"
-
 // Inspect reports a sandbox's state: "created" until its service has a
 // task, "running" while the task is not terminal, "exited" once it is (or
 // "dead" when its node was lost), with the exit code and, when the engine
@@ -59,29 +54,86 @@ func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error)
 	if r := s.Spec.TaskTemplate.Resources; r != nil && r.Limits != nil {
 		info.NanoCPUs, info.MemoryBytes, info.PidsLimit = r.Limits.NanoCPUs, r.Limits.MemoryBytes, r.Limits.Pids
 	}
-	t, ok, err := e.firstTask(ctx, s.ID)
+	tasks, err := e.tasksOf(ctx, s.ID)
 	if err != nil {
 		return info, err
 	}
-	if !ok {
+	if t, ok := ownTask(tasks); ok {
+		e.remember(svc, s.ID, t)
+		e.fillTask(ctx, &info, t)
 		return info, nil
 	}
-	e.fillTask(ctx, &info, t)
+	if stopped(s) {
+		e.fillStopped(ctx, &info, svc, s)
+	}
 	return info, nil
 }
 
-// firstTask is the service's first task: the one its creation started. A
-// stopped service has a second, never scheduled one.
-func (e *Engine) firstTask(ctx context.Context, serviceID string) (swarm.Task, bool, error) {
+// fillStopped fills in a stopped sandbox whose own task the cluster has
+// deleted: the last state this engine saw of it if that was its end, else
+// StopUnreadExit with StopUnreadReason.
+func (e *Engine) fillStopped(ctx context.Context, info *container.Info, svc string, s swarm.Service) {
+	m, ok := e.recall(svc, s.ID)
+	if ok && ended(m.task) {
+		e.fillTask(ctx, info, m.task)
+		return
+	}
+	if ok && m.task.NodeID != "" {
+		info.StartedAt, info.Node = m.task.CreatedAt, e.nodeName(ctx, m.task.NodeID)
+	}
+	info.Status, info.Running = "exited", false
+	info.ExitCode, info.Error = StopUnreadExit, StopUnreadReason
+	info.FinishedAt = s.UpdatedAt
+}
+
+// tasksOf lists a service's tasks.
+func (e *Engine) tasksOf(ctx context.Context, serviceID string) ([]swarm.Task, error) {
 	tasks, err := e.cli.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", serviceID))})
 	if err != nil {
-		return swarm.Task{}, false, fmt.Errorf("list tasks of service %s: %w", serviceID, err)
+		return nil, fmt.Errorf("list tasks of service %s: %w", serviceID, err)
 	}
-	if len(tasks) == 0 {
-		return swarm.Task{}, false, nil
+	return tasks, nil
+}
+
+// ownTask is the sandbox's own task: the one its service's creation
+// started. A stopped job has one more, made by the stop's iteration with
+// the stop constraint and never scheduled; the cluster deletes the own
+// task soon after it ended, after which there is none.
+func ownTask(tasks []swarm.Task) (swarm.Task, bool) {
+	var own []swarm.Task
+	for _, t := range tasks {
+		if !hasStopConstraint(t.Spec.Placement) {
+			own = append(own, t)
+		}
 	}
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].CreatedAt.Before(tasks[j].CreatedAt) })
-	return tasks[0], true, nil
+	if len(own) == 0 {
+		return swarm.Task{}, false
+	}
+	iter := func(t swarm.Task) uint64 {
+		if t.JobIteration == nil {
+			return 0
+		}
+		return t.JobIteration.Index
+	}
+	sort.Slice(own, func(i, j int) bool {
+		if a, b := iter(own[i]), iter(own[j]); a != b {
+			return a < b
+		}
+		return own[i].CreatedAt.Before(own[j].CreatedAt)
+	})
+	return own[0], true
+}
+
+func hasStopConstraint(p *swarm.Placement) bool {
+	if p == nil {
+		return false
+	}
+	for _, c := range p.Constraints {
+		if c == stopConstraint {
+			return true
+		}
+	}
+	return false
 }
 
 // fillTask maps a task's state onto Info.
@@ -207,55 +259,6 @@ func (e *Engine) Wait(ctx context.Context, id string) <-chan container.Exit {
 	return out
 }
 
-// Stop shuts the sandbox's task down (SIGTERM, then SIGKILL after the stop
-// grace fixed at creation): the service is updated with a constraint no
-// node meets, which ends the running task and never schedules another.
-// The service stays, with the task's logs and exit code. Stopping a
-// sandbox that is not running is not an error; grace is ignored.
-func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error {
-	svc, err := e.serviceOf(ctx, id)
-	if err != nil {
-		return fmt.Errorf("stop %s: %w", id, err)
-	}
-	for attempt := 0; ; attempt++ {
-		s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
-		if errdefs.IsNotFound(err) {
-			if _, _, serr := e.spec(ctx, svc); serr != nil {
-				return fmt.Errorf("stop %s: %w", svc, serr)
-			}
-			return nil // never started
-		}
-		if err != nil {
-			return fmt.Errorf("stop %s: %w", svc, err)
-		}
-		spec := s.Spec
-		if spec.TaskTemplate.Placement == nil {
-			spec.TaskTemplate.Placement = &swarm.Placement{}
-		}
-		for _, c := range spec.TaskTemplate.Placement.Constraints {
-			if c == stopConstraint {
-				return nil
-			}
-		}
-		spec.TaskTemplate.Placement.Constraints = append(spec.TaskTemplate.Placement.Constraints, stopConstraint)
-		// A changed placement alone does not always replace a job's
-		// running task (the job orchestrator acts on a new iteration, and
-		// the constraint enforcer on node events): the running task was
-		// seen still up two minutes after the update. A forced update
-		// starts a new iteration, whose task cannot be placed, and shuts
-		// the running one down.
-		spec.TaskTemplate.ForceUpdate++
-		_, err = e.cli.ServiceUpdate(ctx, s.ID, s.Version, spec, swarm.ServiceUpdateOptions{})
-		if err == nil {
-			return nil
-		}
-		// "update out of sequence": someone else updated it meanwhile.
-		if attempt >= 5 {
-			return fmt.Errorf("stop %s: %w", svc, err)
-		}
-	}
-}
-
 // Lines yields the sandbox's output lines strictly after the position,
 // from snapshots of its task's logs (timestamps on).
 func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error) {
@@ -275,9 +278,23 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 			if err != nil {
 				return nil, fmt.Errorf("open logs: %w", err)
 			}
-			t, ok, err := e.firstTask(ctx, s.ID)
+			tasks, err := e.tasksOf(ctx, s.ID)
 			if err != nil {
 				return nil, err
+			}
+			t, ok := ownTask(tasks)
+			m, _ := e.recall(svc, s.ID)
+			if m.logs != nil && (!ok || t.ID == m.task.ID && ended(t)) {
+				// A stop captured the output: once the task ended, the
+				// cluster may delete it and its container any moment.
+				select {
+				case <-m.logs.done:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+				if !ok || m.logs.complete() {
+					return m.logs.open(ctx, since, tail)
+				}
 			}
 			if !ok || t.NodeID == "" {
 				return io.NopCloser(&bytes.Buffer{}), nil
@@ -295,6 +312,13 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 				opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
 			}
 			rc, err := e.cli.TaskLogs(ctx, t.ID, opts)
+			if errdefs.IsNotFound(err) {
+				// Deleted since it was listed: a stopped task.
+				if m.logs != nil && m.task.ID == t.ID {
+					return m.logs.open(ctx, since, tail)
+				}
+				return io.NopCloser(&bytes.Buffer{}), nil
+			}
 			if err != nil {
 				return nil, fmt.Errorf("open logs of task %s: %w", t.ID, err)
 			}
