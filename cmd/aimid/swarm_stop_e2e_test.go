@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/state"
+	"github.com/aimi-tools/swarm/swarmmode"
+)
+
+// TestSwarmBackendStop: `aimi swarm stop` on the swarm backend ends two
+// running containers stopped within a deadline, with an exit code, and
+// their journals hold the line from before the stop and the stopped
+// completion the runner wrote on SIGTERM (after which the cluster deleted
+// the task and its container).
+func TestSwarmBackendStop(t *testing.T) {
+	image := standinImage(t)
+	c := testCluster(t, image)
+	repo := gitRepo(t, 2, "sstop1", "sstop2")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"trap;progress|US-001|in_progress|working;sleep|5m\"\ngit:\n  mode: remote\n"
+	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+	defer p.stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start: exit %d %s", code, errOut)
+	}
+	waitFor(t, sock, repo, 2*time.Minute, "every container running with progress", func(v api.SwarmView) bool {
+		for _, sc := range v.State.Containers {
+			if sc.Status != state.StatusRunning || sc.StoryProgress.InProgress == 0 {
+				return false
+			}
+		}
+		return len(v.State.Containers) == 2
+	})
+	stopAt := time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("stop: exit %d %s", code, errOut)
+	}
+	// The stop grace is 2 s; SIGTERM comes 2-4 s after the stop.
+	waitFor(t, sock, repo, 45*time.Second, "every container stopped with an exit code", func(v api.SwarmView) bool {
+		for _, sc := range v.State.Containers {
+			if sc.Status != state.StatusStopped {
+				return false
+			}
+		}
+		return allExited(v)
+	})
+	t.Logf("stopped %s after the stop", time.Since(stopAt).Round(100*time.Millisecond))
+	sw := validState(t, repo)
+	for _, sc := range sw.Containers {
+		code, out, errOut := aimi(ctx, "swarm", "logs", sc.ContainerName, "--repo", repo, "--socket", sock)
+		if code != 0 || !strings.Contains(out, "working") || !strings.Contains(out, "stopped by SIGTERM") {
+			t.Errorf("logs of %s: exit %d %s\n%s", sc.ContainerName, code, errOut, out)
+		}
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+	defer ccancel()
+	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range sw.Containers {
+		_ = eng.Remove(cctx, sc.ContainerID)
+	}
+}
