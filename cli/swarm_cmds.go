@@ -103,8 +103,9 @@ func printStatus(w io.Writer, v api.SwarmView, asJSON bool) error {
 	return nil
 }
 
-// watchStatus redraws on every event (at most every followMinGap) and at
-// least every interval, until ctx ends.
+// watchStatus redraws on every event (at most every followMinGap: a
+// change after a quiet spell is drawn at once) and at least every
+// interval, until ctx ends.
 func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo string, view api.SwarmView, asJSON bool, interval time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -112,7 +113,9 @@ func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo str
 	tty := isTerminal(s.Out) && !asJSON
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
+	var lastDraw time.Time
 	for {
+		lastDraw = time.Now()
 		if tty {
 			writeControl(s.Out, "\x1b[H\x1b[2J") // home, clear screen
 		}
@@ -128,10 +131,12 @@ func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo str
 		case <-changed:
 		case <-tick.C:
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(followMinGap):
+		if gap := time.Until(lastDraw.Add(followMinGap)); gap > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(gap):
+			}
 		}
 		var err error
 		if view, err = client.Status(ctx, repo); err != nil {

@@ -41,6 +41,10 @@ type fakeEngine struct {
 	// Start.
 	beforeCreate func(ctx context.Context, name string) error
 	beforeStart  func(id string)
+	// afterStart runs after each successful Start, beforeStdin before each
+	// WriteStdin (both outside the lock).
+	afterStart  func(id string)
+	beforeStdin func(id string)
 }
 
 type fakeCtr struct {
@@ -181,6 +185,9 @@ func (f *fakeEngine) Start(ctx context.Context, id string) error {
 		}
 		f.exit(c, code, oom)
 	}()
+	if f.afterStart != nil {
+		f.afterStart(id)
+	}
 	return nil
 }
 
@@ -215,6 +222,9 @@ func (f *fakeEngine) Wait(ctx context.Context, id string) <-chan container.Exit 
 }
 
 func (f *fakeEngine) WriteStdin(ctx context.Context, id string, line []byte) error {
+	if f.beforeStdin != nil {
+		f.beforeStdin(id)
+	}
 	f.mu.Lock()
 	c := f.get(id)
 	fails := f.stdinFails != "" && c != nil && strings.Contains(c.spec.Name, f.stdinFails)

@@ -72,19 +72,27 @@ func (f *follower) begin(start bool) bool {
 	step := func(what string) {
 		sw.m.log.Debug("start step", "container", f.c.name, "step", what, "after", time.Since(t0))
 	}
-	// The stream is opened and the wait registered before the start, so no
-	// line and no exit can slip by.
+	// The exit wait is registered before the start, so no exit can slip
+	// by. The stream is opened after it: it reads from the journal's
+	// cursor, so no line is missed, and a reader polling a container that
+	// is still waiting for the engine would only add to the engine's load
+	// during a fan-out. The runner writes nothing but its own log lines
+	// before it has its task-request, which comes after the stream.
+	f.exitCh = eng.Wait(f.ctx, f.id)
+	step("exit wait registered")
+	if start {
+		ok := f.start()
+		sw.leaveWave(f.c)
+		if !ok {
+			return false
+		}
+	}
+	step("started")
 	if l, err := f.openStream(); err == nil {
 		f.lines = l
 	} else {
 		f.drain = time.After(reopenDelay)
 	}
-	f.exitCh = eng.Wait(f.ctx, f.id)
-	step("logs opened, exit wait registered")
-	if start && !f.start() {
-		return false
-	}
-	step("started")
 	info, err := eng.Inspect(f.ctx, f.id)
 	if err != nil {
 		if f.ctx.Err() == nil {
@@ -112,6 +120,11 @@ func (f *follower) begin(start bool) bool {
 	}
 	sw.event(f.c, api.EventContainerStarted, nil)
 	if start || !sw.sentRequest(f.c) {
+		if start {
+			// The rest of the start wave first (startWave).
+			sw.m.wave.wait(f.ctx, waveMaxWait)
+			step("start wave done")
+		}
 		if err := sw.sendRequest(f.ctx, f.c); err != nil {
 			if f.ctx.Err() != nil {
 				return false

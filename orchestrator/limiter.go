@@ -59,6 +59,13 @@ func (l *limiter) wait(ctx context.Context, t *ticket) bool {
 	return false
 }
 
+// isGranted reports whether the ticket holds its slot already.
+func (l *limiter) isGranted(t *ticket) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return t.granted
+}
+
 // take occupies a slot without waiting: a re-attached container is running
 // whether or not a slot is free.
 func (l *limiter) take() {

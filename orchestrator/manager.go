@@ -46,6 +46,8 @@ type Manager struct {
 	repoMu  map[string]*sync.Mutex // serialises Start/Stop/Resume/Cleanup/adopt per repo
 	oomed   map[string]bool        // container ids the engine reported oom for
 	closing bool
+
+	wave *startWave // the containers starting now: their work waits for it
 }
 
 // New checks the config and returns a Manager. It makes no engine call;
@@ -88,7 +90,7 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, eng: eng, log: cfg.Logger, bus: newBus(),
 		life: life, cancel: cancel,
-		swarms: map[string]*swarm{}, repoMu: map[string]*sync.Mutex{}, oomed: map[string]bool{},
+		swarms: map[string]*swarm{}, repoMu: map[string]*sync.Mutex{}, oomed: map[string]bool{}, wave: newStartWave(),
 	}
 	m.wg.Go(func() { m.watchForeignStops(life) })
 	if src, ok := eng.(eventSource); ok {

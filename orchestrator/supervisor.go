@@ -80,6 +80,13 @@ func (sw *swarm) launchIn(ctx context.Context, c *ctr, mode supMode) chan struct
 	switch mode {
 	case modeFresh:
 		tk = sw.slots.enqueue()
+		if sw.slots.isGranted(tk) {
+			// It will start right away: part of the start wave.
+			leave := m.wave.join()
+			sw.mu.Lock()
+			c.leaveWave = leave
+			sw.mu.Unlock()
+		}
 	case modeAttach:
 		sw.slots.take()
 	}
@@ -87,6 +94,7 @@ func (sw *swarm) launchIn(ctx context.Context, c *ctr, mode supMode) chan struct
 	go func() {
 		defer m.wg.Done()
 		defer close(done)
+		defer sw.leaveWave(c)
 		sw.supervise(ctx, c, mode, tk)
 	}()
 	return done

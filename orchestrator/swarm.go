@@ -61,6 +61,20 @@ type ctr struct {
 	// nil for a container that existed before (adopted, or older).
 	created chan struct{}
 	node    string // cluster node it runs on ("" on a single engine)
+	// leaveWave takes the container out of the Manager's start wave
+	// (startWave); nil when it is not in one.
+	leaveWave func()
+}
+
+// leaveWave takes c out of the start wave, if it is in one.
+func (sw *swarm) leaveWave(c *ctr) {
+	sw.mu.Lock()
+	leave := c.leaveWave
+	c.leaveWave = nil
+	sw.mu.Unlock()
+	if leave != nil {
+		leave()
+	}
 }
 
 func (sw *swarm) find(name string) *ctr {

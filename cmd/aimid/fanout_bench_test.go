@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
+	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 )
@@ -124,7 +128,7 @@ func userFanOut(b *testing.B, image string, n int) time.Duration {
 	defer cancel()
 	sock, p, start := startLocalSwarm(b, ctx, image, repo, n)
 	defer p.stop(b)
-	waitStatus(b, ctx, repo, sock, 20*time.Millisecond, "running", startedIn, n)
+	waitStatus(b, ctx, repo, sock, "running", startedIn, n)
 	took := time.Since(start)
 	aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock)
 	aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock)
@@ -189,18 +193,40 @@ func startLocalSwarm(b *testing.B, ctx context.Context, image, repo string, n in
 	return sock, p, start
 }
 
-// waitStatus polls `aimi swarm status --json` every interval until count
-// finds n containers in the printed state.
-func waitStatus(b *testing.B, ctx context.Context, repo, sock string, every time.Duration, what string, count func(string) int, n int) {
+// waitStatus follows `aimi swarm status --watch --json` (one document per
+// change, as a script watching the swarm would) until count finds n
+// containers in a printed state. Watching instead of polling keeps the
+// measuring itself off the machine the fan-out competes for, and sees
+// the change when it happens.
+func waitStatus(b *testing.B, ctx context.Context, repo, sock, what string, count func(string) int, n int) {
 	b.Helper()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	var errOut bytes.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		code := cli.Run(wctx, []string{"swarm", "status", "--watch", "--json", "--interval", "1s", "--repo", repo, "--socket", sock},
+			cli.Streams{In: strings.NewReader(""), Out: pw, Err: &errOut})
+		pw.Close()
+		exited <- code
+	}()
+	dec := json.NewDecoder(pr)
+	last := ""
 	for {
-		code, out, errOut := aimi(ctx, "swarm", "status", "--json", "--repo", repo, "--socket", sock)
-		if code == 0 && count(out) == n {
+		var doc json.RawMessage
+		if err := dec.Decode(&doc); err != nil {
+			cancel()
+			go io.Copy(io.Discard, pr)
+			code := <-exited
+			b.Fatalf("not all %d %s (watch ended: %v, exit %d): %s %s", n, what, err, code, last, errOut.String())
+		}
+		last = string(doc)
+		if count(last) == n {
+			cancel()
+			go io.Copy(io.Discard, pr)
+			<-exited
 			return
 		}
-		if ctx.Err() != nil {
-			b.Fatalf("not all %d %s in time: %s %s", n, what, out, errOut)
-		}
-		time.Sleep(every)
 	}
 }

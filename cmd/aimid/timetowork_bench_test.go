@@ -78,7 +78,7 @@ func userTimeToWork(b *testing.B, image string, n, blobs, blob int) (first, all 
 	defer cancel()
 	sock, p, start := startLocalSwarm(b, ctx, image, repo, n)
 	defer p.stop(b)
-	waitStatus(b, ctx, repo, sock, 100*time.Millisecond, "done", terminalIn, n)
+	waitStatus(b, ctx, repo, sock, "done", terminalIn, n)
 	at := firstWork(b, repo, validState(b, repo))
 	if len(at) != n {
 		b.Fatalf("%d of %d containers wrote an in_progress update; daemon log:\n%s", len(at), n, p.stderr.String())
