@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -82,7 +84,8 @@ func validateTasks(ctx context.Context, repo string, files []string, existing ma
 	for p, b := range existing {
 		branches[b] = p
 	}
-	for _, p := range files {
+	loaded := loadAllAsRun(ctx, repo, files, local)
+	for i, p := range files {
 		if err := checkTaskPath(p); err != nil {
 			probs.add(p, err.Error())
 			continue
@@ -96,7 +99,7 @@ func validateTasks(ctx context.Context, repo string, files []string, existing ma
 			probs.add(p, "already in the active swarm (use resume to rerun it)")
 			continue
 		}
-		tf, err := loadAsRun(ctx, repo, p, local)
+		tf, err := loaded[i].tf, loaded[i].err
 		if err != nil {
 			probs.add(p, oneLine(err.Error()))
 			continue
@@ -114,4 +117,35 @@ func validateTasks(ctx context.Context, repo string, files []string, existing ma
 		return nil, err
 	}
 	return out, nil
+}
+
+// loadConcurrency bounds the task files read from git at once.
+const loadConcurrency = 8
+
+type loadedTask struct {
+	tf  *tasks.File
+	err error
+}
+
+// loadAllAsRun reads every task file as its container will run it
+// (loadAsRun), several at once: each takes up to four git processes, and
+// one after another they were a visible part of a large start. A path
+// that is malformed or named twice is read anyway and refused by the
+// caller before its result is used.
+func loadAllAsRun(ctx context.Context, repo string, files []string, local bool) []loadedTask {
+	out := make([]loadedTask, len(files))
+	var g errgroup.Group
+	g.SetLimit(loadConcurrency)
+	for i, p := range files {
+		if checkTaskPath(p) != nil {
+			continue
+		}
+		g.Go(func() error {
+			tf, err := loadAsRun(ctx, repo, p, local)
+			out[i] = loadedTask{tf, err}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return out
 }

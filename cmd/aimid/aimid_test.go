@@ -460,9 +460,17 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	if len(sw.Containers) != 3 {
 		t.Fatalf("%d containers in state", len(sw.Containers))
 	}
+	// Container names are the engine's, shared by every test running
+	// beside this one: a name another test holds makes the daemon pick
+	// the next free one (aimi-alpha-2), so names are looked up by task
+	// file.
+	name := map[string]string{}
+	for _, c := range sw.Containers {
+		name[strings.TrimSuffix(filepath.Base(c.TaskFilePath), "-tasks.json")] = c.ContainerName
+	}
 	for _, c := range sw.Containers {
 		want, done := state.StatusCompleted, 3
-		if c.ContainerName == "aimi-gamma" {
+		if c.ContainerName == name["gamma"] {
 			want, done = state.StatusFailed, 0
 		}
 		// acpPid is not checked here: a container is terminal by its
@@ -476,24 +484,24 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	if err != nil || !slices.Contains(info.Config.Env, "ANTHROPIC_API_KEY="+secret) {
 		t.Errorf("runner env lacks agent.env: %v", err)
 	}
-	for _, name := range []string{"aimi-alpha", "aimi-beta", "aimi-gamma"} {
-		if !strings.Contains(out, name) {
-			t.Errorf("follow output does not show %s:\n%s", name, out)
+	for _, n := range []string{name["alpha"], name["beta"], name["gamma"]} {
+		if n == "" || !strings.Contains(out, n) {
+			t.Errorf("follow output does not show %q:\n%s", n, out)
 		}
 	}
 
-	code, out, errOut = aimi(ctx, "swarm", "logs", "aimi-alpha", "--repo", repo, "--socket", sock)
+	code, out, errOut = aimi(ctx, "swarm", "logs", name["alpha"], "--repo", repo, "--socket", sock)
 	if code != 0 || strings.Count(out, "progress-update") != 6 || strings.Count(out, "completion") != 1 {
 		t.Errorf("logs: exit %d\n%s\n%s", code, out, errOut)
 	}
 	// --follow on a finished container ends by itself, with the same lines.
-	code, fout, errOut := aimi(ctx, "swarm", "logs", "aimi-alpha", "--follow", "--repo", repo, "--socket", sock)
+	code, fout, errOut := aimi(ctx, "swarm", "logs", name["alpha"], "--follow", "--repo", repo, "--socket", sock)
 	if code != 0 || fout != out {
 		t.Errorf("logs --follow of a finished container: exit %d %s\n%s\nwant\n%s", code, errOut, fout, out)
 	}
 	aimi(ctx, "swarm", "status", "--json", "--repo", repo, "--socket", sock)
 	code, out, _ = aimi(ctx, "swarm", "status", "--repo", repo, "--socket", sock)
-	if code != 0 || !strings.Contains(out, "aimi-gamma") || !strings.Contains(out, "failed") {
+	if code != 0 || !strings.Contains(out, name["gamma"]) || !strings.Contains(out, "failed") {
 		t.Errorf("status: exit %d\n%s", code, out)
 	}
 	code, _, errOut = aimi(ctx, "swarm", "start", "--file", "alpha-tasks.json", "--repo", repo, "--socket", sock)
