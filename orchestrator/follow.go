@@ -59,8 +59,8 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log followLog, start bool) 
 	f.end()
 }
 
-// begin opens the stream, registers the exit wait, starts the container
-// when asked, and sends the task-request if the journal lacks it; false
+// begin registers the exit wait, starts the container when asked, opens
+// the stream and sends the task-request if the journal lacks it; false
 // when the supervisor is done already (ctx ended, or the container could
 // not be started or found, which begin has decided).
 func (f *follower) begin(start bool) bool {
@@ -73,11 +73,12 @@ func (f *follower) begin(start bool) bool {
 		sw.m.log.Debug("start step", "container", f.c.name, "step", what, "after", time.Since(t0))
 	}
 	// The exit wait is registered before the start, so no exit can slip
-	// by. The stream is opened after it: it reads from the journal's
-	// cursor, so no line is missed, and a reader polling a container that
-	// is still waiting for the engine would only add to the engine's load
-	// during a fan-out. The runner writes nothing but its own log lines
-	// before it has its task-request, which comes after the stream.
+	// by. The stream of a container started here is opened after the
+	// start, right before its task-request: it reads from the journal's
+	// cursor, so no line is missed, and readers polling containers that
+	// wait for the engine or for the rest of their start wave would only
+	// add to the engine's load during a fan-out. The runner writes nothing
+	// but its own log lines before it has its task-request.
 	f.exitCh = eng.Wait(f.ctx, f.id)
 	step("exit wait registered")
 	if start {
@@ -88,10 +89,8 @@ func (f *follower) begin(start bool) bool {
 		}
 	}
 	step("started")
-	if l, err := f.openStream(); err == nil {
-		f.lines = l
-	} else {
-		f.drain = time.After(reopenDelay)
+	if !start {
+		f.open()
 	}
 	info, err := eng.Inspect(f.ctx, f.id)
 	if err != nil {
@@ -121,9 +120,13 @@ func (f *follower) begin(start bool) bool {
 	sw.event(f.c, api.EventContainerStarted, nil)
 	if start || !sw.sentRequest(f.c) {
 		if start {
-			// The rest of the start wave first (startWave).
+			// The rest of the start wave first (startWave); its stream
+			// opens once its work is about to begin, so that readers of
+			// the containers started first do not poll the engine while
+			// it is still starting the others.
 			sw.m.wave.wait(f.ctx, waveMaxWait)
 			step("start wave done")
+			f.open()
 		}
 		if err := sw.sendRequest(f.ctx, f.c); err != nil {
 			if f.ctx.Err() != nil {
@@ -267,6 +270,16 @@ func (f *follower) end() {
 		f.facts.stopped = true
 	}
 	f.sw.finish(f.ctx, f.c, f.facts)
+}
+
+// open opens the first log stream; when that fails, the follow loop
+// tries again after reopenDelay.
+func (f *follower) open() {
+	if l, err := f.openStream(); err == nil {
+		f.lines = l
+	} else {
+		f.drain = time.After(reopenDelay)
+	}
 }
 
 // openStream (re)opens the log stream after the journal's cursor; one

@@ -160,6 +160,10 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	}
 	unlock := m.lockRepo(repo)
 	defer unlock()
+	t0 := time.Now()
+	phase := func(what string) {
+		m.log.Debug("start phase", "repo", repo, "phase", what, "after", time.Since(t0))
+	}
 
 	cur, err := m.adopt(ctx, repo)
 	if err != nil && !errors.Is(err, api.ErrNoSwarm) {
@@ -177,10 +181,12 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 			return api.SwarmView{}, api.ErrActiveSwarm
 		}
 	}
+	phase("adopted")
 	planned, err := validateTasks(ctx, repo, req.TaskFiles, nil, req.Local)
 	if err != nil {
 		return api.SwarmView{}, err
 	}
+	phase("task files validated")
 	repoURL := ""
 	if !req.Local {
 		if repoURL, err = originURL(ctx, repo); err != nil {
@@ -218,11 +224,14 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	if err := sw.openLedger(ctx, &state.Swarm{SwarmID: sw.id, CreatedAt: now, UpdatedAt: now}, true); err != nil {
 		return api.SwarmView{}, err
 	}
+	phase("state opened")
 	if err := sw.ensureNetwork(ctx); err != nil {
 		sw.close(ctx)
 		return api.SwarmView{}, err
 	}
+	phase("network ready")
 	created, err := sw.createAll(ctx, planned)
+	phase("all created")
 	if err != nil {
 		sw.discard(ctx, created)
 		return api.SwarmView{}, err
