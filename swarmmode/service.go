@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
@@ -67,7 +68,7 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 			}
 		}
 	}
-	netID, err := e.ensureNetwork(ctx, svc, st.Name, objLabels("network"))
+	netID, err := e.ensureNetwork(ctx, svc, st.Name, objLabels("network"), true)
 	if err != nil {
 		return err
 	}
@@ -76,6 +77,18 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 		return err
 	}
 	resp, err := e.cli.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+	if err != nil && strings.Contains(err.Error(), "network") && strings.Contains(err.Error(), "not found") {
+		// A manager lists an overlay network it had a task on for a while
+		// after the cluster deleted it (a sandbox of the same name removed
+		// moments ago), and the listing cannot tell: the service then
+		// names a network the cluster does not have. A new one is made.
+		e.log.Debug("the sandbox's listed network is gone from the cluster; making a new one", "service", svc, "network", netID)
+		if netID, err = e.ensureNetwork(ctx, svc, st.Name, objLabels("network"), false); err != nil {
+			return err
+		}
+		spec.TaskTemplate.Networks = []swarm.NetworkAttachmentConfig{{Target: netID}}
+		resp, err = e.cli.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{})
+	}
 	if errdefs.IsConflict(err) {
 		return nil // a concurrent delivery won
 	}
@@ -91,15 +104,20 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 }
 
 // ensureNetwork returns the id of the sandbox's own overlay network: one per
-// sandbox, so no two sandboxes share a network and reach each other.
-func (e *Engine) ensureNetwork(ctx context.Context, svc, name string, labels map[string]string) (string, error) {
+// sandbox, so no two sandboxes share a network and reach each other. With
+// reuse, one made by an earlier attempt is taken.
+func (e *Engine) ensureNetwork(ctx context.Context, svc, name string, labels map[string]string, reuse bool) (string, error) {
 	netName := objName(svc, "net")
 	ids, err := e.networksOf(ctx, name)
 	if err != nil {
 		return "", err
 	}
-	if len(ids) > 0 {
+	if len(ids) > 0 && reuse {
 		return ids[0], nil
+	}
+	if !reuse {
+		// The gone network's name is still taken on the manager.
+		netName += fmt.Sprintf("-%x", time.Now().UnixNano()&0xffffffff)
 	}
 	resp, err := e.cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "overlay", Labels: labels})
 	if err != nil {

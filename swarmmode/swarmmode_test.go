@@ -189,7 +189,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	if len(id) != 64 || info.ID != id {
 		t.Fatalf("sandbox id %q (inspect says %q): want 64 hex digits, the state file's containerId shape", id, info.ID)
 	}
-	_, raw, err := m.ServiceInspectWithRaw(ctx, "aimi-lifecycle", swarm.ServiceInspectOptions{})
+	svc, raw, err := m.ServiceInspectWithRaw(ctx, "aimi-lifecycle", swarm.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	if !strings.Contains(string(raw), `"Memory`) || !strings.Contains(string(raw), "ReplicatedJob") {
 		t.Fatalf("service spec lacks the memory reservation or the job mode: %s", raw)
 	}
-	checkTaskContainer(t, ctx, c, info.Node, "aimi-lifecycle", secret)
+	checkTaskContainer(t, ctx, c, info.Node, svc.ID, secret)
 
 	if err := e.Remove(ctx, id); err != nil {
 		t.Fatal(err)
@@ -228,16 +228,17 @@ func mustLines(t *testing.T, e *swarmmode.Engine, ctx context.Context, id string
 	return l
 }
 
-// checkTaskContainer inspects the task's container on its node: the
+// checkTaskContainer inspects the task's container on its node (by service
+// id: a container of an earlier run's service of that name may linger): the
 // org.aimi.* labels are there, the secret is not in its environment, the
 // capabilities are dropped.
-func checkTaskContainer(t *testing.T, ctx context.Context, c *clustertest.Cluster, node, service, secret string) {
+func checkTaskContainer(t *testing.T, ctx context.Context, c *clustertest.Cluster, node, serviceID, secret string) {
 	t.Helper()
 	for _, n := range c.Nodes {
 		if !strings.HasSuffix(n.Name, "-"+node) {
 			continue
 		}
-		cs, err := n.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "com.docker.swarm.service.name="+service))})
+		cs, err := n.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "com.docker.swarm.service.id="+serviceID))})
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("task container on %s: %d, %v", node, len(cs), err)
 		}
@@ -416,12 +417,14 @@ func TestNodeLost(t *testing.T) {
 		}
 	}
 	victim, node := "", -1
+	nodeOf := map[string]string{}
 	for _, id := range ids {
 		waitFor(t, ctx, e, id, "listening")
 		info, err := e.Inspect(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
+		nodeOf[id] = info.Node
 		for i, n := range c.Nodes[1:] {
 			if strings.HasSuffix(n.Name, "-"+info.Node) && victim == "" {
 				victim, node = id, i+1
@@ -452,7 +455,9 @@ func TestNodeLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if id == victim {
+		// The spread is the scheduler's choice: a node restarted by an
+		// earlier run (-count) may get none, another two.
+		if nodeOf[id] == nodeOf[victim] {
 			continue
 		}
 		if info, err := e.Inspect(ctx, id); err != nil || !info.Running {
@@ -489,11 +494,15 @@ func TestReadOnlyRoot(t *testing.T) {
 	if err != nil || !info.ReadOnlyRootfs {
 		t.Fatalf("inspect: %+v, %v", info, err)
 	}
+	svc, _, err := c.Manager().Client.ServiceInspectWithRaw(ctx, "aimi-readonly", swarm.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range c.Nodes {
 		if !strings.HasSuffix(n.Name, "-"+info.Node) {
 			continue
 		}
-		cs, err := n.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "com.docker.swarm.service.name=aimi-readonly"))})
+		cs, err := n.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "com.docker.swarm.service.id="+svc.ID))})
 		if err != nil || len(cs) != 1 {
 			t.Fatalf("task container: %d, %v", len(cs), err)
 		}
