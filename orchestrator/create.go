@@ -33,19 +33,18 @@ func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]boo
 // parts of create anyway, and a few in flight hide the round trips.
 const createConcurrency = 8
 
-// createAll creates one container per task file (names assigned in order,
-// creates in parallel) and starts each as soon as it exists: its
-// supervisor is launched before the creates begin, so run slots are queued
-// in task-file order, and waits until its container is created and its
-// entry (pending, with the real id) is in the saved state file. Entries
-// are tracked in task-file order; the ones whose creates finished together
-// share one save. It returns when every container is created and tracked.
+// createAll creates the containers planNames named, in parallel, and
+// starts each as soon as it exists: its supervisor is launched before the
+// creates begin, so run slots are queued in task-file order, and waits
+// until its container is created and its entry (pending, with the real id)
+// is in the saved state file. Entries are tracked in task-file order; the
+// ones whose creates finished together share one save. It returns when
+// every container is created and tracked.
 //
 // On error it returns what it created, for discard: the supervisors it
 // launched are stopped first, without deciding anything, so the caller's
 // removal is the last word on every container, started or not.
-func (sw *swarm) createAll(ctx context.Context, planned []plannedTask) (_ []*ctr, err error) {
-	all := sw.planNames(ctx, planned)
+func (sw *swarm) createAll(ctx context.Context, all []*ctr) (_ []*ctr, err error) {
 	// The supervisors of this start live in sctx: a failed start ends
 	// them; otherwise it ends with the Manager, or once they are all done.
 	sctx, abort := context.WithCancel(sw.m.life)

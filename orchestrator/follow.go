@@ -59,8 +59,8 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log followLog, start bool) 
 	f.end()
 }
 
-// begin registers the exit wait, starts the container when asked, opens
-// the stream and sends the task-request if the journal lacks it; false
+// begin registers the exit wait, starts the container when asked, sends
+// the task-request if the journal lacks it and opens the stream; false
 // when the supervisor is done already (ctx ended, or the container could
 // not be started or found, which begin has decided).
 func (f *follower) begin(start bool) bool {
@@ -73,12 +73,8 @@ func (f *follower) begin(start bool) bool {
 		sw.m.log.Debug("start step", "container", f.c.name, "step", what, "after", time.Since(t0))
 	}
 	// The exit wait is registered before the start, so no exit can slip
-	// by. The stream of a container started here is opened after the
-	// start, right before its task-request: it reads from the journal's
-	// cursor, so no line is missed, and readers polling containers that
-	// wait for the engine or for the rest of their start wave would only
-	// add to the engine's load during a fan-out. The runner writes nothing
-	// but its own log lines before it has its task-request.
+	// by. The stream of a container started here opens after its
+	// task-request (see below); a re-attached container's opens at once.
 	f.exitCh = eng.Wait(f.ctx, f.id)
 	step("exit wait registered")
 	if start {
@@ -120,13 +116,9 @@ func (f *follower) begin(start bool) bool {
 	sw.event(f.c, api.EventContainerStarted, nil)
 	if start || !sw.sentRequest(f.c) {
 		if start {
-			// The rest of the start wave first (startWave); its stream
-			// opens once its work is about to begin, so that readers of
-			// the containers started first do not poll the engine while
-			// it is still starting the others.
+			// The rest of the start wave first (startWave).
 			sw.m.wave.wait(f.ctx, waveMaxWait)
 			step("start wave done")
-			f.open()
 		}
 		if err := sw.sendRequest(f.ctx, f.c); err != nil {
 			if f.ctx.Err() != nil {
@@ -139,6 +131,15 @@ func (f *follower) begin(start bool) bool {
 			f.stop(0)
 		}
 		step("task-request sent and journaled")
+	}
+	if start {
+		// The stream of a container started here opens once its work
+		// began: readers of the containers started first would poll the
+		// engine while it still starts the rest of the wave, and the
+		// wave's last requests would wait behind the first streams'
+		// opening. It reads from the journal's cursor, so no line is
+		// missed; what the runner writes first is small.
+		f.open()
 	}
 	// The timeout counts from the engine's start time, so it survives a
 	// daemon restart.

@@ -225,12 +225,17 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		return api.SwarmView{}, err
 	}
 	phase("state opened")
-	if err := sw.ensureNetwork(ctx); err != nil {
+	// The network and the names are independent engine round trips: the
+	// names are asked for while the network is made.
+	netErr := make(chan error, 1)
+	go func() { netErr <- sw.ensureNetwork(ctx) }()
+	named := sw.planNames(ctx, planned)
+	if err := <-netErr; err != nil {
 		sw.close(ctx)
 		return api.SwarmView{}, err
 	}
-	phase("network ready")
-	created, err := sw.createAll(ctx, planned)
+	phase("network ready, names planned")
+	created, err := sw.createAll(ctx, named)
 	phase("all created")
 	if err != nil {
 		sw.discard(ctx, created)

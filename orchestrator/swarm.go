@@ -199,7 +199,7 @@ func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	if err := sw.ensureNetwork(ctx); err != nil {
 		return api.SwarmView{}, err
 	}
-	created, err := sw.createAll(ctx, planned)
+	created, err := sw.createAll(ctx, sw.planNames(ctx, planned))
 	if err != nil {
 		// The swarm goes on; only what this request created goes away.
 		for _, c := range created {
