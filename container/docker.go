@@ -29,6 +29,38 @@ type Docker struct {
 	// netMu serialises EnsureNetwork: the engine's duplicate-name check for
 	// networks is racy.
 	netMu sync.Mutex
+	// seen is when each network was last seen to exist (networkSeenFor).
+	seenMu sync.Mutex
+	seen   map[string]time.Time
+}
+
+// networkSeenFor is how long a network seen to exist is taken to exist
+// without asking again: the engine creates a container on a network that
+// does not exist and only its start fails, so creates check first, and a
+// fan-out's creates on one network need the answer once.
+const networkSeenFor = 5 * time.Second
+
+// checkNetwork returns ErrNetworkNotFound when the engine has no network
+// name (asking at most once per networkSeenFor while it exists).
+func (d *Docker) checkNetwork(ctx context.Context, name string) error {
+	d.seenMu.Lock()
+	at, ok := d.seen[name]
+	d.seenMu.Unlock()
+	if ok && time.Since(at) < networkSeenFor {
+		return nil
+	}
+	if _, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{}); errdefs.IsNotFound(err) {
+		return fmt.Errorf("%w: %s (create it with EnsureNetwork first)", ErrNetworkNotFound, name)
+	} else if err != nil {
+		return fmt.Errorf("inspect network %s: %w", name, err)
+	}
+	d.seenMu.Lock()
+	defer d.seenMu.Unlock()
+	if d.seen == nil || len(d.seen) > 1024 {
+		d.seen = map[string]time.Time{}
+	}
+	d.seen[name] = time.Now()
+	return nil
 }
 
 // Option configures a Docker.
@@ -116,30 +148,35 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 			runtime = ""
 		}
 	}
-	if ok, err := d.ImageExists(ctx, s.Image); err != nil {
-		return "", fmt.Errorf("create container %s: %w", s.Name, err)
-	} else if !ok {
-		return "", fmt.Errorf("create container %s: %w: %s (%s; nothing is pulled)", s.Name, ErrImageNotFound, s.Image, imageBuildHint)
-	}
+	// The create is asked for straight away; the image and a stale holder
+	// of the name are looked at only when it is refused, the network once
+	// per networkSeenFor. Each look is a round trip to an engine that,
+	// during a fan-out, is busy starting other containers: three of them
+	// before every create made each create, and so each start, later.
 	if s.Network != "" {
-		if _, err := d.cli.NetworkInspect(ctx, s.Network, network.InspectOptions{}); errdefs.IsNotFound(err) {
-			return "", fmt.Errorf("create container %s: %w: %s (create it with EnsureNetwork first)", s.Name, ErrNetworkNotFound, s.Network)
-		} else if err != nil {
-			return "", fmt.Errorf("create container %s: inspect network %s: %w", s.Name, s.Network, err)
+		if err := d.checkNetwork(ctx, s.Network); err != nil {
+			return "", fmt.Errorf("create container %s: %w", s.Name, err)
 		}
 	}
-	if err := d.replaceStale(ctx, s.Name, s.Labels[contract.LabelProject]); err != nil {
-		return "", err
-	}
-
 	cfg, hc, nc := s.engineConfig(runtime)
 	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
+	if errdefs.IsConflict(err) {
+		if err := d.replaceStale(ctx, s.Name, s.Labels[contract.LabelProject]); err != nil {
+			return "", err
+		}
+		resp, err = d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
+	}
 	if s.DiskBytes > 0 && storageOptRefused(err) {
 		return "", fmt.Errorf("create container %s: %w: %w (unset sandbox.disk)", s.Name, ErrDiskLimitUnsupported, err)
 	}
 	if errdefs.IsConflict(err) {
 		// Another creator won the race for the name after replaceStale.
 		return "", fmt.Errorf("create container %s: %w: %w", s.Name, ErrConflict, err)
+	}
+	if errdefs.IsNotFound(err) {
+		if why := d.missing(ctx, s); why != nil {
+			return "", why
+		}
 	}
 	if err != nil {
 		return "", fmt.Errorf("create container %s: %w", s.Name, err)
@@ -148,6 +185,17 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 		d.log.Warn("engine warning on create", "container", s.Name, "warning", w)
 	}
 	return resp.ID, nil
+}
+
+// missing says the engine lacks the spec's image, after it refused a
+// create as not found; nil when the image is there.
+func (d *Docker) missing(ctx context.Context, s Spec) error {
+	if ok, err := d.ImageExists(ctx, s.Image); err != nil {
+		return fmt.Errorf("create container %s: %w", s.Name, err)
+	} else if !ok {
+		return fmt.Errorf("create container %s: %w: %s (%s; nothing is pulled)", s.Name, ErrImageNotFound, s.Image, imageBuildHint)
+	}
+	return nil
 }
 
 // replaceStale makes the name free for a container of project (the

@@ -157,6 +157,9 @@ func (d *Docker) RemoveNetworkIfUnused(ctx context.Context, name string) error {
 	if len(users) > 0 {
 		return nil
 	}
+	d.seenMu.Lock()
+	delete(d.seen, name)
+	d.seenMu.Unlock()
 	err = d.cli.NetworkRemove(ctx, name)
 	// "has active endpoints": a container joined since the list, or the
 	// endpoint of a removed container outlived it. Engine 20.10 does that

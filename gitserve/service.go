@@ -144,6 +144,9 @@ type Service struct {
 	// userRefs is, per mirror, the user's branches and tags as last brought
 	// in, so a Grant refreshes a mirror only when the checkout changed.
 	userRefs map[string]string
+	// sources is, per mirror, the repository it was seen to be made from
+	// (guarded by mirrorMu).
+	sources map[string]string
 
 	// mu guards everything below; it is never held across git or network
 	// calls except the state file write.
@@ -181,6 +184,7 @@ func New(opts Options) (*Service, error) {
 		listeners: map[string]*listener{},
 		ips:       map[string]bool{},
 		userRefs:  map[string]string{},
+		sources:   map[string]string{},
 		stopSweep: make(chan struct{}),
 	}
 	if err := os.MkdirAll(s.repos, 0o700); err != nil {
@@ -370,6 +374,7 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()
 	delete(s.userRefs, swarmID)
+	delete(s.sources, swarmID)
 	dst := s.mirrorPath(swarmID)
 	if _, err := os.Stat(dst); errors.Is(err, fs.ErrNotExist) {
 		return nil
