@@ -137,6 +137,7 @@ type Service struct {
 	opts    Options
 	ca      *authority
 	backend string
+	nice    string // nice(1), run in front of backend; "" when missing
 
 	// mirrorMu serializes mirror creation and refresh (git clone, fetch)
 	// without holding mu; it guards userRefs.
@@ -203,6 +204,13 @@ func New(opts Options) (*Service, error) {
 	}
 	if _, err := exec.LookPath(s.backend); err != nil {
 		return nil, fmt.Errorf("git service: git-http-backend not usable at %s: %w (install git's full package or set Options.Backend)", s.backend, err)
+	}
+	// Without nice(1) (coreutils) the backend runs at the daemon's
+	// priority: slower answers under load, nothing else.
+	if nice, err := exec.LookPath("nice"); err == nil {
+		s.nice = nice
+	} else {
+		s.log.Info("nice not found; git http-backend runs at the daemon's priority", "err", err)
 	}
 	ca, created, err := loadOrCreateCA(dir)
 	if err != nil {
