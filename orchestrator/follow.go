@@ -77,12 +77,12 @@ func (f *follower) begin(start bool) bool {
 	// task-request (see below); a re-attached container's opens at once.
 	f.exitCh = eng.Wait(f.ctx, f.id)
 	step("exit wait registered")
-	if start {
-		ok := f.start()
-		sw.leaveWave(f.c)
-		if !ok {
-			return false
-		}
+	ok := !start || f.start()
+	// Started, refused, or already running: either way it no longer
+	// holds the wave back.
+	sw.leaveWave(f.c)
+	if !ok {
+		return false
 	}
 	step("started")
 	if !start {

@@ -155,6 +155,7 @@ func (sw *swarm) supervise(ctx context.Context, c *ctr, mode supMode, tk *ticket
 			sw.follow(ctx, c, log, false)
 			return
 		case !info.StartedAt.IsZero() && info.StartedAt.Year() > 1:
+			sw.leaveWave(c) // it ran already: nothing to start
 			sw.catchUp(ctx, c, log, info)
 			return
 		}
