@@ -138,7 +138,10 @@ func (f *follower) begin(start bool) bool {
 		// engine while it still starts the rest of the wave, and the
 		// wave's last requests would wait behind the first streams'
 		// opening. It reads from the journal's cursor, so no line is
-		// missed; what the runner writes first is small.
+		// missed; what the runner writes first is small. (Holding every
+		// stream until the whole wave had its requests was tried: the
+		// streams then all opened at once, as the status was read, and
+		// the last container showed running later, not sooner.)
 		f.open()
 	}
 	// The timeout counts from the engine's start time, so it survives a

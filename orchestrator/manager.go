@@ -182,27 +182,35 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		}
 	}
 	phase("adopted")
+	// The swarm's network (an engine round trip, and in local mode the
+	// git service's listener on its gateway) is made while the task files
+	// are read from git; a refused start removes it again.
+	sw := &swarm{m: m, id: uuid.NewString(), repo: repo, local: req.Local, store: state.Open(repo)}
+	sw.network = networkName(sw.id)
+	netErrC := make(chan error, 1)
+	go func() { netErrC <- sw.ensureNetwork(ctx) }()
+	netErr := sync.OnceValue(func() error { return <-netErrC })
+	refuse := func(err error) (api.SwarmView, error) {
+		if netErr() == nil {
+			if rerr := m.eng.RemoveNetworkIfUnused(context.WithoutCancel(ctx), sw.network); rerr != nil {
+				m.log.Warn("the network of a refused start stays", "network", sw.network, "err", rerr)
+			}
+		}
+		return api.SwarmView{}, err
+	}
 	planned, err := validateTasks(ctx, repo, req.TaskFiles, nil, req.Local)
 	if err != nil {
-		return api.SwarmView{}, err
+		return refuse(err)
 	}
 	phase("task files validated")
 	repoURL := ""
 	if !req.Local {
 		if repoURL, err = originURL(ctx, repo); err != nil {
-			return api.SwarmView{}, err
+			return refuse(err)
 		}
 	}
 	if err := probeRequests(planned, repoURL, m.cfg.EnvVars); err != nil {
-		return api.SwarmView{}, err
-	}
-	if cur != nil {
-		// The finished (or just stopped) swarm is replaced: its journals
-		// stay on disk, its containers until cleanup or name reuse.
-		cur.close(ctx)
-		m.mu.Lock()
-		delete(m.swarms, repo)
-		m.mu.Unlock()
+		return refuse(err)
 	}
 	max := req.Max
 	if max == 0 {
@@ -213,24 +221,24 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		image = m.cfg.Image
 	}
 	if image == "" {
-		return api.SwarmView{}, fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", api.ErrInvalidRequest)
+		return refuse(fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", api.ErrInvalidRequest))
+	}
+	if cur != nil {
+		// The finished (or just stopped) swarm is replaced: its journals
+		// stay on disk, its containers until cleanup or name reuse.
+		cur.close(ctx)
+		m.mu.Lock()
+		delete(m.swarms, repo)
+		m.mu.Unlock()
 	}
 	now := time.Now().UTC()
-	sw := &swarm{
-		m: m, id: uuid.NewString(), repo: repo, max: max, image: image, local: req.Local, repoURL: repoURL,
-		slots: newLimiter(max), store: state.Open(repo),
-	}
-	sw.network = networkName(sw.id)
+	sw.max, sw.image, sw.repoURL, sw.slots = max, image, repoURL, newLimiter(max)
 	if err := sw.openLedger(ctx, &state.Swarm{SwarmID: sw.id, CreatedAt: now, UpdatedAt: now}, true); err != nil {
-		return api.SwarmView{}, err
+		return refuse(err)
 	}
 	phase("state opened")
-	// The network and the names are independent engine round trips: the
-	// names are asked for while the network is made.
-	netErr := make(chan error, 1)
-	go func() { netErr <- sw.ensureNetwork(ctx) }()
 	named := sw.planNames(ctx, planned)
-	if err := <-netErr; err != nil {
+	if err := netErr(); err != nil {
 		sw.close(ctx)
 		return api.SwarmView{}, err
 	}

@@ -125,8 +125,15 @@ func TestStartValidatesEveryTaskFileFirst(t *testing.T) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
 			}
+			eng.mu.Lock()
+			defer eng.mu.Unlock()
 			if n := len(eng.ctrs); n != 0 {
 				t.Errorf("%d containers created, want 0", n)
+			}
+			// The network is made while the files are read; a refused
+			// start removes it again.
+			if n := len(eng.nets); n != 0 {
+				t.Errorf("%d networks left, want 0", n)
 			}
 		})
 	}

@@ -67,10 +67,12 @@ type ctr struct {
 }
 
 // leaveWave takes c out of the start wave, if it is in one.
-func (sw *swarm) leaveWave(c *ctr) {
+func (sw *swarm) leaveWave(c *ctr) { sw.leave(&c.leaveWave) }
+
+func (sw *swarm) leave(f *func()) {
 	sw.mu.Lock()
-	leave := c.leaveWave
-	c.leaveWave = nil
+	leave := *f
+	*f = nil
 	sw.mu.Unlock()
 	if leave != nil {
 		leave()
