@@ -256,7 +256,11 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
-	if code, _, errOut := run("swarm", "start", "--all", "--max", "1"); code != 0 {
+	// The files are named in order: --all lists the newest first, and two
+	// files written within one tick of the file system's clock tie (first
+	// in name order) while a tick between them put queued first and gave
+	// it the only slot (seen in make test).
+	if code, _, errOut := run("swarm", "start", "--file", "first-tasks.json", "--file", "queued-tasks.json", "--max", "1"); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)
 	}
 	var firstID string
