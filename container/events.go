@@ -12,6 +12,10 @@ import (
 	"github.com/docker/docker/api/types/filters"
 )
 
+// EngineTime is t as the engine's Since and Until options take it: Unix
+// seconds with nanoseconds.
+func EngineTime(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+
 // oomGrace is how long after an exit the engine is asked for a late oom
 // event. containerd can deliver a task's oom after its exit, and the
 // engine (20.10, cgroup v1) then records the exit with OOMKilled false:
@@ -40,8 +44,8 @@ func (d *Docker) oomKilled(ctx context.Context, info Info) bool {
 			filters.Arg("container", info.ID),
 			filters.Arg("event", string(events.ActionOOM)),
 		),
-		Since: fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond()),
-		Until: fmt.Sprintf("%d.%09d", until.Unix(), until.Nanosecond()),
+		Since: EngineTime(since),
+		Until: EngineTime(until),
 	})
 	select {
 	case <-msgs:
@@ -80,7 +84,7 @@ func (d *Docker) Events(ctx context.Context, labels map[string]string) (<-chan E
 	now := time.Now()
 	msgs, errs := d.cli.Events(ctx, events.ListOptions{
 		Filters: f,
-		Since:   fmt.Sprintf("%d.%09d", now.Unix(), now.Nanosecond()),
+		Since:   EngineTime(now),
 	})
 	out := make(chan Event, 64)
 	errc := make(chan error, 1)

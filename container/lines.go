@@ -90,7 +90,7 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 				opts.Tail = strconv.Itoa(tail)
 			}
 			if !since.IsZero() {
-				opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+				opts.Since = EngineTime(since)
 			}
 			rc, err := d.cli.ContainerLogs(ctx, id, opts)
 			if err != nil {

@@ -67,12 +67,10 @@ type ctr struct {
 }
 
 // leaveWave takes c out of the start wave, if it is in one.
-func (sw *swarm) leaveWave(c *ctr) { sw.leave(&c.leaveWave) }
-
-func (sw *swarm) leave(f *func()) {
+func (sw *swarm) leaveWave(c *ctr) {
 	sw.mu.Lock()
-	leave := *f
-	*f = nil
+	leave := c.leaveWave
+	c.leaveWave = nil
 	sw.mu.Unlock()
 	if leave != nil {
 		leave()

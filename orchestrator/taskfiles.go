@@ -129,9 +129,9 @@ type loadedTask struct {
 
 // loadAllAsRun reads every task file as its container will run it
 // (loadAsRun), several at once: each takes up to four git processes, and
-// one after another they were a visible part of a large start. A path
-// that is malformed or named twice is read anyway and refused by the
-// caller before its result is used.
+// one after another they were a visible part of a large start. A
+// malformed path is not read; one named twice, or already in the swarm, is
+// read anyway and refused by the caller before its result is used.
 func loadAllAsRun(ctx context.Context, repo string, files []string, local bool) []loadedTask {
 	out := make([]loadedTask, len(files))
 	var g errgroup.Group

@@ -309,7 +309,7 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 				opts.Tail = strconv.Itoa(tail)
 			}
 			if !since.IsZero() {
-				opts.Since = fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond())
+				opts.Since = container.EngineTime(since)
 			}
 			rc, err := e.cli.TaskLogs(ctx, t.ID, opts)
 			if errdefs.IsNotFound(err) {

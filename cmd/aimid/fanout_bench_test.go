@@ -30,8 +30,8 @@ const fanOutMemory = 512 << 20
 
 // BenchmarkFanOutUser measures fan-out as the user sees it: from `aimi swarm
 // start --all --local --max N` (the CLI, through the real daemon) until
-// `aimi swarm status --json` shows N containers running, next to the
-// physical limit measured in the same run: a new bridge network with
+// `aimi swarm status --watch --json` shows N containers running, next to
+// the physical limit measured in the same run: a new bridge network with
 // inter-container traffic off, then N concurrent ContainerCreate +
 // ContainerStart of the same sandbox image on it with the raw Docker
 // client, with the same memory limit. Rounds alternate raw and user so
@@ -118,8 +118,8 @@ func rawFanOutDocker(b *testing.B, cli *client.Client, image, run string, n, rou
 
 // userFanOut starts a daemon in local git mode on a repository with n
 // one-story task files and times `aimi swarm start` until `aimi swarm
-// status --json` shows every container running. Stopping, cleanup and the
-// daemon's exit are untimed.
+// status --watch --json` shows every container running. Stopping, cleanup
+// and the daemon's exit are untimed.
 func userFanOut(b *testing.B, image string, n int) time.Duration {
 	b.Helper()
 	names := make([]string, n)
