@@ -359,7 +359,7 @@ func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.Wait
 			return Exit{Err: fmt.Errorf("wait for container %s: %w (removed while waiting)", id, ErrNotFound)}
 		}
 		if err == nil && !info.Running && (info.Status == "exited" || info.Status == "dead") {
-			return Exit{Code: info.ExitCode, OOMKilled: d.oomKilled(ctx, info)}
+			return Exit{Code: info.ExitCode, OOMKilled: info.OOMKilled}
 		}
 		if err := sleepCtx(ctx, backoff); err != nil {
 			return Exit{Err: fmt.Errorf("wait for container %s: %w", id, err)}
@@ -383,8 +383,7 @@ func (d *Docker) exitFromInspect(ctx context.Context, id string, code int) Exit 
 		d.log.Warn("inspect after exit failed; OOMKilled unknown", "container", id, "err", err)
 		return ex
 	}
-	info.ExitCode = code
-	ex.OOMKilled = d.oomKilled(ctx, info)
+	ex.OOMKilled = info.OOMKilled
 	return ex
 }
 

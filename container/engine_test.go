@@ -277,26 +277,44 @@ func (e *engine) testStdin(t *testing.T) {
 }
 
 func (e *engine) testOOM(t *testing.T) {
+	// The engine (20.10, cgroup v1) now and then never hears of a
+	// container's oom from containerd under load: exit 137 with OOMKilled
+	// false and no oom event at all (seen in make test; nothing is left
+	// to ask once the container's cgroup is gone). Such an attempt is
+	// tried again, up to three; the first where the engine heard of it
+	// must report it everywhere.
+	for attempt := 1; ; attempt++ {
+		if e.oomOnce(t, fmt.Sprintf("oom%d", attempt)) {
+			return
+		}
+		if attempt == 3 {
+			t.Fatal("three containers killed at their 32 MiB limit, and the engine reported OOM for none")
+		}
+		t.Logf("attempt %d: exit 137 without OOMKilled (the engine missed the oom); trying again", attempt)
+	}
+}
+
+// oomOnce runs one allocation loop under a 32 MiB limit; false when the
+// engine did not hear of its oom.
+func (e *engine) oomOnce(t *testing.T, name string) bool {
 	ctx := testCtx(t)
-	s := e.spec("oom", "line:allocating;alloc")
+	s := e.spec(name, "line:allocating;alloc")
 	s.MemoryBytes, s.MemorySwapBytes = 32<<20, 32<<20
 	evctx, stop := context.WithCancel(ctx)
 	defer stop()
-	events, _ := e.d.Events(evctx, map[string]string{dockertest.LabelKey: e.run, "org.aimi.test-case": "oom"})
-	s.Labels["org.aimi.test-case"] = "oom"
+	events, _ := e.d.Events(evctx, map[string]string{dockertest.LabelKey: e.run, "org.aimi.test-case": name})
+	s.Labels["org.aimi.test-case"] = name
 	id, exit, lines := e.launch(t, ctx, s)
 	drain(t, lines)
 	ex := waitExit(t, exit)
-	if !ex.OOMKilled || ex.Code != 137 {
-		t.Fatalf("exit %+v, want OOMKilled with code 137", ex)
+	if ex.Code != 137 {
+		t.Fatalf("exit %+v, want code 137 (killed at the memory limit)", ex)
 	}
-	// The engine's own OOMKilled can lose a race with the exit (containerd
-	// delivers the oom after it); the Exit above counts the oom event too,
-	// which is what callers use.
-	if info, err := e.d.Inspect(ctx, id); err != nil || info.ExitCode != 137 {
-		t.Fatalf("inspect exit %d err=%v", info.ExitCode, err)
-	} else if !info.OOMKilled {
-		t.Logf("the engine recorded the exit without OOMKilled (the race the oom event covers)")
+	if !ex.OOMKilled {
+		return false
+	}
+	if info, err := e.d.Inspect(ctx, id); err != nil || !info.OOMKilled {
+		t.Fatalf("inspect OOMKilled=%v err=%v", info.OOMKilled, err)
 	}
 	seen := map[string]bool{}
 	for !seen["oom"] || !seen["die"] {
@@ -309,6 +327,7 @@ func (e *engine) testOOM(t *testing.T) {
 			t.Fatalf("events seen %v, want oom and die", seen)
 		}
 	}
+	return true
 }
 
 func (e *engine) testStopGrace(t *testing.T) {

@@ -2,63 +2,16 @@ package container
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"time"
 
 	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
 )
 
 // EngineTime is t as the engine's Since and Until options take it: Unix
 // seconds with nanoseconds.
 func EngineTime(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
-
-// oomGrace is how long after an exit the engine is asked for a late oom
-// event. containerd can deliver a task's oom after its exit, and the
-// engine (20.10, cgroup v1) then records the exit with OOMKilled false:
-// seen as exit 137 without OOMKilled for a container killed at its memory
-// limit.
-const oomGrace = time.Second
-
-// oomKilled reports whether an exited container ran out of memory: the
-// engine's OOMKilled, or, for a SIGKILL exit (137) without it, an oom
-// event the engine logged for the container since its start (waiting up
-// to oomGrace for a late one).
-func (d *Docker) oomKilled(ctx context.Context, info Info) bool {
-	if info.OOMKilled || info.ExitCode != 137 {
-		return info.OOMKilled
-	}
-	since := info.StartedAt.Add(-time.Second)
-	if info.StartedAt.IsZero() || since.Unix() <= 0 {
-		since = time.Now().Add(-time.Hour)
-	}
-	ctx, cancel := context.WithTimeout(ctx, oomGrace+10*time.Second)
-	defer cancel()
-	until := time.Now().Add(oomGrace)
-	msgs, errs := d.cli.Events(ctx, events.ListOptions{
-		Filters: filters.NewArgs(
-			filters.Arg("type", string(events.ContainerEventType)),
-			filters.Arg("container", info.ID),
-			filters.Arg("event", string(events.ActionOOM)),
-		),
-		Since: EngineTime(since),
-		Until: EngineTime(until),
-	})
-	select {
-	case <-msgs:
-		return true
-	case err := <-errs:
-		if err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
-			d.log.Warn("reading the engine's oom events failed; OOMKilled as the engine says", "container", info.ID, "err", err)
-		}
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // Event is a container ending ("die") or hitting its memory limit ("oom").
 type Event struct {
