@@ -17,4 +17,8 @@
 // naming another session than the one session/new created are refused.
 //
 // It does not start agents or choose what to prompt; the runner does.
+//
+// "ACP" here is the Agent Client Protocol (JSON-RPC between the runner and
+// the agent), not the swarm's four message types between the runner and the
+// daemon, which the aimi tools also call ACP: those are package acpmsg.
 package acpclient

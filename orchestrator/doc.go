@@ -54,7 +54,7 @@
 //     finds finished on the branch and never reports.
 //   - Requests name a repository by any path; ResolveRepo (symlinks, then
 //     the git top level) makes it one key, so two paths are one swarm.
-//   - The state file is shared with the aimi shell tools (README, "Sharing
+//   - The state file is shared with the aimi shell tools (docs/state-file.md, "Sharing
 //     swarm-state.json"): adoption leaves alone the entries it has neither a
 //     container nor a journal of, and stopped written by another tool on a
 //     pending or running container is a stop, seen at adoption and by a

@@ -121,6 +121,6 @@
 // file entry stays; Track it again to follow a rerun). UpdateContainer changes a container's own fields
 // (id, pid); status, prUrl and storyProgress come only from the fold.
 // Its throughput and how far the state file trails the journal are measured
-// by BenchmarkRecorder* (make bench); the README's benchmark table has the
+// by BenchmarkRecorder* (make bench); docs/benchmarks.md's table has the
 // figures.
 package state

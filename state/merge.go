@@ -3,7 +3,7 @@ package state
 import "encoding/json"
 
 // Sharing the file with the aimi shell tools: which fields of an entry the
-// Recorder owns, and when (README, "Sharing swarm-state.json").
+// Recorder owns, and when (docs/state-file.md).
 //
 //   - An entry the Recorder has not changed since its own last write of it
 //     is left exactly as the file has it: whatever another tool edited

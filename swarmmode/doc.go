@@ -30,5 +30,5 @@
 //
 // Each sandbox gets its own overlay network, so sandboxes cannot reach
 // each other. What Swarm mode on engine 20.10 cannot do (swap limits,
-// no-new-privileges, a runtime choice) is listed in the README.
+// no-new-privileges, a runtime choice) is listed in docs/swarm-mode.md.
 package swarmmode
