@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"strings"
 
@@ -77,8 +78,9 @@ func packedRef(packed, ref string) string {
 //
 //   - With a TipProbe (the daemon gives an EngineProbe, which reads the
 //     branch out of the container's workspace, stopped or not), the
-//     container's real branch tip is compared: no branch there, or a tip found in the service's
-//     mirror or in the checkout, means nothing is missing; otherwise the
+//     container's real branch tip is compared: no branch there, or a tip
+//     reachable from a ref of the service's mirror or of the checkout
+//     (NamedByRef), means nothing is missing; otherwise the
 //     answer is that tip (the commits behind it exist only in the
 //     container, so their number is unknown; the tip names them). A probe
 //     that fails (engine down) is an error: the caller keeps the container.
@@ -116,9 +118,36 @@ func (s *Service) Unreceived(ctx context.Context, repoPath, swarmID, containerNa
 		return nil, fmt.Errorf("unreceived commits of %s: its branch %s reads %q, not an object id", containerName, branch, clip(tip))
 	}
 	for _, dir := range []string{s.mirrorPath(rec.SwarmKey), repoPath} {
-		if _, err := mirrorGit.Run(ctx, dir, "cat-file", "-e", tip+"^{commit}"); err == nil {
+		named, err := NamedByRef(ctx, dir, tip)
+		if err != nil {
+			return nil, fmt.Errorf("unreceived commits of %s: %w", containerName, err)
+		}
+		if named {
 			return nil, nil
 		}
 	}
 	return []string{tip}, nil
+}
+
+// NamedByRef reports whether commit oid is reachable from a ref of the
+// repository at dir (a branch, a tag, a remote-tracking ref, a keep ref
+// under contract.KeptRefPrefix). That, not the object being there, is what
+// received means: objects no ref reaches (fetched by a publish that was then
+// refused) go with the next git gc --prune. A dir that is not a repository
+// (a mirror already forgotten) names nothing.
+func NamedByRef(ctx context.Context, dir, oid string) (bool, error) {
+	if !validOID(oid) {
+		return false, fmt.Errorf("%q is not an object id", clip(oid))
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return false, nil
+	}
+	if _, err := mirrorGit.Run(ctx, dir, "cat-file", "-e", oid+"^{commit}"); err != nil {
+		return false, nil
+	}
+	out, err := mirrorGit.Run(ctx, dir, "for-each-ref", "--count=1", "--format=%(refname)", "--contains", oid)
+	if err != nil {
+		return false, fmt.Errorf("find a ref of %s that holds commit %s: %w", dir, oid, err)
+	}
+	return strings.TrimSpace(out) != "", nil
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // pushFixture: a user checkout and a service listening on 127.0.0.1.
@@ -198,3 +200,58 @@ func TestRefusedPushIsNotDelivery(t *testing.T) {
 }
 
 // Containers finishing together publish into the same checkout at once.
+
+// TestObjectsNoRefNamesAreNotReceived: a publish refused (branch checked
+// out, or diverged) has already fetched the container's commits into the
+// checkout's object store, but no ref names them, and git gc --prune=now
+// deletes them. Neither Unreceived nor Forget may count them as received;
+// once a ref (a keep ref, say) names them, both do.
+func TestObjectsNoRefNamesAreNotReceived(t *testing.T) {
+	ctx := t.Context()
+	f := newPushFixture(t)
+	// The container pushed; its branch is in the mirror only.
+	if _, err := f.s.Grant(ctx, f.user, "swarm-p", "aimi-silent", "feat-s", ""); err != nil {
+		t.Fatal(err)
+	}
+	tip := f.containerPush(t, "aimi-p", "feat-p", "p.txt")
+	mirror := f.s.mirrorPath("swarm-p")
+	// What a refused publish leaves: the objects, no ref.
+	mustGit(t, f.user, "fetch", "-q", "--no-write-fetch-head", mirror, "refs/heads/feat-p")
+	mustGit(t, f.user, "cat-file", "-e", tip+"^{commit}")
+
+	f.s.opts.TipProbe = fakeProbe{"aimi-silent": tip}
+	defer func() { f.s.opts.TipProbe = nil }()
+	// The service's mirror names it: received.
+	if commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s"); err != nil || len(commits) != 0 {
+		t.Fatalf("Unreceived of a tip the mirror's branch names = %v, %v; want none", commits, err)
+	}
+	// A tip only the checkout's object store holds (the mirror forgotten).
+	if err := os.RemoveAll(mirror); err != nil {
+		t.Fatal(err)
+	}
+	commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s")
+	if err != nil || len(commits) != 1 || commits[0] != tip {
+		t.Fatalf("Unreceived of a tip no ref names = %v, %v; want [%s]", commits, err, tip)
+	}
+	mustGit(t, f.user, "update-ref", contract.KeptRef("swarm-p", "aimi-silent"), tip)
+	if commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s"); err != nil || len(commits) != 0 {
+		t.Fatalf("Unreceived of a tip a keep ref names = %v, %v; want none", commits, err)
+	}
+}
+
+// TestForgetKeepsAMirrorWhoseBranchOnlyLooseObjectsHold: Forget deletes
+// the mirror only when a ref of the checkout reaches each of its
+// branches, not when the objects merely exist there.
+func TestForgetKeepsAMirrorWhoseBranchOnlyLooseObjectsHold(t *testing.T) {
+	ctx := t.Context()
+	f := newPushFixture(t)
+	f.containerPush(t, "aimi-u", "feat-u", "u.txt")
+	mirror := f.s.mirrorPath("swarm-p")
+	mustGit(t, f.user, "fetch", "-q", "--no-write-fetch-head", mirror, "refs/heads/feat-u")
+	if err := f.s.Forget(ctx, "swarm-p"); !errors.Is(err, ErrUnpublished) {
+		t.Fatalf("Forget with the branch's commits in no ref of the checkout = %v, want ErrUnpublished", err)
+	}
+	if _, err := os.Stat(mirror); err != nil {
+		t.Fatalf("the mirror went: %v", err)
+	}
+}

@@ -423,8 +423,8 @@ func (s *Service) Received(swarmID, containerName, branch string) (repo, tip str
 }
 
 // checkPublished returns ErrUnpublished, naming the branches and how to
-// fetch them, when a branch of swarm key's mirror points at a commit its
-// source checkout does not have.
+// fetch them, when a branch of swarm key's mirror points at a commit no ref
+// of its source checkout reaches (NamedByRef).
 func (s *Service) checkPublished(ctx context.Context, key string) error {
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()
@@ -446,7 +446,11 @@ func (s *Service) checkPublished(ctx context.Context, key string) error {
 		if !ok {
 			continue
 		}
-		if _, err := mirrorGit.Run(ctx, src, "cat-file", "-e", oid+"^{commit}"); err != nil {
+		named, err := NamedByRef(ctx, src, oid)
+		if err != nil {
+			return fmt.Errorf("git service forget %s: %w (mirror kept at %s)", key, err, mirror)
+		}
+		if !named {
 			missing = append(missing, branch)
 		}
 	}
