@@ -7,9 +7,15 @@
 // translates.
 //
 // One sandbox is one service in replicated-job mode (one task, no
-// restart), named after the container and labelled with its org.aimi.*
-// labels on the service and on the task's container. Its id is the service
-// name, which is known before the service exists. Because a task cannot be
+// restart), named after the container, the daemon instance and the swarm
+// (ServiceName: daemons sharing a cluster never share a name), and
+// labelled with its org.aimi.* labels on the service and on the task's
+// container. Its id is a hash of the service name, known before the
+// service exists. Every config, secret and network of a sandbox carries
+// its instance, swarm and container labels and a name derived from its
+// service; nothing is listed, stopped or removed without both matching,
+// and a failed create takes back only the objects it made, by id. Every
+// engine call has a deadline (Options.CallTimeout). Because a task cannot be
 // given stdin and its files must exist before it is scheduled, the service
 // is created only when the task-request is delivered (WriteStdin): Create
 // stores the sandbox's spec as a Swarm config (no secret in it) and every

@@ -55,6 +55,14 @@ type Options struct {
 	Poll time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// Instance is the daemon instance (contract.LabelDaemon) whose
+	// sandboxes this engine makes and sees: another instance's services,
+	// configs, secrets and networks on the cluster are never touched.
+	Instance string
+	// CallTimeout bounds every engine call but a followed log; default
+	// 30 s. A manager that does not answer cannot hang a stop or a
+	// cleanup.
+	CallTimeout time.Duration
 }
 
 // Engine runs sandboxes as Swarm mode services through a manager's API. It
@@ -81,6 +89,10 @@ func New(ctx context.Context, cli client.APIClient, opts Options) (*Engine, erro
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = 30 * time.Second
+	}
+	cli = timedClient{APIClient: cli, d: opts.CallTimeout}
 	info, err := cli.Info(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w (check engine.host or DOCKER_HOST)", container.ErrEngineUnavailable, err)
@@ -92,28 +104,6 @@ func New(ctx context.Context, cli client.APIClient, opts Options) (*Engine, erro
 		return nil, fmt.Errorf("the engine at %s is a swarm worker: point engine.host at a manager node (docker node ls there shows the managers)", cli.DaemonHost())
 	}
 	return &Engine{cli: cli, opts: opts, log: opts.Logger, nodes: map[string]string{}, memos: map[string]*memo{}}, nil
-}
-
-// ServiceName is the service a container name maps to: the name itself when
-// Swarm accepts it, otherwise a shortened form with a hash of the name.
-// Applied to its own result it changes nothing, so ids handed out by Create
-// can be passed back in.
-func ServiceName(name string) string {
-	if len(name) <= 63 && serviceNameRE.MatchString(name) {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	clean := strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
-			return r
-		}
-		return '-'
-	}, name)
-	if len(clean) > 46 {
-		clean = clean[:46]
-	}
-	clean = strings.Trim(clean, "-")
-	return clean + "-" + hex.EncodeToString(sum[:])[:16]
 }
 
 // idRE is the shape of a sandbox id: the state file's containerId pattern
@@ -128,38 +118,12 @@ func SandboxID(svc string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// serviceOf resolves a sandbox id (from Create) or a container name to its
-// service name. An id whose spec is gone is container.ErrNotFound.
-func (e *Engine) serviceOf(ctx context.Context, ref string) (string, error) {
-	if !idRE.MatchString(ref) {
-		return ServiceName(ref), nil
-	}
-	cfg, _, err := e.cli.ConfigInspectWithRaw(ctx, "aimi-"+ref[:20]+"-"+objSpec)
-	if errdefs.IsNotFound(err) {
-		return "", fmt.Errorf("sandbox %.12s: %w", ref, container.ErrNotFound)
-	}
-	if err != nil {
-		return "", fmt.Errorf("read the spec of sandbox %.12s: %w", ref, err)
-	}
-	var st storedSpec
-	if err := json.Unmarshal(cfg.Spec.Data, &st); err != nil {
-		return "", fmt.Errorf("read the spec of sandbox %.12s: %w", ref, err)
-	}
-	return ServiceName(st.Name), nil
-}
-
-// objName names a sandbox's config, secret or network: Swarm object names
-// are at most 64 characters, container names up to 128.
-func objName(service, kind string) string {
-	sum := sha256.Sum256([]byte(service))
-	return "aimi-" + hex.EncodeToString(sum[:])[:20] + "-" + kind
-}
-
 // storedSpec is a sandbox's spec as kept in its spec config until the
 // service is created: everything but the environment's values, which are
 // secrets.
 type storedSpec struct {
 	Name    string            `json:"name"`
+	Service string            `json:"service"` // empty in specs made before it was stored
 	Image   string            `json:"image"`
 	Labels  map[string]string `json:"labels"`
 	EnvKeys []string          `json:"envKeys"` // secret i holds EnvKeys[i]'s value
@@ -192,7 +156,6 @@ func (e *Engine) Create(ctx context.Context, s container.Spec) (string, error) {
 	if err := s.Validate(); err != nil {
 		return "", err
 	}
-	svc := ServiceName(s.Name)
 	switch {
 	case s.RequireRuntime:
 		return "", fmt.Errorf("create %s: %w: Swarm mode services cannot choose an OCI runtime (%q); configure it as the default runtime of every node's engine and drop the requirement", s.Name, container.ErrRuntimeMissing, s.Runtime)
@@ -201,62 +164,46 @@ func (e *Engine) Create(ctx context.Context, s container.Spec) (string, error) {
 	case s.MemorySwapBytes > s.MemoryBytes:
 		e.log.Warn("Swarm mode services have no swap limit; only the memory limit applies", "container", s.Name)
 	}
-	if info, err := e.Inspect(ctx, svc); err == nil {
-		if info.Running || info.Status == "created" && info.Labels[contract.LabelProject] != s.Labels[contract.LabelProject] {
-			return "", fmt.Errorf("create %s: %w (status %s); stop it first or pick another name", s.Name, container.ErrConflict, info.Status)
-		}
-		if err := e.Remove(ctx, svc); err != nil {
-			return "", fmt.Errorf("create %s: remove the previous sandbox of that name: %w", s.Name, err)
-		}
-	} else if !errors.Is(err, container.ErrNotFound) {
-		return "", fmt.Errorf("create %s: %w", s.Name, err)
-	}
 	labels := map[string]string{contract.LabelSandbox: "true"}
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
+	if e.opts.Instance != "" {
+		labels[contract.LabelDaemon] = e.opts.Instance
+	}
+	labels[contract.LabelContainer] = s.Name
+	svc := ServiceName(labels[contract.LabelDaemon], labels[contract.LabelSwarmID], s.Name)
+	if err := e.replacePrevious(ctx, s, svc); err != nil {
+		return "", err
+	}
 	objLabels := func(kind string) map[string]string {
-		l := map[string]string{contract.LabelSwarmObject: kind, contract.LabelContainer: s.Name}
+		l := map[string]string{contract.LabelSwarmObject: kind}
 		for k, v := range labels {
 			l[k] = v
 		}
 		return l
 	}
 	st := storedSpec{
-		Name: s.Name, Image: s.Image, Labels: labels, NanoCPUs: s.NanoCPUs, MemoryBytes: s.MemoryBytes,
+		Name: s.Name, Service: svc, Image: s.Image, Labels: labels, NanoCPUs: s.NanoCPUs, MemoryBytes: s.MemoryBytes,
 		PidsLimit: s.PidsLimit, ReadOnlyRootfs: s.ReadOnlyRootfs, Scratch: s.Scratch, ExtraHosts: s.ExtraHosts,
 		User: s.User, WorkingDir: s.WorkingDir, Cmd: s.Cmd, Created: time.Now().UTC().Format(time.RFC3339Nano),
 	}
-	undo := func() { _ = e.removeObjects(context.WithoutCancel(ctx), s.Name) }
-	for i, kv := range s.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		_, err := e.cli.SecretCreate(ctx, swarm.SecretSpec{
-			Annotations: swarm.Annotations{Name: objName(svc, fmt.Sprintf("env%d", i)), Labels: objLabels(objEnv)},
-			Data:        []byte(v),
-		})
-		if err != nil {
-			undo()
-			// The key only: the value is a secret.
-			return "", fmt.Errorf("create %s: store environment value %s as a Swarm secret: %w", s.Name, k, err)
+	// A failed create takes back exactly what it made, by id: never an
+	// object of the same name someone else made meanwhile.
+	var made []func(context.Context) error
+	undo := func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CallTimeout)
+		defer cancel()
+		for _, rm := range made {
+			if err := rm(uctx); err != nil && !errdefs.IsNotFound(err) {
+				e.log.Warn("a failed create could not remove what it made", "container", s.Name, "err", err)
+			}
 		}
-		st.EnvKeys = append(st.EnvKeys, k)
 	}
-	for i, m := range s.Mounts {
-		if !m.ReadOnly {
-			undo()
-			return "", fmt.Errorf("create %s: %w: writable bind mount %s cannot follow a task to another node", s.Name, container.ErrInvalidSpec, m.Target)
-		}
-		data, err := readSmallFile(m.Source)
-		if err != nil {
-			undo()
-			return "", fmt.Errorf("create %s: read-only mount %s: %w", s.Name, m.Target, err)
-		}
-		name := objName(svc, fmt.Sprintf("file%d", i))
-		if _, err := e.cli.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name, Labels: objLabels(objFile)}, Data: data}); err != nil {
-			undo()
-			return "", fmt.Errorf("create %s: store %s as a Swarm config: %w", s.Name, m.Source, err)
-		}
-		st.Files = append(st.Files, storedFile{Config: name, Target: m.Target})
+	made, err := e.storeInputs(ctx, s, svc, objLabels, &st)
+	if err != nil {
+		undo()
+		return "", err
 	}
 	data, err := json.Marshal(st)
 	if err != nil {
@@ -268,6 +215,65 @@ func (e *Engine) Create(ctx context.Context, s container.Spec) (string, error) {
 		return "", fmt.Errorf("create %s: store its spec as a Swarm config: %w", s.Name, err)
 	}
 	return SandboxID(svc), nil
+}
+
+// storeInputs stores the environment's values as secrets and the read-only
+// files as configs, returning how to remove each (by id) and filling in
+// st's keys and files. On error, what it made is in the returned list.
+func (e *Engine) storeInputs(ctx context.Context, s container.Spec, svc string, objLabels func(string) map[string]string, st *storedSpec) ([]func(context.Context) error, error) {
+	var made []func(context.Context) error
+	for i, kv := range s.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		resp, err := e.cli.SecretCreate(ctx, swarm.SecretSpec{
+			Annotations: swarm.Annotations{Name: objName(svc, fmt.Sprintf("env%d", i)), Labels: objLabels(objEnv)},
+			Data:        []byte(v),
+		})
+		if err != nil {
+			// The key only: the value is a secret.
+			return made, fmt.Errorf("create %s: store environment value %s as a Swarm secret: %w", s.Name, k, err)
+		}
+		made = append(made, func(ctx context.Context) error { return e.cli.SecretRemove(ctx, resp.ID) })
+		st.EnvKeys = append(st.EnvKeys, k)
+	}
+	for i, m := range s.Mounts {
+		if !m.ReadOnly {
+			return made, fmt.Errorf("create %s: %w: writable bind mount %s cannot follow a task to another node", s.Name, container.ErrInvalidSpec, m.Target)
+		}
+		data, err := readSmallFile(m.Source)
+		if err != nil {
+			return made, fmt.Errorf("create %s: read-only mount %s: %w", s.Name, m.Target, err)
+		}
+		name := objName(svc, fmt.Sprintf("file%d", i))
+		resp, err := e.cli.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: name, Labels: objLabels(objFile)}, Data: data})
+		if err != nil {
+			return made, fmt.Errorf("create %s: store %s as a Swarm config: %w", s.Name, m.Source, err)
+		}
+		made = append(made, func(ctx context.Context) error { return e.cli.ConfigRemove(ctx, resp.ID) })
+		st.Files = append(st.Files, storedFile{Config: name, Target: m.Target})
+	}
+	return made, nil
+}
+
+// replacePrevious removes this instance's finished sandbox of the same
+// name before a create; a running one, or one created for another
+// repository and not started, is container.ErrConflict.
+func (e *Engine) replacePrevious(ctx context.Context, s container.Spec, svc string) error {
+	for _, ref := range []string{s.Name, SandboxID(svc)} {
+		info, err := e.Inspect(ctx, ref)
+		if errors.Is(err, container.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", s.Name, err)
+		}
+		if info.Running || info.Status == "created" && info.Labels[contract.LabelProject] != s.Labels[contract.LabelProject] {
+			return fmt.Errorf("create %s: %w (status %s); stop it first or pick another name", s.Name, container.ErrConflict, info.Status)
+		}
+		if err := e.Remove(ctx, info.ID); err != nil {
+			return fmt.Errorf("create %s: remove the previous sandbox of that name: %w", s.Name, err)
+		}
+	}
+	return nil
 }
 
 func readSmallFile(p string) ([]byte, error) {
@@ -296,27 +302,30 @@ func (e *Engine) Start(ctx context.Context, id string) error {
 }
 
 // spec reads a sandbox's stored spec.
-func (e *Engine) spec(ctx context.Context, svc string) (storedSpec, swarm.Config, error) {
-	cfg, _, err := e.cli.ConfigInspectWithRaw(ctx, objName(svc, objSpec))
-	if errdefs.IsNotFound(err) {
-		return storedSpec{}, cfg, fmt.Errorf("sandbox %s: %w", svc, container.ErrNotFound)
+func (e *Engine) spec(ctx context.Context, sb sandbox) (storedSpec, swarm.Config, error) {
+	cfg, _, err := e.cli.ConfigInspectWithRaw(ctx, objName(sb.svc, objSpec))
+	if errdefs.IsNotFound(err) || err == nil && !sb.own.owns(cfg.Spec.Labels) {
+		return storedSpec{}, cfg, fmt.Errorf("sandbox %s: %w", sb.svc, container.ErrNotFound)
 	}
 	if err != nil {
-		return storedSpec{}, cfg, fmt.Errorf("read the spec of %s: %w", svc, err)
+		return storedSpec{}, cfg, fmt.Errorf("read the spec of %s: %w", sb.svc, err)
 	}
 	var st storedSpec
 	if err := json.Unmarshal(cfg.Spec.Data, &st); err != nil {
-		return st, cfg, fmt.Errorf("read the spec of %s: %w", svc, err)
+		return st, cfg, fmt.Errorf("read the spec of %s: %w", sb.svc, err)
 	}
 	return st, cfg, nil
 }
 
-// List reports every sandbox (service, or spec not yet a service) carrying
-// all the given labels.
+// List reports every sandbox of this instance (service, or spec not yet a
+// service) carrying all the given labels.
 func (e *Engine) List(ctx context.Context, labels map[string]string) ([]container.Info, error) {
 	f := filters.NewArgs()
 	for k, v := range labels {
 		f.Add("label", k+"="+v)
+	}
+	if e.opts.Instance != "" {
+		f.Add("label", contract.LabelDaemon+"="+e.opts.Instance)
 	}
 	services, err := e.cli.ServiceList(ctx, swarm.ServiceListOptions{Filters: f})
 	if err != nil {
@@ -324,16 +333,27 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]containe
 	}
 	seen := map[string]bool{}
 	var out []container.Info
-	for _, s := range services {
-		info, err := e.Inspect(ctx, s.Spec.Name)
+	add := func(svc string) error {
+		if seen[svc] {
+			return nil
+		}
+		seen[svc] = true
+		info, err := e.Inspect(ctx, SandboxID(svc))
 		if errors.Is(err, container.ErrNotFound) {
+			return nil
+		}
+		if err == nil {
+			out = append(out, info)
+		}
+		return err
+	}
+	for _, s := range services {
+		if !e.mine(s.Spec.Labels) {
 			continue
 		}
-		if err != nil {
+		if err := add(s.Spec.Name); err != nil {
 			return nil, err
 		}
-		seen[s.Spec.Name] = true
-		out = append(out, info)
 	}
 	cf := f.Clone()
 	cf.Add("label", contract.LabelSwarmObject+"="+objSpec)
@@ -342,63 +362,63 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]containe
 		return nil, fmt.Errorf("list sandbox specs: %w", err)
 	}
 	for _, c := range cfgs {
-		svc := ServiceName(c.Spec.Labels[contract.LabelContainer])
-		if seen[svc] {
-			continue
-		}
-		info, err := e.Inspect(ctx, svc)
-		if errors.Is(err, container.ErrNotFound) {
-			continue
-		}
+		sb, err := e.sandboxOfSpec(c, c.Spec.Name)
 		if err != nil {
+			continue // another instance's, or not a sandbox's spec
+		}
+		if err := add(sb.svc); err != nil {
 			return nil, err
 		}
-		out = append(out, info)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
 // Remove removes the service (killing its task), its configs, secrets and
-// network. A sandbox that does not exist is not an error.
+// network: only objects carrying the sandbox's instance, swarm and name. A
+// sandbox that does not exist is not an error.
 func (e *Engine) Remove(ctx context.Context, id string) error {
-	svc, err := e.serviceOf(ctx, id)
+	sb, err := e.serviceOf(ctx, id)
 	if errors.Is(err, container.ErrNotFound) {
 		return nil // the spec goes last: nothing is left
 	}
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", id, err)
 	}
-	name := svc
-	if st, _, err := e.spec(ctx, svc); err == nil {
-		name = st.Name
+	e.forget(sb.svc)
+	s, err := e.inspectService(ctx, sb)
+	if err == nil {
+		err = e.cli.ServiceRemove(ctx, s.ID)
 	}
-	e.forget(svc)
-	if err := e.cli.ServiceRemove(ctx, svc); err != nil && !errdefs.IsNotFound(err) {
-		return fmt.Errorf("remove service %s: %w", svc, err)
+	if err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("remove service %s: %w", sb.svc, err)
 	}
-	return e.removeObjects(ctx, name)
+	return e.removeObjects(ctx, sb)
 }
 
-// removeObjects removes the configs, secrets and network of a container
-// name. Swarm refuses to remove a secret or network a task still uses for
-// a moment after its service is gone, so each is retried briefly.
-func (e *Engine) removeObjects(ctx context.Context, name string) error {
-	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"="+name))
+// removeWindow is how long removeObjects retries, in all: Swarm refuses to
+// remove a secret or network a task still uses for a moment after its
+// service is gone.
+const removeWindow = 30 * time.Second
+
+// removeObjects removes the configs, secrets and network of a sandbox:
+// those carrying its labels and named after its service, nothing else.
+func (e *Engine) removeObjects(ctx context.Context, sb sandbox) error {
+	ctx, cancel := context.WithTimeout(ctx, removeWindow)
+	defer cancel()
+	f, prefix, name := sb.own.filter(), objPrefix(sb.svc), sb.own.name
+	ours := func(objName string, labels map[string]string) bool {
+		return strings.HasPrefix(objName, prefix) && sb.own.owns(labels)
+	}
 	var errs []error
 	retry := func(what string, fn func() error) {
-		deadline := time.Now().Add(30 * time.Second)
 		for {
 			err := fn()
 			if err == nil || errdefs.IsNotFound(err) {
 				return
 			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				errs = append(errs, fmt.Errorf("remove %s of %s: %w", what, name, err))
-				return
-			}
 			if sleep(ctx, 250*time.Millisecond) != nil {
-				errs = append(errs, fmt.Errorf("remove %s of %s: %w", what, name, ctx.Err()))
+				errs = append(errs, fmt.Errorf("remove %s of %s: %w", what, name, err))
 				return
 			}
 		}
@@ -408,7 +428,9 @@ func (e *Engine) removeObjects(ctx context.Context, name string) error {
 		return fmt.Errorf("list secrets of %s: %w", name, err)
 	}
 	for _, s := range secrets {
-		retry("secret", func() error { return e.cli.SecretRemove(ctx, s.ID) })
+		if ours(s.Spec.Name, s.Spec.Labels) {
+			retry("secret", func() error { return e.cli.SecretRemove(ctx, s.ID) })
+		}
 	}
 	configs, err := e.cli.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
 	if err != nil {
@@ -419,7 +441,7 @@ func (e *Engine) removeObjects(ctx context.Context, name string) error {
 	sort.Slice(configs, func(i, j int) bool {
 		return configs[i].Spec.Labels[contract.LabelSwarmObject] != objSpec && configs[j].Spec.Labels[contract.LabelSwarmObject] == objSpec
 	})
-	nets, err := e.networksOf(ctx, name)
+	nets, err := e.networksOf(ctx, sb)
 	if err != nil {
 		return err
 	}
@@ -427,7 +449,9 @@ func (e *Engine) removeObjects(ctx context.Context, name string) error {
 		retry("network", func() error { return e.cli.NetworkRemove(ctx, n) })
 	}
 	for _, c := range configs {
-		retry("config", func() error { return e.cli.ConfigRemove(ctx, c.ID) })
+		if ours(c.Spec.Name, c.Spec.Labels) {
+			retry("config", func() error { return e.cli.ConfigRemove(ctx, c.ID) })
+		}
 	}
 	return errors.Join(errs...)
 }

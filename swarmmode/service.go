@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
@@ -25,16 +24,17 @@ import (
 // already has its request (the runner reads only the first one, as from
 // stdin) and nothing is done.
 func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
-	svc, err := e.serviceOf(ctx, id)
+	sb, err := e.serviceOf(ctx, id)
 	if err != nil {
 		return fmt.Errorf("deliver the task-request: %w", err)
 	}
+	svc := sb.svc
 	if _, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{}); err == nil {
 		return nil
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("deliver the task-request to %s: %w", svc, err)
 	}
-	st, _, err := e.spec(ctx, svc)
+	st, _, err := e.spec(ctx, sb)
 	if err != nil {
 		return fmt.Errorf("deliver the task-request: %w", err)
 	}
@@ -56,6 +56,9 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 		// created: the runner reads what the config holds, so it must be
 		// this line.
 		cfg, _, ierr := e.cli.ConfigInspectWithRaw(ctx, reqName)
+		if ierr == nil && !sb.own.owns(cfg.Spec.Labels) {
+			return fmt.Errorf("deliver the task-request to %s: config %s is not this sandbox's (labels %v); remove it by hand", svc, reqName, cfg.Spec.Labels)
+		}
 		if ierr != nil || !bytes.Equal(cfg.Spec.Data, line) {
 			if ierr == nil {
 				ierr = e.cli.ConfigRemove(ctx, cfg.ID)
@@ -68,7 +71,7 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 			}
 		}
 	}
-	netID, err := e.ensureNetwork(ctx, svc, st.Name, objLabels("network"), true)
+	netID, err := e.ensureNetwork(ctx, sb, objLabels("network"), true)
 	if err != nil {
 		return err
 	}
@@ -83,7 +86,7 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 		// moments ago), and the listing cannot tell: the service then
 		// names a network the cluster does not have. A new one is made.
 		e.log.Debug("the sandbox's listed network is gone from the cluster; making a new one", "service", svc, "network", netID)
-		if netID, err = e.ensureNetwork(ctx, svc, st.Name, objLabels("network"), false); err != nil {
+		if netID, err = e.ensureNetwork(ctx, sb, objLabels("network"), false); err != nil {
 			return err
 		}
 		spec.TaskTemplate.Networks = []swarm.NetworkAttachmentConfig{{Target: netID}}
@@ -106,9 +109,9 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 // ensureNetwork returns the id of the sandbox's own overlay network: one per
 // sandbox, so no two sandboxes share a network and reach each other. With
 // reuse, one made by an earlier attempt is taken.
-func (e *Engine) ensureNetwork(ctx context.Context, svc, name string, labels map[string]string, reuse bool) (string, error) {
-	netName := objName(svc, "net")
-	ids, err := e.networksOf(ctx, name)
+func (e *Engine) ensureNetwork(ctx context.Context, sb sandbox, labels map[string]string, reuse bool) (string, error) {
+	netName := objName(sb.svc, "net")
+	ids, err := e.networksOf(ctx, sb)
 	if err != nil {
 		return "", err
 	}
@@ -121,19 +124,25 @@ func (e *Engine) ensureNetwork(ctx context.Context, svc, name string, labels map
 	}
 	resp, err := e.cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "overlay", Labels: labels})
 	if err != nil {
-		return "", fmt.Errorf("create overlay network %s for %s: %w (the swarm's address pool may be exhausted: remove unused networks)", netName, name, err)
+		return "", fmt.Errorf("create overlay network %s for %s: %w (the swarm's address pool may be exhausted: remove unused networks)", netName, sb.own.name, err)
 	}
 	return resp.ID, nil
 }
 
-func (e *Engine) networksOf(ctx context.Context, name string) ([]string, error) {
-	ns, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelContainer+"="+name), filters.Arg("driver", "overlay"))})
+// networksOf lists the sandbox's overlay networks: those carrying its
+// labels and named after its service.
+func (e *Engine) networksOf(ctx context.Context, sb sandbox) ([]string, error) {
+	f := sb.own.filter()
+	f.Add("driver", "overlay")
+	ns, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: f})
 	if err != nil {
-		return nil, fmt.Errorf("list networks of %s: %w", name, err)
+		return nil, fmt.Errorf("list networks of %s: %w", sb.own.name, err)
 	}
 	out := make([]string, 0, len(ns))
 	for _, n := range ns {
-		out = append(out, n.ID)
+		if strings.HasPrefix(n.Name, objName(sb.svc, "net")) && sb.own.owns(n.Labels) {
+			out = append(out, n.ID)
+		}
 	}
 	return out, nil
 }

@@ -174,13 +174,14 @@ func stopped(s swarm.Service) bool { return hasStopConstraint(s.Spec.TaskTemplat
 // until it ended (keeping its output for Lines). Stopping a sandbox that
 // is not running is not an error; grace is ignored.
 func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error {
-	svc, err := e.serviceOf(ctx, id)
+	sb, err := e.serviceOf(ctx, id)
 	if err != nil {
 		return fmt.Errorf("stop %s: %w", id, err)
 	}
-	s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
+	svc := sb.svc
+	s, err := e.inspectService(ctx, sb)
 	if errdefs.IsNotFound(err) {
-		if _, _, serr := e.spec(ctx, svc); serr != nil {
+		if _, _, serr := e.spec(ctx, sb); serr != nil {
 			return fmt.Errorf("stop %s: %w", svc, serr)
 		}
 		return nil // never started
@@ -221,7 +222,7 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 		}
 		c.waitFirst(ctx)
 	}
-	if err := e.updateStopped(ctx, svc); err != nil {
+	if err := e.updateStopped(ctx, sb); err != nil {
 		if c != nil {
 			e.dropCapture(svc, c)
 		}
@@ -241,9 +242,10 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 
 // updateStopped adds the stop constraint and forces an update; a service
 // someone else stopped meanwhile is left as it is.
-func (e *Engine) updateStopped(ctx context.Context, svc string) error {
+func (e *Engine) updateStopped(ctx context.Context, sb sandbox) error {
+	svc := sb.svc
 	for attempt := 0; ; attempt++ {
-		s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
+		s, err := e.inspectService(ctx, sb)
 		if err != nil {
 			return fmt.Errorf("stop %s: %w", svc, err)
 		}

@@ -189,7 +189,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	if len(id) != 64 || info.ID != id {
 		t.Fatalf("sandbox id %q (inspect says %q): want 64 hex digits, the state file's containerId shape", id, info.ID)
 	}
-	svc, raw, err := m.ServiceInspectWithRaw(ctx, "aimi-lifecycle", swarm.ServiceInspectOptions{})
+	svc, raw, err := m.ServiceInspectWithRaw(ctx, swarmmode.ServiceName("", "test-"+t.Name(), "aimi-lifecycle"), swarm.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,7 +494,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	if err != nil || !info.ReadOnlyRootfs {
 		t.Fatalf("inspect: %+v, %v", info, err)
 	}
-	svc, _, err := c.Manager().Client.ServiceInspectWithRaw(ctx, "aimi-readonly", swarm.ServiceInspectOptions{})
+	svc, _, err := c.Manager().Client.ServiceInspectWithRaw(ctx, swarmmode.ServiceName("", "test-"+t.Name(), "aimi-readonly"), swarm.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

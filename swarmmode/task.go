@@ -26,13 +26,14 @@ import (
 // "dead" when its node was lost), with the exit code and, when the engine
 // ended it, a Failure code.
 func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error) {
-	svc, err := e.serviceOf(ctx, id)
+	sb, err := e.serviceOf(ctx, id)
 	if err != nil {
 		return container.Info{}, err
 	}
-	s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
+	svc := sb.svc
+	s, err := e.inspectService(ctx, sb)
 	if errdefs.IsNotFound(err) {
-		st, cfg, err := e.spec(ctx, svc)
+		st, cfg, err := e.spec(ctx, sb)
 		if err != nil {
 			return container.Info{}, err
 		}
@@ -262,16 +263,17 @@ func (e *Engine) Wait(ctx context.Context, id string) <-chan container.Exit {
 // Lines yields the sandbox's output lines strictly after the position,
 // from snapshots of its task's logs (timestamps on).
 func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error) {
-	svc, err := e.serviceOf(ctx, id)
+	sb, err := e.serviceOf(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("read output of %s: %w", id, err)
 	}
-	if _, err := e.Inspect(ctx, svc); err != nil {
+	svc := sb.svc
+	if _, err := e.Inspect(ctx, SandboxID(svc)); err != nil {
 		return nil, fmt.Errorf("read output of %s: %w", svc, err)
 	}
 	src := container.LogSource{
 		Open: func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error) {
-			s, _, err := e.cli.ServiceInspectWithRaw(ctx, svc, swarm.ServiceInspectOptions{})
+			s, err := e.inspectService(ctx, sb)
 			if errdefs.IsNotFound(err) {
 				return io.NopCloser(&bytes.Buffer{}), nil // not delivered yet
 			}
@@ -324,7 +326,7 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 			}
 			return rc, nil
 		},
-		Inspect: func(ctx context.Context) (container.Info, error) { return e.Inspect(ctx, svc) },
+		Inspect: func(ctx context.Context) (container.Info, error) { return e.Inspect(ctx, SandboxID(svc)) },
 	}
 	return container.ReadLines(ctx, svc, after, follow, src, e.log), nil
 }

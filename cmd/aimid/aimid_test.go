@@ -181,8 +181,12 @@ func launchAimid(t testing.TB, sock, dataDir, config, logLevel string, base []st
 	t.Helper()
 	// An instance per socket: this daemon adopts only its own test's
 	// containers, never those of other tests running on the engine.
-	instance := fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
-	return launchAimidAs(t, instance, sock, dataDir, config, logLevel, base, extra...)
+	return launchAimidAs(t, testInstance(sock), sock, dataDir, config, logLevel, base, extra...)
+}
+
+// testInstance is the --instance launchAimid gives the daemon of sock.
+func testInstance(sock string) string {
+	return fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
 }
 
 // launchAimidAs is launchAimid with the daemon's --instance.

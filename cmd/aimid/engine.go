@@ -31,7 +31,7 @@ type backend struct {
 // and friends when empty). An engine that does not answer, or a swarm
 // backend whose endpoint is not a manager of an active swarm, stops the
 // daemon with the key and the fix.
-func openBackend(ctx context.Context, cfg *configs.Config, log *slog.Logger) (backend, error) {
+func openBackend(ctx context.Context, cfg *configs.Config, instance string, log *slog.Logger) (backend, error) {
 	if cfg.Engine.Host != "" {
 		// Every engine client of this process (the backend, the instance
 		// marker) follows the Docker client's conventions, DOCKER_HOST
@@ -51,7 +51,7 @@ func openBackend(ctx context.Context, cfg *configs.Config, log *slog.Logger) (ba
 			return backend{}, fmt.Errorf("engine.backend is swarm but no engine answers at %s: %w (set engine.host to a Swarm mode manager's endpoint, or DOCKER_HOST)", cli.DaemonHost(), err)
 		}
 		cli.NegotiateAPIVersion(ctx)
-		eng, err := swarmmode.New(ctx, cli, swarmmode.Options{HostAddr: cfg.Git.Address, StopGrace: cfg.Swarm.StopGrace, Logger: log})
+		eng, err := swarmmode.New(ctx, cli, swarmmode.Options{HostAddr: cfg.Git.Address, StopGrace: cfg.Swarm.StopGrace, Logger: log, Instance: instance})
 		if err != nil {
 			cli.Close()
 			return backend{}, fmt.Errorf("engine.backend is swarm: %w", err)

@@ -118,7 +118,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer ln.Release()
 
-	be, err := openBackend(ctx, cfg, log)
+	be, err := openBackend(ctx, cfg, o.instance, log)
 	if err != nil {
 		return err
 	}

@@ -210,7 +210,7 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 	// Secrets: the agent.env value and the names of the secret variables
 	// are nowhere in the service specs or the task containers' env.
 	for _, sc := range sw.Containers {
-		_, raw, err := m.ServiceInspectWithRaw(ctx, swarmmode.ServiceName(sc.ContainerName), swarm.ServiceInspectOptions{})
+		_, raw, err := m.ServiceInspectWithRaw(ctx, swarmmode.ServiceName(testInstance(sock), sw.SwarmID, sc.ContainerName), swarm.ServiceInspectOptions{})
 		if err != nil {
 			t.Fatalf("inspect the service of %s: %v", sc.ContainerName, err)
 		}
@@ -372,7 +372,7 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 	checkExactJournals(t, repo, sw, 4)
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()
-	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{})
+	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestSwarmBackendStop(t *testing.T) {
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()
-	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{})
+	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock)})
 	if err != nil {
 		t.Fatal(err)
 	}
