@@ -45,7 +45,12 @@ const (
 	CodeGitCheckoutFailed = "GIT_CHECKOUT_FAILED"
 	// CodeGitPushFailed is aimi's own: the runner could not push its
 	// branch, so the repository lacks commits the container still holds.
-	CodeGitPushFailed     = "GIT_PUSH_FAILED"
+	CodeGitPushFailed = "GIT_PUSH_FAILED"
+	// CodePublishFailed is aimi's own: the daemon could not publish a
+	// finished container's branch into the user's checkout (local git
+	// mode), and says why and where the work is. It is a note on a
+	// finished container, not a status (package state's fold).
+	CodePublishFailed     = "PUBLISH_FAILED"
 	CodeTaskFileNotFound  = "TASK_FILE_NOT_FOUND"
 	CodeTaskFileInvalid   = "TASK_FILE_INVALID"
 	CodeACPConnectionLost = "ACP_CONNECTION_LOST"

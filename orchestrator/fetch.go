@@ -70,6 +70,7 @@ func (m *Manager) Fetch(ctx context.Context, repoPath string, names []string) (a
 		if m.cfg.Publisher != nil {
 			u, err := m.cfg.Publisher.Publish(ctx, sw.repo, sw.id, c.branch, c.name)
 			if err != nil {
+				sw.notePublishFailed(ctx, c, err, m.log.With("swarm", sw.id, "container", c.name))
 				skip(fmt.Sprintf("salvaged into the git service's repository (tip %s) but not into your checkout: %v", tip, err), commits)
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/aimi-tools/swarm/acpmsg"
@@ -86,10 +87,7 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 	}
 	u, err := sw.m.cfg.Publisher.Publish(ctx, sw.repo, sw.id, c.branch, c.name)
 	if err != nil {
-		log.Warn("publish the branch", "branch", c.branch, "err", err)
-		sw.mu.Lock()
-		c.addError(api.ErrorDetail{Code: "PUBLISH_FAILED", Message: err.Error()})
-		sw.mu.Unlock()
+		sw.notePublishFailed(ctx, c, err, log)
 		return
 	}
 	if u != nil {
@@ -97,6 +95,33 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 		c.prURL = u
 		sw.mu.Unlock()
 		sw.notePullRequest(ctx, c, *u)
+	}
+}
+
+// notePublishFailed journals why c's branch was not published (and where
+// its work is then, which the publisher's error says) as the daemon's
+// PUBLISH_FAILED note: status and logs show it, after a restart too. The
+// same note is journaled once, however often a restart publishes again.
+func (sw *swarm) notePublishFailed(ctx context.Context, c *ctr, err error, log *slog.Logger) {
+	log.Warn("publish the branch", "branch", c.branch, "err", err)
+	m := errorMsg(sw, c, acpmsg.CodePublishFailed, err.Error())
+	p := m.Payload.(*acpmsg.ErrorPayload)
+	sw.mu.Lock()
+	seen := slices.Contains(c.errs, api.ErrorDetail{Code: p.Code, Message: p.Message})
+	sw.mu.Unlock()
+	if seen {
+		return
+	}
+	if rej, err := sw.led.daemon(ctx, c.name, m); err != nil || rej != "" {
+		log.Warn("could not journal the publish failure", "err", err, "rejected", rej)
+		sw.mu.Lock()
+		c.addError(api.ErrorDetail{Code: p.Code, Message: p.Message})
+		sw.mu.Unlock()
+		return
+	}
+	sw.noteMessage(c, lineResult{msg: &m})
+	if err := sw.led.flush(ctx); err != nil && ctx.Err() == nil {
+		log.Warn("flush state", "err", err)
 	}
 }
 

@@ -1,12 +1,9 @@
 package publish
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
@@ -14,11 +11,17 @@ import (
 
 // Refusals of IntoCheckout. The returned error wraps one of them and says
 // what the user can do; the container's commits are already in the
-// checkout's object store by then, so the commands it names work offline.
+// checkout's object store by then, named by the keep ref IntoCheckout was
+// given, so the commands it names work offline and git gc keeps them.
 var (
 	// ErrCheckedOut: the branch is checked out in a worktree of the
 	// checkout; moving it would change files under the user's feet.
 	ErrCheckedOut = errors.New("branch is checked out")
+	// ErrBusy: an operation of the user in a worktree of the checkout
+	// holds the branch without checking it out (a rebase of it, a rebase
+	// that will update it, a bisect started from it); moving it would
+	// break or undo that operation.
+	ErrBusy = errors.New("branch is in use by an operation in progress")
 	// ErrDiverged: the checkout's branch has commits the container's branch
 	// lacks and the other way round; moving it would drop the user's commits.
 	ErrDiverged = errors.New("branch has diverged")
@@ -46,19 +49,30 @@ type Result struct {
 	Old    string // the checkout's tip before, "" when the branch was new
 	New    string // the checkout's tip after
 	Action Action
+	// Kept is the ref naming the container's tip after a refusal, ""
+	// when nothing was refused or the tip could not be named.
+	Kept string
 }
 
 // IntoCheckout fetches refs/heads/<branch> of the repository at src into the
 // checkout at repoPath as refs/heads/<branch>. It creates the branch or
-// fast-forwards it; it refuses (ErrCheckedOut, ErrDiverged) to move a branch
-// checked out in any worktree of the checkout or one that has diverged, and
-// the error says why and how to take the commits by hand. The update is a
+// fast-forwards it; it refuses (ErrCheckedOut, ErrBusy, ErrDiverged) to move
+// a branch checked out in any worktree of the checkout, one a rebase or
+// bisect in any worktree holds, or one that has diverged. On a refusal the
+// container's tip is named by keep (a ref under UnpublishedNamespace, ""
+// for none) and the error says why and how to take the commits by hand;
+// once the branch holds that tip, keep is deleted again. The update is a
 // compare-and-swap against the value it read, so a concurrent commit by the
 // user makes it fail instead of being overwritten.
-func IntoCheckout(ctx context.Context, g gitcmd.Git, repoPath, src, branch string) (Result, error) {
+func IntoCheckout(ctx context.Context, g gitcmd.Git, repoPath, src, branch, keep string) (Result, error) {
 	res := Result{Branch: branch}
 	if err := gitref.CheckBranch(branch); err != nil {
 		return res, fmt.Errorf("publish: %w: %w", ErrBadBranch, err)
+	}
+	if keep != "" {
+		if err := checkKeep(keep); err != nil {
+			return res, fmt.Errorf("publish %s: %w", branch, err)
+		}
 	}
 	ref := "refs/heads/" + branch
 	tip, err := g.RevParse(ctx, src, ref)
@@ -84,6 +98,7 @@ func IntoCheckout(ctx context.Context, g gitcmd.Git, repoPath, src, branch strin
 	res.Old, res.New = old, old
 	if old == tip {
 		res.Action = UpToDate
+		dropKept(ctx, g, repoPath, branch, keep)
 		return res, nil
 	}
 	if old != "" {
@@ -93,26 +108,16 @@ func IntoCheckout(ctx context.Context, g gitcmd.Git, repoPath, src, branch strin
 		}
 		if contained {
 			res.Action = Contained
+			dropKept(ctx, g, repoPath, branch, keep)
 			return res, nil
 		}
 	}
-	wt, err := checkedOutIn(ctx, g, repoPath, ref)
-	if err != nil {
+	refusal, err := refusal(ctx, g, repoPath, branch, old, tip)
+	if err != nil || refusal != nil {
+		if refusal != nil {
+			err = refuse(ctx, g, repoPath, branch, keep, tip, refusal, &res)
+		}
 		return res, err
-	}
-	if wt != "" {
-		return res, fmt.Errorf("publish %s: %w in %s, so it is not moved; the container's commits are fetched: take them with 'git -C %s merge %s'",
-			branch, ErrCheckedOut, wt, wt, tip)
-	}
-	if old != "" {
-		ff, err := g.IsAncestor(ctx, repoPath, old, tip)
-		if err != nil {
-			return res, fmt.Errorf("publish %s: compare commits in %s: %w", branch, repoPath, err)
-		}
-		if !ff {
-			return res, fmt.Errorf("publish %s: %w: %s has %s, the container has %s, and neither contains the other; the branch is not moved (that would drop commits): merge by hand with 'git -C %s merge %s' on that branch",
-				branch, ErrDiverged, repoPath, short(old), short(tip), repoPath, tip)
-		}
 	}
 	// old == "" makes update-ref require that the ref does not exist yet.
 	if _, err := g.Run(ctx, repoPath, "update-ref", "-m", "aimi: publish "+branch+" from the swarm's git service", ref, tip, old); err != nil {
@@ -123,28 +128,72 @@ func IntoCheckout(ctx context.Context, g gitcmd.Git, repoPath, src, branch strin
 	if old == "" {
 		res.Action = Created
 	}
+	dropKept(ctx, g, repoPath, branch, keep)
 	return res, nil
 }
 
-// checkedOutIn returns the worktree of repoPath that has ref checked out,
-// or "" when none has.
-func checkedOutIn(ctx context.Context, g gitcmd.Git, repoPath, ref string) (string, error) {
-	out, err := g.Run(ctx, repoPath, "worktree", "list", "--porcelain")
+// refused is why IntoCheckout does not move a branch: the sentinel, what
+// holds the branch (following the sentinel in the message), the worktree
+// where the user takes the commits ("" when the user picks one), and when.
+type refused struct {
+	err    error
+	detail string
+	where  string
+	when   string
+}
+
+// refusal decides whether moving refs/heads/<branch> from old to tip
+// would change a user's files, operation or commits. The checks run last,
+// right before the update, to leave as short a window as there can be.
+func refusal(ctx context.Context, g gitcmd.Git, repoPath, branch, old, tip string) (*refused, error) {
+	wt, err := checkedOutIn(ctx, g, repoPath, "refs/heads/"+branch)
 	if err != nil {
-		return "", fmt.Errorf("list the worktrees of %s: %w", repoPath, err)
+		return nil, fmt.Errorf("publish %s: %w", branch, err)
 	}
-	var wt string
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		line := sc.Text()
-		if p, ok := strings.CutPrefix(line, "worktree "); ok {
-			wt = filepath.Clean(p)
-		}
-		if line == "branch "+ref {
-			return wt, nil
-		}
+	if wt != "" {
+		return &refused{err: ErrCheckedOut, detail: " in " + wt, where: wt}, nil
 	}
-	return "", nil
+	op, err := busyWith(ctx, g, repoPath, branch)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: %w", branch, err)
+	}
+	if op != "" {
+		return &refused{err: ErrBusy, detail: " (" + op + ")", when: "once it is done, "}, nil
+	}
+	if old == "" {
+		return nil, nil
+	}
+	ff, err := g.IsAncestor(ctx, repoPath, old, tip)
+	if err != nil {
+		return nil, fmt.Errorf("publish %s: compare commits in %s: %w", branch, repoPath, err)
+	}
+	if !ff {
+		return &refused{err: ErrDiverged, where: repoPath, detail: fmt.Sprintf(
+			": %s has %s, the container has %s, and neither contains the other (moving it would drop commits)",
+			repoPath, short(old), short(tip))}, nil
+	}
+	return nil, nil
+}
+
+// refuse names tip as keep and returns the refusal's error: why the branch
+// stays, where the container's commits are, and how to take them.
+func refuse(ctx context.Context, g gitcmd.Git, repoPath, branch, keep, tip string, r *refused, res *Result) error {
+	name, kept := tip, ""
+	if keep != "" {
+		if err := keepTip(ctx, g, repoPath, branch, keep, tip); err != nil {
+			kept = fmt.Sprintf("; the container's commits are fetched (tip %s) but not named: %v", short(tip), err)
+		} else {
+			res.Kept, name = keep, keep
+			kept = fmt.Sprintf("; the container's commits are kept at %s (tip %s), safe from git gc", keep, short(tip))
+		}
+	} else {
+		kept = "; the container's commits are fetched"
+	}
+	how := fmt.Sprintf("merge them into %s by hand with 'git merge %s' on that branch", branch, name)
+	if r.where != "" {
+		how = fmt.Sprintf("merge them by hand with 'git -C %s merge %s' on %s", r.where, name, branch)
+	}
+	return fmt.Errorf("publish %s: %w%s, so the branch is not moved%s: %s%s", branch, r.err, r.detail, kept, r.when, how)
 }
 
 func short(oid string) string {

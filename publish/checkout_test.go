@@ -100,7 +100,7 @@ func TestIntoCheckout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			want := tc.setup(t, f)
-			res, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat")
+			res, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", "")
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
@@ -135,7 +135,7 @@ func TestIntoCheckoutRefusalLeavesTheCommitsFetched(t *testing.T) {
 	f := newFixture(t)
 	mustGit(t, f.user, "checkout", "-q", "-b", "feat")
 	tip := f.containerWork(t, "a.txt")
-	_, err := IntoCheckout(t.Context(), testGit, f.user, f.src, "feat")
+	_, err := IntoCheckout(t.Context(), testGit, f.user, f.src, "feat", "")
 	if !errors.Is(err, ErrCheckedOut) || !strings.Contains(err.Error(), tip) {
 		t.Fatalf("err = %v, want ErrCheckedOut naming %s", err, tip)
 	}
@@ -145,7 +145,7 @@ func TestIntoCheckoutRefusalLeavesTheCommitsFetched(t *testing.T) {
 func TestIntoCheckoutRefusesBadBranch(t *testing.T) {
 	f := newFixture(t)
 	for _, b := range []string{"", "-x", "a..b", "a b", "a//b", "a/", "x.lock", "--upload-pack=evil"} {
-		if _, err := IntoCheckout(t.Context(), testGit, f.user, f.src, b); !errors.Is(err, ErrBadBranch) {
+		if _, err := IntoCheckout(t.Context(), testGit, f.user, f.src, b, ""); !errors.Is(err, ErrBadBranch) {
 			t.Errorf("branch %q: err = %v, want ErrBadBranch", b, err)
 		}
 	}

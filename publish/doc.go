@@ -1,6 +1,9 @@
 // Package publish moves a sandbox's finished branch to where the user sees
 // it: into the user's own checkout as refs/heads/<branch> (never moving a
-// branch that is checked out there or has diverged), and, when a hosted
+// branch that is checked out there, held by a rebase or bisect in any
+// worktree, or has diverged: the container's tip is then named
+// UnpublishedRef in the checkout, so git gc keeps it; docs/publish.md),
+// and, when a hosted
 // remote and a token are configured, to that remote with a pull request
 // opened through the GitHub REST API (GitHub Enterprise through its API
 // base). It runs the git CLI. A Publisher reads where a container's branch

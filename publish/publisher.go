@@ -103,8 +103,10 @@ var receivedGit = gitcmd.Hermetic
 
 // Publish brings containerName's branch, as the Source received it, into
 // the user's checkout at repoPath as refs/heads/<branch> (created or
-// fast-forwarded; a branch checked out there or diverged is not moved and
-// the error says so and how to merge by hand). Then, when the daemon's
+// fast-forwarded; a branch checked out there, held by a rebase or bisect,
+// or diverged is not moved: the container's tip is then named
+// UnpublishedRef(swarmID, branch) there, and the error says so and how to
+// merge by hand). Then, when the daemon's
 // environment has a GitHub token and the checkout's hosted remote is on
 // GitHub, it pushes the branch there and opens (or finds) a pull request,
 // whose URL it returns. A container that never pushed its branch has
@@ -121,7 +123,12 @@ func (p *Publisher) Publish(ctx context.Context, repoPath, swarmID, branch, cont
 	lock := p.checkoutLock(repoPath)
 	lock.Lock()
 	defer lock.Unlock()
-	res, err := IntoCheckout(ctx, userGit, repoPath, src, branch)
+	keep := UnpublishedRef(swarmID, branch)
+	if err := checkKeep(keep); err != nil {
+		p.log.Warn("a refused publish cannot name the container's tip", "container", containerName, "err", err)
+		keep = ""
+	}
+	res, err := IntoCheckout(ctx, userGit, repoPath, src, branch, keep)
 	if errors.Is(err, ErrNoBranch) {
 		p.log.Info("nothing to publish: the container never pushed its branch", "container", containerName, "branch", branch)
 		return nil, nil

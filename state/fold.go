@@ -92,6 +92,9 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 			t.final = &m
 			return true, nil
 		}
+		if IsPublishNote(m) {
+			return false, nil
+		}
 		if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && t.stories[p.StoryID] == tasks.Status(p.Status) {
 			// A replayed story report that changes nothing is harmless.
 			return false, nil
@@ -149,6 +152,9 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 		t.final = &m
 		return true, nil
 	case *acpmsg.ErrorPayload:
+		if IsPublishNote(m) {
+			return false, rejectf("%s before the container finished: there is nothing to publish yet", p.Code)
+		}
 		t.status = StatusFailed
 		t.final = &m
 		return true, nil
@@ -184,6 +190,17 @@ func (t *Tracker) prAmendment(m acpmsg.Message) (string, bool) {
 func (t *Tracker) unreceivedAmendment(m acpmsg.Message) bool {
 	p, ok := m.Payload.(*acpmsg.ErrorPayload)
 	return ok && p.Code == acpmsg.CodeGitPushFailed && t.status == StatusCompleted
+}
+
+// IsPublishNote reports whether m is the daemon's note that it could not
+// publish a finished container's branch (local git mode): an error
+// PUBLISH_FAILED. After the container is terminal the fold accepts it and
+// changes nothing: the work was received, the note says where it is and
+// how to take it, for status and logs. The Recorder takes it from the
+// daemon's stream only.
+func IsPublishNote(m acpmsg.Message) bool {
+	p, ok := m.Payload.(*acpmsg.ErrorPayload)
+	return ok && p.Code == acpmsg.CodePublishFailed
 }
 
 // unfinished lists the stories, in task-file order, that are pending or in

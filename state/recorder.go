@@ -223,6 +223,8 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 		rec.Type = string(msg.Type)
 		if err := r.checkIdentity(tc.c, msg); err != nil {
 			rejected = err
+		} else if rec.Stream != StreamDaemon && IsPublishNote(*msg) {
+			rejected = rejectf("%s is the daemon's own note, not a container's", acpmsg.CodePublishFailed)
 		} else {
 			changed, rejected = tc.t.apply(*msg)
 		}

@@ -426,3 +426,38 @@ func TestReadJournalFromReadsEachRecordOnce(t *testing.T) {
 		t.Fatalf("read at the torn tail: %+v %d %v, want nothing and the same offset", again, off3, err)
 	}
 }
+
+// The daemon's note that it could not publish a finished container's
+// branch is journaled as applied, changes no status, and survives a
+// restart's replay; the same message from the container is refused.
+func TestRecorderPublishNoteIsTheDaemonsOnly(t *testing.T) {
+	ctx := context.Background()
+	rec, st := newTestRecorder(t, t.TempDir(), 1, "c")
+	for i, m := range []acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed), completion(3, "completed", nil)} {
+		if err := recordMsg(t, rec, "c", i, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := recordMsg(t, rec, "c", 3, errorMsg(4, acpmsg.CodePublishFailed)); err == nil {
+		t.Fatal("a container's PUBLISH_FAILED was applied")
+	}
+	note := errorMsg(5, acpmsg.CodePublishFailed)
+	if err := rec.Record(ctx, "c", Record{Stream: StreamDaemon, Valid: true}, &note); err != nil {
+		t.Fatalf("the daemon's note: %v", err)
+	}
+	if err := rec.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sw, _ := st.Load(ctx)
+	if c := sw.Container("c"); c.Status != StatusCompleted {
+		t.Fatalf("status %s after the note, want completed", c.Status)
+	}
+	recs, _ := ReadJournal(rec.JournalPath("c"))
+	if n := len(recs); n != 5 || recs[3].Rejected == "" || recs[4].Rejected != "" || recs[4].Stream != StreamDaemon {
+		t.Fatalf("journal = %+v", recs)
+	}
+	tr, _, err := RestoreTracker(rec.JournalPath("c"), pendingFile(1))
+	if err != nil || tr.Status() != StatusCompleted {
+		t.Fatalf("restored %v, %v; want completed", tr.Status(), err)
+	}
+}
