@@ -69,6 +69,7 @@ type Config struct {
 	Task    Task
 	Git     Git
 	Publish Publish
+	Metrics Metrics
 	// Warnings are non-fatal findings (e.g. an agent.env value naming an
 	// unset variable); the daemon logs them. They never contain values.
 	Warnings []string
@@ -130,6 +131,13 @@ type Engine struct {
 	// Docker client's conventions (DOCKER_HOST, DOCKER_TLS_VERIFY,
 	// DOCKER_CERT_PATH, else the local socket).
 	Host string
+}
+
+// Metrics is the daemon's Prometheus endpoint.
+type Metrics struct {
+	// Listen is the host:port of /metrics and /healthz; "" turns them off.
+	// A bare port (9464 or :9464) listens on loopback only.
+	Listen string
 }
 
 // Publish is how finished branches become pull requests.
@@ -208,6 +216,7 @@ var scalarKeys = []key{
 	{"git.address", "IP of this machine every cluster node reaches (swarm backend, local git)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
+	{"metrics.listen", "host:port of /metrics and /healthz (a bare port means loopback; empty: off)"},
 }
 
 // mapKeys are the keys holding string maps.
@@ -529,6 +538,11 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	if !envKeyRE.MatchString(c.Publish.TokenEnv) {
 		bad("publish.token_env", c.Publish.TokenEnv, "is not an environment variable name", "use a name like GITHUB_TOKEN (the token itself stays in the environment)")
 	}
+	listen, err := metricsListen(str("metrics.listen"))
+	if err != nil {
+		bad("metrics.listen", str("metrics.listen"), err.Error(), "use host:port such as 127.0.0.1:9464, a bare port for loopback, or empty to turn metrics off")
+	}
+	c.Metrics.Listen = listen
 	return &c, probs
 }
 
@@ -582,4 +596,27 @@ func stringMap(v *viper.Viper, k string, sources []source, lookup func(string) (
 		out[up] = s
 	}
 	return out, probs, warns
+}
+
+// metricsListen is the address metrics.listen names: a bare port (9464 or
+// :9464) means loopback, so that turning metrics on never opens them to
+// the network by accident; any interface must be named (0.0.0.0:9464).
+func metricsListen(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	if !strings.Contains(v, ":") {
+		v = ":" + v
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", fmt.Errorf("is not host:port")
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("has no port number from 0 to 65535")
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
 }

@@ -55,6 +55,9 @@ type Config struct {
 	Labels map[string]string
 	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
+	// Observer, when set, hears every event, state save and journal record
+	// (the daemon's metrics).
+	Observer Observer
 }
 
 // GitAccess is the daemon's git service for local mode (package gitserve):

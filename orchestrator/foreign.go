@@ -47,6 +47,7 @@ func (m *Manager) watchForeignStops(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		m.beat.beat()
 		m.mu.Lock()
 		sws := make([]*swarm, 0, len(m.swarms))
 		for _, sw := range m.swarms {

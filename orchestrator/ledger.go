@@ -163,6 +163,14 @@ func (l *ledger) position(name string) logcursor.Position {
 	return pos.Position
 }
 
+// saveErr is the error of the recorder's last state save, nil once one
+// succeeded.
+func (l *ledger) saveErr() error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.rec.Err()
+}
+
 func (l *ledger) flush(ctx context.Context) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

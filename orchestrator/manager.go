@@ -48,6 +48,7 @@ type Manager struct {
 	closing bool
 
 	wave *startWave // the containers starting now: their work waits for it
+	beat heartbeat  // the state-file watch's last round, for Health
 }
 
 // New checks the config and returns a Manager. It makes no engine call;
@@ -92,6 +93,7 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 		life: life, cancel: cancel,
 		swarms: map[string]*swarm{}, repoMu: map[string]*sync.Mutex{}, oomed: map[string]bool{}, wave: newStartWave(),
 	}
+	m.beat.beat()
 	m.wg.Go(func() { m.watchForeignStops(life) })
 	if src, ok := eng.(eventSource); ok {
 		m.wg.Add(1)
@@ -107,7 +109,12 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 // subscriber that does not keep up loses events rather than stall swarms.
 func (m *Manager) Subscribe(ctx context.Context) <-chan api.Event { return m.bus.subscribe(ctx) }
 
-func (m *Manager) publish(e api.Event) { m.bus.publish(e) }
+func (m *Manager) publish(e api.Event) {
+	if m.cfg.Observer != nil {
+		m.cfg.Observer.Event(e)
+	}
+	m.bus.publish(e)
+}
 
 // lockRepo serialises the operations that change one repository's swarm.
 func (m *Manager) lockRepo(repo string) func() {

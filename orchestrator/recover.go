@@ -126,7 +126,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		// later, not the adoption.
 		sw.repoURL, _ = originURL(ctx, repo)
 	}
-	sw.led = newLedger(store, &state.Swarm{SwarmID: st.SwarmID, CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}, state.RecorderOptions{Logger: m.log})
+	sw.led = newLedger(store, &state.Swarm{SwarmID: st.SwarmID, CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}, m.recorderOptions())
 
 	type plan struct {
 		c     *ctr

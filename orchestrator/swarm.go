@@ -129,7 +129,7 @@ func (sw *swarm) active() bool {
 }
 
 func (sw *swarm) openLedger(ctx context.Context, st *state.Swarm, fresh bool) error {
-	opts := state.RecorderOptions{Logger: sw.m.log}
+	opts := sw.m.recorderOptions()
 	if fresh {
 		// A new swarm replaces whatever state file the repo had.
 		if err := sw.store.Save(ctx, st); err != nil {

@@ -33,6 +33,9 @@ type RecorderOptions struct {
 	// oldest change it carries waited (for lag percentiles in benchmarks and
 	// metrics). It runs on the saver goroutine and must return quickly.
 	OnSave func(lag time.Duration)
+	// OnAppend, when set, is called with the size of every journal record
+	// (for metrics). It runs under the recorder's lock: it must only count.
+	OnAppend func(n int)
 	// JournalCap is the size (bytes) a container's journal grows to before
 	// it keeps only daemon records and lines that change the state, and
 	// counts the other lines in gap records (see the package doc). Zero
@@ -40,6 +43,14 @@ type RecorderOptions struct {
 	JournalCap int64
 	Logger     *slog.Logger     // default slog.Default()
 	Now        func() time.Time // default time.Now
+}
+
+// Err is the error of the last state save, nil once a save succeeded: a
+// failing save is retried, and this says it still fails.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastErr
 }
 
 // RecorderStats are counters for benchmarks and the daemon's API.
@@ -284,6 +295,9 @@ func (r *Recorder) appendLocked(j *journal, rec Record, now time.Time) error {
 	j.cap.bytes += int64(len(line)) + 1
 	r.buffered += len(line) + 1
 	r.stats.Records++
+	if r.opts.OnAppend != nil {
+		r.opts.OnAppend(len(line) + 1)
+	}
 	return nil
 }
 

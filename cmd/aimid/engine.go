@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
-
-	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/container"
@@ -31,7 +30,7 @@ type backend struct {
 // and friends when empty). An engine that does not answer, or a swarm
 // backend whose endpoint is not a manager of an active swarm, stops the
 // daemon with the key and the fix.
-func openBackend(ctx context.Context, cfg *configs.Config, instance string, log *slog.Logger) (backend, error) {
+func openBackend(ctx context.Context, cfg *configs.Config, instance string, log *slog.Logger, wrap func(http.RoundTripper) http.RoundTripper) (backend, error) {
 	if cfg.Engine.Host != "" {
 		// Every engine client of this process (the backend, the instance
 		// marker) follows the Docker client's conventions, DOCKER_HOST
@@ -42,9 +41,12 @@ func openBackend(ctx context.Context, cfg *configs.Config, instance string, log 
 	}
 	switch cfg.Engine.Backend {
 	case configs.BackendSwarm:
-		cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		cli, wrapped, err := container.NewClient(wrap)
 		if err != nil {
 			return backend{}, fmt.Errorf("engine.host / DOCKER_HOST: %w", err)
+		}
+		if wrap != nil && !wrapped {
+			log.Warn("engine requests are not counted: the engine endpoint is not a unix socket or plain TCP")
 		}
 		if _, err := cli.Ping(ctx); err != nil {
 			cli.Close()
@@ -62,7 +64,7 @@ func openBackend(ctx context.Context, cfg *configs.Config, instance string, log 
 		}
 		return backend{eng: eng, checkDisk: noDiskLimit, close: cli.Close}, nil
 	default:
-		docker, err := container.NewDocker(ctx)
+		docker, err := container.NewDocker(ctx, container.WithLogger(log), container.WithTransport(wrap))
 		if err != nil {
 			return backend{}, err
 		}

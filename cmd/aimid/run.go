@@ -19,6 +19,7 @@ import (
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/instancelock"
 	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/metrics"
 	"github.com/aimi-tools/swarm/orchestrator"
 )
 
@@ -86,28 +87,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) error {
 	loadOpts := configs.LoadOptions{Flags: fs, UserConfigPath: o.userConfig}
-	cfg, err := configs.Load(loadOpts)
+	cfg, err := loadConfig(loadOpts, log)
 	if err != nil {
 		return err
 	}
-	for _, w := range cfg.Warnings {
-		log.Warn("config", "warning", w)
-	}
-	// Values of agent.env are secrets: the Secrets type prints keys only.
-	log.Info("config", "image", cfg.Sandbox.Image, "maxContainers", cfg.Swarm.MaxContainers,
-		"cpus", cfg.Sandbox.CPUs, "memoryBytes", cfg.Sandbox.MemoryBytes, "memorySwapBytes", cfg.Sandbox.MemorySwapBytes,
-		"pids", cfg.Sandbox.Pids, "runtime", cfg.Sandbox.Runtime, "timeout", cfg.Swarm.Timeout,
-		"gitMode", cfg.Git.Mode, "agent", cfg.Agent.Kind, "agentEnv", cfg.Agent.Env)
-	if o.socket == "" {
-		o.socket = daemon.DefaultSocketPath()
-	}
-	if o.dataDir == "" {
-		if o.dataDir, err = daemon.DefaultDataDir(); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
-		return fmt.Errorf("create data directory %s: %w (pass --data-dir)", o.dataDir, err)
+	if err := defaultPaths(&o); err != nil {
+		return err
 	}
 
 	// The socket first: a second daemon must fail before it touches any
@@ -118,7 +103,8 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer ln.Release()
 
-	be, err := openBackend(ctx, cfg, o.instance, log)
+	met := metrics.New()
+	be, err := openBackend(ctx, cfg, o.instance, log, met.EngineTransport)
 	if err != nil {
 		return err
 	}
@@ -133,17 +119,11 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer release()
 
-	var git *gitserve.Service
-	if cfg.Git.Mode != configs.GitRemote {
-		// The probe reads a container's branch through the daemon's own
-		// engine client, so cleanup can tell what only the container holds.
-		git, err = gitserve.New(gitserve.Options{
-			DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
-			TipProbe: be.probe, Trees: be.trees,
-		})
-		if err != nil {
-			return fmt.Errorf("start the git service: %w (or set git.mode: remote)", err)
-		}
+	git, err := openGit(cfg, o, be, log)
+	if err != nil {
+		return err
+	}
+	if git != nil {
 		defer git.Close()
 	}
 
@@ -154,6 +134,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	oc := orchestratorConfig(cfg, git, log)
 	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
 	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
+	oc.Observer = met
 	mgr, err := orchestrator.New(life, oc, be.eng)
 	if err != nil {
 		return err
@@ -161,28 +142,92 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover swarms: %w", err)
 	}
-
-	srv := daemon.NewServer(daemon.ServerOptions{
+	met.Attach(mgr)
+	if cfg.Metrics.Listen != "" {
+		stopMetrics, err := met.Serve(life, cfg.Metrics.Listen, log)
+		if err != nil {
+			return err
+		}
+		defer stopMetrics()
+	}
+	return serveAPI(ctx, o, ln, mgr, daemon.ServerOptions{
 		ResolveRepo:  orchestrator.ResolveRepo,
 		Swarms:       mgr,
 		Logger:       log,
 		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log),
 		Version:      version,
 	})
+}
+
+// loadConfig reads the configuration layers and logs what matters of them
+// (values of agent.env are secrets: the Secrets type prints keys only).
+func loadConfig(opts configs.LoadOptions, log *slog.Logger) (*configs.Config, error) {
+	cfg, err := configs.Load(opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range cfg.Warnings {
+		log.Warn("config", "warning", w)
+	}
+	log.Info("config", "image", cfg.Sandbox.Image, "maxContainers", cfg.Swarm.MaxContainers,
+		"cpus", cfg.Sandbox.CPUs, "memoryBytes", cfg.Sandbox.MemoryBytes, "memorySwapBytes", cfg.Sandbox.MemorySwapBytes,
+		"pids", cfg.Sandbox.Pids, "runtime", cfg.Sandbox.Runtime, "timeout", cfg.Swarm.Timeout,
+		"gitMode", cfg.Git.Mode, "agent", cfg.Agent.Kind, "agentEnv", cfg.Agent.Env)
+	return cfg, nil
+}
+
+// defaultPaths fills the socket and data dir the flags left empty and
+// makes the data dir.
+func defaultPaths(o *options) error {
+	var err error
+	if o.socket == "" {
+		o.socket = daemon.DefaultSocketPath()
+	}
+	if o.dataDir == "" {
+		if o.dataDir, err = daemon.DefaultDataDir(); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w (pass --data-dir)", o.dataDir, err)
+	}
+	return nil
+}
+
+// openGit starts the local-mode git service (nil in remote mode). The probe
+// reads a container's branch through the daemon's own engine client, so
+// cleanup can tell what only the container holds.
+func openGit(cfg *configs.Config, o options, be backend, log *slog.Logger) (*gitserve.Service, error) {
+	if cfg.Git.Mode == configs.GitRemote {
+		return nil, nil
+	}
+	git, err := gitserve.New(gitserve.Options{
+		DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
+		TipProbe: be.probe, Trees: be.trees,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the git service: %w (or set git.mode: remote)", err)
+	}
+	return git, nil
+}
+
+// serveAPI answers on the socket until ctx ends or the server fails, then
+// stops the server and the Manager cleanly.
+func serveAPI(ctx context.Context, o options, ln *daemon.Listener, mgr *orchestrator.Manager, so daemon.ServerOptions) error {
+	srv := daemon.NewServer(so)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("aimid ready", "socket", ln.Path(), "instance", o.instance, "dataDir", o.dataDir, "pid", os.Getpid(), "version", version)
+	so.Logger.Info("aimid ready", "socket", ln.Path(), "instance", o.instance, "dataDir", o.dataDir, "pid", os.Getpid(), "version", version)
 
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		log.Info("aimid stopping: containers keep running and are recovered at the next start")
+		so.Logger.Info("aimid stopping: containers keep running and are recovered at the next start")
 	case serveErr = <-served:
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	err = errors.Join(serveErr, srv.Shutdown(sctx), mgr.Shutdown(sctx), ln.Close())
-	return err
+	return errors.Join(serveErr, srv.Shutdown(sctx), mgr.Shutdown(sctx), ln.Close())
 }
 
 // takeInstance makes o.instance this daemon's on the engine (see
