@@ -2,6 +2,7 @@ package publish
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -90,6 +91,19 @@ func TestIntoCheckout(t *testing.T) {
 			setup: func(t *testing.T, f fixture) string {
 				mustGit(t, f.user, "branch", "feat", f.base)
 				mustGit(t, f.user, "worktree", "add", "-q", filepath.Join(t.TempDir(), "wt"), "feat")
+				f.containerWork(t, "a.txt")
+				return f.base
+			}},
+		{name: "branch of a locked worktree whose directory is gone is not moved", wantErr: ErrCheckedOut,
+			msg: []string{"checked out", "gone"},
+			setup: func(t *testing.T, f fixture) string {
+				mustGit(t, f.user, "branch", "feat", f.base)
+				wt := filepath.Join(t.TempDir(), "gone")
+				mustGit(t, f.user, "worktree", "add", "-q", wt, "feat")
+				mustGit(t, f.user, "worktree", "lock", wt)
+				if err := os.RemoveAll(wt); err != nil {
+					t.Fatal(err)
+				}
 				f.containerWork(t, "a.txt")
 				return f.base
 			}},
