@@ -35,6 +35,11 @@ const (
 	// are files of that name in SecretDir; acp-runner sets them in its own
 	// environment before anything reads it (Swarm mode secrets).
 	EnvSecretEnv = "AIMI_SECRET_ENV"
+	// EnvRunAs is the user (a name or uid[:gid], as in an image's USER)
+	// acp-runner becomes once it has read SecretDir, when it starts as
+	// root: the secret files are root's, mode 0400, so the agent, which
+	// runs as that user, cannot read them (Swarm mode).
+	EnvRunAs = "AIMI_RUN_AS"
 )
 
 // SecretDir is where EnvSecretEnv's files are: Swarm mode mounts a

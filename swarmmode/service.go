@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -191,7 +190,16 @@ func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, req
 		}
 		cs.Configs = append(cs.Configs, cfgRef(c.ID, f.Config, f.Target))
 	}
-	uid, mode := e.secretOwner(ctx, st)
+	user, err := e.imageUser(ctx, st)
+	if err != nil {
+		return swarm.ServiceSpec{}, fmt.Errorf("create service %s: %w", svc, err)
+	}
+	if !isRoot(user) {
+		// Root reads the secrets, then becomes the user: the files are
+		// root's only, so the agent (that user) cannot read them.
+		cs.User = "0"
+		cs.Env = append(cs.Env, contract.EnvRunAs+"="+user)
+	}
 	for i, k := range st.EnvKeys {
 		name := objName(svc, "env"+strconv.Itoa(i))
 		s, _, err := e.cli.SecretInspectWithRaw(ctx, name)
@@ -199,7 +207,7 @@ func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, req
 			return swarm.ServiceSpec{}, fmt.Errorf("create service %s: secret for %s: %w", svc, k, err)
 		}
 		cs.Secrets = append(cs.Secrets, &swarm.SecretReference{SecretID: s.ID, SecretName: name,
-			File: &swarm.SecretReferenceFileTarget{Name: k, UID: uid, GID: "0", Mode: mode}})
+			File: &swarm.SecretReferenceFileTarget{Name: k, UID: "0", GID: "0", Mode: 0o400}})
 	}
 	if st.ReadOnlyRootfs {
 		cs.Mounts = append(cs.Mounts, mount.Mount{Type: mount.TypeTmpfs, Target: "/tmp", TmpfsOptions: &mount.TmpfsOptions{SizeBytes: 256 << 20}})
@@ -243,19 +251,26 @@ func (e *Engine) EnsureNetwork(ctx context.Context, name string, labels map[stri
 // with the sandbox (Remove).
 func (e *Engine) RemoveNetworkIfUnused(ctx context.Context, name string) error { return nil }
 
-// secretOwner is who may read the secret files: the sandbox's numeric user
-// (from the spec, else from the image on the manager) alone, or everyone
-// when that user is not known as a number.
-func (e *Engine) secretOwner(ctx context.Context, st storedSpec) (uid string, mode os.FileMode) {
-	user := st.User
-	if user == "" {
-		if img, err := e.cli.ImageInspect(ctx, st.Image); err == nil && img.Config != nil {
-			user = img.Config.User
-		}
+// imageUser is the user the sandbox's process is to run as: the spec's,
+// else the image's as the manager has it. An image the manager does not
+// have is an error: running it as root, or handing the secrets to an
+// unknown user, is not an option.
+func (e *Engine) imageUser(ctx context.Context, st storedSpec) (string, error) {
+	if st.User != "" {
+		return st.User, nil
 	}
+	img, err := e.cli.ImageInspect(ctx, st.Image)
+	if err != nil {
+		return "", fmt.Errorf("read which user image %s runs as on the manager: %w (the secret files are kept from that user: pull or load the image on the manager node too)", st.Image, err)
+	}
+	if img.Config == nil {
+		return "", nil
+	}
+	return img.Config.User, nil
+}
+
+// isRoot reports whether an image's USER is root.
+func isRoot(user string) bool {
 	u, _, _ := strings.Cut(user, ":")
-	if _, err := strconv.Atoi(u); err == nil {
-		return u, 0o400
-	}
-	return "0", 0o444
+	return u == "" || u == "0" || u == "root"
 }

@@ -49,6 +49,11 @@ func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error)
 	}
 	if cs := s.Spec.TaskTemplate.ContainerSpec; cs != nil {
 		info.Image, info.ReadOnlyRootfs, info.User = cs.Image, cs.ReadOnly, cs.User
+		for _, kv := range cs.Env {
+			if u, ok := strings.CutPrefix(kv, contract.EnvRunAs+"="); ok {
+				info.User = u // started as root only to read its secrets
+			}
+		}
 		info.CapAdd, info.CapDrop = cs.CapabilityAdd, cs.CapabilityDrop
 		info.Labels = cs.Labels
 	}

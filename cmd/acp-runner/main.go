@@ -50,6 +50,14 @@ func run(args []string) int {
 		reportConfigError(runner.Config{}, err)
 		return 2
 	}
+	// Then no longer root (when started so to read them): the secret files
+	// are root's only.
+	if err := dropPrivileges(os.Getenv(contract.EnvRunAs)); err != nil {
+		err = fmt.Errorf("%s: %w", contract.EnvRunAs, err)
+		log.Error("configuration", "err", err)
+		reportConfigError(runner.Config{}, err)
+		return 2
+	}
 	if err := harden(); err != nil {
 		log.Warn("cannot hide the runner's environment from same-user processes", "err", err)
 	}
