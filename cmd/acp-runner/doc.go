@@ -69,6 +69,13 @@
 //	AIMI_SWARM_ID           envelope ids for the error message when the task-request
 //	AIMI_CONTAINER_ID       itself is unreadable (default: a fresh id and the hostname).
 //	AIMI_LOG_LEVEL          debug | info (default) | warn | error.
+//	AIMI_TASK_REQUEST_FILE  read the task-request from this file instead of stdin.
+//	AIMI_SECRET_ENV         comma-separated names whose values are the files of those
+//	                        names in /run/secrets (Swarm mode secrets), read first.
+//	AIMI_RUN_AS             a user (name or uid[:gid]) the runner becomes right after
+//	                        reading /run/secrets when started as root: the secret files
+//	                        are root's, mode 0400, so the agent (that user) cannot read
+//	                        them; it also sets no_new_privs and HOME.
 //
 // The task-request's envVars are added to the environment of the agent, the
 // verify command and terminals (not of the runner itself).
