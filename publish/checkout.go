@@ -112,12 +112,12 @@ func IntoCheckout(ctx context.Context, g gitcmd.Git, repoPath, src, branch, keep
 			return res, nil
 		}
 	}
-	refusal, err := refusal(ctx, g, repoPath, branch, old, tip)
-	if err != nil || refusal != nil {
-		if refusal != nil {
-			err = refuse(ctx, g, repoPath, branch, keep, tip, refusal, &res)
-		}
+	why, err := refusal(ctx, g, repoPath, branch, old, tip)
+	if err != nil {
 		return res, err
+	}
+	if why != nil {
+		return res, refuse(ctx, g, repoPath, branch, keep, tip, why, &res)
 	}
 	// old == "" makes update-ref require that the ref does not exist yet.
 	if _, err := g.Run(ctx, repoPath, "update-ref", "-m", "aimi: publish "+branch+" from the swarm's git service", ref, tip, old); err != nil {
