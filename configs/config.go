@@ -5,12 +5,10 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -120,6 +118,9 @@ type Git struct {
 	// listens there (its certificate names it). "" with the docker
 	// backend: the swarm network's gateway is used.
 	Address string
+	// MaxPush and MaxMirror bound one push and what one swarm's pushes add
+	// to the git service's copy of the repository (bytes).
+	MaxPush, MaxMirror int64
 }
 
 // Engine is where the sandboxes run.
@@ -145,29 +146,6 @@ type Publish struct {
 	GitHubAPI string
 	TokenEnv  string
 }
-
-// Secrets is a map of environment values that must never be printed: every
-// formatting path (fmt, slog, JSON) shows the keys only.
-type Secrets map[string]string
-
-// String lists the keys with redacted values.
-func (s Secrets) String() string {
-	keys := make([]string, 0, len(s))
-	for k := range s {
-		keys = append(keys, k+"=<redacted>")
-	}
-	sort.Strings(keys)
-	return "[" + strings.Join(keys, " ") + "]"
-}
-
-// GoString redacts for %#v too.
-func (s Secrets) GoString() string { return s.String() }
-
-// LogValue redacts for slog.
-func (s Secrets) LogValue() slog.Value { return slog.StringValue(s.String()) }
-
-// MarshalJSON redacts for JSON.
-func (s Secrets) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(s.String())), nil }
 
 // LoadOptions says where the layers come from. The zero value loads the
 // embedded defaults, the user's file and the process environment.
@@ -214,6 +192,8 @@ var scalarKeys = []key{
 	{"agent.handshake_timeout", "time an ACP agent gets to answer each of initialize and session/new"},
 	{"git.mode", "auto, local or remote"},
 	{"git.address", "IP of this machine every cluster node reaches (swarm backend, local git)"},
+	{"git.max_push", "largest push a container may send to the local git service (e.g. 100m)"},
+	{"git.max_mirror", "what one swarm's pushes may add to the local git service's disk (e.g. 1g)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
 	{"metrics.listen", "host:port of /metrics and /healthz (a bare port means loopback; empty: off)"},
@@ -518,6 +498,10 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	c.Git.Address = str("git.address")
 	if a := c.Git.Address; a != "" && net.ParseIP(a) == nil {
 		bad("git.address", a, "is not an IP address", "use the IP address of this machine that every node reaches, e.g. 10.0.0.5")
+	}
+	c.Git.MaxPush, c.Git.MaxMirror = size("git.max_push", false, false), size("git.max_mirror", false, false)
+	if c.Git.MaxPush > 0 && c.Git.MaxMirror > 0 && c.Git.MaxMirror < c.Git.MaxPush {
+		bad("git.max_mirror", str("git.max_mirror"), "is smaller than git.max_push "+str("git.max_push"), "raise git.max_mirror or lower git.max_push: a swarm must fit one push")
 	}
 	c.Engine.Backend = oneOf("engine.backend", BackendDocker, BackendSwarm)
 	c.Engine.Host = str("engine.host")

@@ -16,6 +16,16 @@
 // listener whose address the host no longer has (its network removed) is
 // closed and forgotten by a periodic sweep.
 //
+// Whatever a sandbox can make it hold is bounded (Limits): connections per
+// source address and in total (those past them are closed as they are
+// accepted), git http-backend processes per container and in total,
+// headers, bodies and the time of a request, the size of one push
+// (git.max_push) and what one swarm's pushes add to its mirror
+// (git.max_mirror). Request bodies are read whole into an unlinked spool
+// file before git sees them, so a push past a limit is refused with a
+// report git prints as "[remote rejected]" naming the key to raise, and
+// nothing of it reaches the mirror.
+//
 // It owns the service's CA (created once in its data directory), the
 // mirrors, the grants (persisted as token hashes, never the tokens, with the
 // port, so containers keep their access across a daemon restart) and the

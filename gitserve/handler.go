@@ -11,6 +11,7 @@ import (
 	"net/http/cgi"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxDrain bounds what is read and thrown away of a refused push: git sends
@@ -21,6 +22,10 @@ const maxDrain = 1 << 30
 // ServeHTTP serves /<swarmID>.git/{info/refs,git-upload-pack,git-receive-pack}
 // (smart HTTP only) to the holders of a token for that repository.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// A client that stops reading its answer would hold a git process
+	// (and its slot) for ever: past requestTime, the answer's writes fail
+	// and the process is killed.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(requestTime))
 	rec, ok := s.lookup(requestToken(r))
 	if ok && !s.fromOwnContainer(r, rec) {
 		// A token is not a bearer token: used through another gateway
@@ -46,24 +51,58 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	service := r.URL.Query().Get("service")
 	switch {
 	case r.Method == http.MethodGet && rest == "info/refs" && (service == "git-upload-pack" || service == "git-receive-pack"):
-	case r.Method == http.MethodPost && rest == "git-upload-pack":
-	case r.Method == http.MethodPost && rest == "git-receive-pack":
-		if !s.gatePush(w, r, rec) {
-			return
-		}
-		before, err := branchTip(r.Context(), s.mirrorPath(rec.SwarmKey), rec.Branch)
-		if err != nil {
-			deny(w, http.StatusInternalServerError, "aimi git service: cannot read the branch before the push; try again")
-			s.log.Error("read the branch before a push", "container", rec.Container, "branch", rec.Branch, "err", err)
-			return
-		}
-		defer s.afterPush(r, rec, before)
+	case r.Method == http.MethodPost && (rest == "git-upload-pack" || rest == "git-receive-pack"):
 	default:
 		deny(w, http.StatusForbidden, "aimi git service: only the smart HTTP protocol is served (info/refs, git-upload-pack, git-receive-pack)")
 		return
 	}
+	release, ok := s.slots.acquire(r.Context(), grantKey{rec.SwarmKey, rec.Container})
+	if !ok {
+		s.log.Info("git request waited too long for a git process", "container", rec.Container, "path", r.URL.Path)
+		deny(w, http.StatusServiceUnavailable, "aimi git service: too many git requests of this container or of all at once; try again")
+		return
+	}
+	defer release()
+	if r.Method == http.MethodPost {
+		done, ok := s.readBody(w, r, rec, rest)
+		if !ok {
+			return
+		}
+		defer done()
+	}
 	s.log.Debug("git request", "container", rec.Container, "method", r.Method, "path", r.URL.Path, "service", service)
 	s.cgi(rec).ServeHTTP(w, withoutCredentials(r, key, rest))
+}
+
+// readBody reads a POST's body whole (within its limits and bodyTime) into
+// a spooled file that becomes r's body; for a push, after its gate and with
+// the branch's value before it, recorded once git is through. It answers
+// and returns false when the request goes no further.
+func (s *Service) readBody(w http.ResponseWriter, r *http.Request, rec record, rest string) (done func(), ok bool) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyTime))
+	// The answer (a clone's pack) may take longer than bodyTime; the
+	// server's read of the next request sets its own deadline.
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+	if rest == "git-upload-pack" {
+		return s.spoolFetch(w, r)
+	}
+	cmds, body, ok := s.gatePush(w, r, rec)
+	if !ok {
+		return nil, false
+	}
+	admitted, ok := s.admitPush(w, r, rec, cmds, body)
+	if !ok {
+		return nil, false
+	}
+	before, err := branchTip(r.Context(), s.mirrorPath(rec.SwarmKey), rec.Branch)
+	if err != nil {
+		admitted()
+		deny(w, http.StatusInternalServerError, "aimi git service: cannot read the branch before the push; try again")
+		s.log.Error("read the branch before a push", "container", rec.Container, "branch", rec.Branch, "err", err)
+		return nil, false
+	}
+	return func() { s.afterPush(r, rec, before); admitted() }, true
 }
 
 // backendNice is the niceness git http-backend (and the upload-pack or
@@ -94,6 +133,13 @@ func (s *Service) cgi(rec record) *cgi.Handler {
 			"HOME=" + s.dir,
 			"REMOTE_USER=" + rec.Container,
 			EnvAllowedRef + "=refs/heads/" + rec.Branch,
+			// A push is kept as the pack it came as: exploded into
+			// loose objects, a small pack of deltas could take many
+			// times its size on disk, past what git.max_mirror counted.
+			// The input limit repeats git.max_push behind the spool's.
+			"GIT_CONFIG_COUNT=2",
+			"GIT_CONFIG_KEY_0=receive.unpackLimit", "GIT_CONFIG_VALUE_0=1",
+			"GIT_CONFIG_KEY_1=receive.maxInputSize", "GIT_CONFIG_VALUE_1=" + strconv.FormatInt(s.limits.MaxPush, 10),
 		},
 		InheritEnv: []string{"PATH", "TMPDIR", "LANG"},
 		Stderr:     &lineLogger{log: s.log, container: rec.Container},
@@ -121,27 +167,25 @@ func withoutCredentials(r *http.Request, key, rest string) *http.Request {
 }
 
 // gatePush reads the command list of a git-receive-pack request and lets it
-// through (with the body restored) only if every command updates exactly
-// refs/heads/<rec.Branch> and none deletes it. Otherwise it answers with a
-// report git prints as "[remote rejected]" and returns false.
-func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) bool {
+// through only if every command updates exactly refs/heads/<rec.Branch> and
+// none deletes it: it returns the commands and the body as git must read it
+// (inflated, the command list in front). Otherwise it answers with a report
+// git prints as "[remote rejected]" and returns false.
+func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) (PushCommands, io.Reader, bool) {
 	body := io.Reader(r.Body)
 	if r.Header.Get("Content-Encoding") == "gzip" {
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
 			deny(w, http.StatusBadRequest, "aimi git service: push body is not valid gzip")
-			return false
+			return PushCommands{}, nil, false
 		}
-		// The body git http-backend gets is the inflated one.
-		r.Header.Del("Content-Encoding")
-		r.ContentLength = -1
 		body = zr
 	}
 	cmds, head, err := ParsePushCommands(body)
 	if err != nil {
 		s.log.Info("malformed push refused", "container", rec.Container, "err", err)
 		deny(w, http.StatusBadRequest, "aimi git service: push refused: "+err.Error())
-		return false
+		return PushCommands{}, nil, false
 	}
 	allowed := "refs/heads/" + rec.Branch
 	var bad []RefUpdate
@@ -151,11 +195,7 @@ func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) b
 		}
 	}
 	if len(bad) == 0 {
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(head), body), r.Body}
-		return true
+		return cmds, io.MultiReader(bytes.NewReader(head), body), true
 	}
 	reason := func(u RefUpdate) string {
 		switch {
@@ -172,12 +212,8 @@ func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) b
 		refs[i] = u.Ref
 	}
 	s.log.Info("push refused", "container", rec.Container, "allowed", allowed, "refused", refs)
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrain))
-	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(refusalReport(cmds, reason))
-	return false
+	s.refusePush(w, r, cmds, reason)
+	return PushCommands{}, nil, false
 }
 
 // afterPush records the branch's value once git http-backend is done, if

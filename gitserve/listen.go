@@ -77,14 +77,18 @@ func (s *Service) ListenOn(ctx context.Context, ip string) error {
 	port := ln.Addr().(*net.TCPAddr).Port
 	l := &listener{port: port, subnet: subnet, done: make(chan struct{})}
 	l.srv = &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		Handler: s,
+		// Also the TLS handshake's bound. A body's is set per request
+		// (bodyTime): a clone's answer may take longer than any fixed
+		// read timeout would allow.
+		ReadHeaderTimeout: 15 * time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
 		// Connection-level errors (TLS handshakes of scanners...) are
 		// debug noise; they never carry request headers.
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	own := &subnetListener{Listener: ln, subnet: subnet, log: s.log, ip: ip}
+	own := &subnetListener{Listener: ln, subnet: subnet, log: s.log, ip: ip, conns: s.conns}
 	tlsLn := tls.NewListener(own, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	go func() {
 		defer close(l.done)
@@ -210,13 +214,15 @@ func hostSubnet(ip net.IP) (*net.IPNet, error) {
 	return nil, fmt.Errorf("%s is not an address of this host", ip)
 }
 
-// subnetListener drops connections from outside subnet as they are
-// accepted.
+// subnetListener drops connections from outside subnet, and those past
+// the limits of conns, as they are accepted: a flood from one sandbox
+// holds its own share of the daemon's file descriptors, no more.
 type subnetListener struct {
 	net.Listener
 	subnet *net.IPNet
 	log    *slog.Logger
 	ip     string
+	conns  *connLimiter
 }
 
 func (l *subnetListener) Accept() (net.Conn, error) {
@@ -225,10 +231,17 @@ func (l *subnetListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok && l.subnet.Contains(a.IP) {
-			return c, nil
+		a, ok := c.RemoteAddr().(*net.TCPAddr)
+		if !ok || !l.subnet.Contains(a.IP) {
+			l.log.Debug("git service: connection from outside the gateway's network refused", "gateway", l.ip, "from", c.RemoteAddr().String())
+			c.Close()
+			continue
 		}
-		l.log.Debug("git service: connection from outside the gateway's network refused", "gateway", l.ip, "from", c.RemoteAddr().String())
-		c.Close()
+		peer := a.IP.String()
+		if !l.conns.admit(peer) {
+			c.Close()
+			continue
+		}
+		return &limitedConn{Conn: c, release: func() { l.conns.release(peer) }}, nil
 	}
 }

@@ -78,6 +78,8 @@ type Options struct {
 	// SweepInterval is how often addresses the host no longer has are
 	// dropped (default DefaultSweepInterval).
 	SweepInterval time.Duration
+	// Limits bound what containers can take of the service (see Limits).
+	Limits Limits
 }
 
 // TipProbe reads the tip of a branch inside a container (for example by
@@ -138,6 +140,7 @@ type Service struct {
 	ca      *authority
 	backend string
 	nice    string // nice(1), run in front of backend; "" when missing
+	bounds
 
 	// mirrorMu serializes mirror creation and refresh (git clone, fetch)
 	// without holding mu; it guards userRefs.
@@ -193,6 +196,9 @@ func New(opts Options) (*Service, error) {
 	}
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("restrict git service data dir %s: %w", dir, err)
+	}
+	if err := s.initBounds(opts.Limits); err != nil {
+		return nil, err
 	}
 	s.backend = opts.Backend
 	if s.backend == "" {
@@ -379,6 +385,7 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 		return fmt.Errorf("git service forget %s: %w", swarmID, saveErr)
 	}
 
+	s.slots.forget(swarmID)
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()
 	delete(s.userRefs, swarmID)

@@ -189,6 +189,11 @@ func testInstance(sock string) string {
 	return fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
 }
 
+// aimidWrap, when set, changes the daemon's command before it starts (a
+// test that runs aimid under prlimit sets it and resets it in its cleanup;
+// the tests of this package do not run in parallel).
+var aimidWrap func(*exec.Cmd)
+
 // launchAimidAs is launchAimid with the daemon's --instance.
 func launchAimidAs(t testing.TB, instance, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
 	t.Helper()
@@ -198,6 +203,9 @@ func launchAimidAs(t testing.TB, instance, sock, dataDir, config, logLevel strin
 	os.WriteFile(cfgFile, []byte(config), 0o644)
 	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", logLevel, "--instance", instance)
 	cmd.Env = append(append(append([]string(nil), base...), "XDG_CONFIG_HOME="+cfgDir), extra...)
+	if aimidWrap != nil {
+		aimidWrap(cmd)
+	}
 	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = &lockedWriter{w: p.stderr}
 	if err := cmd.Start(); err != nil {

@@ -198,12 +198,14 @@ func defaultPaths(o *options) error {
 // reads a container's branch through the daemon's own engine client, so
 // cleanup can tell what only the container holds.
 func openGit(cfg *configs.Config, o options, be backend, log *slog.Logger) (*gitserve.Service, error) {
+	nofile := raiseFileLimit(log)
 	if cfg.Git.Mode == configs.GitRemote {
 		return nil, nil
 	}
 	git, err := gitserve.New(gitserve.Options{
 		DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
 		TipProbe: be.probe, Trees: be.trees,
+		Limits: gitLimits(cfg, nofile, log),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the git service: %w (or set git.mode: remote)", err)
