@@ -311,6 +311,8 @@ func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostC
 
 // Start starts a created container.
 func (d *Docker) Start(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
 	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		return fmt.Errorf("start container %s: %w", id, notFound(err))
 	}
@@ -424,6 +426,8 @@ type Info struct {
 
 // Inspect reports a container's state and configuration.
 func (d *Docker) Inspect(ctx context.Context, id string) (Info, error) {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
 	c, err := d.cli.ContainerInspect(ctx, id)
 	if err != nil {
 		return Info{}, fmt.Errorf("inspect container %s: %w", id, notFound(err))
@@ -475,6 +479,9 @@ func (d *Docker) Inspect(ctx context.Context, id string) (Info, error) {
 // not an error.
 func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error {
 	secs := int(math.Ceil(max(grace, 0).Seconds()))
+	// The engine answers after the grace and the kill.
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+engineCallTimeout)
+	defer cancel()
 	if err := d.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs}); err != nil {
 		return fmt.Errorf("stop container %s: %w", id, notFound(err))
 	}
@@ -484,6 +491,8 @@ func (d *Docker) Stop(ctx context.Context, id string, grace time.Duration) error
 // Remove force-removes a container (killing it if it runs) with its
 // anonymous volumes. A container that does not exist is not an error.
 func (d *Docker) Remove(ctx context.Context, id string) error {
+	ctx, cancel := callCtx(ctx)
+	defer cancel()
 	err := d.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 	if err == nil || errdefs.IsNotFound(err) {
 		return nil
@@ -505,7 +514,9 @@ func (d *Docker) Remove(ctx context.Context, id string) error {
 
 // List reports every container (any state) carrying all the given labels.
 func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Info, error) {
-	cs, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: labelFilters(labels)})
+	lctx, cancel := callCtx(ctx)
+	cs, err := d.cli.ContainerList(lctx, container.ListOptions{All: true, Filters: labelFilters(labels)})
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}

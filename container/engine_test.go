@@ -77,6 +77,7 @@ func TestEngine(t *testing.T) {
 		{"re-reading from a cursor loses and repeats no line", e.testCursorResume},
 		{"stderr resumes from its own cursor and no line comes twice", e.testStderrResume},
 		{"a flood past the engine's log rotation reaches a slow reader whole", e.testFloodPastRotation},
+		{"a held-back container is stopped inspected and waited for within bounds", e.testStopWhileHeldBack},
 		{"inspect shows limits labels security options and network", e.testInspect},
 		{"read-only root keeps scratch paths and /tmp writable", e.testReadOnlyRootKeepsScratchWritable},
 		{"a container cannot connect to another's listening port", e.testIsolation},

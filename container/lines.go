@@ -1,9 +1,7 @@
 package container
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,17 +18,23 @@ const (
 	// maxReadFailures bounds how many consecutive failed reads (engine
 	// gone, errors in the stream) Lines tolerates before giving up.
 	maxReadFailures = 20
-	// pollMin and pollMax bound the wait between two reads of a running
-	// container's log: short while output is coming, growing to pollMax
-	// (the most a line waits to be read) while it is quiet.
+	// pollMin is the wait between two reads while output is coming; pollMax
+	// bounds the wait between two reads of a quiet container when there is
+	// no follow stream to ring (ReadLines' sources without one).
 	pollMin = 20 * time.Millisecond
 	pollMax = 250 * time.Millisecond
+	// idleRead is how long a quiet container with a follow stream goes
+	// without a read: the stream rings for every write, so this read only
+	// guards against a ring the engine never sent.
+	idleRead = time.Minute
+	// reopenMax bounds the wait before a follow stream that ended while
+	// the container runs (or has not started yet) is opened again.
+	reopenMax = 2 * time.Second
 	// tailStart is how many log entries a read asks for first; it grows
 	// (x4) whenever that did not reach back to lines already delivered, up
 	// to maxTail entries or maxTailBytes of answer, past which the log is
 	// read whole from the oldest cursor instead. While a container is quiet
-	// it halves, down to tailMin, so an idle container costs the engine a
-	// small read per poll.
+	// it halves, down to tailMin, so a read after a few new lines is small.
 	tailStart    = 1024
 	tailMin      = 64
 	maxTail      = 1 << 20
@@ -63,22 +67,29 @@ const (
 // their timestamps and the order within each stream.
 //
 // While a following reader runs, the container's output is held back to
-// its pace (holdBack): the container's writes block rather than run so far
-// ahead that the engine's log rotation drops lines nobody read.
+// its pace (attachHoldBack): the container's writes block rather than run
+// so far ahead that the engine's log rotation drops lines nobody read.
 //
-// The log is read in snapshots (non-following reads, repeated), never by
-// following it: the engine (20.10, json-file) was seen skipping and
-// repeating thousands of lines of a following reader under a flood, with
-// and without log rotation, while a plain read of the same log was whole.
-// A snapshot asks for the log's tail, which costs the engine little
+// Lines are read from snapshots of the log (non-following reads), never
+// from a following stream: the engine (20.10, json-file) was seen skipping
+// and repeating thousands of lines of a following reader under a flood,
+// with and without log rotation, while a plain read of the same log was
+// whole. A snapshot asks for the log's tail, which costs the engine little
 // however long the log is, and enough of it to reach back to lines already
-// delivered on each stream that has new ones.
+// delivered on each stream that has new ones. What tells the reader to
+// read is a following stream (the doorbell) whose bytes are discarded: it
+// rings when the container writes and ends when the container stops, so a
+// quiet container costs the engine no request at all but the open stream
+// and a read every idleRead (see docs/output-reader.md).
 //
 // Lines on one stream come in order. Across stdout and stderr the order is
 // the engine log's, which follows the timestamps to within the skew of the
 // two goroutines that log them.
 func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan Line, error) {
-	if _, err := d.cli.ContainerInspect(ctx, id); err != nil {
+	ictx, cancel := callCtx(ctx)
+	_, err := d.cli.ContainerInspect(ictx, id)
+	cancel()
+	if err != nil {
 		return nil, fmt.Errorf("read output of container %s: %w", id, notFound(err))
 	}
 	out := make(chan Line, 256)
@@ -92,13 +103,14 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 			if !since.IsZero() {
 				opts.Since = EngineTime(since)
 			}
-			rc, err := d.cli.ContainerLogs(ctx, id, opts)
-			if err != nil {
-				return nil, fmt.Errorf("open logs: %w", notFound(err))
-			}
-			return rc, nil
+			return d.openLogs(ctx, id, opts)
 		},
 		inspect: func(ctx context.Context) (Info, error) { return d.Inspect(ctx, id) },
+	}
+	if follow {
+		r.ring = func(ctx context.Context) (io.ReadCloser, error) {
+			return d.openLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Tail: "0"})
+		}
 	}
 	// Hold the container back to the reader's pace for as long as the
 	// reader runs, and no longer: a reader that gave up must not leave the
@@ -124,16 +136,46 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 	return out, nil
 }
 
-// lineReader is one Lines call: repeated snapshots of the engine's log,
-// delivering every line after `after` exactly once.
+// openLogs opens the container's log with opts; the engine must answer
+// within engineCallTimeout, the stream then lasts as long as ctx.
+func (d *Docker) openLogs(ctx context.Context, id string, opts container.LogsOptions) (io.ReadCloser, error) {
+	sctx, answered, stop := openBounded(ctx)
+	rc, err := d.cli.ContainerLogs(sctx, id, opts)
+	if !answered() && err != nil {
+		err = fmt.Errorf("the engine did not answer within %s: %w", engineCallTimeout, err)
+	}
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("open logs: %w", notFound(err))
+	}
+	return stopCloser{rc, stop}, nil
+}
+
+// stopCloser ends the stream's context when the stream is closed.
+type stopCloser struct {
+	io.ReadCloser
+	stop context.CancelFunc
+}
+
+func (s stopCloser) Close() error {
+	err := s.ReadCloser.Close()
+	s.stop()
+	return err
+}
+
+// lineReader is one Lines call: snapshots of the engine's log, taken when
+// the doorbell rings, delivering every line after `after` exactly once.
 type lineReader struct {
 	id  string
 	log *slog.Logger
 	// open returns the engine's multiplexed, timestamped log as it is now:
 	// the last `tail` entries (all: tail < 0) with a time at or after since
-	// (zero: any). inspect reports the container's state.
+	// (zero: any). inspect reports the container's state. ring, when set,
+	// opens the doorbell: a stream that carries the container's new output
+	// as it is written and ends when the container stops.
 	open    func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error)
 	inspect func(ctx context.Context) (Info, error)
+	ring    func(ctx context.Context) (io.ReadCloser, error)
 	after   logcursor.Position
 	out     chan<- Line
 	// last is the cursor of the last line delivered (or `after`) per
@@ -149,7 +191,19 @@ type lineReader struct {
 	tail      int         // entries the next snapshot asks for
 	delivered int         // lines sent so far
 	gate      *outputGate // nil: the container is not held back
+	bell      *doorbell   // the open doorbell, nil while none is
+	failures  int         // consecutive failed reads or inspects
+	reopen    time.Duration
 }
+
+// next is what the reader does after a quiet snapshot.
+type next int
+
+const (
+	readAgain next = iota
+	readFinal      // the container exited: one last snapshot has all
+	readStop       // ctx ended, or the reader failed for good
+)
 
 func (r *lineReader) run(ctx context.Context, follow bool) {
 	r.last[Stdout], r.last[Stderr] = r.after.Stdout, r.after.Stderr
@@ -157,8 +211,7 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 	if r.tail <= 0 {
 		r.tail = tailStart
 	}
-	failures := 0
-	wait := pollMin
+	defer r.closeBell()
 	// final: this snapshot is the last. exited: the container is known to
 	// have exited, so an open line at the end is complete.
 	final, exited := !follow, false
@@ -180,196 +233,85 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 			}
 			return
 		}
-		if err == nil && r.delivered == before {
-			r.tail = max(tailMin, r.tail/2)
-		}
 		if err == nil && r.delivered > before {
-			wait = pollMin
+			r.failures, r.reopen = 0, 0
 			if sleepCtx(ctx, pollMin) != nil {
 				return
 			}
 			continue
 		}
-		info, ierr := r.inspect(ctx)
-		switch {
-		case ctx.Err() != nil:
+		if err == nil {
+			r.tail = max(tailMin, r.tail/2)
+		}
+		switch r.quiet(ctx, err) {
+		case readStop:
 			return
-		case errors.Is(ierr, ErrNotFound):
-			r.fail(ctx, fmt.Errorf("read output of container %s: %w (removed; its output is gone)", r.id, ErrNotFound))
-			return
-		case err != nil || ierr != nil:
-			failures++
-			r.log.Warn("reading container output failed, reading again from the cursor", "container", r.id, "err", errors.Join(err, ierr), "failures", failures)
-			if failures >= maxReadFailures {
-				r.fail(ctx, fmt.Errorf("read output of container %s: giving up after %d failed reads: %w", r.id, failures, errors.Join(err, ierr)))
-				return
-			}
-			wait = min(time.Second, pollMin<<min(failures, 6))
-		case info.Status == "exited" || info.Status == "dead":
-			// One more snapshot, taken after the exit, has all there is.
+		case readFinal:
 			final, exited = true, true
-			continue
-		default:
-			failures = 0
 		}
-		if sleepCtx(ctx, wait) != nil {
-			return
-		}
-		wait = min(2*wait, pollMax)
 	}
 }
 
 func (r *lineReader) hasExited(ctx context.Context) bool {
-	info, err := r.inspect(ctx)
+	info, err := r.inspectGated(ctx)
 	return err == nil && (info.Status == "exited" || info.Status == "dead")
 }
 
-// since is the oldest time a line not delivered yet can have: each stream's
-// lines come in order, so none older than its last cursor is new.
-func (r *lineReader) since() time.Time {
-	a, b := r.last[Stdout].Time, r.last[Stderr].Time
-	if a.IsZero() || b.IsZero() || a.Unix() <= 0 || b.Unix() <= 0 {
-		return time.Time{} // the engine's Since takes no times before 1970
-	}
-	if b.Before(a) {
-		return b
-	}
-	return a
+func (r *lineReader) inspectGated(ctx context.Context) (info Info, err error) {
+	r.gate.call(func() { info, err = r.inspect(ctx) })
+	return info, err
 }
 
-// snapshot reads the log once and delivers every line after r.last in the
-// log's order. It returns the splitter, which holds the lines still open at
-// the end. The tail it asks for holds everything new when it is the whole
-// log, or when for every stream it reaches back past the stream's last
-// delivered line or far enough before the time the stream was seen
-// through; otherwise it asks again for more, and past maxTail or
-// maxTailBytes it reads the whole log from since as a stream.
-func (r *lineReader) snapshot(ctx context.Context) (*frameSplitter, error) {
-	since := r.since()
-	for r.tail <= maxTail {
-		rc, err := r.open(ctx, since, r.tail)
-		if err != nil {
-			return nil, err
-		}
-		buf, err := io.ReadAll(io.LimitReader(rc, maxTailBytes+1))
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("read logs: %w", err)
-		}
-		if len(buf) > maxTailBytes {
-			break
-		}
-		n, reaches, err := r.reachesBack(buf)
-		if err != nil {
-			return nil, err
-		}
-		if n < r.tail || reaches {
-			fs := r.splitter(ctx)
-			err := fs.readFrom(bytes.NewReader(buf))
-			r.sawThrough(fs, err)
-			return fs, err
-		}
-		r.tail *= 4
+// quiet waits, after a snapshot that delivered nothing (or failed with
+// err), until the next read is due, and says which read it is.
+func (r *lineReader) quiet(ctx context.Context, err error) next {
+	if err == nil && r.ring != nil {
+		return r.waitBell(ctx)
 	}
-	rc, err := r.open(ctx, since, -1)
-	if err != nil {
-		return nil, err
+	// Without a doorbell (or after a failed read) the engine's state says
+	// whether more can come.
+	info, ierr := r.inspectGated(ctx)
+	if n, done := r.judge(ctx, info, errors.Join(err, ierr)); done {
+		return n
 	}
-	defer rc.Close()
-	fs := r.splitter(ctx)
-	err = fs.readFrom(rc)
-	r.sawThrough(fs, err)
-	return fs, err
+	if sleepCtx(ctx, r.backoff()) != nil {
+		return readStop
+	}
+	return readAgain
 }
 
-// sawThrough moves each stream's seen time after a snapshot that held
-// everything new.
-func (r *lineReader) sawThrough(fs *frameSplitter, err error) {
-	if err != nil || fs.newest == 0 {
-		return
-	}
-	through := time.Unix(0, fs.newest).UTC().Add(-logSkew)
-	for _, s := range []Stream{Stdout, Stderr} {
-		if through.After(r.seen[s]) {
-			r.seen[s] = through
+// judge decides from an inspect (and the read before it) whether the
+// reader goes on; done is false when it reads again after a wait.
+func (r *lineReader) judge(ctx context.Context, info Info, err error) (n next, done bool) {
+	switch {
+	case ctx.Err() != nil:
+		return readStop, true
+	case errors.Is(err, ErrNotFound):
+		r.fail(ctx, fmt.Errorf("read output of container %s: %w (removed; its output is gone)", r.id, ErrNotFound))
+		return readStop, true
+	case err != nil:
+		r.failures++
+		r.log.Warn("reading container output failed, reading again from the cursor", "container", r.id, "err", err, "failures", r.failures)
+		if r.failures >= maxReadFailures {
+			r.fail(ctx, fmt.Errorf("read output of container %s: giving up after %d failed reads: %w", r.id, r.failures, err))
+			return readStop, true
 		}
-		if t := r.last[s].Time; t.After(r.seen[s]) {
-			r.seen[s] = t
-		}
+	case info.Status == "exited" || info.Status == "dead":
+		return readFinal, true
+	default:
+		r.failures = 0
 	}
+	return readAgain, false
 }
 
-func (r *lineReader) splitter(ctx context.Context) *frameSplitter {
-	return newFrameSplitter(MaxLineBytes, func(l Line) bool { return r.deliver(ctx, l) })
-}
-
-// reachesBack counts the frames in buf and reports whether they hold every
-// line of each stream after its last cursor: the tail has an older line of
-// that stream (the stream's lines are in order, so all later ones follow
-// it, whole), or it starts logSkew or more before the time the stream was
-// seen through (a line logged before the tail's first entry is at most
-// logSkew younger than it, so it is older than that time: delivered).
-func (r *lineReader) reachesBack(buf []byte) (n int, reaches bool, err error) {
-	var hasOld [3]bool
-	var first time.Time
-	for len(buf) > 0 {
-		if len(buf) < frameHeaderLen {
-			return n, false, fmt.Errorf("read frame header: %w", io.ErrUnexpectedEOF)
-		}
-		s, size := int(buf[0]), int(binary.BigEndian.Uint32(buf[4:frameHeaderLen]))
-		buf = buf[frameHeaderLen:]
-		if size > len(buf) {
-			return n, false, fmt.Errorf("read frame payload: %w", io.ErrUnexpectedEOF)
-		}
-		payload := buf[:size]
-		buf = buf[size:]
-		n++
-		if s != int(Stdout) && s != int(Stderr) {
-			continue // readFrom reports it
-		}
-		sp := bytes.IndexByte(payload[:min(len(payload), maxPrefixLen)], ' ')
-		if sp < 0 {
-			continue
-		}
-		ts, perr := time.Parse(time.RFC3339Nano, string(payload[:sp]))
-		if perr != nil {
-			continue
-		}
-		if first.IsZero() {
-			first = ts
-		}
-		if last := r.last[s]; !last.IsZero() && ts.Before(last.Time) {
-			hasOld[s] = true
-		}
+// backoff is the wait before the next read of a quiet container without a
+// doorbell, or after failures: growing while nothing changes.
+func (r *lineReader) backoff() time.Duration {
+	if r.failures > 0 {
+		return min(time.Second, pollMin<<min(r.failures, 6))
 	}
-	for _, s := range []Stream{Stdout, Stderr} {
-		if hasOld[s] {
-			continue
-		}
-		if r.seen[s].IsZero() || first.IsZero() || first.Add(logSkew).After(r.seen[s]) {
-			return n, false, nil
-		}
-	}
-	return n, true, nil
-}
-
-// deliver sends l unless its stream already delivered it (or it is at or
-// before `after`).
-func (r *lineReader) deliver(ctx context.Context, l Line) bool {
-	if !l.Cursor.After(r.last[l.Stream]) {
-		return true
-	}
-	r.last[l.Stream] = l.Cursor
-	select {
-	case r.out <- l:
-		r.delivered++
-		if r.gate != nil {
-			r.gate.delivered(l.Size)
-		}
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	r.reopen = min(max(2*r.reopen, pollMin), pollMax)
+	return r.reopen
 }
 
 func (r *lineReader) fail(ctx context.Context, err error) {

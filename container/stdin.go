@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 )
 
@@ -23,7 +24,11 @@ func (d *Docker) WriteStdin(ctx context.Context, id string, line []byte) error {
 	if len(line) > MaxLineBytes {
 		return fmt.Errorf("write stdin of container %s: line of %d bytes exceeds %d", id, len(line), MaxLineBytes)
 	}
-	hr, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true})
+	// The attach ignores ctx once connected: bound it, or an engine that
+	// holds the container locked hangs the task-request for good.
+	hr, err := bounded(ctx, engineCallTimeout, func(ctx context.Context) (types.HijackedResponse, error) {
+		return d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true})
+	}, func(hr types.HijackedResponse) { hr.Close() })
 	if err != nil {
 		return fmt.Errorf("attach stdin of container %s: %w", id, notFound(err))
 	}

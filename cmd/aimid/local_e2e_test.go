@@ -57,7 +57,7 @@ const (
 // startAimidLocal is startAimid with the daemon's git service on (git.mode:
 // local in the user config, no AIMI_GIT_MODE=remote) and the demo agent,
 // with limits the real runner (git, agent subprocess, worktrees) fits in.
-func startAimidLocal(t *testing.T, sock, dataDir, image string, extraEnv ...string) *proc {
+func startAimidLocal(t testing.TB, sock, dataDir, image string, extraEnv ...string) *proc {
 	t.Helper()
 	var env []string
 	for _, kv := range os.Environ() {

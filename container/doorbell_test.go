@@ -1,0 +1,74 @@
+package container
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// A reader with a doorbell takes no snapshot while the container is quiet;
+// a ring brings the new line, and the doorbell's end with the container
+// exited brings the last one and ends the reader.
+func TestLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise(t *testing.T) {
+	f := &fakeLog{status: "running"}
+	f.add(Stdout, 1, "a\n")
+	bellR, bellW := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out := make(chan Line)
+	r := &lineReader{id: "fake", out: out, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		open: f.open, inspect: f.inspect,
+		ring: func(context.Context) (io.ReadCloser, error) { return bellR, nil }}
+	go func() {
+		defer close(out)
+		r.run(ctx, true)
+	}()
+	next := func() Line {
+		t.Helper()
+		select {
+		case l := <-out:
+			return l
+		case <-ctx.Done():
+			t.Fatal("no line")
+			return Line{}
+		}
+	}
+	if l := next(); string(l.Data) != "a" {
+		t.Fatalf("first line %q", l.Data)
+	}
+	opens := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.opens
+	}
+	// Quiet: the reader settles on the doorbell after a snapshot or two,
+	// then reads no more.
+	time.Sleep(300 * time.Millisecond)
+	settled := opens()
+	time.Sleep(time.Second)
+	if n := opens() - settled; n != 0 {
+		t.Fatalf("%d snapshots of a quiet container in a second", n)
+	}
+	f.mu.Lock()
+	f.add(Stdout, 2, "b\n")
+	f.mu.Unlock()
+	if _, err := bellW.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); string(l.Data) != "b" {
+		t.Fatalf("line after the ring %q", l.Data)
+	}
+	f.mu.Lock()
+	f.add(Stdout, 3, "c")
+	f.status = "exited"
+	f.mu.Unlock()
+	bellW.Close()
+	if l := next(); string(l.Data) != "c" {
+		t.Fatalf("last line %q", l.Data)
+	}
+	if l, ok := <-out; ok {
+		t.Fatalf("the reader went on after the exit: %+v", l)
+	}
+}
