@@ -168,7 +168,7 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 	cfg, hc, nc := s.engineConfig(runtime)
 	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
 	if errdefs.IsConflict(err) {
-		if err := d.replaceStale(ctx, s.Name, s.Labels[contract.LabelProject]); err != nil {
+		if err := d.replaceStale(ctx, s.Name, s.Labels); err != nil {
 			return "", err
 		}
 		resp, err = d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
@@ -205,11 +205,11 @@ func (d *Docker) missing(ctx context.Context, s Spec) error {
 	return nil
 }
 
-// replaceStale makes the name free for a container of project (the
-// repository label): a holder of another project, or a running (paused,
-// restarting, being removed) one, is a conflict; a created or exited one
-// of the same project is removed.
-func (d *Docker) replaceStale(ctx context.Context, name, project string) error {
+// replaceStale makes the name free for a container labelled labels: a
+// holder of another owner (daemon instance, repository: sameOwner), or a
+// running (paused, restarting, being removed) one, is a conflict; a
+// created or exited one of the same owner is removed.
+func (d *Docker) replaceStale(ctx context.Context, name string, labels map[string]string) error {
 	old, err := d.cli.ContainerInspect(ctx, name)
 	if errdefs.IsNotFound(err) {
 		return nil
@@ -220,8 +220,11 @@ func (d *Docker) replaceStale(ctx context.Context, name, project string) error {
 	// Only a container of the same repository is stale: one of another
 	// repository (whose swarm may have created it a moment ago) or anyone
 	// else's is never removed to make room.
-	if old.Config == nil || old.Config.Labels[contract.LabelProject] != project {
-		return fmt.Errorf("create container %s: %w: the name belongs to a container of another repository or tool (id %.12s); pick another name", name, ErrConflict, old.ID)
+	if old.Config == nil {
+		return fmt.Errorf("create container %s: %w: the name belongs to a container of another tool (id %.12s); pick another name", name, ErrConflict, old.ID)
+	}
+	if err := sameOwner(old.Config.Labels, labels); err != nil {
+		return fmt.Errorf("create container %s: %w: the name belongs to a container of another repository, daemon or tool (id %.12s: %v); pick another name", name, ErrConflict, old.ID, err)
 	}
 	if st := old.State; st != nil && (st.Running || st.Paused || st.Restarting || st.Status == "removing") {
 		return fmt.Errorf("create container %s: %w (status %s, id %.12s); stop it first or pick another name", name, ErrConflict, st.Status, old.ID)

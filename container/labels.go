@@ -1,5 +1,7 @@
 package container
 
+import "github.com/aimi-tools/swarm/contract"
+
 // Engine-side names this package relies on.
 const (
 	// runtimeInstallGuide is named in the error when a required runtime is
@@ -55,3 +57,20 @@ func keptCapabilities() []string {
 // KeptCapabilities returns the capabilities sandboxes keep (see the list's
 // reasons in the source); a fresh slice on every call.
 func KeptCapabilities() []string { return keptCapabilities() }
+
+// sameOwner says why a container labelled have is not one a spec labelled
+// want may replace: the sandbox marker, the daemon's instance and the
+// repository (path, and its directory's identity when both name one) must
+// all match. nil when they do.
+func sameOwner(have, want map[string]string) error {
+	sel := map[string]string{contract.LabelSandbox: "true"}
+	for _, k := range []string{contract.LabelDaemon, contract.LabelProject} {
+		if v, ok := want[k]; ok {
+			sel[k] = v
+		}
+	}
+	if v := want[contract.LabelRepoID]; v != "" && have[contract.LabelRepoID] != "" {
+		sel[contract.LabelRepoID] = v
+	}
+	return contract.CheckLabels(have, sel)
+}

@@ -1,5 +1,11 @@
 package contract
 
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
 // Label keys aimid puts on every container and network it creates.
 const (
 	// LabelSandbox marks a resource as created by aimi ("true").
@@ -11,6 +17,11 @@ const (
 	LabelTaskFile = "org.aimi.task-file"
 	// LabelProject holds the absolute path of the project repository.
 	LabelProject = "org.aimi.project"
+	// LabelRepoID holds the identity of the repository's directory (its
+	// inode) next to LabelProject's path: a copy of the repository (cp -a,
+	// state file included) has another, a moved one keeps it under a new
+	// path. A swarm's objects are its repository's only when both match.
+	LabelRepoID = "org.aimi.repo-id"
 	// LabelMaxContainers keeps the swarm's container limit across a daemon
 	// restart, since the state file has no field for it.
 	LabelMaxContainers = "org.aimi.max-containers"
@@ -51,3 +62,20 @@ const (
 	// LabelInstanceLockImage marks the empty image markers are made from.
 	LabelInstanceLockImage = "org.aimi.instance-lock-image"
 )
+
+// CheckLabels reports the first label (in key order) of want that have
+// does not carry with the same value: nil when an object carries them all.
+// Every object a daemon stops, removes or follows is checked against its
+// expected labels this way, right before it is touched.
+func CheckLabels(have, want map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		got, ok := have[k]
+		switch {
+		case !ok:
+			return fmt.Errorf("label %s is missing, want %q", k, want[k])
+		case got != want[k]:
+			return fmt.Errorf("label %s is %q, want %q", k, got, want[k])
+		}
+	}
+	return nil
+}

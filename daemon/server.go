@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -212,11 +211,8 @@ func checkStart(req *api.StartRequest) error {
 // resolves the repo before calling, and the daemon must not guess from its
 // own working directory.
 func checkRepo(field, p string) error {
-	if p == "" {
-		return &FieldError{field, "missing; give the repository's absolute path"}
-	}
-	if !filepath.IsAbs(p) || filepath.Clean(p) != p {
-		return &FieldError{field, fmt.Sprintf("%q is not a clean absolute path", p)}
+	if err := api.CheckRepoPath(p); err != nil {
+		return &FieldError{field, err.Error()}
 	}
 	fi, err := os.Stat(p)
 	if err != nil || !fi.IsDir() {

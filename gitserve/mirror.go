@@ -51,17 +51,17 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 	known := s.sources[key] == repoPath
 	if !known {
 		if _, err := mirrorGit.Run(ctx, repoPath, "rev-parse", "--git-dir"); err != nil {
-			return "", fmt.Errorf("git service: %s is not a git repository: %w", repoPath, err)
+			return "", fmt.Errorf("git service: %q is not a git repository: %w", repoPath, err)
 		}
 	}
 	userRefs, err := mirrorGit.Run(ctx, repoPath, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
 	if err != nil {
-		return "", fmt.Errorf("git service: list the branches of %s: %w", repoPath, err)
+		return "", fmt.Errorf("git service: list the branches of %q: %w", repoPath, err)
 	}
 	if _, err := os.Stat(filepath.Join(dst, "HEAD")); err == nil {
 		if !known {
 			if src, _ := mirrorGit.Run(ctx, dst, "config", "--get", "aimi.source"); src != repoPath {
-				return "", fmt.Errorf("git service: swarm %s's repository was made from %s, not %s", key, src, repoPath)
+				return "", fmt.Errorf("git service: swarm %s's repository was made from %q, not %q", key, src, repoPath)
 			}
 			s.sources[key] = repoPath
 		}
@@ -88,7 +88,7 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 	}
 	for _, args := range steps {
 		if _, err := mirrorGit.Run(ctx, tmp, args...); err != nil {
-			return "", fmt.Errorf("git service: make the mirror of %s: %w", repoPath, err)
+			return "", fmt.Errorf("git service: make the mirror of %q: %w", repoPath, err)
 		}
 	}
 	if err := os.WriteFile(filepath.Join(work, "hooks", "pre-receive"), []byte(preReceive), 0o755); err != nil {

@@ -53,7 +53,7 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 	localGone := map[string]bool{} // earlier local-mode swarms that lost a container here
 	for _, in := range infos {
 		old := in.Labels[contract.LabelSwarmID]
-		if old == "" || old == sw.id {
+		if old == "" || old == sw.id || !sw.sameRepository(in.Labels) {
 			continue
 		}
 		if in.Running {

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -305,6 +306,13 @@ func (f *follower) stop(grace time.Duration) {
 	f.stopAsked = true
 	ctx, eng, id, log := context.WithoutCancel(f.ctx), f.sw.m.eng, f.id, f.log
 	f.sw.m.wg.Go(func() {
+		// The container is checked right before the stop: only one of
+		// this swarm is stopped, whatever id the state file carried. An
+		// engine that cannot answer does not keep a stop from going on.
+		if _, err := f.sw.verified(ctx, f.c); errors.Is(err, errForeign) {
+			log.Warn("stop refused: the container is not this swarm's", "err", err)
+			return
+		}
 		if err := eng.Stop(ctx, id, grace); err != nil {
 			log.Warn("stop container", "err", err)
 		}

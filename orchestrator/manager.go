@@ -192,7 +192,7 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	// The swarm's network (an engine round trip, and in local mode the
 	// git service's listener on its gateway) is made while the task files
 	// are read from git; a refused start removes it again.
-	sw := &swarm{m: m, id: uuid.NewString(), repo: repo, local: req.Local, store: state.Open(repo)}
+	sw := &swarm{m: m, id: uuid.NewString(), repo: repo, repoID: RepoID(repo), local: req.Local, store: state.Open(repo)}
 	sw.network = networkName(sw.id)
 	netErrC := make(chan error, 1)
 	go func() { netErrC <- sw.ensureNetwork(ctx) }()

@@ -1,12 +1,12 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,7 +43,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	repos := map[string]bool{}
 	for _, in := range infos {
-		if p := in.Labels[contract.LabelProject]; p != "" && filepath.IsAbs(p) {
+		// A label no request could have made (edited, or another tool's)
+		// names no repository of this daemon.
+		if p := in.Labels[contract.LabelProject]; api.CheckRepoPath(p) == nil {
 			repos[p] = true
 		}
 	}
@@ -96,14 +98,18 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load the swarm state of %s: %w", repo, err)
+		return nil, fmt.Errorf("load the swarm state of %q: %w", repo, err)
 	}
 	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelSwarmID: st.SwarmID}))
 	if err != nil {
 		return nil, fmt.Errorf("list the swarm's containers: %w", err)
 	}
+	repoID := RepoID(repo)
+	if err := m.foreignSwarm(repo, repoID, st.SwarmID, infos); err != nil {
+		return nil, err
+	}
 	byID := map[string]container.Info{}
-	sw := &swarm{m: m, id: st.SwarmID, repo: repo, max: m.cfg.MaxContainers, image: m.cfg.Image, store: store, network: networkName(st.SwarmID)}
+	sw := &swarm{m: m, id: st.SwarmID, repo: repo, repoID: repoID, max: m.cfg.MaxContainers, image: m.cfg.Image, store: store, network: networkName(st.SwarmID)}
 	for _, in := range infos {
 		byID[in.ID] = in
 		if n, err := strconv.Atoi(in.Labels[contract.LabelMaxContainers]); err == nil && n > 0 {
@@ -145,12 +151,22 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 			m.log.Info("state entry not made by aimid; left as it is", "repo", repo, "container", e.ContainerName)
 			continue
 		}
+		info, found, err = sw.entryContainer(ctx, e, info, found)
+		if errors.Is(err, errForeign) {
+			m.log.Warn("state entry names a container this daemon did not make for this swarm; left alone", "repo", repo, "container", e.ContainerName, "err", err)
+			sw.foreign = append(sw.foreign, api.Kept{Name: e.ContainerName, Reason: err.Error()})
+			continue
+		}
+		if err != nil {
+			sw.close(ctx)
+			return nil, err
+		}
 		tf, err := loadRecovered(ctx, repo, e.TaskFilePath, e.BranchName, sw.local)
 		if err != nil {
 			m.log.Warn("task file unreadable; its stories are learnt from the journal", "file", e.TaskFilePath, "err", err)
 			tf = nil
 		}
-		c := &ctr{name: e.ContainerName, taskFile: e.TaskFilePath, branch: e.BranchName, tf: tf, id: e.ContainerID,
+		c := &ctr{name: e.ContainerName, taskFile: e.TaskFilePath, branch: e.BranchName, tf: tf, id: cmp.Or(info.ID, e.ContainerID),
 			repoURL: sw.repoURL, stopCh: make(chan struct{})}
 		t, _, err := state.RestoreTracker(jpath, rerunBase(jpath, tf))
 		if err != nil {

@@ -24,19 +24,34 @@ const gitTopTimeout = 10 * time.Second
 // overwrite each other's state file. p must be an absolute path of a
 // directory.
 func ResolveRepo(ctx context.Context, p string) (string, error) {
-	if p == "" {
-		return "", fmt.Errorf("%w: repoPath is empty", api.ErrInvalidRequest)
+	// A request may name the repository by an unclean path; the rule is
+	// about the name, not its spelling.
+	clean := p
+	if p != "" {
+		clean = filepath.Clean(p)
 	}
-	if !filepath.IsAbs(p) {
-		return "", fmt.Errorf("%w: repoPath %q is not absolute", api.ErrInvalidRequest, p)
+	if err := api.CheckRepoPath(clean); err != nil {
+		return "", fmt.Errorf("%w: repoPath: %v", api.ErrInvalidRequest, err)
 	}
-	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	real, err := filepath.EvalSymlinks(clean)
 	if err != nil {
 		return "", fmt.Errorf("%w: repoPath %q: %v", api.ErrInvalidRequest, p, err)
 	}
 	if st, err := os.Stat(real); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("%w: repoPath %q is not a directory", api.ErrInvalidRequest, p)
 	}
+	top := gitTop(ctx, real)
+	// The resolved name is what the daemon keeps: the rule applies to it
+	// too (a symlink may lead to a path the request could not have named).
+	if err := api.CheckRepoPath(top); err != nil {
+		return "", fmt.Errorf("%w: repoPath %q leads to a repository it cannot serve: %v", api.ErrInvalidRequest, p, err)
+	}
+	return top, nil
+}
+
+// gitTop is the top level of the git work tree holding the directory real
+// (symlinks resolved), or real itself when it is in none.
+func gitTop(ctx context.Context, real string) string {
 	ctx, cancel := context.WithTimeout(ctx, gitTopTimeout)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "git", "-C", real, "rev-parse", "--show-toplevel").Output()
@@ -44,16 +59,17 @@ func ResolveRepo(ctx context.Context, p string) (string, error) {
 		// Not in a git work tree (or git refuses it): the directory is the
 		// repository as far as the daemon can tell; starting a swarm there
 		// fails later with git's own reason.
-		return real, nil
+		return real
 	}
-	top := strings.TrimRight(string(out), "\n")
+	// git ends the path with one newline; only that one is not the path's.
+	top := strings.TrimSuffix(string(out), "\n")
 	if !filepath.IsAbs(top) {
-		return real, nil
+		return real
 	}
 	if top, err = filepath.EvalSymlinks(top); err != nil {
-		return real, nil
+		return real
 	}
-	return top, nil
+	return top
 }
 
 // cleanRepo is ResolveRepo for the Manager's entry points.

@@ -35,6 +35,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 			contract.LabelSwarmID:       sw.id,
 			contract.LabelTaskFile:      c.taskFile,
 			contract.LabelProject:       sw.repo,
+			contract.LabelRepoID:        sw.repoID,
 			contract.LabelMaxContainers: strconv.Itoa(sw.max),
 			contract.LabelGitMode:       map[bool]string{true: "local", false: "remote"}[sw.local],
 			contract.LabelBranch:        c.branch,

@@ -20,6 +20,7 @@ type swarm struct {
 	m       *Manager
 	id      string
 	repo    string
+	repoID  string // RepoID(repo) when the swarm was made or adopted
 	max     int
 	image   string
 	local   bool
@@ -30,6 +31,11 @@ type swarm struct {
 
 	// slots bounds the running containers, first queued first served.
 	slots *limiter
+
+	// foreign are the state entries adoption left alone: their container
+	// is not this swarm's (another tool's, another swarm's, an edited id).
+	// Cleanup reports them and keeps them in the file.
+	foreign []api.Kept
 
 	mu      sync.Mutex
 	ctrs    []*ctr
@@ -155,7 +161,7 @@ func (sw *swarm) close(ctx context.Context) {
 }
 
 func (sw *swarm) labels() map[string]string {
-	return sw.m.selector(map[string]string{contract.LabelSwarmID: sw.id, contract.LabelProject: sw.repo})
+	return sw.m.selector(map[string]string{contract.LabelSwarmID: sw.id, contract.LabelProject: sw.repo, contract.LabelRepoID: sw.repoID})
 }
 
 func (sw *swarm) ensureNetwork(ctx context.Context) error {
@@ -219,6 +225,9 @@ func (sw *swarm) stop(ctx context.Context, names []string) error {
 	} else {
 		for _, n := range names {
 			c := sw.find(n)
+			if c == nil && sw.foreignEntry(n) != "" {
+				return fmt.Errorf("%w: %q: its state entry names a container the daemon left alone: %s", api.ErrUnknownContainer, n, sw.foreignEntry(n))
+			}
 			if c == nil {
 				return fmt.Errorf("%w: %q", api.ErrUnknownContainer, n)
 			}
@@ -345,6 +354,9 @@ func (sw *swarm) restoreEntry(c *ctr, old *state.Container, fresh bool) (*state.
 // cleanup removes terminal containers and their state entries.
 func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, error) {
 	rep := api.CleanupReport{RepoPath: sw.repo, Removed: []string{}, Kept: []api.Kept{}}
+	for _, k := range sw.foreign {
+		rep.Kept = append(rep.Kept, api.Kept{Name: k.Name, Reason: "state entry left alone: " + k.Reason})
+	}
 	var keep, drop []*ctr
 	for _, c := range sw.list() {
 		st := sw.led.status(c.name)
@@ -368,11 +380,8 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 				rep.Lost = append(rep.Lost, api.Kept{Name: c.name, Reason: "removed with --force", Commits: commits})
 			}
 		}
-		sw.mu.Lock()
-		id := c.id
-		sw.mu.Unlock()
-		if err := sw.m.eng.Remove(ctx, id); err != nil {
-			rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "remove failed: " + err.Error()})
+		if err := sw.removeVerified(ctx, c); err != nil {
+			rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "not removed: " + err.Error()})
 			keep = append(keep, c)
 			continue
 		}
@@ -389,7 +398,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 	for _, c := range drop {
 		dropped[c.name] = true
 	}
-	if len(keep) == 0 {
+	if len(keep) == 0 && len(sw.foreign) == 0 {
 		if err := sw.led.close(ctx); err != nil {
 			return rep, err
 		}
