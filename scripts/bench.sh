@@ -12,6 +12,7 @@
 #                          a benchmark that fails to run always exits 1)
 #   BENCH_OUT=DIR          keep the raw `go test` output there (default: a temp dir)
 #   AIMI_BENCH_CONTAINERS  containers for BenchmarkDaemonRSS and BenchmarkBoardLiveUpdates (default 50)
+#   AIMI_BENCH_SCALE       containers for BenchmarkScale (default 200; about 20 min on 2 cores)
 #
 # ratio = measured / target. A ">=" target is met when ratio >= 1, a "<=" or
 # "<" target when ratio <= 1 (< 1). Whole run: ~2 min quick, ~6-8 min with
@@ -46,6 +47,7 @@ RUNS='
 ./cmd/aimid|^BenchmarkFanOutUser$|2x||1
 ./cmd/aimid|^BenchmarkTimeToWork$|1x||1
 ./cmd/aimid|^BenchmarkClusterFanOut$|1x||1
+./cmd/aimid|^BenchmarkScale$|1x|-timeout 45m|1
 ./container|^BenchmarkFrameSplitter$|1s||0
 ./gitserve|^BenchmarkParsePushCommands$|1s||0
 ./acpclient|^BenchmarkSessionUpdate$|1s||0
@@ -67,6 +69,11 @@ BenchmarkRealMessageRate|msgs/s|>=|20000
 BenchmarkDaemonRSS|daemon-RSS-MB|<|60
 BenchmarkBoardLiveUpdates|board-extra-cpu-%|<|5
 BenchmarkBoardLiveUpdates|p95-update-ms|<=|200
+BenchmarkScale|status-p95-ms|<=|50
+BenchmarkScale|daemon-RSS-MB|<=|100
+BenchmarkScale|engine-req/s-per-idle-container|<=|0.2
+BenchmarkScale|s-stop-all|<=|60
+BenchmarkScale|s-cleanup-all|<=|60
 '
 
 if [ "$QUICK" != 1 ] && ! docker info >/dev/null 2>&1; then
@@ -88,7 +95,7 @@ while IFS='|' read -r pkg re btime extra docker; do
 	raw="$OUT/$(echo "$pkg$re" | tr -c 'A-Za-z0-9' '_').txt"
 	rc=0
 	# shellcheck disable=SC2086 # $extra is a list of flags
-	"$GO" test -run '^$' -bench "$re" -benchtime "$btime" $extra -count 1 -timeout 15m "$pkg" >"$raw" 2>&1 || rc=$?
+	"$GO" test -run '^$' -bench "$re" -benchtime "$btime" -count 1 -timeout 15m $extra "$pkg" >"$raw" 2>&1 || rc=$?
 	if [ "$rc" != 0 ]; then
 		echo "bench: $pkg $re FAILED (exit $rc); output in $raw:" >&2
 		tail -n 20 "$raw" >&2

@@ -20,7 +20,7 @@ import (
 
 // freeLoopbackAddr is a loopback address with a port nothing listens on
 // (the moment it was asked).
-func freeLoopbackAddr(t *testing.T) string {
+func freeLoopbackAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

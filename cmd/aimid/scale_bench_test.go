@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// BenchmarkScale runs N containers (N = $AIMI_BENCH_SCALE, default 200) of
+// the real sandbox image with a 256 MiB limit on the demo agent, whose
+// verify command sleeps, so that every container is working and idle at
+// once. It reports what a user of that many containers sees: the time until
+// all are working, `aimi swarm status --json` latency (p50, p95), the
+// daemon's RSS, the engine requests per second per idle container (from the
+// daemon's own aimid_engine_requests_total over 30 s), and the time `stop`
+// and `cleanup` of all of them take. One measurement: -benchtime 1x.
+func BenchmarkScale(b *testing.B) {
+	n := 200
+	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_SCALE")); err == nil && v > 0 {
+		n = v
+	}
+	image := sandboxtest.Image(b)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%03d", i)
+	}
+	repo := localRepo(b, names...)
+	dir := shortDir(b)
+	sock := filepath.Join(dir, "aimid.sock")
+	metricsAddr := freeLoopbackAddr(b)
+	p := launchAimid(b, sock, filepath.Join(dir, "data"),
+		"agent:\n  kind: demo\n  verify_command: sleep 3600\ngit:\n  mode: local\n", "warn", os.Environ(),
+		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
+		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SWARM_STOP_GRACE=5s", "AIMI_METRICS_LISTEN="+metricsAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	b.ResetTimer()
+	start := time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
+		b.Fatalf("start: exit %d %s", code, errOut)
+	}
+	waitFor(b, sock, repo, 30*time.Minute, "all containers working", func(v api.SwarmView) bool {
+		working := 0
+		for _, c := range v.State.Containers {
+			if c.Status == state.StatusRunning && c.StoryProgress.InProgress == 1 {
+				working++
+			}
+		}
+		return working == n
+	})
+	b.ReportMetric(time.Since(start).Seconds(), "s-to-all-working")
+	b.StopTimer()
+
+	before := engineRequests(b, metricsAddr)
+	const window = 30 * time.Second
+	var lat []time.Duration
+	deadline := time.Now().Add(window)
+	for time.Now().Before(deadline) {
+		t0 := time.Now()
+		if code, _, errOut := aimi(ctx, "swarm", "status", "--json", "--repo", repo, "--socket", sock); code != 0 {
+			b.Fatalf("status: exit %d %s", code, errOut)
+		}
+		lat = append(lat, time.Since(t0))
+		time.Sleep(250 * time.Millisecond) // a person's pace, not a load test
+	}
+	after := engineRequests(b, metricsAddr)
+	b.ReportMetric((after-before)/window.Seconds()/float64(n), "engine-req/s-per-idle-container")
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "status-p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "status-p95-ms")
+	rss, err := vmRSS(p.cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(rss)/1024, "daemon-RSS-MB")
+
+	t0 := time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock); code != 0 {
+		b.Fatalf("stop: exit %d %s", code, errOut)
+	}
+	b.ReportMetric(time.Since(t0).Seconds(), "s-stop-all")
+	t0 = time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock); code != 0 {
+		b.Fatalf("cleanup: exit %d %s", code, errOut)
+	}
+	b.ReportMetric(time.Since(t0).Seconds(), "s-cleanup-all")
+	b.ReportMetric(float64(n), "containers")
+}
+
+// engineRequests is the daemon's count of engine requests, all kinds.
+func engineRequests(b *testing.B, addr string) float64 {
+	b.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.Fatalf("parse the scrape: %v", err)
+	}
+	var sum float64
+	for _, m := range fams["aimid_engine_requests_total"].GetMetric() {
+		sum += m.GetCounter().GetValue()
+	}
+	if sum == 0 {
+		b.Fatal("no engine requests counted: is the engine endpoint a unix socket or plain TCP?")
+	}
+	return sum
+}
