@@ -227,6 +227,7 @@ func (s *Service) afterPush(r *http.Request, rec record, before string) {
 		return
 	}
 	if tip != "" && tip != before {
+		s.countPush(true)
 		s.notePush(rec.SwarmKey, rec.Container, tip)
 		s.log.Info("push received", "container", rec.Container, "branch", rec.Branch, "tip", tip)
 	}

@@ -108,6 +108,7 @@ func (s *Service) admitPush(w http.ResponseWriter, r *http.Request, rec record, 
 // "broken pipe" instead of the reason) and answers with the refusal of
 // every update of cmds.
 func (s *Service) refusePush(w http.ResponseWriter, r *http.Request, cmds PushCommands, reason func(RefUpdate) string) {
+	s.countPush(false)
 	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDrain))
 	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
 	w.Header().Set("Cache-Control", "no-cache")

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aimi-tools/swarm/contract"
@@ -253,5 +254,41 @@ func TestForgetKeepsAMirrorWhoseBranchOnlyLooseObjectsHold(t *testing.T) {
 	}
 	if _, err := os.Stat(mirror); err != nil {
 		t.Fatalf("the mirror went: %v", err)
+	}
+}
+
+// TestOnPushHearsAcceptedAndRefusedPushes: the hook the daemon's metrics
+// use hears a push that moved the branch as accepted and one the gate
+// refused as refused.
+func TestOnPushHearsAcceptedAndRefusedPushes(t *testing.T) {
+	ctx := t.Context()
+	repo := newRepo(t)
+	mustGit(t, repo, "branch", "feat-o")
+	var mu sync.Mutex
+	heard := map[bool]int{}
+	s, _ := newService(t, Options{OnPush: func(ok bool) { mu.Lock(); heard[ok]++; mu.Unlock() }})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Grant(ctx, repo, "swarm-o", "aimi-o", "feat-o", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), "w")
+	env := clientEnv(g.CAFile, bearer(g.Token))
+	if out, err := gitOut("", env, "clone", "-q", "-b", "feat-o", g.RepoURL, work); err != nil {
+		t.Fatalf("clone: %v\n%s", err, out)
+	}
+	commitFile(t, work, "o.txt", "o\n")
+	if out, err := gitOut(work, env, "push", "-q", "origin", "HEAD:refs/heads/feat-o"); err != nil {
+		t.Fatalf("push of its own branch: %v\n%s", err, out)
+	}
+	if out, err := gitOut(work, env, "push", "-q", "origin", "HEAD:refs/heads/someone-else"); err == nil {
+		t.Fatalf("push of another branch accepted\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if heard[true] != 1 || heard[false] != 1 {
+		t.Fatalf("OnPush heard %d accepted and %d refused, want 1 and 1", heard[true], heard[false])
 	}
 }

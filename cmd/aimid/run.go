@@ -119,7 +119,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer release()
 
-	git, err := openGit(cfg, o, be, log)
+	git, err := openGit(cfg, o, be, met, log)
 	if err != nil {
 		return err
 	}
@@ -197,14 +197,14 @@ func defaultPaths(o *options) error {
 // openGit starts the local-mode git service (nil in remote mode). The probe
 // reads a container's branch through the daemon's own engine client, so
 // cleanup can tell what only the container holds.
-func openGit(cfg *configs.Config, o options, be backend, log *slog.Logger) (*gitserve.Service, error) {
+func openGit(cfg *configs.Config, o options, be backend, met *metrics.Metrics, log *slog.Logger) (*gitserve.Service, error) {
 	nofile := raiseFileLimit(log)
 	if cfg.Git.Mode == configs.GitRemote {
 		return nil, nil
 	}
 	git, err := gitserve.New(gitserve.Options{
 		DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
-		TipProbe: be.probe, Trees: be.trees,
+		TipProbe: be.probe, Trees: be.trees, OnPush: met.GitPush,
 		Limits: gitLimits(cfg, nofile, log),
 	})
 	if err != nil {
