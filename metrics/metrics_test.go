@@ -44,7 +44,7 @@ type fakeSource struct {
 }
 
 func (f fakeSource) List(context.Context) []api.SwarmView { return f.views }
-func (f fakeSource) Health(context.Context) error        { return f.err }
+func (f fakeSource) Health(context.Context) error         { return f.err }
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
