@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/tasks"
 )
 
 // Fetch brings the work of finished containers whose last push never
@@ -52,6 +53,10 @@ func (m *Manager) Fetch(ctx context.Context, repoPath string, names []string) (a
 				return rep, ctx.Err()
 			}
 		}
+		if !sw.mayHaveCommitted(c) {
+			skip("nothing to fetch: no story of it completed, so it made no commit", nil)
+			continue
+		}
 		commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, sw.id, c.name, c.branch)
 		switch {
 		case err != nil:
@@ -79,4 +84,19 @@ func (m *Manager) Fetch(ctx context.Context, repoPath string, names []string) (a
 		rep.Fetched = append(rep.Fetched, f)
 	}
 	return rep, nil
+}
+
+// mayHaveCommitted reports whether a container's branch may hold commits:
+// the runner commits onto the branch only when a story completes (a story
+// stopped or failed half-way leaves nothing on it), so a container none of
+// whose stories completed has nothing anyone could lose. This is what
+// tells, without reading the container (which Swarm mode cannot), that a
+// container stopped before its first push holds no work.
+func (sw *swarm) mayHaveCommitted(c *ctr) bool {
+	for _, s := range sw.led.stories(c.name) {
+		if s == tasks.Completed {
+			return true
+		}
+	}
+	return false
 }

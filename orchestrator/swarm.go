@@ -365,7 +365,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 			keep = append(keep, c)
 			continue
 		}
-		if g := sw.m.cfg.Git; g != nil && sw.local {
+		if g := sw.m.cfg.Git; g != nil && sw.local && sw.mayHaveCommitted(c) {
 			commits, err := g.Unreceived(ctx, sw.repo, sw.id, c.name, c.branch)
 			switch {
 			case err != nil && !force:

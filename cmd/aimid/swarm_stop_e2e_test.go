@@ -70,3 +70,57 @@ func TestSwarmBackendStop(t *testing.T) {
 		_ = eng.Remove(cctx, sc.ContainerID)
 	}
 }
+
+// TestSwarmBackendStoppedBeforeAnyPushIsCleanedUp: a local-mode container
+// on the swarm backend stopped before it completed a story (so before its
+// first push) holds no commit: cleanup without --force removes it and its
+// state entry (it is not kept for work the daemon could never read), fetch
+// says there is nothing to fetch, and the next start of the task file
+// gets the same container name again.
+func TestSwarmBackendStoppedBeforeAnyPushIsCleanedUp(t *testing.T) {
+	image := standinImage(t)
+	c := testCluster(t, image)
+	repo := gitRepo(t, 2, "nopush")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"trap;progress|US-001|in_progress|working;sleep|5m\"\ngit:\n  mode: local\n"
+	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+	defer p.stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run := func(args ...string) (int, string, string) {
+		return aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
+	}
+	if code, _, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
+		t.Fatalf("start: exit %d %s", code, errOut)
+	}
+	waitFor(t, sock, repo, 2*time.Minute, "the container running a story", func(v api.SwarmView) bool {
+		return len(v.State.Containers) == 1 && v.State.Containers[0].StoryProgress.InProgress == 1
+	})
+	if code, _, errOut := run("swarm", "stop"); code != 0 {
+		t.Fatalf("stop: exit %d %s", code, errOut)
+	}
+	v := waitFor(t, sock, repo, 45*time.Second, "the container stopped", allExited)
+	name := v.Containers[0].Name
+	if code, out, errOut := run("swarm", "fetch"); code != 0 || !strings.Contains(out, "no story of it completed") {
+		t.Errorf("fetch: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut := run("swarm", "cleanup")
+	if code != 0 || !strings.Contains(out, "removed: "+name+"\n") || strings.Contains(out, "kept") || !strings.Contains(out, "swarm-state.json removed") {
+		t.Fatalf("cleanup: exit %d, want %s removed and the state gone\n%s\n%s", code, name, out, errOut)
+	}
+	if code, _, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
+		t.Fatalf("start again: exit %d %s", code, errOut)
+	}
+	v = waitFor(t, sock, repo, time.Minute, "the container started again", func(v api.SwarmView) bool { return len(v.Containers) == 1 })
+	if v.Containers[0].Name != name {
+		t.Errorf("the second start named the container %s, want %s again", v.Containers[0].Name, name)
+	}
+	if code, _, errOut := run("swarm", "stop"); code != 0 {
+		t.Errorf("stop: exit %d %s", code, errOut)
+	}
+	waitFor(t, sock, repo, 45*time.Second, "the container stopped", allExited)
+	if code, out, errOut := run("swarm", "cleanup"); code != 0 {
+		t.Errorf("final cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
