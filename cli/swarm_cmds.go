@@ -29,18 +29,20 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 // printContainerNodes says which cluster node each container runs on, when
 // the engine is a cluster (the state file has no field for it).
 func printContainerNodes(w io.Writer, v api.SwarmView) {
-	var lines []string
+	width := 0
 	for _, c := range v.Containers {
 		if c.Node != "" {
-			lines = append(lines, fmt.Sprintf("  %s  %s", c.Name, c.Node))
+			width = max(width, len(c.Name))
 		}
 	}
-	if len(lines) == 0 {
+	if width == 0 {
 		return
 	}
 	fmt.Fprintln(w, "Nodes:")
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
+	for _, c := range v.Containers {
+		if c.Node != "" {
+			fmt.Fprintf(w, "  %-*s  %s\n", width, c.Name, c.Node)
+		}
 	}
 }
 

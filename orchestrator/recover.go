@@ -189,6 +189,11 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		if u := info.Labels[contract.LabelRepoURL]; found && u != "" {
 			c.repoURL = u
 		}
+		if found {
+			// A finished container is never followed again: this is the
+			// only time its node is learnt.
+			c.node = info.Node
+		}
 		if found && !info.Running && info.Status != "created" {
 			code := info.ExitCode
 			c.exitCode, c.oom = &code, info.OOMKilled

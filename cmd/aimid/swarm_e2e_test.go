@@ -363,8 +363,21 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 	// The services run on without the daemon for a while.
 	time.Sleep(3 * time.Second)
 	p2 := start()
-	waitFor(t, sock, repo, 3*time.Minute, "every container terminal and exited", allExited)
+	view := waitFor(t, sock, repo, 3*time.Minute, "every container terminal and exited", allExited)
 	p2.stop(t)
+	// A daemon started after they finished still says where each ran.
+	p3 := start()
+	after := waitFor(t, sock, repo, time.Minute, "the swarm adopted", func(v api.SwarmView) bool { return len(v.Containers) == 3 })
+	p3.stop(t)
+	before := map[string]string{}
+	for _, d := range view.Containers {
+		before[d.Name] = d.Node
+	}
+	for _, d := range after.Containers {
+		if d.Node == "" || d.Node != before[d.Name] {
+			t.Errorf("%s: node %q after a restart, %q before", d.Name, d.Node, before[d.Name])
+		}
+	}
 	sw := validState(t, repo)
 	if len(sw.Containers) != 3 {
 		t.Fatalf("%d containers", len(sw.Containers))
