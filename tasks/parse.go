@@ -10,7 +10,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/gitref"
 )
 
@@ -446,107 +445,4 @@ func (c *checker) stories(top map[string]json.RawMessage) {
 		}
 	}
 	c.graph(infos, firstByID)
-}
-
-// story checks one story; it returns what the graph and uniqueness checks
-// need.
-func (c *checker) story(i int, raw json.RawMessage) (info storyInfo, prio int, hasPrio bool) {
-	info.label = fmt.Sprintf("userStories[%d]", i)
-	s, ok := object(raw)
-	if !ok {
-		c.add("", info.label, info.label+" is "+kind(raw)+", not an object.", "Make every entry of userStories a story object.")
-		return info, 0, false
-	}
-	// The id first: every other message names the story by it.
-	id, idPresent, idIsStr := str(s, "id")
-	switch {
-	case !idPresent:
-		c.add("", info.label+".id", info.label+" is missing \"id\".", fmt.Sprintf(`Add an "id" like "US-%03d" to %s.`, i+1, info.label))
-	case !idIsStr:
-		c.add("", info.label+".id", fmt.Sprintf("%s.id is %s, not a string.", info.label, kind(s["id"])), fmt.Sprintf(`Set %s.id to a string like "US-%03d".`, info.label, i+1))
-	case !acpmsg.ValidStoryID(id):
-		c.add(id, "id", fmt.Sprintf("%s.id %q does not match %s.", info.label, id, acpmsg.PatternStoryID),
-			fmt.Sprintf(`Rename %q to an id like "US-%03d" and update every dependsOn that references it.`, id, i+1))
-		info.label = id
-	default:
-		info.label, info.id = id, id
-	}
-	sid := ""
-	if idIsStr {
-		sid = id
-	}
-	c.caseKeys(s, storyKeys, sid, info.label+".")
-	missing := func(field, example string) {
-		c.add(sid, field, fmt.Sprintf("%s is missing %q.", info.label, field), fmt.Sprintf("Add %q to %s, e.g. %s.", field, info.label, example))
-	}
-	wrongType := func(field, want, example string) {
-		c.add(sid, field, fmt.Sprintf("%s.%s is %s, not %s.", info.label, field, kind(s[field]), want), fmt.Sprintf("Set %s.%s to %s, e.g. %s.", info.label, field, want, example))
-	}
-	tooLong := func(field string, n, max int) {
-		c.add(sid, field, fmt.Sprintf("%s.%s is %d characters; the limit is %d.", info.label, field, n, max),
-			fmt.Sprintf("Shorten %s.%s to at most %d characters (move details to notes).", info.label, field, max))
-	}
-	for _, f := range []struct {
-		name, example string
-		max           int
-	}{{"title", `"Add status field"`, MaxTitleChars}, {"description", `"As a developer, I need ..."`, MaxDescriptionChars}} {
-		switch v, present, isStr := str(s, f.name); {
-		case !present:
-			missing(f.name, f.example)
-		case !isStr:
-			wrongType(f.name, "a string", f.example)
-		case utf8.RuneCountInString(v) > f.max:
-			tooLong(f.name, utf8.RuneCountInString(v), f.max)
-		}
-	}
-	if craw, present := s["acceptanceCriteria"]; !present {
-		missing("acceptanceCriteria", `["Typecheck passes"]`)
-	} else if criteria, ok := stringList(craw); !ok {
-		wrongType("acceptanceCriteria", "an array of strings", `["Typecheck passes"]`)
-	} else {
-		for j, cr := range criteria {
-			if n := utf8.RuneCountInString(cr); n > MaxCriterionChars {
-				tooLong(fmt.Sprintf("acceptanceCriteria[%d]", j), n, MaxCriterionChars)
-			}
-		}
-		c.warn(info.label, criteria)
-	}
-	if praw, present := s["priority"]; !present {
-		missing("priority", "1")
-	} else if n, ok := integer(praw); !ok {
-		wrongType("priority", "an integer", "1")
-	} else {
-		prio, hasPrio = n, true
-	}
-	switch v, present, isStr := str(s, "status"); {
-	case !present:
-		missing("status", `"pending"`)
-	case !isStr:
-		wrongType("status", "a string", `"pending"`)
-	case !Status(v).Valid():
-		c.add(sid, "status", fmt.Sprintf("%s.status is %q; it must be one of pending, in_progress, completed, failed, skipped.", info.label, v),
-			fmt.Sprintf(`Set %s.status to one of "pending", "in_progress", "completed", "failed", "skipped" ("pending" for work not started).`, info.label))
-	}
-	if draw, present := s["dependsOn"]; !present {
-		missing("dependsOn", "[] or [\"US-001\"]")
-	} else if deps, ok := stringList(draw); !ok {
-		wrongType("dependsOn", "an array of story ids", `["US-001"]`)
-	} else {
-		info.dependsOn = deps
-	}
-	if nraw, present := s["notes"]; present && kind(nraw) != "a string" {
-		wrongType("notes", "a string", `""`)
-	}
-	return info, prio, hasPrio
-}
-
-func stringList(raw json.RawMessage) ([]string, bool) {
-	if kind(raw) != "an array" {
-		return nil, false
-	}
-	var out []string
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return nil, false
-	}
-	return out, true
 }
