@@ -129,6 +129,13 @@ func (s *scanner) str() (string, error) {
 		}
 		s.pos++
 	}
+	return s.strSlow(start)
+}
+
+// strSlow finishes the string that began at start from the first byte the
+// fast path of str does not take: an escape, a control character, a
+// non-ASCII byte or the end of the data.
+func (s *scanner) strSlow(start int) (string, error) {
 	buf := make([]byte, 0, s.pos-start+16)
 	buf = append(buf, s.data[start:s.pos]...)
 	for s.pos < len(s.data) {
@@ -140,48 +147,9 @@ func (s *scanner) str() (string, error) {
 		case c < 0x20:
 			return "", s.fail("control character in string")
 		case c == '\\':
-			s.pos++
-			if s.pos >= len(s.data) {
-				return "", s.fail("escape")
-			}
-			e := s.data[s.pos]
-			s.pos++
-			switch e {
-			case '"', '\\', '/':
-				buf = append(buf, e)
-			case 'b':
-				buf = append(buf, '\b')
-			case 'f':
-				buf = append(buf, '\f')
-			case 'n':
-				buf = append(buf, '\n')
-			case 'r':
-				buf = append(buf, '\r')
-			case 't':
-				buf = append(buf, '\t')
-			case 'u':
-				r, ok := s.hex4()
-				if !ok {
-					return "", s.fail("\\u escape")
-				}
-				if utf16.IsSurrogate(r) {
-					// A surrogate followed by an escaped partner is a pair;
-					// otherwise it is U+FFFD and the next escape stands alone.
-					hi := r
-					r = utf8.RuneError
-					if d := s.data; s.pos+6 <= len(d) && d[s.pos] == '\\' && d[s.pos+1] == 'u' {
-						if lo, ok := parseHex4(d[s.pos+2 : s.pos+6]); ok {
-							if dec := utf16.DecodeRune(hi, lo); dec != utf8.RuneError {
-								r = dec
-								s.pos += 6
-							}
-						}
-					}
-				}
-				buf = utf8.AppendRune(buf, r)
-			default:
-				s.pos -= 1
-				return "", s.fail("escape")
+			var err error
+			if buf, err = s.escape(buf); err != nil {
+				return "", err
 			}
 		case c < utf8.RuneSelf:
 			buf = append(buf, c)
@@ -197,6 +165,57 @@ func (s *scanner) str() (string, error) {
 		}
 	}
 	return "", s.fail("unterminated string")
+}
+
+// escape reads the escape whose backslash is at the current position and
+// appends the character it stands for to buf.
+func (s *scanner) escape(buf []byte) ([]byte, error) {
+	s.pos++
+	if s.pos >= len(s.data) {
+		return buf, s.fail("escape")
+	}
+	e := s.data[s.pos]
+	s.pos++
+	switch e {
+	case '"', '\\', '/':
+		return append(buf, e), nil
+	case 'b':
+		return append(buf, '\b'), nil
+	case 'f':
+		return append(buf, '\f'), nil
+	case 'n':
+		return append(buf, '\n'), nil
+	case 'r':
+		return append(buf, '\r'), nil
+	case 't':
+		return append(buf, '\t'), nil
+	case 'u':
+		r, ok := s.hex4()
+		if !ok {
+			return buf, s.fail("\\u escape")
+		}
+		if utf16.IsSurrogate(r) {
+			r = s.surrogate(r)
+		}
+		return utf8.AppendRune(buf, r), nil
+	}
+	s.pos -= 1
+	return buf, s.fail("escape")
+}
+
+// surrogate returns the rune of the pair that hi begins when an escaped
+// partner follows (consuming it), and U+FFFD otherwise, leaving the next
+// escape to stand alone.
+func (s *scanner) surrogate(hi rune) rune {
+	if d := s.data; s.pos+6 <= len(d) && d[s.pos] == '\\' && d[s.pos+1] == 'u' {
+		if lo, ok := parseHex4(d[s.pos+2 : s.pos+6]); ok {
+			if dec := utf16.DecodeRune(hi, lo); dec != utf8.RuneError {
+				s.pos += 6
+				return dec
+			}
+		}
+	}
+	return utf8.RuneError
 }
 
 func (s *scanner) hex4() (rune, bool) {
