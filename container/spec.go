@@ -88,15 +88,28 @@ func (s *Spec) validate() error {
 	if err := checkName(s.Name); err != nil {
 		return fmt.Errorf("container %w", err)
 	}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w for %s: %s", ErrInvalidSpec, s.Name, fmt.Sprintf(format, args...))
+	// In this order: the first rule broken is the one reported.
+	for _, check := range []func() error{s.validateContent, s.validateLimits, s.validatePlacement} {
+		if err := check(); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// bad is the error for a spec that breaks a rule.
+func (s *Spec) bad(format string, args ...any) error {
+	return fmt.Errorf("%w for %s: %s", ErrInvalidSpec, s.Name, fmt.Sprintf(format, args...))
+}
+
+// validateContent checks the image, the labels and the environment.
+func (s *Spec) validateContent() error {
 	if s.Image == "" || strings.ContainsAny(s.Image, " \t\n") {
-		return bad("image %q must be a non-empty reference without spaces", s.Image)
+		return s.bad("image %q must be a non-empty reference without spaces", s.Image)
 	}
 	for k := range s.Labels {
 		if k == "" || strings.ContainsAny(k, "= \t\n") {
-			return bad("label key %q must be non-empty without '=' or spaces", k)
+			return s.bad("label key %q must be non-empty without '=' or spaces", k)
 		}
 	}
 	for i, e := range s.Env {
@@ -104,66 +117,76 @@ func (s *Spec) validate() error {
 		if !ok || !envKeyRE.MatchString(k) {
 			// Only the key (or the index) is shown: values may be secrets.
 			if ok {
-				return bad("env entry %d: key %q must match %s", i, k, envKeyRE)
+				return s.bad("env entry %d: key %q must match %s", i, k, envKeyRE)
 			}
-			return bad("env entry %d is not KEY=VALUE", i)
+			return s.bad("env entry %d is not KEY=VALUE", i)
 		}
 	}
+	return nil
+}
+
+// validateLimits checks the resource limits and the runtime.
+func (s *Spec) validateLimits() error {
 	if s.NanoCPUs < 0 || s.MemoryBytes < 0 || s.DiskBytes < 0 {
-		return bad("NanoCPUs, MemoryBytes and DiskBytes must not be negative")
+		return s.bad("NanoCPUs, MemoryBytes and DiskBytes must not be negative")
 	}
 	switch {
 	case s.MemorySwapBytes < -1:
-		return bad("MemorySwapBytes must be -1 (unlimited), 0 (default) or >= MemoryBytes")
+		return s.bad("MemorySwapBytes must be -1 (unlimited), 0 (default) or >= MemoryBytes")
 	case s.MemorySwapBytes > 0 && s.MemoryBytes == 0:
-		return bad("MemorySwapBytes needs MemoryBytes")
+		return s.bad("MemorySwapBytes needs MemoryBytes")
 	case s.MemorySwapBytes > 0 && s.MemorySwapBytes < s.MemoryBytes:
-		return bad("MemorySwapBytes (%d) must be >= MemoryBytes (%d)", s.MemorySwapBytes, s.MemoryBytes)
+		return s.bad("MemorySwapBytes (%d) must be >= MemoryBytes (%d)", s.MemorySwapBytes, s.MemoryBytes)
 	}
 	if s.PidsLimit < -1 {
-		return bad("PidsLimit must be -1 (unlimited), 0 (default) or positive")
+		return s.bad("PidsLimit must be -1 (unlimited), 0 (default) or positive")
 	}
 	if s.Runtime != "" && !runtimeRE.MatchString(s.Runtime) {
-		return bad("runtime %q must match %s", s.Runtime, runtimeRE)
+		return s.bad("runtime %q must match %s", s.Runtime, runtimeRE)
 	}
 	if s.RequireRuntime && s.Runtime == "" {
-		return bad("RequireRuntime needs Runtime")
+		return s.bad("RequireRuntime needs Runtime")
 	}
+	return nil
+}
+
+// validatePlacement checks the network, the paths and the user.
+func (s *Spec) validatePlacement() error {
 	if s.Network == "host" {
-		return bad("network \"host\" would give the sandbox the host's network stack")
+		return s.bad("network \"host\" would give the sandbox the host's network stack")
 	}
 	if s.Network != "" && !runtimeRE.MatchString(s.Network) {
-		return bad("network %q must match %s", s.Network, runtimeRE)
+		return s.bad("network %q must match %s", s.Network, runtimeRE)
 	}
 	for i, m := range s.Mounts {
 		if !cleanAbs(m.Source) || !cleanAbs(m.Target) {
-			return bad("mount %d: source %q and target %q must be absolute, clean paths", i, m.Source, m.Target)
+			return s.bad("mount %d: source %q and target %q must be absolute, clean paths", i, m.Source, m.Target)
 		}
 		if m.Target == "/" {
-			return bad("mount %d: target must not be /", i)
+			return s.bad("mount %d: target must not be /", i)
 		}
 	}
 	for _, p := range s.Scratch {
 		if !cleanAbs(p) || p == "/" {
-			return bad("scratch path %q must be an absolute, clean path other than /", p)
+			return s.bad("scratch path %q must be an absolute, clean path other than /", p)
 		}
 	}
 	for _, h := range s.ExtraHosts {
 		name, addr, ok := strings.Cut(h, ":")
 		if !ok || name == "" || strings.ContainsAny(name, " \t") {
-			return bad("extra host %q must be name:ip or name:host-gateway", h)
+			return s.bad("extra host %q must be name:ip or name:host-gateway", h)
 		}
 		if addr != "host-gateway" {
 			if _, err := netip.ParseAddr(addr); err != nil {
-				return bad("extra host %q: %q is neither an IP nor host-gateway", h, addr)
+				return s.bad("extra host %q: %q is neither an IP nor host-gateway", h, addr)
 			}
 		}
 	}
 	if strings.ContainsAny(s.User, " \t\n") {
-		return bad("user %q must not contain spaces", s.User)
+		return s.bad("user %q must not contain spaces", s.User)
 	}
 	if s.WorkingDir != "" && !cleanAbs(s.WorkingDir) {
-		return bad("working dir %q must be an absolute, clean path", s.WorkingDir)
+		return s.bad("working dir %q must be an absolute, clean path", s.WorkingDir)
 	}
 	return nil
 }
