@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -322,12 +323,38 @@ func (g *git) pushOnce(ctx context.Context, branch string) (retry bool, err erro
 	case err != nil:
 		// Without the relay (ssh) there is no telling an absent service
 		// from a refusal but git's words.
-		return g.relay == nil && !strings.Contains(err.Error(), "rejected"), err
+		retry := g.relay == nil && !strings.Contains(err.Error(), "rejected")
+		if reason := serviceRefusal(err.Error()); reason != "" {
+			// The reason alone: the completion keeps 500 characters of
+			// an error, and git's own lines around it would push it out.
+			g.log.Info("push refused by the git service", "git", err)
+			err = errors.New("the git service refused it: " + reason)
+		}
+		return retry, err
 	case !s.advertised:
 		return false, errors.New("git reported the push done, but it never reached the repository (does the git configuration send it elsewhere, e.g. http.proxy?)")
 	}
 	g.received = head
 	return false, nil
+}
+
+// serviceRefusal is the reason aimi's git service gave for refusing a push
+// (its "remote: aimi: ..." lines in git's output, once each), or "".
+func serviceRefusal(gitOutput string) string {
+	const mark = "remote: aimi:"
+	var reasons []string
+	for _, line := range strings.Split(gitOutput, "\n") {
+		// The first line of git's output follows "git push: exit
+		// status N: " in the error.
+		i := strings.Index(line, mark)
+		if i < 0 {
+			continue
+		}
+		if r := strings.TrimSpace(line[i+len("remote: "):]); !slices.Contains(reasons, r) {
+			reasons = append(reasons, r)
+		}
+	}
+	return strings.Join(reasons, "; ")
 }
 
 // unreceived lists (newest first, at most max) the commits of HEAD the
