@@ -252,6 +252,22 @@ type SwarmList struct {
 	Swarms []SwarmView `json:"swarms"`
 }
 
+// LogsRequest asks for one container's journal (GET /v1/swarms/logs, as
+// query parameters). Tail, Since and AfterSeq each keep only the end of
+// the journal; together, the shortest end that meets them all.
+type LogsRequest struct {
+	RepoPath string
+	Name     string
+	// Follow goes on with new records until the container is done.
+	Follow bool
+	// Tail keeps the last this many records (0: no limit).
+	Tail int
+	// Since keeps the records journaled at or after this time.
+	Since time.Time
+	// AfterSeq keeps the records after this seq: a reader resuming.
+	AfterSeq int64
+}
+
 // StopRequest stops the named containers, or the whole swarm without names.
 type StopRequest struct {
 	RepoPath string   `json:"repoPath"`

@@ -32,6 +32,7 @@ type fakeDaemon struct {
 	events   chan api.Event
 	records  []state.Record
 	journalN string
+	logsReq  api.LogsRequest
 	listErr  error // List fails with it while set (a daemon that is down)
 }
 
@@ -83,10 +84,10 @@ func (f *fakeDaemon) Cleanup(_ context.Context, repo string, force bool) (api.Cl
 	return f.cleanup, nil
 }
 
-func (f *fakeDaemon) Logs(ctx context.Context, repo, name string, follow bool, fn func(state.Record) error) error {
+func (f *fakeDaemon) Logs(ctx context.Context, req api.LogsRequest, fn func(state.Record) error) error {
 	f.call("logs")
 	f.mu.Lock()
-	f.journalN = name
+	f.journalN, f.logsReq = req.Name, req
 	f.mu.Unlock()
 	for _, r := range f.records {
 		if err := fn(r); err != nil {

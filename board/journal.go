@@ -2,10 +2,74 @@ package board
 
 import (
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/state"
 )
+
+// journalPage is how many of a journal's last records the view shows: the
+// page keeps as many lines. A journal at its cap holds about a million, and
+// the daemon reads only these from its end.
+const journalPage = 2000
+
+// journal streams one container's journal as "line" events (id = the
+// record's seq, so a reconnect resumes after the last line shown) and an
+// "end" event when the daemon ends it (the container is done). It starts
+// with the last journalPage records (after the last one shown, on a
+// reconnect), and says how many earlier ones it left to `aimi swarm logs`.
+func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	repo, name := q.Get("repo"), q.Get("name")
+	if repo == "" || name == "" {
+		writeJSON(w, http.StatusBadRequest, errorAnswer{Error: "give repo and name", Code: "invalid_request"})
+		return
+	}
+	var after int64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			after = n
+		}
+	}
+	ctx, cancel := s.streamContext(r)
+	defer cancel()
+	out, ok := newSSE(w)
+	if !ok {
+		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+		return
+	}
+	first := true
+	req := api.LogsRequest{RepoPath: repo, Name: name, Follow: true, Tail: journalPage, AfterSeq: after}
+	err := s.opts.Daemon.Logs(ctx, req, func(rec state.Record) error {
+		if rec.Seq <= after {
+			return nil
+		}
+		if first && rec.Seq > after+1 {
+			if err := out.send("line", "", earlierNote(rec.Seq-after-1, name)); err != nil {
+				return err
+			}
+		}
+		first = false
+		return out.send("line", strconv.FormatInt(rec.Seq, 10), summarize(rec))
+	})
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		// An EventSource cannot read an error status; the page shows this.
+		_ = out.send("failed", "", errorAnswer{Error: clean(err.Error(), maxText)})
+	default:
+		_ = out.send("end", "", struct{}{})
+	}
+}
+
+// earlierNote is the line that stands for the n records before the page.
+func earlierNote(n int64, name string) lineJSON {
+	return lineJSON{Stream: state.StreamDaemon, Kind: "gap",
+		Text: clean(fmt.Sprintf("%d earlier records not shown: 'aimi swarm logs %s' prints them all", n, name), maxText)}
+}
 
 // lineJSON is one journal record as the page shows it.
 type lineJSON struct {

@@ -24,7 +24,7 @@ type Daemon interface {
 	Stop(ctx context.Context, repoPath string, names []string) (api.SwarmView, error)
 	Resume(ctx context.Context, repoPath string, retryFailed bool) (api.SwarmView, error)
 	Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error)
-	Logs(ctx context.Context, repoPath, name string, follow bool, fn func(state.Record) error) error
+	Logs(ctx context.Context, req api.LogsRequest, fn func(state.Record) error) error
 	Events(ctx context.Context, repoPath string, fn func(api.Event) error) error
 }
 

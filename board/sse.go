@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/state"
 )
 
 // keepAlive is the comment line an idle stream sends, so that a page gone
@@ -187,45 +185,6 @@ func (s *Server) sendList(ctx context.Context, out *sse) bool {
 		return false
 	}
 	return out.send("list", "", boardList(l)) == nil
-}
-
-// journal streams one container's journal as "line" events (id = the
-// record's seq, so a reconnect resumes after the last line shown) and an
-// "end" event when the daemon ends it (the container is done).
-func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	repo, name := q.Get("repo"), q.Get("name")
-	if repo == "" || name == "" {
-		writeJSON(w, http.StatusBadRequest, errorAnswer{Error: "give repo and name", Code: "invalid_request"})
-		return
-	}
-	after := int64(-1)
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			after = n
-		}
-	}
-	ctx, cancel := s.streamContext(r)
-	defer cancel()
-	out, ok := newSSE(w)
-	if !ok {
-		http.Error(w, "streaming unsupported", http.StatusInternalServerError)
-		return
-	}
-	err := s.opts.Daemon.Logs(ctx, repo, name, true, func(rec state.Record) error {
-		if rec.Seq <= after {
-			return nil
-		}
-		return out.send("line", strconv.FormatInt(rec.Seq, 10), summarize(rec))
-	})
-	switch {
-	case ctx.Err() != nil:
-	case err != nil:
-		// An EventSource cannot read an error status; the page shows this.
-		_ = out.send("failed", "", errorAnswer{Error: clean(err.Error(), maxText)})
-	default:
-		_ = out.send("end", "", struct{}{})
-	}
 }
 
 // streamContext ends with the request or with Close.

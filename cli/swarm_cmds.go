@@ -248,14 +248,28 @@ func printCleanup(w io.Writer, rep api.CleanupReport) {
 func newSwarmLogsCmd(s Streams) *cobra.Command {
 	var t swarmTarget
 	var follow, asJSON bool
+	var tail int
+	var since string
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "show a container's journal: time, type, story, status, output",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			req := api.LogsRequest{Name: args[0], Follow: follow, Tail: tail}
+			if tail < 0 {
+				return exitf(ExitUsage, "--tail %d: give a number of records, 0 for all", tail)
+			}
+			if since != "" {
+				at, err := parseSince(since, time.Now())
+				if err != nil {
+					return exitf(ExitUsage, "--since %q: %v", since, err)
+				}
+				req.Since = at
+			}
 			return t.withClient(func(repo string, client *daemon.Client) error {
+				req.RepoPath = repo
 				enc := json.NewEncoder(s.Out)
-				return endOfStream(cmd.Context(), client.Logs(cmd.Context(), repo, args[0], follow, func(r state.Record) error {
+				return endOfStream(cmd.Context(), client.Logs(cmd.Context(), req, func(r state.Record) error {
 					if asJSON {
 						return enc.Encode(r)
 					}
@@ -268,7 +282,24 @@ func newSwarmLogsCmd(s Streams) *cobra.Command {
 	t.addFlags(cmd)
 	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new records until the container is done")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the journal records as NDJSON")
+	cmd.Flags().IntVar(&tail, "tail", 0, "print only the last N records (0: all); read from the journal's end")
+	cmd.Flags().StringVar(&since, "since", "", "print only records from this time on: a duration back from now (10m, 2h) or an RFC 3339 time")
 	return cmd
+}
+
+// parseSince reads --since: a duration back from now, or an RFC 3339 time.
+func parseSince(v string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("a duration back from now is positive")
+		}
+		return now.Add(-d), nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("give a duration (10m, 2h) or an RFC 3339 time (2026-11-25T18:00:00Z)")
+	}
+	return at, nil
 }
 
 // journalMessage is the part of a journaled message that logs shows; decoded

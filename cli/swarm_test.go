@@ -243,7 +243,7 @@ func TestSwarmCommandErrorsAndExitCodes(t *testing.T) {
 		StopFunc: func(_ string, names []string) (api.SwarmView, error) {
 			return api.SwarmView{}, fmt.Errorf("%s: %w", names[0], api.ErrUnknownContainer)
 		},
-		JournalFunc: func(context.Context, string, string, bool) (<-chan state.Record, error) {
+		JournalFunc: func(context.Context, api.LogsRequest) (<-chan state.Record, error) {
 			return nil, fmt.Errorf("aimi-nope: %w", api.ErrUnknownContainer)
 		},
 	}
@@ -467,8 +467,9 @@ func TestSwarmLogsPrintsTheJournalReadably(t *testing.T) {
 		{Seq: 5, Time: at, Stream: "daemon", Valid: true, Type: "error", Message: json.RawMessage(`{"type":"error","payload":{"code":"CONTAINER_OOM","message":"out of memory"}}`)},
 	}
 	var gotFollow bool
-	fake := &daemontest.Swarms{JournalFunc: func(_ context.Context, _, _ string, follow bool) (<-chan state.Record, error) {
-		gotFollow = follow
+	var gotReq api.LogsRequest
+	fake := &daemontest.Swarms{JournalFunc: func(_ context.Context, req api.LogsRequest) (<-chan state.Record, error) {
+		gotFollow, gotReq = req.Follow, req
 		ch := make(chan state.Record, len(recs))
 		for _, r := range recs {
 			ch <- r
@@ -499,6 +500,23 @@ func TestSwarmLogsPrintsTheJournalReadably(t *testing.T) {
 	var first state.Record
 	if err := json.Unmarshal([]byte(strings.Split(r.out, "\n")[0]), &first); err != nil || first.Seq != 1 {
 		t.Errorf("--json first record %+v %v", first, err)
+	}
+	// --tail and --since are the daemon's to apply (it reads the journal
+	// from its end); a duration is back from now.
+	before := time.Now()
+	r = runAimi(context.Background(), nil, nil, "swarm", "logs", "aimi-a", "--tail", "3", "--since", "10m", "--repo", repo, "--socket", sock)
+	if r.code != 0 || gotReq.Tail != 3 || gotReq.Since.Before(before.Add(-10*time.Minute-time.Second)) || gotReq.Since.After(time.Now().Add(-10*time.Minute)) {
+		t.Errorf("--tail 3 --since 10m: exit %d, the daemon was asked %+v", r.code, gotReq)
+	}
+	r = runAimi(context.Background(), nil, nil, "swarm", "logs", "aimi-a", "--since", "2026-11-22T10:31:05Z", "--repo", repo, "--socket", sock)
+	if r.code != 0 || !gotReq.Since.Equal(at) || gotReq.Tail != 0 {
+		t.Errorf("--since a time: exit %d, the daemon was asked %+v", r.code, gotReq)
+	}
+	for _, bad := range [][]string{{"--tail", "-1"}, {"--since", "yesterday"}, {"--since", "-5m"}} {
+		r = runAimi(context.Background(), nil, nil, append([]string{"swarm", "logs", "aimi-a", "--repo", repo, "--socket", sock}, bad...)...)
+		if r.code != ExitUsage || !strings.Contains(r.err, bad[0]) {
+			t.Errorf("%v: exit %d %s, want a usage error naming the flag", bad, r.code, r.err)
+		}
 	}
 }
 

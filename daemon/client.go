@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/state"
@@ -117,11 +118,21 @@ func (c *Client) Cleanup(ctx context.Context, repoPath string, force bool) (api.
 	return rep, c.do(ctx, http.MethodPost, "/v1/swarms/cleanup", nil, api.CleanupRequest{RepoPath: repoPath, Force: force}, &rep)
 }
 
-// Logs calls fn for every journal record of the container, in order; with
-// follow it keeps going until the container's journal ends (the daemon closes
-// the stream), ctx ends, or fn returns an error (which Logs returns).
-func (c *Client) Logs(ctx context.Context, repoPath, name string, follow bool, fn func(state.Record) error) error {
-	q := url.Values{"repo": {repoPath}, "name": {name}, "follow": {strconv.FormatBool(follow)}}
+// Logs calls fn for every journal record of the container req selects, in
+// order; with Follow it keeps going until the container's journal ends (the
+// daemon closes the stream), ctx ends, or fn returns an error (which Logs
+// returns).
+func (c *Client) Logs(ctx context.Context, req api.LogsRequest, fn func(state.Record) error) error {
+	q := url.Values{"repo": {req.RepoPath}, "name": {req.Name}, "follow": {strconv.FormatBool(req.Follow)}}
+	if req.Tail > 0 {
+		q.Set("tail", strconv.Itoa(req.Tail))
+	}
+	if !req.Since.IsZero() {
+		q.Set("since", req.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if req.AfterSeq > 0 {
+		q.Set("after", strconv.FormatInt(req.AfterSeq, 10))
+	}
 	return streamNDJSON(c, ctx, "/v1/swarms/logs", q, fn)
 }
 

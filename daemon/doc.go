@@ -19,6 +19,10 @@
 //	GET  /v1/swarms/logs?repo=DIR&name=N&follow=1  -> NDJSON of state.Record
 //	GET  /v1/events[?repo=DIR]                     -> NDJSON of api.Event
 //
+// logs also takes tail=N (the last N records), since=RFC3339 (records from
+// that time) and after=SEQ (records after that seq): the journal is read
+// from its end as far as they reach, and streamed as the client reads.
+//
 // Errors are {"error":"...","code":"..."} (plus "field" naming the bad
 // request field and "problems" listing invalid task files) with 400 for
 // invalid input, 404 for an unknown swarm or container, 409 for an active

@@ -29,7 +29,7 @@ type Swarms interface {
 	Resume(ctx context.Context, repoPath string, retryFailed bool) (api.SwarmView, error)
 	Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error)
 	Fetch(ctx context.Context, repoPath string, names []string) (api.FetchReport, error)
-	Journal(ctx context.Context, repoPath, name string, follow bool) (<-chan state.Record, error)
+	Journal(ctx context.Context, req api.LogsRequest) (<-chan state.Record, error)
 	Subscribe(ctx context.Context) <-chan api.Event
 }
 
@@ -298,32 +298,6 @@ func (s *Server) fetch(w http.ResponseWriter, r *http.Request) {
 	}
 	rep, err := s.opts.Swarms.Fetch(r.Context(), req.RepoPath, req.Names)
 	s.answer(w, r, rep, err)
-}
-
-func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	repo, name := q.Get("repo"), q.Get("name")
-	if err := checkRepo("repo", repo); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if name == "" {
-		s.writeError(w, r, &FieldError{"name", "missing; give a container name from 'aimi swarm status'"})
-		return
-	}
-	follow, err := parseBool(q.Get("follow"))
-	if err != nil {
-		s.writeError(w, r, &FieldError{"follow", err.Error()})
-		return
-	}
-	ctx, cancel := s.streamContext(r)
-	defer cancel()
-	recs, err := s.opts.Swarms.Journal(ctx, repo, name, follow)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	stream(ctx, w, recs)
 }
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {

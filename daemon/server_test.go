@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -251,12 +253,12 @@ func TestUnknownRouteIsA404WithAHint(t *testing.T) {
 
 func TestLogsStreamEveryRecordInOrder(t *testing.T) {
 	repo := shortTempDir(t)
-	var gotFollow bool
-	fake := &daemontest.Swarms{JournalFunc: func(ctx context.Context, r, name string, follow bool) (<-chan state.Record, error) {
-		if name != "aimi-a" {
-			return nil, fmt.Errorf("%s: %w", name, api.ErrUnknownContainer)
+	var got api.LogsRequest
+	fake := &daemontest.Swarms{JournalFunc: func(ctx context.Context, req api.LogsRequest) (<-chan state.Record, error) {
+		if req.Name != "aimi-a" {
+			return nil, fmt.Errorf("%s: %w", req.Name, api.ErrUnknownContainer)
 		}
-		gotFollow = follow
+		got = req
 		ch := make(chan state.Record)
 		go func() {
 			defer close(ch)
@@ -272,9 +274,10 @@ func TestLogsStreamEveryRecordInOrder(t *testing.T) {
 	}}
 	c, _, _ := serve(t, fake)
 	var seqs []int64
-	err := c.Logs(context.Background(), repo, "aimi-a", true, func(r state.Record) error { seqs = append(seqs, r.Seq); return nil })
-	if err != nil || !gotFollow {
-		t.Fatalf("err=%v follow=%v", err, gotFollow)
+	want := api.LogsRequest{RepoPath: repo, Name: "aimi-a", Follow: true, Tail: 20, Since: time.Date(2026, 11, 25, 18, 0, 0, 5, time.UTC), AfterSeq: 7}
+	err := c.Logs(context.Background(), want, func(r state.Record) error { seqs = append(seqs, r.Seq); return nil })
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("err=%v; the server was asked %+v, want %+v", err, got, want)
 	}
 	if len(seqs) != 500 || seqs[0] != 1 || seqs[499] != 500 {
 		t.Fatalf("got %d records", len(seqs))
@@ -284,9 +287,23 @@ func TestLogsStreamEveryRecordInOrder(t *testing.T) {
 			t.Fatalf("record %d has seq %d", i, s)
 		}
 	}
-	err = c.Logs(context.Background(), repo, "aimi-zz", false, func(state.Record) error { return nil })
+	err = c.Logs(context.Background(), api.LogsRequest{RepoPath: repo, Name: "aimi-zz"}, func(state.Record) error { return nil })
 	if !errors.Is(err, api.ErrUnknownContainer) {
 		t.Fatalf("unknown container: %v", err)
+	}
+}
+
+// TestLogsRefusesABadSelection: tail, since and after that are not a
+// count, a time and a seq are refused naming the parameter.
+func TestLogsRefusesABadSelection(t *testing.T) {
+	repo := shortTempDir(t)
+	_, _, sock := serve(t, &daemontest.Swarms{})
+	for _, q := range []string{"tail=-1", "tail=x", "tail=99999999999", "since=yesterday", "after=-3", "follow=maybe"} {
+		field := strings.SplitN(q, "=", 2)[0]
+		status, body := rawCall(t, sock, "GET", "/v1/swarms/logs?name=aimi-a&repo="+url.QueryEscape(repo)+"&"+q, "")
+		if status != 400 || body.Code != api.CodeInvalid || !strings.HasPrefix(body.Error, field+":") {
+			t.Errorf("%s: %d %+v", q, status, body)
+		}
 	}
 }
 

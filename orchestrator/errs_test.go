@@ -61,7 +61,7 @@ func TestJournalThatIsNoRegularFileIsAnError(t *testing.T) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := m.Journal(ctx, repo, name, false)
+	ch, err := m.Journal(ctx, api.LogsRequest{RepoPath: repo, Name: name})
 	if err == nil {
 		n := 0
 		for range ch {

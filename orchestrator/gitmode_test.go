@@ -242,7 +242,7 @@ func TestJournalStreamsAndFollows(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := v.Containers[0].Name
-	ch, err := m.Journal(ctx, repo, name, true)
+	ch, err := m.Journal(ctx, api.LogsRequest{RepoPath: repo, Name: name, Follow: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,11 +258,23 @@ func TestJournalStreamsAndFollows(t *testing.T) {
 			t.Errorf("record %d has seq %d", i, r.Seq)
 		}
 	}
-	if _, err := m.Journal(ctx, repo, "aimi-nope", false); !errors.Is(err, api.ErrUnknownContainer) {
+	// The end of a journal is read from the end.
+	ch, err = m.Journal(ctx, api.LogsRequest{RepoPath: repo, Name: name, Tail: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tail []int64
+	for r := range ch {
+		tail = append(tail, r.Seq)
+	}
+	if !slices.Equal(tail, []int64{6, 7, 8}) {
+		t.Errorf("tail 3: seqs %v, want 6 7 8", tail)
+	}
+	if _, err := m.Journal(ctx, api.LogsRequest{RepoPath: repo, Name: "aimi-nope"}); !errors.Is(err, api.ErrUnknownContainer) {
 		t.Errorf("unknown container: %v", err)
 	}
 	other := t.TempDir()
-	if _, err := m.Journal(ctx, other, name, false); !errors.Is(err, api.ErrNoSwarm) {
+	if _, err := m.Journal(ctx, api.LogsRequest{RepoPath: other, Name: name}); !errors.Is(err, api.ErrNoSwarm) {
 		t.Errorf("repo without swarm: %v", err)
 	}
 }

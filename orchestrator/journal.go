@@ -12,10 +12,13 @@ import (
 )
 
 // Journal streams the journal records of one container of the repo's
-// swarm; with follow it goes on until the container is terminal and its
-// journal fully read, or ctx ends.
-func (m *Manager) Journal(ctx context.Context, repoPath, name string, follow bool) (<-chan state.Record, error) {
-	repo, err := cleanRepo(repoPath)
+// swarm, from the end q selects (found by reading backwards); with Follow it
+// goes on until the container is terminal and its journal fully read, or
+// ctx ends. The journal is read one record at a time as the channel takes
+// them: a reader costs a few records of memory, whatever the journal holds.
+func (m *Manager) Journal(ctx context.Context, q api.LogsRequest) (<-chan state.Record, error) {
+	name, follow := q.Name, q.Follow
+	repo, err := cleanRepo(q.RepoPath)
 	if err != nil {
 		return nil, err
 	}
@@ -53,14 +56,19 @@ func (m *Manager) Journal(ctx context.Context, repoPath, name string, follow boo
 		}
 		return sw.terminal(name)
 	}
-	ch := make(chan state.Record, 64)
-	go tailJournal(ctx, path, follow, terminal, ch)
+	offset, err := state.JournalStart(path, state.From{Tail: q.Tail, Since: q.Since, AfterSeq: q.AfterSeq})
+	if err != nil {
+		return nil, err
+	}
+	// A few records in flight: a record can be some hundred KiB.
+	ch := make(chan state.Record, 8)
+	go tailJournal(ctx, path, offset, q.AfterSeq, follow, terminal, ch)
 	return ch, nil
 }
 
-func tailJournal(ctx context.Context, path string, follow bool, terminal func() bool, out chan<- state.Record) {
+// tailJournal sends the records of path from offset with a seq above sent.
+func tailJournal(ctx context.Context, path string, offset, sent int64, follow bool, terminal func() bool, out chan<- state.Record) {
 	defer close(out)
-	var sent, offset int64
 	for {
 		// terminal is read before the file so that records written just
 		// before the container became terminal are still sent.
@@ -68,18 +76,20 @@ func tailJournal(ctx context.Context, path string, follow bool, terminal func() 
 		if st, err := os.Stat(path); err == nil && st.Size() < offset {
 			offset = 0 // rewritten shorter: read it again; seq skips what was sent
 		}
-		var recs []state.Record
-		recs, offset, _ = state.ReadJournalFrom(path, offset)
-		for _, r := range recs {
+		offset, _ = state.ScanJournalFrom(path, offset, func(r state.Record) error {
 			if r.Seq <= sent {
-				continue
+				return nil
 			}
 			select {
 			case out <- r:
 				sent = r.Seq
+				return nil
 			case <-ctx.Done():
-				return
+				return ctx.Err()
 			}
+		})
+		if ctx.Err() != nil {
+			return
 		}
 		if done {
 			return

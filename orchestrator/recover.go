@@ -168,12 +168,13 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		}
 		c := &ctr{name: e.ContainerName, taskFile: e.TaskFilePath, branch: e.BranchName, tf: tf, id: cmp.Or(info.ID, e.ContainerID),
 			repoURL: sw.repoURL, stopCh: make(chan struct{})}
-		t, _, err := state.RestoreTracker(jpath, rerunBase(jpath, tf))
+		// One pass over the journal (at its cap, a million records) for
+		// the fold and the view's details.
+		t, _, err := state.ReplayJournal(jpath, rerunBase(jpath, tf), func(r state.Record) { sw.restoreDetail(c, r) })
 		if err != nil {
 			m.log.Warn("journal unreadable; the container's fold starts afresh", "journal", jpath, "err", err)
 			t = state.NewTracker(tf)
 		}
-		sw.restoreDetails(c, jpath)
 		sc := e.Clone()
 		if err := sw.led.track(sc, t); err != nil {
 			sw.close(ctx)
@@ -323,32 +324,19 @@ func rank(mode supMode, facts *exitFacts) int {
 	}
 }
 
-// restoreDetails rebuilds the view's extras (errors, last output, rejected
-// lines) from a journal.
-func (sw *swarm) restoreDetails(c *ctr, path string) {
-	recs, err := state.ReadJournal(path)
-	if err != nil {
+// restoreDetail rebuilds the view's extras (errors, last output, rejected
+// lines) from a journal record.
+func (sw *swarm) restoreDetail(c *ctr, r state.Record) {
+	switch {
+	case r.Stream == state.StreamStderr && (r.Reason == "" || r.Reason == stderrReason):
+		return // the runner's log, as live (handle)
+	case r.Omitted != nil:
+		return // the journal's cap: not a line of the container
+	case !r.Valid || r.Rejected != "":
+		c.rejected++
 		return
 	}
-	for _, r := range recs {
-		if r.Stream == state.StreamStderr && (r.Reason == "" || r.Reason == stderrReason) {
-			continue // the runner's log, as live (handle)
-		}
-		if r.Omitted != nil {
-			continue // the journal's cap: not a line of the container
-		}
-		if !r.Valid {
-			c.rejected++
-			continue
-		}
-		if r.Rejected != "" {
-			c.rejected++
-			continue
-		}
-		msg, err := r.DecodeMessage()
-		if err != nil || msg == nil {
-			continue
-		}
+	if msg, err := r.DecodeMessage(); err == nil && msg != nil {
 		sw.noteMessageLocked(c, lineResult{msg: msg})
 	}
 }

@@ -346,18 +346,18 @@ func fillMessage(e *api.Event, m *acpmsg.Message) {
 	}
 }
 
-// sentRequest reports whether the journal has the task-request.
+// sentRequest reports whether the journal has the task-request (it is
+// near the start: the scan stops there).
 func (sw *swarm) sentRequest(c *ctr) bool {
-	recs, err := state.ReadJournal(sw.store.JournalPath(sw.id, c.name))
-	if err != nil {
-		return false
-	}
-	for _, r := range recs {
+	sent := false
+	_ = state.ScanJournal(sw.store.JournalPath(sw.id, c.name), func(r state.Record) error {
 		if r.Stream == state.StreamDaemon && r.Type == string(acpmsg.TypeTaskRequest) {
-			return true
+			sent = true
+			return state.StopScan
 		}
-	}
-	return false
+		return nil
+	})
+	return sent
 }
 
 // sendRequest writes the task-request to stdin, then journals it. In this

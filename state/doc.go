@@ -91,7 +91,9 @@
 // journaling: they may hold secrets. A torn last line (crash mid-append) is
 // ignored by readers and cut off before the next append; it was never
 // acknowledged, because the state is only saved after the records it
-// reflects are fsynced. ReadJournal reads a whole journal; RestoreTracker
+// reflects are fsynced. Readers stream a journal, one record at a time
+// (ScanJournal, from an offset JournalStart finds from the end for a tail, a
+// time or a seq); ReadJournal, which holds it whole, is for tests. RestoreTracker
 // rebuilds a container's fold from it after a restart (per-story status is
 // not in the state file), skipping records that were rejected.
 //

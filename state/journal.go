@@ -154,46 +154,15 @@ func DecodeRecord(line []byte) (Record, error) {
 	return r, nil
 }
 
-// ReadJournal reads every record of a journal file. A torn last line (no
-// newline: the writer died mid-append) is ignored; any other bad line is an
-// error naming it, returned with the records before it.
+// ReadJournal reads every record of a journal file into memory: for tests
+// and tools. The daemon never calls it (a journal at its cap is about a
+// million records); its readers stream with ScanJournal. A torn last line
+// is ignored; any other bad line is an error naming it, returned with the
+// records before it.
 func ReadJournal(path string) ([]Record, error) {
-	f, err := openJournalRead(path)
-	if err != nil {
-		return nil, fmt.Errorf("read journal: %w", err)
-	}
-	defer f.Close()
 	var recs []Record
-	err = scanJournal(f, func(r Record, _ int) error { recs = append(recs, r); return nil })
-	if err != nil {
-		return recs, fmt.Errorf("read journal %s: %w", path, err)
-	}
-	return recs, nil
-}
-
-// ReadJournalFrom returns the complete records that start at byte offset
-// (0, or a next from an earlier call) and the offset after the last of
-// them, so a follower reads each record once however long the journal
-// grows. A torn last line is left for the next call.
-func ReadJournalFrom(path string, offset int64) (recs []Record, next int64, err error) {
-	f, err := openJournalRead(path)
-	if err != nil {
-		return nil, offset, fmt.Errorf("read journal: %w", err)
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, offset, fmt.Errorf("read journal %s from %d: %w", path, offset, err)
-	}
-	next = offset
-	err = scanJournal(f, func(r Record, size int) error {
-		recs = append(recs, r)
-		next += int64(size)
-		return nil
-	})
-	if err != nil {
-		return recs, next, fmt.Errorf("read journal %s: %w", path, err)
-	}
-	return recs, next, nil
+	err := ScanJournal(path, func(r Record) error { recs = append(recs, r); return nil })
+	return recs, err
 }
 
 // scanJournal calls fn for every complete record of r with its size in
@@ -276,35 +245,11 @@ func (p *Position) advance(r Record) {
 	}
 }
 
-// LastPosition returns the position at the end of a journal. A missing
-// journal is the zero Position.
+// LastPosition returns the position at the end of a journal, read from
+// its end (lastPosition). A missing journal is the zero Position.
 func LastPosition(path string) (Position, error) {
 	pos, _, err := lastPosition(path)
 	return pos, err
-}
-
-// lastPosition is LastPosition, and whether the journal reached its cap
-// (it holds a gap record).
-func lastPosition(path string) (Position, bool, error) {
-	f, err := openJournalRead(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return Position{}, false, nil
-	}
-	if err != nil {
-		return Position{}, false, fmt.Errorf("read journal: %w", err)
-	}
-	defer f.Close()
-	var pos Position
-	capped := false
-	err = scanJournal(f, func(r Record, _ int) error {
-		pos.advance(r)
-		capped = capped || r.Omitted != nil
-		return nil
-	})
-	if err != nil {
-		return pos, capped, fmt.Errorf("read journal %s: %w", path, err)
-	}
-	return pos, capped, nil
 }
 
 // RestoreTracker rebuilds a container's fold after a restart by replaying
@@ -313,6 +258,13 @@ func lastPosition(path string) (Position, bool, error) {
 // A missing journal gives a fresh tracker. It also returns where the journal
 // ends, to resume reading the container's logs from.
 func RestoreTracker(path string, tf *tasks.File) (*Tracker, Position, error) {
+	return ReplayJournal(path, tf, nil)
+}
+
+// ReplayJournal is RestoreTracker that also gives every record to each (when
+// set), in the same single pass: a journal at its cap is read once however
+// much its reader rebuilds from it.
+func ReplayJournal(path string, tf *tasks.File, each func(Record)) (*Tracker, Position, error) {
 	t := NewTracker(tf)
 	f, err := openJournalRead(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -325,6 +277,9 @@ func RestoreTracker(path string, tf *tasks.File) (*Tracker, Position, error) {
 	var pos Position
 	err = scanJournal(f, func(r Record, _ int) error {
 		pos.advance(r)
+		if each != nil {
+			each(r)
+		}
 		if !r.Valid || r.Rejected != "" {
 			// Rejected once, rejected for good: replaying it could only
 			// differ where the first verdict depended on more than the

@@ -48,7 +48,7 @@ func TestStdoutLineAfterALaterStderrLineIsKept(t *testing.T) {
 // Journals of earlier versions wrote cursors without "#seq". The journal
 // parses cursors only through logcursor, the parser the output reader uses,
 // so such a journal resumes (as seq 0) and a cursor neither accepts is an
-// error naming the line, not a silently reordered position.
+// error naming the record, not a silently reordered position.
 func TestJournalCursorsParseAsTheReaderParsesThem(t *testing.T) {
 	dir := t.TempDir()
 	old := filepath.Join(dir, "old.ndjson")
@@ -69,7 +69,7 @@ func TestJournalCursorsParseAsTheReaderParsesThem(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"seq":1,"cursor":"yesterday","time":"2026-11-22T10:31:00Z","stream":"stdout","valid":false}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LastPosition(bad); err == nil || !strings.Contains(err.Error(), "line 1") {
-		t.Fatalf("malformed cursor: %v, want an error naming line 1", err)
+	if _, err := LastPosition(bad); err == nil || !strings.Contains(err.Error(), "record at byte 0") {
+		t.Fatalf("malformed cursor: %v, want an error naming the record at byte 0", err)
 	}
 }

@@ -396,16 +396,23 @@ func TestRecorderUntrackThenTrackAgain(t *testing.T) {
 	}
 }
 
-// TestReadJournalFromReadsEachRecordOnce: a follower that passes back the
+// readFrom collects what ScanJournalFrom gives from offset.
+func readFrom(path string, offset int64) ([]Record, int64, error) {
+	var recs []Record
+	next, err := ScanJournalFrom(path, offset, func(r Record) error { recs = append(recs, r); return nil })
+	return recs, next, err
+}
+
+// TestScanJournalFromReadsEachRecordOnce: a follower that passes back the
 // offset it got sees every record exactly once while the journal grows,
 // and a torn last line is left for the next read.
-func TestReadJournalFromReadsEachRecordOnce(t *testing.T) {
+func TestScanJournalFromReadsEachRecordOnce(t *testing.T) {
 	ctx := context.Background()
 	rec, _ := newTestRecorder(t, t.TempDir(), 2, "c")
 	path := rec.JournalPath("c")
 	recordMsg(t, rec, "c", 1, progress(1, "US-001", tasks.InProgress))
 	rec.Flush(ctx)
-	first, off, err := ReadJournalFrom(path, 0)
+	first, off, err := readFrom(path, 0)
 	if err != nil || len(first) != 1 || first[0].Seq != 1 {
 		t.Fatalf("first read: %+v %v", first, err)
 	}
@@ -415,14 +422,14 @@ func TestReadJournalFromReadsEachRecordOnce(t *testing.T) {
 	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"seq":4,"cursor":"2026`) // torn: a write in progress
 	f.Close()
-	second, off2, err := ReadJournalFrom(path, off)
+	second, off2, err := readFrom(path, off)
 	if err != nil || len(second) != 2 || second[0].Seq != 2 || second[1].Seq != 3 {
 		t.Fatalf("second read from %d: %+v %v", off, second, err)
 	}
 	if st, _ := os.Stat(path); off2 != st.Size()-int64(len(`{"seq":4,"cursor":"2026`)) {
 		t.Fatalf("next offset %d, want the end of the last complete line", off2)
 	}
-	if again, off3, err := ReadJournalFrom(path, off2); err != nil || len(again) != 0 || off3 != off2 {
+	if again, off3, err := readFrom(path, off2); err != nil || len(again) != 0 || off3 != off2 {
 		t.Fatalf("read at the torn tail: %+v %d %v, want nothing and the same offset", again, off3, err)
 	}
 }

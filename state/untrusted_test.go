@@ -94,7 +94,8 @@ func TestJournalReadersReadOnlyRegularFilesInTheRepository(t *testing.T) {
 	valid := []byte(`{"seq":1,"cursor":"","time":"2026-11-22T10:00:00Z","stream":"stdout","raw":"hi"}` + "\n")
 	readers := map[string]func(path string) error{
 		"ReadJournal":     func(p string) error { _, err := ReadJournal(p); return err },
-		"ReadJournalFrom": func(p string) error { _, _, err := ReadJournalFrom(p, 0); return err },
+		"ScanJournalFrom": func(p string) error { _, err := ScanJournalFrom(p, 0, func(Record) error { return nil }); return err },
+		"JournalStart":    func(p string) error { _, err := JournalStart(p, From{Tail: 1}); return err },
 		"LastPosition":    func(p string) error { _, err := LastPosition(p); return err },
 		"RestoreTracker":  func(p string) error { _, _, err := RestoreTracker(p, pendingFile(1)); return err },
 	}

@@ -29,7 +29,7 @@ type Swarms struct {
 	ResumeFunc  func(repo string, retryFailed bool) (api.SwarmView, error)
 	CleanupFunc func(repo string, force bool) (api.CleanupReport, error)
 	FetchFunc   func(repo string, names []string) (api.FetchReport, error)
-	JournalFunc func(ctx context.Context, repo, name string, follow bool) (<-chan state.Record, error)
+	JournalFunc func(ctx context.Context, req api.LogsRequest) (<-chan state.Record, error)
 	Events      chan api.Event
 
 	mu    sync.Mutex
@@ -114,10 +114,10 @@ func (f *Swarms) Fetch(_ context.Context, repo string, names []string) (api.Fetc
 	return api.FetchReport{RepoPath: repo, Fetched: []api.Fetched{}, Skipped: []api.Kept{}}, nil
 }
 
-func (f *Swarms) Journal(ctx context.Context, repo, name string, follow bool) (<-chan state.Record, error) {
+func (f *Swarms) Journal(ctx context.Context, req api.LogsRequest) (<-chan state.Record, error) {
 	f.record("journal")
 	if f.JournalFunc != nil {
-		return f.JournalFunc(ctx, repo, name, follow)
+		return f.JournalFunc(ctx, req)
 	}
 	ch := make(chan state.Record)
 	close(ch)
