@@ -34,6 +34,9 @@ type Docker struct {
 	// seen is when each network was last seen to exist (networkSeenFor).
 	seenMu sync.Mutex
 	seen   map[string]time.Time
+	// owner are labels every network this Docker uses or removes must
+	// carry besides the sandbox marker (WithOwner).
+	owner map[string]string
 }
 
 // networkSeenFor is how long a network seen to exist is taken to exist

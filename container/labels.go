@@ -1,6 +1,10 @@
 package container
 
-import "github.com/aimi-tools/swarm/contract"
+import (
+	"maps"
+
+	"github.com/aimi-tools/swarm/contract"
+)
 
 // Engine-side names this package relies on.
 const (
@@ -73,4 +77,25 @@ func sameOwner(have, want map[string]string) error {
 		sel[contract.LabelRepoID] = v
 	}
 	return contract.CheckLabels(have, sel)
+}
+
+// ownerOf is what an object of this Docker carries: the sandbox marker,
+// the owner labels (WithOwner) and, of want, the keys named.
+func (d *Docker) ownerOf(want map[string]string, keys ...string) map[string]string {
+	sel := map[string]string{contract.LabelSandbox: "true"}
+	for k, v := range d.owner {
+		sel[k] = v
+	}
+	for _, k := range keys {
+		if v, ok := want[k]; ok {
+			sel[k] = v
+		}
+	}
+	return sel
+}
+
+// WithOwner sets labels (the daemon's instance) that every network this
+// Docker uses or removes must carry: another daemon's is left alone.
+func WithOwner(labels map[string]string) Option {
+	return func(d *Docker) { d.owner = maps.Clone(labels) }
 }

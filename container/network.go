@@ -15,7 +15,10 @@ import (
 )
 
 // NetworkInfo describes a network EnsureNetwork made or found.
-type NetworkInfo struct{ ID, Name, Gateway, Subnet string }
+type NetworkInfo struct {
+	ID, Name, Gateway, Subnet string
+	Labels                    map[string]string
+}
 
 // EnsureNetwork returns the bridge network name, creating it if missing with
 // the given labels (plus contract.LabelSandbox=true) and inter-container traffic
@@ -37,6 +40,14 @@ func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[stri
 	d.netMu.Lock()
 	defer d.netMu.Unlock()
 	if info, err := d.networkInfo(ctx, name); err == nil || !errdefs.IsNotFound(err) {
+		if err == nil {
+			// A network of that name is used only when it is this
+			// daemon's network of this swarm and repository.
+			err = contract.CheckLabels(info.Labels, d.ownerOf(labels, contract.LabelSwarmID, contract.LabelProject))
+			if err != nil {
+				return NetworkInfo{}, fmt.Errorf("network %s exists but is not this swarm's (%v); remove it or clean up the swarm it belongs to", name, err)
+			}
+		}
 		return info, err
 	}
 	all := map[string]string{contract.LabelSandbox: "true"}
@@ -133,7 +144,7 @@ func (d *Docker) networkInfo(ctx context.Context, name string) (NetworkInfo, err
 	if n.Driver != "bridge" || n.Options[iccOption] != "false" {
 		return NetworkInfo{}, fmt.Errorf("network %s exists but is not a bridge with %s=false, so it would not isolate containers; remove it or pick another name", name, iccOption)
 	}
-	info := NetworkInfo{ID: n.ID, Name: n.Name}
+	info := NetworkInfo{ID: n.ID, Name: n.Name, Labels: n.Labels}
 	if len(n.IPAM.Config) > 0 {
 		info.Subnet = n.IPAM.Config[0].Subnet
 		info.Gateway = n.IPAM.Config[0].Gateway
@@ -149,6 +160,18 @@ func (d *Docker) networkInfo(ctx context.Context, name string) (NetworkInfo, err
 func (d *Docker) RemoveNetworkIfUnused(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return fmt.Errorf("remove network: %w", err)
+	}
+	// Only a network of this daemon is removed, whatever name it was
+	// asked for by (a swarm id from a state file, say).
+	switch n, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{}); {
+	case errdefs.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("remove network %s: inspect it: %w", name, err)
+	default:
+		if err := contract.CheckLabels(n.Labels, d.ownerOf(nil)); err != nil {
+			return fmt.Errorf("remove network %s: not this daemon's (%v); left alone", name, err)
+		}
 	}
 	users, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Limit: 1, Filters: filters.NewArgs(filters.Arg("network", name))})
 	if err != nil {

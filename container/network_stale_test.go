@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/docker/docker/client"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // staleEngine fakes the few Engine API calls RemoveNetworkIfUnused makes,
@@ -61,7 +63,7 @@ func (f *staleEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for id, name := range f.endpoints {
 			cs[id] = map[string]string{"Name": name}
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"Id": "n1", "Name": "aimi-swarm-net", "Containers": cs})
+		_ = json.NewEncoder(w).Encode(map[string]any{"Id": "n1", "Name": "aimi-swarm-net", "Containers": cs, "Labels": map[string]string{contract.LabelSandbox: "true"}})
 	case r.Method == http.MethodPost && path == "/networks/n1/disconnect":
 		var body struct {
 			Container string

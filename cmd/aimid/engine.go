@@ -10,6 +10,7 @@ import (
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/swarmmode"
@@ -64,7 +65,7 @@ func openBackend(ctx context.Context, cfg *configs.Config, instance string, log 
 		}
 		return backend{eng: eng, checkDisk: noDiskLimit, close: cli.Close}, nil
 	default:
-		docker, err := container.NewDocker(ctx, container.WithLogger(log), container.WithTransport(wrap))
+		docker, err := container.NewDocker(ctx, container.WithLogger(log), container.WithTransport(wrap), container.WithOwner(map[string]string{contract.LabelDaemon: instance}))
 		if err != nil {
 			return backend{}, err
 		}
