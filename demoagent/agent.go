@@ -208,21 +208,49 @@ func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
 		return "", err
 	}
 	if strings.Contains(t.prompt, MarkerSlow) {
-		wait := ctx
-		if strings.Contains(t.prompt, MarkerIgnoreCancel) {
-			wait = context.WithoutCancel(ctx)
-		}
-		if err := t.say(ctx, "Taking my time ("+MarkerSlow+"). "); err != nil && wait == ctx {
+		if err := t.dawdle(ctx); err != nil {
 			return "", err
 		}
-		select {
-		case <-wait.Done():
-			return "", wait.Err()
-		case <-time.After(slowFor):
-		}
 	}
+	if stop, err := t.edit(ctx, story, target); stop != "" || err != nil {
+		return stop, err
+	}
+	status, err := t.check(ctx, story)
+	if err != nil {
+		return "", err
+	}
+	plan[0].Status, plan[1].Status = acp.PlanEntryStatusCompleted, acp.PlanEntryStatusCompleted
+	if err := t.update(ctx, acp.UpdatePlan(plan...)); err != nil {
+		return "", err
+	}
+	changed := len(strings.Fields(status)) / 2
+	if err := t.say(ctx, fmt.Sprintf("I wrote %s and checked the working tree (%d changed path(s)).", target, changed)); err != nil {
+		return "", err
+	}
+	return acp.StopReasonEndTurn, nil
+}
 
-	// Edit: announce, ask, write, read back.
+// dawdle waits slowFor, or until ctx ends unless the prompt asks to ignore
+// cancellation.
+func (t *turn) dawdle(ctx context.Context) error {
+	wait := ctx
+	if strings.Contains(t.prompt, MarkerIgnoreCancel) {
+		wait = context.WithoutCancel(ctx)
+	}
+	if err := t.say(ctx, "Taking my time ("+MarkerSlow+"). "); err != nil && wait == ctx {
+		return err
+	}
+	select {
+	case <-wait.Done():
+		return wait.Err()
+	case <-time.After(slowFor):
+		return nil
+	}
+}
+
+// edit announces the write of target, asks for permission, writes and reads
+// it back. A non-empty stop reason ends the turn there.
+func (t *turn) edit(ctx context.Context, story, target string) (acp.StopReason, error) {
 	path := filepath.Join(t.cwd, target)
 	editID := acp.ToolCallId("write-" + story)
 	content := fmt.Sprintf("# %s\n\nWritten by the aimi demo agent for %s.\n", target, story)
@@ -266,11 +294,12 @@ func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
 	if _, err := t.a.conn.ReadTextFile(ctx, acp.ReadTextFileRequest{SessionId: t.sid, Path: path, Line: acp.Ptr(1), Limit: acp.Ptr(1)}); err != nil {
 		return "", fmt.Errorf("demo agent: read back %s: %w", target, err)
 	}
-	if err := t.update(ctx, acp.UpdateToolCall(editID, acp.WithUpdateStatus(acp.ToolCallStatusCompleted))); err != nil {
-		return "", err
-	}
+	return "", t.update(ctx, acp.UpdateToolCall(editID, acp.WithUpdateStatus(acp.ToolCallStatusCompleted)))
+}
 
-	// Execute: git status in the workspace through terminal/*.
+// check runs git status in the workspace through terminal/* and returns
+// its output (or what went wrong, which the tool call reports as failed).
+func (t *turn) check(ctx context.Context, story string) (string, error) {
 	execID := acp.ToolCallId("status-" + story)
 	if err := t.update(ctx, acp.StartToolCall(execID, "git status --short", acp.WithStartKind(acp.ToolKindExecute), acp.WithStartStatus(acp.ToolCallStatusInProgress))); err != nil {
 		return "", err
@@ -284,15 +313,7 @@ func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
 	if err := t.update(ctx, acp.UpdateToolCall(execID, acp.WithUpdateStatus(st))); err != nil {
 		return "", err
 	}
-	plan[0].Status, plan[1].Status = acp.PlanEntryStatusCompleted, acp.PlanEntryStatusCompleted
-	if err := t.update(ctx, acp.UpdatePlan(plan...)); err != nil {
-		return "", err
-	}
-	changed := len(strings.Fields(status)) / 2
-	if err := t.say(ctx, fmt.Sprintf("I wrote %s and checked the working tree (%d changed path(s)).", target, changed)); err != nil {
-		return "", err
-	}
-	return acp.StopReasonEndTurn, nil
+	return status, nil
 }
 
 // terminal runs one command through terminal/create, wait_for_exit, output
