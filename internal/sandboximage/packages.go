@@ -52,29 +52,89 @@ func PackageImage(ctx context.Context, opts PackageImageOptions) (ref string, ca
 	if log == nil {
 		log = slog.Default()
 	}
-	if opts.Client == nil || opts.Repo == "" || len(opts.Packages) == 0 {
-		return "", false, fmt.Errorf("package image: Client, Repo and Packages are required")
+	if err := opts.fill(); err != nil {
+		return "", false, err
 	}
-	if opts.Release == "" {
-		opts.Release = "bookworm"
+	p, err := planPackageImage(ctx, opts)
+	if err != nil {
+		return "", false, err
 	}
-	if opts.CacheDir == "" {
-		dir, err := DefaultCacheDir()
+	if insp, err := opts.Client.ImageInspect(ctx, p.ref); err == nil && insp.Config != nil && insp.Config.Labels[LabelKey] == p.key {
+		return p.ref, true, nil
+	} else if err != nil && !errdefs.IsNotFound(err) {
+		return "", false, fmt.Errorf("inspect image %s: %w", p.ref, err)
+	}
+
+	unlock, err := lockDir(ctx, opts.CacheDir)
+	if err != nil {
+		return "", false, err
+	}
+	defer unlock()
+	// Another process may have imported it while we waited for the lock.
+	if insp, err := opts.Client.ImageInspect(ctx, p.ref); err == nil && insp.Config != nil && insp.Config.Labels[LabelKey] == p.key {
+		return p.ref, true, nil
+	}
+	tarPath := filepath.Join(opts.CacheDir, "rootfs-"+opts.Release+"-"+p.rc.Arch+"-"+p.rootfsKey[:16]+".tar")
+	if _, err := os.Stat(tarPath); err != nil {
+		work, err := os.MkdirTemp(opts.CacheDir, ".work-")
 		if err != nil {
+			return "", false, fmt.Errorf("make build dir: %w", err)
+		}
+		defer os.RemoveAll(work)
+		log.Info("package image: building rootfs from Debian packages", "repo", opts.Repo, "packages", strings.Join(p.rc.Packages, ","))
+		if err := buildRootfs(ctx, log, filepath.Join(work, "apt"), tarPath, p.rc); err != nil {
 			return "", false, err
 		}
-		opts.CacheDir = dir
 	}
-	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
-		return "", false, fmt.Errorf("make package image cache dir: %w", err)
+	if err := p.importFrom(ctx, opts.Client, tarPath); err != nil {
+		return "", false, err
 	}
+	log.Info("package image: imported", "ref", p.ref, "took", time.Since(start).Round(time.Millisecond))
+	return p.ref, false, nil
+}
+
+// fill checks the required options and sets the defaults of the others,
+// making the cache directory.
+func (o *PackageImageOptions) fill() error {
+	if o.Client == nil || o.Repo == "" || len(o.Packages) == 0 {
+		return fmt.Errorf("package image: Client, Repo and Packages are required")
+	}
+	if o.Release == "" {
+		o.Release = "bookworm"
+	}
+	if o.CacheDir == "" {
+		dir, err := DefaultCacheDir()
+		if err != nil {
+			return err
+		}
+		o.CacheDir = dir
+	}
+	if err := os.MkdirAll(o.CacheDir, 0o755); err != nil {
+		return fmt.Errorf("make package image cache dir: %w", err)
+	}
+	return nil
+}
+
+// packagePlan is what a package image is made of and the reference its
+// content key gives it.
+type packagePlan struct {
+	rc        rootfsConfig
+	rootfsKey string   // names the rootfs tarball in the cache
+	changes   []string // Dockerfile instructions applied on import
+	key       string
+	ref       string
+}
+
+// planPackageImage works out the package image of opts for the engine's
+// architecture.
+func planPackageImage(ctx context.Context, opts PackageImageOptions) (packagePlan, error) {
 	ver, err := opts.Client.ServerVersion(ctx)
 	if err != nil {
-		return "", false, fmt.Errorf("reach the Docker engine (is it running? DOCKER_HOST?): %w", err)
+		return packagePlan{}, fmt.Errorf("reach the Docker engine (is it running? DOCKER_HOST?): %w", err)
 	}
 	debArch, err := debianArch(ver.Arch)
 	if err != nil {
-		return "", false, err
+		return packagePlan{}, err
 	}
 	pkgs := append([]string(nil), opts.Packages...)
 	sort.Strings(pkgs)
@@ -93,51 +153,26 @@ func PackageImage(ctx context.Context, opts PackageImageOptions) (ref string, ca
 	rootfsKey := rc.key()
 	sum := sha256.Sum256([]byte(recipeVersion + "\npackage-image\nrootfs=" + rootfsKey + "\n" + strings.Join(changes, "\n")))
 	key := hex.EncodeToString(sum[:])
-	ref = opts.Repo + ":" + key[:16]
+	return packagePlan{rc: rc, rootfsKey: rootfsKey, changes: changes, key: key, ref: opts.Repo + ":" + key[:16]}, nil
+}
 
-	if insp, err := opts.Client.ImageInspect(ctx, ref); err == nil && insp.Config != nil && insp.Config.Labels[LabelKey] == key {
-		return ref, true, nil
-	} else if err != nil && !errdefs.IsNotFound(err) {
-		return "", false, fmt.Errorf("inspect image %s: %w", ref, err)
-	}
-
-	unlock, err := lockDir(ctx, opts.CacheDir)
-	if err != nil {
-		return "", false, err
-	}
-	defer unlock()
-	// Another process may have imported it while we waited for the lock.
-	if insp, err := opts.Client.ImageInspect(ctx, ref); err == nil && insp.Config != nil && insp.Config.Labels[LabelKey] == key {
-		return ref, true, nil
-	}
-	tarPath := filepath.Join(opts.CacheDir, "rootfs-"+opts.Release+"-"+debArch+"-"+rootfsKey[:16]+".tar")
-	if _, err := os.Stat(tarPath); err != nil {
-		work, err := os.MkdirTemp(opts.CacheDir, ".work-")
-		if err != nil {
-			return "", false, fmt.Errorf("make build dir: %w", err)
-		}
-		defer os.RemoveAll(work)
-		log.Info("package image: building rootfs from Debian packages", "repo", opts.Repo, "packages", strings.Join(pkgs, ","))
-		if err := buildRootfs(ctx, log, filepath.Join(work, "apt"), tarPath, rc); err != nil {
-			return "", false, err
-		}
-	}
+// importFrom imports the rootfs tarball at tarPath as the plan's image.
+func (p packagePlan) importFrom(ctx context.Context, c client.APIClient, tarPath string) error {
 	f, err := os.Open(tarPath)
 	if err != nil {
-		return "", false, fmt.Errorf("open rootfs tarball: %w", err)
+		return fmt.Errorf("open rootfs tarball: %w", err)
 	}
 	defer f.Close()
-	rd, err := opts.Client.ImageImport(ctx, image.ImportSource{Source: f, SourceName: "-"}, ref, image.ImportOptions{
-		Changes: append(changes, "LABEL "+LabelKey+"="+key),
-		Message: "aimi package image " + key[:16],
+	rd, err := c.ImageImport(ctx, image.ImportSource{Source: f, SourceName: "-"}, p.ref, image.ImportOptions{
+		Changes: append(p.changes, "LABEL "+LabelKey+"="+p.key),
+		Message: "aimi package image " + p.key[:16],
 	})
 	if err != nil {
-		return "", false, fmt.Errorf("import %s as %s: %w", tarPath, ref, err)
+		return fmt.Errorf("import %s as %s: %w", tarPath, p.ref, err)
 	}
 	defer rd.Close()
 	if _, err := readJSONStream(rd); err != nil {
-		return "", false, fmt.Errorf("import %s as %s: %w (delete the tarball to rebuild it)", tarPath, ref, err)
+		return fmt.Errorf("import %s as %s: %w (delete the tarball to rebuild it)", tarPath, p.ref, err)
 	}
-	log.Info("package image: imported", "ref", ref, "took", time.Since(start).Round(time.Millisecond))
-	return ref, false, nil
+	return nil
 }

@@ -177,25 +177,74 @@ func contains(xs []string, x string) bool {
 // dpkg-deb and the Debian archive keyring: on a Debian or Ubuntu host, all
 // there by default.
 func buildRootfs(ctx context.Context, log *slog.Logger, work, dst string, cfg rootfsConfig) error {
+	sources, err := hostSources(cfg)
+	if err != nil {
+		return err
+	}
+	apt, err := newAptWork(work, cfg.Arch, sources)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	debs, err := apt.download(ctx, cfg.Packages)
+	if err != nil {
+		return err
+	}
+	log.Info("sandbox rootfs: packages downloaded", "count", len(debs), "took", time.Since(start).Round(time.Millisecond))
+
+	// 0644: the tarball holds nothing secret and other users of the
+	// machine may share the cache.
+	var dupes []string
+	err = atomicfile.Write(dst, 0o644, func(w io.Writer) error {
+		var werr error
+		dupes, werr = writeRootfs(ctx, w, debs, cfg)
+		return werr
+	})
+	if err != nil {
+		return fmt.Errorf("build the rootfs tar %s: %w", dst, err)
+	}
+	if len(dupes) > 0 {
+		log.Debug("sandbox rootfs: paths shipped twice, first kept", "paths", dupes)
+	}
+	log.Info("sandbox rootfs: built", "path", dst, "packages", len(debs), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// hostSources checks the host has the tools, and returns the apt sources
+// of cfg's release with their keyrings present.
+func hostSources(cfg rootfsConfig) ([]aptSource, error) {
 	for _, tool := range []string{"apt-get", "dpkg-deb"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("building the sandbox rootfs needs %s (a Debian or Ubuntu host): %w; with a registry, build deploy/Dockerfile.sandbox instead", tool, err)
+			return nil, fmt.Errorf("building the sandbox rootfs needs %s (a Debian or Ubuntu host): %w; with a registry, build deploy/Dockerfile.sandbox instead", tool, err)
 		}
 	}
 	sources, err := discoverSources(cfg.EtcApt, cfg.Release)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, s := range sources {
 		if _, err := os.Stat(s.Keyring); err != nil {
-			return fmt.Errorf("apt keyring %s for %s %s: %w (install it: apt-get install debian-archive-keyring)", s.Keyring, s.URI, s.Suite, err)
+			return nil, fmt.Errorf("apt keyring %s for %s %s: %w (install it: apt-get install debian-archive-keyring)", s.Keyring, s.URI, s.Suite, err)
 		}
 	}
+	return sources, nil
+}
+
+// aptWork is a private apt state: the options that point apt-get at it,
+// the sources it reads and the directory it downloads into.
+type aptWork struct {
+	opts     []string
+	sources  string // the sources.list content, for errors
+	archives string
+}
+
+// newAptWork lays out a private apt state under work for sources.
+func newAptWork(work, arch string, sources []aptSource) (aptWork, error) {
 	dirs := map[string]string{}
 	for _, d := range []string{"state/lists/partial", "cache/archives/partial", "etc/parts", "etc/prefs"} {
 		p := filepath.Join(work, d)
 		if err := os.MkdirAll(p, 0o755); err != nil {
-			return fmt.Errorf("make apt work dir: %w", err)
+			return aptWork{}, fmt.Errorf("make apt work dir: %w", err)
 		}
 		dirs[d] = p
 	}
@@ -206,16 +255,16 @@ func buildRootfs(ctx context.Context, log *slog.Logger, work, dst string, cfg ro
 	sourceList := filepath.Join(work, "etc", "sources.list")
 	status := filepath.Join(work, "state", "status")
 	if err := os.WriteFile(sourceList, []byte(list.String()), 0o644); err != nil {
-		return fmt.Errorf("write apt sources: %w", err)
+		return aptWork{}, fmt.Errorf("write apt sources: %w", err)
 	}
 	if err := os.WriteFile(status, nil, 0o644); err != nil {
-		return fmt.Errorf("write empty dpkg status: %w", err)
+		return aptWork{}, fmt.Errorf("write empty dpkg status: %w", err)
 	}
 	archives := filepath.Join(work, "cache", "archives")
 	// Every path apt would read or write is redirected into work: the
 	// host's dpkg database stays untouched and the empty status file makes
 	// apt resolve the full dependency closure as for an empty system.
-	aptOpts := []string{
+	opts := []string{
 		"-o", "Dir::Etc::SourceList=" + sourceList,
 		"-o", "Dir::Etc::SourceParts=" + dirs["etc/parts"],
 		"-o", "Dir::Etc::Preferences=" + filepath.Join(dirs["etc/prefs"], "none"),
@@ -226,8 +275,8 @@ func buildRootfs(ctx context.Context, log *slog.Logger, work, dst string, cfg ro
 		"-o", "Dir::Cache=" + filepath.Join(work, "cache"),
 		"-o", "Dir::Cache::archives=" + archives,
 		"-o", "Debug::NoLocking=1",
-		"-o", "APT::Architecture=" + cfg.Arch,
-		"-o", "APT::Architectures=" + cfg.Arch,
+		"-o", "APT::Architecture=" + arch,
+		"-o", "APT::Architectures=" + arch,
 		"-o", "Acquire::Languages=none",
 		"-o", "APT::Install-Recommends=false",
 		"-o", "APT::Install-Suggests=false",
@@ -236,65 +285,60 @@ func buildRootfs(ctx context.Context, log *slog.Logger, work, dst string, cfg ro
 		"-o", "APT::Sandbox::User=root",
 		"-q",
 	}
-	start := time.Now()
-	if err := runLogged(ctx, "apt-get", append(append([]string{}, aptOpts...), "update")...); err != nil {
-		return fmt.Errorf("apt-get update for the sandbox rootfs (sources: %s): %w", strings.TrimSpace(list.String()), err)
+	return aptWork{opts: opts, sources: list.String(), archives: archives}, nil
+}
+
+// download fetches packages and their dependency closure and returns the
+// .deb files, sorted.
+func (a aptWork) download(ctx context.Context, packages []string) ([]string, error) {
+	if err := runLogged(ctx, "apt-get", append(append([]string{}, a.opts...), "update")...); err != nil {
+		return nil, fmt.Errorf("apt-get update for the sandbox rootfs (sources: %s): %w", strings.TrimSpace(a.sources), err)
 	}
-	args := append(append([]string{}, aptOpts...), "install", "-y", "--download-only")
-	args = append(args, cfg.Packages...)
+	args := append(append([]string{}, a.opts...), "install", "-y", "--download-only")
+	args = append(args, packages...)
 	if err := runLogged(ctx, "apt-get", args...); err != nil {
-		return fmt.Errorf("apt-get download of %s: %w", strings.Join(cfg.Packages, " "), err)
+		return nil, fmt.Errorf("apt-get download of %s: %w", strings.Join(packages, " "), err)
 	}
-	debs, err := filepath.Glob(filepath.Join(archives, "*.deb"))
+	debs, err := filepath.Glob(filepath.Join(a.archives, "*.deb"))
 	if err != nil || len(debs) == 0 {
-		return fmt.Errorf("apt-get downloaded no packages into %s", archives)
+		return nil, fmt.Errorf("apt-get downloaded no packages into %s", a.archives)
 	}
 	sort.Strings(debs)
-	log.Info("sandbox rootfs: packages downloaded", "count", len(debs), "took", time.Since(start).Round(time.Millisecond))
+	return debs, nil
+}
 
-	// 0644: the tarball holds nothing secret and other users of the
-	// machine may share the cache.
-	var dupes []string
-	err = atomicfile.Write(dst, 0o644, func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 1<<20)
-		m := newRootfsMerger(bw, time.Now().UTC().Truncate(time.Second))
-		if err := m.skeleton(cfg.User, cfg.Workspace); err != nil {
-			return err
-		}
-		for _, deb := range debs {
-			if err := unpackDeb(ctx, deb, m); err != nil {
-				return err
-			}
-		}
-		for _, l := range cfg.Links {
-			name, err := cleanName(l.Path)
-			if err != nil || name == "" {
-				return fmt.Errorf("rootfs link %q: bad path", l.Path)
-			}
-			if err := m.write(&tar.Header{Typeflag: tar.TypeSymlink, Name: usrMerged(name), Linkname: l.Target, Mode: 0o777}, nil); err != nil {
-				return err
-			}
-		}
-		if err := m.finish(cfg.User, cfg.Release, cfg.Packages); err != nil {
-			return err
-		}
-		if len(m.certs) == 0 && contains(cfg.Packages, "ca-certificates") {
-			return fmt.Errorf("no certificates found under /%s in the ca-certificates package: the package layout changed; update the sandbox image builder", caCertDir)
-		}
-		if err := bw.Flush(); err != nil {
-			return fmt.Errorf("write rootfs tar: %w", err)
-		}
-		dupes = m.dupes
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("build the rootfs tar %s: %w", dst, err)
+// writeRootfs writes the rootfs tar of debs and cfg to w and returns the
+// paths more than one package shipped.
+func writeRootfs(ctx context.Context, w io.Writer, debs []string, cfg rootfsConfig) ([]string, error) {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	m := newRootfsMerger(bw, time.Now().UTC().Truncate(time.Second))
+	if err := m.skeleton(cfg.User, cfg.Workspace); err != nil {
+		return nil, err
 	}
-	if len(dupes) > 0 {
-		log.Debug("sandbox rootfs: paths shipped twice, first kept", "paths", dupes)
+	for _, deb := range debs {
+		if err := unpackDeb(ctx, deb, m); err != nil {
+			return nil, err
+		}
 	}
-	log.Info("sandbox rootfs: built", "path", dst, "packages", len(debs), "took", time.Since(start).Round(time.Millisecond))
-	return nil
+	for _, l := range cfg.Links {
+		name, err := cleanName(l.Path)
+		if err != nil || name == "" {
+			return nil, fmt.Errorf("rootfs link %q: bad path", l.Path)
+		}
+		if err := m.write(&tar.Header{Typeflag: tar.TypeSymlink, Name: usrMerged(name), Linkname: l.Target, Mode: 0o777}, nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := m.finish(cfg.User, cfg.Release, cfg.Packages); err != nil {
+		return nil, err
+	}
+	if len(m.certs) == 0 && contains(cfg.Packages, "ca-certificates") {
+		return nil, fmt.Errorf("no certificates found under /%s in the ca-certificates package: the package layout changed; update the sandbox image builder", caCertDir)
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, fmt.Errorf("write rootfs tar: %w", err)
+	}
+	return m.dupes, nil
 }
 
 // unpackDeb streams one package's filesystem tar into the merger.
