@@ -132,3 +132,23 @@ func containerFromMountinfo(mountinfo string) string {
 	}
 	return ""
 }
+
+// ProcessGone reports whether the process that Self described as pid, with
+// that boot id, pid namespace and start time, has certainly ended: only a
+// process of this boot and this pid namespace can be checked, and one that
+// cannot be checked is not gone (another pid namespace on a shared host may
+// hold it).
+func ProcessGone(bootID, pidNS string, pid int, start string) bool {
+	self := Self("", "", "")
+	if pid <= 0 || bootID == "" || pidNS == "" || start == "" || bootID != self.BootID || pidNS != self.PIDNS {
+		return false
+	}
+	got, err := procStart(pid)
+	switch {
+	case errors.Is(err, os.ErrNotExist), errors.Is(err, errExited):
+		return true
+	case err != nil:
+		return false
+	}
+	return got != start
+}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -21,6 +20,7 @@ import (
 	"github.com/docker/docker/client"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/aimi-tools/swarm/daemon/instancelock"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/sandboximage"
 )
@@ -37,6 +37,10 @@ const (
 	// a cluster, so a later Start can remove the cluster of a process that
 	// died without its Close (a panicking test ends the process at once).
 	labelOwner = "org.aimi.test-cluster-owner"
+	// labelOwnerProc holds "<boot id> <pid namespace> <start time>" of
+	// that process (instancelock.Self): a pid alone names another process
+	// in another pid namespace, or after a reboot.
+	labelOwnerProc = "org.aimi.test-cluster-owner-proc"
 	// socketDir is where a node's dockerd puts its API socket, inside the
 	// node; a host directory is bound there.
 	socketDir = "/run/aimi-node"
@@ -151,7 +155,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	log.Info("cluster: node image", "ref", ref, "cached", cached, "since-start", time.Since(start).Round(time.Millisecond))
 
 	removeOrphans(ctx, host, log)
-	labels := map[string]string{dockertest.LabelKey: c.RunID, LabelCluster: c.RunID, labelOwner: fmt.Sprintf("%d %s", os.Getpid(), c.dir)}
+	labels := map[string]string{dockertest.LabelKey: c.RunID, LabelCluster: c.RunID, labelOwner: fmt.Sprintf("%d %s", os.Getpid(), c.dir), labelOwnerProc: ownerProc()}
 	c.Network = "aimi-cluster-" + c.RunID
 	if _, err := host.NetworkCreate(ctx, c.Network, network.CreateOptions{Driver: "bridge", Labels: labels}); err != nil {
 		return nil, fmt.Errorf("create cluster network %s: %w", c.Network, err)
@@ -477,8 +481,16 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 }
 
 // removeOrphans removes the clusters whose test process is gone: their
-// owner label names a pid that no longer exists on this machine. Clusters
-// of live processes (other test packages running now) are left alone.
+// owner labels name a process of this boot and pid namespace that no
+// longer runs (instancelock.ProcessGone). Clusters of live processes, and
+// of processes that cannot be checked from here (another pid namespace on
+// a shared host, or no owner process label), are left alone.
+// ownerProc is this process's labelOwnerProc value.
+func ownerProc() string {
+	o := instancelock.Self("", "", "")
+	return strings.Join([]string{o.BootID, o.PIDNS, o.PIDStart}, " ")
+}
+
 func removeOrphans(ctx context.Context, host *client.Client, log *slog.Logger) {
 	cs, err := host.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", labelOwner))})
 	if err != nil {
@@ -489,7 +501,8 @@ func removeOrphans(ctx context.Context, host *client.Client, log *slog.Logger) {
 		run := ct.Labels[LabelCluster]
 		pidText, dir, _ := strings.Cut(ct.Labels[labelOwner], " ")
 		pid, err := strconv.Atoi(pidText)
-		if run == "" || done[run] || err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+		proc := strings.Fields(ct.Labels[labelOwnerProc])
+		if run == "" || done[run] || err != nil || len(proc) != 3 || !instancelock.ProcessGone(proc[0], proc[1], pid, proc[2]) {
 			continue
 		}
 		done[run] = true
