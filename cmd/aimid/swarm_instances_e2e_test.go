@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// TestSwarmBackendTwoDaemonsSameNames: two daemons (two instances) on one
+// cluster start task files of the same names at the same moment, in two
+// repositories. Every container of both completes; the cleanup of one
+// daemon's swarm leaves every service, secret, config and network of the
+// other's, and its own cleanup leaves nothing of either behind.
+func TestSwarmBackendTwoDaemonsSameNames(t *testing.T) {
+	image := standinImage(t)
+	c := testCluster(t, image)
+	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"pace|1s;auto|2\"\ngit:\n  mode: remote\n"
+	type side struct{ repo, sock string }
+	var sides [2]side
+	for i := range sides {
+		repo := gitRepo(t, 2, "same1", "same2", "same3")
+		dir := shortDir(t)
+		sock := filepath.Join(dir, "aimid.sock")
+		p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+		defer p.stop(t)
+		sides[i] = side{repo, sock}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, s := range sides {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--repo", s.repo, "--socket", s.sock); code != 0 {
+				t.Errorf("start in %s: exit %d %s", s.repo, code, errOut)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, s := range sides {
+		v := waitFor(t, s.sock, s.repo, 3*time.Minute, "every container terminal", func(v api.SwarmView) bool {
+			return len(v.Containers) == 3 && allExited(v)
+		})
+		for _, d := range v.Containers {
+			if d.Status != string(state.StatusCompleted) {
+				t.Errorf("%s of %s: %s %+v", d.Name, s.repo, d.Status, d.Errors)
+			}
+		}
+	}
+	m := c.Manager().Client
+	count := func(instance string) (n int) {
+		f := filters.NewArgs(filters.Arg("label", contract.LabelDaemon+"="+instance))
+		s, _ := m.ServiceList(ctx, swarm.ServiceListOptions{Filters: f})
+		sec, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f})
+		cfg, _ := m.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
+		nets, _ := m.NetworkList(ctx, network.ListOptions{Filters: f})
+		return len(s) + len(sec) + len(cfg) + len(nets)
+	}
+	second := testInstance(sides[1].sock)
+	before := count(second)
+	if code, out, errOut := aimi(ctx, "swarm", "cleanup", "--repo", sides[0].repo, "--socket", sides[0].sock); code != 0 {
+		t.Fatalf("cleanup of the first: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := count(testInstance(sides[0].sock)); n != 0 {
+		t.Errorf("%d objects of the first daemon left after its cleanup", n)
+	}
+	if after := count(second); after != before || before == 0 {
+		t.Errorf("the second daemon had %d objects before the first's cleanup, %d after", before, after)
+	}
+	if code, out, errOut := aimi(ctx, "swarm", "cleanup", "--repo", sides[1].repo, "--socket", sides[1].sock); code != 0 {
+		t.Fatalf("cleanup of the second: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := count(second); n != 0 {
+		t.Errorf("%d objects of the second daemon left after its cleanup", n)
+	}
+}
