@@ -28,6 +28,10 @@ type Config struct {
 	Timeout time.Duration
 	// StopGrace is the SIGTERM-to-SIGKILL grace of Stop (default 30s).
 	StopGrace time.Duration
+	// StopWait is how long Stop waits past the grace for the containers
+	// to end and their output to be read (default 2m): an engine that does
+	// not answer must not hang the stop.
+	StopWait time.Duration
 	// Runtime is the OCI runtime ("" = engine default, e.g. "sysbox-runc");
 	// with RequireRuntime a missing runtime refuses to start the container.
 	Runtime        string

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -45,6 +46,9 @@ type fakeEngine struct {
 	// WriteStdin (both outside the lock).
 	afterStart  func(id string)
 	beforeStdin func(id string)
+	// stopHangs, when set, makes Stop block until it is closed (an engine
+	// that never answers the stop).
+	stopHangs chan struct{}
 }
 
 type fakeCtr struct {
@@ -305,6 +309,10 @@ func (f *fakeEngine) Inspect(ctx context.Context, id string) (container.Info, er
 }
 
 func (f *fakeEngine) Stop(ctx context.Context, id string, grace time.Duration) error {
+	if f.stopHangs != nil {
+		<-f.stopHangs
+		return errors.New("the engine did not answer the stop")
+	}
 	f.mu.Lock()
 	c := f.get(id)
 	if c == nil {

@@ -24,6 +24,7 @@ const (
 	DefaultMaxContainers = 4
 	DefaultTimeout       = 2 * time.Hour
 	DefaultStopGrace     = 30 * time.Second
+	DefaultStopWait      = 2 * time.Minute
 )
 
 // Manager runs the swarms of every repository the daemon serves. Its methods
@@ -71,6 +72,9 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 	}
 	if cfg.StopGrace == 0 {
 		cfg.StopGrace = DefaultStopGrace
+	}
+	if cfg.StopWait <= 0 {
+		cfg.StopWait = DefaultStopWait
 	}
 	for k := range cfg.EnvVars {
 		if !envKeyRe.MatchString(k) {

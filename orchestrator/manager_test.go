@@ -281,6 +281,36 @@ func TestStop(t *testing.T) {
 	validateStateFile(t, repo)
 }
 
+// A stop that the engine never answers returns within the grace plus
+// StopWait with an error naming the container, and leaves it running.
+func TestStopReturnsWhenTheEngineNeverAnswers(t *testing.T) {
+	repo, files := testRepo(t, []string{"stuck"}, 1)
+	eng := newFakeEngine(byTask(nil, scripted(0, step{story: "US-001", status: "in_progress"}, step{hang: true})))
+	eng.stopHangs = make(chan struct{})
+	m := newTestManager(t, eng, Config{StopGrace: 100 * time.Millisecond, StopWait: 300 * time.Millisecond})
+	t.Cleanup(func() { close(eng.stopHangs) }) // before the manager's shutdown
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for eng.runningNow() < 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	v, err := m.Stop(ctx, repo, nil)
+	if err == nil || !strings.Contains(err.Error(), "stuck") {
+		t.Fatalf("stop = %v, want an error naming the container", err)
+	}
+	if took := time.Since(t0); took > 3*time.Second {
+		t.Fatalf("stop took %s, want about grace+StopWait", took)
+	}
+	if d := detail(t, v, "stuck"); d.Status != "running" {
+		t.Errorf("container %s, want still running", d.Status)
+	}
+}
+
 func detailName(t *testing.T, m *Manager, repo, frag string) string {
 	v, err := m.Status(context.Background(), repo)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -235,6 +236,7 @@ func (sw *swarm) stop(ctx context.Context, names []string) error {
 		}
 	}
 	var waits []chan struct{}
+	var waitNames []string
 	for _, c := range targets {
 		if sw.terminal(c.name) {
 			continue
@@ -253,16 +255,38 @@ func (sw *swarm) stop(ctx context.Context, names []string) error {
 		}
 		if done != nil {
 			waits = append(waits, done)
+			waitNames = append(waitNames, c.name)
 		}
 	}
-	for _, d := range waits {
+	// Bounded: the engine's stop call has its own deadline, but a
+	// container whose end the engine never reports must not hang the stop.
+	limit := sw.m.cfg.StopGrace + sw.m.cfg.StopWait
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for i, d := range waits {
 		select {
 		case <-d:
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for containers to stop: %w", ctx.Err())
+		case <-timer.C:
+			return fmt.Errorf("stop: %s did not end within %s (the engine has not reported its end, or its last output is still being read; the stop is recorded when it ends; `aimi swarm stop` may be repeated)",
+				strings.Join(notDone(waits[i:], waitNames[i:]), ", "), limit)
 		}
 	}
 	return nil
+}
+
+// notDone names the waits whose channel is still open.
+func notDone(waits []chan struct{}, names []string) []string {
+	var out []string
+	for i, d := range waits {
+		select {
+		case <-d:
+		default:
+			out = append(out, names[i])
+		}
+	}
+	return out
 }
 
 // resume starts what has no supervisor and, with retryFailed, reruns the
