@@ -76,6 +76,12 @@
 //     events behind loses events, never stalls a swarm.
 //   - Config.Labels marks everything a Manager creates and filters what
 //     Recover adopts, so several daemons (or test runs) share one engine.
+//   - A state file is a claim, not a warrant (identity.go): a swarm whose
+//     containers (or the swarm the Manager holds) are labelled with another
+//     repository path or directory (RepoID) is not adopted (a copy, a moved
+//     repository: ErrNoSwarm saying whose it is); an entry whose id names a
+//     container that is not the swarm's is left alone and reported; a
+//     container is looked at again right before a stop or removal.
 //   - Secrets: Config.RunnerEnv and the git token go into the container's
 //     environment only; the task-request's envVars (Config.EnvVars) are
 //     redacted in the journal by the state package; nothing else carries
