@@ -31,8 +31,10 @@
 // whose node went down, that was orphaned or rejected ends with a Failure
 // code (container.CodeNodeLost, container.CodeStartFailed). Stop updates
 // the service so that its running task is shut down (SIGTERM, the stop
-// grace, SIGKILL) while its logs and exit code stay readable; Remove takes
-// the service, its configs, secrets and network away.
+// grace, SIGKILL) while its logs and exit code stay readable; a sandbox
+// stopped before its request was delivered gets a "stopped" config
+// instead, so it reads as exited and is never started. Remove takes the
+// service, its configs, secrets and network away.
 //
 // Each sandbox gets its own overlay network, so sandboxes cannot reach
 // each other. What Swarm mode on engine 20.10 cannot do (swap limits,

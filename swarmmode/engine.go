@@ -29,6 +29,9 @@ const (
 	objRequest = "request"
 	objEnv     = "env"
 	objFile    = "file"
+	// objStopped marks a sandbox stopped before its task-request was
+	// delivered: it never gets a service.
+	objStopped = "stopped"
 	// requestPath is where the task-request config is mounted.
 	requestPath = "/run/aimi/task-request.json"
 	// maxFileBytes bounds a read-only file turned into a config (Swarm's

@@ -3,6 +3,7 @@ package swarmmode
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -36,6 +37,12 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 	st, _, err := e.spec(ctx, sb)
 	if err != nil {
 		return fmt.Errorf("deliver the task-request: %w", err)
+	}
+	if stopped, err := e.stoppedBeforeDelivery(ctx, sb); err != nil || stopped {
+		if err == nil {
+			err = errors.New(StoppedBeforeDelivery)
+		}
+		return fmt.Errorf("deliver the task-request to %s: %w", svc, err)
 	}
 	objLabels := func(kind string) map[string]string {
 		l := map[string]string{contract.LabelSwarmObject: kind, contract.LabelContainer: st.Name}
@@ -96,6 +103,11 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 	}
 	if err != nil {
 		return fmt.Errorf("create service %s: %w", svc, err)
+	}
+	if stopped, _ := e.stoppedBeforeDelivery(ctx, sb); stopped {
+		// A stop came between the check above and the create: it found
+		// no service to stop, so this one is stopped here.
+		return errors.Join(fmt.Errorf("deliver the task-request to %s: %s", svc, StoppedBeforeDelivery), e.Stop(ctx, id, 0))
 	}
 	for _, w := range resp.Warnings {
 		// "image ... could not be accessed on a registry": expected on a

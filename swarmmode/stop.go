@@ -7,6 +7,8 @@ import (
 
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/errdefs"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // stopConstraint is the placement constraint Stop gives a service: no node
@@ -181,10 +183,14 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 	svc := sb.svc
 	s, err := e.inspectService(ctx, sb)
 	if errdefs.IsNotFound(err) {
-		if _, _, serr := e.spec(ctx, sb); serr != nil {
-			return fmt.Errorf("stop %s: %w", svc, serr)
+		if err := e.markStopped(ctx, sb); err != nil {
+			return err
 		}
-		return nil // never started
+		// A delivery that raced the mark made the service meanwhile: it
+		// is stopped as any running sandbox is.
+		if s, err = e.inspectService(ctx, sb); errdefs.IsNotFound(err) {
+			return nil
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("stop %s: %w", svc, err)
@@ -295,4 +301,40 @@ func (e *Engine) watchStop(ctx context.Context, svc, serviceID, taskID string) {
 			return
 		}
 	}
+}
+
+// StoppedBeforeDelivery is Info.Error of a sandbox stopped before its
+// task-request was delivered: it never ran (exit code 0).
+const StoppedBeforeDelivery = "stopped before it started; it never ran"
+
+// markStopped records that a sandbox without a service was stopped, as a
+// config of its own: Inspect then says it exited (so Wait returns), and
+// WriteStdin refuses to start it.
+func (e *Engine) markStopped(ctx context.Context, sb sandbox) error {
+	_, cfg, err := e.spec(ctx, sb)
+	if err != nil {
+		return fmt.Errorf("stop %s: %w", sb.svc, err)
+	}
+	labels := map[string]string{}
+	for k, v := range cfg.Spec.Labels {
+		labels[k] = v
+	}
+	labels[contract.LabelSwarmObject] = objStopped
+	_, err = e.cli.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: objName(sb.svc, objStopped), Labels: labels}, Data: []byte("stopped\n")})
+	if err != nil && !errdefs.IsConflict(err) {
+		return fmt.Errorf("stop %s: mark it stopped: %w", sb.svc, err)
+	}
+	return nil
+}
+
+// stoppedBeforeDelivery reports whether markStopped marked the sandbox.
+func (e *Engine) stoppedBeforeDelivery(ctx context.Context, sb sandbox) (bool, error) {
+	cfg, _, err := e.cli.ConfigInspectWithRaw(ctx, objName(sb.svc, objStopped))
+	switch {
+	case errdefs.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("inspect %s: %w", sb.svc, err)
+	}
+	return sb.own.owns(cfg.Spec.Labels), nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	ctr "github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/swarmmode"
@@ -120,5 +121,53 @@ func waitOwnTaskGone(t *testing.T, ctx context.Context, c *clustertest.Cluster, 
 			t.Fatalf("the stopped task of %s is still listed: %+v", service, tasks)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A sandbox stopped before its task-request was delivered (pending: no
+// service yet) ends at once: Wait reports its exit, Inspect says exited,
+// a late delivery is refused and starts nothing, and Remove leaves no
+// object behind.
+func TestStopBeforeDeliveryEndsIt(t *testing.T) {
+	t.Parallel()
+	e, c := newEngine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	id, err := e.Create(ctx, spec(t, "aimi-stop-pending", "PROBE_SECRET=x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
+	exit := e.Wait(ctx, id)
+	if err := e.Stop(ctx, id, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ex := <-exit:
+		if ex.Err != nil {
+			t.Fatalf("exit: %+v", ex)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Wait did not return in 20 s after the stop of a sandbox that never started")
+	}
+	if info, err := e.Inspect(ctx, id); err != nil || info.Status != "exited" || info.Running {
+		t.Fatalf("inspect after the stop: %+v, %v", info, err)
+	}
+	if err := e.WriteStdin(ctx, id, request(t, map[string]any{})); err == nil {
+		t.Fatal("the task-request was delivered after the stop")
+	}
+	m := c.Manager().Client
+	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"=aimi-stop-pending"), filters.Arg("label", contract.LabelSwarmID+"=test-"+t.Name()))
+	if s, _ := m.ServiceList(ctx, swarm.ServiceListOptions{Filters: f}); len(s) != 0 {
+		t.Fatalf("a service was made after the stop: %d", len(s))
+	}
+	if err := e.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := m.ConfigList(ctx, swarm.ConfigListOptions{Filters: f}); len(s) != 0 {
+		t.Errorf("configs left: %d", len(s))
+	}
+	if s, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f}); len(s) != 0 {
+		t.Errorf("secrets left: %d", len(s))
 	}
 }

@@ -37,8 +37,16 @@ func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error)
 		if err != nil {
 			return container.Info{}, err
 		}
-		return container.Info{ID: SandboxID(svc), Name: st.Name, Image: st.Image, Labels: cfg.Spec.Labels, Status: "created",
-			NanoCPUs: st.NanoCPUs, MemoryBytes: st.MemoryBytes, PidsLimit: st.PidsLimit, ReadOnlyRootfs: st.ReadOnlyRootfs}, nil
+		info := container.Info{ID: SandboxID(svc), Name: st.Name, Image: st.Image, Labels: cfg.Spec.Labels, Status: "created",
+			NanoCPUs: st.NanoCPUs, MemoryBytes: st.MemoryBytes, PidsLimit: st.PidsLimit, ReadOnlyRootfs: st.ReadOnlyRootfs}
+		stopped, err := e.stoppedBeforeDelivery(ctx, sb)
+		if err != nil {
+			return container.Info{}, err
+		}
+		if stopped {
+			info.Status, info.Error = "exited", StoppedBeforeDelivery
+		}
+		return info, nil
 	}
 	if err != nil {
 		return container.Info{}, fmt.Errorf("inspect service %s: %w", svc, err)
