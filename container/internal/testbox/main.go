@@ -77,75 +77,35 @@ type box struct {
 }
 
 func (b *box) do(verb, arg string) error {
-	out := b.out
 	switch verb {
 	case "line":
-		fmt.Fprintln(out, arg)
+		fmt.Fprintln(b.out, arg)
 	case "raw":
-		out.WriteString(arg)
+		b.out.WriteString(arg)
 	case "err":
 		fmt.Fprintln(os.Stderr, arg)
-	case "lines":
+	case "lines", "wide", "errlines", "big":
 		n, err := strconv.Atoi(arg)
 		if err != nil {
 			return err
 		}
-		for range n {
-			fmt.Fprintf(out, "line %d\n", b.lines)
-			b.lines++
-		}
-	case "wide":
-		n, err := strconv.Atoi(arg)
-		if err != nil {
-			return err
-		}
-		for i := range n {
-			head := fmt.Sprintf("wide %d ", i)
-			out.WriteString(head + strings.Repeat("x", 999-len(head)) + "\n")
-		}
-	case "errlines":
-		n, err := strconv.Atoi(arg)
-		if err != nil {
-			return err
-		}
-		w := bufio.NewWriterSize(os.Stderr, 1<<20)
-		for range n {
-			fmt.Fprintf(w, "err %d\n", b.errs)
-			b.errs++
-		}
-		if err := w.Flush(); err != nil {
-			return err
-		}
-	case "big":
-		n, err := strconv.Atoi(arg)
-		if err != nil {
-			return err
-		}
-		out.WriteString(strings.Repeat("x", n) + "\n")
+		return b.burst(verb, n)
 	case "write":
 		// write:<path> reports whether the path is writable (read-only root
 		// and scratch volume tests).
 		if err := os.WriteFile(arg, []byte("x"), 0o644); err != nil {
-			fmt.Fprintf(out, "write failed %s\n", arg)
+			fmt.Fprintf(b.out, "write failed %s\n", arg)
 		} else {
-			fmt.Fprintf(out, "wrote %s\n", arg)
+			fmt.Fprintf(b.out, "wrote %s\n", arg)
 		}
 	case "readstdin":
 		line, err := b.in.ReadString('\n')
 		if err != nil {
 			return fmt.Errorf("read stdin: %w", err)
 		}
-		fmt.Fprintln(out, "stdin:"+strings.TrimSuffix(line, "\n"))
+		fmt.Fprintln(b.out, "stdin:"+strings.TrimSuffix(line, "\n"))
 	case "alloc":
-		var keep [][]byte
-		for {
-			chunk := make([]byte, 1<<20)
-			for i := 0; i < len(chunk); i += 4096 {
-				chunk[i] = 1
-			}
-			//lint:ignore SA4010 the chunks are held, never read, to run the container out of memory
-			keep = append(keep, chunk)
-		}
+		alloc()
 	case "sleep":
 		d, err := time.ParseDuration(arg)
 		if err != nil {
@@ -153,54 +113,107 @@ func (b *box) do(verb, arg string) error {
 		}
 		time.Sleep(d)
 	case "trap":
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, syscall.SIGTERM)
-		go func() {
-			for range sig {
-				if arg == "ignore" {
-					fmt.Println("sigterm ignored")
-					continue
-				}
-				// The main loop flushes after every step, so nothing of
-				// out is pending while a later step (sleep) runs.
-				code, _ := strconv.Atoi(arg)
-				fmt.Println("sigterm")
-				os.Exit(code)
-			}
-		}()
-	case "listen":
-		l, err := net.Listen("tcp", ":"+arg)
-		if err != nil {
-			return err
-		}
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Write([]byte("hello\n"))
-				c.Close()
-			}
-		}()
-		fmt.Fprintln(out, "listening", arg)
-	case "connect":
-		c, err := net.DialTimeout("tcp", arg, 3*time.Second)
-		if err != nil {
-			fmt.Fprintln(out, "connect failed:", err)
-			return nil
-		}
-		c.Close()
-		fmt.Fprintln(out, "connect ok")
+		trap(arg)
+	case "listen", "connect":
+		return b.network(verb, arg)
 	case "exit":
 		code, err := strconv.Atoi(arg)
 		if err != nil {
 			return err
 		}
-		out.Flush()
+		b.out.Flush()
 		os.Exit(code)
 	default:
 		return fmt.Errorf("unknown verb %q", verb)
 	}
 	return nil
+}
+
+// burst runs the steps that print n lines (or one line of n bytes) at once.
+func (b *box) burst(verb string, n int) error {
+	out := b.out
+	switch verb {
+	case "lines":
+		for range n {
+			fmt.Fprintf(out, "line %d\n", b.lines)
+			b.lines++
+		}
+	case "wide":
+		for i := range n {
+			head := fmt.Sprintf("wide %d ", i)
+			out.WriteString(head + strings.Repeat("x", 999-len(head)) + "\n")
+		}
+	case "errlines":
+		w := bufio.NewWriterSize(os.Stderr, 1<<20)
+		for range n {
+			fmt.Fprintf(w, "err %d\n", b.errs)
+			b.errs++
+		}
+		return w.Flush()
+	case "big":
+		out.WriteString(strings.Repeat("x", n) + "\n")
+	}
+	return nil
+}
+
+// network runs listen:PORT and connect:ADDR.
+func (b *box) network(verb, arg string) error {
+	if verb == "connect" {
+		c, err := net.DialTimeout("tcp", arg, 3*time.Second)
+		if err != nil {
+			fmt.Fprintln(b.out, "connect failed:", err)
+			return nil
+		}
+		c.Close()
+		fmt.Fprintln(b.out, "connect ok")
+		return nil
+	}
+	l, err := net.Listen("tcp", ":"+arg)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("hello\n"))
+			c.Close()
+		}
+	}()
+	fmt.Fprintln(b.out, "listening", arg)
+	return nil
+}
+
+// alloc allocates and touches memory 1 MiB at a time until killed.
+func alloc() {
+	var keep [][]byte
+	for {
+		chunk := make([]byte, 1<<20)
+		for i := 0; i < len(chunk); i += 4096 {
+			chunk[i] = 1
+		}
+		//lint:ignore SA4010 the chunks are held, never read, to run the container out of memory
+		keep = append(keep, chunk)
+	}
+}
+
+// trap handles SIGTERM as trap:N or trap:ignore say.
+func trap(arg string) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	go func() {
+		for range sig {
+			if arg == "ignore" {
+				fmt.Println("sigterm ignored")
+				continue
+			}
+			// The main loop flushes after every step, so nothing of
+			// out is pending while a later step (sleep) runs.
+			code, _ := strconv.Atoi(arg)
+			fmt.Println("sigterm")
+			os.Exit(code)
+		}
+	}()
 }

@@ -110,101 +110,137 @@ func (r *runner) run(script string) int {
 		if step == "" {
 			continue
 		}
-		f := strings.Split(step, "|")
-		arg := func(i int) string {
-			if i < len(f) {
-				return f[i]
-			}
-			return ""
+		f := fields(strings.Split(step, "|"))
+		if r.message(f) {
+			continue
 		}
-		switch f[0] {
-		case "pace":
-			r.pace, _ = time.ParseDuration(arg(1))
-		case "auto":
-			n, _ := strconv.Atoi(arg(1))
-			for i := 1; i <= n; i++ {
-				id := fmt.Sprintf("US-%03d", i)
-				r.emit(&acpmsg.ProgressUpdate{StoryID: id, Status: "in_progress", Output: "working on " + id})
-				r.emit(&acpmsg.ProgressUpdate{StoryID: id, Status: "completed", Output: "done " + id})
-			}
-			r.emit(&acpmsg.Completion{Status: "completed", Errors: []string{}})
-		case "progress":
-			r.emit(&acpmsg.ProgressUpdate{StoryID: arg(1), Status: arg(2), Output: arg(3)})
-		case "complete":
-			c := &acpmsg.Completion{Status: arg(1), Errors: []string{}}
-			if u := arg(2); u != "" && u != "-" {
-				c.PRURL = &u
-			}
-			r.emit(c)
-		case "error":
-			r.emit(&acpmsg.ErrorPayload{Code: arg(1), Message: arg(2)})
-		case "raw":
-			r.line([]byte(arg(1)))
-		case "hex":
-			b, err := hex.DecodeString(arg(1))
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "standin: bad hex step:", err)
-				return 2
-			}
-			r.line(b)
-		case "big":
-			n, _ := strconv.Atoi(arg(1))
-			r.line([]byte(strings.Repeat("x", n)))
-		case "flood":
-			n, _ := strconv.Atoi(arg(1))
-			pace := r.pace
-			r.pace = 0
-			for i := 0; i < n; i++ {
-				r.emit(&acpmsg.ProgressUpdate{StoryID: arg(2), Status: "in_progress", Output: "flood " + strconv.Itoa(i)})
-			}
-			r.pace = pace
-		case "errflood":
-			n, _ := strconv.Atoi(arg(1))
-			r.flush()
-			w := bufio.NewWriterSize(os.Stderr, 64*1024)
-			for i := 0; i < n; i++ {
-				fmt.Fprintf(w, "err %d\n", i)
-			}
-			w.Flush()
-		case "sleep":
-			d, _ := time.ParseDuration(arg(1))
-			r.flush()
-			time.Sleep(d)
-		case "trap":
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, syscall.SIGTERM)
-			go func() {
-				<-sig
-				r.pace = 0
-				r.emit(&acpmsg.Completion{Status: "stopped", Errors: []string{"stopped by SIGTERM"}})
-				r.flush()
-				os.Exit(0)
-			}()
-		case "ignoreterm":
-			signal.Ignore(syscall.SIGTERM)
-		case "oom":
-			r.flush()
-			var hold [][]byte
-			for {
-				b := make([]byte, 1<<20)
-				for i := range b {
-					b[i] = 1
-				}
-				//lint:ignore SA4010 the chunks are held, never read, to run the container out of memory
-				hold = append(hold, b)
-			}
-		case "exit":
-			n, _ := strconv.Atoi(arg(1))
-			r.flush()
-			return n
-		default:
-			fmt.Fprintln(os.Stderr, "standin: unknown step", step)
-			r.flush()
-			return 3
+		if code, exit := r.act(f); exit {
+			return code
 		}
 	}
 	r.flush()
 	return 0
+}
+
+// fields are one step's name and arguments.
+type fields []string
+
+// arg is the ith field, "" past the end.
+func (f fields) arg(i int) string {
+	if i < len(f) {
+		return f[i]
+	}
+	return ""
+}
+
+// message runs a step that only writes lines to stdout, and reports whether
+// f was one.
+func (r *runner) message(f fields) bool {
+	switch f[0] {
+	case "auto":
+		n, _ := strconv.Atoi(f.arg(1))
+		for i := 1; i <= n; i++ {
+			id := fmt.Sprintf("US-%03d", i)
+			r.emit(&acpmsg.ProgressUpdate{StoryID: id, Status: "in_progress", Output: "working on " + id})
+			r.emit(&acpmsg.ProgressUpdate{StoryID: id, Status: "completed", Output: "done " + id})
+		}
+		r.emit(&acpmsg.Completion{Status: "completed", Errors: []string{}})
+	case "progress":
+		r.emit(&acpmsg.ProgressUpdate{StoryID: f.arg(1), Status: f.arg(2), Output: f.arg(3)})
+	case "complete":
+		c := &acpmsg.Completion{Status: f.arg(1), Errors: []string{}}
+		if u := f.arg(2); u != "" && u != "-" {
+			c.PRURL = &u
+		}
+		r.emit(c)
+	case "error":
+		r.emit(&acpmsg.ErrorPayload{Code: f.arg(1), Message: f.arg(2)})
+	case "raw":
+		r.line([]byte(f.arg(1)))
+	case "big":
+		n, _ := strconv.Atoi(f.arg(1))
+		r.line([]byte(strings.Repeat("x", n)))
+	case "flood":
+		n, _ := strconv.Atoi(f.arg(1))
+		pace := r.pace
+		r.pace = 0
+		for i := 0; i < n; i++ {
+			r.emit(&acpmsg.ProgressUpdate{StoryID: f.arg(2), Status: "in_progress", Output: "flood " + strconv.Itoa(i)})
+		}
+		r.pace = pace
+	default:
+		return false
+	}
+	return true
+}
+
+// act runs every other step; exit reports that the program ends with code.
+func (r *runner) act(f fields) (code int, exit bool) {
+	switch f[0] {
+	case "pace":
+		r.pace, _ = time.ParseDuration(f.arg(1))
+	case "hex":
+		b, err := hex.DecodeString(f.arg(1))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "standin: bad hex step:", err)
+			return 2, true
+		}
+		r.line(b)
+	case "errflood":
+		n, _ := strconv.Atoi(f.arg(1))
+		r.flush()
+		w := bufio.NewWriterSize(os.Stderr, 64*1024)
+		for i := 0; i < n; i++ {
+			fmt.Fprintf(w, "err %d\n", i)
+		}
+		w.Flush()
+	case "sleep":
+		d, _ := time.ParseDuration(f.arg(1))
+		r.flush()
+		time.Sleep(d)
+	case "trap":
+		r.trap()
+	case "ignoreterm":
+		signal.Ignore(syscall.SIGTERM)
+	case "oom":
+		r.flush()
+		oom()
+	case "exit":
+		n, _ := strconv.Atoi(f.arg(1))
+		r.flush()
+		return n, true
+	default:
+		fmt.Fprintln(os.Stderr, "standin: unknown step", strings.Join(f, "|"))
+		r.flush()
+		return 3, true
+	}
+	return 0, false
+}
+
+// trap makes SIGTERM end the program with a stopped completion.
+func (r *runner) trap() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	go func() {
+		<-sig
+		r.pace = 0
+		r.emit(&acpmsg.Completion{Status: "stopped", Errors: []string{"stopped by SIGTERM"}})
+		r.flush()
+		os.Exit(0)
+	}()
+}
+
+// oom allocates and touches memory until the container is killed.
+func oom() {
+	var hold [][]byte
+	for {
+		b := make([]byte, 1<<20)
+		for i := range b {
+			b[i] = 1
+		}
+		//lint:ignore SA4010 the chunks are held, never read, to run the container out of memory
+		hold = append(hold, b)
+	}
 }
 
 func (r *runner) emit(p acpmsg.Payload) {

@@ -36,18 +36,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(2)
 	}
-	var b []byte
-	if r := os.Getenv("PROBE_REQUEST"); r != "" {
-		b = []byte(r) // a task made by hand, without the engine's config
-	} else {
-		in, err := runner.RequestInput(os.Getenv, os.Stdin)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "probe:", err)
-			os.Exit(2)
-		}
-		b, _ = io.ReadAll(io.LimitReader(in, 64<<10))
+	line, err := requestLine()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(2)
 	}
-	line, _, _ := strings.Cut(string(b), "\n")
 	fmt.Println("request " + line)
 	fmt.Println("secret " + os.Getenv("PROBE_SECRET"))
 	var req request
@@ -59,40 +52,10 @@ func main() {
 		fmt.Printf("line %d\n", i)
 	}
 	if req.Listen != "" {
-		l, err := net.Listen("tcp", req.Listen)
-		if err != nil {
-			fmt.Println("listen failed", err)
-			os.Exit(2)
-		}
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				_, _ = c.Write([]byte(banner))
-				c.Close()
-			}
-		}()
-		fmt.Println("listening")
+		listen(req.Listen)
 	}
 	if req.Dial != "" {
-		// Only the banner counts: a network that accepts every
-		// connection (a transparent proxy on the way out) must not pass
-		// for reaching the listener.
-		ok := false
-		for i := 0; i < max(req.Tries, 1) && !ok; i++ {
-			if i > 0 {
-				time.Sleep(time.Second)
-			}
-			if c, err := net.DialTimeout("tcp", req.Dial, 3*time.Second); err == nil {
-				_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
-				b, _ := io.ReadAll(io.LimitReader(c, int64(len(banner))))
-				ok = string(b) == banner
-				c.Close()
-			}
-		}
-		if ok {
+		if dial(req.Dial, max(req.Tries, 1)) {
 			fmt.Println("dial ok")
 		} else {
 			fmt.Println("dial failed")
@@ -111,4 +74,62 @@ func main() {
 	}
 	fmt.Println("done")
 	os.Exit(req.Exit)
+}
+
+// requestLine returns the first line of the task-request.
+func requestLine() (string, error) {
+	var b []byte
+	if r := os.Getenv("PROBE_REQUEST"); r != "" {
+		b = []byte(r) // a task made by hand, without the engine's config
+	} else {
+		in, err := runner.RequestInput(os.Getenv, os.Stdin)
+		if err != nil {
+			return "", err
+		}
+		b, _ = io.ReadAll(io.LimitReader(in, 64<<10))
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return line, nil
+}
+
+// listen accepts on addr in the background, saying banner to every
+// connection.
+func listen(addr string) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Println("listen failed", err)
+		os.Exit(2)
+	}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte(banner))
+			c.Close()
+		}
+	}()
+	fmt.Println("listening")
+}
+
+// dial reports whether one of tries attempts a second apart reached a
+// listener. Only the banner counts: a network that accepts every connection
+// (a transparent proxy on the way out) must not pass for reaching the
+// listener.
+func dial(addr string, tries int) bool {
+	for i := 0; i < tries; i++ {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		if c, err := net.DialTimeout("tcp", addr, 3*time.Second); err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			b, _ := io.ReadAll(io.LimitReader(c, int64(len(banner))))
+			c.Close()
+			if string(b) == banner {
+				return true
+			}
+		}
+	}
+	return false
 }
