@@ -8,6 +8,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -34,7 +35,7 @@ func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
 			after = n
 		}
 	}
-	ctx, cancel := s.streamContext(r)
+	ctx, cancel := ctxutil.WithDone(r.Context(), s.done) // ends with the request or the server
 	defer cancel()
 	out, ok := newSSE(w)
 	if !ok {

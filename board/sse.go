@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 // keepAlive is the comment line an idle stream sends, so that a page gone
@@ -79,7 +80,7 @@ func structural(k api.EventKind) bool {
 // to make good what a lagging page lost). Between changes it costs the
 // daemon nothing but the subscription.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.streamContext(r)
+	ctx, cancel := ctxutil.WithDone(r.Context(), s.done) // ends with the request or the server
 	defer cancel()
 	// Subscribe before the first list: no change falls between them.
 	evs := make(chan api.Event, 256)
@@ -185,17 +186,4 @@ func (s *Server) sendList(ctx context.Context, out *sse) bool {
 		return false
 	}
 	return out.send("list", "", boardList(l)) == nil
-}
-
-// streamContext ends with the request or with Close.
-func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.Context())
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }

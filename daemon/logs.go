@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 // maxTail bounds ?tail=: more than a journal at its cap holds is all of it.
@@ -21,7 +22,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	ctx, cancel := s.streamContext(r)
+	ctx, cancel := ctxutil.WithDone(r.Context(), s.done) // ends with the request or the server
 	defer cancel()
 	recs, err := s.opts.Swarms.Journal(ctx, req)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -316,7 +317,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			repo = resolved
 		}
 	}
-	ctx, cancel := s.streamContext(r)
+	ctx, cancel := ctxutil.WithDone(r.Context(), s.done) // ends with the request or the server
 	defer cancel()
 	evs := s.opts.Swarms.Subscribe(ctx)
 	if repo == "" {
@@ -338,19 +339,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	stream(ctx, w, filtered)
-}
-
-// streamContext ends with the request or with the server's shutdown.
-func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.Context())
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }
 
 // stream writes every value of ch as one NDJSON line, flushing whenever the

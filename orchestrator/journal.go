@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -94,12 +94,8 @@ func tailJournal(ctx context.Context, path string, offset, sent int64, follow bo
 		if done {
 			return
 		}
-		t := time.NewTimer(journalPoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if ctxutil.Sleep(ctx, journalPoll) != nil {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aimi-tools/swarm/daemon/instancelock"
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/sandboximage"
 )
@@ -282,7 +283,7 @@ func (c *Cluster) startNode(ctx context.Context, ref, role string, labels map[st
 		if st, ierr := c.host.ContainerInspect(ctx, resp.ID); ierr == nil && st.State != nil && !st.State.Running {
 			return node, fmt.Errorf("node %s exited (code %d) before its engine answered%s", name, st.State.ExitCode, c.nodeLogTail(ctx, resp.ID))
 		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+		if err := ctxutil.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return node, err
 		}
 	}
@@ -354,7 +355,7 @@ func (c *Cluster) formSwarm(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("only %d of %d swarm nodes Ready after %s", ready, len(c.Nodes), swarmReadyTimeout)
 		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+		if err := ctxutil.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 	}
@@ -445,17 +446,6 @@ func (c *Cluster) Close(ctx context.Context) error {
 	return err
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // StartNode starts a stopped node again; its engine rejoins the swarm with
 // the state it kept, and StartNode returns once the manager sees it Ready.
 func (c *Cluster) StartNode(ctx context.Context, i int) error {
@@ -474,7 +464,7 @@ func (c *Cluster) StartNode(ctx context.Context, i int) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("node %s not Ready %s after its restart (last error: %v)%s", n.Name, 2*swarmReadyTimeout, err, c.nodeLogTail(ctx, n.ContainerID))
 		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+		if err := ctxutil.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
 		}
 	}
