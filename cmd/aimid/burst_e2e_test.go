@@ -71,9 +71,13 @@ func BenchmarkAgentStderrBurst(b *testing.B) {
 	}
 }
 
+// burstAgent prints the burst and waits before it ends: the runner gives
+// an exited agent's output copy 1 s (processExitWait) and drops what the
+// pipe still holds then, and a held-back runner on a loaded machine was
+// seen to drop the last 5,911 lines that way (the agent pipe's 64 KiB).
 func burstAgent() []string {
 	return []string{"AIMI_AGENT_KIND=exec",
-		"AIMI_AGENT_COMMAND=" + fmt.Sprintf(`seq -f 'burst %%g' 1 %d >&2; sleep 5; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`, burstLines)}
+		"AIMI_AGENT_COMMAND=" + fmt.Sprintf(`seq -f 'burst %%g' 1 %d >&2; sleep 20; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`, burstLines)}
 }
 
 // burstRound starts one container of one story in a fresh repository and
