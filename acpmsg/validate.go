@@ -13,6 +13,7 @@ import (
 	"github.com/go-playground/validator/v10"
 	"github.com/google/uuid"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
 )
 
@@ -21,7 +22,7 @@ import (
 // validate_test.go checks each loop against the compiled pattern.
 const (
 	PatternStoryID  = `^US-\d{3}$`
-	PatternEnvKey   = `^[A-Z_][A-Z0-9_]*$`
+	PatternEnvKey   = contract.PatternEnvKey
 	PatternCodeName = `^[A-Z][A-Z0-9_]*$`
 )
 
@@ -130,7 +131,7 @@ func newValidator() *validator.Validate {
 		"branch":   gitref.ValidBranch,
 		"taskpath": ValidTaskFilePath,
 		"repourl":  ValidRepoURL,
-		"envkey":   ValidEnvKey,
+		"envkey":   contract.ValidEnvKey,
 		"storyid":  ValidStoryID,
 		"errcode":  ValidErrorCode,
 		"weburl":   validWebURL,
@@ -300,20 +301,6 @@ func validUUID4(s string) bool {
 func ValidStoryID(s string) bool {
 	return len(s) == 6 && s[0] == 'U' && s[1] == 'S' && s[2] == '-' &&
 		isDigit(s[3]) && isDigit(s[4]) && isDigit(s[5])
-}
-
-// ValidEnvKey reports whether s matches PatternEnvKey (task-request envVars
-// keys).
-func ValidEnvKey(s string) bool {
-	if s == "" || !(isUpper(s[0]) || s[0] == '_') {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; !isUpper(c) && !isDigit(c) && c != '_' {
-			return false
-		}
-	}
-	return true
 }
 
 // ValidErrorCode reports whether s matches PatternCodeName (error codes).

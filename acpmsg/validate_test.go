@@ -3,6 +3,8 @@ package acpmsg
 import (
 	"regexp"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // The byte-loop matchers must agree with the spec's regexes.
@@ -15,7 +17,7 @@ func TestPatternMatchersAgreeWithSpecRegexes(t *testing.T) {
 		fn      func(string) bool
 	}{
 		{PatternStoryID, ValidStoryID},
-		{PatternEnvKey, ValidEnvKey},
+		{PatternEnvKey, contract.ValidEnvKey},
 		{PatternCodeName, ValidErrorCode},
 	}
 	for _, c := range checks {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/safefile"
 )
 
@@ -378,9 +379,7 @@ func userConfigPath(override string, lookup func(string) (string, bool)) string 
 }
 
 var (
-	envKeyRE   = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 	kindListRE = regexp.MustCompile(`^allow-kinds:[a-z_]+(,[a-z_]+)*$`)
-	runtimeRE  = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`)
 )
 
 // build validates every key, collecting all problems.
@@ -462,7 +461,7 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	c.Sandbox.DiskBytes = size("sandbox.disk", true, false)
 	c.Sandbox.Pids = integer("sandbox.pids", 16, 1<<22)
 	c.Sandbox.Runtime = str("sandbox.runtime")
-	if c.Sandbox.Runtime != "" && !runtimeRE.MatchString(c.Sandbox.Runtime) {
+	if c.Sandbox.Runtime != "" && !contract.ValidRuntime(c.Sandbox.Runtime) {
 		bad("sandbox.runtime", c.Sandbox.Runtime, "is not a runtime name", `use "" for the engine default or e.g. sysbox-runc`)
 	}
 	c.Sandbox.RequireRuntime = boolean("sandbox.require_runtime")
@@ -519,7 +518,7 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 		bad("publish.github_api", u, "is not an http(s) URL", "use e.g. https://api.github.com")
 	}
 	c.Publish.TokenEnv = str("publish.token_env")
-	if !envKeyRE.MatchString(c.Publish.TokenEnv) {
+	if !contract.ValidEnvKey(c.Publish.TokenEnv) {
 		bad("publish.token_env", c.Publish.TokenEnv, "is not an environment variable name", "use a name like GITHUB_TOKEN (the token itself stays in the environment)")
 	}
 	listen, err := metricsListen(str("metrics.listen"))
@@ -548,7 +547,7 @@ func stringMap(v *viper.Viper, k string, sources []source, lookup func(string) (
 	for name, val := range m {
 		full := k + "." + name
 		up := strings.ToUpper(name)
-		if !envKeyRE.MatchString(up) {
+		if !contract.ValidEnvKey(up) {
 			probs = append(probs, fmt.Sprintf("%s: key %q is not an environment name (from %s); use letters, digits and _ , not starting with a digit", k, name, origin(sources, full)))
 			continue
 		}

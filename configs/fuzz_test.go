@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // FuzzRepoConfig loads arbitrary bytes as a repository's .aimi/config.yaml:
@@ -44,12 +46,12 @@ func FuzzRepoConfig(f *testing.F) {
 			t.Fatalf("accepted durations %+v", c.Swarm)
 		}
 		for k := range c.Task.EnvVars {
-			if !envKeyRE.MatchString(k) {
+			if !contract.ValidEnvKey(k) {
 				t.Fatalf("accepted env key %q", k)
 			}
 		}
 		for k := range c.Agent.Env {
-			if !envKeyRE.MatchString(k) {
+			if !contract.ValidEnvKey(k) {
 				t.Fatalf("accepted agent env key %q", k)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/google/uuid"
 )
@@ -77,13 +78,14 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 		cfg.StopWait = DefaultStopWait
 	}
 	for k := range cfg.EnvVars {
-		if !envKeyRe.MatchString(k) {
-			return nil, fmt.Errorf("%w: task env var %q: keys must match %s", api.ErrInvalidRequest, k, envKeyRe)
+		if !contract.ValidEnvKey(k) {
+			return nil, fmt.Errorf("%w: task env var %q: keys must match %s", api.ErrInvalidRequest, k, contract.PatternEnvKey)
 		}
 	}
 	for k := range cfg.RunnerEnv {
-		if !runnerEnvKeyRe.MatchString(k) {
-			return nil, fmt.Errorf("%w: runner env var %q: keys must match %s", api.ErrInvalidRequest, k, runnerEnvKeyRe)
+		// Looser than envVars keys: any POSIX-style name.
+		if !contract.ValidEnvName(k) {
+			return nil, fmt.Errorf("%w: runner env var %q: keys must match %s", api.ErrInvalidRequest, k, contract.PatternEnvName)
 		}
 	}
 	if cfg.Logger == nil {

@@ -18,10 +18,7 @@ const caMountPath = "/etc/aimi/git-ca.pem"
 const tasksDir = tasks.Dir + "/"
 
 var (
-	nameRe   = regexp.MustCompile(`^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
-	envKeyRe = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
-	// runnerEnvKeyRe is looser than envVars keys: any POSIX-ish name.
-	runnerEnvKeyRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nameRe = regexp.MustCompile(`^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$`)
 )
 
 // checkTaskPath applies the path rules of docs/design.md decision 8 to a

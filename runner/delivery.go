@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/aimi-tools/swarm/contract"
@@ -13,8 +12,6 @@ import (
 
 // maxSecretBytes bounds one secret file read into the environment.
 const maxSecretBytes = 64 << 10
-
-var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // LoadSecretEnv sets, for every name contract.EnvSecretEnv lists, the environment
 // variable of that name to the content of the file of that name in dir
@@ -27,7 +24,7 @@ func LoadSecretEnv(getenv func(string) string, setenv func(string, string) error
 		return nil
 	}
 	for _, name := range strings.Split(list, ",") {
-		if !secretNameRE.MatchString(name) {
+		if !contract.ValidEnvName(name) {
 			return fmt.Errorf("%s: %q is not an environment variable name", contract.EnvSecretEnv, name)
 		}
 		f, err := os.Open(filepath.Join(dir, name))
