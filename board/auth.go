@@ -6,20 +6,27 @@ import (
 	"encoding/base64"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 )
 
 // Names of the board's external contracts.
 const (
-	// TokenParam is the query parameter of the URL `aimi swarm ui` prints.
+	// TokenParam names the token in the fragment of the URL `aimi swarm ui`
+	// prints (URL). A fragment never leaves the browser: no request, log or
+	// Referer carries it.
 	TokenParam = "token"
-	// TokenHeader carries the token on every action (POST).
+	// TokenHeader carries the token on every request under /api/. It is the
+	// board's only credential: no cookie, because a browser sends a host's
+	// cookies to every port of that host, so a server another local user
+	// runs on another loopback port would receive it.
 	TokenHeader = "X-Aimi-Board-Token"
-	// cookiePrefix + the port is the session cookie's name.
-	cookiePrefix = "aimi-board-"
+	// staticPrefix is where the page's scripts and styles live.
+	staticPrefix = "/static/"
 )
 
-// refusal is all a request without the token or the cookie gets.
-const refusal = "refused: this board only answers the URL 'aimi swarm ui' printed\n"
+// refusal is all a request without the token gets.
+const refusal = "refused: this board only answers the page opened from the URL 'aimi swarm ui' printed\n"
 
 // NewToken returns 32 random bytes, URL-safe base64.
 func NewToken() (string, error) {
@@ -30,11 +37,17 @@ func NewToken() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b[:]), nil
 }
 
+// URL is the address to open the board on addr with token: the page keeps
+// the fragment's token in its tab's sessionStorage (one origin, one tab)
+// and drops it from the address bar.
+func URL(addr, token string) string {
+	return "http://" + addr + "/#" + url.Values{TokenParam: {token}}.Encode()
+}
+
 // guard decides who may use the board.
 type guard struct {
-	token  []byte
-	hosts  map[string]bool // Host header values the board answers to
-	cookie string
+	token []byte
+	hosts map[string]bool // Host header values the board answers to
 }
 
 // newGuard accepts the loopback address addr ("127.0.0.1:8080") as Host,
@@ -42,9 +55,8 @@ type guard struct {
 func newGuard(token, addr string) guard {
 	_, port, _ := net.SplitHostPort(addr)
 	return guard{
-		token:  []byte(token),
-		hosts:  map[string]bool{addr: true, net.JoinHostPort("localhost", port): true},
-		cookie: cookiePrefix + port,
+		token: []byte(token),
+		hosts: map[string]bool{addr: true, net.JoinHostPort("localhost", port): true},
 	}
 }
 
@@ -57,24 +69,10 @@ func (g guard) tokenOK(s string) bool {
 // own name.
 func (g guard) hostOK(r *http.Request) bool { return g.hosts[r.Host] }
 
-// session reports whether r carries the session cookie.
-func (g guard) session(r *http.Request) bool {
-	c, err := r.Cookie(g.cookie)
-	return err == nil && g.tokenOK(c.Value)
-}
-
-// setSession swaps the URL's token for the cookie.
-func (g guard) setSession(w http.ResponseWriter) {
-	http.SetCookie(w, &http.Cookie{
-		Name: g.cookie, Value: string(g.token), Path: "/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode,
-	})
-}
-
-// sameOrigin checks what a browser says about where an action comes from:
+// sameOrigin checks what a browser says about where a request comes from:
 // the Origin, when sent, must be the board's own, and Sec-Fetch-Site, when
-// sent, same-origin. Browsers send both on a fetch POST; their absence
-// (curl) is left to the token header.
+// sent, same-origin (a page on another port of the same host is
+// "same-site", and refused). Their absence (curl) is left to the token.
 func (g guard) sameOrigin(r *http.Request) bool {
 	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host {
 		return false
@@ -85,8 +83,23 @@ func (g guard) sameOrigin(r *http.Request) bool {
 	return true
 }
 
-// action checks a POST: session, token header, origin, JSON body.
-func (g guard) action(r *http.Request) bool {
-	return g.session(r) && g.tokenOK(r.Header.Get(TokenHeader)) && g.sameOrigin(r) &&
-		r.Header.Get("Content-Type") == "application/json"
+// api checks a request for anything but the page: the token header, the origin, and for
+// an action (anything but GET) a JSON body, which no cross-origin form or
+// no-cors fetch can send.
+func (g guard) api(r *http.Request) bool {
+	if !g.tokenOK(r.Header.Get(TokenHeader)) || !g.sameOrigin(r) {
+		return false
+	}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	return r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/json"
+}
+
+// public reports whether r asks for the page or its scripts and styles:
+// the same bytes for everybody, no swarm in them, and no token either (a
+// reload has none to send). Everything else needs the token.
+func public(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) &&
+		(r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, staticPrefix))
 }

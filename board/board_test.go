@@ -7,8 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
-	"net/http/httptest"
+
 	"net/url"
 	"strings"
 	"sync"
@@ -127,114 +126,111 @@ func serveBoard(t *testing.T, f *fakeDaemon) (base string, srv *Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: srv}}
-	hs.Start()
-	t.Cleanup(func() { srv.Close(); hs.Close() })
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("board shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("board serve: %v", err)
+		}
+	})
 	return "http://" + ln.Addr().String(), srv
 }
 
-// session logs in with the token and returns a client holding the cookie.
-func session(t *testing.T, base string) *http.Client {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar}
-	resp, err := c.Get(base + "/?token=" + testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Request.URL.RawQuery != "" {
-		t.Fatalf("login: %d at %s, want the page at / without the token", resp.StatusCode, resp.Request.URL)
-	}
-	return c
+// withToken sends the board's token header on every request, as the page
+// does.
+type withToken struct{}
+
+func (withToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(TokenHeader, testToken)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
-func TestWithoutTheTokenEveryRouteAnswersOnlyARefusal(t *testing.T) {
+// session returns a client that sends the token header, as the page does.
+func session(t *testing.T, base string) *http.Client {
+	t.Helper()
+	return &http.Client{Transport: withToken{}}
+}
+
+func TestWithoutTheTokenEveryRouteButThePageIsRefused(t *testing.T) {
 	f := &fakeDaemon{}
 	base, _ := serveBoard(t, f)
 	cases := []struct{ method, path, body string }{
-		{"GET", "/", ""},
-		{"GET", "/?token=wrong" + testToken[5:], ""},
-		{"GET", "/static/board.js", ""},
-		{"GET", "/static/board.css", ""},
 		{"GET", "/api/swarms", ""},
+		{"GET", "/api/swarms?token=" + testToken, ""}, // in the query it is no credential
 		{"GET", "/api/events", ""},
 		{"GET", "/api/journal?repo=/r&name=n", ""},
 		{"POST", "/api/stop", `{"repo":"/r"}`},
 		{"POST", "/api/cleanup", `{"repo":"/r"}`},
-		{"GET", "/static/board.js?token=" + testToken, ""}, // the token opens the page only
+		{"POST", "/", `{"repo":"/r"}`},
+		{"GET", "/favicon.ico", ""},
 	}
 	for _, c := range cases {
-		req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(TokenHeader, testToken) // the header alone is not a session
-		resp, err := http.DefaultClient.Do(req)
+		for _, tok := range []string{"", "wrong" + testToken[5:]} {
+			req, _ := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
+			req.Header.Set("Content-Type", "application/json")
+			req.AddCookie(&http.Cookie{Name: "aimi-board", Value: testToken}) // a cookie is no credential
+			if tok != "" {
+				req.Header.Set(TokenHeader, tok)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden || string(body) != refusal || !resp.Close {
+				t.Errorf("%s %s (token %.5q): %d %q close=%t; want 403, only the refusal, and the connection closed", c.method, c.path, tok, resp.StatusCode, body, resp.Close)
+			}
+		}
+	}
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("the daemon was asked %v by requests without the token", calls)
+	}
+}
+
+func TestThePageHoldsNoTokenAndSetsNoCookie(t *testing.T) {
+	base, _ := serveBoard(t, &fakeDaemon{})
+	u, _ := url.Parse(base)
+	open, _ := url.Parse(URL(u.Host, testToken))
+	if open.RawQuery != "" || open.Fragment != TokenParam+"="+testToken || open.Path != "/" {
+		t.Errorf("URL = %s, want the token in the fragment only", open)
+	}
+	for _, path := range []string{"/", "/static/board.js", "/static/board.css"} {
+		resp, err := http.Get(base + path) // no token: a reload sends none
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusForbidden || string(body) != refusal || resp.Header.Get("Set-Cookie") != "" {
-			t.Errorf("%s %s: %d %q cookie %q; want 403 and only the refusal", c.method, c.path, resp.StatusCode, body, resp.Header.Get("Set-Cookie"))
+		if resp.StatusCode != 200 || len(resp.Cookies()) != 0 || strings.Contains(string(body), testToken) {
+			t.Errorf("%s: %d, cookies %v, token in it: %t; want 200, no cookie, no token", path, resp.StatusCode, resp.Cookies(), strings.Contains(string(body), testToken))
 		}
-	}
-	if calls := f.Calls(); len(calls) != 0 {
-		t.Errorf("the daemon was asked %v by requests without a session", calls)
+		if rp := resp.Header.Get("Referrer-Policy"); rp != "no-referrer" || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+			t.Errorf("%s: Referrer-Policy %q, CSP %q", path, rp, resp.Header.Get("Content-Security-Policy"))
+		}
 	}
 }
 
-func TestTheURLTokenBecomesAStrictHttpOnlyCookieAndLeavesTheAddressBar(t *testing.T) {
+func TestAnotherHostNameIsRefusedEvenWithTheToken(t *testing.T) {
 	base, _ := serveBoard(t, &fakeDaemon{})
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.Get(base + "/?token=" + testToken)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" {
-		t.Fatalf("login answered %d to %q, want 303 to /", resp.StatusCode, resp.Header.Get("Location"))
-	}
 	u, _ := url.Parse(base)
-	ck := resp.Cookies()
-	if len(ck) != 1 || ck[0].Name != cookiePrefix+u.Port() || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Value != testToken {
-		t.Fatalf("cookie = %+v, want one HttpOnly SameSite=Strict %s%s", ck, cookiePrefix, u.Port())
-	}
-	if rp := resp.Header.Get("Referrer-Policy"); rp != "no-referrer" {
-		t.Errorf("Referrer-Policy %q: the token URL could leak", rp)
-	}
-	c := session(t, base)
-	resp, err = c.Get(base + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(page), `content="`+testToken+`"`) || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") {
-		t.Errorf("page without the action token or the CSP: %s", page)
-	}
-	for _, asset := range []string{"/static/board.js", "/static/board.css"} {
-		resp, err := c.Get(base + asset)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("%s: %v %v", asset, err, resp.Status)
+	for _, path := range []string{"/", "/api/swarms"} {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Host = "rebound.example:" + u.Port()
+		resp, err := session(t, base).Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
 		resp.Body.Close()
-	}
-}
-
-func TestAnotherHostNameIsRefusedEvenWithTheCookie(t *testing.T) {
-	base, _ := serveBoard(t, &fakeDaemon{})
-	c := session(t, base)
-	u, _ := url.Parse(base)
-	req, _ := http.NewRequest("GET", base+"/api/swarms", nil)
-	req.Host = "rebound.example:" + u.Port()
-	req.AddCookie(&http.Cookie{Name: cookiePrefix + u.Port(), Value: testToken})
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("a DNS-rebound Host got %d, want 403", resp.StatusCode)
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s for a DNS-rebound Host got %d, want 403", path, resp.StatusCode)
+		}
 	}
 }
 
@@ -256,7 +252,7 @@ func post(t *testing.T, c *http.Client, base, path, body string, hdr map[string]
 func TestActionsRefuseCrossSiteRequests(t *testing.T) {
 	f := &fakeDaemon{}
 	base, _ := serveBoard(t, f)
-	c := session(t, base)
+	c := http.DefaultClient
 	good := map[string]string{"Content-Type": "application/json", TokenHeader: testToken, "Origin": base, "Sec-Fetch-Site": "same-origin"}
 	with := func(k, v string) map[string]string {
 		h := map[string]string{}
@@ -271,12 +267,13 @@ func TestActionsRefuseCrossSiteRequests(t *testing.T) {
 		return h
 	}
 	bad := map[string]map[string]string{
-		"no token header":      with(TokenHeader, ""),
-		"wrong token header":   with(TokenHeader, strings.Repeat("x", len(testToken))),
-		"another origin":       with("Origin", "http://evil.example"),
-		"cross-site fetch":     with("Sec-Fetch-Site", "cross-site"),
-		"same-site other port": with("Sec-Fetch-Site", "same-site"),
-		"form post":            with("Content-Type", "application/x-www-form-urlencoded"),
+		"no token header":       with(TokenHeader, ""),
+		"wrong token header":    with(TokenHeader, strings.Repeat("x", len(testToken))),
+		"another origin":        with("Origin", "http://evil.example"),
+		"cross-site fetch":      with("Sec-Fetch-Site", "cross-site"),
+		"another loopback port": with("Origin", "http://127.0.0.1:1"),
+		"same-site other port":  with("Sec-Fetch-Site", "same-site"),
+		"form post":             with("Content-Type", "application/x-www-form-urlencoded"),
 	}
 	for name, h := range bad {
 		if code, body := post(t, c, base, "/api/stop", `{"repo":"/r","names":["a"]}`, h); code != http.StatusForbidden || body != refusal {
@@ -437,3 +434,6 @@ func TestUntrustedTextIsBoundedAndLinksAreWebOnly(t *testing.T) {
 		}
 	}
 }
+
+// openURL is the URL `aimi swarm ui` prints for the board at base.
+func openURL(base string) string { return URL(strings.TrimPrefix(base, "http://"), testToken) }

@@ -14,18 +14,34 @@
 // # Who may use it
 //
 // The board listens on loopback only. Another local user can connect to
-// the port, so every request must prove it came from the person who ran
-// `aimi swarm ui`: the URL it printed carries a random token, which the first
-// request swaps for an HttpOnly, SameSite=Strict cookie (named after the
-// port: cookies are per host, not per port) and a redirect that drops the
-// token from the address bar. Without the cookie or the token every route,
-// the page and its scripts included, answers 403 and nothing else. Requests
-// whose Host is not the loopback address the board listens on are refused
-// too (DNS rebinding). Actions are POSTs with a JSON body that must also
-// carry the token in a header (the page has it; a cross-site form cannot
-// set headers without a preflight the board never grants), an Origin, when
-// sent, equal to the board's own, and a Sec-Fetch-Site, when sent, of
-// same-origin.
+// the port, and can run a server on another port of the same host, so the
+// board's credential must prove it came from the person who ran `aimi swarm
+// ui` and must never reach another origin. The URL it prints carries a
+// random token in its fragment (URL), which no browser sends to any server.
+// The page (public, like its scripts: the same bytes for everybody, no
+// swarm in them) moves the token to its tab's sessionStorage, which only
+// this origin (scheme, host and port) can read, drops it from the address
+// bar, and sends it in the TokenHeader on every request under /api/, the
+// live streams included (read with fetch: EventSource cannot send a
+// header). There is no cookie: browsers send a host's cookies to every
+// port of that host, so a cookie would go to the other user's server.
+// Without the header every route but the page answers 403 and closes the
+// connection. Requests whose Host is not the loopback address the board
+// listens on are refused too (DNS rebinding); an Origin, when sent, must be
+// the board's own, Sec-Fetch-Site, when sent, same-origin (a page on another
+// port is "same-site"), and an action must be a JSON POST, which no
+// cross-origin form or no-cors fetch can send.
+//
+// # Connections
+//
+// Serve bounds what connections can hold (Limits): headers must arrive
+// within ReadHeaderTimeout, idle kept-alive connections close after
+// IdleTimeout, and at most MaxConns are open (MaxConnsPerSource from one
+// address, and never more than a quarter of RLIMIT_NOFILE). A connection
+// over the bound takes the place of the longest-waiting one without a
+// request in progress, so a flood of parked connections displaces only
+// itself and never the page's live stream, and the owner's next request
+// gets in.
 //
 // # Untrusted text
 //

@@ -29,6 +29,9 @@ func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorAnswer{Error: "give repo and name", Code: "invalid_request"})
 		return
 	}
+	if !s.repoOK(w, repo) {
+		return
+	}
 	var after int64
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
@@ -59,7 +62,7 @@ func (s *Server) journal(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case ctx.Err() != nil:
 	case err != nil:
-		// An EventSource cannot read an error status; the page shows this.
+		// The stream has answered 200 already; the page shows this.
 		_ = out.send("failed", "", errorAnswer{Error: clean(err.Error(), maxText)})
 	default:
 		_ = out.send("end", "", struct{}{})

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
@@ -49,12 +49,17 @@ const maxActionBody = 64 << 10
 // Options configure a Server.
 type Options struct {
 	Daemon Daemon
-	// Token is the secret of the URL (NewToken).
+	// Token is the secret of the URL (NewToken) and of every API request.
 	Token string
 	// Addr is the loopback host:port the board listens on; requests for any
 	// other Host are refused.
-	Addr   string
+	Addr string
+	// Repo, when set, is the one repository (as the daemon keys it) the
+	// board shows and acts on; empty: every swarm the daemon holds.
+	Repo   string
 	Logger *slog.Logger // default slog.Default()
+	// Limits bound the connections Serve keeps (zero: the defaults).
+	Limits Limits
 	// Heal is how often the events stream re-sends the whole list after
 	// changes, so that events a slow page lost are made good (default 5s).
 	Heal time.Duration
@@ -66,8 +71,12 @@ type Server struct {
 	log   *slog.Logger
 	guard guard
 	mux   *http.ServeMux
-	page  *template.Template
+	page  []byte
 	done  chan struct{}
+
+	mu   sync.Mutex
+	hs   *http.Server // set by Serve
+	shut bool         // Shutdown was called
 }
 
 // New returns the board for opts.
@@ -81,7 +90,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Heal <= 0 {
 		opts.Heal = 5 * time.Second
 	}
-	page, err := template.ParseFS(assets, "assets/index.html")
+	page, err := assets.ReadFile("assets/index.html")
 	if err != nil {
 		return nil, fmt.Errorf("board: parse the page: %w", err)
 	}
@@ -111,8 +120,8 @@ func (s *Server) Close() {
 	}
 }
 
-// ServeHTTP guards every route: a wrong Host or a missing session gets the
-// refusal, and the one exception is the page itself with the URL's token.
+// ServeHTTP guards every route: a wrong Host gets the refusal, and so does
+// any route but the page and its assets without the token header.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
@@ -124,17 +133,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, r, "host")
 		return
 	}
-	if !s.guard.session(r) {
-		if r.Method == http.MethodGet && r.URL.Path == "/" && s.guard.tokenOK(r.URL.Query().Get(TokenParam)) {
-			s.guard.setSession(w)
-			http.Redirect(w, r, "/", http.StatusSeeOther)
-			return
-		}
-		s.refuse(w, r, "no session")
-		return
-	}
-	if r.Method == http.MethodPost && !s.guard.action(r) {
-		s.refuse(w, r, "action without token header, from another origin, or not JSON")
+	if !public(r) && !s.guard.api(r) {
+		s.refuse(w, r, "no token header, from another origin, or an action that is not JSON")
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -143,21 +143,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) refuse(w http.ResponseWriter, r *http.Request, why string) {
 	s.log.Info("board: request refused", "method", r.Method, "path", r.URL.Path, "why", why)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	// A refused client keeps no idle connection open.
+	w.Header().Set("Connection", "close")
 	w.WriteHeader(http.StatusForbidden)
 	_, _ = io.WriteString(w, refusal)
 }
 
+// index serves the page: no data and no token in it; its script takes the
+// token from the URL's fragment or its tab's sessionStorage.
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	// The token goes into the page for the actions' header: only a page
-	// served to the session holder has it, and no other origin can read it.
-	if err := s.page.Execute(w, struct{ Token string }{s.opts.Token}); err != nil {
-		s.log.Error("board: render the page", "err", err)
-	}
+	_, _ = w.Write(s.page)
 }
 
 func (s *Server) swarms(w http.ResponseWriter, r *http.Request) {
-	l, err := s.opts.Daemon.List(r.Context())
+	l, err := s.list(r.Context())
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -180,7 +180,31 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request) (actionRequest, 
 		writeJSON(w, http.StatusBadRequest, errorAnswer{Error: "not a valid action: give the swarm's repo (and container names to stop some)", Code: api.CodeInvalid})
 		return req, false
 	}
-	return req, true
+	return req, s.repoOK(w, req.Repo)
+}
+
+// repoOK refuses a repository the board was not opened for (--repo).
+func (s *Server) repoOK(w http.ResponseWriter, repo string) bool {
+	if s.opts.Repo == "" || repo == s.opts.Repo {
+		return true
+	}
+	writeJSON(w, http.StatusNotFound, errorAnswer{Error: "this board shows only the swarm of " + s.opts.Repo, Code: api.CodeNotFound})
+	return false
+}
+
+// list is the daemon's list, only the board's repository when it has one.
+func (s *Server) list(ctx context.Context) (api.SwarmList, error) {
+	l, err := s.opts.Daemon.List(ctx)
+	if err != nil || s.opts.Repo == "" {
+		return l, err
+	}
+	mine := api.SwarmList{Swarms: []api.SwarmView{}}
+	for _, v := range l.Swarms {
+		if v.RepoPath == s.opts.Repo {
+			mine.Swarms = append(mine.Swarms, v)
+		}
+	}
+	return mine, nil
 }
 
 func (s *Server) stop(w http.ResponseWriter, r *http.Request) {

@@ -87,7 +87,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	subErr := make(chan error, 1)
 	go func() {
 		defer close(evs)
-		subErr <- s.opts.Daemon.Events(ctx, "", func(e api.Event) error {
+		subErr <- s.opts.Daemon.Events(ctx, s.opts.Repo, func(e api.Event) error {
 			select {
 			case evs <- e:
 				return nil
@@ -96,7 +96,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		})
 	}()
-	l, err := s.opts.Daemon.List(ctx)
+	l, err := s.list(ctx)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -178,7 +178,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) sendList(ctx context.Context, out *sse) bool {
-	l, err := s.opts.Daemon.List(ctx)
+	l, err := s.list(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			_ = out.send("gone", "", errorAnswer{Error: clean(err.Error(), maxText)})

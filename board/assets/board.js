@@ -5,7 +5,28 @@
 'use strict';
 
 (() => {
-  const token = document.querySelector('meta[name="aimi-board-token"]').content;
+  // The board's credential. The URL 'aimi swarm ui' printed carries it in
+  // its fragment (never sent to any server); it moves to this tab's
+  // sessionStorage (this origin only) and leaves the address bar. It goes
+  // out in a header only, to this origin only: no cookie, because a browser
+  // sends a host's cookies to every port of the host.
+  const TOKEN_KEY = 'aimi-board-token';
+  const TOKEN_HEADER = 'X-Aimi-Board-Token';
+  function takeToken() {
+    const fromURL = new URLSearchParams(location.hash.slice(1)).get('token');
+    if (fromURL) {
+      sessionStorage.setItem(TOKEN_KEY, fromURL);
+      // Once loaded: a same-document navigation during the load confuses
+      // tools that wait for the load (the browser tests' driver).
+      const drop = () => history.replaceState(null, '', location.pathname);
+      if (document.readyState === 'complete') drop();
+      else window.addEventListener('load', drop, { once: true });
+    }
+    return sessionStorage.getItem(TOKEN_KEY);
+  }
+  const token = takeToken();
+  // A new URL pasted into this tab changes only the fragment: no reload.
+  window.addEventListener('hashchange', () => { if (takeToken() !== token) location.reload(); });
   const root = document.getElementById('swarms');
   const empty = document.getElementById('empty');
   const conn = document.getElementById('conn');
@@ -38,6 +59,68 @@
     return b;
   }
 
+  // ---- streams ------------------------------------------------------------
+
+  // stream reads a server-sent event stream through fetch, which (unlike
+  // EventSource) sends the token in a header. on.open() when the answer is
+  // 200, on.event(name, data, id) for each event, on.close(err, status)
+  // once when it ends (status set when the board answered an error). The
+  // returned handle's close() ends it without a call to on.close.
+  function stream(path, headers, on) {
+    const ctl = new AbortController();
+    const handle = { closed: false, close() { handle.closed = true; ctl.abort(); } };
+    const end = (err, status) => {
+      if (handle.closed) return;
+      handle.closed = true;
+      on.close(err, status);
+    };
+    (async () => {
+      let res;
+      try {
+        res = await fetch(path, {
+          credentials: 'omit', cache: 'no-store', signal: ctl.signal,
+          headers: Object.assign({ [TOKEN_HEADER]: token, Accept: 'text/event-stream' }, headers),
+        });
+      } catch (err) { end(err); return; }
+      if (!res.ok) {
+        let answer = null;
+        try { answer = await res.json(); } catch (_) { answer = null; }
+        end(new Error(answer && answer.error ? answer.error : 'HTTP ' + res.status), res.status);
+        return;
+      }
+      if (on.open) on.open();
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = '';
+      let ev = { name: '', data: [], id: '' };
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          let i;
+          while ((i = buf.indexOf('\n')) >= 0) {
+            const line = buf.slice(0, i).replace(/\r$/, '');
+            buf = buf.slice(i + 1);
+            if (line === '') {
+              if (ev.data.length && !handle.closed) on.event(ev.name || 'message', ev.data.join('\n'), ev.id);
+              ev = { name: '', data: [], id: '' };
+            } else if (line[0] !== ':') {
+              const colon = line.indexOf(':');
+              const field = colon < 0 ? line : line.slice(0, colon);
+              let v = colon < 0 ? '' : line.slice(colon + 1);
+              if (v[0] === ' ') v = v.slice(1);
+              if (field === 'event') ev.name = v;
+              else if (field === 'data') ev.data.push(v);
+              else if (field === 'id') ev.id = v;
+            }
+          }
+        }
+        end(new Error('the board ended the stream'));
+      } catch (err) { end(err); }
+    })();
+    return handle;
+  }
+
   // ---- actions ------------------------------------------------------------
 
   async function act(path, body, resultEl, buttons, label) {
@@ -47,8 +130,9 @@
     try {
       const res = await fetch(path, {
         method: 'POST',
-        credentials: 'same-origin',
-        headers: { 'Content-Type': 'application/json', 'X-Aimi-Board-Token': token },
+        credentials: 'omit',
+        cache: 'no-store',
+        headers: { 'Content-Type': 'application/json', [TOKEN_HEADER]: token },
         body: JSON.stringify(body),
       });
       let answer = null;
@@ -401,6 +485,7 @@
 
   function toggleJournal(repo, name, c) {
     if (c.src) {
+      c.src.done = true;
       c.src.close();
       c.src = null;
       c.journal.hidden = true;
@@ -412,17 +497,35 @@
     c.journal.textContent = '';
     c.jbtn.setAttribute('aria-expanded', 'true');
     c.jbtn.textContent = 'Hide journal';
-    const src = new EventSource('/api/journal?' + new URLSearchParams({ repo, name }));
-    c.src = src;
-    src.addEventListener('line', (ev) => appendLine(c, JSON.parse(ev.data)));
-    src.addEventListener('end', () => {
-      src.close();
-      c.journal.appendChild(t('li', 'end', '— end of journal: the container is done —'));
-    });
-    src.addEventListener('failed', (ev) => {
-      src.close();
-      c.journal.appendChild(t('li', 'invalid', 'journal unavailable: ' + JSON.parse(ev.data).error));
-    });
+    let last = '';
+    const open = () => {
+      const headers = last ? { 'Last-Event-ID': last } : {};
+      c.src = stream('/api/journal?' + new URLSearchParams({ repo, name }), headers, {
+        event(ev, data, id) {
+          if (ev === 'line') {
+            if (id) last = id;
+            appendLine(c, JSON.parse(data));
+          } else if (ev === 'end' || ev === 'failed') {
+            c.src.close();
+            c.src.done = true;
+            c.journal.appendChild(ev === 'end'
+              ? t('li', 'end', '— end of journal: the container is done —')
+              : t('li', 'invalid', 'journal unavailable: ' + JSON.parse(data).error));
+          }
+        },
+        close(err, status) {
+          if (!c.src || c.src.done) return;
+          if (status) {
+            c.src.done = true;
+            c.journal.appendChild(t('li', 'invalid', 'journal unavailable: ' + err.message));
+            return;
+          }
+          // The connection dropped: go on after the last line shown.
+          setTimeout(() => { if (c.src && !c.src.done && c.src.closed) open(); }, 3000);
+        },
+      });
+    };
+    open();
   }
 
   function appendLine(c, l) {
@@ -516,26 +619,34 @@
     if (probe.latencies.length > 100000) probe.latencies.splice(0, 50000);
   }
 
+  function setConn(state, text) {
+    conn.dataset.state = state;
+    conn.textContent = text;
+  }
+
   function connect() {
-    const es = new EventSource('/api/events');
-    es.addEventListener('open', () => { conn.dataset.state = 'live'; conn.textContent = 'live'; });
-    es.addEventListener('list', (ev) => setList(JSON.parse(ev.data)));
-    es.addEventListener('changes', (ev) => {
-      for (const e of JSON.parse(ev.data)) applyChange(e);
-      draw();
-    });
-    es.addEventListener('gone', (ev) => {
-      conn.dataset.state = 'down';
-      conn.textContent = 'daemon gone: ' + JSON.parse(ev.data).error + ' (retrying)';
-    });
-    es.addEventListener('error', () => {
-      if (conn.dataset.state !== 'down') {
-        conn.dataset.state = 'reconnecting';
-        conn.textContent = 'reconnecting…';
-      }
-      // EventSource retries by itself, except after an error answer (the
-      // daemon is down and the board says so): then retry from here.
-      if (es.readyState === EventSource.CLOSED) setTimeout(connect, 3000);
+    if (!token) {
+      setConn('refused', "no token: open the URL 'aimi swarm ui' printed");
+      return;
+    }
+    stream('/api/events', {}, {
+      open() { setConn('live', 'live'); },
+      event(ev, data) {
+        if (ev === 'list') setList(JSON.parse(data));
+        else if (ev === 'changes') {
+          for (const e of JSON.parse(data)) applyChange(e);
+          draw();
+        } else if (ev === 'gone') setConn('down', 'daemon gone: ' + JSON.parse(data).error + ' (retrying)');
+      },
+      close(err, status) {
+        if (status === 403) {
+          // Another board now listens here, or the token is not this one's.
+          setConn('refused', "refused: open the URL 'aimi swarm ui' printed");
+          return;
+        }
+        if (conn.dataset.state !== 'down') setConn('reconnecting', 'reconnecting…');
+        setTimeout(connect, 3000);
+      },
     });
   }
 
