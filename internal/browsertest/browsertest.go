@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/remote"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
@@ -28,8 +29,9 @@ var Packages = []string{"chromium", "fonts-dejavu-core", "fontconfig"}
 // script that reads /etc/chromium.d and needs bash.
 const chromiumBinary = "/usr/lib/chromium/chromium"
 
-// startTimeout bounds the wait for Chromium's DevTools endpoint.
-const startTimeout = 60 * time.Second
+// startTimeout bounds the wait for Chromium's DevTools endpoint, and then
+// for the connection to it: minutes on a loaded machine.
+const startTimeout = 3 * time.Minute
 
 var devtoolsRe = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
 
@@ -42,8 +44,9 @@ type Browser struct {
 }
 
 // Start builds (or reuses) the browser image, runs Chromium in a labelled
-// container on the host network and returns an allocator context for
-// chromedp.NewContext. Everything is removed when the test ends.
+// container on the host network and returns a context connected to it:
+// each chromedp.NewContext of it opens a tab. Everything is removed when the
+// test ends.
 func Start(t testing.TB) (context.Context, *Browser) {
 	t.Helper()
 	cli := dockertest.Client(t)
@@ -64,7 +67,31 @@ func Start(t testing.TB) (context.Context, *Browser) {
 	}
 	actx, acancel := remote.NewAllocator(context.Background(), b.WebSocketURL, remote.NoModifyURL)
 	t.Cleanup(acancel)
-	return actx, b
+	return connect(t, actx), b
+}
+
+// connect connects to the browser now, under startTimeout, and returns the
+// connected context: each chromedp.NewContext of it opens a tab in that
+// browser. So a test's own deadline covers its page, not a browser that a
+// loaded machine connects to slowly. The first Run of a chromedp context
+// ties the browser's lifetime to its ctx, so it runs without a deadline
+// and the wait for it has one.
+func connect(t testing.TB, actx context.Context) context.Context {
+	t.Helper()
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	done := make(chan error, 1)
+	go func() { done <- chromedp.Do(bctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("connect to the browser: %v", err)
+		}
+	case <-time.After(startTimeout):
+		bcancel()
+		t.Fatalf("no connection to the browser within %s", startTimeout)
+	}
+	return bctx
 }
 
 // imageTag names the browser image. It is a cache kept across test runs
