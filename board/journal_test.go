@@ -49,7 +49,7 @@ func TestJournalViewAsksForABoundedPage(t *testing.T) {
 		t.Fatalf("asked the daemon for %+v, want %+v", f.logsReq, want)
 	}
 
-	c.Transport = withHeader{"Last-Event-ID", "4990", http.DefaultTransport}
+	c.Transport = withHeader{"Last-Event-ID", "4990", c.Transport}
 	evs = readEvents(t, c, base+"/api/journal?repo=/r&name=aimi-a", 4)
 	if f.logsReq.AfterSeq != 4990 || f.logsReq.Tail != journalPage {
 		t.Fatalf("a reconnect asked for %+v, want the page after seq 4990", f.logsReq)
