@@ -121,6 +121,12 @@ type Fetched struct {
 	Branch string  `json:"branch"`
 	Tip    string  `json:"tip"`
 	PRURL  *string `json:"prUrl,omitempty"`
+	// Ref is the ref of the checkout holding Tip when it is not the
+	// branch (remote mode: a keep ref, until origin has the commits).
+	Ref string `json:"ref,omitempty"`
+	// Note says what else happened (remote mode: pushed to origin, or why
+	// not).
+	Note string `json:"note,omitempty"`
 }
 
 // Kept is a container Cleanup did not remove, and why.
@@ -175,6 +181,10 @@ var (
 	// ErrInvalidRequest: a request field is wrong (HTTP 400); the wrapping
 	// error names the field.
 	ErrInvalidRequest = errors.New("invalid request")
+	// ErrUnreceivedWork: a rerun would replace a container holding commits
+	// nobody received, and they could not be taken out of it first; the
+	// container is kept (HTTP 409).
+	ErrUnreceivedWork = errors.New("a container holds work nobody received")
 	// ErrShutdown: the Manager is shutting down (HTTP 503).
 	ErrShutdown = errors.New("the daemon is shutting down")
 )
@@ -223,6 +233,7 @@ const (
 	CodeNotFound         = "not_found"          // 404: no swarm / no such container
 	CodeMethodNotAllowed = "method_not_allowed" // 405, with an Allow header
 	CodeActiveSwarm      = "active_swarm"       // 409
+	CodeUnreceived       = "unreceived_work"    // 409
 	CodeShuttingDown     = "shutting_down"      // 503
 	CodeInternal         = "internal"           // 500
 	CodeTaskFiles        = "invalid_task_file"  // 400 with Problems
@@ -307,6 +318,8 @@ func (e *APIError) Is(target error) bool {
 		return target == ErrInvalidRequest
 	case CodeActiveSwarm:
 		return target == ErrActiveSwarm
+	case CodeUnreceived:
+		return target == ErrUnreceivedWork
 	case CodeShuttingDown:
 		return target == ErrShutdown
 	case CodeNotFound:

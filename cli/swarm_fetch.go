@@ -18,11 +18,13 @@ func newSwarmFetchCmd(s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fetch [NAME...]",
 		Short: "copy the branches finished containers could not push out of the containers into your checkout",
-		Long: `Local git mode: for each finished container (all without names) whose branch
-holds commits the daemon's git service never received, read the branch out of
-the container itself, add it to the swarm's repository and bring it into your
-checkout (a fast-forward only) as a received branch is. Containers with nothing
-unreceived are listed as skipped.`,
+		Long: `For each finished container (all of the swarm's without names; a name may also
+be a container of an earlier swarm that cleanup kept) whose branch holds commits
+nobody received, read the branch out of the container itself. Local git mode:
+add it to the swarm's repository and bring it into your checkout (a fast-forward
+only) as a received branch is. Remote git mode: fetch it into your checkout as
+refs/aimi/kept/<swarm>/<name> and push it to origin's branch (the ref is dropped
+once origin has it). Containers with nothing unreceived are listed as skipped.`,
 		RunE: func(cmd *cobra.Command, names []string) error {
 			return t.withClient(func(repo string, client *daemon.Client) error {
 				rep, err := client.Fetch(cmd.Context(), repo, names)
@@ -40,7 +42,14 @@ unreceived are listed as skipped.`,
 
 func printFetch(w io.Writer, rep api.FetchReport) {
 	for _, f := range rep.Fetched {
-		fmt.Fprintf(w, "fetched %s: branch %s at %.12s is in your checkout\n", f.Name, f.Branch, f.Tip)
+		if f.Ref != "" {
+			fmt.Fprintf(w, "fetched %s: branch %s's commits at %.12s are in your checkout as %s\n", f.Name, f.Branch, f.Tip, f.Ref)
+		} else {
+			fmt.Fprintf(w, "fetched %s: branch %s at %.12s is in your checkout\n", f.Name, f.Branch, f.Tip)
+		}
+		if f.Note != "" {
+			fmt.Fprintf(w, "  %s\n", f.Note)
+		}
 		if f.PRURL != nil {
 			fmt.Fprintf(w, "  pull request %s\n", *f.PRURL)
 		}

@@ -44,6 +44,9 @@ func errorBody(err error) (int, api.ErrorBody) {
 	case errors.Is(err, api.ErrActiveSwarm):
 		body.Code = api.CodeActiveSwarm
 		return http.StatusConflict, body
+	case errors.Is(err, api.ErrUnreceivedWork):
+		body.Code = api.CodeUnreceived
+		return http.StatusConflict, body
 	case errors.Is(err, api.ErrShutdown):
 		body.Code = api.CodeShuttingDown
 		return http.StatusServiceUnavailable, body

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
 )
 
@@ -49,25 +48,11 @@ func (s *Service) Salvage(ctx context.Context, swarmID, containerName, branch st
 	if err := gitref.CheckBranch(branch); err != nil {
 		return "", fmt.Errorf("salvage %s: %w", containerName, err)
 	}
-	tmp, err := os.MkdirTemp(s.repos, ".salvage-")
+	tmp, err := copyContainerGit(ctx, s.opts.Trees, containerName, s.repos)
 	if err != nil {
 		return "", fmt.Errorf("salvage %s: %w", containerName, err)
 	}
 	defer os.RemoveAll(tmp)
-	rc, err := s.opts.Trees.ReadTree(ctx, containerName, path.Join(contract.DefaultWorkspace, ".git"))
-	if err != nil {
-		return "", fmt.Errorf("salvage %s: %w", containerName, err)
-	}
-	err = extractGitDir(rc, tmp)
-	rc.Close()
-	if err != nil {
-		return "", fmt.Errorf("salvage %s: %w", containerName, err)
-	}
-	// A configuration of the service's own: the container's (filters,
-	// hooks, alternates...) stays behind.
-	if err := os.WriteFile(filepath.Join(tmp, "config"), []byte("[core]\n\trepositoryformatversion = 0\n\tbare = true\n"), 0o600); err != nil {
-		return "", fmt.Errorf("salvage %s: %w", containerName, err)
-	}
 	ref := "refs/heads/" + branch
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()

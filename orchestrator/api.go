@@ -52,6 +52,12 @@ type Config struct {
 	// Publisher brings a local-mode container's branch into the user's
 	// checkout once it completed; nil leaves the branch in the git service.
 	Publisher Publisher
+	// Work reads and takes the commits inside a container of either git
+	// mode (package gitserve's Keeper). Every path that removes or
+	// replaces a container asks it first (see unreceived.go); nil on an
+	// engine that cannot read a container's files, where a remote-mode
+	// container's work cannot be checked.
+	Work ContainerWork
 	// Labels are put on every container and network the Manager creates,
 	// next to the org.aimi.* ones, and Recover adopts only containers that
 	// carry all of them: two daemons (or parallel test runs) on one engine

@@ -2,14 +2,16 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 )
 
 // Cleanup removes the repo's terminal containers (and the swarm network when
-// unused) and drops their state entries. With the git service, a container
-// whose branch has commits nobody received is kept unless force.
+// unused) and drops their state entries. A container whose branch has
+// commits nobody received (unreceived.go; either git mode) is kept unless
+// force.
 func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error) {
 	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
 	if err != nil {
@@ -40,8 +42,8 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api
 
 // cleanupReplaced removes the exited containers of earlier swarms of the
 // repo (replaced by Start, so no longer in the state file), their networks
-// and, once none of their containers is left, their journals; with the git service, one holding unreceived commits is kept
-// unless force.
+// and, once none of their containers is left, their journals; one holding
+// unreceived commits (either git mode) is kept unless force.
 func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, rep *api.CleanupReport) {
 	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelProject: sw.repo}))
 	if err != nil {
@@ -61,10 +63,14 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 			continue
 		}
 		local := in.Labels[contract.LabelGitMode] == "local"
-		if m.cfg.Git != nil && local && !force {
-			commits, err := m.cfg.Git.Unreceived(ctx, sw.repo, old, in.Name, in.Labels[contract.LabelBranch])
+		if !force {
+			commits, err := m.unreceived(ctx, sw.repo, holderOf(in))
 			if err != nil || len(commits) > 0 {
-				rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: "container of an earlier swarm whose work may not have been received; pass --force to remove it", Commits: commits})
+				why := "container of an earlier swarm holding commit(s) nobody received"
+				if err != nil {
+					why = "container of an earlier swarm whose work may not have been received (" + err.Error() + ")"
+				}
+				rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: why + "; take them with 'aimi swarm fetch " + in.Name + "' or pass --force to remove it", Commits: commits})
 				left[old] = true
 				continue
 			}
@@ -111,4 +117,26 @@ func (m *Manager) forgetGit(ctx context.Context, swarmID string, rep *api.Cleanu
 		m.log.Warn("cleanup: the git service kept the swarm's repository", "swarm", swarmID, "err", err)
 		rep.Notes = append(rep.Notes, err.Error())
 	}
+}
+
+// keepUnreceived reports whether cleanup keeps terminal container c because
+// it holds commits nobody received (or it cannot tell), saying why in rep;
+// with force it goes anyway, and rep lists what went with it. A forced
+// cleanup does not ask origin (remote mode): it must not wait on a network.
+func (sw *swarm) keepUnreceived(ctx context.Context, c *ctr, force bool, rep *api.CleanupReport) bool {
+	if (force && !sw.local) || !sw.mayHaveCommitted(c) {
+		return false
+	}
+	commits, err := sw.m.unreceived(ctx, sw.repo, sw.holder(c))
+	switch {
+	case err != nil && !force:
+		rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "cannot tell whether its work was received: " + err.Error() + " (pass --force to remove it anyway)"})
+		return true
+	case len(commits) > 0 && !force:
+		rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: fmt.Sprintf("branch %s has %d commit(s) nobody received; take them with 'aimi swarm fetch %s' or pass --force", c.branch, len(commits), c.name), Commits: commits})
+		return true
+	case len(commits) > 0:
+		rep.Lost = append(rep.Lost, api.Kept{Name: c.name, Reason: "removed with --force", Commits: commits})
+	}
+	return false
 }

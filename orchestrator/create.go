@@ -17,16 +17,42 @@ import (
 
 // nameTaken reports whether a container name is used by a container the
 // swarm must not replace: one of another repository, or a running one.
-// Create would remove any other container of that name.
-func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]bool) bool {
+// Create removes any other holder of the name (an exited container of the
+// repository); stale is that holder when it is this daemon's, so that its
+// work is taken before it goes (takeStale).
+func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]bool) (taken bool, stale *holder) {
 	if mine[name] {
-		return true
+		return true, nil
 	}
 	info, err := sw.m.eng.Inspect(ctx, name)
 	if err != nil {
-		return false
+		return false, nil
 	}
-	return info.Labels[contract.LabelProject] != sw.repo || info.Running
+	if info.Labels[contract.LabelProject] != sw.repo || info.Running {
+		return true, nil
+	}
+	if !sw.sameRepository(info.Labels) {
+		return false, nil // not this repository's work to take
+	}
+	for k, v := range sw.m.selector(nil) {
+		if info.Labels[k] != v {
+			return false, nil
+		}
+	}
+	h := holderOf(info)
+	return false, &h
+}
+
+// takeStale takes the work of the exited containers a start will replace
+// (their names are free for it) before anything is replaced; the first
+// that cannot be taken refuses the start.
+func (sw *swarm) takeStale(ctx context.Context, stale []holder) error {
+	for _, h := range stale {
+		if err := sw.m.takeWork(ctx, sw.repo, h, true); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // createConcurrency bounds parallel create calls: the engine serialises
@@ -85,7 +111,11 @@ func (sw *swarm) createAll(ctx context.Context, all []*ctr) (_ []*ctr, err error
 	rename := func(ctx context.Context, c *ctr) string {
 		mineMu.Lock()
 		defer mineMu.Unlock()
-		name := uniqueName(containerName(c.taskFile), func(n string) bool { return sw.nameTaken(ctx, n, mine) })
+		// A stale holder counts as taken here: its work was not looked at.
+		name := uniqueName(containerName(c.taskFile), func(n string) bool {
+			taken, stale := sw.nameTaken(ctx, n, mine)
+			return taken || stale != nil
+		})
 		mine[name] = true
 		return name
 	}
@@ -125,9 +155,31 @@ func (sw *swarm) createAll(ctx context.Context, all []*ctr) (_ []*ctr, err error
 	return created, err
 }
 
+// nameAndTake names the containers of planned (planNames) and takes the
+// work of the exited containers whose names they reuse (takeStale). When
+// there were any, the task files (files, as validateTasks read them into
+// planned) are read again: taking the work may have moved the branches
+// they are read from, and each container's fold must start from what it
+// will read.
+func (sw *swarm) nameAndTake(ctx context.Context, planned []plannedTask, files []string, existing map[string]string) ([]*ctr, error) {
+	named, stale := sw.planNames(ctx, planned)
+	if err := sw.takeStale(ctx, stale); err != nil || len(stale) == 0 {
+		return named, err
+	}
+	again, err := validateTasks(ctx, sw.repo, files, existing, sw.local)
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range named {
+		c.tf, c.branch = again[i].tf, again[i].tf.Metadata.BranchName
+	}
+	return named, nil
+}
+
 // planNames gives each planned task file its container, named in task-file
-// order.
-func (sw *swarm) planNames(ctx context.Context, planned []plannedTask) []*ctr {
+// order, and returns the exited containers whose names it reuses: their
+// work is taken (takeStale) before Create replaces them.
+func (sw *swarm) planNames(ctx context.Context, planned []plannedTask) (all []*ctr, stale []holder) {
 	mine := map[string]bool{}
 	for _, c := range sw.list() {
 		mine[c.name] = true
@@ -137,28 +189,36 @@ func (sw *swarm) planNames(ctx context.Context, planned []plannedTask) []*ctr {
 	// start. Names are then assigned in task-file order from the answers;
 	// only a clash asks again, for the alternatives.
 	first := make([]bool, len(planned))
+	firstStale := make([]*holder, len(planned))
 	var probe errgroup.Group
 	probe.SetLimit(createConcurrency)
 	for i, p := range planned {
 		probe.Go(func() error {
-			first[i] = sw.nameTaken(ctx, containerName(p.path), nil)
+			first[i], firstStale[i] = sw.nameTaken(ctx, containerName(p.path), nil)
 			return nil
 		})
 	}
 	_ = probe.Wait()
-	all := make([]*ctr, len(planned))
+	all = make([]*ctr, len(planned))
 	for i, p := range planned {
 		base := containerName(p.path)
+		var holds *holder // the stale holder of the name last found free
 		name := uniqueName(base, func(n string) bool {
 			if n == base && !mine[n] {
+				holds = firstStale[i]
 				return first[i]
 			}
-			return sw.nameTaken(ctx, n, mine)
+			taken, st := sw.nameTaken(ctx, n, mine)
+			holds = st
+			return taken
 		})
+		if holds != nil {
+			stale = append(stale, *holds)
+		}
 		mine[name] = true
 		all[i] = &ctr{name: name, taskFile: p.path, branch: p.tf.Metadata.BranchName, tf: p.tf, repoURL: sw.repoURL, stopCh: make(chan struct{})}
 	}
-	return all
+	return all, stale
 }
 
 // trackInOrder takes each create's result in task-file order, tracks the

@@ -34,6 +34,9 @@ type fakeGit struct {
 	forgetErr  error
 	// onPublish, when set, sees every Publish as it is called.
 	onPublish func(name string)
+	// salvage, when set, answers Salvage (and the container's work then
+	// counts as received); without it Salvage fails.
+	salvage func(name string) (string, error)
 }
 
 func (g *fakeGit) Forget(ctx context.Context, swarmID string) error {
@@ -89,7 +92,19 @@ func (g *fakeGit) Revoke(swarmID, name string) {
 }
 
 func (g *fakeGit) Salvage(ctx context.Context, swarmID, name, branch string) (string, error) {
-	return "", errors.New("fakeGit cannot salvage")
+	g.mu.Lock()
+	salvage := g.salvage
+	g.mu.Unlock()
+	if salvage == nil {
+		return "", errors.New("fakeGit cannot salvage")
+	}
+	tip, err := salvage(name)
+	if err == nil {
+		g.mu.Lock()
+		delete(g.unreceived, name)
+		g.mu.Unlock()
+	}
+	return tip, err
 }
 
 func (g *fakeGit) Publish(ctx context.Context, repoPath, swarmID, branch, name string) (*string, error) {

@@ -236,6 +236,13 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	if image == "" {
 		return refuse(fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", api.ErrInvalidRequest))
 	}
+	// Exited containers whose names this start reuses give up their work
+	// first; while one cannot, the earlier swarm stays as it is.
+	sw.repoURL = repoURL // planNames gives it to each container
+	named, err := sw.nameAndTake(ctx, planned, req.TaskFiles, nil)
+	if err != nil {
+		return refuse(err)
+	}
 	if cur != nil {
 		// The finished (or just stopped) swarm is replaced: its journals
 		// stay on disk, its containers until cleanup or name reuse.
@@ -250,7 +257,6 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		return refuse(err)
 	}
 	phase("state opened")
-	named := sw.planNames(ctx, planned)
 	if err := netErr(); err != nil {
 		sw.close(ctx)
 		return api.SwarmView{}, err

@@ -206,7 +206,11 @@ func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	if err := sw.ensureNetwork(ctx); err != nil {
 		return api.SwarmView{}, err
 	}
-	created, err := sw.createAll(ctx, sw.planNames(ctx, planned))
+	named, err := sw.nameAndTake(ctx, planned, req.TaskFiles, existing)
+	if err != nil {
+		return api.SwarmView{}, err
+	}
+	created, err := sw.createAll(ctx, named)
 	if err != nil {
 		// The swarm goes on; only what this request created goes away.
 		for _, c := range created {
@@ -313,7 +317,14 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 			<-c.done // a failed container's supervisor is finishing
 		}
 	}
-	// New containers first (Create replaces the exited ones of the same
+	// What a failed container did is taken out of it before a new
+	// container replaces it; when that fails nothing is rerun.
+	for _, c := range retry {
+		if err := sw.m.takeWork(ctx, sw.repo, sw.holder(c), false); err != nil {
+			return err
+		}
+	}
+	// New containers next (Create replaces the exited ones of the same
 	// name), then a fresh journal and fold for each.
 	for _, c := range retry {
 		sw.mu.Lock()
@@ -389,20 +400,9 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 			keep = append(keep, c)
 			continue
 		}
-		if g := sw.m.cfg.Git; g != nil && sw.local && sw.mayHaveCommitted(c) {
-			commits, err := g.Unreceived(ctx, sw.repo, sw.id, c.name, c.branch)
-			switch {
-			case err != nil && !force:
-				rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "cannot tell whether its work was received: " + err.Error() + " (pass --force to remove it anyway)"})
-				keep = append(keep, c)
-				continue
-			case len(commits) > 0 && !force:
-				rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: fmt.Sprintf("branch %s has %d commit(s) nobody received; publish them or pass --force", c.branch, len(commits)), Commits: commits})
-				keep = append(keep, c)
-				continue
-			case len(commits) > 0:
-				rep.Lost = append(rep.Lost, api.Kept{Name: c.name, Reason: "removed with --force", Commits: commits})
-			}
+		if sw.keepUnreceived(ctx, c, force, &rep) {
+			keep = append(keep, c)
+			continue
 		}
 		if err := sw.removeVerified(ctx, c); err != nil {
 			rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "not removed: " + err.Error()})

@@ -133,6 +133,11 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	defer cancelLife()
 	oc := orchestratorConfig(cfg, git, log)
 	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
+	if be.probe != nil && be.trees != nil {
+		// Whatever the git mode, what only a container holds is read and
+		// taken out of it before it is removed or replaced.
+		oc.Work = gitserve.Keeper{Probe: be.probe, Trees: be.trees, Scratch: o.dataDir}
+	}
 	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
 	oc.Observer = met
 	mgr, err := orchestrator.New(life, oc, be.eng)

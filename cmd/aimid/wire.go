@@ -66,6 +66,8 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 	return oc
 }
 
+var _ orchestrator.ContainerWork = gitserve.Keeper{}
+
 // gitAdapter makes *gitserve.Service an orchestrator.GitAccess: the two
 // packages each declare their Grant type (neither imports the other).
 type gitAdapter struct{ *gitserve.Service }
