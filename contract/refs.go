@@ -1,14 +1,14 @@
 package contract
 
 // KeptRefPrefix is the namespace of the refs under which aimid keeps, in
-// the user's checkout, commits of a container that no branch of the
-// checkout names yet: a publish refused (branch checked out, or diverged),
-// or work taken out of a container before it is removed or replaced.
-// The full ref is KeptRef(swarmID, containerName). Work is received, and
-// its container may go, once its tip is reachable from any ref of the
-// checkout or the swarm's mirror; a ref under this prefix is one such, so
-// the commits survive git gc until the user merges and deletes it
-// (git update-ref -d).
+// the user's checkout, commits it took out of a container that no branch
+// of the checkout names yet (a remote-mode rerun or fetch whose push to
+// origin failed). The full ref is KeptRef(swarmID, containerName). Work is
+// received, and its container may go, once its tip is reachable from any
+// ref of the checkout or the swarm's mirror: a ref under this prefix is
+// one such (as publish's refs/aimi/unpublished/ of a refused publish), so
+// the commits survive git gc until the user takes them and deletes the
+// ref (git update-ref -d).
 const KeptRefPrefix = "refs/aimi/kept/"
 
 // KeptRef is the keep ref of one container of one swarm:
