@@ -221,3 +221,34 @@ func TestLocalModeRerunSalvagesFirstOrIsRefused(t *testing.T) {
 		t.Errorf("order %q, want the salvage right before the rerun's create", order)
 	}
 }
+
+// TestRemoteModeFetchKeepsTheWorkAndPushesIt: aimi swarm fetch on a
+// remote-mode container whose commits origin lacks keeps them in the
+// checkout as its keep ref and pushes them; when the push fails the
+// report names the ref and how to push it, and the ref stays.
+func TestRemoteModeFetchKeepsTheWorkAndPushesIt(t *testing.T) {
+	repo, files := testRepo(t, []string{"rf"}, 1)
+	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, step{complete: "failed"}) })
+	work := &fakeWork{tips: map[string]string{"aimi-rf": "feed"}, onOrigin: map[string]bool{}, pushErr: errors.New("protected branch")}
+	m := newTestManager(t, eng, Config{Work: work})
+	ctx := context.Background()
+	v := failedOnce(t, m, repo, files, false)
+	ref := contract.KeptRef(v.State.SwarmID, "aimi-rf")
+	rep, err := m.Fetch(ctx, repo, nil)
+	if err != nil || len(rep.Fetched) != 1 {
+		t.Fatalf("fetch = %+v, %v; want the container fetched", rep, err)
+	}
+	if f := rep.Fetched[0]; f.Tip != "feed" || f.Ref != ref || !strings.Contains(f.Note, "git push origin "+ref+":refs/heads/feat/rf") {
+		t.Fatalf("fetched %+v, want the tip kept as %s and how to push it", f, ref)
+	}
+	work.mu.Lock()
+	work.pushErr = nil
+	work.mu.Unlock()
+	rep, err = m.Fetch(ctx, repo, []string{"aimi-rf"})
+	if err != nil || len(rep.Fetched) != 1 || rep.Fetched[0].Ref != "" || !strings.Contains(rep.Fetched[0].Note, "pushed to origin") {
+		t.Fatalf("fetch once origin accepts = %+v, %v; want pushed and the ref dropped", rep, err)
+	}
+	if got := work.callsNow(); got[len(got)-1] != "drop "+ref {
+		t.Errorf("calls %q, want the keep ref dropped last", got)
+	}
+}
