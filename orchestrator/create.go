@@ -32,7 +32,7 @@ func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]boo
 		return true, nil
 	}
 	if !sw.sameRepository(info.Labels) {
-		return false, nil // not this repository's work to take
+		return true, nil // another repository that was at this path
 	}
 	for k, v := range sw.m.selector(nil) {
 		if info.Labels[k] != v {

@@ -66,6 +66,10 @@ func (w *fakeWork) callsNow() []string {
 	return slices.Clone(w.calls)
 }
 
+// committedThenFailed completes a story (so the runner committed) and then
+// fails, as a run whose last push failed does.
+var committedThenFailed = []step{{story: "US-001", status: "in_progress"}, {story: "US-001", status: "completed"}, {complete: "failed"}}
+
 // failedOnce starts repo's task files, all of which fail, and returns the
 // view once they are finished.
 func failedOnce(t *testing.T, m *Manager, repo string, files []string, local bool) api.SwarmView {
@@ -88,7 +92,7 @@ func failedOnce(t *testing.T, m *Manager, repo string, files []string, local boo
 // alike; once origin has the tip, cleanup removes it.
 func TestRemoteModeCleanupKeepsWorkOriginLacks(t *testing.T) {
 	repo, files := testRepo(t, []string{"rk1", "rk2"}, 1)
-	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, step{complete: "failed"}) })
+	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, committedThenFailed...) })
 	work := &fakeWork{tips: map[string]string{"aimi-rk1": "1111", "aimi-rk2": "2222"}, onOrigin: map[string]bool{}}
 	m := newTestManager(t, eng, Config{Work: work})
 	ctx := context.Background()
@@ -132,7 +136,7 @@ func TestRemoteModeRerunPushesTheWorkFirstOrIsRefused(t *testing.T) {
 	for _, how := range []string{"resume", "start"} {
 		t.Run(how, func(t *testing.T) {
 			repo, files := testRepo(t, []string{"rr"}, 1)
-			eng := newFakeEngine(func(s container.Spec) program { return scripted(0, step{complete: "failed"}) })
+			eng := newFakeEngine(func(s container.Spec) program { return scripted(0, committedThenFailed...) })
 			work := &fakeWork{tips: map[string]string{"aimi-rr": "abcd"}, onOrigin: map[string]bool{}, pushErr: errors.New("protected branch")}
 			m := newTestManager(t, eng, Config{Work: work})
 			ctx := context.Background()
@@ -181,7 +185,7 @@ func TestRemoteModeRerunPushesTheWorkFirstOrIsRefused(t *testing.T) {
 // keeps the old container.
 func TestLocalModeRerunSalvagesFirstOrIsRefused(t *testing.T) {
 	repo, files := testRepo(t, []string{"ls"}, 1)
-	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, step{complete: "failed"}) })
+	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, committedThenFailed...) })
 	var mu sync.Mutex
 	var order []string
 	eng.beforeCreate = func(ctx context.Context, name string) error {
@@ -228,7 +232,7 @@ func TestLocalModeRerunSalvagesFirstOrIsRefused(t *testing.T) {
 // report names the ref and how to push it, and the ref stays.
 func TestRemoteModeFetchKeepsTheWorkAndPushesIt(t *testing.T) {
 	repo, files := testRepo(t, []string{"rf"}, 1)
-	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, step{complete: "failed"}) })
+	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, committedThenFailed...) })
 	work := &fakeWork{tips: map[string]string{"aimi-rf": "feed"}, onOrigin: map[string]bool{}, pushErr: errors.New("protected branch")}
 	m := newTestManager(t, eng, Config{Work: work})
 	ctx := context.Background()
