@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -431,45 +430,6 @@ func (s *Service) Received(swarmID, containerName, branch string) (repo, tip str
 		return s.mirrorPath(rec.SwarmKey), "", nil
 	}
 	return s.mirrorPath(rec.SwarmKey), rec.Tip, nil
-}
-
-// checkPublished returns ErrUnpublished, naming the branches and how to
-// fetch them, when a branch of swarm key's mirror points at a commit no ref
-// of its source checkout reaches (NamedByRef).
-func (s *Service) checkPublished(ctx context.Context, key string) error {
-	s.mirrorMu.Lock()
-	defer s.mirrorMu.Unlock()
-	mirror := s.mirrorPath(key)
-	if _, err := os.Stat(filepath.Join(mirror, "HEAD")); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	src, err := mirrorGit.Run(ctx, mirror, "config", "--get", "aimi.source")
-	if err != nil || src == "" {
-		return fmt.Errorf("git service forget %s: read the mirror's source checkout: %w (mirror kept at %s)", key, err, mirror)
-	}
-	refs, err := mirrorGit.Run(ctx, mirror, "for-each-ref", "--format=%(objectname) %(refname:short)", "refs/heads")
-	if err != nil {
-		return fmt.Errorf("git service forget %s: list the mirror's branches: %w (mirror kept at %s)", key, err, mirror)
-	}
-	var missing []string
-	for _, line := range strings.Split(refs, "\n") {
-		oid, branch, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if !ok {
-			continue
-		}
-		named, err := NamedByRef(ctx, src, oid)
-		if err != nil {
-			return fmt.Errorf("git service forget %s: %w (mirror kept at %s)", key, err, mirror)
-		}
-		if !named {
-			missing = append(missing, branch)
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	return fmt.Errorf("git service forget %s: %w: branch(es) %s; the mirror %s is kept: take them with 'git -C %s fetch %s %s'",
-		key, ErrUnpublished, strings.Join(missing, ", "), mirror, src, mirror, "refs/heads/"+missing[0]+":refs/heads/"+missing[0])
 }
 
 // lookup returns a copy of the record a token belongs to.

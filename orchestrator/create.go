@@ -43,6 +43,15 @@ func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]boo
 	return false, &h
 }
 
+// freeName is a name for c that no container holds: during the creates a
+// stale holder counts as taken, since its work was not looked at.
+func (sw *swarm) freeName(ctx context.Context, c *ctr, mine map[string]bool) string {
+	return uniqueName(containerName(c.taskFile), func(n string) bool {
+		taken, stale := sw.nameTaken(ctx, n, mine)
+		return taken || stale != nil
+	})
+}
+
 // takeStale takes the work of the exited containers a start will replace
 // (their names are free for it) before anything is replaced; the first
 // that cannot be taken refuses the start.
@@ -111,11 +120,7 @@ func (sw *swarm) createAll(ctx context.Context, all []*ctr) (_ []*ctr, err error
 	rename := func(ctx context.Context, c *ctr) string {
 		mineMu.Lock()
 		defer mineMu.Unlock()
-		// A stale holder counts as taken here: its work was not looked at.
-		name := uniqueName(containerName(c.taskFile), func(n string) bool {
-			taken, stale := sw.nameTaken(ctx, n, mine)
-			return taken || stale != nil
-		})
+		name := sw.freeName(ctx, c, mine)
 		mine[name] = true
 		return name
 	}
