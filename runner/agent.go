@@ -37,6 +37,14 @@ type backend interface {
 // closes (and again after SIGTERM) before its process group is killed.
 const processExitWait = time.Second
 
+// outputDrainWait bounds how long, once an agent's process has exited, its
+// output still in the pipe may take to reach our stderr. That stderr is the
+// container's, which the daemon holds back while it journals a burst, so
+// the last pipe-full can take seconds to go out: cut at a second, it was
+// lost. A grandchild that keeps the pipe open is ended sooner by the
+// process-group kill that follows every story.
+const outputDrainWait = 30 * time.Second
+
 // stderrExcerpt is how much of the end of an agent's stderr a crash report
 // quotes.
 const stderrExcerpt = 600
@@ -83,8 +91,9 @@ func startProcess(argv []string, dir string, env []string, stdin io.Reader, stdo
 	// pass it on to ours (stdout is reserved for protocol lines).
 	cmd.Stderr = io.MultiWriter(os.Stderr, p.stderr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A grandchild holding stderr open must not block Wait forever.
-	cmd.WaitDelay = processExitWait
+	// A grandchild holding stderr open must not block Wait forever; what
+	// the agent wrote before it exited is still passed on (outputDrainWait).
+	cmd.WaitDelay = outputDrainWait
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -322,20 +331,22 @@ func (b *execBackend) runStory(ctx context.Context, storyID, prompt, dir string)
 	cmd.Dir = dir
 	cmd.Env = append(append([]string(nil), b.env...), "AIMI_STORY_ID="+storyID)
 	cmd.Stdin = strings.NewReader(prompt)
-	cmd.Stdout = io.MultiWriter(out, os.Stderr)
-	cmd.Stderr = cmd.Stdout
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.WaitDelay = processExitWait
+	drain, err := attachDrained(cmd, io.MultiWriter(out, os.Stderr))
+	if err != nil {
+		return outcome{err: fmt.Errorf("agent output pipe: %w", err)}
+	}
 	if err := cmd.Start(); err != nil {
+		drain.abandon()
 		return outcome{err: fmt.Errorf("start %s: %w", contract.EnvAgentCommand, err)}
 	}
+	drain.started()
 	if b.onAgentStart != nil {
 		b.onAgentStart(cmd.Process.Pid)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	pgid := cmd.Process.Pid
-	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
@@ -346,9 +357,13 @@ func (b *execBackend) runStory(ctx context.Context, storyID, prompt, dir string)
 		case <-time.After(b.grace):
 		}
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		drain.wait(outputDrainWait)
 		return outcome{stop: acp.StopReasonCancelled, summary: "Command output: " + tail(out.String(), 1500)}
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	if !drain.wait(outputDrainWait) {
+		log.Warn("the agent's last output did not go out within the drain wait; the rest is dropped", "wait", outputDrainWait)
+	}
 	sum := "Command output: " + tail(out.String(), 1500)
 	var ee *exec.ExitError
 	switch {
