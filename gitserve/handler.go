@@ -216,6 +216,13 @@ func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) (
 	return PushCommands{}, nil, false
 }
 
+// countPush tells OnPush about one push.
+func (s *Service) countPush(accepted bool) {
+	if s.opts.OnPush != nil {
+		s.opts.OnPush(accepted)
+	}
+}
+
 // afterPush records the branch's value once git http-backend is done, if
 // the push moved it (git may have refused it, e.g. not a fast-forward).
 func (s *Service) afterPush(r *http.Request, rec record, before string) {

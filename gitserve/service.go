@@ -79,9 +79,8 @@ type Options struct {
 	SweepInterval time.Duration
 	// Limits bound what containers can take of the service (see Limits).
 	Limits Limits
-	// OnPush, when set, hears every push: accepted when it moved the
-	// container's branch, refused when the service refused it (metrics).
-	// It must return at once.
+	// OnPush, when set, hears every push (accepted: it moved the branch;
+	// refused by the service otherwise). It must return at once.
 	OnPush func(accepted bool)
 }
 
@@ -489,13 +488,6 @@ func (s *Service) recordByName(swarmID, name string) (record, bool) {
 		return record{}, false
 	}
 	return *rec, true
-}
-
-// countPush tells OnPush about one push.
-func (s *Service) countPush(accepted bool) {
-	if s.opts.OnPush != nil {
-		s.opts.OnPush(accepted)
-	}
 }
 
 // notePush records the branch value after a push from container of swarm.
