@@ -11,9 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/aimi-tools/swarm/internal/termsafe"
 )
 
 // MaxLineBytes bounds one line the agent writes to stdout. ACP frames every
@@ -312,16 +313,5 @@ func (t tap) Write(p []byte) (int, error) {
 }
 
 // excerpt makes agent-supplied text fit for a log line: bounded, with
-// control characters replaced.
-func excerpt(s string) string {
-	const max = 200
-	if len(s) > max {
-		s = strings.ToValidUTF8(s[:max], "") + "…"
-	}
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// control characters dropped (termsafe.Line, the one such filter).
+func excerpt(s string) string { return termsafe.Line(s, 200) }

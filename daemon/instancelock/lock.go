@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
@@ -23,6 +22,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/termsafe"
 )
 
 // Names and label keys on the engine: one place for them.
@@ -233,15 +233,6 @@ func ensureImage(ctx context.Context, eng Engine) error {
 	return nil
 }
 
-func clean(s string) string {
-	const max = 512
-	if len(s) > max {
-		s = strings.ToValidUTF8(s[:max], "") + "…"
-	}
-	return strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, s)
-}
+// clean makes a marker's text (another daemon wrote it) fit for one line
+// of an error: bounded, control characters dropped (termsafe.Line).
+func clean(s string) string { return termsafe.Line(s, 512) }
