@@ -49,7 +49,7 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelT()
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token="+testToken),
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#token="+testToken),
 		chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-web"] g.story[data-story="US-002"][data-status="in_progress"]`))); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestKeyboardAndNarrowWindow(t *testing.T) {
 	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelT()
 	card := `[data-container="aimi-web"]`
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(360, 740), chromedp.Navigate(base+"/?token="+testToken),
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(360, 740), chromedp.Navigate(base+"/#token="+testToken),
 		chromedp.WaitVisible(chromedp.CSS(card+` g.story`))); err != nil {
 		html, _ := chromedp.Run(context.WithoutCancel(ctx), chromedp.OuterHTML(chromedp.CSS("body")))
 		t.Fatalf("%v; page: %s", err, html)
@@ -186,7 +186,7 @@ func TestPageWaitsForTheDaemonAndShowsTheCleanupRefusal(t *testing.T) {
 	defer cancel()
 	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelT()
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/?token="+testToken), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="reconnecting"]`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#token="+testToken), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="reconnecting"]`))); err != nil {
 		t.Fatal(err)
 	}
 	f.mu.Lock()
