@@ -4,7 +4,7 @@ BIN     ?= bin
 PKGS    := ./...
 export CGO_ENABLED ?= 0
 
-.PHONY: help build test lint fuzz bench clean
+.PHONY: help build test test-long lint fuzz bench clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -18,6 +18,9 @@ lint: ## go vet and gofmt
 
 test: lint ## every test, against the real Docker engine (builds the images it needs)
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 25m $(PKGS)
+
+test-long: ## the long proofs make test leaves out (a 128 MiB journal read in bounded memory; minutes on 2 cores)
+	CGO_ENABLED=1 AIMI_LONG_TESTS=1 $(GO) test -race -count=1 -timeout 40m -run 'TestJournalAtItsCapIsReadInBoundedMemory' ./cmd/aimid
 
 FUZZTIME ?= 10s
 fuzz: ## short run of every fuzz target

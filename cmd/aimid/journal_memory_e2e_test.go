@@ -14,6 +14,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/cli"
+	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -74,6 +75,7 @@ func fillJournalToItsCap(t *testing.T, repo, name string) int64 {
 // resident memory stays bounded: every reader streams the journal, none
 // holds it whole. --tail reads the end without the rest.
 func TestJournalAtItsCapIsReadInBoundedMemory(t *testing.T) {
+	dockertest.Long(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 1, "big")
 	dir := shortDir(t)

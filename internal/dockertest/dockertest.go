@@ -44,6 +44,19 @@ const LabelKey = "org.aimi.test-run"
 // failure into a skip. CI has an engine, so the default is to fail.
 const SkipEnv = "AIMI_SKIP_DOCKER"
 
+// LongEnv names the environment variable that runs the long proofs (minutes
+// each on 2 cores), which `make test` leaves out to stay within its time and
+// `make test-long` runs.
+const LongEnv = "AIMI_LONG_TESTS"
+
+// Long skips t unless LongEnv is 1.
+func Long(t testing.TB) {
+	t.Helper()
+	if os.Getenv(LongEnv) != "1" {
+		t.Skipf("a long proof: run it with %s=1 (make test-long)", LongEnv)
+	}
+}
+
 // cleanupTimeout bounds cleanup work; it runs after the test's own context
 // may already be cancelled.
 const cleanupTimeout = 60 * time.Second
