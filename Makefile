@@ -17,7 +17,7 @@ lint: ## go vet and gofmt
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 test: lint ## every test, against the real Docker engine (builds the images it needs)
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 25m $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 test-long: ## the long proofs make test leaves out (a 128 MiB journal read in bounded memory; minutes on 2 cores)
 	CGO_ENABLED=1 AIMI_LONG_TESTS=1 $(GO) test -race -count=1 -timeout 40m -run 'TestJournalAtItsCapIsReadInBoundedMemory' ./cmd/aimid
