@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
@@ -376,7 +377,7 @@ func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.Wait
 		if err == nil && !info.Running && (info.Status == "exited" || info.Status == "dead") {
 			return Exit{Code: info.ExitCode, OOMKilled: info.OOMKilled}
 		}
-		if err := sleepCtx(ctx, backoff); err != nil {
+		if err := ctxutil.Sleep(ctx, backoff); err != nil {
 			return Exit{Err: fmt.Errorf("wait for container %s: %w", id, err)}
 		}
 		backoff = min(2*backoff, 5*time.Second)
@@ -512,7 +513,7 @@ func (d *Docker) Remove(ctx context.Context, id string) error {
 		if _, ierr := d.cli.ContainerInspect(ctx, id); errdefs.IsNotFound(ierr) {
 			return nil
 		}
-		if serr := sleepCtx(ctx, 100*time.Millisecond); serr != nil {
+		if serr := ctxutil.Sleep(ctx, 100*time.Millisecond); serr != nil {
 			return fmt.Errorf("remove container %s: %w (%w)", id, err, serr)
 		}
 	}
@@ -582,15 +583,4 @@ func engineTime(s string) time.Time {
 		return time.Time{}
 	}
 	return t
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

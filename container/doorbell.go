@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 // doorbell is a following log stream whose bytes are discarded: it rings
@@ -105,7 +107,7 @@ func (r *lineReader) bellEnded(ctx context.Context, err error) next {
 		wait = r.reopen // backoff doubled it up to pollMax
 		r.reopen = min(max(2*r.reopen, pollMin), reopenMax)
 	}
-	if sleepCtx(ctx, wait) != nil {
+	if ctxutil.Sleep(ctx, wait) != nil {
 		return readStop
 	}
 	return readAgain

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/internal/logcursor"
+
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 // testStopWhileHeldBack: a container whose output is held back (its reader's
@@ -33,11 +35,11 @@ func (e *engine) testStopWhileHeldBack(t *testing.T) {
 	// Take nothing until the reader's buffer is full; then the hold-back
 	// is what keeps the container from writing on.
 	for len(lines) < cap(lines) {
-		if sleepCtx(ctx, 10*time.Millisecond) != nil {
+		if ctxutil.Sleep(ctx, 10*time.Millisecond) != nil {
 			t.Fatal("the reader's buffer never filled")
 		}
 	}
-	if sleepCtx(ctx, 2*time.Second) != nil { // let the container block
+	if ctxutil.Sleep(ctx, 2*time.Second) != nil { // let the container block
 		t.Fatal(ctx.Err())
 	}
 	// Generous: on a loaded engine a plain stop with 1 s grace took 24 s.

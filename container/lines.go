@@ -12,6 +12,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/aimi-tools/swarm/internal/logcursor"
+
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 const (
@@ -235,7 +237,7 @@ func (r *lineReader) run(ctx context.Context, follow bool) {
 		}
 		if err == nil && r.delivered > before {
 			r.failures, r.reopen = 0, 0
-			if sleepCtx(ctx, pollMin) != nil {
+			if ctxutil.Sleep(ctx, pollMin) != nil {
 				return
 			}
 			continue
@@ -274,7 +276,7 @@ func (r *lineReader) quiet(ctx context.Context, err error) next {
 	if n, done := r.judge(ctx, info, errors.Join(err, ierr)); done {
 		return n
 	}
-	if sleepCtx(ctx, r.backoff()) != nil {
+	if ctxutil.Sleep(ctx, r.backoff()) != nil {
 		return readStop
 	}
 	return readAgain

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	containertypes "github.com/docker/docker/api/types/container"
+
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 const (
@@ -205,7 +207,7 @@ func (c *capture) finish(ctx context.Context) {
 		if quiet {
 			break
 		}
-		_ = sleep(ctx, 50*time.Millisecond)
+		_ = ctxutil.Sleep(ctx, 50*time.Millisecond)
 	}
 	c.abort()
 }

@@ -22,6 +22,8 @@ import (
 
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 const (
@@ -420,7 +422,7 @@ func (e *Engine) removeObjects(ctx context.Context, sb sandbox) error {
 			if err == nil || errdefs.IsNotFound(err) {
 				return
 			}
-			if sleep(ctx, 250*time.Millisecond) != nil {
+			if ctxutil.Sleep(ctx, 250*time.Millisecond) != nil {
 				errs = append(errs, fmt.Errorf("remove %s of %s: %w", what, name, err))
 				return
 			}
@@ -457,15 +459,4 @@ func (e *Engine) removeObjects(ctx context.Context, sb sandbox) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/contract"
+
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 // stopConstraint is the placement constraint Stop gives a service: no node
@@ -297,7 +299,7 @@ func (e *Engine) watchStop(ctx context.Context, svc, serviceID, taskID string) {
 			e.log.Warn("a stopped sandbox's task has not ended in its stop grace; Wait reads on", "service", svc, "task", taskID, "err", err)
 			return
 		}
-		if sleep(ctx, stopPoll) != nil {
+		if ctxutil.Sleep(ctx, stopPoll) != nil {
 			return
 		}
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/logcursor"
+
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 // Inspect reports a sandbox's state: "created" until its service has a
@@ -264,7 +266,7 @@ func (e *Engine) Wait(ctx context.Context, id string) <-chan container.Exit {
 			default:
 				failures = 0
 			}
-			if sleep(ctx, e.opts.Poll) != nil {
+			if ctxutil.Sleep(ctx, e.opts.Poll) != nil {
 				out <- container.Exit{Err: fmt.Errorf("wait for %s: %w", id, ctx.Err())}
 				return
 			}

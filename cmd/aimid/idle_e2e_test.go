@@ -13,6 +13,8 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
+
+	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
 const (
@@ -101,7 +103,7 @@ func idleRate(t testing.TB, n int) (float64, []string) {
 		t.Fatal("no engine request went through the counting proxy: the daemon does not use DOCKER_HOST")
 	}
 	t.Logf("%d engine requests before the window (the start)", before)
-	if err := sleepCtx(ctx, idleWindow); err != nil {
+	if err := ctxutil.Sleep(ctx, idleWindow); err != nil {
 		t.Fatal(err)
 	}
 	after, ops1 := proxy.Count()
@@ -120,22 +122,11 @@ func idleRate(t testing.TB, n int) (float64, []string) {
 func waitQuiet(ctx context.Context, p *dockertest.CountingProxy, n int) {
 	deadline := time.Now().Add(time.Minute)
 	last, _ := p.Count()
-	for time.Now().Before(deadline) && sleepCtx(ctx, time.Second) == nil {
+	for time.Now().Before(deadline) && ctxutil.Sleep(ctx, time.Second) == nil {
 		now, _ := p.Count()
 		if now-last < n {
 			return
 		}
 		last = now
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
