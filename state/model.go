@@ -168,6 +168,18 @@ func (s *Swarm) Container(name string) *Container {
 	return nil
 }
 
+// ContainerForTask returns the entry that runs the task file at path (as
+// recorded, relative to the repository), or nil. Names are not a key a
+// caller can count on: a name another container holds gets a suffix.
+func (s *Swarm) ContainerForTask(path string) *Container {
+	for _, c := range s.Containers {
+		if c.TaskFilePath == path {
+			return c
+		}
+	}
+	return nil
+}
+
 // Patterns of the schema (spec/swarm-state.schema.json).
 var (
 	swarmIDRe       = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)

@@ -616,7 +616,7 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 	waitFor(t, sock, repo, 2*time.Minute, "the slow containers running with progress", func(v api.SwarmView) bool {
 		slowIDs = slowIDs[:0]
 		for _, c := range v.State.Containers {
-			if c.ContainerName == "aimi-quick" {
+			if c.TaskFilePath == taskPath("quick") {
 				quickID, quickRunning = c.ContainerID, c.Status == state.StatusRunning
 				continue
 			}
@@ -917,3 +917,8 @@ func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) 
 		t.Errorf("marker left after a clean stop: %v", err)
 	}
 }
+
+// taskPath is the state file's path of gitRepo's task file name. Tests
+// find containers by it: packages run in parallel, so a container name
+// such as aimi-first may be held by another test and get a suffix.
+func taskPath(name string) string { return ".aimi/tasks/" + name + "-tasks.json" }

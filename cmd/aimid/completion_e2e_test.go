@@ -37,7 +37,7 @@ func TestCompletionTheStoriesDoNotBackFailsTheContainer(t *testing.T) {
 	}
 	p.stop(t)
 	sw := validState(t, repo)
-	liar, honest := sw.Container("aimi-liar"), sw.Container("aimi-honest")
+	liar, honest := sw.ContainerForTask(taskPath("liar")), sw.ContainerForTask(taskPath("honest"))
 	if liar == nil || honest == nil {
 		t.Fatalf("containers: %+v", sw.Containers)
 	}
@@ -47,7 +47,7 @@ func TestCompletionTheStoriesDoNotBackFailsTheContainer(t *testing.T) {
 	if honest.Status != state.StatusCompleted || honest.StoryProgress.Completed != 4 {
 		t.Errorf("honest: %s %+v, want completed 4/4", honest.Status, honest.StoryProgress)
 	}
-	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, "aimi-liar.ndjson"))
+	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, liar.ContainerName+".ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}

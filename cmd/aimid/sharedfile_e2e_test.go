@@ -106,14 +106,14 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 		t.Fatalf("start: exit %d %s", code, errOut)
 	}
 	waitFor(t, sock, repo, 2*time.Minute, "quick completed, busy running", func(v api.SwarmView) bool {
-		q, b := v.State.Container("aimi-quick"), v.State.Container("aimi-busy")
+		q, b := v.State.ContainerForTask(taskPath("quick")), v.State.ContainerForTask(taskPath("busy"))
 		return q != nil && b != nil && q.Status == state.StatusCompleted && b.Status == state.StatusRunning && b.StoryProgress.Completed == 0
 	})
 	const pr = "https://github.com/org/repo/pull/7"
-	shellToolUpdate(t, repo, "aimi-quick", map[string]any{"prUrl": pr})
+	shellToolUpdate(t, repo, readStateFile(t, repo).ContainerForTask(taskPath("quick")).ContainerName, map[string]any{"prUrl": pr})
 	// The daemon's save of busy's progress, after the edit, in the file.
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if c := readStateFile(t, repo).Container("aimi-busy"); c.StoryProgress.Completed >= 2 {
+		if c := readStateFile(t, repo).ContainerForTask(taskPath("busy")); c.StoryProgress.Completed >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -125,7 +125,7 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 	}
 	p.wait(t)
 	sw := readStateFile(t, repo)
-	if c := sw.Container("aimi-quick"); c.PRURL == nil || *c.PRURL != pr {
+	if c := sw.ContainerForTask(taskPath("quick")); c.PRURL == nil || *c.PRURL != pr {
 		t.Fatalf("after the daemon's saves: prUrl %v, want %s", c.PRURL, pr)
 	}
 
@@ -133,10 +133,10 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", allExited)
 	p2.stop(t)
 	sw = validState(t, repo)
-	if c := sw.Container("aimi-quick"); c.PRURL == nil || *c.PRURL != pr {
+	if c := sw.ContainerForTask(taskPath("quick")); c.PRURL == nil || *c.PRURL != pr {
 		t.Errorf("after a restart: prUrl %v, want %s", c.PRURL, pr)
 	}
-	if c := sw.Container("aimi-busy"); c.Status != state.StatusCompleted || c.StoryProgress.Completed != 3 {
+	if c := sw.ContainerForTask(taskPath("busy")); c.Status != state.StatusCompleted || c.StoryProgress.Completed != 3 {
 		t.Errorf("busy after the restart: %s %+v", c.Status, c.StoryProgress)
 	}
 }
@@ -265,7 +265,7 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 	}
 	var firstID string
 	waitFor(t, sock, repo, 2*time.Minute, "first running, queued pending", func(v api.SwarmView) bool {
-		f, q := v.State.Container("aimi-first"), v.State.Container("aimi-queued")
+		f, q := v.State.ContainerForTask(taskPath("first")), v.State.ContainerForTask(taskPath("queued"))
 		if f != nil {
 			firstID = f.ContainerID
 		}
@@ -275,7 +275,8 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.wait(t)
-	shellToolUpdate(t, repo, "aimi-queued", map[string]any{"status": "stopped"})
+	queuedName := readStateFile(t, repo).ContainerForTask(taskPath("queued")).ContainerName
+	shellToolUpdate(t, repo, queuedName, map[string]any{"status": "stopped"})
 	eng := dockertest.Client(t)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		info, err := eng.ContainerInspect(ctx, firstID)
@@ -291,20 +292,20 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 	}
 	p = startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
 	v := waitFor(t, sock, repo, time.Minute, "first completed, queued stopped", func(v api.SwarmView) bool {
-		f, q := v.State.Container("aimi-first"), v.State.Container("aimi-queued")
+		f, q := v.State.ContainerForTask(taskPath("first")), v.State.ContainerForTask(taskPath("queued"))
 		return f.Status == state.StatusCompleted && q.Status == state.StatusStopped
 	})
 	for _, d := range v.Containers {
-		if d.Name == "aimi-queued" && d.ExitCode != nil {
+		if d.Name == queuedName && d.ExitCode != nil {
 			t.Errorf("the stopped pending container ran (exit code %d)", *d.ExitCode)
 		}
 	}
 	p.stop(t)
 	sw := validState(t, repo)
-	if c := sw.Container("aimi-queued"); c.Status != state.StatusStopped {
+	if c := sw.ContainerForTask(taskPath("queued")); c.Status != state.StatusStopped {
 		t.Errorf("queued: %s in the file, want stopped", c.Status)
 	}
-	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, "aimi-queued.ndjson"))
+	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, queuedName+".ndjson"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestStartNextToTheShellToolsRunningSwarm(t *testing.T) {
 		t.Fatalf("start --append: exit %d %s", code, errOut)
 	}
 	waitFor(t, sock, repo, time.Minute, "mine completed", func(v api.SwarmView) bool {
-		c := v.State.Container("aimi-mine")
+		c := v.State.ContainerForTask(taskPath("mine"))
 		return c != nil && c.Status == state.StatusCompleted
 	})
 	p.stop(t)
@@ -366,7 +367,7 @@ func TestStartNextToTheShellToolsRunningSwarm(t *testing.T) {
 	if c := sw.Container("aimi-shell-a"); c == nil || c.Status != state.StatusRunning || c.ACPPID == nil || *c.ACPPID != 12 {
 		t.Errorf("the shell tool's entry: %+v", c)
 	}
-	if c := sw.Container("aimi-mine"); c == nil || c.Status != state.StatusCompleted {
+	if c := sw.ContainerForTask(taskPath("mine")); c == nil || c.Status != state.StatusCompleted {
 		t.Errorf("the daemon's entry: %+v", c)
 	}
 }
