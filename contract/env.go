@@ -40,6 +40,11 @@ const (
 	// root: the secret files are root's, mode 0400, so the agent, which
 	// runs as that user, cannot read them (Swarm mode).
 	EnvRunAs = "AIMI_RUN_AS"
+	// EnvWarm set to "1" starts acp-runner as a warm-pool sandbox: before
+	// anything else it reads one claim line (WarmClaim) from stdin, which
+	// carries the environment the daemon would have given a created
+	// container (secrets and git token included), then the task-request.
+	EnvWarm = "AIMI_WARM"
 )
 
 // SecretDir is where EnvSecretEnv's files are: Swarm mode mounts a

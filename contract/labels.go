@@ -44,6 +44,16 @@ const (
 	// service, configs, secrets and network (service names are shorter
 	// than container names may be).
 	LabelContainer = "org.aimi.container"
+	// LabelWarm marks a warm-pool sandbox ("pool"): created and started
+	// with no network, no name of a task, no token and no secret, waiting
+	// to be claimed (docs/warm-pool.md). Labels cannot change after a
+	// create, so a claimed sandbox keeps it; the daemon's claim record
+	// gives it the labels of a created container.
+	LabelWarm = "org.aimi.warm"
+	// LabelWarmKey holds the digest of the sandbox settings (image, limits,
+	// runtime) a pool sandbox was created with: a claim takes only one
+	// whose key is its spec's, and the pool replaces the others.
+	LabelWarmKey = "org.aimi.warm-key"
 )
 
 // Label keys of the marker container by which a daemon holds its instance

@@ -66,6 +66,11 @@
 //	                        each story retry for at most 15s (the next push carries
 //	                        their commits). A run whose last push fails ends "failed"
 //	                        with GIT_PUSH_FAILED naming the commits not received.
+//	AIMI_WARM               "1": a warm-pool sandbox. Before anything else the runner reads
+//	                        one claim line from stdin (contract.WarmClaim): the
+//	                        environment above, as the daemon would have set it on a
+//	                        created container, and the git service's CA, written to a
+//	                        file in the temporary directory. The task-request follows.
 //	AIMI_SWARM_ID           envelope ids for the error message when the task-request
 //	AIMI_CONTAINER_ID       itself is unreadable (default: a fresh id and the hostname).
 //	AIMI_LOG_LEVEL          debug | info (default) | warn | error.

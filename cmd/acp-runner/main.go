@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,14 @@ func run(args []string) int {
 		}
 	}
 
+	// A warm-pool sandbox waits here for its claim, which brings the
+	// environment a created container has from the start.
+	stdin := bufio.NewReader(os.Stdin)
+	if err := runner.ApplyWarmClaim(os.Getenv, os.Setenv, stdin, os.TempDir()); err != nil {
+		log.Error("configuration", "err", err)
+		reportConfigError(runner.Config{}, err)
+		return 2
+	}
 	// Secrets first: the configuration below reads the environment.
 	if err := runner.LoadSecretEnv(os.Getenv, os.Setenv, contract.SecretDir); err != nil {
 		log.Error("configuration", "err", err)
@@ -70,7 +79,7 @@ func run(args []string) int {
 	cfg.Logger = log
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	in, err := runner.RequestInput(os.Getenv, os.Stdin)
+	in, err := runner.RequestInput(os.Getenv, stdin)
 	if err != nil {
 		log.Error("configuration", "err", err)
 		reportConfigError(cfg, err)

@@ -1,0 +1,44 @@
+package runner
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// A claimed sandbox's runner takes its environment from the claim line and
+// leaves the task-request that follows for the request reader.
+func TestApplyWarmClaimSetsEnvAndLeavesTheRequest(t *testing.T) {
+	dir := t.TempDir()
+	env := map[string]string{contract.EnvWarm: "1"}
+	in := bufio.NewReader(strings.NewReader(`{"env":["` + contract.EnvGitToken + `=tok","X=a=b"],"caPem":"PEM"}` + "\n" + `{"type":"task-request"}` + "\n"))
+	set := func(k, v string) error { env[k] = v; return nil }
+	if err := ApplyWarmClaim(func(k string) string { return env[k] }, set, in, dir); err != nil {
+		t.Fatal(err)
+	}
+	if env[contract.EnvGitToken] != "tok" || env["X"] != "a=b" {
+		t.Fatalf("env %v", env)
+	}
+	ca := env[contract.EnvGitSSLCAInfo]
+	if b, err := os.ReadFile(ca); err != nil || string(b) != "PEM" || filepath.Dir(ca) != dir {
+		t.Fatalf("CA file %q: %q %v", ca, b, err)
+	}
+	rest, _ := in.ReadString('\n')
+	if rest != `{"type":"task-request"}`+"\n" {
+		t.Fatalf("the request line was consumed: left %q", rest)
+	}
+}
+
+func TestApplyWarmClaimWithoutWarmReadsNothing(t *testing.T) {
+	in := bufio.NewReader(strings.NewReader("line\n"))
+	if err := ApplyWarmClaim(func(string) string { return "" }, nil, in, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	if in.Buffered() != 0 {
+		t.Fatal("read stdin without contract.EnvWarm")
+	}
+}
