@@ -164,7 +164,7 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 	// per networkSeenFor. Each look is a round trip to an engine that,
 	// during a fan-out, is busy starting other containers: three of them
 	// before every create made each create, and so each start, later.
-	if s.Network != "" {
+	if s.Network != "" && s.Network != NetworkNone {
 		if err := d.checkNetwork(ctx, s.Network); err != nil {
 			return "", fmt.Errorf("create container %s: %w", s.Name, err)
 		}
@@ -406,6 +406,7 @@ func (d *Docker) exitFromInspect(ctx context.Context, id string, code int) Exit 
 // Info is what Inspect and List report about a container.
 type Info struct {
 	ID, Name, Image string // Name without the engine's leading "/"
+	ImageID         string // the image's id at create (Image may have moved since)
 	Labels          map[string]string
 	Status          string // created, running, paused, restarting, removing, exited, dead
 	Running         bool
@@ -439,7 +440,7 @@ func (d *Docker) Inspect(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("inspect container %s: %w", id, notFound(err))
 	}
-	info := Info{ID: c.ID, Name: trimSlash(c.Name), Image: c.Image}
+	info := Info{ID: c.ID, Name: trimSlash(c.Name), Image: c.Image, ImageID: c.Image}
 	if c.Config != nil {
 		info.Image = c.Config.Image
 		info.Labels = c.Config.Labels

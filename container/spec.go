@@ -48,7 +48,7 @@ type Spec struct {
 
 	// Network is the network to join (from EnsureNetwork). "" joins the
 	// engine's default bridge, which does NOT isolate containers from each
-	// other; "host" is refused.
+	// other; "host" is refused; NetworkNone gives it a loopback only.
 	Network    string
 	Mounts     []Mount  // bind mounts
 	ExtraHosts []string // "name:ip" or "name:host-gateway"
