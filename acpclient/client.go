@@ -46,6 +46,7 @@ type Client struct {
 
 	transcript *Transcript
 	terms      *terminals
+	watch      *watch
 }
 
 var _ acp.Client = (*Client)(nil)
@@ -82,6 +83,7 @@ func New(cfg Config) (*Client, error) {
 		log:        log,
 		transcript: newTranscript(),
 		terms:      newTerminals(),
+		watch:      newWatch(),
 	}, nil
 }
 

@@ -87,6 +87,7 @@ func (g *gate) Read(p []byte) (int, error) {
 			}
 			return 0, err
 		}
+		g.client.watch.touch("")
 		if g.pass(line) {
 			g.out = append(line, '\n')
 		}
@@ -136,6 +137,7 @@ func (g *gate) pass(line []byte) bool {
 	case e.Method != "" && e.hasID():
 		// A request to us: the SDK dispatches it and the Client checks the
 		// session it names.
+		g.client.watch.touch(excerpt(e.Method))
 		return true
 	case e.Method == acp.ClientMethodSessionUpdate:
 		g.update(e.Params)
@@ -162,6 +164,7 @@ func (g *gate) update(params json.RawMessage) {
 		return
 	}
 	g.client.transcript.apply(n.Update)
+	g.client.watch.update(n.Update)
 }
 
 // answer checks an answer to one of our requests for the fields the schema
@@ -309,6 +312,7 @@ type tap struct {
 
 func (t tap) Write(p []byte) (int, error) {
 	t.g.sentRequest(p)
+	t.g.client.watch.touch("")
 	return t.w.Write(p)
 }
 

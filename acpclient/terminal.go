@@ -300,3 +300,18 @@ func cutFront(buf []byte, limit int) []byte {
 	// Copy so the dropped prefix can be collected.
 	return append([]byte(nil), buf[start:]...)
 }
+
+// running counts the terminals whose command has not exited.
+func (ts *terminals) running() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	n := 0
+	for _, t := range ts.m {
+		select {
+		case <-t.done:
+		default:
+			n++
+		}
+	}
+	return n + ts.starting
+}

@@ -55,8 +55,12 @@ const (
 	CodeTaskFileInvalid   = "TASK_FILE_INVALID"
 	CodeACPConnectionLost = "ACP_CONNECTION_LOST"
 	CodeAgentCrash        = "AGENT_CRASH"
-	CodeUnknownError      = "UNKNOWN_ERROR"
-	CodeInvalidInput      = "INVALID_INPUT"
+	// CodeAgentStalled is aimi's own: a story's agent went silent with
+	// nothing running (agent.stall_timeout) or repeated one tool call
+	// (agent.loop_limit), was cancelled and retried once, and did it again.
+	CodeAgentStalled = "AGENT_STALLED"
+	CodeUnknownError = "UNKNOWN_ERROR"
+	CodeInvalidInput = "INVALID_INPUT"
 )
 
 // Message is one envelope with its payload decoded into the concrete type

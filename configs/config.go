@@ -103,7 +103,13 @@ type Agent struct {
 	// HandshakeTimeout bounds each step of the agent's start-up
 	// (initialize, authenticate, session/new) inside the runner.
 	HandshakeTimeout time.Duration
-	Env              Secrets
+	// StallTimeout is how long an agent's turn may go without ACP traffic
+	// while nothing runs before the runner cancels it as stalled.
+	StallTimeout time.Duration
+	// LoopLimit is how many times in a row the same tool call with the
+	// same input counts as a loop (0: no check).
+	LoopLimit int
+	Env       Secrets
 }
 
 // Task is what goes into every task-request.
@@ -191,6 +197,8 @@ var scalarKeys = []key{
 	{"agent.verify_command", "command run after each story"},
 	{"agent.permission_policy", "allow, reject or allow-kinds:k1,k2"},
 	{"agent.handshake_timeout", "time an ACP agent gets to answer each of initialize and session/new"},
+	{"agent.stall_timeout", "silence (no ACP traffic, nothing running) after which a story's turn is cancelled as stalled"},
+	{"agent.loop_limit", "repeats in a row of one tool call with the same input that count as a loop (0: off)"},
 	{"git.mode", "auto, local or remote"},
 	{"git.address", "IP of this machine every cluster node reaches (swarm backend, local git)"},
 	{"git.max_push", "largest push a container may send to the local git service (e.g. 100m)"},
@@ -485,6 +493,8 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 		bad("agent.permission_policy", p, "is not a policy", "use allow, reject or allow-kinds:read,edit")
 	}
 	c.Agent.HandshakeTimeout = duration("agent.handshake_timeout")
+	c.Agent.StallTimeout = duration("agent.stall_timeout")
+	c.Agent.LoopLimit = int(integer("agent.loop_limit", 0, 10000))
 	env, eprobs, warns := stringMap(v, "agent.env", sources, lookup, true)
 	probs = append(probs, eprobs...)
 	c.Agent.Env = env

@@ -58,6 +58,8 @@ func TestDefaultsMatchTheDocumentedFile(t *testing.T) {
 		{"agent.kind", c.Agent.Kind, "demo"},
 		{"agent.permission_policy", c.Agent.PermissionPolicy, "allow"},
 		{"agent.handshake_timeout", c.Agent.HandshakeTimeout, 2 * time.Minute},
+		{"agent.stall_timeout", c.Agent.StallTimeout, 15 * time.Minute},
+		{"agent.loop_limit", c.Agent.LoopLimit, 8},
 		{"agent.env", len(c.Agent.Env), 0},
 		{"task.env_vars", len(c.Task.EnvVars), 0},
 		{"git.mode", c.Git.Mode, "auto"},

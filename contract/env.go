@@ -14,13 +14,18 @@ const (
 	// session/new (Go duration, default 2m); the daemon sets it from
 	// agent.handshake_timeout.
 	EnvHandshakeTimeout = "AIMI_AGENT_HANDSHAKE_TIMEOUT"
-	EnvGitAuthorName    = "AIMI_GIT_AUTHOR_NAME"  // default "aimi swarm"
-	EnvGitAuthorEmail   = "AIMI_GIT_AUTHOR_EMAIL" // default "swarm@aimi.invalid"
-	EnvGitToken         = "AIMI_GIT_TOKEN"        // optional https token; never logged nor passed to agents
-	EnvGitUsername      = "AIMI_GIT_USERNAME"     // user for the token's Basic auth, default x-access-token
-	EnvSwarmID          = "AIMI_SWARM_ID"         // fallback envelope ids when the request is unreadable
-	EnvContainerID      = "AIMI_CONTAINER_ID"
-	EnvLogLevel         = "AIMI_LOG_LEVEL" // debug | info | warn | error
+	// EnvStallTimeout and EnvLoopLimit configure the runner's stall
+	// watchdog (agent.stall_timeout, a Go duration; agent.loop_limit, a
+	// whole number, 0 = off).
+	EnvStallTimeout   = "AIMI_AGENT_STALL_TIMEOUT"
+	EnvLoopLimit      = "AIMI_AGENT_LOOP_LIMIT"
+	EnvGitAuthorName  = "AIMI_GIT_AUTHOR_NAME"  // default "aimi swarm"
+	EnvGitAuthorEmail = "AIMI_GIT_AUTHOR_EMAIL" // default "swarm@aimi.invalid"
+	EnvGitToken       = "AIMI_GIT_TOKEN"        // optional https token; never logged nor passed to agents
+	EnvGitUsername    = "AIMI_GIT_USERNAME"     // user for the token's Basic auth, default x-access-token
+	EnvSwarmID        = "AIMI_SWARM_ID"         // fallback envelope ids when the request is unreadable
+	EnvContainerID    = "AIMI_CONTAINER_ID"
+	EnvLogLevel       = "AIMI_LOG_LEVEL" // debug | info | warn | error
 	// EnvGitSSLCAInfo is git's name for the CA bundle of the daemon's git
 	// service in local mode; the runner's relay reads it (not SSL_CERT_FILE,
 	// which would change what the agent trusts too).

@@ -23,6 +23,7 @@ type outcome struct {
 	stop    acp.StopReason // set when the agent answered the prompt
 	summary string         // one paragraph from the agent's stream
 	err     error          // the agent could not be driven (crash, protocol error)
+	stalled string         // the watchdog's evidence when it cancelled a stalled or looping turn
 }
 
 // backend drives one story in dir (the workspace, or the story's own
@@ -132,6 +133,8 @@ type acpBackend struct {
 	authMethod       string
 	grace            time.Duration
 	handshakeTimeout time.Duration
+	stallTimeout     time.Duration // 0: no stall watchdog
+	loopLimit        int           // 0: no loop check
 	log              *slog.Logger
 	onAgentStart     func(int)
 }
@@ -252,11 +255,7 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 		return o
 	}
 
-	type answer struct {
-		resp acp.PromptResponse
-		err  error
-	}
-	answers := make(chan answer, 1)
+	answers := make(chan promptAnswer, 1)
 	go func() {
 		// Not ctx: cancelling Prompt's context abandons the request and the
 		// stop reason with it. A stop goes through session/cancel instead.
@@ -264,30 +263,53 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 			SessionId: sess.SessionId,
 			Prompt:    []acp.ContentBlock{acp.TextBlock(prompt)},
 		})
-		answers <- answer{r, err}
+		answers <- promptAnswer{r, err}
 	}()
+	return b.awaitTurn(ctx, log, client, conn, sess.SessionId, answers, crashed)
+}
 
-	var a answer
+type promptAnswer struct {
+	resp acp.PromptResponse
+	err  error
+}
+
+// awaitTurn waits for the prompt's answer while the stall watchdog looks
+// on; a stop (ctx) or a stall cancels the turn with session/cancel and
+// waits at most the grace period for the agent to end it.
+func (b *acpBackend) awaitTurn(ctx context.Context, log *slog.Logger, client *acpclient.Client, conn *acpclient.Conn,
+	sid acp.SessionId, answers <-chan promptAnswer, crashed func(string, error) outcome) outcome {
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	stalls := watchdog(wctx, client, b.stallTimeout, b.loopLimit)
+	var a promptAnswer
+	stall, got := "", false
 	select {
 	case a = <-answers:
+		got = true
+	case stall = <-stalls:
+		log.Warn("the agent stalled: cancelling its turn", "evidence", stall)
 	case <-ctx.Done():
 		log.Info("stopping: cancelling the agent's turn", "grace", b.grace)
+	}
+	if !got {
 		client.Cancel()
-		if err := conn.Cancel(context.WithoutCancel(ctx), acp.CancelNotification{SessionId: sess.SessionId}); err != nil {
+		if err := conn.Cancel(context.WithoutCancel(ctx), acp.CancelNotification{SessionId: sid}); err != nil {
 			log.Warn("session/cancel failed", "err", err)
 		}
 		select {
 		case a = <-answers:
 		case <-time.After(b.grace):
 			log.Warn("agent did not end its turn within the grace period; killing its process group")
-			return outcome{stop: acp.StopReasonCancelled, summary: client.Transcript().Summary()}
+			return outcome{stop: acp.StopReasonCancelled, stalled: stall, summary: client.Transcript().Summary()}
 		}
 	}
 	sum := client.Transcript().Summary()
-	if a.err != nil {
-		if ctx.Err() != nil {
-			return outcome{stop: acp.StopReasonCancelled, summary: sum}
-		}
+	switch {
+	case stall != "":
+		return outcome{stop: acp.StopReasonCancelled, stalled: stall, summary: sum}
+	case a.err != nil && ctx.Err() != nil:
+		return outcome{stop: acp.StopReasonCancelled, summary: sum}
+	case a.err != nil:
 		return crashed("session/prompt", a.err)
 	}
 	return outcome{stop: a.resp.StopReason, summary: sum}

@@ -49,10 +49,15 @@ type Config struct {
 	// HandshakeTimeout bounds each step before the prompt (initialize,
 	// authenticate, session/new); 0 means DefaultHandshakeTimeout.
 	HandshakeTimeout time.Duration
-	AuthorName       string
-	AuthorEmail      string
-	GitToken         string
-	GitUsername      string
+	// StallTimeout and LoopLimit drive the stall watchdog of an ACP
+	// agent's turn (0 means DefaultStallTimeout; a negative LoopLimit
+	// means DefaultLoopLimit, 0 turns the loop check off).
+	StallTimeout time.Duration
+	LoopLimit    int
+	AuthorName   string
+	AuthorEmail  string
+	GitToken     string
+	GitUsername  string
 	// CAFile is the CA bundle the repository's certificate must chain to
 	// ("" = the system roots).
 	CAFile string
@@ -88,6 +93,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		ContainerID:   getenv(contract.EnvContainerID),
 		CAFile:        getenv(contract.EnvGitSSLCAInfo),
 		StopGrace:     DefaultStopGrace,
+		LoopLimit:     -1,
 	}
 	if c.Agent == "" {
 		c.Agent = AgentDemo
@@ -123,6 +129,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		c.HandshakeTimeout = d
 	}
+	if err := c.watchdogFromEnv(getenv); err != nil {
+		return c, err
+	}
 	if s := strings.TrimSpace(getenv(contract.EnvPushRetry)); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {
@@ -151,6 +160,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandshakeTimeout <= 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = DefaultStallTimeout
+	}
+	if c.LoopLimit < 0 {
+		c.LoopLimit = DefaultLoopLimit
 	}
 	if c.PushRetry == 0 {
 		c.PushRetry = DefaultPushRetry

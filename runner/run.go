@@ -325,7 +325,8 @@ func (r *run) backend() (backend, error) {
 			return nil, errors.New("no command to start the demo agent (os.Executable failed)")
 		}
 		return &acpBackend{argv: argv, env: r.env, policy: r.cfg.Policy, authMethod: r.cfg.AuthMethod,
-			grace: r.cfg.StopGrace, handshakeTimeout: r.cfg.HandshakeTimeout, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
+			grace: r.cfg.StopGrace, handshakeTimeout: r.cfg.HandshakeTimeout,
+			stallTimeout: r.cfg.StallTimeout, loopLimit: r.cfg.LoopLimit, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
 	}
 	return nil, fmt.Errorf("unknown agent backend %q", r.cfg.Agent)
 }

@@ -232,7 +232,7 @@ func appendNote(notes, line string) string {
 // work drives one story: agent turn, then verify.
 func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt, dir string) storyResult {
 	start := time.Now()
-	o := be.runStory(ctx, s.ID, prompt, dir)
+	o := r.runWatched(ctx, be, s, prompt, dir)
 	res := storyResult{id: s.ID}
 	summary := strings.TrimSpace(o.summary)
 	if summary == "" {
@@ -247,6 +247,11 @@ func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt, dir s
 		res.output = fmt.Sprintf("%s failed after %s: %v. %s", s.ID, took, o.err, summary)
 		res.note = "failed: " + o.err.Error()
 		res.errText = fmt.Sprintf("%s: %s: %v", s.ID, acpmsg.CodeAgentCrash, o.err)
+	case o.stalled != "" && ctx.Err() == nil:
+		res.status = tasks.Failed
+		res.output = fmt.Sprintf("%s failed after %s: %s: the agent stalled twice; %s. %s", s.ID, took, acpmsg.CodeAgentStalled, o.stalled, summary)
+		res.note = "failed: the agent stalled twice: " + oneLine(o.stalled, 300)
+		res.errText = fmt.Sprintf("%s: %s: %s", s.ID, acpmsg.CodeAgentStalled, oneLine(o.stalled, 400))
 	case o.stop == acp.StopReasonEndTurn:
 		ok, detail := r.verify(ctx, dir)
 		if ok {

@@ -36,6 +36,7 @@ const envScriptAgent = "RUNNER_TEST_SCRIPT_AGENT"
 //	                fs requests naming another session
 //	fatal           writes 8 KiB of chatter to stderr, then "FATAL: ...", and dies
 //	long-line       writes an 11 MiB line while prompted
+//	stall...        see stallScript
 func scriptAgent(mode string, in io.Reader, out io.Writer) {
 	w := bufio.NewWriter(out)
 	send := func(v any) {
@@ -62,6 +63,7 @@ func scriptAgent(mode string, in io.Reader, out io.Writer) {
 		send(map[string]any{"jsonrpc": "2.0", "id": nextID, "method": method, "params": params})
 	}
 	var promptID json.RawMessage
+	stalls := newStallScript(mode, sid, send, answer)
 
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
@@ -90,6 +92,9 @@ func scriptAgent(mode string, in io.Reader, out io.Writer) {
 				answer(promptID, map[string]any{"stopReason": "end_turn"})
 				promptID = nil
 			}
+			continue
+		}
+		if stalls.handle(m.Method, m.ID) {
 			continue
 		}
 		switch m.Method {

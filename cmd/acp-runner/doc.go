@@ -48,6 +48,15 @@
 //	                        authenticate and session/new; default 2m (the daemon sets it
 //	                        from agent.handshake_timeout). A silent agent fails its story
 //	                        with an error naming the step.
+//	AIMI_AGENT_STALL_TIMEOUT
+//	                        Go duration an ACP agent's turn may go with no ACP traffic,
+//	                        no tool call reported running and no terminal running; then
+//	                        the turn is cancelled and the story retried once, and a
+//	                        second stall fails it with AGENT_STALLED. Default 15m
+//	                        (agent.stall_timeout).
+//	AIMI_AGENT_LOOP_LIMIT   the same tool call (title, kind, input) this many times in a
+//	                        row is handled like a stall; 0 turns the check off. Default 8
+//	                        (agent.loop_limit).
 //	AIMI_GIT_AUTHOR_NAME    author and committer of the story commits; default "aimi swarm".
 //	AIMI_GIT_AUTHOR_EMAIL   default "swarm@aimi.invalid".
 //	AIMI_GIT_TOKEN          optional token for https clone and push, sent as HTTP Basic

@@ -376,6 +376,8 @@ func TestOrchestratorConfigCarriesEveryKey(t *testing.T) {
 		{"verify", oc.RunnerEnv[contract.EnvVerifyCommand], "make test"},
 		{"policy", oc.RunnerEnv[contract.EnvPermissionPolicy], "allow"},
 		{"handshake timeout", oc.RunnerEnv[contract.EnvHandshakeTimeout], "2m0s"},
+		{"stall timeout", oc.RunnerEnv[contract.EnvStallTimeout], "15m0s"},
+		{"loop limit", oc.RunnerEnv[contract.EnvLoopLimit], "8"},
 		{"agent env secret goes to the runner env", oc.RunnerEnv["ANTHROPIC_API_KEY"], "sk-secret"},
 	}
 	for _, ch := range checks {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os/exec"
 	"slices"
+	"strconv"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/configs"
@@ -30,6 +31,10 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 	if c.Agent.HandshakeTimeout > 0 {
 		runnerEnv[contract.EnvHandshakeTimeout] = c.Agent.HandshakeTimeout.String()
 	}
+	if c.Agent.StallTimeout > 0 {
+		runnerEnv[contract.EnvStallTimeout] = c.Agent.StallTimeout.String()
+	}
+	runnerEnv[contract.EnvLoopLimit] = strconv.Itoa(c.Agent.LoopLimit)
 	if c.Agent.Command != "" {
 		runnerEnv[contract.EnvAgentCommand] = c.Agent.Command
 	}
@@ -147,6 +152,8 @@ func daemonWideDiffs(g, r *configs.Config) []string {
 	add(g.Agent.VerifyCommand != r.Agent.VerifyCommand, "agent.verify_command")
 	add(g.Agent.PermissionPolicy != r.Agent.PermissionPolicy, "agent.permission_policy")
 	add(g.Agent.HandshakeTimeout != r.Agent.HandshakeTimeout, "agent.handshake_timeout")
+	add(g.Agent.StallTimeout != r.Agent.StallTimeout, "agent.stall_timeout")
+	add(g.Agent.LoopLimit != r.Agent.LoopLimit, "agent.loop_limit")
 	add(!maps.Equal(g.Agent.Env, r.Agent.Env), "agent.env")
 	add(!maps.Equal(g.Task.EnvVars, r.Task.EnvVars), "task.env_vars")
 	add(g.Publish != r.Publish, "publish")
