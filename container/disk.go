@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // storageOptRefused reports whether a create failed because the storage
@@ -54,14 +55,14 @@ func (d *Docker) CheckDiskLimit(ctx context.Context, image string, labels map[st
 		return nil
 	}
 	if errdefs.IsNotFound(err) {
-		return fmt.Errorf("check the disk limit: %w: %s (%s)", ErrImageNotFound, image, imageBuildHint)
+		return fmt.Errorf("check the disk limit: %w: %s (%s)", engine.ErrImageNotFound, image, imageBuildHint)
 	}
 	if storageOptRefused(err) {
 		driver := "unknown"
 		if info, ierr := d.cli.Info(ctx); ierr == nil {
 			driver = info.Driver
 		}
-		return fmt.Errorf("%w (storage driver %s): %w", ErrDiskLimitUnsupported, driver, err)
+		return fmt.Errorf("%w (storage driver %s): %w", engine.ErrDiskLimitUnsupported, driver, err)
 	}
 	return fmt.Errorf("check the disk limit: %w", err)
 }

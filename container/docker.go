@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/ctxutil"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -38,6 +39,8 @@ type Docker struct {
 	// owner are labels every network this Docker uses or removes must
 	// carry besides the sandbox marker (WithOwner).
 	owner map[string]string
+	// logMaxSize is WithLogMaxSize's size, "" for the default.
+	logMaxSize string
 }
 
 // networkSeenFor is how long a network seen to exist is taken to exist
@@ -56,7 +59,7 @@ func (d *Docker) checkNetwork(ctx context.Context, name string) error {
 		return nil
 	}
 	if _, err := d.cli.NetworkInspect(ctx, name, network.InspectOptions{}); errdefs.IsNotFound(err) {
-		return fmt.Errorf("%w: %s (create it with EnsureNetwork first)", ErrNetworkNotFound, name)
+		return fmt.Errorf("%w: %s (create it with EnsureNetwork first)", engine.ErrNetworkNotFound, name)
 	} else if err != nil {
 		return fmt.Errorf("inspect network %s: %w", name, err)
 	}
@@ -75,6 +78,13 @@ type Option func(*Docker)
 // WithLogger sets the logger (default: slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(d *Docker) { d.log = l } }
 
+// WithLogMaxSize sets the size at which the engine rotates the log of the
+// containers this Docker creates (json-file max-size, e.g. "32m"); "" is
+// the default (logMaxSize). The engine keeps a few such files, so it
+// bounds the output that can wait unread while no follow reader holds a
+// container back (see Lines).
+func WithLogMaxSize(size string) Option { return func(d *Docker) { d.logMaxSize = size } }
+
 // NewDocker connects to the engine named by the environment (DOCKER_HOST,
 // DOCKER_API_VERSION, DOCKER_CERT_PATH, DOCKER_TLS_VERIFY) with API version
 // negotiation, since the engine may speak an older API than the client
@@ -86,11 +96,11 @@ func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
 		d.log.Warn("engine requests are not counted: the engine endpoint is not a unix socket or plain TCP")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: configure client from the environment: %w (check DOCKER_HOST)", ErrEngineUnavailable, err)
+		return nil, fmt.Errorf("%w: configure client from the environment: %w (check DOCKER_HOST)", engine.ErrEngineUnavailable, err)
 	}
 	if _, err := cli.Ping(ctx); err != nil {
 		cli.Close()
-		return nil, fmt.Errorf("%w at %s: %w (is the Docker daemon running, and may this user use its socket?)", ErrEngineUnavailable, cli.DaemonHost(), err)
+		return nil, fmt.Errorf("%w at %s: %w (is the Docker daemon running, and may this user use its socket?)", engine.ErrEngineUnavailable, cli.DaemonHost(), err)
 	}
 	// Negotiate now, once: left to the first requests, the client library
 	// negotiates lazily and unsynchronised, a data race when supervisors make
@@ -141,8 +151,8 @@ func (d *Docker) ImageExists(ctx context.Context, ref string) (bool, error) {
 // runs, and is removed and replaced otherwise. A missing image is
 // ErrImageNotFound, a missing required runtime ErrRuntimeMissing, a missing
 // network ErrNetworkNotFound; none of them leaves anything behind.
-func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
-	if err := s.validate(); err != nil {
+func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
+	if err := s.Validate(); err != nil {
 		return "", err
 	}
 	runtime := s.Runtime
@@ -152,7 +162,7 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 			return "", fmt.Errorf("create container %s: %w", s.Name, err)
 		}
 		if !ok && s.RequireRuntime {
-			return "", fmt.Errorf("create container %s: %w: runtime %q is required by the configuration but the engine does not have it; install it (%s) or drop the requirement", s.Name, ErrRuntimeMissing, runtime, runtimeInstallGuide)
+			return "", fmt.Errorf("create container %s: %w: runtime %q is required by the configuration but the engine does not have it; install it (%s) or drop the requirement", s.Name, engine.ErrRuntimeMissing, runtime, runtimeInstallGuide)
 		}
 		if !ok {
 			d.log.Warn("runtime not installed, using the engine default", "container", s.Name, "runtime", runtime, "install", runtimeInstallGuide)
@@ -164,12 +174,12 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 	// per networkSeenFor. Each look is a round trip to an engine that,
 	// during a fan-out, is busy starting other containers: three of them
 	// before every create made each create, and so each start, later.
-	if s.Network != "" && s.Network != NetworkNone {
+	if s.Network != "" && s.Network != engine.NetworkNone {
 		if err := d.checkNetwork(ctx, s.Network); err != nil {
 			return "", fmt.Errorf("create container %s: %w", s.Name, err)
 		}
 	}
-	cfg, hc, nc := s.engineConfig(runtime)
+	cfg, hc, nc := engineConfig(&s, runtime, d.logMaxSize)
 	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
 	if errdefs.IsConflict(err) {
 		if err := d.replaceStale(ctx, s.Name, s.Labels); err != nil {
@@ -178,11 +188,11 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 		resp, err = d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
 	}
 	if s.DiskBytes > 0 && storageOptRefused(err) {
-		return "", fmt.Errorf("create container %s: %w: %w (unset sandbox.disk)", s.Name, ErrDiskLimitUnsupported, err)
+		return "", fmt.Errorf("create container %s: %w: %w (unset sandbox.disk)", s.Name, engine.ErrDiskLimitUnsupported, err)
 	}
 	if errdefs.IsConflict(err) {
 		// Another creator won the race for the name after replaceStale.
-		return "", fmt.Errorf("create container %s: %w: %w", s.Name, ErrConflict, err)
+		return "", fmt.Errorf("create container %s: %w: %w", s.Name, engine.ErrConflict, err)
 	}
 	if errdefs.IsNotFound(err) {
 		if why := d.missing(ctx, s); why != nil {
@@ -200,11 +210,11 @@ func (d *Docker) Create(ctx context.Context, s Spec) (string, error) {
 
 // missing says the engine lacks the spec's image, after it refused a
 // create as not found; nil when the image is there.
-func (d *Docker) missing(ctx context.Context, s Spec) error {
+func (d *Docker) missing(ctx context.Context, s engine.Spec) error {
 	if ok, err := d.ImageExists(ctx, s.Image); err != nil {
 		return fmt.Errorf("create container %s: %w", s.Name, err)
 	} else if !ok {
-		return fmt.Errorf("create container %s: %w: %s (%s; nothing is pulled)", s.Name, ErrImageNotFound, s.Image, imageBuildHint)
+		return fmt.Errorf("create container %s: %w: %s (%s; nothing is pulled)", s.Name, engine.ErrImageNotFound, s.Image, imageBuildHint)
 	}
 	return nil
 }
@@ -225,13 +235,13 @@ func (d *Docker) replaceStale(ctx context.Context, name string, labels map[strin
 	// repository (whose swarm may have created it a moment ago) or anyone
 	// else's is never removed to make room.
 	if old.Config == nil {
-		return fmt.Errorf("create container %s: %w: the name belongs to a container of another tool (id %.12s); pick another name", name, ErrConflict, old.ID)
+		return fmt.Errorf("create container %s: %w: the name belongs to a container of another tool (id %.12s); pick another name", name, engine.ErrConflict, old.ID)
 	}
 	if err := sameOwner(old.Config.Labels, labels); err != nil {
-		return fmt.Errorf("create container %s: %w: the name belongs to a container of another repository, daemon or tool (id %.12s: %v); pick another name", name, ErrConflict, old.ID, err)
+		return fmt.Errorf("create container %s: %w: the name belongs to a container of another repository, daemon or tool (id %.12s: %v); pick another name", name, engine.ErrConflict, old.ID, err)
 	}
 	if st := old.State; st != nil && (st.Running || st.Paused || st.Restarting || st.Status == "removing") {
-		return fmt.Errorf("create container %s: %w (status %s, id %.12s); stop it first or pick another name", name, ErrConflict, st.Status, old.ID)
+		return fmt.Errorf("create container %s: %w (status %s, id %.12s); stop it first or pick another name", name, engine.ErrConflict, st.Status, old.ID)
 	}
 	d.log.Info("removing stale container before recreating it", "container", name, "id", old.ID)
 	if err := d.Remove(ctx, old.ID); err != nil {
@@ -241,7 +251,7 @@ func (d *Docker) replaceStale(ctx context.Context, name string, labels map[strin
 }
 
 // engineConfig translates a validated Spec into the engine's create request.
-func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
+func engineConfig(s *engine.Spec, runtime, logSize string) (*container.Config, *container.HostConfig, *network.NetworkingConfig) {
 	labels := make(map[string]string, len(s.Labels)+1)
 	for k, v := range s.Labels {
 		labels[k] = v
@@ -279,11 +289,11 @@ func (s *Spec) engineConfig(runtime string) (*container.Config, *container.HostC
 		Runtime:        runtime,
 		ExtraHosts:     append([]string(nil), s.ExtraHosts...),
 		CapDrop:        []string{"ALL"},
-		CapAdd:         keptCapabilities(),
+		CapAdd:         engine.KeptCapabilities(),
 		SecurityOpt:    []string{noNewPrivileges},
 		LogConfig: container.LogConfig{
 			Type:   logDriver,
-			Config: map[string]string{"max-size": cmp.Or(s.LogMaxSize, logMaxSize), "max-file": logMaxFile},
+			Config: map[string]string{"max-size": cmp.Or(logSize, logMaxSize), "max-file": logMaxFile},
 		},
 		// No AutoRemove: the exit code and OOMKilled must survive until the
 		// orchestrator has read them, even across its own restart.
@@ -326,25 +336,14 @@ func (d *Docker) Start(ctx context.Context, id string) error {
 	return nil
 }
 
-// Exit is how a container ended.
-type Exit struct {
-	Code      int
-	OOMKilled bool
-	Err       error // the wait itself failed (ctx done, container removed)
-	// Failure is the error code (CodeNodeLost, CodeStartFailed) of a
-	// sandbox the engine ended from outside its process, with the reason;
-	// empty for an ordinary exit. The single Docker engine never sets it.
-	Failure, FailureReason string
-}
-
 // Wait reports the container's next exit on the returned channel (one value,
 // then closed). Call it before Start: the engine registers the wait before
 // Wait returns, so an exit right after start is not missed. If the wait
 // breaks (the engine restarted, the connection dropped), the container is
 // inspected: an exited container's result comes from the inspection, a
 // running one is waited on again.
-func (d *Docker) Wait(ctx context.Context, id string) <-chan Exit {
-	out := make(chan Exit, 1)
+func (d *Docker) Wait(ctx context.Context, id string) <-chan engine.Exit {
+	out := make(chan engine.Exit, 1)
 	resC, errC := d.cli.ContainerWait(ctx, id, container.WaitConditionNextExit)
 	go func() {
 		defer close(out)
@@ -353,7 +352,7 @@ func (d *Docker) Wait(ctx context.Context, id string) <-chan Exit {
 	return out
 }
 
-func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.WaitResponse, errC <-chan error) Exit {
+func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.WaitResponse, errC <-chan error) engine.Exit {
 	backoff := 100 * time.Millisecond
 	for {
 		var werr error
@@ -367,18 +366,18 @@ func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.Wait
 		case werr = <-errC:
 		}
 		if ctx.Err() != nil {
-			return Exit{Err: fmt.Errorf("wait for container %s: %w", id, ctx.Err())}
+			return engine.Exit{Err: fmt.Errorf("wait for container %s: %w", id, ctx.Err())}
 		}
 		d.log.Warn("wait for container broke, inspecting and waiting again", "container", id, "err", werr)
 		info, err := d.Inspect(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			return Exit{Err: fmt.Errorf("wait for container %s: %w (removed while waiting)", id, ErrNotFound)}
+		if errors.Is(err, engine.ErrNotFound) {
+			return engine.Exit{Err: fmt.Errorf("wait for container %s: %w (removed while waiting)", id, engine.ErrNotFound)}
 		}
 		if err == nil && !info.Running && (info.Status == "exited" || info.Status == "dead") {
-			return Exit{Code: info.ExitCode, OOMKilled: info.OOMKilled}
+			return engine.Exit{Code: info.ExitCode, OOMKilled: info.OOMKilled}
 		}
 		if err := ctxutil.Sleep(ctx, backoff); err != nil {
-			return Exit{Err: fmt.Errorf("wait for container %s: %w", id, err)}
+			return engine.Exit{Err: fmt.Errorf("wait for container %s: %w", id, err)}
 		}
 		backoff = min(2*backoff, 5*time.Second)
 		cond := container.WaitConditionNextExit
@@ -392,8 +391,8 @@ func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.Wait
 }
 
 // exitFromInspect adds OOMKilled, which the wait response does not carry.
-func (d *Docker) exitFromInspect(ctx context.Context, id string, code int) Exit {
-	ex := Exit{Code: code}
+func (d *Docker) exitFromInspect(ctx context.Context, id string, code int) engine.Exit {
+	ex := engine.Exit{Code: code}
 	info, err := d.Inspect(ctx, id)
 	if err != nil {
 		d.log.Warn("inspect after exit failed; OOMKilled unknown", "container", id, "err", err)
@@ -403,44 +402,15 @@ func (d *Docker) exitFromInspect(ctx context.Context, id string, code int) Exit 
 	return ex
 }
 
-// Info is what Inspect and List report about a container.
-type Info struct {
-	ID, Name, Image string // Name without the engine's leading "/"
-	ImageID         string // the image's id at create (Image may have moved since)
-	Labels          map[string]string
-	Status          string // created, running, paused, restarting, removing, exited, dead
-	Running         bool
-	ExitCode        int
-	OOMKilled       bool
-	Error           string // the engine's error for the last start/exit, if any
-	// Failure and FailureReason: as in Exit, once the sandbox ended.
-	Failure, FailureReason string
-	// Node is the cluster node the sandbox runs on ("" on a single engine).
-	Node       string
-	Pid        int
-	StartedAt  time.Time // zero if never started
-	FinishedAt time.Time // zero if never finished
-
-	// What the container was created with, for verification.
-	NanoCPUs, MemoryBytes, MemorySwapBytes, PidsLimit int64
-	ReadOnlyRootfs                                    bool
-	Runtime                                           string
-	SecurityOpt, CapAdd, CapDrop                      []string // capabilities without the CAP_ prefix
-	LogDriver                                         string
-	NetworkMode                                       string
-	Networks                                          map[string]string // network name -> IPv4 address
-	User                                              string
-}
-
 // Inspect reports a container's state and configuration.
-func (d *Docker) Inspect(ctx context.Context, id string) (Info, error) {
+func (d *Docker) Inspect(ctx context.Context, id string) (engine.Info, error) {
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
 	c, err := d.cli.ContainerInspect(ctx, id)
 	if err != nil {
-		return Info{}, fmt.Errorf("inspect container %s: %w", id, notFound(err))
+		return engine.Info{}, fmt.Errorf("inspect container %s: %w", id, notFound(err))
 	}
-	info := Info{ID: c.ID, Name: trimSlash(c.Name), Image: c.Image, ImageID: c.Image}
+	info := engine.Info{ID: c.ID, Name: trimSlash(c.Name), Image: c.Image, ImageID: c.Image}
 	if c.Config != nil {
 		info.Image = c.Config.Image
 		info.Labels = c.Config.Labels
@@ -521,17 +491,17 @@ func (d *Docker) Remove(ctx context.Context, id string) error {
 }
 
 // List reports every container (any state) carrying all the given labels.
-func (d *Docker) List(ctx context.Context, labels map[string]string) ([]Info, error) {
+func (d *Docker) List(ctx context.Context, labels map[string]string) ([]engine.Info, error) {
 	lctx, cancel := callCtx(ctx)
 	cs, err := d.cli.ContainerList(lctx, container.ListOptions{All: true, Filters: labelFilters(labels)})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("list containers: %w", err)
 	}
-	out := make([]Info, 0, len(cs))
+	out := make([]engine.Info, 0, len(cs))
 	for _, c := range cs {
 		info, err := d.Inspect(ctx, c.ID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			continue // removed between list and inspect
 		}
 		if err != nil {
@@ -564,7 +534,7 @@ func capNames(caps []string) []string {
 // not import errdefs.
 func notFound(err error) error {
 	if errdefs.IsNotFound(err) {
-		return fmt.Errorf("%w: %w", ErrNotFound, err)
+		return fmt.Errorf("%w: %w", engine.ErrNotFound, err)
 	}
 	return err
 }
@@ -585,3 +555,8 @@ func engineTime(s string) time.Time {
 	}
 	return t
 }
+
+var (
+	_ engine.Engine      = (*Docker)(nil)
+	_ engine.EventSource = (*Docker)(nil)
+)

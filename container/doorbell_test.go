@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // A reader with a doorbell takes no snapshot while the container is quiet;
@@ -13,11 +15,11 @@ import (
 // exited brings the last one and ends the reader.
 func TestLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise(t *testing.T) {
 	f := &fakeLog{status: "running"}
-	f.add(Stdout, 1, "a\n")
+	f.add(engine.Stdout, 1, "a\n")
 	bellR, bellW := io.Pipe()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out := make(chan Line)
+	out := make(chan engine.Line)
 	r := &lineReader{id: "fake", out: out, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		open: f.open, inspect: f.inspect,
 		ring: func(context.Context) (io.ReadCloser, error) { return bellR, nil }}
@@ -25,14 +27,14 @@ func TestLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise(t *testing.T) {
 		defer close(out)
 		r.run(ctx, true)
 	}()
-	next := func() Line {
+	next := func() engine.Line {
 		t.Helper()
 		select {
 		case l := <-out:
 			return l
 		case <-ctx.Done():
 			t.Fatal("no line")
-			return Line{}
+			return engine.Line{}
 		}
 	}
 	if l := next(); string(l.Data) != "a" {
@@ -52,7 +54,7 @@ func TestLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise(t *testing.T) {
 		t.Fatalf("%d snapshots of a quiet container in a second", n)
 	}
 	f.mu.Lock()
-	f.add(Stdout, 2, "b\n")
+	f.add(engine.Stdout, 2, "b\n")
 	f.mu.Unlock()
 	if _, err := bellW.Write([]byte("x")); err != nil {
 		t.Fatal(err)
@@ -61,7 +63,7 @@ func TestLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise(t *testing.T) {
 		t.Fatalf("line after the ring %q", l.Data)
 	}
 	f.mu.Lock()
-	f.add(Stdout, 3, "c")
+	f.add(engine.Stdout, 3, "c")
 	f.status = "exited"
 	f.mu.Unlock()
 	bellW.Close()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/docker/docker/api/types/container"
@@ -27,9 +28,9 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// engine is what the tests against the real engine share: one testbox image,
+// rig is what the tests against the real engine share: one testbox image,
 // one run label on everything they create, one isolating network.
-type engine struct {
+type rig struct {
 	d     *Docker
 	cli   *client.Client
 	image string
@@ -51,7 +52,7 @@ func TestEngine(t *testing.T) {
 	imageTag = dockertest.BuildGoImage(t, ctx, map[string]string{"/testbox": "./internal/testbox"}, nil, map[string]string{dockertest.LabelKey: run})
 	dockertest.Cleanup(t, dockertest.LabelKey, run)
 
-	e := &engine{
+	e := &rig{
 		d:     newDocker(cli, WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))),
 		cli:   cli,
 		image: imageTag,
@@ -99,14 +100,14 @@ func TestEngine(t *testing.T) {
 	}
 }
 
-func (e *engine) labels() map[string]string {
+func (e *rig) labels() map[string]string {
 	return map[string]string{dockertest.LabelKey: e.run, contract.LabelSwarmID: "swarm-" + e.run, contract.LabelProject: "/test"}
 }
 
 // spec returns a spec for the testbox with the given script; name gets the
 // run's prefix.
-func (e *engine) spec(name, script string) Spec {
-	return Spec{
+func (e *rig) spec(name, script string) engine.Spec {
+	return engine.Spec{
 		Name:    "aimi-ct-" + e.run + "-" + name,
 		Image:   e.image,
 		Labels:  e.labels(),
@@ -116,7 +117,7 @@ func (e *engine) spec(name, script string) Spec {
 }
 
 // create creates the container and removes it when the test ends.
-func (e *engine) create(t *testing.T, ctx context.Context, s Spec) string {
+func (e *rig) create(t *testing.T, ctx context.Context, s engine.Spec) string {
 	t.Helper()
 	id, err := e.d.Create(ctx, s)
 	if err != nil {
@@ -134,7 +135,7 @@ func (e *engine) create(t *testing.T, ctx context.Context, s Spec) string {
 
 // launch creates, registers wait and lines, then starts: the order the
 // orchestrator uses.
-func (e *engine) launch(t *testing.T, ctx context.Context, s Spec) (string, <-chan Exit, <-chan Line) {
+func (e *rig) launch(t *testing.T, ctx context.Context, s engine.Spec) (string, <-chan engine.Exit, <-chan engine.Line) {
 	t.Helper()
 	id := e.create(t, ctx, s)
 	exit := e.d.Wait(ctx, id)
@@ -157,9 +158,9 @@ func testCtx(t *testing.T) context.Context {
 }
 
 // drain reads until the channel closes; a stream failure fails the test.
-func drain(t *testing.T, ch <-chan Line) []Line {
+func drain(t *testing.T, ch <-chan engine.Line) []engine.Line {
 	t.Helper()
-	var got []Line
+	var got []engine.Line
 	for l := range ch {
 		if l.Err != nil && l.Cursor.IsZero() {
 			t.Fatalf("stream failed: %v", l.Err)
@@ -170,9 +171,9 @@ func drain(t *testing.T, ch <-chan Line) []Line {
 }
 
 // until reads lines until one's text is want; it returns all read so far.
-func until(t *testing.T, ch <-chan Line, want string) []Line {
+func until(t *testing.T, ch <-chan engine.Line, want string) []engine.Line {
 	t.Helper()
-	var got []Line
+	var got []engine.Line
 	for l := range ch {
 		got = append(got, l)
 		if string(l.Data) == want {
@@ -183,7 +184,7 @@ func until(t *testing.T, ch <-chan Line, want string) []Line {
 	return nil
 }
 
-func texts(ls []Line) []string {
+func texts(ls []engine.Line) []string {
 	var out []string
 	for _, l := range ls {
 		if l.Err != nil {
@@ -195,7 +196,7 @@ func texts(ls []Line) []string {
 	return out
 }
 
-func waitExit(t *testing.T, ch <-chan Exit) Exit {
+func waitExit(t *testing.T, ch <-chan engine.Exit) engine.Exit {
 	t.Helper()
 	ex := <-ch
 	if ex.Err != nil {
@@ -204,7 +205,7 @@ func waitExit(t *testing.T, ch <-chan Exit) Exit {
 	return ex
 }
 
-func (e *engine) testManyLines(t *testing.T) {
+func (e *rig) testManyLines(t *testing.T) {
 	ctx := testCtx(t)
 	_, exit, lines := e.launch(t, ctx, e.spec("many", "lines:10000;exit:0"))
 	got := drain(t, lines)
@@ -215,7 +216,7 @@ func (e *engine) testManyLines(t *testing.T) {
 		t.Fatalf("read %d lines, want 10000", len(got))
 	}
 	for i, l := range got {
-		if string(l.Data) != fmt.Sprintf("line %d", i) || l.Stream != Stdout {
+		if string(l.Data) != fmt.Sprintf("line %d", i) || l.Stream != engine.Stdout {
 			t.Fatalf("line %d = %s %q", i, l.Stream, l.Data)
 		}
 		if i > 0 && !l.Cursor.After(got[i-1].Cursor) {
@@ -224,7 +225,7 @@ func (e *engine) testManyLines(t *testing.T) {
 	}
 }
 
-func (e *engine) testOversized(t *testing.T) {
+func (e *rig) testOversized(t *testing.T) {
 	ctx := testCtx(t)
 	// 20,000 bytes: split by json-file into two partial entries, under the
 	// cap, so it must arrive whole. 102,400: over the cap.
@@ -233,9 +234,9 @@ func (e *engine) testOversized(t *testing.T) {
 	waitExit(t, exit)
 	// stdout and stderr are logged by separate engine goroutines, so only
 	// the order within each stream is defined.
-	var got, errs []Line
+	var got, errs []engine.Line
 	for _, l := range all {
-		if l.Stream == Stderr {
+		if l.Stream == engine.Stderr {
 			errs = append(errs, l)
 		} else {
 			got = append(got, l)
@@ -247,7 +248,7 @@ func (e *engine) testOversized(t *testing.T) {
 	if string(got[0].Data) != "before" || string(got[2].Data) != "after" || string(got[4].Data) != "end" {
 		t.Fatalf("good lines around the big one: %.80q", texts(got))
 	}
-	if !errors.Is(got[1].Err, ErrLineTooLong) || got[1].Size != 102400 || got[1].Cursor.IsZero() || got[1].Data != nil {
+	if !errors.Is(got[1].Err, engine.ErrLineTooLong) || got[1].Size != 102400 || got[1].Cursor.IsZero() || got[1].Data != nil {
 		t.Fatalf("oversized line reported as %+v", got[1])
 	}
 	if string(got[3].Data) != strings.Repeat("x", 20000) {
@@ -255,7 +256,7 @@ func (e *engine) testOversized(t *testing.T) {
 	}
 }
 
-func (e *engine) testStdin(t *testing.T) {
+func (e *rig) testStdin(t *testing.T) {
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("stdin", "line:ready;readstdin;readstdin;exit:0"))
 	until(t, lines, "ready")
@@ -277,7 +278,7 @@ func (e *engine) testStdin(t *testing.T) {
 	}
 }
 
-func (e *engine) testOOM(t *testing.T) {
+func (e *rig) testOOM(t *testing.T) {
 	// The engine (20.10, cgroup v1) now and then never hears of a
 	// container's oom from containerd under load: exit 137 with OOMKilled
 	// false and no oom event at all (seen in make test; nothing is left
@@ -297,7 +298,7 @@ func (e *engine) testOOM(t *testing.T) {
 
 // oomOnce runs one allocation loop under a 32 MiB limit; false when the
 // engine did not hear of its oom.
-func (e *engine) oomOnce(t *testing.T, name string) bool {
+func (e *rig) oomOnce(t *testing.T, name string) bool {
 	ctx := testCtx(t)
 	s := e.spec(name, "line:allocating;alloc")
 	s.MemoryBytes, s.MemorySwapBytes = 32<<20, 32<<20
@@ -331,7 +332,7 @@ func (e *engine) oomOnce(t *testing.T, name string) bool {
 	return true
 }
 
-func (e *engine) testStopGrace(t *testing.T) {
+func (e *rig) testStopGrace(t *testing.T) {
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("grace", "trap:7;line:ready;sleep:60s"))
 	until(t, lines, "ready")
@@ -347,7 +348,7 @@ func (e *engine) testStopGrace(t *testing.T) {
 	}
 }
 
-func (e *engine) testStopKill(t *testing.T) {
+func (e *rig) testStopKill(t *testing.T) {
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("kill", "trap:ignore;line:ready;sleep:60s"))
 	until(t, lines, "ready")
@@ -368,10 +369,10 @@ func (e *engine) testStopKill(t *testing.T) {
 	}
 }
 
-func (e *engine) testCursorResume(t *testing.T) {
+func (e *rig) testCursorResume(t *testing.T) {
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("resume", "lines:3000;sleep:1s;lines:3000;sleep:500ms;lines:2000;exit:0"))
-	var got []Line
+	var got []engine.Line
 	// Reader 1: take 2500 lines (mid-burst), then drop it.
 	r1ctx, drop1 := context.WithCancel(ctx)
 	r1, err := e.d.Lines(r1ctx, id, logcursor.Position{}, true)
@@ -406,7 +407,7 @@ func (e *engine) testCursorResume(t *testing.T) {
 	got = append(got, drain(t, r3)...)
 	drain(t, lines)
 	waitExit(t, exit)
-	check := func(what string, ls []Line, from int) {
+	check := func(what string, ls []engine.Line, from int) {
 		t.Helper()
 		for i, l := range ls {
 			if want := fmt.Sprintf("line %d", from+i); string(l.Data) != want {
@@ -451,17 +452,17 @@ func (e *engine) testCursorResume(t *testing.T) {
 // testStderrResume: a reader dropped in the middle of a stderr burst and
 // resumed from the position of the last line taken from each stream gets
 // the rest of stderr exactly once, although stdout did not move.
-func (e *engine) testStderrResume(t *testing.T) {
+func (e *rig) testStderrResume(t *testing.T) {
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("errresume", "line:start;errlines:3000;sleep:1s;errlines:3000;exit:0"))
 	var pos logcursor.Position
 	var got []string
-	take := func(ls <-chan Line, n int) {
+	take := func(ls <-chan engine.Line, n int) {
 		for l := range ls {
 			if l.Err != nil {
 				t.Fatalf("line error: %v", l.Err)
 			}
-			if l.Stream == Stderr {
+			if l.Stream == engine.Stderr {
 				pos.Stderr = l.Cursor
 				got = append(got, string(l.Data))
 			} else {
@@ -502,7 +503,7 @@ func (e *engine) testStderrResume(t *testing.T) {
 // fraction of that speed, as the daemon does while it journals. Every line
 // arrives, in order: the container is held back instead of its output being
 // rotated away unread.
-func (e *engine) testFloodPastRotation(t *testing.T) {
+func (e *rig) testFloodPastRotation(t *testing.T) {
 	ctx := testCtx(t)
 	const n = 20000
 	s := e.spec("flood", fmt.Sprintf("wide:%d;exit:0", n))
@@ -511,7 +512,9 @@ func (e *engine) testFloodPastRotation(t *testing.T) {
 	// 27-193 lines of 20,000 in about one run in three on a loaded
 	// machine); fewer rotations make that rarer without letting the flood
 	// fit in what the engine keeps.
-	s.LogMaxSize = "4m"
+	small := *e
+	small.d = newDocker(e.cli, WithLogger(e.d.log), WithLogMaxSize("4m"))
+	e = &small
 	id := e.create(t, ctx, s)
 	exit := e.d.Wait(ctx, id)
 	// Cancelled before the container is removed: a reader that stops
@@ -526,7 +529,7 @@ func (e *engine) testFloodPastRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := 0
-	var prev Line
+	var prev engine.Line
 	for l := range lines {
 		if l.Err != nil {
 			t.Fatalf("after %d lines: %v", next, l.Err)
@@ -549,14 +552,14 @@ func (e *engine) testFloodPastRotation(t *testing.T) {
 }
 
 // after is the position just past l, for a reader resuming there.
-func after(l Line) logcursor.Position {
-	if l.Stream == Stderr {
+func after(l engine.Line) logcursor.Position {
+	if l.Stream == engine.Stderr {
 		return logcursor.Position{Stderr: l.Cursor}
 	}
 	return logcursor.Position{Stdout: l.Cursor}
 }
 
-func (e *engine) testInspect(t *testing.T) {
+func (e *rig) testInspect(t *testing.T) {
 	ctx := testCtx(t)
 	s := e.spec("inspect", "line:ready;sleep:60s")
 	s.NanoCPUs, s.MemoryBytes, s.MemorySwapBytes, s.PidsLimit = 5e8, 64<<20, 64<<20, 64
@@ -582,7 +585,7 @@ func (e *engine) testInspect(t *testing.T) {
 		{"read-only root", info.ReadOnlyRootfs},
 		{"labels", info.Labels[contract.LabelTaskFile] == ".aimi/tasks/inspect.json" && info.Labels[contract.LabelSandbox] == "true" && info.Labels[contract.LabelSwarmID] == "swarm-"+e.run},
 		{"no-new-privileges", slices.Contains(info.SecurityOpt, "no-new-privileges:true")},
-		{"capabilities dropped", slices.Equal(info.CapDrop, []string{"ALL"}) && slices.Equal(slices.Sorted(slices.Values(info.CapAdd)), slices.Sorted(slices.Values(KeptCapabilities())))},
+		{"capabilities dropped", slices.Equal(info.CapDrop, []string{"ALL"}) && slices.Equal(slices.Sorted(slices.Values(info.CapAdd)), slices.Sorted(slices.Values(engine.KeptCapabilities())))},
 		{"log driver", info.LogDriver == "json-file"},
 		{"network", info.NetworkMode == e.net && info.Networks[e.net] != ""},
 	}
@@ -593,7 +596,7 @@ func (e *engine) testInspect(t *testing.T) {
 	}
 }
 
-func (e *engine) testReadOnlyRootKeepsScratchWritable(t *testing.T) {
+func (e *rig) testReadOnlyRootKeepsScratchWritable(t *testing.T) {
 	ctx := testCtx(t)
 	s := e.spec("rootro", "write:/workspace/x;write:/x;write:/tmp/x;exit:0")
 	s.ReadOnlyRootfs = true
@@ -607,7 +610,7 @@ func (e *engine) testReadOnlyRootKeepsScratchWritable(t *testing.T) {
 	}
 }
 
-func (e *engine) testIsolation(t *testing.T) {
+func (e *rig) testIsolation(t *testing.T) {
 	ctx := testCtx(t)
 	srv, _, srvLines := e.launch(t, ctx, e.spec("listener", "listen:8080;sleep:60s"))
 	until(t, srvLines, "listening 8080")
@@ -635,7 +638,7 @@ func (e *engine) testIsolation(t *testing.T) {
 	}
 }
 
-func (e *engine) testFifty(t *testing.T) {
+func (e *rig) testFifty(t *testing.T) {
 	ctx := testCtx(t)
 	const n, swarms = 50, 2
 	nets := make([]string, swarms)
@@ -720,13 +723,13 @@ func (e *engine) testFifty(t *testing.T) {
 	}
 }
 
-func (e *engine) testCreateErrors(t *testing.T) {
+func (e *rig) testCreateErrors(t *testing.T) {
 	ctx := testCtx(t)
 
 	// A running holder of the name: conflict, holder untouched.
 	holder := e.spec("holder", "sleep:60s")
 	hid, _, _ := e.launch(t, ctx, holder)
-	if _, err := e.d.Create(ctx, holder); !errors.Is(err, ErrConflict) {
+	if _, err := e.d.Create(ctx, holder); !errors.Is(err, engine.ErrConflict) {
 		t.Fatalf("create over a running container = %v, want ErrConflict", err)
 	}
 	if info, err := e.d.Inspect(ctx, holder.Name); err != nil || info.ID != hid || !info.Running {
@@ -741,7 +744,7 @@ func (e *engine) testCreateErrors(t *testing.T) {
 	if nid == sid {
 		t.Fatal("recreate returned the old container")
 	}
-	if _, err := e.d.Inspect(ctx, sid); !errors.Is(err, ErrNotFound) {
+	if _, err := e.d.Inspect(ctx, sid); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("old container still there: %v", err)
 	}
 
@@ -755,7 +758,7 @@ func (e *engine) testCreateErrors(t *testing.T) {
 	mine := theirs
 	mine.Labels = maps.Clone(theirs.Labels)
 	mine.Labels[contract.LabelProject] = "/repo/mine"
-	if _, err := e.d.Create(ctx, mine); !errors.Is(err, ErrConflict) {
+	if _, err := e.d.Create(ctx, mine); !errors.Is(err, engine.ErrConflict) {
 		t.Fatalf("create over another repository's exited container = %v, want ErrConflict", err)
 	}
 	if info, err := e.d.Inspect(ctx, theirs.Name); err != nil || info.ID != tid {
@@ -764,14 +767,14 @@ func (e *engine) testCreateErrors(t *testing.T) {
 
 	tests := []struct {
 		name     string
-		edit     func(*Spec)
+		edit     func(*engine.Spec)
 		want     error
 		mentions string
 	}{
-		{"missing image says how to build it", func(s *Spec) { s.Image = "aimi-test/no-such-image:" + e.run }, ErrImageNotFound, "make sandbox-image"},
-		{"invalid name", func(s *Spec) { s.Name = "aimi-ct-" + e.run + "-bad name" }, ErrInvalidName, "must match"},
-		{"missing required runtime names the install guide", func(s *Spec) { s.Runtime, s.RequireRuntime = "aimi-no-such-runtime", true }, ErrRuntimeMissing, runtimeInstallGuide},
-		{"missing network", func(s *Spec) { s.Network = "aimi-ct-" + e.run + "-no-net" }, ErrNetworkNotFound, "EnsureNetwork"},
+		{"missing image says how to build it", func(s *engine.Spec) { s.Image = "aimi-test/no-such-image:" + e.run }, engine.ErrImageNotFound, "make sandbox-image"},
+		{"invalid name", func(s *engine.Spec) { s.Name = "aimi-ct-" + e.run + "-bad name" }, engine.ErrInvalidName, "must match"},
+		{"missing required runtime names the install guide", func(s *engine.Spec) { s.Runtime, s.RequireRuntime = "aimi-no-such-runtime", true }, engine.ErrRuntimeMissing, runtimeInstallGuide},
+		{"missing network", func(s *engine.Spec) { s.Network = "aimi-ct-" + e.run + "-no-net" }, engine.ErrNetworkNotFound, "EnsureNetwork"},
 	}
 	for _, tt := range tests {
 		s := e.spec("err", "exit:0")
@@ -780,7 +783,7 @@ func (e *engine) testCreateErrors(t *testing.T) {
 		if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.mentions) {
 			t.Errorf("%s: Create = %v, want %v mentioning %q", tt.name, err, tt.want, tt.mentions)
 		}
-		if _, err := e.d.Inspect(ctx, s.Name); !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalidName) {
+		if _, err := e.d.Inspect(ctx, s.Name); !errors.Is(err, engine.ErrNotFound) && !errors.Is(err, engine.ErrInvalidName) {
 			if err == nil {
 				t.Errorf("%s: a container %s was left behind", tt.name, s.Name)
 			}
@@ -797,12 +800,12 @@ func (e *engine) testCreateErrors(t *testing.T) {
 	if ok, err := e.d.ImageExists(ctx, "aimi-test/no-such-image:"+e.run); ok || err != nil {
 		t.Fatalf("ImageExists(missing) = %v, %v", ok, err)
 	}
-	if _, err := e.d.Lines(ctx, "aimi-ct-"+e.run+"-nothing", logcursor.Position{}, false); !errors.Is(err, ErrNotFound) {
+	if _, err := e.d.Lines(ctx, "aimi-ct-"+e.run+"-nothing", logcursor.Position{}, false); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("Lines of a missing container = %v, want ErrNotFound", err)
 	}
 }
 
-func (e *engine) testExitAndEvents(t *testing.T) {
+func (e *rig) testExitAndEvents(t *testing.T) {
 	ctx := testCtx(t)
 	evctx, stop := context.WithCancel(ctx)
 	events, errc := e.d.Events(evctx, map[string]string{dockertest.LabelKey: e.run, "org.aimi.test-case": "exit"})
@@ -833,7 +836,7 @@ func (e *engine) testExitAndEvents(t *testing.T) {
 	}
 }
 
-func (e *engine) testNetworkLifecycle(t *testing.T) {
+func (e *rig) testNetworkLifecycle(t *testing.T) {
 	ctx := testCtx(t)
 	name := "aimi-ct-" + e.run + "-life"
 	a, err := e.d.EnsureNetwork(ctx, name, e.labels())
@@ -891,7 +894,7 @@ func (e *engine) testNetworkLifecycle(t *testing.T) {
 	}
 }
 
-func (e *engine) testUnterminated(t *testing.T) {
+func (e *rig) testUnterminated(t *testing.T) {
 	ctx := testCtx(t)
 	id, exit, lines := e.launch(t, ctx, e.spec("unterminated", "line:done;raw:half;sleep:60s"))
 	until(t, lines, "done")
@@ -921,7 +924,7 @@ func (e *engine) testUnterminated(t *testing.T) {
 	}
 }
 
-func (e *engine) testWaitBreaks(t *testing.T) {
+func (e *rig) testWaitBreaks(t *testing.T) {
 	ctx := testCtx(t)
 	broken := func() (<-chan container.WaitResponse, <-chan error) {
 		errC := make(chan error, 1)
@@ -931,7 +934,7 @@ func (e *engine) testWaitBreaks(t *testing.T) {
 	// Running when the wait breaks: waited on again, the real exit comes.
 	id, _, lines := e.launch(t, ctx, e.spec("rewait", "line:ready;readstdin;exit:5"))
 	until(t, lines, "ready")
-	done := make(chan Exit, 1)
+	done := make(chan engine.Exit, 1)
 	go func() {
 		resC, errC := broken()
 		done <- e.d.wait(ctx, id, resC, errC)
@@ -953,7 +956,7 @@ func (e *engine) testWaitBreaks(t *testing.T) {
 		t.Fatal(err)
 	}
 	resC, errC = broken()
-	if ex := e.d.wait(ctx, id, resC, errC); !errors.Is(ex.Err, ErrNotFound) {
+	if ex := e.d.wait(ctx, id, resC, errC); !errors.Is(ex.Err, engine.ErrNotFound) {
 		t.Fatalf("broken wait on a removed container = %+v, want ErrNotFound", ex)
 	}
 }
@@ -991,20 +994,20 @@ func assertNothingSurvives(t *testing.T, cli *client.Client, run, tag string) {
 // the storage driver can limit the writable layer, the container gets the
 // size; where it cannot (fuse-overlayfs here), the create fails with
 // ErrDiskLimitUnsupported and leaves nothing behind.
-func (e *engine) testDiskLimit(t *testing.T) {
+func (e *rig) testDiskLimit(t *testing.T) {
 	ctx := testCtx(t)
 	checked := e.d.CheckDiskLimit(ctx, e.image, e.labels())
-	if checked != nil && !errors.Is(checked, ErrDiskLimitUnsupported) {
+	if checked != nil && !errors.Is(checked, engine.ErrDiskLimitUnsupported) {
 		t.Fatalf("CheckDiskLimit: %v", checked)
 	}
 	s := e.spec("disk", "exit 0")
 	s.DiskBytes = 2 << 30
 	if checked != nil {
 		t.Logf("this engine cannot limit the writable layer: %v", checked)
-		if _, err := e.d.Create(ctx, s); !errors.Is(err, ErrDiskLimitUnsupported) {
+		if _, err := e.d.Create(ctx, s); !errors.Is(err, engine.ErrDiskLimitUnsupported) {
 			t.Fatalf("Create with a disk limit the driver refuses: %v, want ErrDiskLimitUnsupported", err)
 		}
-		if _, err := e.d.Inspect(ctx, s.Name); !errors.Is(err, ErrNotFound) {
+		if _, err := e.d.Inspect(ctx, s.Name); !errors.Is(err, engine.ErrNotFound) {
 			t.Fatalf("a refused create left %s behind (inspect: %v)", s.Name, err)
 		}
 		return

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/docker/docker/api/types/events"
 )
 
@@ -13,23 +14,13 @@ import (
 // seconds with nanoseconds.
 func EngineTime(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
 
-// Event is a container ending ("die") or hitting its memory limit ("oom").
-type Event struct {
-	ContainerID string
-	Name        string // container name, without the leading "/"
-	Action      string // "die" or "oom"
-	ExitCode    int    // for "die"
-	Time        time.Time
-	Labels      map[string]string // the container's labels
-}
-
 // Events subscribes to die and oom events of containers carrying all the
 // given labels. The subscription starts at the call: events between the call
 // and the engine accepting the request are replayed (Since=now), so an oom
 // right after Start is not missed. The error channel receives at most one
 // error (ctx.Err() when ctx ends); then both channels are closed. OOM events
 // matter where the engine does not set OOMKilled (cgroups v2).
-func (d *Docker) Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error) {
+func (d *Docker) Events(ctx context.Context, labels map[string]string) (<-chan engine.Event, <-chan error) {
 	f := labelFilters(labels)
 	f.Add("type", string(events.ContainerEventType))
 	f.Add("event", string(events.ActionDie))
@@ -39,7 +30,7 @@ func (d *Docker) Events(ctx context.Context, labels map[string]string) (<-chan E
 		Filters: f,
 		Since:   EngineTime(now),
 	})
-	out := make(chan Event, 64)
+	out := make(chan engine.Event, 64)
 	errc := make(chan error, 1)
 	go func() {
 		defer close(errc)
@@ -77,8 +68,8 @@ func engineAttr(k string) bool {
 	return false
 }
 
-func toEvent(m events.Message) Event {
-	ev := Event{
+func toEvent(m events.Message) engine.Event {
+	ev := engine.Event{
 		ContainerID: m.Actor.ID,
 		Name:        m.Actor.Attributes["name"],
 		Action:      string(m.Action),

@@ -10,47 +10,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
-
-// MaxLineBytes caps one output line (newline excluded): the swarm message
-// spec's NDJSON line limit. Longer lines are reported with ErrLineTooLong
-// and skipped.
-const MaxLineBytes = acpmsg.MaxLineBytes
-
-// Stream says which output stream a line came from.
-type Stream int
-
-// The engine's stream ids in multiplexed frames (stdcopy.Stdout/Stderr).
-const (
-	Stdout Stream = 1
-	Stderr Stream = 2
-)
-
-func (s Stream) String() string {
-	switch s {
-	case Stdout:
-		return "stdout"
-	case Stderr:
-		return "stderr"
-	}
-	return fmt.Sprintf("stream(%d)", int(s))
-}
-
-// Line is one line of a container's output, or a problem with one.
-//
-// A line with Err == ErrLineTooLong (errors.Is) has a valid Cursor, Stream and
-// Size but no Data: it was too long and was skipped. A Line with a zero
-// Cursor and a non-nil Err is a failure of the stream itself; it is the last
-// value before the channel closes.
-type Line struct {
-	Cursor logcursor.Cursor
-	Stream Stream
-	Data   []byte // without the newline; owned by the receiver
-	Size   int    // length of the full line in bytes (newline excluded)
-	Err    error
-}
 
 const (
 	frameHeaderLen = 8
@@ -102,11 +64,11 @@ type frameSplitter struct {
 	newest  int64
 	prev    [3]lineSum // the last line emitted per stream, for the echo rule
 	scratch []byte
-	emit    func(Line) bool // false: stop reading
+	emit    func(engine.Line) bool // false: stop reading
 }
 
 type seqKey struct {
-	s  Stream
+	s  engine.Stream
 	ns int64
 }
 
@@ -117,7 +79,7 @@ type lineSum struct {
 	sum  uint64
 }
 
-func newFrameSplitter(max int, emit func(Line) bool) *frameSplitter {
+func newFrameSplitter(max int, emit func(engine.Line) bool) *frameSplitter {
 	return &frameSplitter{max: max, seqs: map[seqKey]int{}, scratch: make([]byte, chunkLen), emit: emit}
 }
 
@@ -146,14 +108,14 @@ func (f *frameSplitter) readFrom(r io.Reader) error {
 			msg, _ := io.ReadAll(io.LimitReader(br, min(size, 4096)))
 			return fmt.Errorf("%w: %s", errEngineStream, bytes.TrimSpace(msg))
 		}
-		if stream != int(Stdout) && stream != int(Stderr) {
+		if stream != int(engine.Stdout) && stream != int(engine.Stderr) {
 			return fmt.Errorf("read frame: unexpected stream id %d (is the container using a TTY?)", stream)
 		}
 		ts, n, err := readTimestamp(br, size)
 		if err != nil {
 			return err
 		}
-		if err := f.payload(br, Stream(stream), ts, size-n); err != nil {
+		if err := f.payload(br, engine.Stream(stream), ts, size-n); err != nil {
 			return err
 		}
 	}
@@ -189,7 +151,7 @@ func unexpectedEOF(err error) error {
 }
 
 // payload feeds n bytes of one frame to the stream's line assembly.
-func (f *frameSplitter) payload(br *bufio.Reader, s Stream, ts time.Time, n int64) error {
+func (f *frameSplitter) payload(br *bufio.Reader, s engine.Stream, ts time.Time, n int64) error {
 	p := &f.pend[s]
 	if !p.active {
 		f.start(s, p, ts)
@@ -222,7 +184,7 @@ func (f *frameSplitter) payload(br *bufio.Reader, s Stream, ts time.Time, n int6
 	return nil
 }
 
-func (f *frameSplitter) start(s Stream, p *partial, ts time.Time) {
+func (f *frameSplitter) start(s engine.Stream, p *partial, ts time.Time) {
 	key := seqKey{s, ts.UnixNano()}
 	seq := f.seqs[key]
 	f.seqs[key] = seq + 1
@@ -267,7 +229,7 @@ func (f *frameSplitter) add(p *partial, b []byte) {
 
 // end completes the stream's pending line and emits it, unless it is an
 // echo of the stream's previous line (see frameSplitter).
-func (f *frameSplitter) end(s Stream, p *partial) bool {
+func (f *frameSplitter) end(s engine.Stream, p *partial) bool {
 	h := fnv.New64a()
 	h.Write(p.buf)
 	sum := lineSum{ns: p.cur.Time.UnixNano(), size: p.size, sum: h.Sum64()}
@@ -277,9 +239,9 @@ func (f *frameSplitter) end(s Stream, p *partial) bool {
 		return true
 	}
 	f.prev[s] = sum
-	l := Line{Cursor: p.cur, Stream: s, Size: p.size}
+	l := engine.Line{Cursor: p.cur, Stream: s, Size: p.size}
 	if p.over {
-		l.Err = fmt.Errorf("%w: %s line of %d bytes at %s skipped", ErrLineTooLong, s, p.size, p.cur)
+		l.Err = fmt.Errorf("%w: %s line of %d bytes at %s skipped", engine.ErrLineTooLong, s, p.size, p.cur)
 	} else {
 		l.Data = bytes.Clone(p.buf)
 		if l.Data == nil {
@@ -296,12 +258,12 @@ func (f *frameSplitter) end(s Stream, p *partial) bool {
 // flush emits lines left open when the output really ended (a last line
 // without a newline), oldest first.
 func (f *frameSplitter) flush() bool {
-	a, b := &f.pend[Stdout], &f.pend[Stderr]
-	first, second := Stdout, Stderr
+	a, b := &f.pend[engine.Stdout], &f.pend[engine.Stderr]
+	first, second := engine.Stdout, engine.Stderr
 	if a.active && b.active && b.cur.Compare(a.cur) < 0 {
-		first, second = Stderr, Stdout
+		first, second = engine.Stderr, engine.Stdout
 	}
-	for _, s := range []Stream{first, second} {
+	for _, s := range []engine.Stream{first, second} {
 		if p := &f.pend[s]; p.active {
 			if !f.end(s, p) {
 				return false
@@ -313,5 +275,5 @@ func (f *frameSplitter) flush() bool {
 
 // pendingBytes is the size of the lines still open.
 func (f *frameSplitter) pendingBytes() int {
-	return f.pend[Stdout].size + f.pend[Stderr].size
+	return f.pend[engine.Stdout].size + f.pend[engine.Stderr].size
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // BenchmarkFrameSplitter measures turning engine log frames into lines: the
@@ -13,14 +15,14 @@ func BenchmarkFrameSplitter(b *testing.B) {
 	var stream bytes.Buffer
 	const n = 10000
 	for i := range n {
-		stream.Write(frame(Stdout, at(i/3), fmt.Sprintf(`{"type":"progress-update","storyId":"S-%d","status":"in_progress"}`+"\n", i)))
+		stream.Write(frame(engine.Stdout, at(i/3), fmt.Sprintf(`{"type":"progress-update","storyId":"S-%d","status":"in_progress"}`+"\n", i)))
 	}
 	data := stream.Bytes()
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	lines := 0
 	for b.Loop() {
-		fs := newFrameSplitter(MaxLineBytes, func(Line) bool { lines++; return true })
+		fs := newFrameSplitter(engine.MaxLineBytes, func(engine.Line) bool { lines++; return true })
 		if err := fs.readFrom(bytes.NewReader(data)); err != nil {
 			b.Fatal(err)
 		}

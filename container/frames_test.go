@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
@@ -19,7 +20,7 @@ var t0 = time.Date(2026, 11, 22, 15, 0, 0, 0, time.UTC)
 const engineTimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
 
 // frame renders one engine log frame: header, "<timestamp> ", text.
-func frame(s Stream, ts time.Time, text string) []byte {
+func frame(s engine.Stream, ts time.Time, text string) []byte {
 	p := ts.Format(engineTimeLayout) + " " + text
 	var b bytes.Buffer
 	b.Write([]byte{byte(s), 0, 0, 0})
@@ -31,10 +32,10 @@ func frame(s Stream, ts time.Time, text string) []byte {
 func at(ns int) time.Time { return t0.Add(time.Duration(ns)) }
 
 // split runs the splitter over the frames and flushes, like a final pass.
-func split(t *testing.T, max int, frames ...[]byte) ([]Line, error) {
+func split(t *testing.T, max int, frames ...[]byte) ([]engine.Line, error) {
 	t.Helper()
-	var got []Line
-	fs := newFrameSplitter(max, func(l Line) bool { got = append(got, l); return true })
+	var got []engine.Line
+	fs := newFrameSplitter(max, func(l engine.Line) bool { got = append(got, l); return true })
 	err := fs.readFrom(bytes.NewReader(bytes.Join(frames, nil)))
 	if err == nil {
 		fs.flush()
@@ -43,7 +44,7 @@ func split(t *testing.T, max int, frames ...[]byte) ([]Line, error) {
 }
 
 // show renders lines compactly: "stream@ns#seq:data" or "...:ERR(size)".
-func show(ls []Line) string {
+func show(ls []engine.Line) string {
 	var parts []string
 	for _, l := range ls {
 		body := string(l.Data)
@@ -65,29 +66,29 @@ func TestFrameSplitter(t *testing.T) {
 	}{
 		{
 			name:   "one frame per line keeps order and streams",
-			frames: [][]byte{frame(Stdout, at(1), "a\n"), frame(Stderr, at(2), "e\n"), frame(Stdout, at(3), "b\n")},
+			frames: [][]byte{frame(engine.Stdout, at(1), "a\n"), frame(engine.Stderr, at(2), "e\n"), frame(engine.Stdout, at(3), "b\n")},
 			want:   "stdout@1#0:a stderr@2#0:e stdout@3#0:b",
 		},
 		{
 			name:   "lines sharing a timestamp are numbered in order per stream",
-			frames: [][]byte{frame(Stdout, at(1), "a\n"), frame(Stdout, at(1), "b\n"), frame(Stderr, at(1), "c\n"), frame(Stdout, at(2), "d\n")},
+			frames: [][]byte{frame(engine.Stdout, at(1), "a\n"), frame(engine.Stdout, at(1), "b\n"), frame(engine.Stderr, at(1), "c\n"), frame(engine.Stdout, at(2), "d\n")},
 			want:   "stdout@1#0:a stdout@1#1:b stderr@1#0:c stdout@2#0:d",
 		},
 		{
 			name:   "a log entry the engine repeats is dropped before it is numbered",
-			frames: [][]byte{frame(Stdout, at(1), "a\n"), frame(Stdout, at(1), "a\n"), frame(Stdout, at(1), "b\n"), frame(Stdout, at(1), "b\n"), frame(Stdout, at(2), "c\n")},
+			frames: [][]byte{frame(engine.Stdout, at(1), "a\n"), frame(engine.Stdout, at(1), "a\n"), frame(engine.Stdout, at(1), "b\n"), frame(engine.Stdout, at(1), "b\n"), frame(engine.Stdout, at(2), "c\n")},
 			want:   "stdout@1#0:a stdout@1#1:b stdout@2#0:c",
 		},
 		{
 			name:   "the same text at another time or on the other stream is a line",
-			frames: [][]byte{frame(Stdout, at(1), "a\n"), frame(Stderr, at(1), "a\n"), frame(Stdout, at(2), "a\n"), frame(Stdout, at(2), "b\n"), frame(Stdout, at(2), "a\n")},
+			frames: [][]byte{frame(engine.Stdout, at(1), "a\n"), frame(engine.Stderr, at(1), "a\n"), frame(engine.Stdout, at(2), "a\n"), frame(engine.Stdout, at(2), "b\n"), frame(engine.Stdout, at(2), "a\n")},
 			want:   "stdout@1#0:a stderr@1#0:a stdout@2#0:a stdout@2#1:b stdout@2#2:a",
 		},
 		{
 			name: "partial entries are joined without their timestamps",
 			max:  64,
 			frames: [][]byte{
-				frame(Stdout, at(5), "hello "), frame(Stdout, at(5), "big "), frame(Stdout, at(5), "world\n"),
+				frame(engine.Stdout, at(5), "hello "), frame(engine.Stdout, at(5), "big "), frame(engine.Stdout, at(5), "world\n"),
 			},
 			want: "stdout@5#0:hello big world",
 		},
@@ -95,35 +96,35 @@ func TestFrameSplitter(t *testing.T) {
 			name: "stderr line between partial stdout pieces keeps both intact",
 			max:  64,
 			frames: [][]byte{
-				frame(Stdout, at(5), "left "), frame(Stderr, at(6), "err\n"), frame(Stdout, at(5), "right\n"),
+				frame(engine.Stdout, at(5), "left "), frame(engine.Stderr, at(6), "err\n"), frame(engine.Stdout, at(5), "right\n"),
 			},
 			want: "stderr@6#0:err stdout@5#0:left right",
 		},
 		{
 			name: "oversized line between two good ones is reported and skipped",
-			max:  MaxLineBytes,
+			max:  engine.MaxLineBytes,
 			frames: [][]byte{
-				frame(Stdout, at(1), "before\n"),
-				frame(Stdout, at(2), big), frame(Stdout, at(2), big), frame(Stdout, at(2), big),
-				frame(Stdout, at(2), big), frame(Stdout, at(2), big), frame(Stdout, at(2), "tail\n"),
-				frame(Stdout, at(3), "after\n"),
+				frame(engine.Stdout, at(1), "before\n"),
+				frame(engine.Stdout, at(2), big), frame(engine.Stdout, at(2), big), frame(engine.Stdout, at(2), big),
+				frame(engine.Stdout, at(2), big), frame(engine.Stdout, at(2), big), frame(engine.Stdout, at(2), "tail\n"),
+				frame(engine.Stdout, at(3), "after\n"),
 			},
 			want: fmt.Sprintf("stdout@1#0:before stdout@2#0:ERR(%d) stdout@3#0:after", 5*16*1024+4),
 		},
 		{
 			name:   "line of exactly the limit is kept",
 			max:    4,
-			frames: [][]byte{frame(Stdout, at(1), "abcd\n"), frame(Stdout, at(2), "abcde\n")},
+			frames: [][]byte{frame(engine.Stdout, at(1), "abcd\n"), frame(engine.Stdout, at(2), "abcde\n")},
 			want:   "stdout@1#0:abcd stdout@2#0:ERR(5)",
 		},
 		{
 			name:   "several lines in one frame share its timestamp",
-			frames: [][]byte{frame(Stdout, at(1), "a\nb\n\nc\n")},
+			frames: [][]byte{frame(engine.Stdout, at(1), "a\nb\n\nc\n")},
 			want:   "stdout@1#0:a stdout@1#1:b stdout@1#2: stdout@1#3:c",
 		},
 		{
 			name:   "last line without newline is flushed at the end",
-			frames: [][]byte{frame(Stdout, at(1), "a\n"), frame(Stdout, at(2), "no newline")},
+			frames: [][]byte{frame(engine.Stdout, at(1), "a\n"), frame(engine.Stdout, at(2), "no newline")},
 			want:   "stdout@1#0:a stdout@2#0:no newline",
 		},
 		{
@@ -136,7 +137,7 @@ func TestFrameSplitter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			max := tt.max
 			if max == 0 {
-				max = MaxLineBytes
+				max = engine.MaxLineBytes
 			}
 			got, err := split(t, max, tt.frames...)
 			if err != nil {
@@ -146,7 +147,7 @@ func TestFrameSplitter(t *testing.T) {
 				t.Fatalf("got  %s\nwant %s", s, tt.want)
 			}
 			for _, l := range got {
-				if l.Err != nil && !errors.Is(l.Err, ErrLineTooLong) {
+				if l.Err != nil && !errors.Is(l.Err, engine.ErrLineTooLong) {
 					t.Fatalf("unexpected line error %v", l.Err)
 				}
 			}
@@ -159,15 +160,15 @@ func TestFrameSplitterStreamErrors(t *testing.T) {
 		name   string
 		stream []byte
 	}{
-		{"engine error frame ends the stream with its message", append(frame(Stdout, at(1), "a\n"), append([]byte{3, 0, 0, 0, 0, 0, 0, 4}, "boom"...)...)},
+		{"engine error frame ends the stream with its message", append(frame(engine.Stdout, at(1), "a\n"), append([]byte{3, 0, 0, 0, 0, 0, 0, 4}, "boom"...)...)},
 		{"frame without a timestamp is an error", append([]byte{1, 0, 0, 0, 0, 0, 0, 3}, "hi\n"...)},
-		{"truncated frame is an error", frame(Stdout, at(1), "abc\n")[:20]},
+		{"truncated frame is an error", frame(engine.Stdout, at(1), "abc\n")[:20]},
 		{"unknown stream id is an error", append([]byte{7, 0, 0, 0, 0, 0, 0, 1}, 'x')},
 		{"truncated header is an error", []byte{1, 0, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fs := newFrameSplitter(MaxLineBytes, func(Line) bool { return true })
+			fs := newFrameSplitter(engine.MaxLineBytes, func(engine.Line) bool { return true })
 			if err := fs.readFrom(bytes.NewReader(tt.stream)); err == nil {
 				t.Fatal("readFrom = nil, want an error")
 			}
@@ -178,9 +179,9 @@ func TestFrameSplitterStreamErrors(t *testing.T) {
 func TestFrameSplitterKeepsOpenLinePending(t *testing.T) {
 	// A stream that breaks in the middle of a line must not emit half a
 	// line: the reader re-reads it whole from the cursor.
-	var got []Line
-	fs := newFrameSplitter(MaxLineBytes, func(l Line) bool { got = append(got, l); return true })
-	if err := fs.readFrom(bytes.NewReader(append(frame(Stdout, at(1), "done\n"), frame(Stdout, at(2), "half")...))); err != nil {
+	var got []engine.Line
+	fs := newFrameSplitter(engine.MaxLineBytes, func(l engine.Line) bool { got = append(got, l); return true })
+	if err := fs.readFrom(bytes.NewReader(append(frame(engine.Stdout, at(1), "done\n"), frame(engine.Stdout, at(2), "half")...))); err != nil {
 		t.Fatal(err)
 	}
 	if s := show(got); s != "stdout@1#0:done" {
@@ -192,8 +193,8 @@ func TestFrameSplitterKeepsOpenLinePending(t *testing.T) {
 }
 
 func FuzzFrameSplitter(f *testing.F) {
-	f.Add(bytes.Join([][]byte{frame(Stdout, at(1), "a\n"), frame(Stderr, at(1), "b\n")}, nil), 8)
-	f.Add(bytes.Join([][]byte{frame(Stdout, at(1), "abc"), frame(Stdout, at(1), "def\n"), frame(Stdout, at(2), "tail")}, nil), 4)
+	f.Add(bytes.Join([][]byte{frame(engine.Stdout, at(1), "a\n"), frame(engine.Stderr, at(1), "b\n")}, nil), 8)
+	f.Add(bytes.Join([][]byte{frame(engine.Stdout, at(1), "abc"), frame(engine.Stdout, at(1), "def\n"), frame(engine.Stdout, at(2), "tail")}, nil), 4)
 	f.Add([]byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, 16)
 	f.Add(append([]byte{3, 0, 0, 0, 0, 0, 0, 2}, "no"...), 16)
 	f.Fuzz(func(t *testing.T, stream []byte, max int) {
@@ -201,12 +202,12 @@ func FuzzFrameSplitter(f *testing.F) {
 			return
 		}
 		var last [3]logcursor.Cursor
-		fs := newFrameSplitter(max, func(l Line) bool {
+		fs := newFrameSplitter(max, func(l engine.Line) bool {
 			if l.Err == nil {
 				if len(l.Data) > max || bytes.IndexByte(l.Data, '\n') >= 0 || len(l.Data) != l.Size {
 					t.Fatalf("bad line %q size %d (max %d)", l.Data, l.Size, max)
 				}
-			} else if !errors.Is(l.Err, ErrLineTooLong) || l.Size <= max || l.Data != nil {
+			} else if !errors.Is(l.Err, engine.ErrLineTooLong) || l.Size <= max || l.Data != nil {
 				t.Fatalf("bad error line %+v", l)
 			}
 			if l.Cursor == last[l.Stream] && !l.Cursor.IsZero() {

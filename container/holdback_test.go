@@ -19,7 +19,7 @@ import (
 // for the held-back attach (engine 20.10 gave up on it after about 10 s
 // here; with a log read waiting for the lock as well, a runner's burst
 // wedged its container for good).
-func (e *engine) testStopWhileHeldBack(t *testing.T) {
+func (e *rig) testStopWhileHeldBack(t *testing.T) {
 	ctx := testCtx(t)
 	id := e.create(t, ctx, e.spec("heldstop", "lines:3000000;exit:0"))
 	exit := e.d.Wait(ctx, id)

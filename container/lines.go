@@ -11,6 +11,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 
 	"github.com/aimi-tools/swarm/internal/ctxutil"
@@ -87,14 +88,14 @@ const (
 // Lines on one stream come in order. Across stdout and stderr the order is
 // the engine log's, which follows the timestamps to within the skew of the
 // two goroutines that log them.
-func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan Line, error) {
+func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan engine.Line, error) {
 	ictx, cancel := callCtx(ctx)
 	_, err := d.cli.ContainerInspect(ictx, id)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("read output of container %s: %w", id, notFound(err))
 	}
-	out := make(chan Line, 256)
+	out := make(chan engine.Line, 256)
 	r := &lineReader{
 		id: id, after: after, out: out, log: d.log,
 		open: func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error) {
@@ -107,7 +108,7 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 			}
 			return d.openLogs(ctx, id, opts)
 		},
-		inspect: func(ctx context.Context) (Info, error) { return d.Inspect(ctx, id) },
+		inspect: func(ctx context.Context) (engine.Info, error) { return d.Inspect(ctx, id) },
 	}
 	if follow {
 		r.ring = func(ctx context.Context) (io.ReadCloser, error) {
@@ -176,10 +177,10 @@ type lineReader struct {
 	// opens the doorbell: a stream that carries the container's new output
 	// as it is written and ends when the container stops.
 	open    func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error)
-	inspect func(ctx context.Context) (Info, error)
+	inspect func(ctx context.Context) (engine.Info, error)
 	ring    func(ctx context.Context) (io.ReadCloser, error)
 	after   logcursor.Position
-	out     chan<- Line
+	out     chan<- engine.Line
 	// last is the cursor of the last line delivered (or `after`) per
 	// stream: a stream's lines come in order, so anything at or before it
 	// was delivered already.
@@ -208,8 +209,8 @@ const (
 )
 
 func (r *lineReader) run(ctx context.Context, follow bool) {
-	r.last[Stdout], r.last[Stderr] = r.after.Stdout, r.after.Stderr
-	r.seen[Stdout], r.seen[Stderr] = r.after.Stdout.Time, r.after.Stderr.Time
+	r.last[engine.Stdout], r.last[engine.Stderr] = r.after.Stdout, r.after.Stderr
+	r.seen[engine.Stdout], r.seen[engine.Stderr] = r.after.Stdout.Time, r.after.Stderr.Time
 	if r.tail <= 0 {
 		r.tail = tailStart
 	}
@@ -259,7 +260,7 @@ func (r *lineReader) hasExited(ctx context.Context) bool {
 	return err == nil && (info.Status == "exited" || info.Status == "dead")
 }
 
-func (r *lineReader) inspectGated(ctx context.Context) (info Info, err error) {
+func (r *lineReader) inspectGated(ctx context.Context) (info engine.Info, err error) {
 	r.gate.call(func() { info, err = r.inspect(ctx) })
 	return info, err
 }
@@ -284,12 +285,12 @@ func (r *lineReader) quiet(ctx context.Context, err error) next {
 
 // judge decides from an inspect (and the read before it) whether the
 // reader goes on; done is false when it reads again after a wait.
-func (r *lineReader) judge(ctx context.Context, info Info, err error) (n next, done bool) {
+func (r *lineReader) judge(ctx context.Context, info engine.Info, err error) (n next, done bool) {
 	switch {
 	case ctx.Err() != nil:
 		return readStop, true
-	case errors.Is(err, ErrNotFound):
-		r.fail(ctx, fmt.Errorf("read output of container %s: %w (removed; its output is gone)", r.id, ErrNotFound))
+	case errors.Is(err, engine.ErrNotFound):
+		r.fail(ctx, fmt.Errorf("read output of container %s: %w (removed; its output is gone)", r.id, engine.ErrNotFound))
 		return readStop, true
 	case err != nil:
 		r.failures++
@@ -318,7 +319,7 @@ func (r *lineReader) backoff() time.Duration {
 
 func (r *lineReader) fail(ctx context.Context, err error) {
 	select {
-	case r.out <- Line{Err: err}:
+	case r.out <- engine.Line{Err: err}:
 	case <-ctx.Done():
 	}
 }

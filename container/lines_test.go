@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
@@ -29,12 +30,12 @@ type fakeLog struct {
 }
 
 type fakeEntry struct {
-	s    Stream
+	s    engine.Stream
 	ts   time.Time
 	text string
 }
 
-func (f *fakeLog) add(s Stream, ns int, text string) {
+func (f *fakeLog) add(s engine.Stream, ns int, text string) {
 	f.entries = append(f.entries, fakeEntry{s, at(ns), text})
 }
 
@@ -56,7 +57,7 @@ func (f *fakeLog) open(_ context.Context, since time.Time, tail int) (io.ReadClo
 		f.hook(f.opens, f)
 	}
 	if f.status == "" {
-		return nil, fmt.Errorf("open logs: %w", ErrNotFound)
+		return nil, fmt.Errorf("open logs: %w", engine.ErrNotFound)
 	}
 	var sel []fakeEntry
 	for _, e := range f.entries {
@@ -78,34 +79,34 @@ func (f *fakeLog) open(_ context.Context, since time.Time, tail int) (io.ReadClo
 	return io.NopCloser(&buf), nil
 }
 
-func (f *fakeLog) inspect(context.Context) (Info, error) {
+func (f *fakeLog) inspect(context.Context) (engine.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.status == "" {
-		return Info{}, fmt.Errorf("inspect: %w", ErrNotFound)
+		return engine.Info{}, fmt.Errorf("inspect: %w", engine.ErrNotFound)
 	}
-	return Info{Status: f.status, Running: f.status == "running"}, nil
+	return engine.Info{Status: f.status, Running: f.status == "running"}, nil
 }
 
-func readFake(t *testing.T, f *fakeLog, after logcursor.Position, follow bool) []Line {
+func readFake(t *testing.T, f *fakeLog, after logcursor.Position, follow bool) []engine.Line {
 	t.Helper()
 	return readFakeTail(t, f, after, follow, 0)
 }
 
 // readFakeTail is readFake with the first snapshot asking for tail entries
 // (0: the default).
-func readFakeTail(t *testing.T, f *fakeLog, after logcursor.Position, follow bool, tail int) []Line {
+func readFakeTail(t *testing.T, f *fakeLog, after logcursor.Position, follow bool, tail int) []engine.Line {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	out := make(chan Line)
+	out := make(chan engine.Line)
 	r := &lineReader{id: "fake", after: after, out: out, tail: tail,
 		log: slog.New(slog.NewTextHandler(io.Discard, nil)), open: f.open, inspect: f.inspect}
 	go func() {
 		defer close(out)
 		r.run(ctx, follow)
 	}()
-	var got []Line
+	var got []engine.Line
 	for l := range out {
 		got = append(got, l)
 	}
@@ -127,22 +128,22 @@ func scriptedLog() *fakeLog {
 			switch open {
 			case 2:
 				f.status = "running"
-				f.add(Stdout, 1, "a\n")
-				f.add(Stdout, 2, "bb")
-				f.add(Stdout, 2, "bb")
-				f.add(Stdout, 2, "b\n")
-				f.add(Stdout, 2, "c\n")
-				f.add(Stderr, 3, "d\n")
+				f.add(engine.Stdout, 1, "a\n")
+				f.add(engine.Stdout, 2, "bb")
+				f.add(engine.Stdout, 2, "bb")
+				f.add(engine.Stdout, 2, "b\n")
+				f.add(engine.Stdout, 2, "c\n")
+				f.add(engine.Stderr, 3, "d\n")
 			case 3:
-				f.add(Stdout, 4, "e\n")
+				f.add(engine.Stdout, 4, "e\n")
 			case 4:
 				f.status = "exited"
-				f.add(Stdout, 4, "f\n")
+				f.add(engine.Stdout, 4, "f\n")
 			case 5:
 				// Logged by the other stream's goroutine with an older
 				// timestamp, but written after the follow stream ended.
-				f.add(Stderr, 3, "late\n")
-				f.add(Stdout, 5, "g")
+				f.add(engine.Stderr, 3, "late\n")
+				f.add(engine.Stdout, 5, "g")
 			}
 		},
 	}
@@ -183,8 +184,8 @@ func TestLineReaderResumesStrictlyAfterTheCursor(t *testing.T) {
 
 func TestLineReaderSnapshotOfARunningContainerHoldsBackAnOpenLine(t *testing.T) {
 	f := &fakeLog{status: "running"}
-	f.add(Stdout, 1, "done\n")
-	f.add(Stdout, 2, "ha")
+	f.add(engine.Stdout, 1, "done\n")
+	f.add(engine.Stdout, 2, "ha")
 	if s := show(readFake(t, f, logcursor.Position{}, false)); s != "stdout@1#0:done" {
 		t.Fatalf("got %s", s)
 	}
@@ -200,9 +201,9 @@ func TestLineReaderReportsARemovedContainer(t *testing.T) {
 			f.status = ""
 		}
 	}}
-	f.add(Stdout, 1, "a\n")
+	f.add(engine.Stdout, 1, "a\n")
 	got := readFake(t, f, logcursor.Position{}, true)
-	if len(got) != 2 || string(got[0].Data) != "a" || !got[1].Cursor.IsZero() || !errors.Is(got[1].Err, ErrNotFound) {
+	if len(got) != 2 || string(got[0].Data) != "a" || !got[1].Cursor.IsZero() || !errors.Is(got[1].Err, engine.ErrNotFound) {
 		t.Fatalf("got %s / last err %v", show(got), got[len(got)-1].Err)
 	}
 	if !strings.Contains(got[1].Err.Error(), "removed") {
@@ -228,11 +229,11 @@ func TestLineReaderGrowsATailThatDoesNotReachBack(t *testing.T) {
 		{
 			name: "a long line cut by the tail is read whole",
 			log: func(f *fakeLog) {
-				f.add(Stdout, 1, "old\n")
-				f.add(Stdout, 2, "aa")
-				f.add(Stdout, 2, "bb")
-				f.add(Stdout, 2, "cc\n")
-				f.add(Stdout, 3, "new\n")
+				f.add(engine.Stdout, 1, "old\n")
+				f.add(engine.Stdout, 2, "aa")
+				f.add(engine.Stdout, 2, "bb")
+				f.add(engine.Stdout, 2, "cc\n")
+				f.add(engine.Stdout, 3, "new\n")
 			},
 			after: stdoutAt(1, 0),
 			tail:  2,
@@ -241,10 +242,10 @@ func TestLineReaderGrowsATailThatDoesNotReachBack(t *testing.T) {
 		{
 			name: "a quiet stream's new line far back in the log is not missed",
 			log: func(f *fakeLog) {
-				f.add(Stderr, 1, "e0\n")
-				f.add(Stderr, 2, "e1\n")
+				f.add(engine.Stderr, 1, "e0\n")
+				f.add(engine.Stderr, 2, "e1\n")
 				for i := 3; i < 40; i++ {
-					f.add(Stdout, i, fmt.Sprintf("o%d\n", i))
+					f.add(engine.Stdout, i, fmt.Sprintf("o%d\n", i))
 				}
 			},
 			after: logcursor.Position{Stdout: logcursor.Cursor{Time: at(37)}, Stderr: logcursor.Cursor{Time: at(1)}},
@@ -254,9 +255,9 @@ func TestLineReaderGrowsATailThatDoesNotReachBack(t *testing.T) {
 		{
 			name: "a stream with no cursor yet is read from the start",
 			log: func(f *fakeLog) {
-				f.add(Stderr, 1, "first\n")
+				f.add(engine.Stderr, 1, "first\n")
 				for i := 2; i < 20; i++ {
-					f.add(Stdout, i, fmt.Sprintf("o%d\n", i))
+					f.add(engine.Stdout, i, fmt.Sprintf("o%d\n", i))
 				}
 			},
 			after: logcursor.Position{Stdout: logcursor.Cursor{Time: at(18)}},

@@ -8,17 +8,12 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/errdefs"
 )
-
-// NetworkInfo describes a network EnsureNetwork made or found.
-type NetworkInfo struct {
-	ID, Name, Gateway, Subnet string
-	Labels                    map[string]string
-}
 
 // EnsureNetwork returns the bridge network name, creating it if missing with
 // the given labels (plus contract.LabelSandbox=true) and inter-container traffic
@@ -33,9 +28,9 @@ type NetworkInfo struct {
 // creates), so calls through one Docker are serialised, and a creator that
 // still finds several networks of its name keeps the oldest and removes its
 // own, which makes racing processes converge on one network too.
-func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (NetworkInfo, error) {
-	if err := checkName(name); err != nil {
-		return NetworkInfo{}, fmt.Errorf("ensure network: %w", err)
+func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (engine.NetworkInfo, error) {
+	if err := engine.CheckName(name); err != nil {
+		return engine.NetworkInfo{}, fmt.Errorf("ensure network: %w", err)
 	}
 	d.netMu.Lock()
 	defer d.netMu.Unlock()
@@ -45,7 +40,7 @@ func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[stri
 			// daemon's network of this swarm and repository.
 			err = contract.CheckLabels(info.Labels, d.ownerOf(labels, contract.LabelSwarmID, contract.LabelProject))
 			if err != nil {
-				return NetworkInfo{}, fmt.Errorf("network %s exists but is not this swarm's (%v); remove it or clean up the swarm it belongs to", name, err)
+				return engine.NetworkInfo{}, fmt.Errorf("network %s exists but is not this swarm's (%v); remove it or clean up the swarm it belongs to", name, err)
 			}
 		}
 		return info, err
@@ -64,11 +59,11 @@ func (d *Docker) EnsureNetwork(ctx context.Context, name string, labels map[stri
 		Labels:  all,
 	})
 	if err != nil && !errdefs.IsConflict(err) {
-		return NetworkInfo{}, fmt.Errorf("create network %s: %w (the engine's address pools may be exhausted: remove unused networks)", name, err)
+		return engine.NetworkInfo{}, fmt.Errorf("create network %s: %w (the engine's address pools may be exhausted: remove unused networks)", name, err)
 	}
 	if err == nil {
 		if err := d.dropDuplicate(ctx, name, resp.ID); err != nil {
-			return NetworkInfo{}, err
+			return engine.NetworkInfo{}, err
 		}
 	}
 	return d.networkInfo(ctx, name)
@@ -129,22 +124,22 @@ func (d *Docker) sameName(ctx context.Context, name string) ([]network.Summary, 
 
 // networkInfo inspects the (oldest) network named exactly name; by id, since
 // inspecting a name that several networks share is an "ambiguous" error.
-func (d *Docker) networkInfo(ctx context.Context, name string) (NetworkInfo, error) {
+func (d *Docker) networkInfo(ctx context.Context, name string) (engine.NetworkInfo, error) {
 	same, err := d.sameName(ctx, name)
 	if err != nil {
-		return NetworkInfo{}, err
+		return engine.NetworkInfo{}, err
 	}
 	if len(same) == 0 {
-		return NetworkInfo{}, errdefs.NotFound(fmt.Errorf("network %s not found", name))
+		return engine.NetworkInfo{}, errdefs.NotFound(fmt.Errorf("network %s not found", name))
 	}
 	n, err := d.cli.NetworkInspect(ctx, same[0].ID, network.InspectOptions{})
 	if err != nil {
-		return NetworkInfo{}, fmt.Errorf("inspect network %s: %w", name, err)
+		return engine.NetworkInfo{}, fmt.Errorf("inspect network %s: %w", name, err)
 	}
 	if n.Driver != "bridge" || n.Options[iccOption] != "false" {
-		return NetworkInfo{}, fmt.Errorf("network %s exists but is not a bridge with %s=false, so it would not isolate containers; remove it or pick another name", name, iccOption)
+		return engine.NetworkInfo{}, fmt.Errorf("network %s exists but is not a bridge with %s=false, so it would not isolate containers; remove it or pick another name", name, iccOption)
 	}
-	info := NetworkInfo{ID: n.ID, Name: n.Name, Labels: n.Labels}
+	info := engine.NetworkInfo{ID: n.ID, Name: n.Name, Labels: n.Labels}
 	if len(n.IPAM.Config) > 0 {
 		info.Subnet = n.IPAM.Config[0].Subnet
 		info.Gateway = n.IPAM.Config[0].Gateway
@@ -158,7 +153,7 @@ func (d *Docker) networkInfo(ctx context.Context, name string) (NetworkInfo, err
 // network.) A missing network, or one that gained a container meanwhile, is
 // not an error.
 func (d *Docker) RemoveNetworkIfUnused(ctx context.Context, name string) error {
-	if err := checkName(name); err != nil {
+	if err := engine.CheckName(name); err != nil {
 		return fmt.Errorf("remove network: %w", err)
 	}
 	// Only a network of this daemon is removed, whatever name it was

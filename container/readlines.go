@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
@@ -15,7 +16,7 @@ import (
 // from the start) and say the sandbox's state.
 type LogSource struct {
 	Open    func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error)
-	Inspect func(ctx context.Context) (Info, error)
+	Inspect func(ctx context.Context) (engine.Info, error)
 }
 
 // ReadLines is Lines for an engine other than *Docker whose log endpoint
@@ -23,11 +24,11 @@ type LogSource struct {
 // strictly after the position, read in snapshots as Lines reads them (but
 // without holding the sandbox back), closed once it exited and its output
 // was read. Inspect reporting Status "exited" or "dead" ends it.
-func ReadLines(ctx context.Context, id string, after logcursor.Position, follow bool, src LogSource, log *slog.Logger) <-chan Line {
+func ReadLines(ctx context.Context, id string, after logcursor.Position, follow bool, src LogSource, log *slog.Logger) <-chan engine.Line {
 	if log == nil {
 		log = slog.Default()
 	}
-	out := make(chan Line, 256)
+	out := make(chan engine.Line, 256)
 	r := &lineReader{id: id, after: after, out: out, log: log, open: src.Open, inspect: src.Inspect}
 	go func() {
 		defer close(out)

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // since is the oldest time a line not delivered yet can have: each stream's
 // lines come in order, so none older than its last cursor is new.
 func (r *lineReader) since() time.Time {
-	a, b := r.last[Stdout].Time, r.last[Stderr].Time
+	a, b := r.last[engine.Stdout].Time, r.last[engine.Stderr].Time
 	if a.IsZero() || b.IsZero() || a.Unix() <= 0 || b.Unix() <= 0 {
 		return time.Time{} // the engine's Since takes no times before 1970
 	}
@@ -93,7 +95,7 @@ func (r *lineReader) sawThrough(fs *frameSplitter, err error) {
 		return
 	}
 	through := time.Unix(0, fs.newest).UTC().Add(-logSkew)
-	for _, s := range []Stream{Stdout, Stderr} {
+	for _, s := range []engine.Stream{engine.Stdout, engine.Stderr} {
 		if through.After(r.seen[s]) {
 			r.seen[s] = through
 		}
@@ -104,7 +106,7 @@ func (r *lineReader) sawThrough(fs *frameSplitter, err error) {
 }
 
 func (r *lineReader) splitter(ctx context.Context) *frameSplitter {
-	return newFrameSplitter(MaxLineBytes, func(l Line) bool { return r.deliver(ctx, l) })
+	return newFrameSplitter(engine.MaxLineBytes, func(l engine.Line) bool { return r.deliver(ctx, l) })
 }
 
 // reachesBack counts the frames in buf and reports whether they hold every
@@ -128,7 +130,7 @@ func (r *lineReader) reachesBack(buf []byte) (n int, reaches bool, err error) {
 		payload := buf[:size]
 		buf = buf[size:]
 		n++
-		if s != int(Stdout) && s != int(Stderr) {
+		if s != int(engine.Stdout) && s != int(engine.Stderr) {
 			continue // readFrom reports it
 		}
 		sp := bytes.IndexByte(payload[:min(len(payload), maxPrefixLen)], ' ')
@@ -146,7 +148,7 @@ func (r *lineReader) reachesBack(buf []byte) (n int, reaches bool, err error) {
 			hasOld[s] = true
 		}
 	}
-	for _, s := range []Stream{Stdout, Stderr} {
+	for _, s := range []engine.Stream{engine.Stdout, engine.Stderr} {
 		if hasOld[s] {
 			continue
 		}
@@ -159,7 +161,7 @@ func (r *lineReader) reachesBack(buf []byte) (n int, reaches bool, err error) {
 
 // deliver sends l unless its stream already delivered it (or it is at or
 // before `after`).
-func (r *lineReader) deliver(ctx context.Context, l Line) bool {
+func (r *lineReader) deliver(ctx context.Context, l engine.Line) bool {
 	if !l.Cursor.After(r.last[l.Stream]) {
 		return true
 	}

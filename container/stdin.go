@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 )
@@ -21,8 +22,8 @@ func (d *Docker) WriteStdin(ctx context.Context, id string, line []byte) error {
 	if bytes.IndexByte(line, '\n') >= 0 {
 		return fmt.Errorf("write stdin of container %s: the line contains a newline; send one line per call", id)
 	}
-	if len(line) > MaxLineBytes {
-		return fmt.Errorf("write stdin of container %s: line of %d bytes exceeds %d", id, len(line), MaxLineBytes)
+	if len(line) > engine.MaxLineBytes {
+		return fmt.Errorf("write stdin of container %s: line of %d bytes exceeds %d", id, len(line), engine.MaxLineBytes)
 	}
 	// The attach ignores ctx once connected: bound it, or an engine that
 	// holds the container locked hangs the task-request for good.

@@ -4,38 +4,34 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/errdefs"
 )
 
-// NetworkNone is the Spec.Network of a sandbox that reaches nothing: a
-// loopback only, until JoinNetwork gives it its swarm's network (a
-// warm-pool sandbox waiting for its claim).
-const NetworkNone = "none"
-
 // Rename gives container id another name. A name another container holds
 // is ErrConflict, as for Create; the name must be one aimi makes.
 func (d *Docker) Rename(ctx context.Context, id, name string) error {
-	if err := checkName(name); err != nil {
+	if err := engine.CheckName(name); err != nil {
 		return fmt.Errorf("rename container %s: %w", id, err)
 	}
 	ctx, cancel := callCtx(ctx)
 	defer cancel()
 	if err := d.cli.ContainerRename(ctx, id, name); err != nil {
 		if errdefs.IsConflict(err) {
-			return fmt.Errorf("rename container %s to %s: %w: %v", id, name, ErrConflict, err)
+			return fmt.Errorf("rename container %s to %s: %w: %v", id, name, engine.ErrConflict, err)
 		}
 		return fmt.Errorf("rename container %s to %s: %w", id, name, notFound(err))
 	}
 	return nil
 }
 
-// JoinNetwork moves a running container created on NetworkNone to name
+// JoinNetwork moves a running container created on engine.NetworkNone to name
 // (from EnsureNetwork), as if it had been created there: it leaves every
 // other network first, so it is never on two at once.
 func (d *Docker) JoinNetwork(ctx context.Context, id, name string) error {
-	if name == "" || name == NetworkNone || name == "host" || !runtimeRE.MatchString(name) {
-		return fmt.Errorf("join container %s to network %q: %w: not a sandbox network", id, name, ErrInvalidSpec)
+	if name == "" || name == engine.NetworkNone || name == "host" || !engine.ValidNetwork(name) {
+		return fmt.Errorf("join container %s to network %q: %w: not a sandbox network", id, name, engine.ErrInvalidSpec)
 	}
 	if err := d.checkNetwork(ctx, name); err != nil {
 		return fmt.Errorf("join container %s to network %s: %w", id, name, err)
@@ -72,8 +68,8 @@ func (d *Docker) LeaveNetworks(ctx context.Context, id, keep string) error {
 	for n := range info.Networks {
 		nets[n] = true
 	}
-	if info.NetworkMode == NetworkNone {
-		nets[NetworkNone] = true
+	if info.NetworkMode == engine.NetworkNone {
+		nets[engine.NetworkNone] = true
 	}
 	for n := range nets {
 		if n == keep {
@@ -93,7 +89,7 @@ func (d *Docker) LeaveNetworks(ctx context.Context, id, keep string) error {
 		return fmt.Errorf("leave the networks of container %s: %w", id, err)
 	}
 	for n := range info.Networks {
-		if n != keep && n != NetworkNone {
+		if n != keep && n != engine.NetworkNone {
 			return fmt.Errorf("leave the networks of container %s: still on %s", id, n)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -69,7 +70,7 @@ func rawFanOut(b *testing.B, d *container.Docker, labels map[string]string, n, i
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			id, err := d.Create(ctx, container.Spec{Name: fmt.Sprintf("aimi-braw%s-%d-%d", labels[dockertest.LabelKey][:6], iter, i), Image: standinImage,
+			id, err := d.Create(ctx, engine.Spec{Name: fmt.Sprintf("aimi-braw%s-%d-%d", labels[dockertest.LabelKey][:6], iter, i), Image: standinImage,
 				Labels: labels, Network: net, MemoryBytes: 64 << 20, MemorySwapBytes: 64 << 20})
 			if err == nil {
 				err = d.Start(ctx, id)
@@ -151,7 +152,7 @@ func BenchmarkMessageRate(b *testing.B) {
 		emit(msgLine(sid, cid, &acpmsg.Completion{Status: "completed", Errors: []string{}}))
 		return 0, false
 	}
-	eng := newFakeEngine(func(container.Spec) program { return prog })
+	eng := newFakeEngine(func(engine.Spec) program { return prog })
 	m, err := New(context.Background(), Config{Image: "standin:test", Logger: testLogger(b)}, eng)
 	if err != nil {
 		b.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -287,7 +287,7 @@ const maxRenames = 8
 func (sw *swarm) create(ctx context.Context, c *ctr, rename func(context.Context, *ctr) string) error {
 	for attempt := 1; ; attempt++ {
 		err := sw.createAs(ctx, c)
-		if err == nil || rename == nil || !errors.Is(err, container.ErrConflict) || attempt > maxRenames {
+		if err == nil || rename == nil || !errors.Is(err, engine.ErrConflict) || attempt > maxRenames {
 			return err
 		}
 		old := c.name

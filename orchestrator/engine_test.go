@@ -14,6 +14,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -92,7 +93,7 @@ func scriptKey(taskFile string) string {
 }
 
 // realManager starts a Manager on the real engine with per-task scripts.
-func realManager(t *testing.T, eng Engine, labels map[string]string, cfg Config) *Manager {
+func realManager(t *testing.T, eng engine.Engine, labels map[string]string, cfg Config) *Manager {
 	t.Helper()
 	cfg.Image = standinImage
 	cfg.Labels = labels
@@ -452,7 +453,7 @@ func crashOnce(t *testing.T, killAt int) {
 	}
 	short := st.Containers[0]
 	time.Sleep(700 * time.Millisecond)
-	var info container.Info
+	var info engine.Info
 	for wait := time.Now().Add(30 * time.Second); ; {
 		if info, err = d.Inspect(context.Background(), short.ContainerID); err != nil {
 			t.Fatal(err)

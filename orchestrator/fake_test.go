@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 )
 
@@ -28,7 +28,7 @@ type program func(ctx context.Context, stdin <-chan []byte, emit func(string), t
 type fakeEngine struct {
 	mu       sync.Mutex
 	ctrs     map[string]*fakeCtr
-	programs func(spec container.Spec) program
+	programs func(spec engine.Spec) program
 	running  int
 	peak     int
 	starts   int
@@ -53,22 +53,22 @@ type fakeEngine struct {
 
 type fakeCtr struct {
 	id      string
-	spec    container.Spec
+	spec    engine.Spec
 	status  string // created, running, exited
 	code    int
 	oom     bool
 	pid     int
 	started time.Time
-	lines   []container.Line
+	lines   []engine.Line
 	changed chan struct{} // closed and replaced on every change
 	stdin   chan []byte
 	term    chan struct{}
 	termed  bool
 	kill    context.CancelFunc
-	waiters []chan container.Exit
+	waiters []chan engine.Exit
 }
 
-func newFakeEngine(programs func(spec container.Spec) program) *fakeEngine {
+func newFakeEngine(programs func(spec engine.Spec) program) *fakeEngine {
 	return &fakeEngine{ctrs: map[string]*fakeCtr{}, programs: programs, clock: time.Now().UTC(), nets: map[string]bool{}}
 }
 
@@ -78,11 +78,11 @@ func randID() string {
 	return hex.EncodeToString(b)
 }
 
-func (f *fakeEngine) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error) {
+func (f *fakeEngine) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (engine.NetworkInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nets[name] = true
-	return container.NetworkInfo{Name: name, Gateway: "172.30.0.1"}, nil
+	return engine.NetworkInfo{Name: name, Gateway: "172.30.0.1"}, nil
 }
 
 func (f *fakeEngine) RemoveNetworkIfUnused(ctx context.Context, name string) error {
@@ -108,7 +108,7 @@ func (f *fakeEngine) get(idOrName string) *fakeCtr {
 	return f.byName(idOrName)
 }
 
-func (f *fakeEngine) Create(ctx context.Context, s container.Spec) (string, error) {
+func (f *fakeEngine) Create(ctx context.Context, s engine.Spec) (string, error) {
 	if f.beforeCreate != nil {
 		if err := f.beforeCreate(ctx, s.Name); err != nil {
 			return "", err
@@ -117,16 +117,16 @@ func (f *fakeEngine) Create(ctx context.Context, s container.Spec) (string, erro
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !nameRe.MatchString(s.Name) {
-		return "", container.ErrInvalidName
+		return "", engine.ErrInvalidName
 	}
 	if s.Image == "missing:latest" {
-		return "", fmt.Errorf("%w: build it with 'make sandbox-image'", container.ErrImageNotFound)
+		return "", fmt.Errorf("%w: build it with 'make sandbox-image'", engine.ErrImageNotFound)
 	}
 	if old := f.byName(s.Name); old != nil {
 		// As container.Docker: only a stopped container of the same
 		// repository is replaced.
 		if old.status == "running" || old.spec.Labels[contract.LabelProject] != s.Labels[contract.LabelProject] {
-			return "", container.ErrConflict
+			return "", engine.ErrConflict
 		}
 		delete(f.ctrs, old.id)
 	}
@@ -138,9 +138,9 @@ func (f *fakeEngine) Create(ctx context.Context, s container.Spec) (string, erro
 // emitLocked appends a line with the next engine timestamp.
 func (f *fakeEngine) emitLocked(c *fakeCtr, s string) {
 	f.clock = f.clock.Add(time.Microsecond)
-	ln := container.Line{Cursor: logcursor.Cursor{Time: f.clock}, Stream: container.Stdout, Data: []byte(s), Size: len(s)}
+	ln := engine.Line{Cursor: logcursor.Cursor{Time: f.clock}, Stream: engine.Stdout, Data: []byte(s), Size: len(s)}
 	if len(s) > acpmsg.MaxLineBytes {
-		ln.Data, ln.Err = nil, fmt.Errorf("%w: %d bytes", container.ErrLineTooLong, len(s))
+		ln.Data, ln.Err = nil, fmt.Errorf("%w: %d bytes", engine.ErrLineTooLong, len(s))
 	}
 	c.lines = append(c.lines, ln)
 	f.notifyLocked(c)
@@ -159,7 +159,7 @@ func (f *fakeEngine) Start(ctx context.Context, id string) error {
 	c := f.get(id)
 	if c == nil {
 		f.mu.Unlock()
-		return container.ErrNotFound
+		return engine.ErrNotFound
 	}
 	if c.status != "created" {
 		f.mu.Unlock()
@@ -204,20 +204,20 @@ func (f *fakeEngine) exit(c *fakeCtr, code int, oom bool) {
 	c.status, c.code, c.oom, c.pid = "exited", code, oom, 0
 	f.running--
 	for _, w := range c.waiters {
-		w <- container.Exit{Code: code, OOMKilled: oom}
+		w <- engine.Exit{Code: code, OOMKilled: oom}
 		close(w)
 	}
 	c.waiters = nil
 	f.notifyLocked(c)
 }
 
-func (f *fakeEngine) Wait(ctx context.Context, id string) <-chan container.Exit {
+func (f *fakeEngine) Wait(ctx context.Context, id string) <-chan engine.Exit {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ch := make(chan container.Exit, 1)
+	ch := make(chan engine.Exit, 1)
 	c := f.get(id)
 	if c == nil {
-		ch <- container.Exit{Err: container.ErrNotFound}
+		ch <- engine.Exit{Err: engine.ErrNotFound}
 		close(ch)
 		return ch
 	}
@@ -234,7 +234,7 @@ func (f *fakeEngine) WriteStdin(ctx context.Context, id string, line []byte) err
 	fails := f.stdinFails != "" && c != nil && strings.Contains(c.spec.Name, f.stdinFails)
 	f.mu.Unlock()
 	if c == nil {
-		return container.ErrNotFound
+		return engine.ErrNotFound
 	}
 	if fails {
 		return fmt.Errorf("attach stdin: connection reset")
@@ -247,23 +247,23 @@ func (f *fakeEngine) WriteStdin(ctx context.Context, id string, line []byte) err
 	}
 }
 
-func (f *fakeEngine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error) {
+func (f *fakeEngine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan engine.Line, error) {
 	f.mu.Lock()
 	c := f.get(id)
 	f.mu.Unlock()
 	if c == nil {
-		return nil, container.ErrNotFound
+		return nil, engine.ErrNotFound
 	}
-	out := make(chan container.Line, 16)
+	out := make(chan engine.Line, 16)
 	go func() {
 		defer close(out)
 		i := 0
 		for {
 			f.mu.Lock()
-			var batch []container.Line
+			var batch []engine.Line
 			for ; i < len(c.lines); i++ {
 				from := after.Stdout
-				if c.lines[i].Stream == container.Stderr {
+				if c.lines[i].Stream == engine.Stderr {
 					from = after.Stderr
 				}
 				if c.lines[i].Cursor.After(from) {
@@ -293,17 +293,17 @@ func (f *fakeEngine) Lines(ctx context.Context, id string, after logcursor.Posit
 	return out, nil
 }
 
-func (f *fakeEngine) info(c *fakeCtr) container.Info {
-	return container.Info{ID: c.id, Name: c.spec.Name, Image: c.spec.Image, Labels: c.spec.Labels, Status: c.status,
+func (f *fakeEngine) info(c *fakeCtr) engine.Info {
+	return engine.Info{ID: c.id, Name: c.spec.Name, Image: c.spec.Image, Labels: c.spec.Labels, Status: c.status,
 		Running: c.status == "running", ExitCode: c.code, OOMKilled: c.oom, Pid: c.pid, StartedAt: c.started}
 }
 
-func (f *fakeEngine) Inspect(ctx context.Context, id string) (container.Info, error) {
+func (f *fakeEngine) Inspect(ctx context.Context, id string) (engine.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c := f.get(id)
 	if c == nil {
-		return container.Info{}, container.ErrNotFound
+		return engine.Info{}, engine.ErrNotFound
 	}
 	return f.info(c), nil
 }
@@ -317,7 +317,7 @@ func (f *fakeEngine) Stop(ctx context.Context, id string, grace time.Duration) e
 	c := f.get(id)
 	if c == nil {
 		f.mu.Unlock()
-		return container.ErrNotFound
+		return engine.ErrNotFound
 	}
 	if c.status != "running" {
 		f.mu.Unlock()
@@ -363,10 +363,10 @@ func (f *fakeEngine) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeEngine) List(ctx context.Context, labels map[string]string) ([]container.Info, error) {
+func (f *fakeEngine) List(ctx context.Context, labels map[string]string) ([]engine.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []container.Info
+	var out []engine.Info
 next:
 	for _, c := range f.ctrs {
 		for k, v := range labels {

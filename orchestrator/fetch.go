@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -101,7 +101,7 @@ func (sw *swarm) earlierHolders(ctx context.Context, names []string) ([]holder, 
 	}
 	var hs []holder
 	for _, n := range missing {
-		i := slices.IndexFunc(infos, func(in container.Info) bool { return in.Name == n && in.Labels[contract.LabelSwarmID] != sw.id })
+		i := slices.IndexFunc(infos, func(in engine.Info) bool { return in.Name == n && in.Labels[contract.LabelSwarmID] != sw.id })
 		if i < 0 {
 			return nil, fmt.Errorf("%w: %q", api.ErrUnknownContainer, n)
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -27,10 +27,10 @@ type follower struct {
 	ctx context.Context
 	log followLog
 
-	lines        <-chan container.Line // nil while no stream is open
+	lines        <-chan engine.Line // nil while no stream is open
 	cancelStream context.CancelFunc
-	exitCh       <-chan container.Exit // nil once the exit is known
-	drain        <-chan time.Time      // reopen the stream, or stop draining it after the exit
+	exitCh       <-chan engine.Exit // nil once the exit is known
+	drain        <-chan time.Time   // reopen the stream, or stop draining it after the exit
 	timer        *time.Timer
 	stopCh       <-chan struct{}
 
@@ -196,7 +196,7 @@ func (f *follower) step() bool {
 	return true
 }
 
-func (f *follower) onLine(ln container.Line, ok bool) bool {
+func (f *follower) onLine(ln engine.Line, ok bool) bool {
 	if !ok {
 		f.lines = nil
 		if f.exited {
@@ -229,7 +229,7 @@ func (f *follower) onDrain() {
 	}
 }
 
-func (f *follower) onExit(ex container.Exit) bool {
+func (f *follower) onExit(ex engine.Exit) bool {
 	f.exitCh = nil
 	if ex.Err != nil {
 		// The wait broke (the engine restarted, or the container went
@@ -289,7 +289,7 @@ func (f *follower) open() {
 
 // openStream (re)opens the log stream after the journal's cursor; one
 // stream at a time.
-func (f *follower) openStream() (<-chan container.Line, error) {
+func (f *follower) openStream() (<-chan engine.Line, error) {
 	f.cancelStream()
 	sctx, cancel := context.WithCancel(f.ctx)
 	f.cancelStream = cancel

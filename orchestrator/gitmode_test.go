@@ -16,8 +16,8 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -127,10 +127,10 @@ func (g *fakeGit) Unreceived(ctx context.Context, repoPath, swarmID, name, branc
 func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 	repo, files := testRepo(t, []string{"lm1", "lm2"}, 1)
 	var mu sync.Mutex
-	specs := map[string]container.Spec{}
+	specs := map[string]engine.Spec{}
 	var requests []string
 	eng := newFakeEngine(nil)
-	eng.programs = func(s container.Spec) program {
+	eng.programs = func(s engine.Spec) program {
 		specs[s.Name] = s // under eng.mu
 		inner := scripted(0, storiesDone(1)...)
 		return func(ctx context.Context, stdin <-chan []byte, emit func(string), term <-chan struct{}) (int, bool) {
@@ -302,7 +302,7 @@ func TestFinishedOnlyOnceTheDaemonIsDoneWithTheContainer(t *testing.T) {
 	repo, files := testRepo(t, []string{"fin"}, 1)
 	release := make(chan struct{})
 	inner := scripted(0, storiesDone(1)...)
-	eng := newFakeEngine(func(container.Spec) program {
+	eng := newFakeEngine(func(engine.Spec) program {
 		return func(ctx context.Context, stdin <-chan []byte, emit func(string), term <-chan struct{}) (int, bool) {
 			code, oom := inner(ctx, stdin, emit, term) // ends with the completion line
 			select {
@@ -457,7 +457,7 @@ func TestTwoRepositoriesWithTheSameTaskFileNamesStartAtOnce(t *testing.T) {
 	for round := range 8 {
 		repoA, filesA := testRepo(t, []string{"same1", "same2"}, 1)
 		repoB, filesB := testRepo(t, []string{"same1", "same2"}, 1)
-		eng := newFakeEngine(func(container.Spec) program { return scripted(time.Millisecond, storiesDone(1)...) })
+		eng := newFakeEngine(func(engine.Spec) program { return scripted(time.Millisecond, storiesDone(1)...) })
 		git := &fakeGit{}
 		m := newTestManager(t, eng, Config{Git: git, Publisher: git})
 		ctx := context.Background()
@@ -500,7 +500,7 @@ func TestTwoRepositoriesWithTheSameTaskFileNamesStartAtOnce(t *testing.T) {
 // and aimi swarm fetch, and nothing is published.
 func TestACompletionWhoseWorkWasNotReceivedEndsFailed(t *testing.T) {
 	repo, files := testRepo(t, []string{"unrecv"}, 1)
-	eng := newFakeEngine(func(container.Spec) program { return scripted(0, storiesDone(1)...) })
+	eng := newFakeEngine(func(engine.Spec) program { return scripted(0, storiesDone(1)...) })
 	git := &fakeGit{unreceived: map[string][]string{"aimi-unrecv": {"0123456789abcdef0123456789abcdef01234567"}}}
 	m := newTestManager(t, eng, Config{Git: git, Publisher: git})
 	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Local: true}); err != nil {

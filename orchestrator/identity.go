@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -55,7 +55,7 @@ func (sw *swarm) ownLabels() map[string]string {
 
 // checkOwn says why the container info describes is not the swarm's
 // container name ("" for any of its containers): nil when it is.
-func (sw *swarm) checkOwn(info container.Info, name string) error {
+func (sw *swarm) checkOwn(info engine.Info, name string) error {
 	if err := contract.CheckLabels(info.Labels, sw.ownLabels()); err != nil {
 		return fmt.Errorf("%w: %v", errForeign, err)
 	}
@@ -73,7 +73,7 @@ func (sw *swarm) checkOwn(info container.Info, name string) error {
 // It is called right before the container is stopped or removed, so that
 // an id from an edited (or copied) state file never reaches those calls.
 // A container the engine does not have is container.ErrNotFound.
-func (sw *swarm) verified(ctx context.Context, c *ctr) (container.Info, error) {
+func (sw *swarm) verified(ctx context.Context, c *ctr) (engine.Info, error) {
 	id := sw.idOf(c)
 	ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
 	defer cancel()
@@ -94,7 +94,7 @@ func (sw *swarm) verified(ctx context.Context, c *ctr) (container.Info, error) {
 // repository) or the repository was moved: commands given this path act
 // on nothing, and a start here makes a swarm of its own. infos are the
 // engine's containers of the swarm (any repository).
-func (m *Manager) foreignSwarm(repo, repoID, swarmID string, infos []container.Info) error {
+func (m *Manager) foreignSwarm(repo, repoID, swarmID string, infos []engine.Info) error {
 	owners := map[string]string{} // path -> repo id ("" unknown)
 	for _, in := range infos {
 		p, id := in.Labels[contract.LabelProject], in.Labels[contract.LabelRepoID]
@@ -128,7 +128,7 @@ func (m *Manager) foreignSwarm(repo, repoID, swarmID string, infos []container.I
 // may still name a container (the engine takes short ids and names too):
 // one of this swarm under the entry's name is taken (with its full id),
 // any other is errForeign; none at all is not found (a lost container).
-func (sw *swarm) entryContainer(ctx context.Context, e *state.Container, info container.Info, found bool) (container.Info, bool, error) {
+func (sw *swarm) entryContainer(ctx context.Context, e *state.Container, info engine.Info, found bool) (engine.Info, bool, error) {
 	if found {
 		if err := sw.checkOwn(info, e.ContainerName); err != nil {
 			return info, false, fmt.Errorf("id %.12s: %w", e.ContainerID, err)
@@ -136,14 +136,14 @@ func (sw *swarm) entryContainer(ctx context.Context, e *state.Container, info co
 		return info, true, nil
 	}
 	if e.ContainerID == "" {
-		return container.Info{}, false, nil
+		return engine.Info{}, false, nil
 	}
 	in, err := sw.m.eng.Inspect(ctx, e.ContainerID)
 	switch {
-	case errors.Is(err, container.ErrNotFound):
-		return container.Info{}, false, nil
+	case errors.Is(err, engine.ErrNotFound):
+		return engine.Info{}, false, nil
 	case err != nil:
-		return container.Info{}, false, fmt.Errorf("look up the container of state entry %q: %w", e.ContainerName, err)
+		return engine.Info{}, false, fmt.Errorf("look up the container of state entry %q: %w", e.ContainerName, err)
 	}
 	if err := sw.checkOwn(in, e.ContainerName); err != nil {
 		return in, false, fmt.Errorf("id %.12s: %w", e.ContainerID, err)
@@ -156,7 +156,7 @@ func (sw *swarm) entryContainer(ctx context.Context, e *state.Container, info co
 func (sw *swarm) removeVerified(ctx context.Context, c *ctr) error {
 	info, err := sw.verified(ctx, c)
 	switch {
-	case errors.Is(err, container.ErrNotFound):
+	case errors.Is(err, engine.ErrNotFound):
 		return nil
 	case err != nil:
 		return err

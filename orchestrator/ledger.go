@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
-	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
@@ -47,7 +47,7 @@ func (l *ledger) track(c *state.Container, t *state.Tracker) error {
 }
 
 // line journals one line read from a container and folds it when valid.
-func (l *ledger) line(ctx context.Context, name string, ln container.Line) (lineResult, error) {
+func (l *ledger) line(ctx context.Context, name string, ln engine.Line) (lineResult, error) {
 	// Every line is journaled as it comes: the reader (container.Lines,
 	// resumed from the journal's Position) is the one layer that drops
 	// lines read twice.
@@ -58,7 +58,7 @@ func (l *ledger) line(ctx context.Context, name string, ln container.Line) (line
 	case ln.Err != nil:
 		res.invalid = ln.Err.Error()
 		rec.SetRaw(truncateRaw(ln.Data))
-	case ln.Stream == container.Stderr:
+	case ln.Stream == engine.Stderr:
 		// The protocol is stdout only; stderr is the runner's log. It is
 		// journaled as it came, never parsed as a message, and without a
 		// reason: the stream says what it is, and a reason on every line
@@ -105,8 +105,8 @@ func truncateRaw(b []byte) []byte {
 	return b
 }
 
-func streamName(s container.Stream) string {
-	if s == container.Stderr {
+func streamName(s engine.Stream) string {
+	if s == engine.Stderr {
 		return state.StreamStderr
 	}
 	return state.StreamStdout

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
@@ -34,7 +34,7 @@ func TestJournalOfStderrOutputStaysCloseToItsSize(t *testing.T) {
 		// 85 bytes, as the lines of the flood that was measured.
 		data := fmt.Appendf(nil, "npm http fetch GET 200 https://registry.npmjs.org/some-package/-/pkg-%06d.tgz 12ms", i)
 		output += len(data) + 1
-		ln := container.Line{Cursor: logcursor.Cursor{Time: now.Add(time.Duration(i) * time.Microsecond)}, Stream: container.Stderr, Data: data, Size: len(data)}
+		ln := engine.Line{Cursor: logcursor.Cursor{Time: now.Add(time.Duration(i) * time.Microsecond)}, Stream: engine.Stderr, Data: data, Size: len(data)}
 		if _, err := l.line(ctx, c.ContainerName, ln); err != nil {
 			t.Fatal(err)
 		}

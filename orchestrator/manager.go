@@ -16,6 +16,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/google/uuid"
 )
@@ -32,7 +33,7 @@ const (
 // are safe for concurrent use.
 type Manager struct {
 	cfg Config
-	eng Engine
+	eng engine.Engine
 	log *slog.Logger
 	bus *bus
 
@@ -55,7 +56,7 @@ type Manager struct {
 
 // New checks the config and returns a Manager. It makes no engine call;
 // the daemon calls Recover next.
-func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
+func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 	if eng == nil {
 		return nil, errors.New("orchestrator: no engine")
 	}
@@ -101,7 +102,7 @@ func New(ctx context.Context, cfg Config, eng Engine) (*Manager, error) {
 	}
 	m.beat.beat()
 	m.wg.Go(func() { m.watchForeignStops(life) })
-	if src, ok := eng.(eventSource); ok {
+	if src := engine.Capabilities(eng).Events; src != nil {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()

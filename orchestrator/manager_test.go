@@ -11,8 +11,8 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -41,8 +41,8 @@ func newTestManager(t *testing.T, eng *fakeEngine, cfg Config) *Manager {
 }
 
 // byTask picks a program by a fragment of the container's task file.
-func byTask(progs map[string]program, def program) func(container.Spec) program {
-	return func(s container.Spec) program {
+func byTask(progs map[string]program, def program) func(engine.Spec) program {
+	return func(s engine.Spec) program {
 		for frag, p := range progs {
 			if strings.Contains(s.Labels[contract.LabelTaskFile], frag) {
 				return p

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/aimi-tools/swarm/acpmsg"
-	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -94,8 +94,8 @@ func TestDecide(t *testing.T) {
 	}{
 		{"a vanished container is lost", exitFacts{missing: true}, open, acpmsg.TypeError, CodeContainerLost},
 		{"a stop wins over the exit code", exitFacts{stopped: true, exited: true, code: 137}, open, acpmsg.TypeCompletion, acpmsg.CompletionStopped},
-		{"a node lost is the engine's code, not an exit code", exitFacts{exited: true, code: 0, failure: container.CodeNodeLost, failureReason: "node w1 is down"}, open, acpmsg.TypeError, container.CodeNodeLost},
-		{"a stop wins over a lost node", exitFacts{stopped: true, failure: container.CodeNodeLost}, open, acpmsg.TypeCompletion, acpmsg.CompletionStopped},
+		{"a node lost is the engine's code, not an exit code", exitFacts{exited: true, code: 0, failure: "NODE_LOST", failureReason: "node w1 is down"}, open, acpmsg.TypeError, "NODE_LOST"},
+		{"a stop wins over a lost node", exitFacts{stopped: true, failure: "NODE_LOST"}, open, acpmsg.TypeCompletion, acpmsg.CompletionStopped},
 		{"a timeout is CONTAINER_TIMEOUT", exitFacts{timedOut: true, exited: true, code: 137}, open, acpmsg.TypeError, acpmsg.CodeContainerTimeout},
 		{"OOM is CONTAINER_OOM", exitFacts{oom: true, exited: true, code: 137}, open, acpmsg.TypeError, acpmsg.CodeContainerOOM},
 		{"a non-zero exit is AGENT_CRASH", exitFacts{exited: true, code: 3}, done, acpmsg.TypeError, acpmsg.CodeAgentCrash},
@@ -115,18 +115,18 @@ func TestDecide(t *testing.T) {
 func TestClassifyFollowsTheReconciliationTable(t *testing.T) {
 	cases := []struct {
 		name    string
-		info    container.Info
+		info    engine.Info
 		found   bool
 		mode    supMode
 		stopped bool
 		missing bool
 	}{
-		{"missing container is a zombie", container.Info{}, false, 0, false, true},
-		{"running is re-attached", container.Info{Status: "running", Running: true}, true, modeAttach, false, false},
-		{"paused is stopped", container.Info{Status: "paused", Running: true}, true, 0, true, false},
-		{"removing is stopped", container.Info{Status: "removing"}, true, 0, true, false},
-		{"created waits for a slot", container.Info{Status: "created"}, true, modeFresh, false, false},
-		{"exited is caught up and decided", container.Info{Status: "exited", ExitCode: 1}, true, modeFinish, false, false},
+		{"missing container is a zombie", engine.Info{}, false, 0, false, true},
+		{"running is re-attached", engine.Info{Status: "running", Running: true}, true, modeAttach, false, false},
+		{"paused is stopped", engine.Info{Status: "paused", Running: true}, true, 0, true, false},
+		{"removing is stopped", engine.Info{Status: "removing"}, true, 0, true, false},
+		{"created waits for a slot", engine.Info{Status: "created"}, true, modeFresh, false, false},
+		{"exited is caught up and decided", engine.Info{Status: "exited", ExitCode: 1}, true, modeFinish, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

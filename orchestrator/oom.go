@@ -4,23 +4,15 @@ import (
 	"context"
 	"time"
 
-	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 )
-
-// eventSource is the optional part of an engine that reports die and oom
-// events (*container.Docker has it). Under cgroups v2 the engine does not
-// always set OOMKilled, so an oom event for a container counts as OOM too
-// (docs/design.md decision 1).
-type eventSource interface {
-	Events(ctx context.Context, labels map[string]string) (<-chan container.Event, <-chan error)
-}
 
 // oomRetry spaces re-subscriptions after the event stream broke.
 const oomRetry = time.Second
 
 // watchOOM records the ids of our containers the engine reported oom for,
 // until ctx ends.
-func (m *Manager) watchOOM(ctx context.Context, src eventSource) {
+func (m *Manager) watchOOM(ctx context.Context, src engine.EventSource) {
 	for ctx.Err() == nil {
 		evs, errs := src.Events(ctx, m.selector(nil))
 		for e := range evs {

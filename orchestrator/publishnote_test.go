@@ -10,7 +10,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -43,7 +43,7 @@ func (p *refusingPublisher) called() int {
 // journals it once.
 func TestARefusedPublishIsJournaledOnceAndOutlivesTheDaemon(t *testing.T) {
 	repo, files := testRepo(t, []string{"refused"}, 1)
-	eng := newFakeEngine(func(container.Spec) program { return scripted(0, storiesDone(1)...) })
+	eng := newFakeEngine(func(engine.Spec) program { return scripted(0, storiesDone(1)...) })
 	git := &fakeGit{}
 	pub := &refusingPublisher{fakeGit: git}
 	ctx1, cancel1 := context.WithCancel(context.Background())

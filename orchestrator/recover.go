@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -66,7 +66,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 }
 
 // reconcile classifies one non-terminal container by what the engine says.
-func classify(info container.Info, found bool) (supMode, *exitFacts) {
+func classify(info engine.Info, found bool) (supMode, *exitFacts) {
 	switch {
 	case !found:
 		return 0, &exitFacts{missing: true}
@@ -108,7 +108,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 	if err := m.foreignSwarm(repo, repoID, st.SwarmID, infos); err != nil {
 		return nil, err
 	}
-	byID := map[string]container.Info{}
+	byID := map[string]engine.Info{}
 	sw := &swarm{m: m, id: st.SwarmID, repo: repo, repoID: repoID, max: m.cfg.MaxContainers, image: m.cfg.Image, store: store, network: networkName(st.SwarmID)}
 	for _, in := range infos {
 		byID[in.ID] = in

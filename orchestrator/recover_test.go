@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -177,7 +177,7 @@ func TestResumeRetryFailedAndCleanup(t *testing.T) {
 	attempt := map[string]int{} // guarded by eng.mu: programs is called under it
 	repo, files := testRepo(t, []string{"flaky", "fine"}, 2)
 	eng := newFakeEngine(nil)
-	eng.programs = func(s container.Spec) program {
+	eng.programs = func(s engine.Spec) program {
 		tf := s.Labels[contract.LabelTaskFile]
 		attempt[tf]++
 		n := attempt[tf]
@@ -323,7 +323,7 @@ func TestRetryFailedKeepsTheStoriesTheFirstRunFinished(t *testing.T) {
 	attempt := map[string]int{} // guarded by eng.mu: programs is called under it
 	repo, files := testRepo(t, []string{"half"}, 2)
 	eng := newFakeEngine(nil)
-	eng.programs = func(s container.Spec) program {
+	eng.programs = func(s engine.Spec) program {
 		attempt[s.Labels[contract.LabelTaskFile]]++
 		if attempt[s.Labels[contract.LabelTaskFile]] == 1 {
 			return scripted(0, step{story: "US-001", status: "in_progress"}, step{story: "US-001", status: "completed"}, exitStep(1))
@@ -392,7 +392,7 @@ func TestRerunRestoredAfterACrashKeepsTheStoriesItsFirstRunFinished(t *testing.T
 	attempt := map[string]int{} // guarded by eng.mu: programs is called under it
 	repo, files := testRepo(t, []string{"again"}, 2)
 	eng := newFakeEngine(nil)
-	eng.programs = func(s container.Spec) program {
+	eng.programs = func(s engine.Spec) program {
 		attempt[s.Labels[contract.LabelTaskFile]]++
 		if attempt[s.Labels[contract.LabelTaskFile]] == 1 {
 			return scripted(0, step{story: "US-001", status: "in_progress"}, step{story: "US-001", status: "completed"}, exitStep(1))

@@ -6,18 +6,18 @@ import (
 	"strconv"
 
 	"github.com/aimi-tools/swarm/acpmsg"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // createSpec builds the container spec of one task file.
-func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
+func (sw *swarm) createSpec(c *ctr, g *Grant) engine.Spec {
 	cfg := sw.m.cfg
 	env := make([]string, 0, len(cfg.RunnerEnv)+4)
 	for _, k := range slices.Sorted(maps.Keys(cfg.RunnerEnv)) {
 		env = append(env, k+"="+cfg.RunnerEnv[k])
 	}
-	var mounts []container.Mount
+	var mounts []engine.Mount
 	if g != nil {
 		env = append(env, contract.EnvGitToken+"="+g.Token)
 		if g.CAFile != "" {
@@ -25,10 +25,10 @@ func (sw *swarm) createSpec(c *ctr, g *Grant) container.Spec {
 			// replace the image's whole trust store for OpenSSL, Go and rustls
 			// programs, and agents could no longer reach their model APIs.
 			env = append(env, contract.EnvGitSSLCAInfo+"="+caMountPath)
-			mounts = append(mounts, container.Mount{Source: g.CAFile, Target: caMountPath, ReadOnly: true})
+			mounts = append(mounts, engine.Mount{Source: g.CAFile, Target: caMountPath, ReadOnly: true})
 		}
 	}
-	return container.Spec{
+	return engine.Spec{
 		Name:  c.name,
 		Image: sw.image,
 		Labels: sw.m.selector(map[string]string{

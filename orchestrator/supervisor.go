@@ -9,7 +9,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -110,7 +110,7 @@ type exitFacts struct {
 	exited   bool   // code and oom are known
 	sendErr  string // the task-request could not be written
 	// failure and failureReason: the engine ended the sandbox from outside
-	// (a cluster node lost: container.CodeNodeLost).
+	// (a cluster node lost: swarmmode.CodeNodeLost).
 	failure, failureReason string
 }
 
@@ -262,7 +262,7 @@ func (sw *swarm) acquire(ctx context.Context, c *ctr, tk *ticket) bool {
 
 // catchUp reads what a container printed after the journal's cursor, when it
 // already exited, and decides its status.
-func (sw *swarm) catchUp(ctx context.Context, c *ctr, log interface{ Warn(string, ...any) }, info container.Info) {
+func (sw *swarm) catchUp(ctx context.Context, c *ctr, log interface{ Warn(string, ...any) }, info engine.Info) {
 	if err := sw.readRest(ctx, c); err != nil {
 		if ctx.Err() != nil {
 			return
@@ -289,7 +289,7 @@ func (sw *swarm) readRest(ctx context.Context, c *ctr) error {
 }
 
 // handle journals and folds one line.
-func (sw *swarm) handle(ctx context.Context, c *ctr, ln container.Line) error {
+func (sw *swarm) handle(ctx context.Context, c *ctr, ln engine.Line) error {
 	if ln.Err != nil && ln.Cursor.IsZero() {
 		// The stream itself failed (its last value): not a line of the
 		// container. The caller re-opens from the cursor or decides.

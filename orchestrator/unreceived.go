@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // Work a container did is received once it is somewhere other than the
@@ -53,7 +53,7 @@ func (sw *swarm) holder(c *ctr) holder {
 	return holder{swarmID: sw.id, name: c.name, branch: c.branch, local: sw.local}
 }
 
-func holderOf(in container.Info) holder {
+func holderOf(in engine.Info) holder {
 	return holder{swarmID: in.Labels[contract.LabelSwarmID], name: in.Name, branch: in.Labels[contract.LabelBranch],
 		local: in.Labels[contract.LabelGitMode] == "local"}
 }

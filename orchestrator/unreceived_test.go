@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -92,7 +92,7 @@ func failedOnce(t *testing.T, m *Manager, repo string, files []string, local boo
 // alike; once origin has the tip, cleanup removes it.
 func TestRemoteModeCleanupKeepsWorkOriginLacks(t *testing.T) {
 	repo, files := testRepo(t, []string{"rk1", "rk2"}, 1)
-	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, committedThenFailed...) })
+	eng := newFakeEngine(func(s engine.Spec) program { return scripted(0, committedThenFailed...) })
 	work := &fakeWork{tips: map[string]string{"aimi-rk1": "1111", "aimi-rk2": "2222"}, onOrigin: map[string]bool{}}
 	m := newTestManager(t, eng, Config{Work: work})
 	ctx := context.Background()
@@ -136,7 +136,7 @@ func TestRemoteModeRerunPushesTheWorkFirstOrIsRefused(t *testing.T) {
 	for _, how := range []string{"resume", "start"} {
 		t.Run(how, func(t *testing.T) {
 			repo, files := testRepo(t, []string{"rr"}, 1)
-			eng := newFakeEngine(func(s container.Spec) program { return scripted(0, committedThenFailed...) })
+			eng := newFakeEngine(func(s engine.Spec) program { return scripted(0, committedThenFailed...) })
 			work := &fakeWork{tips: map[string]string{"aimi-rr": "abcd"}, onOrigin: map[string]bool{}, pushErr: errors.New("protected branch")}
 			m := newTestManager(t, eng, Config{Work: work})
 			ctx := context.Background()
@@ -185,7 +185,7 @@ func TestRemoteModeRerunPushesTheWorkFirstOrIsRefused(t *testing.T) {
 // keeps the old container.
 func TestLocalModeRerunSalvagesFirstOrIsRefused(t *testing.T) {
 	repo, files := testRepo(t, []string{"ls"}, 1)
-	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, committedThenFailed...) })
+	eng := newFakeEngine(func(s engine.Spec) program { return scripted(0, committedThenFailed...) })
 	var mu sync.Mutex
 	var order []string
 	eng.beforeCreate = func(ctx context.Context, name string) error {
@@ -232,7 +232,7 @@ func TestLocalModeRerunSalvagesFirstOrIsRefused(t *testing.T) {
 // report names the ref and how to push it, and the ref stays.
 func TestRemoteModeFetchKeepsTheWorkAndPushesIt(t *testing.T) {
 	repo, files := testRepo(t, []string{"rf"}, 1)
-	eng := newFakeEngine(func(s container.Spec) program { return scripted(0, committedThenFailed...) })
+	eng := newFakeEngine(func(s engine.Spec) program { return scripted(0, committedThenFailed...) })
 	work := &fakeWork{tips: map[string]string{"aimi-rf": "feed"}, onOrigin: map[string]bool{}, pushErr: errors.New("protected branch")}
 	m := newTestManager(t, eng, Config{Work: work})
 	ctx := context.Background()

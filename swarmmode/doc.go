@@ -29,7 +29,7 @@
 // multiplexed format as a container's, so container.ReadLines follows it
 // from a cursor); the exit from the task's state and exit code. A task
 // whose node went down, that was orphaned or rejected ends with a Failure
-// code (container.CodeNodeLost, container.CodeStartFailed). Stop updates
+// code (CodeNodeLost, engine.CodeStartFailed). Stop updates
 // the service so that its running task is shut down (SIGTERM, the stop
 // grace, SIGKILL) while its logs and exit code stay readable; a sandbox
 // stopped before its request was delivered gets a "stopped" config

@@ -20,8 +20,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 
 	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
@@ -100,7 +100,7 @@ func New(ctx context.Context, cli client.APIClient, opts Options) (*Engine, erro
 	cli = timedClient{APIClient: cli, d: opts.CallTimeout}
 	info, err := cli.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w (check engine.host or DOCKER_HOST)", container.ErrEngineUnavailable, err)
+		return nil, fmt.Errorf("%w: %w (check engine.host or DOCKER_HOST)", engine.ErrEngineUnavailable, err)
 	}
 	if info.Swarm.LocalNodeState != swarm.LocalNodeStateActive {
 		return nil, fmt.Errorf("the engine at %s is not part of a swarm (state %q): point engine.host at a Swarm mode manager, run 'docker swarm init' there, or set engine.backend to docker", cli.DaemonHost(), info.Swarm.LocalNodeState)
@@ -157,13 +157,13 @@ type storedFile struct {
 // service itself is created by WriteStdin, once the task-request exists.
 // A finished sandbox of the same name is replaced; a running one is
 // container.ErrConflict.
-func (e *Engine) Create(ctx context.Context, s container.Spec) (string, error) {
+func (e *Engine) Create(ctx context.Context, s engine.Spec) (string, error) {
 	if err := s.Validate(); err != nil {
 		return "", err
 	}
 	switch {
 	case s.RequireRuntime:
-		return "", fmt.Errorf("create %s: %w: Swarm mode services cannot choose an OCI runtime (%q); configure it as the default runtime of every node's engine and drop the requirement", s.Name, container.ErrRuntimeMissing, s.Runtime)
+		return "", fmt.Errorf("create %s: %w: Swarm mode services cannot choose an OCI runtime (%q); configure it as the default runtime of every node's engine and drop the requirement", s.Name, engine.ErrRuntimeMissing, s.Runtime)
 	case s.Runtime != "":
 		e.log.Warn("Swarm mode services cannot choose a runtime; the nodes' default runtime is used", "container", s.Name, "runtime", s.Runtime)
 	case s.MemorySwapBytes > s.MemoryBytes:
@@ -225,7 +225,7 @@ func (e *Engine) Create(ctx context.Context, s container.Spec) (string, error) {
 // storeInputs stores the environment's values as secrets and the read-only
 // files as configs, returning how to remove each (by id) and filling in
 // st's keys and files. On error, what it made is in the returned list.
-func (e *Engine) storeInputs(ctx context.Context, s container.Spec, svc string, objLabels func(string) map[string]string, st *storedSpec) ([]func(context.Context) error, error) {
+func (e *Engine) storeInputs(ctx context.Context, s engine.Spec, svc string, objLabels func(string) map[string]string, st *storedSpec) ([]func(context.Context) error, error) {
 	var made []func(context.Context) error
 	for i, kv := range s.Env {
 		k, v, _ := strings.Cut(kv, "=")
@@ -242,7 +242,7 @@ func (e *Engine) storeInputs(ctx context.Context, s container.Spec, svc string, 
 	}
 	for i, m := range s.Mounts {
 		if !m.ReadOnly {
-			return made, fmt.Errorf("create %s: %w: writable bind mount %s cannot follow a task to another node", s.Name, container.ErrInvalidSpec, m.Target)
+			return made, fmt.Errorf("create %s: %w: writable bind mount %s cannot follow a task to another node", s.Name, engine.ErrInvalidSpec, m.Target)
 		}
 		data, err := readSmallFile(m.Source)
 		if err != nil {
@@ -262,17 +262,17 @@ func (e *Engine) storeInputs(ctx context.Context, s container.Spec, svc string, 
 // replacePrevious removes this instance's finished sandbox of the same
 // name before a create; a running one, or one created for another
 // repository and not started, is container.ErrConflict.
-func (e *Engine) replacePrevious(ctx context.Context, s container.Spec, svc string) error {
+func (e *Engine) replacePrevious(ctx context.Context, s engine.Spec, svc string) error {
 	for _, ref := range []string{s.Name, SandboxID(svc)} {
 		info, err := e.Inspect(ctx, ref)
-		if errors.Is(err, container.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("create %s: %w", s.Name, err)
 		}
 		if info.Running || info.Status == "created" && info.Labels[contract.LabelProject] != s.Labels[contract.LabelProject] {
-			return fmt.Errorf("create %s: %w (status %s); stop it first or pick another name", s.Name, container.ErrConflict, info.Status)
+			return fmt.Errorf("create %s: %w (status %s); stop it first or pick another name", s.Name, engine.ErrConflict, info.Status)
 		}
 		if err := e.Remove(ctx, info.ID); err != nil {
 			return fmt.Errorf("create %s: remove the previous sandbox of that name: %w", s.Name, err)
@@ -310,7 +310,7 @@ func (e *Engine) Start(ctx context.Context, id string) error {
 func (e *Engine) spec(ctx context.Context, sb sandbox) (storedSpec, swarm.Config, error) {
 	cfg, _, err := e.cli.ConfigInspectWithRaw(ctx, objName(sb.svc, objSpec))
 	if errdefs.IsNotFound(err) || err == nil && !sb.own.owns(cfg.Spec.Labels) {
-		return storedSpec{}, cfg, fmt.Errorf("sandbox %s: %w", sb.svc, container.ErrNotFound)
+		return storedSpec{}, cfg, fmt.Errorf("sandbox %s: %w", sb.svc, engine.ErrNotFound)
 	}
 	if err != nil {
 		return storedSpec{}, cfg, fmt.Errorf("read the spec of %s: %w", sb.svc, err)
@@ -324,7 +324,7 @@ func (e *Engine) spec(ctx context.Context, sb sandbox) (storedSpec, swarm.Config
 
 // List reports every sandbox of this instance (service, or spec not yet a
 // service) carrying all the given labels.
-func (e *Engine) List(ctx context.Context, labels map[string]string) ([]container.Info, error) {
+func (e *Engine) List(ctx context.Context, labels map[string]string) ([]engine.Info, error) {
 	f := filters.NewArgs()
 	for k, v := range labels {
 		f.Add("label", k+"="+v)
@@ -337,14 +337,14 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]containe
 		return nil, fmt.Errorf("list services: %w", err)
 	}
 	seen := map[string]bool{}
-	var out []container.Info
+	var out []engine.Info
 	add := func(svc string) error {
 		if seen[svc] {
 			return nil
 		}
 		seen[svc] = true
 		info, err := e.Inspect(ctx, SandboxID(svc))
-		if errors.Is(err, container.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			return nil
 		}
 		if err == nil {
@@ -384,7 +384,7 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]containe
 // sandbox that does not exist is not an error.
 func (e *Engine) Remove(ctx context.Context, id string) error {
 	sb, err := e.serviceOf(ctx, id)
-	if errors.Is(err, container.ErrNotFound) {
+	if errors.Is(err, engine.ErrNotFound) {
 		return nil // the spec goes last: nothing is left
 	}
 	if err != nil {
@@ -460,3 +460,5 @@ func (e *Engine) removeObjects(ctx context.Context, sb sandbox) error {
 	}
 	return errors.Join(errs...)
 }
+
+var _ engine.Engine = (*Engine)(nil)

@@ -10,8 +10,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 
-	ctr "github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -50,7 +50,7 @@ func TestInstancesKeepApartOnOneCluster(t *testing.T) {
 	a, b := instanceEngine(t, "ia-"+c.RunID), instanceEngine(t, "ib-"+c.RunID)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	mk := func(e *swarmmode.Engine, swarmID, secret string) ctr.Spec {
+	mk := func(e *swarmmode.Engine, swarmID, secret string) engine.Spec {
 		s := spec(t, "aimi-shared", "PROBE_SECRET="+secret)
 		s.Labels[contract.LabelSwarmID] = swarmID
 		return s
@@ -63,7 +63,7 @@ func TestInstancesKeepApartOnOneCluster(t *testing.T) {
 	t.Cleanup(func() { _ = a.Remove(context.Background(), idA) })
 	// B's create that fails after storing its secret must not take A's.
 	bad := mk(b, sb, "secret-b")
-	bad.Mounts = []ctr.Mount{{Source: "/nonexistent/ca.pem", Target: "/etc/x.pem", ReadOnly: true}}
+	bad.Mounts = []engine.Mount{{Source: "/nonexistent/ca.pem", Target: "/etc/x.pem", ReadOnly: true}}
 	if _, err := b.Create(ctx, bad); err == nil {
 		t.Fatal("create with a missing file succeeded")
 	}
@@ -99,7 +99,7 @@ func TestInstancesKeepApartOnOneCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for i, ch := range []<-chan ctr.Exit{exitA, exitB} {
+	for i, ch := range []<-chan engine.Exit{exitA, exitB} {
 		if ex := <-ch; ex.Err != nil || ex.Code != 3 {
 			t.Fatalf("sandbox %d: exit %+v", i, ex)
 		}

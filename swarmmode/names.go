@@ -14,8 +14,8 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/errdefs"
 
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // maxServiceName is Swarm's limit on a service name (a DNS label).
@@ -127,7 +127,7 @@ func (e *Engine) serviceOf(ctx context.Context, ref string) (sandbox, error) {
 	if idRE.MatchString(ref) {
 		cfg, _, err := e.cli.ConfigInspectWithRaw(ctx, "aimi-"+ref[:20]+"-"+objSpec)
 		if errdefs.IsNotFound(err) {
-			return sandbox{}, fmt.Errorf("sandbox %.12s: %w", ref, container.ErrNotFound)
+			return sandbox{}, fmt.Errorf("sandbox %.12s: %w", ref, engine.ErrNotFound)
 		}
 		if err != nil {
 			return sandbox{}, fmt.Errorf("read the spec of sandbox %.12s: %w", ref, err)
@@ -148,14 +148,14 @@ func (e *Engine) serviceOf(ctx context.Context, ref string) (sandbox, error) {
 			return sb, nil
 		}
 	}
-	return sandbox{}, fmt.Errorf("sandbox %s: %w", ref, container.ErrNotFound)
+	return sandbox{}, fmt.Errorf("sandbox %s: %w", ref, engine.ErrNotFound)
 }
 
 // sandboxOfSpec reads a spec config, checking that it is this instance's
 // and that its name is the one its sandbox's objects carry.
 func (e *Engine) sandboxOfSpec(cfg swarm.Config, ref string) (sandbox, error) {
 	if !e.mine(cfg.Spec.Labels) {
-		return sandbox{}, fmt.Errorf("sandbox %.12s: %w (another daemon instance's)", ref, container.ErrNotFound)
+		return sandbox{}, fmt.Errorf("sandbox %.12s: %w (another daemon instance's)", ref, engine.ErrNotFound)
 	}
 	var st storedSpec
 	if err := json.Unmarshal(cfg.Spec.Data, &st); err != nil {
@@ -164,7 +164,7 @@ func (e *Engine) sandboxOfSpec(cfg swarm.Config, ref string) (sandbox, error) {
 	svc := st.service()
 	own := ownerOf(cfg.Spec.Labels)
 	if own.name != st.Name || cfg.Spec.Name != objName(svc, objSpec) {
-		return sandbox{}, fmt.Errorf("sandbox %.12s: %w (its spec %s does not match its labels)", ref, container.ErrNotFound, cfg.Spec.Name)
+		return sandbox{}, fmt.Errorf("sandbox %.12s: %w (its spec %s does not match its labels)", ref, engine.ErrNotFound, cfg.Spec.Name)
 	}
 	return sandbox{svc: svc, own: own}, nil
 }
@@ -185,5 +185,5 @@ func (e *Engine) inspectService(ctx context.Context, sb sandbox) (swarm.Service,
 
 // isNotFound is the engine's not-found, or container.ErrNotFound.
 func isNotFound(err error) bool {
-	return errdefs.IsNotFound(err) || errors.Is(err, container.ErrNotFound)
+	return errdefs.IsNotFound(err) || errors.Is(err, engine.ErrNotFound)
 }

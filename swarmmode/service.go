@@ -14,8 +14,8 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/errdefs"
 
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // WriteStdin delivers the task-request: the line becomes a config mounted
@@ -174,7 +174,7 @@ func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, req
 		ReadOnly:        st.ReadOnlyRootfs,
 		StopGracePeriod: &grace,
 		CapabilityDrop:  []string{"ALL"},
-		CapabilityAdd:   container.KeptCapabilities(),
+		CapabilityAdd:   engine.KeptCapabilities(),
 		Env: []string{
 			contract.EnvTaskRequestFile + "=" + requestPath,
 			contract.EnvSecretEnv + "=" + strings.Join(st.EnvKeys, ","),
@@ -255,8 +255,8 @@ func withContainer(labels map[string]string, name string) map[string]string {
 // EnsureNetwork has no shared network to make: every sandbox gets its own
 // overlay network when its service is created. The gateway reported is
 // Options.HostAddr, where tasks reach the daemon's machine.
-func (e *Engine) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error) {
-	return container.NetworkInfo{Name: name, Gateway: e.opts.HostAddr}, nil
+func (e *Engine) EnsureNetwork(ctx context.Context, name string, labels map[string]string) (engine.NetworkInfo, error) {
+	return engine.NetworkInfo{Name: name, Gateway: e.opts.HostAddr}, nil
 }
 
 // RemoveNetworkIfUnused has nothing to remove: a sandbox's network goes

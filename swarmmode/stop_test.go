@@ -8,8 +8,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
-	ctr "github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/swarmmode"
@@ -44,7 +44,7 @@ func TestStopKeepsOutputAndExitCode(t *testing.T) {
 	stopAt := time.Now()
 	stopDone := make(chan error, 1)
 	go func() { stopDone <- e.Stop(ctx, id, time.Second) }()
-	var ex ctr.Exit
+	var ex engine.Exit
 	select {
 	case ex = <-exit:
 	case <-time.After(30 * time.Second):

@@ -16,12 +16,11 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	ctr "github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/logcursor"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -72,8 +71,8 @@ func newEngine(t *testing.T) (*swarmmode.Engine, *clustertest.Cluster) {
 	return e, c
 }
 
-func spec(t *testing.T, name string, env ...string) ctr.Spec {
-	return ctr.Spec{
+func spec(t *testing.T, name string, env ...string) engine.Spec {
+	return engine.Spec{
 		Name: name, Image: probe, Env: env,
 		Labels:   map[string]string{contract.LabelSwarmID: "test-" + t.Name(), contract.LabelProject: "/p"},
 		NanoCPUs: 5e8, MemoryBytes: 64 << 20, PidsLimit: 64,
@@ -88,9 +87,9 @@ func request(t *testing.T, r map[string]any) []byte {
 	return append(b, '\n')
 }
 
-func collect(t *testing.T, lines <-chan ctr.Line) []ctr.Line {
+func collect(t *testing.T, lines <-chan engine.Line) []engine.Line {
 	t.Helper()
-	var out []ctr.Line
+	var out []engine.Line
 	for l := range lines {
 		if l.Err != nil && l.Cursor.IsZero() {
 			t.Fatalf("stream failed: %v", l.Err)
@@ -100,10 +99,10 @@ func collect(t *testing.T, lines <-chan ctr.Line) []ctr.Line {
 	return out
 }
 
-func stdout(lines []ctr.Line) []string {
+func stdout(lines []engine.Line) []string {
 	var s []string
 	for _, l := range lines {
-		if l.Stream == ctr.Stdout {
+		if l.Stream == engine.Stdout {
 			s = append(s, string(l.Data))
 		}
 	}
@@ -127,7 +126,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := spec(t, "aimi-lifecycle", "PROBE_SECRET="+secret, "AIMI_AGENT=demo")
-	s.Mounts = []ctr.Mount{{Source: ca, Target: "/etc/aimi/git-ca.pem", ReadOnly: true}}
+	s.Mounts = []engine.Mount{{Source: ca, Target: "/etc/aimi/git-ca.pem", ReadOnly: true}}
 	id, err := e.Create(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +158,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
-	var got []ctr.Line
+	var got []engine.Line
 	for l := range lines {
 		got = append(got, l)
 		if string(l.Data) == "done" {
@@ -219,7 +218,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 }
 
-func mustLines(t *testing.T, e *swarmmode.Engine, ctx context.Context, id string, after logcursor.Position) <-chan ctr.Line {
+func mustLines(t *testing.T, e *swarmmode.Engine, ctx context.Context, id string, after logcursor.Position) <-chan engine.Line {
 	t.Helper()
 	l, err := e.Lines(ctx, id, after, false)
 	if err != nil {
@@ -304,7 +303,7 @@ func TestMissingImageIsStartFailed(t *testing.T) {
 		return
 	}
 	ex := <-exit
-	if ex.Failure != ctr.CodeStartFailed || ex.FailureReason == "" {
+	if ex.Failure != engine.CodeStartFailed || ex.FailureReason == "" {
 		t.Fatalf("exit: %+v", ex)
 	}
 }
@@ -452,7 +451,7 @@ func TestNodeLost(t *testing.T) {
 	})
 	ex := <-exit
 	took := time.Since(stopped)
-	if ex.Failure != ctr.CodeNodeLost || took > 60*time.Second {
+	if ex.Failure != swarmmode.CodeNodeLost || took > 60*time.Second {
 		t.Fatalf("exit after node stop (%s): %+v", took, ex)
 	}
 	t.Logf("NODE_LOST after %s: %s", took.Round(time.Millisecond), ex.FailureReason)
@@ -473,7 +472,6 @@ func TestNodeLost(t *testing.T) {
 }
 
 // The orchestrator drives the engine through its Engine interface.
-var _ orchestrator.Engine = (*swarmmode.Engine)(nil)
 
 // sandbox.read_only_root reaches the task's container: a read-only root
 // with a tmpfs /tmp and a volume for each scratch path.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 
 	"github.com/aimi-tools/swarm/internal/ctxutil"
@@ -27,23 +28,23 @@ import (
 // task, "running" while the task is not terminal, "exited" once it is (or
 // "dead" when its node was lost), with the exit code and, when the engine
 // ended it, a Failure code.
-func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error) {
+func (e *Engine) Inspect(ctx context.Context, id string) (engine.Info, error) {
 	sb, err := e.serviceOf(ctx, id)
 	if err != nil {
-		return container.Info{}, err
+		return engine.Info{}, err
 	}
 	svc := sb.svc
 	s, err := e.inspectService(ctx, sb)
 	if errdefs.IsNotFound(err) {
 		st, cfg, err := e.spec(ctx, sb)
 		if err != nil {
-			return container.Info{}, err
+			return engine.Info{}, err
 		}
-		info := container.Info{ID: SandboxID(svc), Name: st.Name, Image: st.Image, Labels: cfg.Spec.Labels, Status: "created",
+		info := engine.Info{ID: SandboxID(svc), Name: st.Name, Image: st.Image, Labels: cfg.Spec.Labels, Status: "created",
 			NanoCPUs: st.NanoCPUs, MemoryBytes: st.MemoryBytes, PidsLimit: st.PidsLimit, ReadOnlyRootfs: st.ReadOnlyRootfs}
 		stopped, err := e.stoppedBeforeDelivery(ctx, sb)
 		if err != nil {
-			return container.Info{}, err
+			return engine.Info{}, err
 		}
 		if stopped {
 			info.Status, info.Error = "exited", StoppedBeforeDelivery
@@ -51,9 +52,9 @@ func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error)
 		return info, nil
 	}
 	if err != nil {
-		return container.Info{}, fmt.Errorf("inspect service %s: %w", svc, err)
+		return engine.Info{}, fmt.Errorf("inspect service %s: %w", svc, err)
 	}
-	info := container.Info{ID: SandboxID(svc), Name: s.Spec.Labels[contract.LabelContainer], Labels: s.Spec.Labels, Status: "created"}
+	info := engine.Info{ID: SandboxID(svc), Name: s.Spec.Labels[contract.LabelContainer], Labels: s.Spec.Labels, Status: "created"}
 	if info.Name == "" {
 		info.Name = svc
 	}
@@ -88,7 +89,7 @@ func (e *Engine) Inspect(ctx context.Context, id string) (container.Info, error)
 // fillStopped fills in a stopped sandbox whose own task the cluster has
 // deleted: the last state this engine saw of it if that was its end, else
 // StopUnreadExit with StopUnreadReason.
-func (e *Engine) fillStopped(ctx context.Context, info *container.Info, svc string, s swarm.Service) {
+func (e *Engine) fillStopped(ctx context.Context, info *engine.Info, svc string, s swarm.Service) {
 	m, ok := e.recall(svc, s.ID)
 	if ok && ended(m.task) {
 		e.fillTask(ctx, info, m.task)
@@ -153,7 +154,7 @@ func hasStopConstraint(p *swarm.Placement) bool {
 }
 
 // fillTask maps a task's state onto Info.
-func (e *Engine) fillTask(ctx context.Context, info *container.Info, t swarm.Task) {
+func (e *Engine) fillTask(ctx context.Context, info *engine.Info, t swarm.Task) {
 	info.StartedAt = t.CreatedAt
 	info.Node = e.nodeName(ctx, t.NodeID)
 	if cs := t.Status.ContainerStatus; cs != nil {
@@ -180,16 +181,16 @@ func (e *Engine) fillTask(ctx context.Context, info *container.Info, t swarm.Tas
 		info.FinishedAt = t.Status.Timestamp
 		if t.Status.ContainerStatus == nil || t.Status.ContainerStatus.ContainerID == "" {
 			// It never ran: the node could not start it.
-			info.Failure, info.FailureReason = container.CodeStartFailed, "the node could not start the task: "+t.Status.Err
+			info.Failure, info.FailureReason = engine.CodeStartFailed, "the node could not start the task: "+t.Status.Err
 		}
 	case swarm.TaskStateRejected:
 		info.Status = "exited"
 		info.FinishedAt = t.Status.Timestamp
-		info.Failure, info.FailureReason = container.CodeStartFailed, "the node rejected the task: "+t.Status.Err
+		info.Failure, info.FailureReason = engine.CodeStartFailed, "the node rejected the task: "+t.Status.Err
 	case swarm.TaskStateOrphaned:
 		info.Status = "dead"
 		info.FinishedAt = t.Status.Timestamp
-		info.Failure, info.FailureReason = container.CodeNodeLost, "the task was orphaned: its node has been unreachable too long"
+		info.Failure, info.FailureReason = CodeNodeLost, "the task was orphaned: its node has been unreachable too long"
 	default:
 		info.Status, info.Running = "running", true
 		if t.NodeID == "" {
@@ -198,7 +199,7 @@ func (e *Engine) fillTask(ctx context.Context, info *container.Info, t swarm.Tas
 		if down, why := e.nodeDown(ctx, t.NodeID); down {
 			info.Status, info.Running = "dead", false
 			info.FinishedAt = time.Now().UTC()
-			info.Failure, info.FailureReason = container.CodeNodeLost, fmt.Sprintf("node %s running the task is %s", info.Node, why)
+			info.Failure, info.FailureReason = CodeNodeLost, fmt.Sprintf("node %s running the task is %s", info.Node, why)
 		}
 	}
 }
@@ -243,8 +244,8 @@ func (e *Engine) nodeName(ctx context.Context, nodeID string) string {
 // Wait reports the sandbox's exit on the returned channel (one value, then
 // closed), polling its task's state. It may be called before the service
 // exists; a sandbox that disappears is container.ErrNotFound.
-func (e *Engine) Wait(ctx context.Context, id string) <-chan container.Exit {
-	out := make(chan container.Exit, 1)
+func (e *Engine) Wait(ctx context.Context, id string) <-chan engine.Exit {
+	out := make(chan engine.Exit, 1)
 	go func() {
 		defer close(out)
 		failures := 0
@@ -252,22 +253,22 @@ func (e *Engine) Wait(ctx context.Context, id string) <-chan container.Exit {
 			info, err := e.Inspect(ctx, id)
 			switch {
 			case ctx.Err() != nil:
-				out <- container.Exit{Err: fmt.Errorf("wait for %s: %w", id, ctx.Err())}
+				out <- engine.Exit{Err: fmt.Errorf("wait for %s: %w", id, ctx.Err())}
 				return
-			case errors.Is(err, container.ErrNotFound):
-				out <- container.Exit{Err: fmt.Errorf("wait for %s: %w (removed while waiting)", id, container.ErrNotFound)}
+			case errors.Is(err, engine.ErrNotFound):
+				out <- engine.Exit{Err: fmt.Errorf("wait for %s: %w (removed while waiting)", id, engine.ErrNotFound)}
 				return
 			case err != nil:
 				failures++
 				e.log.Warn("reading a task's state failed; retrying", "sandbox", id, "err", err, "failures", failures)
 			case info.Status == "exited" || info.Status == "dead":
-				out <- container.Exit{Code: info.ExitCode, Failure: info.Failure, FailureReason: info.FailureReason}
+				out <- engine.Exit{Code: info.ExitCode, Failure: info.Failure, FailureReason: info.FailureReason}
 				return
 			default:
 				failures = 0
 			}
 			if ctxutil.Sleep(ctx, e.opts.Poll) != nil {
-				out <- container.Exit{Err: fmt.Errorf("wait for %s: %w", id, ctx.Err())}
+				out <- engine.Exit{Err: fmt.Errorf("wait for %s: %w", id, ctx.Err())}
 				return
 			}
 		}
@@ -277,7 +278,7 @@ func (e *Engine) Wait(ctx context.Context, id string) <-chan container.Exit {
 
 // Lines yields the sandbox's output lines strictly after the position,
 // from snapshots of its task's logs (timestamps on).
-func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error) {
+func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan engine.Line, error) {
 	sb, err := e.serviceOf(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("read output of %s: %w", id, err)
@@ -341,7 +342,12 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 			}
 			return rc, nil
 		},
-		Inspect: func(ctx context.Context) (container.Info, error) { return e.Inspect(ctx, SandboxID(svc)) },
+		Inspect: func(ctx context.Context) (engine.Info, error) { return e.Inspect(ctx, SandboxID(svc)) },
 	}
 	return container.ReadLines(ctx, svc, after, follow, src, e.log), nil
 }
+
+// CodeNodeLost is the failure code (engine.Exit.Failure) of a sandbox whose
+// cluster node went down or left the cluster; the task may be run again
+// elsewhere (resume --retry-failed).
+const CodeNodeLost = "NODE_LOST"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 )
 
@@ -26,7 +27,7 @@ func TestSandboxDiskIsEnforcedOrSaidNotToBe(t *testing.T) {
 	}
 	defer docker.Close()
 	supported := docker.CheckDiskLimit(t.Context(), image, map[string]string{dockertest.LabelKey: dockertest.RunID()})
-	if supported != nil && !errors.Is(supported, container.ErrDiskLimitUnsupported) {
+	if supported != nil && !errors.Is(supported, engine.ErrDiskLimitUnsupported) {
 		t.Fatalf("CheckDiskLimit: %v", supported)
 	}
 

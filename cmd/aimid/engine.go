@@ -11,14 +11,14 @@ import (
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/gitserve"
-	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
 // backend is the engine the orchestrator drives, chosen by engine.backend.
 type backend struct {
-	eng   orchestrator.Engine
+	eng   engine.Engine
 	probe gitserve.TipProbe // nil when the engine cannot read a sandbox's files
 	trees gitserve.ContainerTrees
 	// checkDisk says whether containers of an image can get a writable-layer
@@ -61,7 +61,7 @@ func openBackend(ctx context.Context, cfg *configs.Config, instance string, log 
 		}
 		log.Info("engine: Swarm mode cluster", "manager", cli.DaemonHost(), "gitAddress", cfg.Git.Address)
 		noDiskLimit := func(context.Context, string, map[string]string) error {
-			return fmt.Errorf("%w: Swarm mode services take no storage options", container.ErrDiskLimitUnsupported)
+			return fmt.Errorf("%w: Swarm mode services take no storage options", engine.ErrDiskLimitUnsupported)
 		}
 		return backend{eng: eng, checkDisk: noDiskLimit, close: cli.Close}, nil
 	default:
@@ -88,7 +88,7 @@ func diskLimit(ctx context.Context, cfg *configs.Config, be backend, labels map[
 	case err == nil:
 		log.Info("sandbox.disk: each container's writable layer is limited", "bytes", want)
 		return want
-	case errors.Is(err, container.ErrDiskLimitUnsupported):
+	case errors.Is(err, engine.ErrDiskLimitUnsupported):
 		log.Warn("sandbox.disk is not enforced: the engine cannot limit a container's writable layer; containers run without a disk limit", "bytes", want, "why", err.Error())
 		return 0
 	default:

@@ -21,7 +21,6 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
-	ctr "github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/dockertest"
@@ -445,7 +444,7 @@ func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
 	view := waitFor(t, sock, repo, 3*time.Minute, "every container terminal", allExited)
 	for _, d := range view.Containers {
 		if d.Name == victim {
-			if d.Status != string(state.StatusFailed) || len(d.Errors) == 0 || d.Errors[0].Code != ctr.CodeNodeLost {
+			if d.Status != string(state.StatusFailed) || len(d.Errors) == 0 || d.Errors[0].Code != swarmmode.CodeNodeLost {
 				t.Fatalf("%s on the stopped node: %s %+v", d.Name, d.Status, d.Errors)
 			}
 			continue

@@ -1,4 +1,4 @@
-package container
+package engine
 
 import "errors"
 
@@ -35,12 +35,8 @@ var (
 
 // Error codes an engine reports in Exit.Failure when it, not the sandbox's
 // own process, ended the sandbox. Users see them as the container's error
-// code.
+// code. A backend may add its own (swarmmode.CodeNodeLost).
 const (
-	// CodeNodeLost: the cluster node running the sandbox went down or left
-	// the cluster; the task may be run again elsewhere (resume
-	// --retry-failed).
-	CodeNodeLost = "NODE_LOST"
 	// CodeStartFailed: the engine could not start the sandbox (no such
 	// image on the node, the scheduler rejected it).
 	CodeStartFailed = "CONTAINER_START_FAILED"

@@ -1,4 +1,4 @@
-package container
+package engine
 
 import (
 	"fmt"
@@ -6,20 +6,28 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // namePattern is the shape of every container and network name aimi creates;
 // the prefix keeps aimi's resources recognisable on a shared engine.
 const namePattern = `^aimi-[a-zA-Z0-9][a-zA-Z0-9_-]*$`
 
+// NetworkNone is the Spec.Network of a sandbox that reaches nothing: a
+// loopback only, until JoinNetwork gives it its swarm's network (a
+// warm-pool sandbox waiting for its claim).
+const NetworkNone = "none"
+
 // maxNameLen keeps names well inside what the engine and iptables comments
 // accept.
 const maxNameLen = 128
 
 var (
-	nameRE    = regexp.MustCompile(namePattern)
-	envKeyRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	runtimeRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+	nameRE = regexp.MustCompile(namePattern)
+	// networkRE is the engine's rule for a network name given by the
+	// caller (not necessarily one aimi made).
+	networkRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 )
 
 // Spec describes one sandbox container. Zero limits mean "engine default".
@@ -40,11 +48,16 @@ type Spec struct {
 
 	ReadOnlyRootfs bool // root filesystem read-only (a tmpfs is mounted on /tmp)
 	// Scratch lists absolute container paths that stay writable on a
-	// read-only root: each gets an anonymous volume, seeded from the image's
-	// content and ownership at that path and removed with the container.
-	Scratch        []string
-	Runtime        string // "" = engine default; e.g. "sysbox-runc"
-	RequireRuntime bool   // a missing Runtime is ErrRuntimeMissing instead of a fallback to the default
+	// read-only root: each gets an anonymous volume (on a cluster, a
+	// volume of the task), seeded from the image's content and ownership
+	// at that path and removed with the sandbox.
+	Scratch []string
+	// Runtime is the OCI runtime ("" = engine default; e.g.
+	// "sysbox-runc"). Optional: an engine that cannot choose one per
+	// sandbox (Swarm mode) warns and uses its default, and refuses the
+	// create with ErrRuntimeMissing when RequireRuntime is set.
+	Runtime        string
+	RequireRuntime bool // a missing Runtime is ErrRuntimeMissing instead of a fallback to the default
 
 	// Network is the network to join (from EnsureNetwork). "" joins the
 	// engine's default bridge, which does NOT isolate containers from each
@@ -55,12 +68,6 @@ type Spec struct {
 	User       string   // user[:group] inside the container; "" = image default
 	WorkingDir string   // absolute; "" = image default
 	Cmd        []string // overrides the image's CMD when non-empty
-
-	// LogMaxSize is the engine's log file size before it rotates (json-file
-	// max-size, e.g. "32m"); "" = the default. The engine keeps a few such
-	// files, so it bounds the output that can wait unread while no follow
-	// reader holds the container back (see Lines).
-	LogMaxSize string
 }
 
 // Mount is a bind mount from the engine's host into the container.
@@ -70,22 +77,29 @@ type Mount struct {
 	ReadOnly bool
 }
 
+// ValidNetwork reports whether name is a network name a spec may give
+// (the engine's rule; not necessarily one aimi made).
+func ValidNetwork(name string) bool { return networkRE.MatchString(name) }
+
 // ValidName reports whether name is a valid aimi container or network name.
 func ValidName(name string) bool {
 	return len(name) <= maxNameLen && nameRE.MatchString(name)
 }
 
-func checkName(name string) error {
+// CheckName is nil for a valid name, else an ErrInvalidName error that
+// names the rule.
+func CheckName(name string) error {
 	if !ValidName(name) {
 		return fmt.Errorf("%w %q: must match %s and be at most %d characters", ErrInvalidName, name, namePattern, maxNameLen)
 	}
 	return nil
 }
 
-// validate checks everything that can be checked without the engine, so a bad
-// spec never leaves anything behind. Env values never appear in errors.
-func (s *Spec) validate() error {
-	if err := checkName(s.Name); err != nil {
+// Validate checks everything that can be checked without an engine, so a
+// bad spec never leaves anything behind; every engine calls it before its
+// own rules. Env values never appear in errors.
+func (s *Spec) Validate() error {
+	if err := CheckName(s.Name); err != nil {
 		return fmt.Errorf("container %w", err)
 	}
 	// In this order: the first rule broken is the one reported.
@@ -114,10 +128,10 @@ func (s *Spec) validateContent() error {
 	}
 	for i, e := range s.Env {
 		k, _, ok := strings.Cut(e, "=")
-		if !ok || !envKeyRE.MatchString(k) {
+		if !ok || !contract.ValidEnvName(k) {
 			// Only the key (or the index) is shown: values may be secrets.
 			if ok {
-				return s.bad("env entry %d: key %q must match %s", i, k, envKeyRE)
+				return s.bad("env entry %d: key %q must match %s", i, k, contract.PatternEnvName)
 			}
 			return s.bad("env entry %d is not KEY=VALUE", i)
 		}
@@ -141,8 +155,8 @@ func (s *Spec) validateLimits() error {
 	if s.PidsLimit < -1 {
 		return s.bad("PidsLimit must be -1 (unlimited), 0 (default) or positive")
 	}
-	if s.Runtime != "" && !runtimeRE.MatchString(s.Runtime) {
-		return s.bad("runtime %q must match %s", s.Runtime, runtimeRE)
+	if s.Runtime != "" && !contract.ValidRuntime(s.Runtime) {
+		return s.bad("runtime %q must match %s", s.Runtime, contract.PatternRuntime)
 	}
 	if s.RequireRuntime && s.Runtime == "" {
 		return s.bad("RequireRuntime needs Runtime")
@@ -155,8 +169,8 @@ func (s *Spec) validatePlacement() error {
 	if s.Network == "host" {
 		return s.bad("network \"host\" would give the sandbox the host's network stack")
 	}
-	if s.Network != "" && !runtimeRE.MatchString(s.Network) {
-		return s.bad("network %q must match %s", s.Network, runtimeRE)
+	if s.Network != "" && !ValidNetwork(s.Network) {
+		return s.bad("network %q must match %s", s.Network, networkRE)
 	}
 	for i, m := range s.Mounts {
 		if !cleanAbs(m.Source) || !cleanAbs(m.Target) {
@@ -194,8 +208,3 @@ func (s *Spec) validatePlacement() error {
 func cleanAbs(p string) bool {
 	return path.IsAbs(p) && path.Clean(p) == p
 }
-
-// Validate checks everything about s that can be checked without an
-// engine; other engines (Swarm mode) validate with it before their own
-// rules.
-func (s *Spec) Validate() error { return s.validate() }
