@@ -88,7 +88,7 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 				attempted[s.ID] = true
 				prompt := buildPrompt(f, s, r.req.TaskFilePath)
 				prev := s.Status
-				f.UserStories[idx[s.ID]].Status = tasks.InProgress
+				r.setStatus(s.ID, tasks.InProgress, "")
 				r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: s.ID, Status: acpmsg.StoryInProgress,
 					Output: acpmsg.TruncateOutput(fmt.Sprintf("Started %s: %s (agent %s).", s.ID, s.Title, r.cfg.Agent))})
 				r.log.Info("story started", "story", s.ID, "running", len(running), "limit", limit, "isolated", isolate)
@@ -180,7 +180,7 @@ func (r *run) propagateSkips(idx map[string]int, eligible func(tasks.Story) bool
 	var out []skip
 	for changed := true; changed; {
 		changed = false
-		for i, s := range f.UserStories {
+		for _, s := range f.UserStories {
 			if s.Status != tasks.Pending || !eligible(s) {
 				continue
 			}
@@ -195,8 +195,7 @@ func (r *run) propagateSkips(idx map[string]int, eligible func(tasks.Story) bool
 				default:
 					continue
 				}
-				f.UserStories[i].Status = tasks.Skipped
-				f.UserStories[i].Notes = appendNote(s.Notes, why)
+				r.setStatus(s.ID, tasks.Skipped, appendNote(s.Notes, why))
 				blocked[s.ID] = true
 				attempted[s.ID] = true
 				out = append(out, skip{s.ID, why})
@@ -217,6 +216,18 @@ func gitContext(ctx context.Context, stopped bool) (context.Context, context.Can
 		return context.WithTimeout(context.WithoutCancel(ctx), finalPushTimeout)
 	}
 	return context.WithCancel(ctx)
+}
+
+// setStatus moves a story through the task file's transition table
+// (tasks.File.SetStatus), the only way the runner changes a status. A move
+// the table forbids is a bug here: the story keeps its status and the run
+// fails saying which move was refused, rather than write a file the spec
+// does not allow.
+func (r *run) setStatus(id string, to tasks.Status, notes string) {
+	if err := r.file.SetStatus(id, to, notes); err != nil {
+		r.fatal = true
+		r.addErr("%v", err)
+	}
 }
 
 // appendNote adds a dated runner line to a story's notes, keeping what the
@@ -300,13 +311,13 @@ func (r *run) finish(ctx context.Context, res storyResult, idx map[string]int, s
 		}
 	}
 	if res.status == tasks.InProgress {
-		// Stopped mid-story: nothing is written or committed for it; the
+		// Stopped mid-story: nothing is written or committed for it; it is
+		// put back as it was (the table's in_progress -> pending), and the
 		// next run finds it as the committed file left it.
-		s.Status = res.prev
+		r.setStatus(s.ID, res.prev, "")
 		return
 	}
-	s.Status = res.status
-	s.Notes = appendNote(s.Notes, res.note)
+	r.setStatus(s.ID, res.status, appendNote(s.Notes, res.note))
 	if res.errText != "" {
 		r.errs = append(r.errs, res.errText)
 	}

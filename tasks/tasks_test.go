@@ -433,3 +433,21 @@ func FuzzTasksParse(f *testing.F) {
 		}
 	})
 }
+
+func TestStoppedStoryIsPutBackToPending(t *testing.T) {
+	data, _ := json.Marshal(validDoc())
+	f, _ := Parse(data)
+	for _, to := range []Status{InProgress, Pending} {
+		if err := f.SetStatus("US-001", to, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, to := range []Status{InProgress, Completed} {
+		if err := f.SetStatus("US-001", to, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.SetStatus("US-001", Pending, ""); err == nil {
+		t.Fatal("completed -> pending allowed")
+	}
+}

@@ -2,9 +2,11 @@ package tasks
 
 // transitions is the story status table of spec/tasks-v3.md: completed and
 // skipped are terminal, pending never jumps straight to completed or failed.
+// in_progress -> pending puts back a story whose run stopped mid-story:
+// nothing of it was committed, so it is as undone as before it started.
 var transitions = map[Status][]Status{
 	Pending:    {InProgress, Skipped},
-	InProgress: {Completed, Failed},
+	InProgress: {Completed, Failed, Pending},
 	Failed:     {InProgress},
 }
 
