@@ -1,14 +1,12 @@
 package orchestrator
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -80,160 +78,6 @@ func classify(info engine.Info, found bool) (supMode, *exitFacts) {
 	default: // exited, dead
 		return modeFinish, nil
 	}
-}
-
-// adopt returns the repo's swarm, loading and reconciling it from the state
-// file and the engine when the Manager does not hold it yet. The caller holds
-// the repo lock.
-func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
-	if sw := m.getSwarm(repo); sw != nil {
-		return sw, nil
-	}
-	store := state.Open(repo)
-	st, err := store.Load(ctx)
-	if errors.Is(err, state.ErrNoState) {
-		st, err = m.rebuildState(ctx, repo)
-		if errors.Is(err, api.ErrNoSwarm) {
-			return nil, api.ErrNoSwarm
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load the swarm state of %q: %w", repo, err)
-	}
-	infos, err := m.eng.List(ctx, m.selector(map[string]string{contract.LabelSwarmID: st.SwarmID}))
-	if err != nil {
-		return nil, fmt.Errorf("list the swarm's containers: %w", err)
-	}
-	repoID := RepoID(repo)
-	if err := m.foreignSwarm(repo, repoID, st.SwarmID, infos); err != nil {
-		return nil, err
-	}
-	byID := map[string]engine.Info{}
-	sw := &swarm{m: m, id: st.SwarmID, repo: repo, repoID: repoID, max: m.cfg.MaxContainers, image: m.cfg.Image, store: store, network: networkName(st.SwarmID)}
-	for _, in := range infos {
-		byID[in.ID] = in
-		if n, err := strconv.Atoi(in.Labels[contract.LabelMaxContainers]); err == nil && n > 0 {
-			sw.max = n
-		}
-		if in.Labels[contract.LabelGitMode] == "local" {
-			sw.local = true
-		}
-		if in.Image != "" {
-			sw.image = in.Image
-		}
-	}
-	if sw.local && m.cfg.Git == nil {
-		m.log.Warn("swarm was started in local mode but this daemon has no git service; its pending containers cannot get git access", "repo", repo)
-		sw.local = false
-	}
-	sw.slots = newLimiter(sw.max)
-	if !sw.local {
-		// Only pending containers need it; a missing origin fails them
-		// later, not the adoption.
-		sw.repoURL, _ = originURL(ctx, repo)
-	}
-	sw.led = newLedger(store, &state.Swarm{SwarmID: st.SwarmID, CreatedAt: st.CreatedAt, UpdatedAt: st.UpdatedAt}, m.recorderOptions())
-
-	type plan struct {
-		c     *ctr
-		mode  supMode
-		facts *exitFacts
-	}
-	var plans []plan
-	var unpublished []*ctr
-	for _, e := range st.Containers {
-		jpath := store.JournalPath(st.SwarmID, e.ContainerName)
-		info, found := byID[e.ContainerID]
-		if !found && !fileExists(jpath) {
-			// Neither a container of this daemon nor a journal: the entry
-			// is another tool's (the aimi shell tool runs containers of
-			// its own). Tracking it would fail it as lost and rewrite it.
-			m.log.Info("state entry not made by aimid; left as it is", "repo", repo, "container", e.ContainerName)
-			continue
-		}
-		info, found, err = sw.entryContainer(ctx, e, info, found)
-		if errors.Is(err, errForeign) {
-			m.log.Warn("state entry names a container this daemon did not make for this swarm; left alone", "repo", repo, "container", e.ContainerName, "err", err)
-			sw.foreign = append(sw.foreign, api.Kept{Name: e.ContainerName, Reason: err.Error()})
-			continue
-		}
-		if err != nil {
-			sw.close(ctx)
-			return nil, err
-		}
-		tf, err := loadRecovered(ctx, repo, e.TaskFilePath, e.BranchName, sw.local)
-		if err != nil {
-			m.log.Warn("task file unreadable; its stories are learnt from the journal", "file", e.TaskFilePath, "err", err)
-			tf = nil
-		}
-		c := &ctr{name: e.ContainerName, taskFile: e.TaskFilePath, branch: e.BranchName, tf: tf, id: cmp.Or(info.ID, e.ContainerID),
-			repoURL: sw.repoURL, stopCh: make(chan struct{})}
-		// One pass over the journal (at its cap, a million records) for
-		// the fold and the view's details.
-		t, _, err := state.ReplayJournal(jpath, rerunBase(jpath, tf), func(r state.Record) { sw.restoreDetail(c, r) })
-		if err != nil {
-			m.log.Warn("journal unreadable; the container's fold starts afresh", "journal", jpath, "err", err)
-			t = state.NewTracker(tf)
-		}
-		sc := e.Clone()
-		if err := sw.led.track(sc, t); err != nil {
-			sw.close(ctx)
-			return nil, fmt.Errorf("track %s: %w", e.ContainerName, err)
-		}
-		sw.ctrs = append(sw.ctrs, c)
-		if e.Status == state.StatusStopped && !t.Status().Terminal() {
-			// Another tool asked for a stop while no daemon watched: the
-			// supervisor sees it before it starts or re-attaches.
-			c.stopReq = true
-			close(c.stopCh)
-		}
-		if u := info.Labels[contract.LabelRepoURL]; found && u != "" {
-			c.repoURL = u
-		}
-		if found {
-			// A finished container is never followed again: this is the
-			// only time its node is learnt.
-			c.node = info.Node
-		}
-		if found && !info.Running && info.Status != "created" {
-			code := info.ExitCode
-			c.exitCode, c.oom = &code, info.OOMKilled
-		}
-		if t.Status().Terminal() {
-			if sw.local && t.Status() == state.StatusCompleted && !sw.published(ctx, c) {
-				unpublished = append(unpublished, c)
-			}
-			continue
-		}
-		mode, facts := classify(info, found)
-		plans = append(plans, plan{c, mode, facts})
-	}
-	if sw.local && len(plans) > 0 {
-		// Containers still running or waiting need the git service on
-		// their network's gateway again.
-		if err := sw.ensureNetwork(ctx); err != nil {
-			m.log.Warn("local mode: git service not reachable for the adopted swarm", "repo", repo, "err", err)
-		}
-	}
-	m.mu.Lock()
-	m.swarms[repo] = sw
-	m.mu.Unlock()
-	// Running containers first: they take their slots before any pending
-	// one may start.
-	slices.SortStableFunc(plans, func(a, b plan) int {
-		return rank(a.mode, a.facts) - rank(b.mode, b.facts)
-	})
-	for _, p := range plans {
-		if p.facts != nil {
-			sw.finish(m.life, p.c, *p.facts)
-			continue
-		}
-		sw.launch(p.c, p.mode)
-	}
-	for _, c := range unpublished {
-		sw.launch(c, modeSettle)
-	}
-	return sw, nil
 }
 
 // published asks the publisher whether c's branch reached the checkout;

@@ -27,7 +27,6 @@ var longFuncs = map[string]bool{
 	"internal/sandboximage/build.go BuildDetailed":      true,
 	"orchestrator/follow.go follower.begin":             true,
 	"orchestrator/manager.go Manager.Start":             true,
-	"orchestrator/recover.go Manager.adopt":             true,
 	"runner/agent.go acpBackend.runStory":               true,
 	"runner/schedule.go run.schedule":                   true,
 	"state/fold.go Tracker.apply":                       true,
