@@ -60,10 +60,13 @@ func aimidBinary(t testing.TB) string {
 	return aimidBin
 }
 
-// TestMain removes the built binary.
+// TestMain runs the tests with defaultParallel and removes what they
+// shared: the built binary, the images, the cluster.
 func TestMain(m *testing.M) {
+	raiseParallel()
 	code := m.Run()
 	closeCluster()
+	removeImages()
 	if aimidBin != "" {
 		os.RemoveAll(filepath.Dir(aimidBin))
 	}
@@ -138,14 +141,6 @@ func removeProjectContainersAtEnd(t testing.TB, repo string) {
 	})
 }
 
-// standinImage builds the orchestrator's scripted stand-in runner.
-func standinImage(t testing.TB) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	return dockertest.BuildGoImage(t, ctx, map[string]string{"/standin": "github.com/aimi-tools/swarm/orchestrator/internal/standin"}, nil, nil)
-}
-
 // proc is a running aimid.
 type proc struct {
 	cmd    *exec.Cmd
@@ -158,20 +153,28 @@ type proc struct {
 // config (scripts is written as agent.env: the stand-in's scripts).
 func startAimid(t testing.TB, sock, dataDir, image string, scripts map[string]string) *proc {
 	t.Helper()
+	return startAimidEnv(t, sock, dataDir, image, scripts)
+}
+
+// startAimidEnv is startAimid with extra environment settings for the
+// daemon (tests run in parallel: none sets its own process's environment).
+func startAimidEnv(t testing.TB, sock, dataDir, image string, scripts map[string]string, extraEnv ...string) *proc {
+	t.Helper()
 	var y strings.Builder
 	y.WriteString("agent:\n  env:\n")
 	for k, v := range scripts {
 		fmt.Fprintf(&y, "    %s: %q\n", k, v)
 	}
-	return launchAimid(t, sock, dataDir, y.String(), "info", os.Environ(),
-		"AIMI_SANDBOX_IMAGE="+image,
+	settings := []string{
+		"AIMI_SANDBOX_IMAGE=" + image,
 		"AIMI_SANDBOX_MEMORY=128m",
 		"AIMI_SANDBOX_SWAP=128m",
 		"AIMI_SANDBOX_CPUS=0.5",
 		"AIMI_SANDBOX_PIDS=64",
 		"AIMI_SWARM_STOP_GRACE=2s",
 		"AIMI_GIT_MODE=remote",
-	)
+	}
+	return launchAimid(t, sock, dataDir, y.String(), "info", os.Environ(), append(settings, extraEnv...)...)
 }
 
 // launchAimid starts the built aimid with config as its config file, base
@@ -181,7 +184,7 @@ func launchAimid(t testing.TB, sock, dataDir, config, logLevel string, base []st
 	t.Helper()
 	// An instance per socket: this daemon adopts only its own test's
 	// containers, never those of other tests running on the engine.
-	return launchAimidAs(t, testInstance(sock), sock, dataDir, config, logLevel, base, extra...)
+	return launchAimidWrapped(t, nil, testInstance(sock), sock, dataDir, config, logLevel, base, extra...)
 }
 
 // testInstance is the --instance launchAimid gives the daemon of sock.
@@ -189,13 +192,15 @@ func testInstance(sock string) string {
 	return fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
 }
 
-// aimidWrap, when set, changes the daemon's command before it starts (a
-// test that runs aimid under prlimit sets it and resets it in its cleanup;
-// the tests of this package do not run in parallel).
-var aimidWrap func(*exec.Cmd)
-
 // launchAimidAs is launchAimid with the daemon's --instance.
 func launchAimidAs(t testing.TB, instance, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
+	t.Helper()
+	return launchAimidWrapped(t, nil, instance, sock, dataDir, config, logLevel, base, extra...)
+}
+
+// launchAimidWrapped is launchAimidAs with wrap, when not nil, changing the
+// daemon's command before it starts (running it under prlimit).
+func launchAimidWrapped(t testing.TB, wrap func(*exec.Cmd), instance, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
 	t.Helper()
 	cfgDir := filepath.Join(dataDir, "cfg")
 	os.MkdirAll(cfgDir, 0o755)
@@ -203,8 +208,8 @@ func launchAimidAs(t testing.TB, instance, sock, dataDir, config, logLevel strin
 	os.WriteFile(cfgFile, []byte(config), 0o644)
 	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", logLevel, "--instance", instance)
 	cmd.Env = append(append(append([]string(nil), base...), "XDG_CONFIG_HOME="+cfgDir), extra...)
-	if aimidWrap != nil {
-		aimidWrap(cmd)
+	if wrap != nil {
+		wrap(cmd)
 	}
 	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = &lockedWriter{w: p.stderr}
@@ -339,6 +344,7 @@ func validState(t testing.TB, repo string) *state.Swarm {
 }
 
 func TestOrchestratorConfigCarriesEveryKey(t *testing.T) {
+	parallel(t)
 	c, err := configs.Load(configs.LoadOptions{UserConfigPath: "-", LookupEnv: func(k string) (string, bool) {
 		v, ok := map[string]string{
 			"AIMI_AGENT_KIND": "acp", "AIMI_AGENT_COMMAND": "claude-code-acp", "AIMI_AGENT_VERIFY_COMMAND": "make test",
@@ -388,6 +394,7 @@ func TestOrchestratorConfigCarriesEveryKey(t *testing.T) {
 }
 
 func TestBadConfigOrFlagsStopTheDaemonBeforeItStarts(t *testing.T) {
+	parallel(t)
 	tests := []struct {
 		name string
 		args []string
@@ -420,6 +427,7 @@ func TestBadConfigOrFlagsStopTheDaemonBeforeItStarts(t *testing.T) {
 }
 
 func TestSecondDaemonOnALiveSocketRefusesAndSIGTERMCleansUp(t *testing.T) {
+	parallel(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "run", "aimid.sock")
 	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
@@ -446,6 +454,7 @@ func TestSecondDaemonOnALiveSocketRefusesAndSIGTERMCleansUp(t *testing.T) {
 }
 
 func TestSwarmStartFollowEndToEnd(t *testing.T) {
+	parallel(t)
 	const secret = "sk-ant-e2e-secret-value"
 	image := standinImage(t)
 	repo := gitRepo(t, 3, "alpha", "beta", "gamma")
@@ -582,6 +591,7 @@ func waitFor(t testing.TB, sock, repo string, d time.Duration, what string, cond
 // finishing while no daemon runs, starts it again, and checks that every
 // container was re-attached and every line journaled exactly once, in order.
 func TestDaemonDeathMidSwarmThenRestartLosesNothing(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	for _, tt := range []struct {
 		name string
@@ -590,7 +600,10 @@ func TestDaemonDeathMidSwarmThenRestartLosesNothing(t *testing.T) {
 		{"kill -9", syscall.SIGKILL},
 		{"SIGTERM", syscall.SIGTERM},
 	} {
-		t.Run(tt.name, func(t *testing.T) { dieAndRecover(t, image, tt.sig) })
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dieAndRecover(t, image, tt.sig)
+		})
 	}
 }
 
@@ -738,6 +751,7 @@ func checkExactJournals(t *testing.T, repo string, sw *state.Swarm, stories int)
 }
 
 func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 2, "one", "two")
 	os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "broken-tasks.json"), []byte(`{"schemaVersion":"3.0","metadata":{}}`), 0o644)
@@ -767,7 +781,7 @@ func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
 	if code, _, errOut = run("swarm", "start", "--file", "two-tasks.json", "--append"); code != 0 {
 		t.Fatalf("--append: exit %d %s", code, errOut)
 	}
-	waitFor(t, sock, repo, 2*time.Minute, "both running", func(v api.SwarmView) bool {
+	v := waitFor(t, sock, repo, 2*time.Minute, "both running", func(v api.SwarmView) bool {
 		n := 0
 		for _, c := range v.State.Containers {
 			if c.Status == state.StatusRunning {
@@ -776,11 +790,13 @@ func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
 		}
 		return n == 2
 	})
+	// Names are the engine's, shared with other tests: read, not assumed.
+	one, two := containerOf(t, v.State, "one").ContainerName, containerOf(t, v.State, "two").ContainerName
 	code, _, errOut = run("swarm", "stop", "aimi-nope")
 	if code != cli.ExitInvalid || !strings.Contains(errOut, "aimi-nope") {
 		t.Errorf("stop of an unknown container: exit %d %s", code, errOut)
 	}
-	code, out, errOut := run("swarm", "stop", "aimi-one")
+	code, out, errOut := run("swarm", "stop", one)
 	if code != 0 || !strings.Contains(out, "stopped") {
 		t.Errorf("stop one: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -794,14 +810,14 @@ func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
 		m := c.(map[string]any)
 		statuses[m["containerName"].(string)] = m["status"].(string)
 	}
-	if statuses["aimi-one"] != "stopped" || statuses["aimi-two"] != "running" {
+	if statuses[one] != "stopped" || statuses[two] != "running" {
 		t.Errorf("statuses after stopping one: %v", statuses)
 	}
 	if code, _, errOut = run("swarm", "stop"); code != 0 {
 		t.Errorf("stop all: exit %d %s", code, errOut)
 	}
 	code, out, errOut = run("swarm", "cleanup")
-	if code != 0 || !strings.Contains(out, "aimi-one") || !strings.Contains(out, "aimi-two") {
+	if code != 0 || !strings.Contains(out, one) || !strings.Contains(out, two) {
 		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
 	p.stop(t)
@@ -812,6 +828,7 @@ func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
 // daemon re-attaches the running one and starts the queued ones, one at a
 // time, and every journal is exact.
 func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 2, "first", "second", "third")
 	dir := shortDir(t)
@@ -878,6 +895,7 @@ func removeInstanceMarker(t testing.TB, instance string, pid int) {
 }
 
 func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) {
+	parallel(t)
 	dir := shortDir(t)
 	instance := "test-two-" + dockertest.RunID()
 	sockA, dataA := filepath.Join(dir, "a", "aimid.sock"), filepath.Join(dir, "a-data")
@@ -924,3 +942,14 @@ func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) 
 // find containers by it: packages run in parallel, so a container name
 // such as aimi-first may be held by another test and get a suffix.
 func taskPath(name string) string { return ".aimi/tasks/" + name + "-tasks.json" }
+
+// containerOf is sw's container of gitRepo's task file name; the test
+// fails when there is none (a nil would panic the whole parallel run).
+func containerOf(t testing.TB, sw *state.Swarm, name string) *state.Container {
+	t.Helper()
+	c := sw.ContainerForTask(taskPath(name))
+	if c == nil {
+		t.Fatalf("no container of %s in the state: %+v", taskPath(name), sw.Containers)
+	}
+	return c
+}

@@ -17,7 +17,6 @@ import (
 
 	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/internal/browsertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -105,10 +104,11 @@ func saveScreenshot(t testing.TB, ctx context.Context, name string) {
 // browser context without the token gets only the refusal. Screenshots
 // mid-swarm and at the end go to test-artifacts/board/.
 func TestBoardInABrowserFollowsARealSwarm(t *testing.T) {
+	parallelLong(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox and browser images and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	actx, _ := browsertest.Start(t)
 
 	repo := shortDir(t)

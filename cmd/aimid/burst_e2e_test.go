@@ -15,7 +15,6 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -40,10 +39,11 @@ func burstRounds() int {
 // exit handling), so the container, its inspect and `aimi swarm stop`
 // hung until it was force-removed.
 func TestAgentStderrBurstNeverWedges(t *testing.T) {
+	parallelLong(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, burstAgent()...)
@@ -57,7 +57,7 @@ func TestAgentStderrBurstNeverWedges(t *testing.T) {
 // BenchmarkAgentStderrBurst runs the burst of TestAgentStderrBurstNeverWedges
 // 20 times and reports the time a round takes.
 func BenchmarkAgentStderrBurst(b *testing.B) {
-	image := sandboxtest.Image(b)
+	image := sandboxImage(b)
 	dir := shortDir(b)
 	sock := filepath.Join(dir, "aimid.sock")
 	startAimidLocal(b, sock, filepath.Join(dir, "data"), image, burstAgent()...)

@@ -17,7 +17,6 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -98,10 +97,11 @@ func firstWork(t testing.TB, repo string, sw *state.Swarm) map[string]time.Time 
 // branches, and each container's workspace .git stays a small fraction of
 // the history: the runner fetched the tip, not the history.
 func TestLargeHistorySwarmClonesOnlyTheTip(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("makes a 200 MiB repository and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	made := time.Now()
 	sfx := dockertest.RunID()[:6]
 	names := []string{"big1-" + sfx, "big2-" + sfx}

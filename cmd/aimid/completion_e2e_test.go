@@ -19,6 +19,7 @@ import (
 // that code follows it, the container ends failed with its stories as they
 // were, and start --follow exits non-zero.
 func TestCompletionTheStoriesDoNotBackFailsTheContainer(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 4, "liar", "honest")
 	dir := shortDir(t)

@@ -20,6 +20,7 @@ import (
 // engine's storage driver cannot (fuse-overlayfs here), says so at start
 // and runs the swarm without it instead of failing every create.
 func TestSandboxDiskIsEnforcedOrSaidNotToBe(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	docker, err := container.NewDocker(t.Context())
 	if err != nil {
@@ -42,7 +43,8 @@ func TestSandboxDiskIsEnforcedOrSaidNotToBe(t *testing.T) {
 		t.Fatalf("start --follow: exit %d\n%s\n%s", code, out, errOut)
 	}
 	cli := dockertest.Client(t)
-	in, err := cli.ContainerInspect(ctx, "aimi-disk")
+	// Names are the engine's, shared with other tests: found by task file.
+	in, err := cli.ContainerInspect(ctx, containerOf(t, validState(t, repo), "disk").ContainerID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 )
 
 // fanOutMemory is the memory limit both sides of BenchmarkFanOutUser give
@@ -40,7 +39,7 @@ const fanOutMemory = 512 << 20
 //
 //	go test -run '^$' -bench FanOutUser -benchtime=2x ./cmd/aimid
 func BenchmarkFanOutUser(b *testing.B) {
-	image := sandboxtest.Image(b)
+	image := sandboxImage(b)
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		b.Fatal(err)

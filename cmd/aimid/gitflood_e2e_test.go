@@ -21,7 +21,6 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -63,6 +62,9 @@ sleep 600;
 // status` answers within 5 s and a container appended to the swarm clones,
 // pushes and has its branch published: the flood used up its own share of
 // connections, not the daemon's file descriptors.
+//
+// Not parallel: its 5 s bound is the claim, and the package's other tests
+// running beside it would load the machine past it.
 func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
@@ -70,22 +72,20 @@ func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 	if _, err := exec.LookPath("prlimit"); err != nil {
 		t.Fatalf("prlimit (util-linux) runs the daemon with a small file limit: %v", err)
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	sfx := dockertest.RunID()[:6]
 	hold, work := "hold-"+sfx, "work-"+sfx
 	repo := historyRepo(t, 0, 0, work)
 	writeCommitted(t, repo, hold, holdTaskFile("feat/"+hold))
 
-	aimidWrap = func(cmd *exec.Cmd) {
+	prlimit := func(cmd *exec.Cmd) {
 		cmd.Args = append([]string{"prlimit", "--nofile=1024:1024", "--"}, cmd.Args...)
 		cmd.Path, _ = exec.LookPath("prlimit")
 	}
-	t.Cleanup(func() { aimidWrap = nil })
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
-	p := startAimidLocal(t, sock, dataDir, image, "AIMI_AGENT_KIND=exec", boundsAgent)
-	aimidWrap = nil
+	p := startAimidLocalWrapped(t, prlimit, sock, dataDir, image, "AIMI_AGENT_KIND=exec", boundsAgent)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

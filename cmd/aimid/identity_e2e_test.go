@@ -33,6 +33,7 @@ func runningOnEngine(t *testing.T, ctx context.Context, id string) bool {
 // nothing of it (container, state file); the copy can start a swarm of its
 // own. A moved repository is refused the same way until it is moved back.
 func TestACopyOfTheRepositoryDoesNotControlTheOriginalsSwarm(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 1, "one")
 	dir := shortDir(t)
@@ -115,6 +116,7 @@ func TestACopyOfTheRepositoryDoesNotControlTheOriginalsSwarm(t *testing.T) {
 // name another tool's containers (one by its id, one by a short id) are not
 // followed: cleanup removes neither, says why, and removes what is its own.
 func TestCleanupLeavesContainersAimidNeverCreated(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 1, "one", "two", "three")
 	dir := shortDir(t)
@@ -194,6 +196,7 @@ func TestCleanupLeavesContainersAimidNeverCreated(t *testing.T) {
 // once, the path shown with the newline visible, instead of working until
 // a daemon restart breaks it.
 func TestRepositoryPathsTheDaemonCannotKeepAreRefused(t *testing.T) {
+	parallel(t)
 	base := shortDir(t)
 	repo := filepath.Join(base, "my repo é\n")
 	if err := os.Mkdir(repo, 0o755); err != nil {

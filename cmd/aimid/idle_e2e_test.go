@@ -32,6 +32,7 @@ const (
 // and state several times a second per container). BenchmarkIdleEngineRate
 // measures 100.
 func TestIdleContainersCostTheEngineAlmostNothing(t *testing.T) {
+	parallelLong(t)
 	if testing.Short() {
 		t.Skip("runs 20 containers for a minute")
 	}

@@ -75,6 +75,7 @@ func fillJournalToItsCap(t *testing.T, repo, name string) int64 {
 // resident memory stays bounded: every reader streams the journal, none
 // holds it whole. --tail reads the end without the rest.
 func TestJournalAtItsCapIsReadInBoundedMemory(t *testing.T) {
+	parallel(t)
 	dockertest.Long(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 1, "big")
@@ -95,7 +96,8 @@ func TestJournalAtItsCapIsReadInBoundedMemory(t *testing.T) {
 	waitFor(t, sock, repo, 2*time.Minute, "the container running with progress", running)
 	p.stop(t)
 
-	const name = "aimi-big"
+	// Names are the engine's, shared with other tests: found by task file.
+	name := containerOf(t, validState(t, repo), "big").ContainerName
 	records := fillJournalToItsCap(t, repo, name)
 	t.Logf("journal of %s: %d records", name, records)
 

@@ -25,7 +25,6 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -59,6 +58,13 @@ const (
 // with limits the real runner (git, agent subprocess, worktrees) fits in.
 func startAimidLocal(t testing.TB, sock, dataDir, image string, extraEnv ...string) *proc {
 	t.Helper()
+	return startAimidLocalWrapped(t, nil, sock, dataDir, image, extraEnv...)
+}
+
+// startAimidLocalWrapped is startAimidLocal with wrap changing the daemon's
+// command (see launchAimidWrapped).
+func startAimidLocalWrapped(t testing.TB, wrap func(*exec.Cmd), sock, dataDir, image string, extraEnv ...string) *proc {
+	t.Helper()
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AIMI_") {
@@ -74,7 +80,7 @@ func startAimidLocal(t testing.TB, sock, dataDir, image string, extraEnv ...stri
 		"AIMI_SANDBOX_PIDS=256",
 		"AIMI_SWARM_STOP_GRACE=2s",
 	}
-	return launchAimid(t, sock, dataDir, "agent:\n  kind: demo\ngit:\n  mode: local\n", "debug", env, append(settings, extraEnv...)...)
+	return launchAimidWrapped(t, wrap, testInstance(sock), sock, dataDir, "agent:\n  kind: demo\ngit:\n  mode: local\n", "debug", env, append(settings, extraEnv...)...)
 }
 
 func gitOut(t testing.TB, repo string, args ...string) string {
@@ -97,11 +103,12 @@ func gitOut(t testing.TB, repo string, args ...string) string {
 // state file, the journals, the CLI answers or the daemon's log. Cleanup
 // then removes everything of the test's.
 func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
 	started := time.Now()
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	t.Logf("sandbox image ready after %s", time.Since(started).Round(time.Second))
 
 	// A fresh checkout with no origin: both task files committed on main.

@@ -88,15 +88,15 @@ next:
 // did: containers and stories by status, messages journaled and refused,
 // the journals' bytes, engine requests and state saves; /healthz answers.
 func TestMetricsCountWhatTheDaemonDid(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 2, "alpha", "beta")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	addr := freeLoopbackAddr(t)
-	t.Setenv("AIMI_METRICS_LISTEN", addr)
-	startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
+	startAimidEnv(t, sock, filepath.Join(dir, "data"), image, map[string]string{
 		"STANDIN_SCRIPT": "pace|20ms;raw|not a message;auto|2",
-	})
+	}, "AIMI_METRICS_LISTEN="+addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/gittest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 )
 
 const hostedToken = "ghp_e2eHostedPublishToken000000000000007"
@@ -27,10 +26,11 @@ const hostedToken = "ghp_e2eHostedPublishToken000000000000007"
 // prUrl. The token appears in none of the state file, journal, CLI answers
 // or the daemon's log.
 func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T) {
+	parallel(t)
 	if os.Getenv("AIMI_SKIP_DOCKER") != "" {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 
 	github := gittest.NewGitHubPulls(t, hostedToken, "acme/widgets", "")
 	host := strings.TrimPrefix(github.URL, "http://") // the web host of a non-default API is the API's host

@@ -13,7 +13,6 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/publish"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -29,10 +28,11 @@ import (
 // the user still merges it. The refusals are in the journal (aimi swarm
 // logs) and in aimi swarm status, with the ref and the command.
 func TestRefusedPublishKeepsTheWorkNamedAndSaysSo(t *testing.T) {
+	parallel(t)
 	if testing.Short() || os.Getenv("AIMI_SKIP_DOCKER") != "" {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	repo := shortDir(t)
 	gitOut(t, repo, "init", "-q", "-b", "main")
 	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)

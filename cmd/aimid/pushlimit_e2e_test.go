@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -24,10 +23,11 @@ import (
 // container's errors and its journal; the swarm's mirror holds the first
 // story and nothing of the second, and grew by less than git.max_mirror.
 func TestPushOverGitMaxPushIsRefusedAndReported(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	name := "big-" + dockertest.RunID()[:6]
 	repo := historyRepo(t, 0, 0, name)
 	writeCommitted(t, repo, name, taskFileJSON("feat/"+name, 2))

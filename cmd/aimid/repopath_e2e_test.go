@@ -26,6 +26,7 @@ import (
 // succeeds, the other is refused as a start on an active swarm is, and
 // every path (the symlink, a subdirectory) shows that one swarm.
 func TestOneRepositoryByTwoPathsIsOneSwarm(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 2, "one")
 	link := filepath.Join(shortDir(t), "repo-link")

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -26,10 +25,11 @@ import (
 // retries its pushes until the service is back, and is not completed before
 // the service has its branch.
 func TestKill9InLocalModeLosesNoPushedWork(t *testing.T) {
+	parallelLong(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	repo := shortDir(t)
 	gitOut(t, repo, "init", "-q", "-b", "main")
 	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
@@ -115,10 +115,11 @@ func gitLogOrNone(repo, branch string) string {
 // swarm fetch`; that command then brings every story's commit out of the
 // kept container into the checkout.
 func TestAPushThatNeverArrivesIsFetchedFromTheContainer(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	repo := shortDir(t)
 	gitOut(t, repo, "init", "-q", "-b", "main")
 	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
@@ -175,10 +176,11 @@ func TestAPushThatNeverArrivesIsFetchedFromTheContainer(t *testing.T) {
 // clones, completes and reaches its checkout (a rollback of one start never
 // revokes the other's tokens).
 func TestTwoRepositoriesStartTheSameTaskFileNamesAtOnce(t *testing.T) {
+	parallelLong(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	startAimidLocal(t, sock, filepath.Join(dir, "data"), image)

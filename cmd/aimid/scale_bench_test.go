@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -32,7 +31,7 @@ func BenchmarkScale(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_SCALE")); err == nil && v > 0 {
 		n = v
 	}
-	image := sandboxtest.Image(b)
+	image := sandboxImage(b)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("s%03d", i)

@@ -88,6 +88,7 @@ func readStateFile(t *testing.T, repo string) *state.Swarm {
 // restart, and the shell tool's string pid does not make the daemon move
 // the file aside.
 func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 3, "quick", "busy")
 	dir := shortDir(t)
@@ -146,6 +147,7 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 // stopped by the daemon, the pending one never starts, and the file says
 // stopped for both.
 func TestShellToolStoppedIsAStop(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 2, "first", "queued")
 	dir := shortDir(t)
@@ -211,6 +213,7 @@ func TestShellToolStoppedIsAStop(t *testing.T) {
 // the file stays byte for byte as it was; the daemon neither fails the
 // shell tool's running containers as lost nor moves the file aside.
 func TestStatusThroughTheDaemonLeavesTheShellToolsSwarmAlone(t *testing.T) {
+	parallel(t)
 	repo := gitRepo(t, 1)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
@@ -244,6 +247,7 @@ func TestStatusThroughTheDaemonLeavesTheShellToolsSwarmAlone(t *testing.T) {
 // holding the only slot finishes meanwhile; the daemon that comes back
 // honours the stop before it would start the pending one, which never runs.
 func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 1, "first", "queued")
 	dir := shortDir(t)
@@ -336,6 +340,7 @@ const shellToolSwarm = `{
 // swarm is (the file is left as it is); with --append the daemon's
 // container joins the file and the shell tool's entry stays.
 func TestStartNextToTheShellToolsRunningSwarm(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 1, "mine")
 	dir := shortDir(t)

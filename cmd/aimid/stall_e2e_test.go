@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -42,10 +41,11 @@ done
 // first turn stalls. With agent.stall_timeout at 3s the runner cancels the
 // turn, journals the evidence, and the retry completes the story.
 func TestStalledAgentIsCancelledAndRetriedThroughTheDaemon(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs a real container")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	repo := shortDir(t)
 	gitOut(t, repo, "init", "-q", "-b", "main")
 	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)

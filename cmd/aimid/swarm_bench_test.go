@@ -16,7 +16,6 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 )
 
 // clusterFanOut is how many task files BenchmarkClusterFanOut starts.
@@ -33,7 +32,7 @@ const clusterFanOut = 12
 //
 //	go test -run '^$' -bench ClusterFanOut -benchtime=1x ./cmd/aimid
 func BenchmarkClusterFanOut(b *testing.B) {
-	image := sandboxtest.Image(b)
+	image := sandboxImage(b)
 	c := testCluster(b, image)
 	m := c.Manager().Client
 	var user, raw time.Duration

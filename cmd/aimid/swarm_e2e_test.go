@@ -24,22 +24,45 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
 // The package's Swarm mode cluster: started by the first test that needs
-// it, removed by TestMain after the last test.
+// it, removed by TestMain after the last test. The tests on it run in
+// parallel and share it (clusterUse); a test that stops one of its nodes
+// has it to itself (clusterAlone). Each image is loaded into the nodes once.
 var (
 	clusterOnce   sync.Once
 	sharedCluster *clustertest.Cluster
 	clusterErr    error
+	clusterUse    sync.RWMutex
+
+	clusterImagesMu sync.Mutex
+	clusterImages   = map[string]*imageLoad{}
 )
 
+// imageLoad is the load of one image into the cluster's nodes.
+type imageLoad struct {
+	once sync.Once
+	err  error
+}
+
 // testCluster returns the shared three-node cluster with images loaded
-// into every node.
+// into every node, shared with the other tests until t ends.
 func testCluster(t testing.TB, images ...string) *clustertest.Cluster {
+	t.Helper()
+	return useCluster(t, false, images)
+}
+
+// testClusterAlone is testCluster for a test that changes the cluster
+// (stops a node): no other test uses it until t ends.
+func testClusterAlone(t testing.TB, images ...string) *clustertest.Cluster {
+	t.Helper()
+	return useCluster(t, true, images)
+}
+
+func useCluster(t testing.TB, alone bool, images []string) *clustertest.Cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a three-node Swarm mode cluster of containers")
@@ -53,12 +76,31 @@ func testCluster(t testing.TB, images ...string) *clustertest.Cluster {
 	if clusterErr != nil {
 		t.Fatalf("start the test cluster: %v", clusterErr)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 	for _, img := range images {
-		if err := sharedCluster.LoadImage(ctx, img); err != nil {
-			t.Fatal(err)
+		clusterImagesMu.Lock()
+		l := clusterImages[img]
+		if l == nil {
+			l = &imageLoad{}
+			clusterImages[img] = l
 		}
+		clusterImagesMu.Unlock()
+		l.once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			l.err = sharedCluster.LoadImage(ctx, img)
+		})
+		if l.err != nil {
+			t.Fatal(l.err)
+		}
+	}
+	// Registered before the test's own cleanups, so released after them
+	// (its daemon, containers and services are gone by then).
+	if alone {
+		clusterUse.Lock()
+		t.Cleanup(clusterUse.Unlock)
+	} else {
+		clusterUse.RLock()
+		t.Cleanup(clusterUse.RUnlock)
 	}
 	return sharedCluster
 }
@@ -112,8 +154,9 @@ func cleanEnv() []string {
 // agent.env secret and the git tokens are in no service spec, task
 // container environment, state file, journal, CLI answer or daemon log.
 func TestSwarmBackendEndToEnd(t *testing.T) {
+	parallelLong(t)
 	started := time.Now()
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	c := testCluster(t, image)
 	t.Logf("cluster and image ready after %s", time.Since(started).Round(time.Second))
 
@@ -334,6 +377,7 @@ func checkSwarmJournal(t *testing.T, ctx context.Context, m interface {
 // killed with SIGKILL while its services run and started again; every
 // container completes and its journal holds each line exactly once.
 func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
+	parallelLong(t)
 	image := standinImage(t)
 	c := testCluster(t, image)
 	repo := gitRepo(t, 4, "kslow1", "kslow2", "kquick")
@@ -349,14 +393,23 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)
 	}
-	waitFor(t, sock, repo, 2*time.Minute, "every container running with progress", func(v api.SwarmView) bool {
+	// The kill lands once every service has begun its stories, while they
+	// run: all three usually, but a loaded cluster starts services seconds
+	// apart, and the first may have finished by the time the last begins.
+	running, started := 0, 0
+	waitFor(t, sock, repo, 3*time.Minute, "the containers started, one running with progress", func(v api.SwarmView) bool {
+		running, started = 0, 0
 		for _, sc := range v.State.Containers {
-			if sc.Status != state.StatusRunning || sc.StoryProgress.Pending == sc.StoryProgress.Total {
-				return false
+			if sc.Status != state.StatusPending && sc.StoryProgress.Pending < sc.StoryProgress.Total {
+				started++
+			}
+			if sc.Status == state.StatusRunning && sc.StoryProgress.Pending < sc.StoryProgress.Total && sc.StoryProgress.Completed < sc.StoryProgress.Total {
+				running++
 			}
 		}
-		return len(v.State.Containers) == 3
+		return len(v.State.Containers) == 3 && started == 3 && running >= 1
 	})
+	t.Logf("%d of 3 services running with progress when the daemon is killed", running)
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	_ = p.wait(t)
 	// The services run on without the daemon for a while.
@@ -398,8 +451,9 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 // 60 s, the others complete, and resume --retry-failed runs it again on a
 // live node to completed. The node is started again at the end.
 func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
+	parallelLong(t)
 	image := standinImage(t)
-	c := testCluster(t, image)
+	c := testClusterAlone(t, image)
 	repo := gitRepo(t, 3, "nl1", "nl2", "nl3")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")

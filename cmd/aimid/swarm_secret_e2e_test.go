@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -22,7 +21,8 @@ import (
 // denied", while the run itself (clone and push with the token) completes.
 // What the agent saw is committed by the runner and read from the branch.
 func TestSwarmBackendAgentCannotReadTheGitToken(t *testing.T) {
-	image := sandboxtest.Image(t)
+	parallelLong(t)
+	image := sandboxImage(t)
 	c := testCluster(t, image)
 	repo := shortDir(t)
 	gitOut(t, repo, "init", "-q", "-b", "main")

@@ -25,6 +25,7 @@ const absentImage = "aimi-test-absent:never"
 // lock; the daemon refuses it at once, status still answers, and a link to
 // /dev/zero or out of the repository is refused the same way.
 func TestStartRefusesAFIFOAndALinkOutOfTheRepositoryAtOnce(t *testing.T) {
+	parallel(t)
 	repo := gitRepo(t, 1)
 	dir := filepath.Join(repo, ".aimi", "tasks")
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo-tasks.json"), 0o644); err != nil {
@@ -85,6 +86,7 @@ func peakRSS(t *testing.T, pid int) int64 {
 // is refused with a bounded answer that names the repeats, and the daemon
 // stays small while it checks it.
 func TestHostileDependencyGraphIsRefusedInBoundedMemory(t *testing.T) {
+	parallel(t)
 	repo := gitRepo(t, 1)
 	data := taskfiletest.HostileGraph(1000, 60)
 	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "hostile-tasks.json"), data, 0o644); err != nil {
@@ -118,6 +120,7 @@ func commitAll(t testing.TB, repo string) {
 // TestStartRefusesTwoTaskFilesOnOneBranch: the real daemon refuses, naming
 // the branch and both files, and creates nothing.
 func TestStartRefusesTwoTaskFilesOnOneBranch(t *testing.T) {
+	parallel(t)
 	repo := gitRepo(t, 1, "one", "two")
 	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "two-tasks.json"), taskFileJSON("feat/one", 1), 0o644); err != nil {
 		t.Fatal(err)
@@ -150,6 +153,7 @@ func TestStartRefusesTwoTaskFilesOnOneBranch(t *testing.T) {
 // whose branch already exists counts the branch's progress (it used to show
 // "completed 0/3, 3 pending" while the container found everything done).
 func TestStartRunsTheCommittedTaskFile(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 3, "rerun")
 	// The branch exists on origin with every story completed.

@@ -52,6 +52,7 @@ func (*fakeTTY) IsTerminal() bool { return true }
 // not), status and logs show them neutralised; --json answers carry them
 // exactly.
 func TestHostileContainerOutputNeverReachesTheTerminalRaw(t *testing.T) {
+	parallel(t)
 	image := standinImage(t)
 	repo := gitRepo(t, 1, "evil")
 	commitAll(t, repo)
@@ -82,9 +83,11 @@ func TestHostileContainerOutputNeverReachesTheTerminalRaw(t *testing.T) {
 		t.Errorf("start --follow (terminal) does not show the output, escaped:\n%q", tty.String())
 	}
 	run, _ := recordingAimi(ctx, repo, sock)
+	// Names are the engine's, shared with other tests: found by task file.
+	evil := containerOf(t, validState(t, repo), "evil").ContainerName
 	for _, args := range [][]string{
 		{"swarm", "status"},
-		{"swarm", "logs", "aimi-evil"},
+		{"swarm", "logs", evil},
 	} {
 		_, out, errOut := run(args...)
 		if r := terminalActs(out+errOut, nil); r >= 0 {
@@ -105,7 +108,7 @@ func TestHostileContainerOutputNeverReachesTheTerminalRaw(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Errorf("status --json is not JSON: %v\n%q", err, out)
 	}
-	_, out, _ = run("swarm", "logs", "aimi-evil", "--json")
+	_, out, _ = run("swarm", "logs", evil, "--json")
 	found := false
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(nil, 1<<20)

@@ -10,7 +10,6 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -29,7 +28,7 @@ const timeToWorkContainers = 8
 //
 //	go test -run '^$' -bench TimeToWork -benchtime 1x ./cmd/aimid
 func BenchmarkTimeToWork(b *testing.B) {
-	image := sandboxtest.Image(b)
+	image := sandboxImage(b)
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
 		b.Fatal(err)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -70,10 +69,11 @@ func failedWithUnpushedWork(t *testing.T, sock, repo string) ([]string, string) 
 // the commits it held must first be taken out of it and the rerun must
 // build on them, so they end on the branch in the checkout.
 func TestARerunTakesTheUnpushedWorkFirst(t *testing.T) {
+	parallelLong(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND="+breakFirstPushes)
@@ -128,10 +128,11 @@ func TestARerunTakesTheUnpushedWorkFirst(t *testing.T) {
 // container's tip is still reachable somewhere (the container kept, or a
 // ref of the checkout).
 func TestCleanupKeepsWorkARefusedPublishLeftInNoRef(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	repo, name := oneTaskRepo(t, "checkedout", 1)
 	gitOut(t, repo, "checkout", "-q", "-b", "feat/"+name)
 	dir := shortDir(t)

@@ -17,6 +17,7 @@ import (
 )
 
 func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
+	parallel(t)
 	noEnv := func(string) (string, bool) { return "", false }
 	base := configs.LoadOptions{UserConfigPath: "-", LookupEnv: noEnv}
 	global, err := configs.Load(base)

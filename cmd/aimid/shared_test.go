@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage"
+)
+
+// The end-to-end tests of this package wait on containers and daemons far
+// more than they compute: each starts with parallel(t) (or parallelLong),
+// and e2eSlots of them run at once. go test's own -parallel limit
+// (GOMAXPROCS, 2 here) is raised out of the way by TestMain unless the
+// command line sets one.
+const e2eSlots = 6
+
+// raiseParallel sets -test.parallel high (the slots are the limit) unless
+// it was given. TestMain calls it before m.Run, which reads the flag.
+func raiseParallel() {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "1000")
+	}
+}
+
+// slots hands the package's e2eSlots to its parallel tests, long ones
+// first: a long test left to start last would run alone at the end.
+type slots struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	free int
+	// longPending counts the long tests not yet given a slot. They count
+	// themselves before t.Parallel: go test starts every top-level test
+	// up to its t.Parallel, in turn, before it resumes any of them, so
+	// every long test is counted before a short one asks for a slot.
+	longPending int
+}
+
+var e2e = func() *slots {
+	s := &slots{free: e2eSlots}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}()
+
+// parallel runs t in parallel with the package's other tests, in one of
+// the e2eSlots.
+func parallel(t *testing.T) { e2e.run(t, false) }
+
+// parallelLong is parallel for a test of minutes: it gets a slot before
+// the short tests.
+func parallelLong(t *testing.T) { e2e.run(t, true) }
+
+func (s *slots) run(t *testing.T, long bool) {
+	if long {
+		s.mu.Lock()
+		s.longPending++
+		s.mu.Unlock()
+	}
+	t.Parallel()
+	s.mu.Lock()
+	for s.free == 0 || !long && s.longPending > 0 {
+		s.cond.Wait()
+	}
+	s.free--
+	if long {
+		s.longPending--
+	}
+	s.mu.Unlock()
+	s.cond.Broadcast() // the last long one lets the short ones in
+	// Registered first, so it runs last: the test's daemon and containers
+	// are gone before the next test starts.
+	t.Cleanup(func() {
+		s.mu.Lock()
+		s.free++
+		s.mu.Unlock()
+		s.cond.Broadcast()
+	})
+}
+
+// The images the tests share: each is built once, by the first test that
+// asks for it, and removed by TestMain after the last test (every test
+// removes its containers in its own cleanup, before that).
+var (
+	imagesOnce sync.Once
+	imagesCli  *client.Client
+	imagesErr  error
+
+	standinOnce   sync.Once
+	standinTag    string
+	standinRemove func(context.Context) error
+	standinErr    error
+
+	sandboxOnce sync.Once
+	sandboxTag  string
+	sandboxErr  error
+)
+
+// imagesClient is the client the shared images are built and removed with.
+func imagesClient() (*client.Client, error) {
+	imagesOnce.Do(func() { imagesCli, imagesErr = dockertest.NewClient() })
+	return imagesCli, imagesErr
+}
+
+// standinImage is the orchestrator's scripted stand-in runner, shared.
+func standinImage(t testing.TB) string {
+	t.Helper()
+	dockertest.Client(t) // no engine: fail, or skip under AIMI_SKIP_DOCKER=1
+	standinOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cli, err := imagesClient()
+		if err != nil {
+			standinErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "aimid-standin-")
+		if err != nil {
+			standinErr = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		standinTag, standinRemove, standinErr = dockertest.BuildGoImageE(ctx, cli, "aimid-standin", dir,
+			map[string]string{"/standin": "github.com/aimi-tools/swarm/orchestrator/internal/standin"}, nil, nil)
+	})
+	if standinErr != nil {
+		t.Fatalf("build the stand-in image: %v", standinErr)
+	}
+	return standinTag
+}
+
+// sandboxImage is the sandbox image built from the current ./cmd/acp-runner
+// (sandboxtest.Image's, under one tag for the whole package), shared.
+func sandboxImage(t testing.TB) string {
+	t.Helper()
+	dockertest.Client(t)
+	sandboxOnce.Do(func() {
+		cli, err := imagesClient()
+		if err != nil {
+			sandboxErr = err
+			return
+		}
+		// A cold build downloads the Debian packages: generous bound.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		r, err := sandboximage.BuildDetailed(ctx, sandboximage.Options{Tag: "aimi-sandbox:test-" + dockertest.RunID(), Client: cli})
+		if err != nil {
+			sandboxErr = fmt.Errorf("build the sandbox image: %w", err)
+			return
+		}
+		sandboxTag = r.Ref
+	})
+	if sandboxErr != nil {
+		t.Fatal(sandboxErr)
+	}
+	return sandboxTag
+}
+
+// removeImages is TestMain's: the shared images go after the last test.
+func removeImages() {
+	if imagesCli == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if standinRemove != nil {
+		if err := standinRemove(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "remove the stand-in image:", err)
+		}
+	}
+	if sandboxTag != "" {
+		if err := sandboximage.RemoveTag(ctx, imagesCli, "", sandboxTag); err != nil {
+			fmt.Fprintln(os.Stderr, "remove the sandbox image tag:", err)
+		}
+	}
+	imagesCli.Close()
+}
