@@ -47,7 +47,7 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 	actx, _ := browsertest.Start(t)
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute) // minutes: a loaded machine
 	defer cancelT()
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#token="+testToken),
 		chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-web"] g.story[data-story="US-002"][data-status="in_progress"]`))); err != nil {
@@ -130,7 +130,7 @@ func TestKeyboardAndNarrowWindow(t *testing.T) {
 	actx, _ := browsertest.Start(t)
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute) // minutes: a loaded machine
 	defer cancelT()
 	card := `[data-container="aimi-web"]`
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(360, 740), chromedp.Navigate(base+"/#token="+testToken),
@@ -184,7 +184,7 @@ func TestPageWaitsForTheDaemonAndShowsTheCleanupRefusal(t *testing.T) {
 	actx, _ := browsertest.Start(t)
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancelT := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute) // minutes: a loaded machine
 	defer cancelT()
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/#token="+testToken), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="reconnecting"]`))); err != nil {
 		t.Fatal(err)

@@ -219,33 +219,47 @@ func TestRealSwarmOfSixWithMaxTwo(t *testing.T) {
 
 func TestRealOutcomesAndBadLines(t *testing.T) {
 	d, labels := realEngine(t)
-	names := uniqueNames(labels, "bad", "oom", "timeout", "crash", "exit0", "errmsg")
+	names := uniqueNames(labels, "bad", "oom", "crash", "exit0", "errmsg")
 	repo, files := testRepo(t, names, 1)
 	env := map[string]string{
 		scriptKey(files[0]): "raw|npm WARN not json;big|70000;raw|{\"type\":\"progress-update\"};progress|US-009|in_progress|x;progress|US-001|completed|skip;auto|1",
 		scriptKey(files[1]): "progress|US-001|in_progress|go;oom",
-		scriptKey(files[2]): "progress|US-001|in_progress|go;sleep|60s",
-		scriptKey(files[3]): "progress|US-001|in_progress|go;exit|3",
-		scriptKey(files[4]): "progress|US-001|in_progress|go;exit|0",
-		scriptKey(files[5]): "error|GIT_CLONE_FAILED|no route;exit|1",
+		scriptKey(files[2]): "progress|US-001|in_progress|go;exit|3",
+		scriptKey(files[3]): "progress|US-001|in_progress|go;exit|0",
+		scriptKey(files[4]): "error|GIT_CLONE_FAILED|no route;exit|1",
 	}
-	m := realManager(t, d, labels, Config{RunnerEnv: env, Timeout: 4 * time.Second, StopGrace: time.Second,
+	// The timeout case has a manager of its own with a short timeout: on a
+	// loaded engine the others may take longer than that to end by
+	// themselves, and must not be stopped for it.
+	td, tlabels := realEngine(t)
+	trepo, tfiles := testRepo(t, uniqueNames(tlabels, "timeout"), 1)
+	tm := realManager(t, td, tlabels, Config{RunnerEnv: map[string]string{scriptKey(tfiles[0]): "progress|US-001|in_progress|go;sleep|60s"},
+		Timeout: 4 * time.Second, StopGrace: time.Second, MemoryBytes: 32 << 20, MemorySwapBytes: 32 << 20})
+	m := realManager(t, d, labels, Config{RunnerEnv: env, Timeout: 2 * time.Minute, StopGrace: time.Second,
 		MemoryBytes: 32 << 20, MemorySwapBytes: 32 << 20})
+	if _, err := tm.Start(context.Background(), api.StartRequest{RepoPath: trepo, TaskFiles: tfiles, Max: 1}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Max: 6}); err != nil {
 		t.Fatal(err)
 	}
-	v := waitTerminal(t, m, repo, 90*time.Second)
+	v := waitTerminal(t, m, repo, 3*time.Minute)
 	validateStateFile(t, repo)
-	cases := []struct{ frag, status, code string }{
-		{"-bad", "completed", ""},
-		{"-oom", "failed", "CONTAINER_OOM"},
-		{"-timeout", "failed", "CONTAINER_TIMEOUT"},
-		{"-crash", "failed", "AGENT_CRASH"},
-		{"-exit0", "failed", "AGENT_CRASH"},
-		{"-errmsg", "failed", "GIT_CLONE_FAILED"},
+	tv := waitTerminal(t, tm, trepo, 3*time.Minute)
+	validateStateFile(t, trepo)
+	cases := []struct {
+		v                  api.SwarmView
+		frag, status, code string
+	}{
+		{v, "-bad", "completed", ""},
+		{v, "-oom", "failed", "CONTAINER_OOM"},
+		{tv, "-timeout", "failed", "CONTAINER_TIMEOUT"},
+		{v, "-crash", "failed", "AGENT_CRASH"},
+		{v, "-exit0", "failed", "AGENT_CRASH"},
+		{v, "-errmsg", "failed", "GIT_CLONE_FAILED"},
 	}
 	for _, tc := range cases {
-		dt := detail(t, v, tc.frag)
+		dt := detail(t, tc.v, tc.frag)
 		if dt.Status != tc.status || (tc.code != "" && !hasCode(dt, tc.code)) {
 			t.Errorf("%s: %s %v, want %s %s", tc.frag, dt.Status, dt.Errors, tc.status, tc.code)
 		}
