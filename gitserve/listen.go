@@ -61,7 +61,7 @@ func (s *Service) ListenOn(ctx context.Context, ip string) error {
 		// a new one took its address): serve the new subnet.
 		s.stopLocked(ip, "the address moved to another network")
 	}
-	cert, err := s.ca.serverCert(addr)
+	cert, err := s.ca.ServerCert(addr)
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
+	"github.com/aimi-tools/swarm/internal/daemonca"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
@@ -139,7 +140,7 @@ type Service struct {
 	repos   string
 	log     *slog.Logger
 	opts    Options
-	ca      *authority
+	ca      *daemonca.Authority
 	backend string
 	nice    string // nice(1), run in front of backend; "" when missing
 	bounds
@@ -220,7 +221,7 @@ func New(opts Options) (*Service, error) {
 	} else {
 		s.log.Info("nice not found; git http-backend runs at the daemon's priority", "err", err)
 	}
-	ca, created, err := loadOrCreateCA(dir)
+	ca, created, err := daemonca.LoadOrCreate(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +254,7 @@ func New(opts Options) (*Service, error) {
 // CAFile is the host path of the CA certificate (PEM) that containers must
 // trust: mount it read-only and point GIT_SSL_CAINFO (git only, not SSL_CERT_FILE) at
 // the mounted path.
-func (s *Service) CAFile() string { return filepath.Join(s.dir, caCertName) }
+func (s *Service) CAFile() string { return filepath.Join(s.dir, daemonca.CertName) }
 
 var (
 	swarmKeyRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)

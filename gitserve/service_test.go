@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aimi-tools/swarm/internal/daemonca"
 )
 
 func bearer(tok string) string { return "Authorization: Bearer " + tok }
@@ -152,7 +154,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 
 	t.Run("dumb http and other paths are refused", func(t *testing.T) {
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(s.ca.certPEM)
+		pool.AppendCertsFromPEM(s.ca.CertPEM)
 		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 		base := strings.TrimSuffix(a.RepoURL, "/swarm-1.git")
 		for _, p := range []string{"/swarm-1.git/HEAD", "/swarm-1.git/objects/info/packs", "/swarm-1.git/info/refs", "/swarm-1.git/config", "/swarm-1.git/../swarm-2.git/info/refs?service=git-upload-pack"} {
@@ -175,7 +177,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 	}
 
 	// Secrets never reach the logs or the grants file.
-	caKey, err := os.ReadFile(filepath.Join(s.dir, caKeyName))
+	caKey, err := os.ReadFile(filepath.Join(s.dir, daemonca.KeyName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +190,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 		t.Fatalf("logs lack the push events, is the capture working?\n%s", log)
 	}
 	for name, secret := range map[string]string{"token a": a.Token, "token b": b.Token, "token c": c.Token,
-		"revoked token": revoked.Token, "CA key": keyBody(caKey), "CA certificate": keyBody(s.ca.certPEM)} {
+		"revoked token": revoked.Token, "CA key": keyBody(caKey), "CA certificate": keyBody(s.ca.CertPEM)} {
 		if strings.Contains(log, secret) {
 			t.Errorf("%s appears in the logs", name)
 		}
@@ -233,7 +235,7 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	if string(caBefore) != string(caAfter) {
 		t.Fatal("the CA changed across a restart")
 	}
-	if st, err := os.Stat(filepath.Join(dir, caKeyName)); err != nil || st.Mode().Perm() != 0o600 {
+	if st, err := os.Stat(filepath.Join(dir, daemonca.KeyName)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("CA key mode: %v %v", st.Mode(), err)
 	}
 	if st, err := os.Stat(s2.CAFile()); err != nil || st.Mode().Perm() != 0o644 {
@@ -273,7 +275,7 @@ func TestListenOnCertificateNamesTheIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(s.ca.certPEM)
+	pool.AppendCertsFromPEM(s.ca.CertPEM)
 	s.mu.Lock()
 	port := s.listeners["127.0.0.1"].port
 	s.mu.Unlock()

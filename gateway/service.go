@@ -1,0 +1,435 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/internal/atomicfile"
+	"github.com/aimi-tools/swarm/internal/daemonca"
+)
+
+// File names in the gateway's directory.
+const (
+	grantsName = "grants.json"   // 0600: placeholder hashes, never placeholders
+	bundleName = "ca-bundle.pem" // 0644: the host's roots and the daemon's CA
+	prefix     = "aimi-gateway-" // of every placeholder, so a leak is recognisable
+)
+
+// Limits bound what sandboxes can take of the gateway. Zero fields take
+// their defaults.
+type Limits struct {
+	// MaxConns and MaxConnsPerPeer bound the connections held at once, in
+	// total and from one source address (a container; on a cluster, a
+	// node); connections past them are closed as they are accepted.
+	MaxConns, MaxConnsPerPeer int
+	// MaxInFlight bounds the requests of one container forwarded at once;
+	// one past it waits up to a minute, then gets 429.
+	MaxInFlight int
+	// MaxHeaderBytes bounds a request's headers, MaxBodyBytes its body
+	// (413 past it), MaxAnswerHeaderBytes the upstream answer's headers.
+	MaxHeaderBytes       int
+	MaxBodyBytes         int64
+	MaxAnswerHeaderBytes int64
+	// Idle closes a keep-alive connection idle this long; Request bounds a
+	// whole call, its streamed answer included.
+	Idle, Request time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxConns, 1024)
+	def(&l.MaxConnsPerPeer, 64)
+	def(&l.MaxInFlight, 16)
+	def(&l.MaxHeaderBytes, 64<<10)
+	if l.MaxBodyBytes <= 0 {
+		l.MaxBodyBytes = 32 << 20
+	}
+	if l.MaxAnswerHeaderBytes <= 0 {
+		l.MaxAnswerHeaderBytes = 64 << 10
+	}
+	if l.Idle <= 0 {
+		l.Idle = 2 * time.Minute
+	}
+	if l.Request <= 0 {
+		l.Request = time.Hour
+	}
+	l.MaxConnsPerPeer = min(l.MaxConnsPerPeer, l.MaxConns)
+	return l
+}
+
+// Options configure a Service.
+type Options struct {
+	// DataDir holds the gateway's grants (placeholder hashes) and the CA
+	// bundle; CADir the daemon's CA (shared with the git service).
+	DataDir, CADir string
+	// Providers are the upstreams (Builtin with the configured urls, and
+	// those declared in configuration).
+	Providers map[string]Provider
+	// Keys are the real values of the key variables (from agent.env):
+	// they stay in the daemon.
+	Keys map[string]string
+	// Observer, when set, hears every call (see Observer).
+	Observer Observer
+	Limits   Limits
+	Logger   *slog.Logger
+	// Transport reaches the upstreams (default: a clone of
+	// http.DefaultTransport with the answer header bound).
+	Transport http.RoundTripper
+	// SweepInterval is how often addresses the host no longer has are
+	// dropped (default 30s).
+	SweepInterval time.Duration
+}
+
+// Grant is what one container gets: the variables that replace its model
+// keys (a placeholder per key, the providers' base URLs on the gateway),
+// and the host paths of the CA (to add to a trust store:
+// NODE_EXTRA_CA_CERTS) and of the bundle (a whole trust store: the host's
+// roots and the CA, for SSL_CERT_FILE and REQUESTS_CA_BUNDLE).
+type Grant struct {
+	Env        map[string]string
+	CAFile     string
+	BundleFile string
+}
+
+// record is one placeholder of one container, persisted without the
+// placeholder (its SHA-256 only).
+type record struct {
+	Swarm     string `json:"swarm"`
+	Container string `json:"container"`
+	Var       string `json:"var"`
+	Provider  string `json:"provider"`
+	Hash      string `json:"hash"`
+	Gateway   string `json:"gateway"`
+	Peer      string `json:"peer,omitempty"`
+}
+
+type persisted struct {
+	Port    int       `json:"port"`
+	IPs     []string  `json:"ips,omitempty"`
+	Records []*record `json:"records"`
+}
+
+type grantKey struct{ swarm, container string }
+
+// Service is the model gateway: an http.Handler served on the sandbox
+// networks' gateways.
+type Service struct {
+	dir       string
+	log       *slog.Logger
+	ca        *daemonca.Authority
+	caFile    string
+	providers map[string]Provider
+	keys      map[string]string
+	owner     map[string]string // key variable -> provider
+	observer  Observer
+	limits    Limits
+	conns     *connLimiter
+	proxy     http.Handler
+
+	mu        sync.Mutex
+	port      int
+	byHash    map[string]*record
+	inflight  map[grantKey]chan struct{}
+	listeners map[string]*listener
+	ips       map[string]bool
+	closed    bool
+	stopSweep chan struct{}
+}
+
+// New opens the gateway's directory and the daemon's CA, and listens again
+// on the addresses it served before a restart (containers keep their
+// placeholders across it). It does not listen otherwise: ListenOn does.
+func New(opts Options) (*Service, error) {
+	if opts.DataDir == "" || opts.CADir == "" {
+		return nil, errors.New("model gateway: Options.DataDir and CADir are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the model gateway's directory %s: %w", opts.DataDir, err)
+	}
+	if err := os.MkdirAll(opts.CADir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the CA directory %s: %w", opts.CADir, err)
+	}
+	ca, _, err := daemonca.LoadOrCreate(opts.CADir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{
+		dir: opts.DataDir, log: opts.Logger.With("component", "gateway"), ca: ca,
+		caFile:    filepath.Join(opts.CADir, daemonca.CertName),
+		providers: opts.Providers, keys: maps.Clone(opts.Keys), owner: keyOwners(opts.Providers),
+		observer: opts.Observer, limits: opts.Limits.withDefaults(),
+		byHash: map[string]*record{}, inflight: map[grantKey]chan struct{}{},
+		listeners: map[string]*listener{}, ips: map[string]bool{}, stopSweep: make(chan struct{}),
+	}
+	s.conns = &connLimiter{max: s.limits.MaxConns, perPeer: s.limits.MaxConnsPerPeer, peers: map[string]int{}, log: s.log}
+	tr := opts.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxResponseHeaderBytes = s.limits.MaxAnswerHeaderBytes
+		t.ResponseHeaderTimeout = 10 * time.Minute
+		tr = t
+	}
+	s.proxy = s.newProxy(tr)
+	if err := s.writeBundle(); err != nil {
+		return nil, err
+	}
+	ips, err := s.load()
+	if err != nil {
+		return nil, err
+	}
+	for _, ip := range ips {
+		if err := s.ListenOn(context.Background(), ip); err != nil {
+			s.log.Info("model gateway: not listening on a former address", "ip", ip, "err", err)
+		}
+	}
+	interval := opts.SweepInterval
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	go s.sweepLoop(interval)
+	return s, nil
+}
+
+// Providers names the providers whose keys the gateway holds, sorted.
+func (s *Service) Providers() []string {
+	seen := map[string]bool{}
+	for k := range s.keys {
+		seen[s.owner[k]] = true
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// Grant gives containerName of swarm swarmID a fresh placeholder for each
+// model key, valid through gateway (its network's, given to ListenOn) and
+// from the first address that uses it. A new Grant replaces the
+// container's placeholders. With no keys it returns an empty Grant.
+func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
+	if len(s.keys) == 0 {
+		return Grant{}, nil
+	}
+	ip := gateway
+	if a := net.ParseIP(gateway); a != nil {
+		ip = a.String()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.listeners[ip]
+	if l == nil {
+		return Grant{}, fmt.Errorf("model gateway: not listening on %q (the sandbox network's gateway; on a cluster set git.address)", gateway)
+	}
+	s.revokeLocked(swarmID, containerName)
+	base := "https://" + net.JoinHostPort(ip, strconv.Itoa(l.port)) + "/"
+	env := map[string]string{}
+	for _, v := range slices.Sorted(maps.Keys(s.keys)) {
+		p := s.providers[s.owner[v]]
+		ph, err := newPlaceholder()
+		if err != nil {
+			return Grant{}, err
+		}
+		rec := &record{Swarm: swarmID, Container: containerName, Var: v, Provider: p.Name, Hash: hash(ph), Gateway: ip}
+		s.byHash[rec.Hash] = rec
+		env[v] = ph
+		for _, b := range p.BaseURLEnv {
+			env[b] = base + p.Name
+		}
+	}
+	if err := s.saveLocked(); err != nil {
+		s.revokeLocked(swarmID, containerName)
+		return Grant{}, err
+	}
+	s.log.Info("model access granted", "container", containerName, "swarm", swarmID, "providers", s.Providers())
+	return Grant{Env: env, CAFile: s.caFile, BundleFile: filepath.Join(s.dir, bundleName)}, nil
+}
+
+// Revoke ends the placeholders of containerName of swarm swarmID (its
+// container ended or was removed).
+func (s *Service) Revoke(swarmID, containerName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.revokeLocked(swarmID, containerName) == 0 {
+		return
+	}
+	if err := s.saveLocked(); err != nil {
+		s.log.Warn("model access revoked in memory only: could not persist it", "container", containerName, "err", err)
+	}
+	s.log.Info("model access revoked", "container", containerName, "swarm", swarmID)
+}
+
+func (s *Service) revokeLocked(swarmID, containerName string) int {
+	n := 0
+	for h, r := range s.byHash {
+		if r.Swarm == swarmID && r.Container == containerName {
+			delete(s.byHash, h)
+			n++
+		}
+	}
+	return n
+}
+
+// admit finds the record of placeholder ph and checks that r comes through
+// its gateway and from its container's address (the first that used it).
+func (s *Service) admit(r *http.Request, ph string) (record, string) {
+	if ph == "" {
+		return record{}, "no placeholder"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := s.byHash[hash(ph)]
+	if rec == nil {
+		return record{}, "unknown or revoked placeholder"
+	}
+	peer, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return record{}, "no peer address"
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if host, _, err := net.SplitHostPort(la.String()); err != nil || host != rec.Gateway {
+			return record{}, "placeholder of another network"
+		}
+	}
+	if rec.Peer == "" {
+		rec.Peer = peer
+		if err := s.saveLocked(); err != nil {
+			s.log.Warn("could not persist the address a placeholder is bound to", "container", rec.Container, "err", err)
+		}
+	} else if rec.Peer != peer {
+		return record{}, "placeholder of another container"
+	}
+	return *rec, ""
+}
+
+func (s *Service) load() ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(s.dir, grantsName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the model gateway's grants: %w", err)
+	}
+	var p persisted
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("model gateway grants %s are corrupt: %w (move the file away; running containers then lose model access)", filepath.Join(s.dir, grantsName), err)
+	}
+	s.port = p.Port
+	for _, r := range p.Records {
+		// A key variable no longer configured has no key to put in.
+		if r != nil && r.Hash != "" && s.keys[r.Var] != "" {
+			s.byHash[r.Hash] = r
+		}
+	}
+	return p.IPs, nil
+}
+
+func (s *Service) saveLocked() error {
+	p := persisted{Port: s.port, IPs: slices.Sorted(maps.Keys(s.ips)), Records: make([]*record, 0, len(s.byHash))}
+	for _, h := range slices.Sorted(maps.Keys(s.byHash)) {
+		p.Records = append(p.Records, s.byHash[h])
+	}
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode the model gateway's grants: %w", err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(s.dir, grantsName), data, 0o600); err != nil {
+		return fmt.Errorf("write the model gateway's grants: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) sweepLoop(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopSweep:
+			return
+		case <-t.C:
+			s.sweep()
+		}
+	}
+}
+
+// systemRoots are where Linux distributions keep their trust store (Go's
+// own list).
+var systemRoots = []string{
+	"/etc/ssl/certs/ca-certificates.crt",
+	"/etc/pki/tls/certs/ca-bundle.crt",
+	"/etc/ssl/ca-bundle.pem",
+	"/etc/pki/tls/cacert.pem",
+	"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+	"/etc/ssl/cert.pem",
+}
+
+// writeBundle writes the host's trust store with the daemon's CA appended:
+// SSL_CERT_FILE and REQUESTS_CA_BUNDLE replace a program's whole store, and
+// the sandbox must still trust public hosts (through the egress proxy).
+func (s *Service) writeBundle() error {
+	var b bytes.Buffer
+	for _, p := range systemRoots {
+		f, err := os.Open(p)
+		if err != nil {
+			continue
+		}
+		_, err = io.Copy(&b, io.LimitReader(f, 8<<20))
+		f.Close()
+		if err == nil {
+			break
+		}
+		b.Reset()
+	}
+	if b.Len() > 0 && !bytes.HasSuffix(b.Bytes(), []byte("\n")) {
+		b.WriteByte('\n')
+	}
+	b.Write(s.ca.CertPEM)
+	if err := atomicfile.WriteFile(filepath.Join(s.dir, bundleName), b.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write the sandbox CA bundle: %w", err)
+	}
+	return nil
+}
+
+func newPlaceholder() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generate a model key placeholder: %w", err)
+	}
+	return prefix + hex.EncodeToString(b[:]), nil
+}
+
+func hash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// upstreamURL joins a provider's base and the path under it.
+func upstreamURL(base *url.URL, rest string, query url.Values) *url.URL {
+	u := *base
+	u.Path = base.Path + rest
+	u.RawPath = ""
+	u.RawQuery = query.Encode()
+	return &u
+}
