@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/internal/safefile"
 )
 
@@ -69,6 +70,9 @@ type Config struct {
 	Git     Git
 	Publish Publish
 	Metrics Metrics
+	// Models are the model gateway's providers (built-in and declared),
+	// each with its upstream; the keys stay in Agent.Env.
+	Models map[string]gateway.Provider
 	// Warnings are non-fatal findings (e.g. an agent.env value naming an
 	// unset variable); the daemon logs them. They never contain values.
 	Warnings []string
@@ -206,10 +210,11 @@ var scalarKeys = []key{
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
 	{"metrics.listen", "host:port of /metrics and /healthz (a bare port means loopback; empty: off)"},
+	modelKeys[0], modelKeys[1], modelKeys[2],
 }
 
 // mapKeys are the keys holding string maps.
-var mapKeys = []string{"agent.env", "task.env_vars"}
+var mapKeys = []string{"agent.env", "task.env_vars", "models"}
 
 // EnvName is the environment variable for a scalar key: AIMI_ + the key
 // upper-cased with dots as underscores (sandbox.memory -> AIMI_SANDBOX_MEMORY,
@@ -536,6 +541,13 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 		bad("metrics.listen", str("metrics.listen"), err.Error(), "use host:port such as 127.0.0.1:9464, a bare port for loopback, or empty to turn metrics off")
 	}
 	c.Metrics.Listen = listen
+	var mprobs []string
+	c.Models, mprobs = models(v, sources, c.Agent.Env)
+	probs = append(probs, mprobs...)
+	if _, _, used := gateway.Split(c.Agent.Env, c.Models); len(used) > 0 && c.Engine.Backend == BackendSwarm && c.Git.Address == "" {
+		bad("git.address", "", "is empty but engine.backend is swarm and agent.env holds model keys",
+			"set git.address to an IP of this machine every node reaches (the model gateway listens there)")
+	}
 	return &c, probs
 }
 

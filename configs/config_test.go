@@ -306,3 +306,40 @@ func TestRepoConfigIsReadOnlyAsARegularFileInTheRepository(t *testing.T) {
 		})
 	}
 }
+
+func TestModelsConfig(t *testing.T) {
+	dir := t.TempDir()
+	user := filepath.Join(dir, "config.yaml")
+	write := func(y string) (*Config, error) {
+		os.WriteFile(user, []byte(y), 0o644)
+		return Load(LoadOptions{UserConfigPath: user, LookupEnv: func(string) (string, bool) { return "", false }})
+	}
+	c, err := write("models:\n  anthropic:\n    url: http://127.0.0.1:9/x/\n  mistral:\n    url: https://api.mistral.ai/v1\n    keys: {MISTRAL_API_KEY: bearer}\n    base_url_env: [MISTRAL_BASE_URL]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Models["anthropic"].URL.String(); got != "http://127.0.0.1:9/x" {
+		t.Errorf("anthropic url %s", got)
+	}
+	if m := c.Models["mistral"]; m.Keys["MISTRAL_API_KEY"] != "bearer" || len(m.BaseURLEnv) != 1 || c.Models["openai"].URL.String() != "https://api.openai.com/v1" {
+		t.Errorf("models %+v", c.Models)
+	}
+	for y, want := range map[string]string{
+		"models:\n  openai:\n    url: ftp://x\n":                                 "models.openai.url",
+		"models:\n  openai:\n    url: \"https://h/?key=1\"\n":                    "models.openai.url",
+		"models:\n  x:\n    url: https://h\n":                                    "models.x",
+		"agent:\n  env:\n    OPENAI_API_KEY: k\n    OPENAI_BASE_URL: http://h\n": "OPENAI_BASE_URL",
+	} {
+		_, err := write(y)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error naming %s", y, err, want)
+		}
+	}
+	os.WriteFile(user, nil, 0o644)
+	_, err = Load(LoadOptions{UserConfigPath: user, LookupEnv: func(k string) (string, bool) {
+		return map[string]string{"AIMI_MODELS_GEMINI_URL": "not a url"}[k], k == "AIMI_MODELS_GEMINI_URL"
+	}})
+	if err == nil || !strings.Contains(err.Error(), "models.gemini.url") {
+		t.Errorf("bad env url: %v", err)
+	}
+}

@@ -30,6 +30,14 @@ const (
 	// service in local mode; the runner's relay reads it (not SSL_CERT_FILE,
 	// which would change what the agent trusts too).
 	EnvGitSSLCAInfo = "GIT_SSL_CAINFO"
+	// The trust-store variables a sandbox gets with the model gateway:
+	// Node adds EnvNodeExtraCACerts (the daemon's CA) to its roots;
+	// OpenSSL, Go and curl (EnvSSLCertFile) and Python's requests
+	// (EnvRequestsCABundle) replace theirs with a bundle of the host's
+	// roots plus that CA.
+	EnvNodeExtraCACerts = "NODE_EXTRA_CA_CERTS"
+	EnvSSLCertFile      = "SSL_CERT_FILE"
+	EnvRequestsCABundle = "REQUESTS_CA_BUNDLE"
 	// EnvPushRetry is the Go duration the runner's last push retries while
 	// the repository is unreachable (default 10m).
 	EnvPushRetry = "AIMI_PUSH_RETRY"

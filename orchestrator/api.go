@@ -49,6 +49,10 @@ type Config struct {
 	// Git is the local-mode git service; nil means remote mode only (the
 	// repoUrl is the repository's origin).
 	Git GitAccess
+	// Models is the model gateway (package gateway), in both git modes;
+	// nil when agent.env holds no model key. RunnerEnv then holds none
+	// either: a container gets its grant's placeholders instead.
+	Models ModelAccess
 	// Publisher brings a local-mode container's branch into the user's
 	// checkout once it completed; nil leaves the branch in the git service.
 	Publisher Publisher
@@ -92,6 +96,26 @@ type GitAccess interface {
 	// Forget drops a swarm's repository and grants; Cleanup calls it once
 	// none of the swarm's containers is left.
 	Forget(ctx context.Context, swarmID string) error
+}
+
+// ModelAccess is the daemon's model gateway: the model keys stay in the
+// daemon, a container gets placeholders bound to it.
+type ModelAccess interface {
+	// ListenOn makes the gateway reachable on ip (the sandbox network's
+	// gateway); idempotent per ip.
+	ListenOn(ctx context.Context, ip string) error
+	// Grant gives one container its placeholders and base URLs, valid
+	// through gateway only.
+	Grant(swarmID, containerName, gateway string) (ModelGrant, error)
+	// Revoke ends a container's placeholders (it ended or was removed).
+	Revoke(swarmID, containerName string)
+}
+
+// ModelGrant is what a container needs to reach the model gateway.
+type ModelGrant struct {
+	Env        map[string]string // placeholders and base URLs: into the container env only
+	CAFile     string            // host path of the daemon's CA certificate
+	BundleFile string            // host path of the host's roots plus that CA
 }
 
 // Publisher moves what a container pushed to the git service to where the

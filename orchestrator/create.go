@@ -302,14 +302,14 @@ func (sw *swarm) create(ctx context.Context, c *ctr, rename func(context.Context
 // createAs makes c's container under c.name.
 func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 	var g *Grant
-	if sw.local {
-		if sw.gatewayIP() == "" {
-			// Adopted after a restart with nothing running: the network
-			// and the service's listener come back first.
-			if err := sw.ensureNetwork(ctx); err != nil {
-				return err
-			}
+	if (sw.local || sw.m.cfg.Models != nil) && sw.gatewayIP() == "" {
+		// Adopted after a restart with nothing running: the network
+		// and the services' listeners come back first.
+		if err := sw.ensureNetwork(ctx); err != nil {
+			return err
 		}
+	}
+	if sw.local {
 		gr, err := sw.m.cfg.Git.Grant(ctx, sw.repo, sw.id, c.name, c.branch, sw.gatewayIP())
 		if err != nil {
 			return fmt.Errorf("grant git access to %s: %w", c.name, err)
@@ -317,11 +317,18 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 		g = &gr
 		c.repoURL = gr.RepoURL
 	}
-	id, err := sw.m.eng.Create(ctx, sw.createSpec(c, g))
-	if err != nil {
-		if g != nil {
-			sw.m.cfg.Git.Revoke(sw.id, c.name)
+	var mg *ModelGrant
+	if sw.m.cfg.Models != nil {
+		gr, err := sw.m.cfg.Models.Grant(sw.id, c.name, sw.gatewayIP())
+		if err != nil {
+			sw.revoke(c)
+			return fmt.Errorf("grant model access to %s: %w", c.name, err)
 		}
+		mg = &gr
+	}
+	id, err := sw.m.eng.Create(ctx, sw.createSpec(c, g, mg))
+	if err != nil {
+		sw.revoke(c)
 		return fmt.Errorf("create container %s for %s: %w", c.name, c.taskFile, err)
 	}
 	sw.mu.Lock()
@@ -338,9 +345,7 @@ func (sw *swarm) discard(ctx context.Context, created []*ctr) {
 		if err := sw.m.eng.Remove(context.WithoutCancel(ctx), c.id); err != nil {
 			sw.m.log.Warn("remove container of a failed start", "name", c.name, "err", err)
 		}
-		if sw.local {
-			sw.m.cfg.Git.Revoke(sw.id, c.name)
-		}
+		sw.revoke(c)
 	}
 	sw.close(ctx)
 	_ = sw.m.eng.RemoveNetworkIfUnused(context.WithoutCancel(ctx), sw.network)
@@ -349,5 +354,15 @@ func (sw *swarm) discard(ctx context.Context, created []*ctr) {
 	}
 	if _, err := sw.store.RemoveJournals(func(id string) bool { return id != sw.id }); err != nil {
 		sw.m.log.Warn("remove journals of a failed start", "repo", sw.repo, "err", err)
+	}
+}
+
+// revoke ends c's git access (local mode) and model access.
+func (sw *swarm) revoke(c *ctr) {
+	if sw.local && sw.m.cfg.Git != nil {
+		sw.m.cfg.Git.Revoke(sw.id, c.name)
+	}
+	if sw.m.cfg.Models != nil {
+		sw.m.cfg.Models.Revoke(sw.id, c.name)
 	}
 }

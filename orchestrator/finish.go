@@ -207,6 +207,9 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 	if err := sw.led.flush(ctx); err != nil && ctx.Err() == nil {
 		log.Warn("flush state", "err", err)
 	}
+	if sw.m.cfg.Models != nil {
+		sw.m.cfg.Models.Revoke(sw.id, c.name)
+	}
 	sw.publishBranch(ctx, c, log)
 	sw.event(c, api.EventContainerExited, func(e *api.Event) {
 		if m != nil {

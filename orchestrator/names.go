@@ -14,6 +14,10 @@ import (
 // mode.
 const caMountPath = "/etc/aimi/git-ca.pem"
 
+// bundleMountPath is where the host's roots plus the daemon's CA are
+// mounted (read-only) when the model gateway serves the container.
+const bundleMountPath = "/etc/aimi/ca-bundle.pem"
+
 // tasksDir is the only directory task files may come from.
 const tasksDir = tasks.Dir + "/"
 

@@ -11,22 +11,44 @@ import (
 )
 
 // createSpec builds the container spec of one task file.
-func (sw *swarm) createSpec(c *ctr, g *Grant) engine.Spec {
+func (sw *swarm) createSpec(c *ctr, g *Grant, mg *ModelGrant) engine.Spec {
 	cfg := sw.m.cfg
-	env := make([]string, 0, len(cfg.RunnerEnv)+4)
-	for _, k := range slices.Sorted(maps.Keys(cfg.RunnerEnv)) {
-		env = append(env, k+"="+cfg.RunnerEnv[k])
+	all := maps.Clone(cfg.RunnerEnv)
+	if all == nil {
+		all = map[string]string{}
 	}
 	var mounts []engine.Mount
+	caFile := ""
 	if g != nil {
-		env = append(env, contract.EnvGitToken+"="+g.Token)
+		all[contract.EnvGitToken] = g.Token
 		if g.CAFile != "" {
-			// Only git is pointed at the service's CA. SSL_CERT_FILE would
-			// replace the image's whole trust store for OpenSSL, Go and rustls
-			// programs, and agents could no longer reach their model APIs.
-			env = append(env, contract.EnvGitSSLCAInfo+"="+caMountPath)
-			mounts = append(mounts, engine.Mount{Source: g.CAFile, Target: caMountPath, ReadOnly: true})
+			caFile = g.CAFile
+			all[contract.EnvGitSSLCAInfo] = caMountPath
 		}
+	}
+	if mg != nil && len(mg.Env) > 0 {
+		// The placeholders and base URLs win over anything of the same
+		// name: a model key never reaches the sandbox.
+		maps.Copy(all, mg.Env)
+		if caFile == "" {
+			caFile = mg.CAFile
+		}
+		all[contract.EnvNodeExtraCACerts] = caMountPath
+		if mg.BundleFile != "" {
+			// A whole trust store (the host's roots and the daemon's CA):
+			// programs that read these replace their roots with it.
+			all[contract.EnvSSLCertFile] = bundleMountPath
+			all[contract.EnvRequestsCABundle] = bundleMountPath
+			mounts = append(mounts, engine.Mount{Source: mg.BundleFile, Target: bundleMountPath, ReadOnly: true})
+		}
+	}
+	if caFile != "" {
+		// One CA signs the git service's and the gateway's certificates.
+		mounts = append(mounts, engine.Mount{Source: caFile, Target: caMountPath, ReadOnly: true})
+	}
+	env := make([]string, 0, len(all))
+	for _, k := range slices.Sorted(maps.Keys(all)) {
+		env = append(env, k+"="+all[k])
 	}
 	return engine.Spec{
 		Name:  c.name,

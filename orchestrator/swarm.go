@@ -174,6 +174,13 @@ func (sw *swarm) ensureNetwork(ctx context.Context) error {
 		if err := sw.m.cfg.Git.ListenOn(ctx, info.Gateway); err != nil {
 			return fmt.Errorf("start the git service on %s (the swarm network's gateway): %w", info.Gateway, err)
 		}
+	}
+	if sw.m.cfg.Models != nil {
+		if err := sw.m.cfg.Models.ListenOn(ctx, info.Gateway); err != nil {
+			return fmt.Errorf("start the model gateway on %s (the swarm network's gateway): %w", info.Gateway, err)
+		}
+	}
+	if sw.local || sw.m.cfg.Models != nil {
 		sw.mu.Lock()
 		sw.gateway = info.Gateway
 		sw.mu.Unlock()
@@ -409,9 +416,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 			keep = append(keep, c)
 			continue
 		}
-		if sw.local {
-			sw.m.cfg.Git.Revoke(sw.id, c.name)
-		}
+		sw.revoke(c)
 		drop = append(drop, c)
 		rep.Removed = append(rep.Removed, c.name)
 	}

@@ -355,7 +355,7 @@ func TestOrchestratorConfigCarriesEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Agent.Env = configs.Secrets{"ANTHROPIC_API_KEY": "sk-secret"}
+	c.Agent.Env = configs.Secrets{"ANTHROPIC_API_KEY": "sk-secret", "MY_TOKEN": "tok-secret"}
 	c.Task.EnvVars = map[string]string{"NODE_ENV": "test"}
 	oc := orchestratorConfig(c, nil, nil)
 	if oc.Git != nil {
@@ -384,7 +384,8 @@ func TestOrchestratorConfigCarriesEveryKey(t *testing.T) {
 		{"handshake timeout", oc.RunnerEnv[contract.EnvHandshakeTimeout], "2m0s"},
 		{"stall timeout", oc.RunnerEnv[contract.EnvStallTimeout], "15m0s"},
 		{"loop limit", oc.RunnerEnv[contract.EnvLoopLimit], "8"},
-		{"agent env secret goes to the runner env", oc.RunnerEnv["ANTHROPIC_API_KEY"], "sk-secret"},
+		{"agent env secret goes to the runner env", oc.RunnerEnv["MY_TOKEN"], "tok-secret"},
+		{"a model key stays with the model gateway", oc.RunnerEnv["ANTHROPIC_API_KEY"], ""},
 	}
 	for _, ch := range checks {
 		if ch.got != ch.want {
@@ -463,8 +464,9 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
 		"STANDIN_SCRIPT":                   "pace|30ms;auto|3",
 		"STANDIN_SCRIPT__GAMMA_TASKS_JSON": "pace|30ms;progress|US-001|in_progress|starting;progress|US-001|failed|tests fail;complete|failed|-",
-		// A secret in the runner env must surface nowhere.
-		"ANTHROPIC_API_KEY": secret,
+		// A secret in the runner env (not a model key: those stay in the
+		// daemon) must surface nowhere.
+		"SERVICE_TOKEN": secret,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -504,7 +506,7 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	}
 	// The secret does reach the runner: it is in the container's env.
 	info, err := dockertest.Client(t).ContainerInspect(ctx, sw.Containers[0].ContainerID)
-	if err != nil || !slices.Contains(info.Config.Env, "ANTHROPIC_API_KEY="+secret) {
+	if err != nil || !slices.Contains(info.Config.Env, "SERVICE_TOKEN="+secret) {
 		t.Errorf("runner env lacks agent.env: %v", err)
 	}
 	for _, n := range []string{name["alpha"], name["beta"], name["gamma"]} {

@@ -131,7 +131,16 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	// flushes), not to a cancel, which is what a crash looks like to it.
 	life, cancelLife := context.WithCancel(context.Background())
 	defer cancelLife()
+	models, err := openModels(cfg, o.dataDir, log)
+	if err != nil {
+		return err
+	}
 	oc := orchestratorConfig(cfg, git, log)
+	if models != nil {
+		defer models.Close()
+		// A nil *gateway.Service must stay a nil interface.
+		oc.Models = modelAdapter{models}
+	}
 	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
 	if be.probe != nil && be.trees != nil {
 		// Whatever the git mode, what only a container holds is read and

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/publish"
@@ -20,12 +23,10 @@ import (
 // orchestratorConfig maps the validated config onto the Manager's settings.
 // The runner inside each container reads its agent settings from the
 // AIMI_AGENT* variables (cmd/acp-runner documents them); agent.env is added
-// as is (secrets: the Manager never logs or journals RunnerEnv).
+// as is (secrets: the Manager never logs or journals RunnerEnv), but for
+// the model keys: they stay in the daemon, with the model gateway.
 func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logger) orchestrator.Config {
-	runnerEnv := maps.Clone(map[string]string(c.Agent.Env))
-	if runnerEnv == nil {
-		runnerEnv = map[string]string{}
-	}
+	_, runnerEnv, _ := gateway.Split(c.Agent.Env, c.Models)
 	runnerEnv[contract.EnvAgent] = c.Agent.Kind
 	runnerEnv[contract.EnvPermissionPolicy] = c.Agent.PermissionPolicy
 	if c.Agent.HandshakeTimeout > 0 {
@@ -80,6 +81,37 @@ type gitAdapter struct{ *gitserve.Service }
 func (g gitAdapter) Grant(ctx context.Context, repoPath, swarmID, containerName, branch, gateway string) (orchestrator.Grant, error) {
 	gr, err := g.Service.Grant(ctx, repoPath, swarmID, containerName, branch, gateway)
 	return orchestrator.Grant(gr), err
+}
+
+// modelAdapter makes *gateway.Service an orchestrator.ModelAccess.
+type modelAdapter struct{ *gateway.Service }
+
+func (m modelAdapter) Grant(swarmID, containerName, gw string) (orchestrator.ModelGrant, error) {
+	g, err := m.Service.Grant(swarmID, containerName, gw)
+	return orchestrator.ModelGrant(g), err
+}
+
+// openModels starts the model gateway when agent.env holds a model key
+// (nil otherwise). Its CA is the git service's: one file for the sandbox
+// to trust.
+func openModels(c *configs.Config, dataDir string, log *slog.Logger) (*gateway.Service, error) {
+	keys, _, used := gateway.Split(c.Agent.Env, c.Models)
+	if len(used) == 0 {
+		return nil, nil
+	}
+	g, err := gateway.New(gateway.Options{
+		DataDir: filepath.Join(dataDir, "gateway"), CADir: filepath.Join(dataDir, "git"),
+		Providers: c.Models, Keys: keys, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start the model gateway: %w", err)
+	}
+	upstreams := map[string]string{}
+	for _, p := range used {
+		upstreams[p] = c.Models[p].URL.String()
+	}
+	log.Info("model gateway: keys stay in the daemon", "providers", used, "upstreams", upstreams)
+	return g, nil
 }
 
 // prepareStart applies the repository's .aimi/config.yaml to one start.
