@@ -541,13 +541,7 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 		bad("metrics.listen", str("metrics.listen"), err.Error(), "use host:port such as 127.0.0.1:9464, a bare port for loopback, or empty to turn metrics off")
 	}
 	c.Metrics.Listen = listen
-	var mprobs []string
-	c.Models, mprobs = models(v, sources, c.Agent.Env)
-	probs = append(probs, mprobs...)
-	if _, _, used := gateway.Split(c.Agent.Env, c.Models); len(used) > 0 && c.Engine.Backend == BackendSwarm && c.Git.Address == "" {
-		bad("git.address", "", "is empty but engine.backend is swarm and agent.env holds model keys",
-			"set git.address to an IP of this machine every node reaches (the model gateway listens there)")
-	}
+	probs = append(probs, models(v, sources, &c)...)
 	return &c, probs
 }
 

@@ -22,8 +22,8 @@ var modelKeys = []key{
 // models reads models.<name>: the built-in providers with their url, and
 // providers declared with url, keys ({VAR: bearer | x-api-key |
 // x-goog-api-key | a header}) and base_url_env ([VAR...]). A bad entry is a
-// problem naming its key.
-func models(v *viper.Viper, sources []source, agentEnv map[string]string) (map[string]gateway.Provider, []string) {
+// problem naming its key. It sets c.Models.
+func models(v *viper.Viper, sources []source, c *Config) []string {
 	provs := gateway.Builtin()
 	var probs []string
 	bad := func(k, why, fix string) {
@@ -68,8 +68,12 @@ func models(v *viper.Viper, sources []source, agentEnv map[string]string) (map[s
 		}
 		provs[name] = p
 	}
-	probs = append(probs, modelConflicts(provs, agentEnv)...)
-	return provs, probs
+	probs = append(probs, modelConflicts(provs, c.Agent.Env)...)
+	c.Models = provs
+	if _, _, used := gateway.Split(c.Agent.Env, provs); len(used) > 0 && c.Engine.Backend == BackendSwarm && c.Git.Address == "" {
+		probs = append(probs, "git.address: is empty but engine.backend is swarm and agent.env holds model keys; set git.address to an IP of this machine every node reaches (the model gateway listens there)")
+	}
+	return probs
 }
 
 // modelConflicts: a key variable taken by two providers is ambiguous, and a

@@ -119,28 +119,18 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer release()
 
-	git, err := openGit(cfg, o, be, met, log)
+	git, models, closeServices, err := openServices(cfg, o, be, met, log)
 	if err != nil {
 		return err
 	}
-	if git != nil {
-		defer git.Close()
-	}
+	defer closeServices()
 
 	// The Manager's context is not ctx: a signal must lead to Shutdown (which
 	// flushes), not to a cancel, which is what a crash looks like to it.
 	life, cancelLife := context.WithCancel(context.Background())
 	defer cancelLife()
-	models, err := openModels(cfg, o.dataDir, log)
-	if err != nil {
-		return err
-	}
 	oc := orchestratorConfig(cfg, git, log)
-	if models != nil {
-		defer models.Close()
-		// A nil *gateway.Service must stay a nil interface.
-		oc.Models = modelAdapter{models}
-	}
+	oc.Models = models
 	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
 	if be.probe != nil && be.trees != nil {
 		// Whatever the git mode, what only a container holds is read and
@@ -225,6 +215,35 @@ func openGit(cfg *configs.Config, o options, be backend, met *metrics.Metrics, l
 		return nil, fmt.Errorf("start the git service: %w (or set git.mode: remote)", err)
 	}
 	return git, nil
+}
+
+// openServices starts what the daemon serves sandboxes: the local-mode git
+// service (nil in remote mode) and the model gateway (nil without model
+// keys). closeAll stops both.
+func openServices(cfg *configs.Config, o options, be backend, met *metrics.Metrics, log *slog.Logger) (git *gitserve.Service, models orchestrator.ModelAccess, closeAll func(), err error) {
+	git, err = openGit(cfg, o, be, met, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	gw, err := openModels(cfg, o.dataDir, log)
+	if err != nil {
+		if git != nil {
+			git.Close()
+		}
+		return nil, nil, nil, err
+	}
+	if gw != nil {
+		// A nil *gateway.Service must stay a nil interface.
+		models = modelAdapter{gw}
+	}
+	return git, models, func() {
+		if gw != nil {
+			gw.Close()
+		}
+		if git != nil {
+			git.Close()
+		}
+	}, nil
 }
 
 // serveAPI answers on the socket until ctx ends or the server fails, then
