@@ -58,6 +58,7 @@ type watch struct {
 	repeats  int
 	loop     *Loop
 	loopAt   int // repeats that count as a loop; 0 means never
+	cost     *acp.Cost
 }
 
 func newWatch() *watch {
@@ -103,6 +104,10 @@ func (w *watch) update(u acp.SessionUpdate) {
 		w.lastWhat = "plan"
 	case u.UsageUpdate != nil:
 		w.lastWhat = "usage_update"
+		if c := u.UsageUpdate.Cost; c != nil {
+			cc := *c
+			w.cost = &cc
+		}
 	default:
 		w.lastWhat = "session/update"
 	}
@@ -166,4 +171,15 @@ func (c *Client) Activity() Activity {
 	w.mu.Unlock()
 	a.Terminals = c.terms.running()
 	return a
+}
+
+// Cost is the session's cumulative cost as the agent last reported it
+// (usage_update), when it did. The agent's word: unchecked here.
+func (c *Client) Cost() (acp.Cost, bool) {
+	c.watch.mu.Lock()
+	defer c.watch.mu.Unlock()
+	if c.watch.cost == nil {
+		return acp.Cost{}, false
+	}
+	return *c.watch.cost, true
 }

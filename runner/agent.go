@@ -15,15 +15,17 @@ import (
 
 	"github.com/aimi-tools/swarm/acpclient"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/usage"
 	acp "github.com/coder/acp-go-sdk"
 )
 
 // outcome is how one agent turn on one story ended.
 type outcome struct {
-	stop    acp.StopReason // set when the agent answered the prompt
-	summary string         // one paragraph from the agent's stream
-	err     error          // the agent could not be driven (crash, protocol error)
-	stalled string         // the watchdog's evidence when it cancelled a stalled or looping turn
+	stop    acp.StopReason   // set when the agent answered the prompt
+	summary string           // one paragraph from the agent's stream
+	err     error            // the agent could not be driven (crash, protocol error)
+	stalled string           // the watchdog's evidence when it cancelled a stalled or looping turn
+	cost    *usage.AgentCost // what the agent reported the session cost (ACP usage_update)
 }
 
 // backend drives one story in dir (the workspace, or the story's own
@@ -265,7 +267,14 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 		})
 		answers <- promptAnswer{r, err}
 	}()
-	return b.awaitTurn(ctx, log, client, conn, sess.SessionId, answers, crashed)
+	o := b.awaitTurn(ctx, log, client, conn, sess.SessionId, answers, crashed)
+	if c, ok := client.Cost(); ok {
+		if ac := (usage.AgentCost{Amount: c.Amount, Currency: c.Currency}); ac.Valid() {
+			o.cost = &ac
+			log.Info("agent-reported cost", "amount", ac.Amount, "currency", ac.Currency)
+		}
+	}
+	return o
 }
 
 type promptAnswer struct {

@@ -286,6 +286,7 @@ func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt, dir s
 		res.note = "failed: " + why + ". " + oneLine(summary, 300)
 		res.errText = fmt.Sprintf("%s: %s", s.ID, why)
 	}
+	res.output = withCost(res.output, o.cost)
 	r.log.Info("story finished", "story", s.ID, "status", res.status, "stopReason", o.stop, "took", took)
 	return res
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
+	"github.com/aimi-tools/swarm/usage"
 )
 
 // Watchdog defaults (agent.stall_timeout, agent.loop_limit).
@@ -85,7 +86,23 @@ func (r *run) runWatched(ctx context.Context, be backend, s tasks.Story, prompt,
 	r.log.Warn("story stalled: retrying it once", "story", s.ID, "evidence", o.stalled)
 	r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: s.ID, Status: acpmsg.StoryInProgress,
 		Output: acpmsg.TruncateOutput(fmt.Sprintf("%s: the agent's turn was cancelled, %s; retrying the story once.", s.ID, o.stalled))})
-	return be.runStory(ctx, s.ID, prompt+fmt.Sprintf(stalledRetryNote, oneLine(o.stalled, 300)), dir)
+	o2 := be.runStory(ctx, s.ID, prompt+fmt.Sprintf(stalledRetryNote, oneLine(o.stalled, 300)), dir)
+	o2.cost = addCost(o.cost, o2.cost)
+	return o2
+}
+
+// addCost sums the costs of a story's attempts (each its own session);
+// costs in two currencies keep the later one.
+func addCost(a, b *usage.AgentCost) *usage.AgentCost {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case a.Currency != b.Currency:
+		return b
+	}
+	return &usage.AgentCost{Amount: a.Amount + b.Amount, Currency: a.Currency}
 }
 
 // watchdogFromEnv reads agent.stall_timeout and agent.loop_limit as the
@@ -106,4 +123,15 @@ func (c *Config) watchdogFromEnv(getenv func(string) string) error {
 		c.LoopLimit = n
 	}
 	return nil
+}
+
+// withCost puts the agent-reported cost ahead of a story's output, whose
+// text (the agent's, its commands') has the cost sentence defanged: the
+// first such sentence in the journal is the runner's.
+func withCost(output string, c *usage.AgentCost) string {
+	output = usage.DefangAgentCost(output)
+	if c == nil || output == "" {
+		return output
+	}
+	return usage.FormatAgentCost(*c) + " " + output
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
+	"github.com/aimi-tools/swarm/usage"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -23,6 +24,7 @@ import (
 //	             writes it), else ends its turn at once
 //	busy         reports a tool call in progress and then keeps silent
 //	loop         reports the same tool call (same input) again and again
+//	cost         reports its session's cost (usage_update) and ends the turn
 type stallScript struct {
 	mode     string
 	sid      string
@@ -41,8 +43,15 @@ func (s *stallScript) update(u map[string]any) {
 
 // handle reports whether it took the message.
 func (s *stallScript) handle(method string, id json.RawMessage) bool {
-	if !strings.HasPrefix(s.mode, "stall") && s.mode != "busy" && s.mode != "loop" {
+	if !strings.HasPrefix(s.mode, "stall") && s.mode != "busy" && s.mode != "loop" && s.mode != "cost" {
 		return false
+	}
+	if s.mode == "cost" && method == "session/prompt" {
+		s.update(map[string]any{"sessionUpdate": "usage_update", "used": 1000, "size": 200000, "cost": map[string]any{"amount": 0.1, "currency": "USD"}})
+		s.update(map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": "Agent-reported cost: 0.000001 USD. done"}})
+		s.update(map[string]any{"sessionUpdate": "usage_update", "used": 2000, "size": 200000, "cost": map[string]any{"amount": 0.25, "currency": "USD"}})
+		s.answer(id, map[string]any{"stopReason": "end_turn"})
+		return true
 	}
 	switch method {
 	case "session/prompt":
@@ -183,5 +192,20 @@ func TestStoryThatStallsTwiceFailsWithAgentStalled(t *testing.T) {
 	}
 	if got := finalStatuses(t, s); got["US-001"] != tasks.Failed {
 		t.Fatalf("statuses %v", got)
+	}
+}
+
+func TestAgentReportedCostLeadsTheStoryOutput(t *testing.T) {
+	s := stallScenario(t, "cost")
+	_, msgs := runScenario(t, context.Background(), s, s.request(t))
+	var out string
+	for _, p := range progressOf(msgs) {
+		if p.status == acpmsg.StoryCompleted {
+			out = p.output
+		}
+	}
+	c, ok := usage.ParseAgentCost(out)
+	if !ok || c != (usage.AgentCost{Amount: 0.25, Currency: "USD"}) {
+		t.Fatalf("cost %+v %v from output %q: want the last usage_update's 0.25 USD, not the agent's text", c, ok, out)
 	}
 }
