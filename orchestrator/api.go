@@ -32,6 +32,9 @@ type Config struct {
 	// to end and their output to be read (default 2m): an engine that does
 	// not answer must not hang the stop.
 	StopWait time.Duration
+	// CleanupWait bounds a whole forced cleanup (default 2m): whatever the
+	// engine does, cleanup --force answers within it, naming what it left.
+	CleanupWait time.Duration
 	// Runtime is the OCI runtime ("" = engine default, e.g. "sysbox-runc");
 	// with RequireRuntime a missing runtime refuses to start the container.
 	Runtime        string

@@ -2,7 +2,10 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
@@ -11,20 +14,30 @@ import (
 // Cleanup removes the repo's terminal containers (and the swarm network when
 // unused) and drops their state entries. A container whose branch has
 // commits nobody received (unreceived.go; either git mode) is kept unless
-// force.
+// force. A forced cleanup is bounded as a whole by CleanupWait: past it,
+// what is not removed yet is left (the state keeps it) and the error names
+// it.
 func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error) {
+	if force {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.cfg.CleanupWait)
+		defer cancel()
+	}
 	sw, unlock, err := m.lockedSwarm(ctx, repoPath)
 	if err != nil {
-		return api.CleanupReport{}, err
+		return api.CleanupReport{}, m.cleanupLate(ctx, api.CleanupReport{}, err)
 	}
 	defer unlock()
 	repo := sw.repo
 	sw.reconcileLive(ctx)
 	rep, err := sw.cleanup(ctx, force)
 	if err != nil {
-		return rep, err
+		return rep, m.cleanupLate(ctx, rep, err)
 	}
 	m.cleanupReplaced(ctx, sw, force, &rep)
+	if err := m.cleanupLate(ctx, rep, nil); err != nil {
+		return rep, err
+	}
 	if rep.StateRemoved && sw.local {
 		m.forgetGit(ctx, sw.id, &rep)
 	}
@@ -38,6 +51,34 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api
 		m.publish(api.Event{SwarmID: sw.id, RepoPath: repo, Kind: api.EventSwarmRemoved})
 	}
 	return rep, nil
+}
+
+// stateWriteWait bounds the state file's update after a cleanup's
+// removals, which runs even when the cleanup's own time ran out.
+const stateWriteWait = 30 * time.Second
+
+// cleanupLate is the error of a forced cleanup whose time ran out (nil
+// when it did not): what it removed and what it left, and what to do.
+func (m *Manager) cleanupLate(ctx context.Context, rep api.CleanupReport, err error) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	left := make([]string, 0, len(rep.Kept))
+	for _, k := range rep.Kept {
+		left = append(left, k.Name+" ("+k.Reason+")")
+	}
+	what := "nothing was removed"
+	if len(rep.Removed) > 0 {
+		what = "removed " + strings.Join(rep.Removed, ", ")
+	}
+	if len(left) > 0 {
+		what += "; left " + strings.Join(left, "; ")
+	}
+	if err != nil {
+		what += "; " + err.Error()
+	}
+	return fmt.Errorf("cleanup --force did not finish within %s (the engine is slow or not answering): %s. Run it again; what is left stays in the state file",
+		m.cfg.CleanupWait, what)
 }
 
 // cleanupReplaced removes the exited containers of earlier swarms of the
@@ -124,10 +165,19 @@ func (m *Manager) forgetGit(ctx context.Context, swarmID string, rep *api.Cleanu
 // with force it goes anyway, and rep lists what went with it. A forced
 // cleanup does not ask origin (remote mode): it must not wait on a network.
 func (sw *swarm) keepUnreceived(ctx context.Context, c *ctr, force bool, rep *api.CleanupReport) bool {
+	h := sw.holder(c)
+	if commits, err := sw.m.unreadable(h); err != nil {
+		if !force {
+			rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: err.Error(), Commits: commits})
+			return true
+		}
+		rep.Lost = append(rep.Lost, api.Kept{Name: c.name, Reason: "removed with --force; its last push never arrived and this backend cannot read it", Commits: commits})
+		return false
+	}
 	if (force && !sw.local) || !sw.mayHaveCommitted(c) {
 		return false
 	}
-	commits, err := sw.m.unreceived(ctx, sw.repo, sw.holder(c))
+	commits, err := sw.m.unreceived(ctx, sw.repo, h)
 	switch {
 	case err != nil && !force:
 		rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "cannot tell whether its work was received: " + err.Error() + " (pass --force to remove it anyway)"})

@@ -57,7 +57,7 @@ func (sw *swarm) freeName(ctx context.Context, c *ctr, mine map[string]bool) str
 // that cannot be taken refuses the start.
 func (sw *swarm) takeStale(ctx context.Context, stale []holder) error {
 	for _, h := range stale {
-		if err := sw.m.takeWork(ctx, sw.repo, h, true); err != nil {
+		if err := sw.m.takeWork(ctx, sw.repo, sw.m.withReport(sw.repo, h), true); err != nil {
 			return err
 		}
 	}

@@ -49,6 +49,10 @@ type fakeEngine struct {
 	// stopHangs, when set, makes Stop block until it is closed (an engine
 	// that never answers the stop).
 	stopHangs chan struct{}
+	stopsHung int // Stop calls blocked on stopHangs so far
+	// removeHangs, when set, makes Remove block until it is closed or the
+	// caller's context ends (an engine that does not answer the remove).
+	removeHangs chan struct{}
 }
 
 type fakeCtr struct {
@@ -310,6 +314,9 @@ func (f *fakeEngine) Inspect(ctx context.Context, id string) (engine.Info, error
 
 func (f *fakeEngine) Stop(ctx context.Context, id string, grace time.Duration) error {
 	if f.stopHangs != nil {
+		f.mu.Lock()
+		f.stopsHung++
+		f.mu.Unlock()
 		<-f.stopHangs
 		return errors.New("the engine did not answer the stop")
 	}
@@ -348,6 +355,13 @@ func (f *fakeEngine) Stop(ctx context.Context, id string, grace time.Duration) e
 }
 
 func (f *fakeEngine) Remove(ctx context.Context, id string) error {
+	if f.removeHangs != nil {
+		select {
+		case <-f.removeHangs:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	f.mu.Lock()
 	c := f.get(id)
 	f.mu.Unlock()

@@ -119,6 +119,10 @@ func (m *Manager) fetchOne(ctx context.Context, repo string, h holder, rep *api.
 	skip := func(why string, commits []string) {
 		rep.Skipped = append(rep.Skipped, api.Kept{Name: h.name, Reason: why, Commits: commits})
 	}
+	if commits, err := m.unreadable(h); err != nil {
+		skip(err.Error(), commits)
+		return
+	}
 	if h.local && m.cfg.Git == nil {
 		skip("it ran in local git mode and this daemon has no git service (git.mode is remote)", nil)
 		return

@@ -27,6 +27,7 @@ const (
 	DefaultTimeout       = 2 * time.Hour
 	DefaultStopGrace     = 30 * time.Second
 	DefaultStopWait      = 2 * time.Minute
+	DefaultCleanupWait   = 2 * time.Minute
 )
 
 // Manager runs the swarms of every repository the daemon serves. Its methods
@@ -45,9 +46,9 @@ type Manager struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	swarms  map[string]*swarm      // by repo path
-	repoMu  map[string]*sync.Mutex // serialises Start/Stop/Resume/Cleanup/adopt per repo
-	oomed   map[string]bool        // container ids the engine reported oom for
+	swarms  map[string]*swarm        // by repo path
+	repoMu  map[string]chan struct{} // one token per repo: serialises Start/Stop/Resume/Cleanup/adopt
+	oomed   map[string]bool          // container ids the engine reported oom for
 	closing bool
 
 	wave *startWave // the containers starting now: their work waits for it
@@ -78,6 +79,9 @@ func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 	if cfg.StopWait <= 0 {
 		cfg.StopWait = DefaultStopWait
 	}
+	if cfg.CleanupWait <= 0 {
+		cfg.CleanupWait = DefaultCleanupWait
+	}
 	for k := range cfg.EnvVars {
 		if !contract.ValidEnvKey(k) {
 			return nil, fmt.Errorf("%w: task env var %q: keys must match %s", api.ErrInvalidRequest, k, contract.PatternEnvKey)
@@ -98,7 +102,7 @@ func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, eng: eng, log: cfg.Logger, bus: newBus(),
 		life: life, cancel: cancel,
-		swarms: map[string]*swarm{}, repoMu: map[string]*sync.Mutex{}, oomed: map[string]bool{}, wave: newStartWave(),
+		swarms: map[string]*swarm{}, repoMu: map[string]chan struct{}{}, oomed: map[string]bool{}, wave: newStartWave(),
 	}
 	m.beat.beat()
 	m.wg.Go(func() { m.watchForeignStops(life) })
@@ -125,15 +129,26 @@ func (m *Manager) publish(e api.Event) {
 
 // lockRepo serialises the operations that change one repository's swarm.
 func (m *Manager) lockRepo(repo string) func() {
+	unlock, _ := m.lockRepoCtx(context.Background(), repo)
+	return unlock
+}
+
+// lockRepoCtx is lockRepo that gives up when ctx ends (a bounded command
+// must not wait without end behind another one holding the repository).
+func (m *Manager) lockRepoCtx(ctx context.Context, repo string) (func(), error) {
 	m.mu.Lock()
 	l, ok := m.repoMu[repo]
 	if !ok {
-		l = &sync.Mutex{}
+		l = make(chan struct{}, 1)
 		m.repoMu[repo] = l
 	}
 	m.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	select {
+	case l <- struct{}{}:
+		return func() { <-l }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for the other command on this repository to finish: %w", ctx.Err())
+	}
 }
 
 func (m *Manager) getSwarm(repo string) *swarm {
@@ -344,7 +359,9 @@ func (m *Manager) lockedSwarm(ctx context.Context, repoPath string) (sw *swarm, 
 	if err != nil {
 		return nil, nil, err
 	}
-	unlock = m.lockRepo(repo)
+	if unlock, err = m.lockRepoCtx(ctx, repo); err != nil {
+		return nil, nil, err
+	}
 	sw, err = m.adopt(ctx, repo)
 	if err != nil {
 		unlock()

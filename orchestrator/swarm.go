@@ -68,6 +68,10 @@ type ctr struct {
 	// nil for a container that existed before (adopted, or older).
 	created chan struct{}
 	node    string // cluster node it runs on ("" on a single engine)
+	// pushFailed: it reported GIT_PUSH_FAILED; unpushed, the commits it
+	// named (unpushed.go).
+	pushFailed bool
+	unpushed   []string
 	// leaveWave takes the container out of the Manager's start wave
 	// (startWave); nil when it is not in one.
 	leaveWave func()
@@ -423,6 +427,10 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 	if len(drop) == 0 {
 		return rep, nil
 	}
+	// What was removed leaves the state file even when a forced cleanup's
+	// time ran out during the removals.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stateWriteWait)
+	defer cancel()
 	dropped := map[string]bool{}
 	for _, c := range drop {
 		dropped[c.name] = true
@@ -502,9 +510,11 @@ func (sw *swarm) noteMessageLocked(c *ctr, res lineResult) {
 		}
 	case *acpmsg.ErrorPayload:
 		c.addError(api.ErrorDetail{Code: p.Code, Message: p.Message})
+		c.notePushFailed(p.Code, p.Message)
 	case *acpmsg.Completion:
 		for _, e := range p.Errors {
 			c.addError(api.ErrorDetail{Message: e})
+			c.notePushFailed("", e)
 		}
 	}
 }

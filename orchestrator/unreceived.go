@@ -47,10 +47,19 @@ type ContainerWork interface {
 type holder struct {
 	swarmID, name, branch string
 	local                 bool
+	// What the swarm knows of it (none for one found by its labels): the
+	// node it ran on, and whether it reported GIT_PUSH_FAILED with which
+	// commits (unpushed.go).
+	node       string
+	pushFailed bool
+	unpushed   []string
 }
 
 func (sw *swarm) holder(c *ctr) holder {
-	return holder{swarmID: sw.id, name: c.name, branch: c.branch, local: sw.local}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return holder{swarmID: sw.id, name: c.name, branch: c.branch, local: sw.local,
+		node: c.node, pushFailed: c.pushFailed, unpushed: c.unpushed}
 }
 
 func holderOf(in engine.Info) holder {
@@ -62,6 +71,9 @@ func holderOf(in engine.Info) holder {
 // for a caller about to remove it. An error means it cannot tell: the
 // caller keeps the container unless forced.
 func (m *Manager) unreceived(ctx context.Context, repo string, h holder) ([]string, error) {
+	if commits, err := m.unreadable(h); err != nil {
+		return commits, err
+	}
 	if h.local {
 		if m.cfg.Git == nil {
 			return nil, errors.New("it ran in local git mode and this daemon has no git service to ask (git.mode is remote)")
@@ -94,6 +106,9 @@ func (m *Manager) unreceived(ctx context.Context, repo string, h holder) ([]stri
 // the rerun clones from. When that fails the error (api.ErrUnreceivedWork)
 // names the commits and the way out, and h must not be removed.
 func (m *Manager) takeWork(ctx context.Context, repo string, h holder, newSwarm bool) error {
+	if commits, err := m.unreadable(h); err != nil {
+		return refuseRerun(h, commits, err)
+	}
 	if !h.local {
 		return m.takeToOrigin(ctx, repo, h)
 	}
