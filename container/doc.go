@@ -1,12 +1,13 @@
-// Package container is the Docker Engine layer of aimi swarm: it creates the
+// Package container is the Docker backend of package engine: it creates the
 // sandbox containers (limits, dropped capabilities, no-new-privileges, an
 // isolating network), starts and waits for them, writes the task-request to
 // their stdin, reads their stdout/stderr back as timestamped lines from a
-// resumable position (internal/logcursor), each line once, stops, inspects, lists and removes them by label, and
-// reports the engine's die and oom events. It talks to the engine only
-// through the Engine API client (never the docker CLI) and knows nothing
-// about swarm messages, state files or journals: the orchestrator declares the
-// small interface it needs and *Docker satisfies it.
+// resumable position (internal/logcursor, read by internal/enginelog), each
+// line once, stops, inspects, lists and removes them by label, and reports
+// the engine's die and oom events (engine.EventSource). It talks to the
+// engine only through the Engine API client (never the docker CLI) and
+// knows nothing about swarm messages, state files or journals: *Docker
+// satisfies engine.Engine, the interface the orchestrator drives.
 //
 // Engine behaviour this package exists to absorb (measured on engine 20.10,
 // API 1.41, json-file):
@@ -20,8 +21,8 @@
 //     entries that all carry the first part's timestamp; the logs endpoint
 //     returns each entry as its own multiplexed frame with its own timestamp
 //     prefix, and only the last one ends in a newline. stdcopy.StdCopy would
-//     glue those prefixes into the middle of the line, so this package reads
-//     the frames itself (same 8-byte header format) and reassembles lines.
+//     glue those prefixes into the middle of the line, so internal/enginelog
+//     reads the frames itself (same 8-byte header format) and reassembles lines.
 //   - Since= is inclusive and has nanosecond resolution, so a cursor is the
 //     engine's timestamp plus the index among the stream's lines sharing it.
 //   - Following with Since, the engine was seen delivering every log entry

@@ -7,12 +7,9 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/enginelog"
 	"github.com/docker/docker/api/types/events"
 )
-
-// EngineTime is t as the engine's Since and Until options take it: Unix
-// seconds with nanoseconds.
-func EngineTime(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
 
 // Events subscribes to die and oom events of containers carrying all the
 // given labels. The subscription starts at the call: events between the call
@@ -28,7 +25,7 @@ func (d *Docker) Events(ctx context.Context, labels map[string]string) (<-chan e
 	now := time.Now()
 	msgs, errs := d.cli.Events(ctx, events.ListOptions{
 		Filters: f,
-		Since:   EngineTime(now),
+		Since:   enginelog.EngineTime(now),
 	})
 	out := make(chan engine.Event, 64)
 	errc := make(chan error, 1)

@@ -89,7 +89,7 @@ func TestHoldBackReadsOnWhileTheReaderWaitsForTheEngine(t *testing.T) {
 	defer cancel()
 	answered := make(chan struct{})
 	released := make(chan time.Duration, 1)
-	go g.call(func() { <-answered })
+	go g.Call(func() { <-answered })
 	t0 := time.Now()
 	go func() {
 		h.waitOpen(ctx, 10*backPressureWindow)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/enginelog"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 )
@@ -41,10 +42,13 @@ type outputGate struct {
 	wake       chan struct{}
 }
 
+// Pending notes the bytes of lines still open at the last read.
+func (g *outputGate) Pending(n int64) { g.pending.Store(n) }
+
 func newOutputGate() *outputGate { return &outputGate{wake: make(chan struct{}, 1)} }
 
-// delivered notes a line of size bytes (without its newline) handed over.
-func (g *outputGate) delivered(size int) {
+// Delivered notes a line of size bytes (without its newline) handed over.
+func (g *outputGate) Delivered(size int) {
 	g.consumed.Add(int64(size) + 1)
 	g.signal()
 }
@@ -72,29 +76,12 @@ func (g *outputGate) stalled(now time.Time) bool {
 	return false
 }
 
-// call runs f as an engine call of the reader: while it is outstanding for
-// holdStall, the hold-back lets the container's output flow. A nil gate
-// just runs f.
-func (g *outputGate) call(f func()) {
-	if g == nil {
-		f()
-		return
-	}
+// Call runs f as an engine call of the reader: while it is outstanding for
+// holdStall, the hold-back lets the container's output flow.
+func (g *outputGate) Call(f func()) {
 	g.readerCall.Store(time.Now().UnixNano())
 	defer g.readerCall.Store(0)
 	f()
-}
-
-// gatedReader marks each Read of a log stream as an engine call of the
-// reader (the time spent delivering the lines read is not).
-type gatedReader struct {
-	r io.Reader
-	g *outputGate
-}
-
-func (b gatedReader) Read(p []byte) (n int, err error) {
-	b.g.call(func() { n, err = b.r.Read(p) })
-	return n, err
 }
 
 // attachHoldBack attaches to the container's stdout and stderr and takes its
@@ -145,7 +132,7 @@ func holdBack(ctx context.Context, resp types.HijackedResponse, g *outputGate, p
 	defer resp.Close()
 	stop := context.AfterFunc(ctx, resp.Close) // unblock a read
 	defer stop()
-	var hdr [frameHeaderLen]byte
+	var hdr [enginelog.FrameHeaderLen]byte
 	var read int64
 	h := &holder{g: g, probe: probe, log: log, wait: time.NewTimer(0)}
 	defer h.wait.Stop()
@@ -202,7 +189,7 @@ func (h *holder) waitOpen(ctx context.Context, read int64) bool {
 		}
 		// The reader's snapshots note open lines, not deliveries: look
 		// again at least as often as they come.
-		h.wait.Reset(pollMin)
+		h.wait.Reset(enginelog.PollMin)
 		select {
 		case <-ctx.Done():
 			return false

@@ -14,7 +14,7 @@ func TestOutputGateOpensAsTheReaderCatchesUp(t *testing.T) {
 	if g.open(backPressureWindow + 1) {
 		t.Fatal("open past the window with nothing delivered")
 	}
-	g.delivered(99) // 100 bytes with the newline
+	g.Delivered(99) // 100 bytes with the newline
 	if !g.open(backPressureWindow+100) || g.open(backPressureWindow+101) {
 		t.Fatal("a delivered line did not move the window by its size")
 	}

@@ -26,7 +26,7 @@
 // contract.EnvSecretEnv), so no value appears in the service spec.
 //
 // Output comes from the service's logs with timestamps (the same
-// multiplexed format as a container's, so container.ReadLines follows it
+// multiplexed format as a container's, so internal/enginelog reads it
 // from a cursor); the exit from the task's state and exit code. A task
 // whose node went down, that was orphaned or rejected ends with a Failure
 // code (CodeNodeLost, engine.CodeStartFailed). Stop updates

@@ -16,9 +16,9 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/errdefs"
 
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/enginelog"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 
 	"github.com/aimi-tools/swarm/internal/ctxutil"
@@ -287,7 +287,7 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 	if _, err := e.Inspect(ctx, SandboxID(svc)); err != nil {
 		return nil, fmt.Errorf("read output of %s: %w", svc, err)
 	}
-	src := container.LogSource{
+	src := enginelog.Source{
 		Open: func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error) {
 			s, err := e.inspectService(ctx, sb)
 			if errdefs.IsNotFound(err) {
@@ -327,7 +327,7 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 				opts.Tail = strconv.Itoa(tail)
 			}
 			if !since.IsZero() {
-				opts.Since = container.EngineTime(since)
+				opts.Since = enginelog.EngineTime(since)
 			}
 			rc, err := e.cli.TaskLogs(ctx, t.ID, opts)
 			if errdefs.IsNotFound(err) {
@@ -344,7 +344,7 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 		},
 		Inspect: func(ctx context.Context) (engine.Info, error) { return e.Inspect(ctx, SandboxID(svc)) },
 	}
-	return container.ReadLines(ctx, svc, after, follow, src, e.log), nil
+	return enginelog.Read(ctx, svc, after, follow, src, e.log), nil
 }
 
 // CodeNodeLost is the failure code (engine.Exit.Failure) of a sandbox whose

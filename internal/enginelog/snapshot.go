@@ -1,4 +1,4 @@
-package container
+package enginelog
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func (r *lineReader) snapshot(ctx context.Context) (*frameSplitter, error) {
 	for r.tail <= maxTail {
 		var buf []byte
 		var err error
-		r.gate.call(func() { buf, err = r.readTail(ctx, since) })
+		r.call(func() { buf, err = r.readTail(ctx, since) })
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +57,7 @@ func (r *lineReader) snapshot(ctx context.Context) (*frameSplitter, error) {
 	}
 	var rc io.ReadCloser
 	var err error
-	r.gate.call(func() { rc, err = r.open(ctx, since, -1) })
+	r.call(func() { rc, err = r.open(ctx, since, -1) })
 	if err != nil {
 		return nil, err
 	}
@@ -119,11 +119,11 @@ func (r *lineReader) reachesBack(buf []byte) (n int, reaches bool, err error) {
 	var hasOld [3]bool
 	var first time.Time
 	for len(buf) > 0 {
-		if len(buf) < frameHeaderLen {
+		if len(buf) < FrameHeaderLen {
 			return n, false, fmt.Errorf("read frame header: %w", io.ErrUnexpectedEOF)
 		}
-		s, size := int(buf[0]), int(binary.BigEndian.Uint32(buf[4:frameHeaderLen]))
-		buf = buf[frameHeaderLen:]
+		s, size := int(buf[0]), int(binary.BigEndian.Uint32(buf[4:FrameHeaderLen]))
+		buf = buf[FrameHeaderLen:]
 		if size > len(buf) {
 			return n, false, fmt.Errorf("read frame payload: %w", io.ErrUnexpectedEOF)
 		}
@@ -170,7 +170,7 @@ func (r *lineReader) deliver(ctx context.Context, l engine.Line) bool {
 	case r.out <- l:
 		r.delivered++
 		if r.gate != nil {
-			r.gate.delivered(l.Size)
+			r.gate.Delivered(l.Size)
 		}
 		return true
 	case <-ctx.Done():

@@ -1,4 +1,4 @@
-package container
+package enginelog
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func (r *lineReader) waitBell(ctx context.Context) next {
 	if r.bell == nil {
 		var b *doorbell
 		var err error
-		r.gate.call(func() { b, err = openDoorbell(ctx, r.ring) })
+		r.call(func() { b, err = openDoorbell(ctx, r.ring) })
 		if err == nil {
 			r.bell = b
 			return readAgain
@@ -105,7 +105,7 @@ func (r *lineReader) bellEnded(ctx context.Context, err error) next {
 	wait := r.backoff()
 	if r.failures == 0 {
 		wait = r.reopen // backoff doubled it up to pollMax
-		r.reopen = min(max(2*r.reopen, pollMin), reopenMax)
+		r.reopen = min(max(2*r.reopen, PollMin), reopenMax)
 	}
 	if ctxutil.Sleep(ctx, wait) != nil {
 		return readStop

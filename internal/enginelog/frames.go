@@ -1,4 +1,4 @@
-package container
+package enginelog
 
 import (
 	"bufio"
@@ -15,7 +15,9 @@ import (
 )
 
 const (
-	frameHeaderLen = 8
+	// FrameHeaderLen is the multiplexed stream's frame header: stream id, three
+	// zero bytes, payload length (big endian).
+	FrameHeaderLen = 8
 	// maxPrefixLen bounds the search for the timestamp's terminating space
 	// (the engine's fixed layout is 30 bytes).
 	maxPrefixLen = 64
@@ -94,7 +96,7 @@ func (f *frameSplitter) readFrom(r io.Reader) error {
 	if !ok {
 		br = bufio.NewReaderSize(r, chunkLen)
 	}
-	var hdr [frameHeaderLen]byte
+	var hdr [FrameHeaderLen]byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
 			if err == io.EOF {
