@@ -8,7 +8,11 @@
 // A request's placeholder is its container's credential, bound like the
 // git service's tokens: it works only through its network's gateway
 // address, only from the first address that used it (its container's),
-// and not after Revoke (the container ended). The gateway removes every
+// and not after Revoke (the container ended). A container without a
+// network reaches the gateway through a socket of its own instead
+// (ServeSandbox, served by its runner on SandboxPort of its loopback): the
+// socket says which container asks, and a placeholder is accepted only
+// from its own. The gateway removes every
 // credential header, puts the real key where the provider expects it and
 // forwards only to that provider's upstream (models.<name>.url). Answers
 // stream through unbuffered. Placeholders are persisted as hashes only, so

@@ -147,9 +147,14 @@ func (s *Service) Close() error {
 	s.closed = true
 	ls := s.listeners
 	s.listeners = map[string]*listener{}
+	var sbs []*http.Server
+	for srv := range s.sandboxes {
+		sbs = append(sbs, srv)
+	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	closeSandboxes(ctx, sbs)
 	var errs []error
 	for _, l := range ls {
 		if err := l.srv.Shutdown(ctx); err != nil {

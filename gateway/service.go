@@ -148,6 +148,7 @@ type Service struct {
 	limits    Limits
 	conns     *connLimiter
 	proxy     http.Handler
+	sandboxServers
 
 	mu        sync.Mutex
 	port      int
@@ -187,6 +188,7 @@ func New(opts Options) (*Service, error) {
 		byHash: map[string]*record{}, inflight: map[grantKey]chan struct{}{},
 		listeners: map[string]*listener{}, ips: map[string]bool{}, stopSweep: make(chan struct{}),
 	}
+	s.sandboxes = map[*http.Server]bool{}
 	s.conns = &connLimiter{max: s.limits.MaxConns, perPeer: s.limits.MaxConnsPerPeer, peers: map[string]int{}, log: s.log}
 	tr := opts.Transport
 	if tr == nil {
@@ -227,8 +229,11 @@ func (s *Service) Providers() []string {
 
 // Grant gives containerName of swarm swarmID a fresh placeholder for each
 // model key, valid through gateway (its network's, given to ListenOn) and
-// from the first address that uses it. A new Grant replaces the
-// container's placeholders. With no keys it returns an empty Grant.
+// from the first address that uses it. With gateway "" the container has
+// no network: the placeholders work only through its own socket
+// (ServeSandbox), and its base URLs name SandboxPort on its loopback. A
+// new Grant replaces the container's placeholders. With no keys it
+// returns an empty Grant.
 func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 	if len(s.keys) == 0 {
 		return Grant{}, nil
@@ -239,12 +244,15 @@ func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.listeners[ip]
-	if l == nil {
-		return Grant{}, fmt.Errorf("model gateway: not listening on %q (the sandbox network's gateway; on a cluster set git.address)", gateway)
+	base := "https://" + net.JoinHostPort(loopback, strconv.Itoa(SandboxPort)) + "/"
+	if gateway != "" {
+		l := s.listeners[ip]
+		if l == nil {
+			return Grant{}, fmt.Errorf("model gateway: not listening on %q (the sandbox network's gateway; on a cluster set git.address)", gateway)
+		}
+		base = "https://" + net.JoinHostPort(ip, strconv.Itoa(l.port)) + "/"
 	}
 	s.revokeLocked(swarmID, containerName)
-	base := "https://" + net.JoinHostPort(ip, strconv.Itoa(l.port)) + "/"
 	env := map[string]string{}
 	for _, v := range slices.Sorted(maps.Keys(s.keys)) {
 		p := s.providers[s.owner[v]]
@@ -303,6 +311,16 @@ func (s *Service) admit(r *http.Request, ph string) (record, string) {
 	rec := s.byHash[hash(ph)]
 	if rec == nil {
 		return record{}, "unknown or revoked placeholder"
+	}
+	if sb, ok := r.Context().Value(sandboxKey{}).(grantKey); ok {
+		// Through a container's own socket: it says who is asking.
+		if rec.Gateway != "" || sb != (grantKey{rec.Swarm, rec.Container}) {
+			return record{}, "placeholder of another container"
+		}
+		return *rec, ""
+	}
+	if rec.Gateway == "" {
+		return record{}, "placeholder of a container without a network, used from a network"
 	}
 	peer, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
