@@ -175,6 +175,7 @@ func peakRunning(t *testing.T, d *container.Docker, labels map[string]string, st
 }
 
 func TestRealSwarmOfSixWithMaxTwo(t *testing.T) {
+	t.Parallel() // on the engine with their own labels, names and repositories
 	d, labels := realEngine(t)
 	names := uniqueNames(labels, "a", "b", "c", "d", "e", "f")
 	repo, files := testRepo(t, names, 3)
@@ -218,6 +219,7 @@ func TestRealSwarmOfSixWithMaxTwo(t *testing.T) {
 }
 
 func TestRealOutcomesAndBadLines(t *testing.T) {
+	t.Parallel()
 	d, labels := realEngine(t)
 	names := uniqueNames(labels, "bad", "oom", "crash", "exit0", "errmsg")
 	repo, files := testRepo(t, names, 1)
@@ -285,6 +287,7 @@ func TestRealOutcomesAndBadLines(t *testing.T) {
 }
 
 func TestRealStopMidSwarm(t *testing.T) {
+	t.Parallel()
 	d, labels := realEngine(t)
 	names := uniqueNames(labels, "trap", "stubborn", "waiting")
 	repo, files := testRepo(t, names, 1)
@@ -402,8 +405,10 @@ func stdoutLines(repo, frag string) int {
 }
 
 func TestRealCrashRecovery(t *testing.T) {
+	t.Parallel()
 	for _, killAt := range []int{3, 25, 45} {
 		t.Run(fmt.Sprintf("kill after %d journal records", killAt), func(t *testing.T) {
+			t.Parallel()
 			crashOnce(t, killAt)
 		})
 	}
