@@ -23,110 +23,81 @@ type storyResult struct {
 	dir     string       // the story's worktree, when isolated
 }
 
+// sched is one schedule call's bookkeeping.
+type sched struct {
+	idx       map[string]int  // story id -> index in the task file
+	retry     map[string]bool // failed or in_progress at start: an earlier run's leftovers, retried once
+	attempted map[string]bool
+	running   map[string]bool
+	blocked   map[string]bool // skipped in this run because a dependency failed
+	limit     int
+	// isolate: with more than one story at a time, each story works in
+	// its own git worktree and its changes are cherry-picked onto the
+	// branch when it completes: concurrent agents neither see nor commit
+	// each other's edits, and a failed story's changes stay off the
+	// branch. One at a time, the story works in the workspace itself (the
+	// path agents and verify commands expect), and a failed story's
+	// changes are committed with its status for inspection.
+	isolate bool
+	results chan storyResult
+}
+
+func newSched(f *tasks.File) *sched {
+	sc := &sched{idx: make(map[string]int, len(f.UserStories)), retry: map[string]bool{},
+		attempted: map[string]bool{}, running: map[string]bool{}, blocked: map[string]bool{},
+		limit: f.Metadata.MaxConcurrency, results: make(chan storyResult)}
+	for i, s := range f.UserStories {
+		sc.idx[s.ID] = i
+		if s.Status == tasks.Failed || s.Status == tasks.InProgress {
+			sc.retry[s.ID] = true
+		}
+	}
+	if sc.limit <= 0 {
+		sc.limit = tasks.DefaultMaxConcurrency
+	}
+	sc.isolate = sc.limit > 1
+	return sc
+}
+
+// eligible: not running, not tried yet in this run, and pending or a
+// leftover to retry.
+func (sc *sched) eligible(s tasks.Story) bool {
+	if sc.running[s.ID] || sc.attempted[s.ID] {
+		return false
+	}
+	return s.Status == tasks.Pending || sc.retry[s.ID]
+}
+
 // schedule runs stories until none is left or ctx (the stop signal) ends;
 // it reports whether the run was stopped. Only this goroutine touches
 // r.file and git; workers only drive agents and verify.
 func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
-	f := r.file
-	idx := make(map[string]int, len(f.UserStories))
-	for i, s := range f.UserStories {
-		idx[s.ID] = i
-	}
-	// Failed or in_progress at start: an earlier run's leftovers, retried once.
-	retry := map[string]bool{}
-	for _, s := range f.UserStories {
-		if s.Status == tasks.Failed || s.Status == tasks.InProgress {
-			retry[s.ID] = true
-		}
-	}
-	attempted := map[string]bool{}
-	running := map[string]bool{}
-	blocked := map[string]bool{} // skipped in this run because a dependency failed
-	limit := f.Metadata.MaxConcurrency
-	if limit <= 0 {
-		limit = tasks.DefaultMaxConcurrency
-	}
-	eligible := func(s tasks.Story) bool {
-		if running[s.ID] || attempted[s.ID] {
-			return false
-		}
-		return s.Status == tasks.Pending || retry[s.ID]
-	}
-	// With more than one story at a time, each story works in its own git
-	// worktree and its changes are cherry-picked onto the branch when it
-	// completes: concurrent agents neither see nor commit each other's
-	// edits, and a failed story's changes stay off the branch. One at a
-	// time, the story works in the workspace itself (the path agents and
-	// verify commands expect), and a failed story's changes are committed
-	// with its status for inspection.
-	isolate := limit > 1
-	results := make(chan storyResult)
+	sc := newSched(r.file)
 	done := ctx.Done()
-
 	for {
 		if !stopped && ctx.Err() != nil {
 			// Stopped between stories: start nothing new.
 			stopped, done = true, nil
 		}
 		if !stopped {
-			skipped := r.propagateSkips(idx, eligible, blocked, attempted)
-			if len(skipped) > 0 {
-				ids := make([]string, len(skipped))
-				for i, sk := range skipped {
-					ids[i] = sk.id
-				}
-				r.persist(ctx, "Skip "+strings.Join(ids, ", ")+": a dependency failed", false)
-				for _, sk := range skipped {
-					r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: sk.id, Status: acpmsg.StorySkipped, Output: acpmsg.TruncateOutput(sk.why)})
-				}
-			}
-			for _, s := range r.ready(eligible, blocked) {
-				if len(running) >= limit {
+			r.skipBlocked(ctx, sc)
+			for _, s := range r.ready(sc.eligible, sc.blocked) {
+				if len(sc.running) >= sc.limit {
 					break
 				}
-				running[s.ID] = true
-				attempted[s.ID] = true
-				prompt := buildPrompt(f, s, r.req.TaskFilePath)
-				prev := s.Status
-				r.setStatus(s.ID, tasks.InProgress, "")
-				r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: s.ID, Status: acpmsg.StoryInProgress,
-					Output: acpmsg.TruncateOutput(fmt.Sprintf("Started %s: %s (agent %s).", s.ID, s.Title, r.cfg.Agent))})
-				r.log.Info("story started", "story", s.ID, "running", len(running), "limit", limit, "isolated", isolate)
-				dir, wtErr := r.cfg.Workspace, error(nil)
-				if isolate {
-					dir, wtErr = r.git.addWorktree(ctx, s.ID)
-				}
-				go func(s tasks.Story) {
-					var res storyResult
-					if wtErr != nil {
-						res = storyResult{id: s.ID, status: tasks.Failed,
-							output:  fmt.Sprintf("%s failed before the agent started: no worktree: %v.", s.ID, wtErr),
-							note:    "failed: no worktree: " + oneLine(wtErr.Error(), 300),
-							errText: fmt.Sprintf("%s: worktree: %v", s.ID, wtErr)}
-						if ctx.Err() != nil {
-							res.status = tasks.InProgress
-						}
-					} else {
-						res = r.work(ctx, be, s, prompt, dir)
-					}
-					res.prev = prev
-					if isolate && wtErr == nil {
-						res.dir = dir
-					}
-					results <- res
-				}(s)
+				r.startStory(ctx, be, sc, s)
 			}
 		}
-		if len(running) == 0 {
+		if len(sc.running) == 0 {
 			break
 		}
 		select {
 		case <-done:
-			r.log.Info("stop requested: cancelling stories in flight", "running", len(running))
+			r.log.Info("stop requested: cancelling stories in flight", "running", len(sc.running))
 			stopped, done = true, nil
-		case res := <-results:
-			delete(running, res.id)
-			r.finish(ctx, res, idx, stopped)
+		case res := <-sc.results:
+			delete(sc.running, res.id)
+			r.finish(ctx, res, sc.idx, stopped)
 		}
 	}
 	if !stopped && ctx.Err() != nil {
@@ -135,13 +106,66 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 	if !stopped {
 		// Whatever is still pending could never become ready (e.g. a cycle
 		// the parser let through): say so instead of hanging or staying silent.
-		for _, s := range f.UserStories {
-			if eligible(s) && s.Status == tasks.Pending {
+		for _, s := range r.file.UserStories {
+			if sc.eligible(s) && s.Status == tasks.Pending {
 				r.addErr("%s never became ready: its dependencies %v did not complete", s.ID, s.DependsOn)
 			}
 		}
 	}
 	return stopped
+}
+
+// skipBlocked skips the stories behind a failed dependency, commits that
+// and says so.
+func (r *run) skipBlocked(ctx context.Context, sc *sched) {
+	skipped := r.propagateSkips(sc.idx, sc.eligible, sc.blocked, sc.attempted)
+	if len(skipped) == 0 {
+		return
+	}
+	ids := make([]string, len(skipped))
+	for i, sk := range skipped {
+		ids[i] = sk.id
+	}
+	r.persist(ctx, "Skip "+strings.Join(ids, ", ")+": a dependency failed", false)
+	for _, sk := range skipped {
+		r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: sk.id, Status: acpmsg.StorySkipped, Output: acpmsg.TruncateOutput(sk.why)})
+	}
+}
+
+// startStory marks s in progress and runs it on a worker, whose result
+// comes back on sc.results.
+func (r *run) startStory(ctx context.Context, be backend, sc *sched, s tasks.Story) {
+	sc.running[s.ID] = true
+	sc.attempted[s.ID] = true
+	prompt := buildPrompt(r.file, s, r.req.TaskFilePath)
+	prev := s.Status
+	r.setStatus(s.ID, tasks.InProgress, "")
+	r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: s.ID, Status: acpmsg.StoryInProgress,
+		Output: acpmsg.TruncateOutput(fmt.Sprintf("Started %s: %s (agent %s).", s.ID, s.Title, r.cfg.Agent))})
+	r.log.Info("story started", "story", s.ID, "running", len(sc.running), "limit", sc.limit, "isolated", sc.isolate)
+	dir, wtErr := r.cfg.Workspace, error(nil)
+	if sc.isolate {
+		dir, wtErr = r.git.addWorktree(ctx, s.ID)
+	}
+	go func() {
+		var res storyResult
+		if wtErr != nil {
+			res = storyResult{id: s.ID, status: tasks.Failed,
+				output:  fmt.Sprintf("%s failed before the agent started: no worktree: %v.", s.ID, wtErr),
+				note:    "failed: no worktree: " + oneLine(wtErr.Error(), 300),
+				errText: fmt.Sprintf("%s: worktree: %v", s.ID, wtErr)}
+			if ctx.Err() != nil {
+				res.status = tasks.InProgress
+			}
+		} else {
+			res = r.work(ctx, be, s, prompt, dir)
+		}
+		res.prev = prev
+		if sc.isolate && wtErr == nil {
+			res.dir = dir
+		}
+		sc.results <- res
+	}()
 }
 
 // ready lists eligible stories whose dependencies are all completed or

@@ -28,7 +28,6 @@ var longFuncs = map[string]bool{
 	"orchestrator/follow.go follower.begin":             true,
 	"orchestrator/manager.go Manager.Start":             true,
 	"runner/agent.go acpBackend.runStory":               true,
-	"runner/schedule.go run.schedule":                   true,
 	"state/fold.go Tracker.apply":                       true,
 	"swarmmode/service.go Engine.WriteStdin":            true,
 	"swarmmode/service.go Engine.serviceSpec":           true,
