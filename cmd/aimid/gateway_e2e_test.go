@@ -57,6 +57,7 @@ func fakeProvider(t *testing.T, key string) *httptest.Server {
 // every readable file for the real key and finds none. A placeholder used
 // from the other sandbox is refused.
 func TestModelKeyStaysInTheDaemon(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var rnd [16]byte
