@@ -89,6 +89,11 @@ type Sandbox struct {
 	Runtime         string
 	RequireRuntime  bool
 	ReadOnlyRoot    bool
+	// WarmPool is how many sandboxes of Image the daemon keeps started and
+	// waiting for a task (0: none; docs/warm-pool.md); WarmMaxAge is how
+	// long one may wait before it is replaced.
+	WarmPool   int
+	WarmMaxAge time.Duration
 }
 
 // Swarm is the fan-out and supervision settings.
@@ -193,6 +198,8 @@ var scalarKeys = []key{
 	{"sandbox.runtime", `OCI runtime ("" or sysbox-runc)`},
 	{"sandbox.require_runtime", "refuse to run when the runtime is missing"},
 	{"sandbox.read_only_root", "read-only root filesystem"},
+	{"sandbox.warm_pool", "sandboxes kept started and waiting for a task (0: none)"},
+	{"sandbox.warm_max_age", "longest a warm sandbox waits before it is replaced"},
 	{"swarm.max_containers", "containers running at once"},
 	{"swarm.timeout", "time limit per container"},
 	{"swarm.stop_grace", "time between SIGTERM and SIGKILL on stop"},
@@ -482,6 +489,8 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 		bad("sandbox.require_runtime", "true", "needs sandbox.runtime", "set sandbox.runtime (e.g. sysbox-runc) or require_runtime: false")
 	}
 	c.Sandbox.ReadOnlyRoot = boolean("sandbox.read_only_root")
+	c.Sandbox.WarmPool = int(integer("sandbox.warm_pool", 0, 256))
+	c.Sandbox.WarmMaxAge = duration("sandbox.warm_max_age")
 
 	c.Swarm.MaxContainers = int(integer("swarm.max_containers", 1, 256))
 	c.Swarm.Timeout = duration("swarm.timeout")

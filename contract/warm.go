@@ -23,8 +23,9 @@ type WarmClaim struct {
 	CAPEM string `json:"caPem,omitempty"`
 }
 
-// MaxWarmClaimBytes bounds a claim line.
-const MaxWarmClaimBytes = 256 << 10
+// MaxWarmClaimBytes bounds a claim line: one stdin line of the engine
+// (acpmsg.MaxLineBytes).
+const MaxWarmClaimBytes = 64 << 10
 
 // ParseWarmClaim reads a claim line. Errors never quote the line: it
 // holds secrets.

@@ -70,6 +70,9 @@ type Config struct {
 	// carry all of them: two daemons (or parallel test runs) on one engine
 	// keep apart this way. Empty for the one daemon of a machine.
 	Labels map[string]string
+	// Warm is the warm pool starts claim sandboxes from; nil creates every
+	// container.
+	Warm WarmPool
 	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
 	// Observer, when set, hears every event, state save and journal record

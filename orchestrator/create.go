@@ -255,6 +255,7 @@ func (sw *swarm) trackInOrder(ctx context.Context, all []*ctr, made []chan error
 		if err := sw.led.flush(ctx); err != nil {
 			return fmt.Errorf("save the swarm state: %w", err)
 		}
+		sw.confirmWarm(unsaved)
 		for _, u := range unsaved {
 			close(u.created)
 		}
@@ -326,7 +327,15 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 		}
 		mg = &gr
 	}
-	id, err := sw.m.eng.Create(ctx, sw.createSpec(c, g, mg))
+	spec := sw.createSpec(c, g, mg)
+	if ok, err := sw.claimWarm(ctx, c, spec); ok || err != nil {
+		if err != nil {
+			sw.revoke(c)
+			return fmt.Errorf("claim a warm sandbox as %s for %s: %w", c.name, c.taskFile, err)
+		}
+		return nil
+	}
+	id, err := sw.m.eng.Create(ctx, spec)
 	if err != nil {
 		sw.revoke(c)
 		return fmt.Errorf("create container %s for %s: %w", c.name, c.taskFile, err)

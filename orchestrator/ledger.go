@@ -114,8 +114,13 @@ func streamName(s engine.Stream) string {
 
 // daemon journals (and folds) a message the daemon sent or decided.
 func (l *ledger) daemon(ctx context.Context, name string, m acpmsg.Message) (rejected string, err error) {
+	return l.daemonNote(ctx, name, m, "")
+}
+
+// daemonNote is daemon with a note in the record's reason.
+func (l *ledger) daemonNote(ctx context.Context, name string, m acpmsg.Message, note string) (rejected string, err error) {
 	l.mu.RLock()
-	err = l.rec.Record(ctx, name, state.Record{Stream: state.StreamDaemon, Valid: true}, &m)
+	err = l.rec.Record(ctx, name, state.Record{Stream: state.StreamDaemon, Valid: true, Reason: note}, &m)
 	l.mu.RUnlock()
 	var re *state.RejectedError
 	if errors.As(err, &re) {

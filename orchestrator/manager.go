@@ -189,6 +189,10 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	}
 	unlock := m.lockRepo(repo)
 	defer unlock()
+	if m.cfg.Warm != nil {
+		// The pool's own creates wait for this start's.
+		defer m.cfg.Warm.Busy()()
+	}
 	t0 := time.Now()
 	phase := func(what string) {
 		m.log.Debug("start phase", "repo", repo, "phase", what, "after", time.Since(t0))

@@ -373,10 +373,20 @@ func (sw *swarm) sendRequest(ctx context.Context, c *ctr) error {
 	if err != nil {
 		return err
 	}
+	sw.mu.Lock()
+	warm := c.warm
+	sw.mu.Unlock()
+	note := ""
+	if warm {
+		if err := sw.sendClaim(ctx, c); err != nil {
+			return err
+		}
+		note = warmNote
+	}
 	if err := sw.m.eng.WriteStdin(ctx, sw.idOf(c), append(line, '\n')); err != nil {
 		return fmt.Errorf("write the task-request to %s: %w", c.name, err)
 	}
-	if _, err := sw.led.daemon(ctx, c.name, m); err != nil {
+	if _, err := sw.led.daemonNote(ctx, c.name, m, note); err != nil {
 		return fmt.Errorf("journal the task-request: %w", err)
 	}
 	return nil

@@ -75,6 +75,12 @@ type ctr struct {
 	// leaveWave takes the container out of the Manager's start wave
 	// (startWave); nil when it is not in one.
 	leaveWave func()
+	// warm: a sandbox claimed from the warm pool, whose runner waits for
+	// its claim line (sendClaim) before the task-request. claimEnv and
+	// caFile are what the line carries, held in memory only until sent.
+	warm     bool
+	claimEnv []string
+	caFile   string
 }
 
 // leaveWave takes c out of the start wave, if it is in one.

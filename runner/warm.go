@@ -70,3 +70,33 @@ func readLine(in *bufio.Reader, max int) ([]byte, error) {
 		}
 	}
 }
+
+// claimPrefix starts every claim line (the daemon marshals a
+// contract.WarmClaim, whose first field is env).
+const claimPrefix = `{"env":`
+
+// SkipClaims is in without the claim lines that precede the task-request:
+// a daemon that restarted between writing a claim and journaling the
+// request writes both again, and the runner takes only the first.
+func SkipClaims(in *bufio.Reader) io.Reader {
+	return &skipClaims{in: in}
+}
+
+type skipClaims struct {
+	in   *bufio.Reader
+	past bool // a line that is not a claim was seen: pass the rest
+}
+
+func (s *skipClaims) Read(p []byte) (int, error) {
+	for !s.past {
+		b, err := s.in.Peek(len(claimPrefix))
+		if err != nil || string(b) != claimPrefix {
+			s.past = true
+			break
+		}
+		if _, err := readLine(s.in, contract.MaxWarmClaimBytes); err != nil {
+			return 0, err
+		}
+	}
+	return s.in.Read(p)
+}

@@ -15,7 +15,7 @@ import (
 func TestApplyWarmClaimSetsEnvAndLeavesTheRequest(t *testing.T) {
 	dir := t.TempDir()
 	env := map[string]string{contract.EnvWarm: "1"}
-	in := bufio.NewReader(strings.NewReader(`{"env":["` + contract.EnvGitToken + `=tok","X=a=b"],"caPem":"PEM"}` + "\n" + `{"type":"task-request"}` + "\n"))
+	in := bufio.NewReader(strings.NewReader(`{"env":["` + contract.EnvGitToken + `=tok","X=a=b"],"caPem":"PEM"}` + "\n" + `{"env":["A=again"]}` + "\n" + `{"type":"task-request"}` + "\n"))
 	set := func(k, v string) error { env[k] = v; return nil }
 	if err := ApplyWarmClaim(func(k string) string { return env[k] }, set, in, dir); err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestApplyWarmClaimSetsEnvAndLeavesTheRequest(t *testing.T) {
 	if b, err := os.ReadFile(ca); err != nil || string(b) != "PEM" || filepath.Dir(ca) != dir {
 		t.Fatalf("CA file %q: %q %v", ca, b, err)
 	}
-	rest, _ := in.ReadString('\n')
+	rest, _ := bufio.NewReader(SkipClaims(in)).ReadString('\n')
 	if rest != `{"type":"task-request"}`+"\n" {
 		t.Fatalf("the request line was consumed: left %q", rest)
 	}

@@ -230,7 +230,7 @@ func (r *Recorder) Record(ctx context.Context, containerName string, rec Record,
 	var rejected error
 	changed := false
 	if msg != nil {
-		rec.Valid, rec.Reason = true, ""
+		rec.Valid, rec.Reason = true, daemonNote(rec)
 		rec.Type = string(msg.Type)
 		if err := r.checkIdentity(tc.c, msg); err != nil {
 			rejected = err
@@ -432,4 +432,13 @@ func (r *Recorder) Stats() RecorderStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats
+}
+
+// daemonNote is the reason a record of a message keeps: the daemon's own
+// note on what it sent (a warm claim); a container's message has none.
+func daemonNote(rec Record) string {
+	if rec.Stream != StreamDaemon {
+		return ""
+	}
+	return rec.Reason
 }

@@ -79,7 +79,7 @@ func run(args []string) int {
 	cfg.Logger = log
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	in, err := runner.RequestInput(os.Getenv, stdin)
+	in, err := runner.RequestInput(os.Getenv, runner.SkipClaims(stdin))
 	if err != nil {
 		log.Error("configuration", "err", err)
 		reportConfigError(cfg, err)

@@ -25,6 +25,9 @@ type backend struct {
 	// limit (container.ErrDiskLimitUnsupported when not).
 	checkDisk func(ctx context.Context, image string, labels map[string]string) error
 	close     func() error
+	// docker is the single Docker engine (nil on the swarm backend): the
+	// warm pool's.
+	docker *container.Docker
 }
 
 // openBackend connects to the engine.backend at engine.host (DOCKER_HOST
@@ -69,7 +72,7 @@ func openBackend(ctx context.Context, cfg *configs.Config, instance string, log 
 		if err != nil {
 			return backend{}, err
 		}
-		return backend{eng: docker, probe: gitserve.EngineProbe{Files: docker}, trees: docker, checkDisk: docker.CheckDiskLimit, close: docker.Close}, nil
+		return backend{eng: docker, docker: docker, probe: gitserve.EngineProbe{Files: docker}, trees: docker, checkDisk: docker.CheckDiskLimit, close: docker.Close}, nil
 	}
 }
 

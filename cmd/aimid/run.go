@@ -37,6 +37,7 @@ type options struct {
 	userConfig string
 	logLevel   string
 	instance   string
+	drainPool  bool
 }
 
 var instanceRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
@@ -51,6 +52,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs.StringVar(&o.userConfig, "config", "", `user config file (default $XDG_CONFIG_HOME/aimi/config.yaml; "-" for none)`)
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&o.instance, "instance", fmt.Sprintf("uid-%d", os.Getuid()), "this daemon's name on the engine (label "+contract.LabelDaemon+"): it adopts only containers carrying it")
+	fs.BoolVar(&o.drainPool, "drain-pool", false, "remove every sandbox waiting in the warm pool (sandbox.warm_pool), then exit; claimed ones belong to their swarms and stay")
 	configs.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -119,6 +121,10 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer release()
 
+	pool, err := openPool(ctx, cfg, o, be, log) // claims settled before any adoption
+	if err != nil || o.drainPool {
+		return err
+	}
 	git, models, closeServices, err := openServices(cfg, o, be, met, log)
 	if err != nil {
 		return err
@@ -131,7 +137,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	defer cancelLife()
 	oc := orchestratorConfig(cfg, git, log)
 	oc.Models = models
-	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
+	oc.Labels = daemonLabels(o)
 	if be.probe != nil && be.trees != nil {
 		// Whatever the git mode, what only a container holds is read and
 		// taken out of it before it is removed or replaced.
@@ -139,12 +145,9 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
 	oc.Observer = met
-	mgr, err := orchestrator.New(life, oc, be.eng)
+	mgr, err := startManager(ctx, life, oc, be.eng, pool, cfg)
 	if err != nil {
 		return err
-	}
-	if err := mgr.Recover(ctx); err != nil {
-		return fmt.Errorf("recover swarms: %w", err)
 	}
 	met.Attach(mgr)
 	if cfg.Metrics.Listen != "" {
@@ -158,7 +161,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		ResolveRepo:  orchestrator.ResolveRepo,
 		Swarms:       mgr,
 		Logger:       log,
-		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log),
+		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
 		Version:      version,
 	})
 }

@@ -123,7 +123,10 @@ func openModels(c *configs.Config, dataDir string, log *slog.Logger) (*gateway.S
 // daemon log naming them, and a restart of aimid with them in the user
 // config is the way to change them. A bad repo config refuses the start
 // with every problem (HTTP 400, field "config").
-func prepareStart(global *configs.Config, base configs.LoadOptions, gitService bool, log *slog.Logger) func(context.Context, *api.StartRequest) error {
+//
+// warm, when set, hears the repository's config at each start (its
+// sandbox.warm_pool).
+func prepareStart(global *configs.Config, base configs.LoadOptions, gitService bool, log *slog.Logger, warm func(*api.StartRequest, *configs.Config)) func(context.Context, *api.StartRequest) error {
 	return func(ctx context.Context, req *api.StartRequest) error {
 		opts := base
 		opts.RepoPath = req.RepoPath
@@ -144,6 +147,9 @@ func prepareStart(global *configs.Config, base configs.LoadOptions, gitService b
 			case configs.GitAuto:
 				req.Local = !hasOrigin(ctx, req.RepoPath)
 			}
+		}
+		if warm != nil {
+			warm(req, rc)
 		}
 		if ignored := daemonWideDiffs(global, rc); len(ignored) > 0 {
 			log.Warn("repo config keys apply daemon-wide only; put them in the user config and restart aimid",

@@ -67,7 +67,7 @@ func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			repo := repoWith(tt.yaml, tt.origin)
 			var logs bytes.Buffer
-			prep := prepareStart(global, base, tt.git, slog.New(slog.NewTextHandler(&logs, nil)))
+			prep := prepareStart(global, base, tt.git, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 			req := tt.req
 			req.RepoPath = repo
 			err := prep(context.Background(), &req)

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// warmTestRepo is a checkout without origin holding one-story task files
+// names (local git mode).
+func warmTestRepo(t testing.TB, names ...string) string {
+	t.Helper()
+	repo := shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", n+"-tasks.json"), taskFileJSON("feat/"+n, 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task files")
+	removeProjectContainersAtEnd(t, repo)
+	return repo
+}
+
+// startWarmAimid is startAimidLocal with a secret in agent.env (which the
+// environment cannot set).
+func startWarmAimid(t testing.TB, sock, dataDir, image, secret string, extraEnv ...string) *proc {
+	t.Helper()
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIMI_") {
+			env = append(env, kv)
+		}
+	}
+	settings := []string{
+		"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+		"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_SWARM_STOP_GRACE=2s",
+	}
+	cfg := "agent:\n  kind: demo\n  env:\n    WARM_SECRET: " + secret + "\ngit:\n  mode: local\n"
+	return launchAimid(t, sock, dataDir, cfg, "debug", env, append(settings, extraEnv...)...)
+}
+
+// warmSandboxes lists the pool sandboxes of a daemon instance (waiting or
+// claimed: the engine's labels do not change at a claim).
+func warmSandboxes(t testing.TB, ctx context.Context, cli *client.Client, instance string) []dcontainer.InspectResponse {
+	t.Helper()
+	f := filters.NewArgs(filters.Arg("label", contract.LabelDaemon+"="+instance), filters.Arg("label", contract.LabelWarm+"="+contract.WarmLabelPool))
+	cs, err := cli.ContainerList(ctx, dcontainer.ListOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []dcontainer.InspectResponse
+	for _, c := range cs {
+		if in, err := cli.ContainerInspect(ctx, c.ID); err == nil {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// waitingIn is the pool sandboxes still waiting for a claim: named as the
+// pool names them, running, on no network.
+func waitingIn(all []dcontainer.InspectResponse) []dcontainer.InspectResponse {
+	var out []dcontainer.InspectResponse
+	for _, in := range all {
+		if strings.HasPrefix(in.Name, "/aimi-warm-") && in.State.Running {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// waitPool waits until n pool sandboxes of instance wait for a claim.
+func waitPool(t testing.TB, ctx context.Context, cli *client.Client, instance string, n int, p *proc) []dcontainer.InspectResponse {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		w := waitingIn(warmSandboxes(t, ctx, cli, instance))
+		if len(w) == n {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pool sandboxes waiting, want %d; daemon log:\n%s", len(w), n, p.stderr.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// checkReachesNothing: a waiting pool sandbox has a loopback only (no
+// network endpoint at all), and no token, repository or secret.
+func checkReachesNothing(t testing.TB, in dcontainer.InspectResponse, secret string) {
+	t.Helper()
+	if in.HostConfig.NetworkMode != "none" {
+		t.Errorf("%s: network mode %q, want none", in.Name, in.HostConfig.NetworkMode)
+	}
+	for name, ep := range in.NetworkSettings.Networks {
+		if name != "none" || ep.IPAddress != "" || ep.Gateway != "" {
+			t.Errorf("%s: on network %s (%s via %s): a pool sandbox must reach nothing", in.Name, name, ep.IPAddress, ep.Gateway)
+		}
+	}
+	for _, kv := range in.Config.Env {
+		if strings.Contains(kv, secret) || strings.HasPrefix(kv, contract.EnvGitToken+"=") || strings.HasPrefix(kv, contract.EnvGitSSLCAInfo+"=") {
+			t.Errorf("%s: environment holds %q before any claim", in.Name, strings.SplitN(kv, "=", 2)[0])
+		}
+	}
+	if len(in.Mounts) > 0 && in.HostConfig.Binds != nil {
+		t.Errorf("%s: bind mounts %v before any claim", in.Name, in.HostConfig.Binds)
+	}
+}
+
+// sameIsolation compares what isolates a sandbox: limits, capabilities,
+// security options, root filesystem, runtime, the networks it is on.
+func sameIsolation(t testing.TB, claimed, created dcontainer.InspectResponse) {
+	t.Helper()
+	type iso struct {
+		CPUs, Mem, Swap int64
+		Pids            int64
+		CapAdd, CapDrop []string
+		SecOpt          []string
+		ReadOnly        bool
+		Runtime, Image  string
+		Networks        []string
+		LogType         string
+	}
+	of := func(in dcontainer.InspectResponse) iso {
+		h := in.HostConfig
+		var pids int64
+		if h.PidsLimit != nil {
+			pids = *h.PidsLimit
+		}
+		var nets []string
+		for n := range in.NetworkSettings.Networks {
+			nets = append(nets, n)
+		}
+		slices.Sort(nets)
+		return iso{h.NanoCPUs, h.Memory, h.MemorySwap, pids, h.CapAdd, h.CapDrop, h.SecurityOpt, h.ReadonlyRootfs, h.Runtime, in.Image, nets, h.LogConfig.Type}
+	}
+	a, b := of(claimed), of(created)
+	if fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Errorf("isolation differs:\nclaimed %s: %+v\ncreated %s: %+v", claimed.Name, a, created.Name, b)
+	}
+}
+
+// TestWarmPoolClaimRefillAndIsolation: aimid with sandbox.warm_pool 2 keeps
+// two sandboxes that reach nothing and hold no secret; a start of three task
+// files claims both and creates the third; every container completes, the
+// claimed ones isolated exactly as the created one, on their swarm's network
+// under their task's name, with a warm note in their journal only; the pool
+// refills to two; cleanup leaves the pool alone.
+func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxtest.Image(t)
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+dockertest.RunID())))[:6]
+	names := []string{"wa-" + sfx, "wb-" + sfx, "wc-" + sfx}
+	repo := warmTestRepo(t, names...)
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	const secret = "warm-secret-value-7f3a"
+	instance := testInstance(sock)
+	dockertest.Cleanup(t, contract.LabelDaemon, instance)
+	p := startWarmAimid(t, sock, filepath.Join(dir, "data"), image, secret, "AIMI_SANDBOX_WARM_POOL=2")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cli := dockertest.Client(t)
+
+	pool := waitPool(t, ctx, cli, instance, 2, p)
+	poolIDs := map[string]bool{}
+	for _, in := range pool {
+		checkReachesNothing(t, in, secret)
+		poolIDs[in.ID] = true
+	}
+
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	v := waitFor(t, sock, repo, 5*time.Minute, "every container exited", func(v api.SwarmView) bool {
+		return len(v.State.Containers) == 3 && allExited(v)
+	})
+	sw := validState(t, repo)
+	var claimed, created []dcontainer.InspectResponse
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusCompleted {
+			t.Errorf("%s: %s, want completed", c.ContainerName, c.Status)
+		}
+		in, err := cli.ContainerInspect(ctx, c.ContainerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Name != "/"+c.ContainerName {
+			t.Errorf("container %s is named %s on the engine", c.ContainerName, in.Name)
+		}
+		warm := hasWarmNote(t, repo, sw.SwarmID, c.ContainerName)
+		if poolIDs[c.ContainerID] {
+			claimed = append(claimed, in)
+		} else {
+			created = append(created, in)
+		}
+		if warm != poolIDs[c.ContainerID] {
+			t.Errorf("%s: warm note %v, claimed from the pool %v", c.ContainerName, warm, poolIDs[c.ContainerID])
+		}
+	}
+	if len(claimed) != 2 || len(created) != 1 {
+		t.Fatalf("%d claimed and %d created, want 2 and 1", len(claimed), len(created))
+	}
+	for _, c := range claimed {
+		sameIsolation(t, c, created[0])
+	}
+	for _, d := range v.Containers {
+		if len(d.Errors) != 0 {
+			t.Errorf("%s: errors %+v", d.Name, d.Errors)
+		}
+	}
+
+	refilled := waitPool(t, ctx, cli, instance, 2, p)
+	if code, out, errOut := aimi(ctx, "swarm", "cleanup", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	after := waitingIn(warmSandboxes(t, ctx, cli, instance))
+	if len(after) != 2 || after[0].ID != refilled[0].ID && after[0].ID != refilled[1].ID {
+		t.Errorf("cleanup touched the pool: %d waiting after it", len(after))
+	}
+	if strings.Contains(p.stderr.String(), secret) {
+		t.Error("the agent.env secret is in the daemon's log")
+	}
+	p.stop(t)
+}
+
+// hasWarmNote reports whether a container's journal notes a warm claim.
+func hasWarmNote(t testing.TB, repo, swarmID, name string) bool {
+	t.Helper()
+	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", swarmID, name+".ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if r.Stream == state.StreamDaemon && strings.HasPrefix(r.Reason, "warm:") {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,121 @@
+package warmpool
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/logcursor"
+)
+
+// Engine is what the pool needs of the single Docker engine
+// (*container.Docker): what the orchestrator drives, and the operations
+// that hand a running sandbox to a swarm.
+type Engine interface {
+	EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error)
+	RemoveNetworkIfUnused(ctx context.Context, name string) error
+	Create(ctx context.Context, s container.Spec) (id string, err error)
+	Start(ctx context.Context, id string) error
+	Wait(ctx context.Context, id string) <-chan container.Exit
+	WriteStdin(ctx context.Context, id string, line []byte) error
+	Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error)
+	Inspect(ctx context.Context, id string) (container.Info, error)
+	Stop(ctx context.Context, id string, grace time.Duration) error
+	Remove(ctx context.Context, id string) error
+	List(ctx context.Context, labels map[string]string) ([]container.Info, error)
+
+	Rename(ctx context.Context, id, name string) error
+	JoinNetwork(ctx context.Context, id, network string) error
+	LeaveNetworks(ctx context.Context, id, keep string) error
+	ImageID(ctx context.Context, ref string) (string, error)
+	Events(ctx context.Context, labels map[string]string) (<-chan container.Event, <-chan error)
+}
+
+var _ Engine = (*container.Docker)(nil)
+
+// Overlay is the engine the orchestrator gets when a pool runs: a claimed
+// sandbox shows the labels (and network) its claim recorded, so every
+// lookup by label finds it as it finds a created container, and pool
+// sandboxes waiting for a claim are hidden (no swarm may touch them:
+// cleanup never removes one). Everything else goes to the engine as is.
+type Overlay struct {
+	Engine
+	p *Pool
+}
+
+// Overlay returns the pool's view of its engine for the orchestrator.
+func (p *Pool) Overlay() *Overlay { return &Overlay{Engine: p.eng, p: p} }
+
+// Inspect is the engine's, with a claimed sandbox's recorded labels.
+func (o *Overlay) Inspect(ctx context.Context, id string) (container.Info, error) {
+	info, err := o.Engine.Inspect(ctx, id)
+	if err != nil {
+		return info, err
+	}
+	return o.p.dress(info), nil
+}
+
+// List is the engine's, without pool sandboxes waiting for a claim, and
+// with the claimed ones whose recorded labels match.
+func (o *Overlay) List(ctx context.Context, labels map[string]string) ([]container.Info, error) {
+	infos, err := o.Engine.List(ctx, labels)
+	if err != nil {
+		return nil, err
+	}
+	out := infos[:0]
+	for _, in := range infos {
+		if in.Labels[contract.LabelWarm] == "" {
+			out = append(out, in)
+		}
+	}
+	if o.p.claims.len() == 0 {
+		return out, nil
+	}
+	warm, err := o.Engine.List(ctx, o.p.poolLabels(nil))
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range warm {
+		if _, ok := o.p.claims.get(in.ID); !ok {
+			continue
+		}
+		in = o.p.dress(in)
+		if contract.CheckLabels(in.Labels, labels) == nil {
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+// Remove removes the container and forgets its claim.
+func (o *Overlay) Remove(ctx context.Context, id string) error {
+	if _, ok := o.p.claims.get(id); !ok && o.p.claims.len() > 0 {
+		if info, err := o.Engine.Inspect(ctx, id); err == nil {
+			id = info.ID // a name or short id: the record is by full id
+		}
+	}
+	if err := o.Engine.Remove(ctx, id); err != nil {
+		return err
+	}
+	if err := o.p.claims.drop(id); err != nil {
+		o.p.log.Warn("warm pool: forget the claim of a removed container (the next start forgets it)", "container", id, "err", err)
+	}
+	return nil
+}
+
+// dress gives a claimed sandbox's info its recorded labels and network.
+func (p *Pool) dress(info container.Info) container.Info {
+	cl, ok := p.claims.get(info.ID)
+	if !ok {
+		return info
+	}
+	labels := maps.Clone(cl.Labels)
+	labels[contract.LabelWarm] = cl.Phase
+	info.Labels = labels
+	// The engine keeps the create's network mode ("none"); the sandbox is
+	// on its swarm's network, as a created container would be.
+	info.NetworkMode = cl.Network
+	return info
+}
