@@ -89,9 +89,8 @@ type Sandbox struct {
 	Runtime         string
 	RequireRuntime  bool
 	ReadOnlyRoot    bool
-	// WarmPool is how many sandboxes of Image the daemon keeps started and
-	// waiting for a task (0: none; docs/warm-pool.md); WarmMaxAge is how
-	// long one may wait before it is replaced.
+	// WarmPool sandboxes of Image wait started for a task, each at most
+	// WarmMaxAge (docs/warm-pool.md).
 	WarmPool   int
 	WarmMaxAge time.Duration
 }

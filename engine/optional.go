@@ -16,10 +16,29 @@ type EventSource interface {
 	Events(ctx context.Context, labels map[string]string) (<-chan Event, <-chan error)
 }
 
+// Handover gives a running sandbox, created before its task was known,
+// what a create would have given it (the warm pool, package warmpool;
+// *container.Docker has it). A Swarm mode service cannot be re-pointed at
+// a new task, so that engine has none (docs/warm-pool.md).
+type Handover interface {
+	// Rename gives sandbox id another name; a name another sandbox holds
+	// is ErrConflict, as for Create.
+	Rename(ctx context.Context, id, name string) error
+	// JoinNetwork moves a sandbox created on NetworkNone to network, as
+	// if it had been created there (it leaves every other network).
+	JoinNetwork(ctx context.Context, id, network string) error
+	// LeaveNetworks disconnects sandbox id from every network but keep.
+	LeaveNetworks(ctx context.Context, id, keep string) error
+	// ImageID is the id of the image ref names now ("" when none): a
+	// sandbox of an older build of the same tag is outdated.
+	ImageID(ctx context.Context, ref string) (string, error)
+}
+
 // Caps are the optional capabilities an engine has; a nil field is one it
 // lacks.
 type Caps struct {
-	Events EventSource
+	Events   EventSource
+	Handover Handover
 }
 
 // Capabilities reports which of the optional interfaces above eng
@@ -28,6 +47,9 @@ func Capabilities(eng Engine) Caps {
 	var c Caps
 	if src, ok := eng.(EventSource); ok {
 		c.Events = src
+	}
+	if h, ok := eng.(Handover); ok {
+		c.Handover = h
 	}
 	return c
 }

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // WarmPool hands running sandboxes to starts (package warmpool), so a start
@@ -17,8 +17,8 @@ import (
 type WarmPool interface {
 	// Claim renames a waiting sandbox of s's settings to s.Name and joins
 	// it to s.Network; ok false (nothing done) when none fits. A name held
-	// by another container is container.ErrConflict, as from Create.
-	Claim(ctx context.Context, s container.Spec) (id string, ok bool, err error)
+	// by another container is engine.ErrConflict, as from Create.
+	Claim(ctx context.Context, s engine.Spec) (id string, ok bool, err error)
 	// Confirm says the state file holds these claimed containers.
 	Confirm(ids ...string) error
 	// Busy holds the pool's own creates back until done is called.
@@ -31,8 +31,8 @@ const warmNote = "warm: a sandbox of the warm pool was claimed for this containe
 
 // WarmSpec is the spec of a sandbox of image that a start of this Manager
 // would create, without anything of a task (the pool's template).
-func (m *Manager) WarmSpec(image string) container.Spec {
-	sw := &swarm{m: m, image: image, network: container.NetworkNone}
+func (m *Manager) WarmSpec(image string) engine.Spec {
+	sw := &swarm{m: m, image: image, network: engine.NetworkNone}
 	s := sw.createSpec(&ctr{name: "aimi-warm"}, nil)
 	s.Labels, s.Env = m.selector(nil), nil
 	return s
@@ -40,7 +40,7 @@ func (m *Manager) WarmSpec(image string) container.Spec {
 
 // claimWarm gives c a sandbox of the warm pool when one fits spec; false
 // when c must be created.
-func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec container.Spec, g *Grant) (bool, error) {
+func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec engine.Spec, g *Grant) (bool, error) {
 	pool := sw.m.cfg.Warm
 	if pool == nil {
 		return false, nil

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // Run keeps the pool until ctx ends: at every kick (a claim, the end of a
@@ -55,7 +55,7 @@ func (p *Pool) pass(ctx context.Context) {
 	}
 	p.mu.Lock()
 	want := map[string]int{}
-	specs := map[string]container.Spec{}
+	specs := map[string]engine.Spec{}
 	for k, t := range p.targets {
 		want[k], specs[k] = t.want(), t.spec
 	}
@@ -113,7 +113,7 @@ func (p *Pool) keepFree(ids []string) []string {
 }
 
 // stale says why a pool sandbox must go ("" when it may wait on).
-func (p *Pool) stale(in container.Info, want int, imageID string) string {
+func (p *Pool) stale(in engine.Info, want int, imageID string) string {
 	switch {
 	case want == 0:
 		return "no pool wants its settings (sandbox.warm_pool is 0, or its image or sandbox settings changed)"
@@ -129,7 +129,7 @@ func (p *Pool) stale(in container.Info, want int, imageID string) string {
 }
 
 // topUp creates sandboxes of key until n wait, or a start begins.
-func (p *Pool) topUp(ctx context.Context, key string, spec container.Spec, n int) {
+func (p *Pool) topUp(ctx context.Context, key string, spec engine.Spec, n int) {
 	for ctx.Err() == nil {
 		p.mu.Lock()
 		have, busy := len(p.idle[key]), p.busy > 0
@@ -151,12 +151,12 @@ func (p *Pool) topUp(ctx context.Context, key string, spec container.Spec, n int
 // fill creates and starts one pool sandbox of spec: the spec's settings,
 // no network, no name of a task, and nothing of the environment but
 // contract.EnvWarm (secrets come with the claim).
-func (p *Pool) fill(ctx context.Context, key string, spec container.Spec) (string, error) {
+func (p *Pool) fill(ctx context.Context, key string, spec engine.Spec) (string, error) {
 	s := spec
 	s.Name = newName()
 	s.Labels = p.poolLabels(map[string]string{contract.LabelWarmKey: key})
 	s.Env = []string{contract.EnvWarm + "=1"}
-	s.Network = container.NetworkNone
+	s.Network = engine.NetworkNone
 	s.Mounts = nil
 	id, err := p.eng.Create(ctx, s)
 	if err != nil {

@@ -3,34 +3,19 @@ package warmpool
 import (
 	"context"
 	"maps"
-	"time"
 
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/internal/logcursor"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // Engine is what the pool needs of the single Docker engine
-// (*container.Docker): what the orchestrator drives, and the operations
-// that hand a running sandbox to a swarm.
+// (*container.Docker): what the orchestrator drives, its events, and the
+// hand-over of a running sandbox to a swarm.
 type Engine interface {
-	EnsureNetwork(ctx context.Context, name string, labels map[string]string) (container.NetworkInfo, error)
-	RemoveNetworkIfUnused(ctx context.Context, name string) error
-	Create(ctx context.Context, s container.Spec) (id string, err error)
-	Start(ctx context.Context, id string) error
-	Wait(ctx context.Context, id string) <-chan container.Exit
-	WriteStdin(ctx context.Context, id string, line []byte) error
-	Lines(ctx context.Context, id string, after logcursor.Position, follow bool) (<-chan container.Line, error)
-	Inspect(ctx context.Context, id string) (container.Info, error)
-	Stop(ctx context.Context, id string, grace time.Duration) error
-	Remove(ctx context.Context, id string) error
-	List(ctx context.Context, labels map[string]string) ([]container.Info, error)
-
-	Rename(ctx context.Context, id, name string) error
-	JoinNetwork(ctx context.Context, id, network string) error
-	LeaveNetworks(ctx context.Context, id, keep string) error
-	ImageID(ctx context.Context, ref string) (string, error)
-	Events(ctx context.Context, labels map[string]string) (<-chan container.Event, <-chan error)
+	engine.Engine
+	engine.EventSource
+	engine.Handover
 }
 
 var _ Engine = (*container.Docker)(nil)
@@ -49,7 +34,7 @@ type Overlay struct {
 func (p *Pool) Overlay() *Overlay { return &Overlay{Engine: p.eng, p: p} }
 
 // Inspect is the engine's, with a claimed sandbox's recorded labels.
-func (o *Overlay) Inspect(ctx context.Context, id string) (container.Info, error) {
+func (o *Overlay) Inspect(ctx context.Context, id string) (engine.Info, error) {
 	info, err := o.Engine.Inspect(ctx, id)
 	if err != nil {
 		return info, err
@@ -59,7 +44,7 @@ func (o *Overlay) Inspect(ctx context.Context, id string) (container.Info, error
 
 // List is the engine's, without pool sandboxes waiting for a claim, and
 // with the claimed ones whose recorded labels match.
-func (o *Overlay) List(ctx context.Context, labels map[string]string) ([]container.Info, error) {
+func (o *Overlay) List(ctx context.Context, labels map[string]string) ([]engine.Info, error) {
 	infos, err := o.Engine.List(ctx, labels)
 	if err != nil {
 		return nil, err
@@ -106,7 +91,7 @@ func (o *Overlay) Remove(ctx context.Context, id string) error {
 }
 
 // dress gives a claimed sandbox's info its recorded labels and network.
-func (p *Pool) dress(info container.Info) container.Info {
+func (p *Pool) dress(info engine.Info) engine.Info {
 	cl, ok := p.claims.get(info.ID)
 	if !ok {
 		return info

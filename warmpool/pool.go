@@ -14,8 +14,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // Defaults of Options.
@@ -46,7 +46,7 @@ type Options struct {
 
 // target is how many sandboxes of one spec the pool keeps.
 type target struct {
-	spec   container.Spec
+	spec   engine.Spec
 	global int            // the daemon's sandbox.warm_pool
 	repos  map[string]int // per repository, as its last start's config said
 }
@@ -105,22 +105,22 @@ func New(eng Engine, opts Options) (*Pool, error) {
 // Key is the digest of what a sandbox is created with and cannot change
 // later: a claim takes only a sandbox of its spec's key. The name, labels,
 // environment, mounts and network are given at the claim instead.
-func Key(s container.Spec) string {
+func Key(s engine.Spec) string {
 	b, _ := json.Marshal(struct {
-		Image                              string
-		NanoCPUs, Mem, Swap, Pids, Disk    int64
-		ReadOnly, RequireRuntime           bool
-		Scratch, ExtraHosts, Cmd           []string
-		Runtime, User, WorkDir, LogMaxSize string
+		Image                           string
+		NanoCPUs, Mem, Swap, Pids, Disk int64
+		ReadOnly, RequireRuntime        bool
+		Scratch, ExtraHosts, Cmd        []string
+		Runtime, User, WorkDir          string
 	}{s.Image, s.NanoCPUs, s.MemoryBytes, s.MemorySwapBytes, s.PidsLimit, s.DiskBytes, s.ReadOnlyRootfs, s.RequireRuntime,
-		s.Scratch, s.ExtraHosts, s.Cmd, s.Runtime, s.User, s.WorkingDir, s.LogMaxSize})
+		s.Scratch, s.ExtraHosts, s.Cmd, s.Runtime, s.User, s.WorkingDir})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])
 }
 
 // SetTarget keeps n sandboxes of spec (the daemon's sandbox.warm_pool);
 // 0 empties the pool of that spec. Only the spec's settings count (Key).
-func (p *Pool) SetTarget(spec container.Spec, n int) {
+func (p *Pool) SetTarget(spec engine.Spec, n int) {
 	p.mu.Lock()
 	p.targetLocked(spec).global = max(n, 0)
 	p.mu.Unlock()
@@ -130,7 +130,7 @@ func (p *Pool) SetTarget(spec container.Spec, n int) {
 // SetRepo records a repository's sandbox.warm_pool and image settings (its
 // config may override the daemon's): its starts claim only when n > 0, and
 // the pool of its spec keeps at least n.
-func (p *Pool) SetRepo(repo string, spec container.Spec, n int) {
+func (p *Pool) SetRepo(repo string, spec engine.Spec, n int) {
 	p.mu.Lock()
 	k := Key(spec)
 	if old, ok := p.repoKey[repo]; ok && old != k {
@@ -144,7 +144,7 @@ func (p *Pool) SetRepo(repo string, spec container.Spec, n int) {
 	p.poke()
 }
 
-func (p *Pool) targetLocked(spec container.Spec) *target {
+func (p *Pool) targetLocked(spec engine.Spec) *target {
 	k := Key(spec)
 	t := p.targets[k]
 	if t == nil {
@@ -218,10 +218,10 @@ func (p *Pool) untake(id string) {
 // records the claim, renames the sandbox to s.Name and joins it to
 // s.Network. ok is false (nothing done) when no sandbox fits or the hand
 // over failed, and the caller creates as before; a name another container
-// holds is container.ErrConflict, as from a create. The environment and
+// holds is engine.ErrConflict, as from a create. The environment and
 // mounts of s are not applied: the caller sends them (ClaimLine) with the
 // task-request, once its state file holds the container.
-func (p *Pool) Claim(ctx context.Context, s container.Spec) (id string, ok bool, err error) {
+func (p *Pool) Claim(ctx context.Context, s engine.Spec) (id string, ok bool, err error) {
 	key := Key(s)
 	repo := s.Labels[contract.LabelProject]
 	for {
@@ -244,7 +244,7 @@ func (p *Pool) Claim(ctx context.Context, s container.Spec) (id string, ok bool,
 
 // claimOne hands sandbox id to s; ok false (and no error) when id is not
 // usable, which the caller answers by trying the next one.
-func (p *Pool) claimOne(ctx context.Context, id string, s container.Spec) (string, bool, error) {
+func (p *Pool) claimOne(ctx context.Context, id string, s engine.Spec) (string, bool, error) {
 	info, err := p.eng.Inspect(ctx, id)
 	if err != nil || !info.Running {
 		p.discard(ctx, id, "it is not running")
@@ -260,7 +260,7 @@ func (p *Pool) claimOne(ctx context.Context, id string, s container.Spec) (strin
 	if err := p.eng.Rename(ctx, info.ID, s.Name); err != nil {
 		_ = p.claims.drop(info.ID)
 		p.giveBack(info.ID, s)
-		if errors.Is(err, container.ErrConflict) {
+		if errors.Is(err, engine.ErrConflict) {
 			return "", false, err
 		}
 		p.log.Warn("warm pool: rename for a claim failed; creating instead", "sandbox", info.Name, "name", s.Name, "err", err)
@@ -275,7 +275,7 @@ func (p *Pool) claimOne(ctx context.Context, id string, s container.Spec) (strin
 }
 
 // giveBack returns an unused sandbox to the idle list.
-func (p *Pool) giveBack(id string, s container.Spec) {
+func (p *Pool) giveBack(id string, s engine.Spec) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := Key(s)
@@ -345,7 +345,7 @@ func newName() string {
 // spec a created container would have had) holds and the pool sandbox
 // lacks: the environment, and the git service's CA (caPEM, "" without
 // one). It holds secrets: write it to the sandbox only.
-func ClaimLine(s container.Spec, caPEM string) ([]byte, error) {
+func ClaimLine(s engine.Spec, caPEM string) ([]byte, error) {
 	b, err := json.Marshal(contract.WarmClaim{Env: s.Env, CAPEM: caPEM})
 	if err != nil {
 		return nil, fmt.Errorf("warm claim: %w", err)

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -22,7 +22,7 @@ func (p *Pool) Reconcile(ctx context.Context) error {
 	var gone, done []string
 	for id, cl := range p.claims.all() {
 		info, err := p.eng.Inspect(ctx, id)
-		if errors.Is(err, container.ErrNotFound) {
+		if errors.Is(err, engine.ErrNotFound) {
 			gone = append(gone, id)
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/warmpool"
 )
@@ -82,7 +83,7 @@ func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager) func(req *api.Star
 // startManager makes the Manager (on the pool's overlay of the engine,
 // when there is a pool: claimed sandboxes look like created containers to
 // it), adopts the swarms of the engine, then lets the pool fill.
-func startManager(ctx, life context.Context, oc orchestrator.Config, eng orchestrator.Engine, pool *warmpool.Pool, cfg *configs.Config) (*orchestrator.Manager, error) {
+func startManager(ctx, life context.Context, oc orchestrator.Config, eng engine.Engine, pool *warmpool.Pool, cfg *configs.Config) (*orchestrator.Manager, error) {
 	if pool != nil {
 		oc.Warm, eng = pool, pool.Overlay()
 	}
