@@ -12,6 +12,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -76,11 +77,11 @@ type ctr struct {
 	// (startWave); nil when it is not in one.
 	leaveWave func()
 	// warm: a sandbox claimed from the warm pool, whose runner waits for
-	// its claim line (sendClaim) before the task-request. claimEnv and
-	// caFile are what the line carries, held in memory only until sent.
-	warm     bool
-	claimEnv []string
-	caFile   string
+	// its claim lines (sendClaim) before the task-request. claimEnv and
+	// claimMounts are what they carry, held in memory only until sent.
+	warm        bool
+	claimEnv    []string
+	claimMounts []engine.Mount
 }
 
 // leaveWave takes c out of the start wave, if it is in one.

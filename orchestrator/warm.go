@@ -33,14 +33,14 @@ const warmNote = "warm: a sandbox of the warm pool was claimed for this containe
 // would create, without anything of a task (the pool's template).
 func (m *Manager) WarmSpec(image string) engine.Spec {
 	sw := &swarm{m: m, image: image, network: engine.NetworkNone}
-	s := sw.createSpec(&ctr{name: "aimi-warm"}, nil)
-	s.Labels, s.Env = m.selector(nil), nil
+	s := sw.createSpec(&ctr{name: "aimi-warm"}, nil, nil)
+	s.Labels, s.Env, s.Mounts = m.selector(nil), nil, nil
 	return s
 }
 
 // claimWarm gives c a sandbox of the warm pool when one fits spec; false
 // when c must be created.
-func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec engine.Spec, g *Grant) (bool, error) {
+func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec engine.Spec) (bool, error) {
 	pool := sw.m.cfg.Warm
 	if pool == nil {
 		return false, nil
@@ -51,10 +51,7 @@ func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec engine.Spec, g *Gra
 	}
 	sw.mu.Lock()
 	c.id, c.fresh, c.warm = id, true, true
-	c.claimEnv = spec.Env
-	if g != nil {
-		c.caFile = g.CAFile
-	}
+	c.claimEnv, c.claimMounts = spec.Env, spec.Mounts
 	sw.mu.Unlock()
 	return true, nil
 }
@@ -83,56 +80,100 @@ func (sw *swarm) confirmWarm(cs []*ctr) {
 	}
 }
 
-// sendClaim writes a claimed sandbox's claim line: the environment and CA
-// a created container has from its create. After a restart they are made
-// again (a new git grant: the sandbox never got the old token). The runner
-// skips a second claim line, so a claim written twice is harmless.
+// sendClaim writes a claimed sandbox's claim lines: the environment and
+// the bind-mounted files a created container has from its create. After a
+// restart they are made again (new grants: the sandbox never got the old
+// tokens). The runner skips a repeated claim, so one written twice is
+// harmless.
 func (sw *swarm) sendClaim(ctx context.Context, c *ctr) error {
 	sw.mu.Lock()
-	env, caFile := c.claimEnv, c.caFile
+	env, mounts := c.claimEnv, c.claimMounts
 	sw.mu.Unlock()
 	if env == nil {
-		var g *Grant
-		if sw.local {
-			gr, err := sw.m.cfg.Git.Grant(ctx, sw.repo, sw.id, c.name, c.branch, sw.gatewayIP())
-			if err != nil {
-				return fmt.Errorf("grant git access to %s: %w", c.name, err)
-			}
-			g, caFile = &gr, gr.CAFile
-		}
-		env = sw.createSpec(c, g).Env
-	}
-	var pem []byte
-	if caFile != "" {
-		b, err := os.ReadFile(caFile)
+		spec, err := sw.regrant(ctx, c)
 		if err != nil {
-			return fmt.Errorf("read the git service's CA for %s: %w", c.name, err)
+			return err
 		}
-		pem = b
-		env = withoutEnv(env, contract.EnvGitSSLCAInfo) // the runner points it at its copy
+		env, mounts = spec.Env, spec.Mounts
 	}
-	line, err := json.Marshal(contract.WarmClaim{Env: env, CAPEM: string(pem)})
+	lines, err := claimLines(env, mounts)
 	if err != nil {
-		return err
+		return fmt.Errorf("the claim of %s: %w", c.name, err)
 	}
-	if len(line) > contract.MaxWarmClaimBytes {
-		return fmt.Errorf("the claim of %s is %d bytes, more than %d: agent.env is too large for a warm sandbox (set sandbox.warm_pool to 0)", c.name, len(line), contract.MaxWarmClaimBytes)
-	}
-	if err := sw.m.eng.WriteStdin(ctx, sw.idOf(c), append(line, '\n')); err != nil {
-		return fmt.Errorf("write the claim to %s: %w", c.name, err)
+	for _, line := range lines {
+		if err := sw.m.eng.WriteStdin(ctx, sw.idOf(c), append(line, '\n')); err != nil {
+			return fmt.Errorf("write the claim to %s: %w", c.name, err)
+		}
 	}
 	sw.mu.Lock()
-	c.claimEnv, c.caFile = nil, "" // secrets are not kept longer than needed
+	c.claimEnv, c.claimMounts = nil, nil // secrets are not kept longer than needed
 	sw.mu.Unlock()
 	return nil
 }
 
-func withoutEnv(env []string, name string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if len(kv) <= len(name) || kv[:len(name)+1] != name+"=" {
-			out = append(out, kv)
+// regrant is c's spec with new git and model grants (what createAs gives).
+func (sw *swarm) regrant(ctx context.Context, c *ctr) (engine.Spec, error) {
+	var g *Grant
+	var mg *ModelGrant
+	if sw.local {
+		gr, err := sw.m.cfg.Git.Grant(ctx, sw.repo, sw.id, c.name, c.branch, sw.gatewayIP())
+		if err != nil {
+			return engine.Spec{}, fmt.Errorf("grant git access to %s: %w", c.name, err)
+		}
+		g = &gr
+	}
+	if sw.m.cfg.Models != nil {
+		gr, err := sw.m.cfg.Models.Grant(sw.id, c.name, sw.gatewayIP())
+		if err != nil {
+			return engine.Spec{}, fmt.Errorf("grant model access to %s: %w", c.name, err)
+		}
+		mg = &gr
+	}
+	return sw.createSpec(c, g, mg), nil
+}
+
+// claimChunk is how much of a file one claim line carries: with JSON's
+// escapes (a PEM's newlines) it stays under a line's bound.
+const claimChunk = 48 << 10
+
+// claimLines are the claim lines of env and the files of mounts.
+func claimLines(env []string, mounts []engine.Mount) ([][]byte, error) {
+	cur := contract.WarmClaim{Env: env}
+	var claims []contract.WarmClaim
+	total := 0
+	for _, m := range mounts {
+		b, err := os.ReadFile(m.Source)
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", m.Source, err)
+		}
+		if total += len(b); total > contract.MaxWarmClaimFiles {
+			return nil, fmt.Errorf("its files are over %d bytes", contract.MaxWarmClaimFiles)
+		}
+		for len(b) > 0 {
+			n := min(len(b), claimChunk)
+			cur.Files = append(cur.Files, contract.WarmFile{Path: m.Target, Data: string(b[:n])})
+			b = b[n:]
+			if len(b) > 0 {
+				cur.More = true
+				claims = append(claims, cur)
+				cur = contract.WarmClaim{}
+			}
 		}
 	}
-	return out
+	claims = append(claims, cur)
+	lines := make([][]byte, 0, len(claims))
+	for _, cl := range claims {
+		line, err := json.Marshal(cl)
+		if err != nil {
+			return nil, err
+		}
+		if len(line) > contract.MaxWarmClaimBytes {
+			return nil, fmt.Errorf("a claim line is %d bytes, more than %d: agent.env is too large for a warm sandbox (set sandbox.warm_pool to 0)", len(line), contract.MaxWarmClaimBytes)
+		}
+		lines = append(lines, line)
+	}
+	if len(lines) > contract.MaxWarmClaimLines {
+		return nil, fmt.Errorf("%d claim lines, more than %d", len(lines), contract.MaxWarmClaimLines)
+	}
+	return lines, nil
 }

@@ -6,48 +6,73 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/aimi-tools/swarm/contract"
 )
 
-// caFileName is where a claimed warm sandbox keeps the git service's CA
-// (in its temporary directory: a read-only root leaves /tmp writable).
-const caFileName = "aimi-git-ca.pem"
-
 // ApplyWarmClaim is a warm-pool sandbox's wait for its claim
-// (contract.EnvWarm): it reads the one claim line from in and sets its
+// (contract.EnvWarm): it reads the claim lines from in and sets their
 // environment in the runner's own (setenv), as if the engine had set it at
-// create time; the CA certificate goes to a file in tmpDir. Nothing to do
+// create time; the claim's files go to tmpDir, and environment values that
+// named a file's path in a created container name its copy. Nothing to do
 // without contract.EnvWarm. The task-request follows on the same reader.
 // Errors never carry a value: the claim holds secrets.
 func ApplyWarmClaim(getenv func(string) string, setenv func(string, string) error, in *bufio.Reader, tmpDir string) error {
 	if getenv(contract.EnvWarm) != "1" {
 		return nil
 	}
-	line, err := readLine(in, contract.MaxWarmClaimBytes)
-	if err != nil {
-		return fmt.Errorf("warm sandbox: read the claim: %w", err)
+	var env []string
+	files := map[string]*strings.Builder{}
+	var order []string
+	total := 0
+	for n := 1; ; n++ {
+		if n > contract.MaxWarmClaimLines {
+			return fmt.Errorf("warm sandbox: more than %d claim lines", contract.MaxWarmClaimLines)
+		}
+		line, err := readLine(in, contract.MaxWarmClaimBytes)
+		if err != nil {
+			return fmt.Errorf("warm sandbox: read the claim: %w", err)
+		}
+		claim, err := contract.ParseWarmClaim(line)
+		if err != nil {
+			return err
+		}
+		env = append(env, claim.Env...)
+		for _, f := range claim.Files {
+			if total += len(f.Data); total > contract.MaxWarmClaimFiles {
+				return fmt.Errorf("warm sandbox: the claim's files are over %d bytes", contract.MaxWarmClaimFiles)
+			}
+			if files[f.Path] == nil {
+				files[f.Path] = &strings.Builder{}
+				order = append(order, f.Path)
+			}
+			files[f.Path].WriteString(f.Data)
+		}
+		if !claim.More {
+			break
+		}
 	}
-	claim, err := contract.ParseWarmClaim(line)
-	if err != nil {
-		return err
+	copies := map[string]string{}
+	for i, p := range order {
+		dst := filepath.Join(tmpDir, fmt.Sprintf("aimi-claim-%d-%s", i, path.Base(p)))
+		if err := os.WriteFile(dst, []byte(files[p].String()), 0o644); err != nil {
+			return fmt.Errorf("warm sandbox: write the claim's file %d: %w", i, err)
+		}
+		copies[p] = dst
 	}
-	for _, kv := range claim.Env {
+	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
+		if c, ok := copies[v]; ok {
+			v = c
+		}
 		if err := setenv(k, v); err != nil {
 			return fmt.Errorf("warm sandbox: set %s: %w", k, err)
 		}
 	}
-	if claim.CAPEM == "" {
-		return nil
-	}
-	p := filepath.Join(tmpDir, caFileName)
-	if err := os.WriteFile(p, []byte(claim.CAPEM), 0o644); err != nil {
-		return fmt.Errorf("warm sandbox: write the git service's CA: %w", err)
-	}
-	return setenv(contract.EnvGitSSLCAInfo, p)
+	return nil
 }
 
 // readLine reads one line of at most max bytes (without its newline).
@@ -61,7 +86,7 @@ func readLine(in *bufio.Reader, max int) ([]byte, error) {
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil, errors.New("input ended before the claim line")
+				return nil, errors.New("input ended before the claim")
 			}
 			return nil, err
 		}
@@ -70,10 +95,6 @@ func readLine(in *bufio.Reader, max int) ([]byte, error) {
 		}
 	}
 }
-
-// claimPrefix starts every claim line (the daemon marshals a
-// contract.WarmClaim, whose first field is env).
-const claimPrefix = `{"env":`
 
 // SkipClaims is in without the claim lines that precede the task-request:
 // a daemon that restarted between writing a claim and journaling the
@@ -89,8 +110,8 @@ type skipClaims struct {
 
 func (s *skipClaims) Read(p []byte) (int, error) {
 	for !s.past {
-		b, err := s.in.Peek(len(claimPrefix))
-		if err != nil || string(b) != claimPrefix {
+		b, err := s.in.Peek(len(contract.WarmClaimPrefix))
+		if err != nil || string(b) != contract.WarmClaimPrefix {
 			s.past = true
 			break
 		}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -219,8 +218,9 @@ func (p *Pool) untake(id string) {
 // s.Network. ok is false (nothing done) when no sandbox fits or the hand
 // over failed, and the caller creates as before; a name another container
 // holds is engine.ErrConflict, as from a create. The environment and
-// mounts of s are not applied: the caller sends them (ClaimLine) with the
-// task-request, once its state file holds the container.
+// mounts of s are not applied: the caller sends them in claim lines
+// (contract.WarmClaim) before the task-request, once its state file holds
+// the container.
 func (p *Pool) Claim(ctx context.Context, s engine.Spec) (id string, ok bool, err error) {
 	key := Key(s)
 	repo := s.Labels[contract.LabelProject]
@@ -339,19 +339,4 @@ func newName() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	return "aimi-warm-" + hex.EncodeToString(b)
-}
-
-// ClaimLine is the stdin line that gives a claimed sandbox what s (the
-// spec a created container would have had) holds and the pool sandbox
-// lacks: the environment, and the git service's CA (caPEM, "" without
-// one). It holds secrets: write it to the sandbox only.
-func ClaimLine(s engine.Spec, caPEM string) ([]byte, error) {
-	b, err := json.Marshal(contract.WarmClaim{Env: s.Env, CAPEM: caPEM})
-	if err != nil {
-		return nil, fmt.Errorf("warm claim: %w", err)
-	}
-	if len(b) > contract.MaxWarmClaimBytes {
-		return nil, fmt.Errorf("warm claim: %d bytes, more than %d (agent.env too large for a warm sandbox)", len(b), contract.MaxWarmClaimBytes)
-	}
-	return b, nil
 }
