@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -171,21 +172,9 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 // Start validates the request's task files, creates every container (state
 // entries pending with real ids) and lets at most Max run at a time.
 func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmView, error) {
-	if err := m.checkOpen(); err != nil {
-		return api.SwarmView{}, err
-	}
-	repo, err := cleanRepo(req.RepoPath)
+	repo, err := m.checkStart(req)
 	if err != nil {
 		return api.SwarmView{}, err
-	}
-	if req.Max < 0 {
-		return api.SwarmView{}, fmt.Errorf("%w: max %d is negative", api.ErrInvalidRequest, req.Max)
-	}
-	if req.Append && req.Force {
-		return api.SwarmView{}, fmt.Errorf("%w: append and force exclude each other", api.ErrInvalidRequest)
-	}
-	if req.Local && m.cfg.Git == nil {
-		return api.SwarmView{}, fmt.Errorf("%w: local mode needs the git service, which this daemon has not configured (git.mode)", api.ErrInvalidRequest)
 	}
 	unlock := m.lockRepo(repo)
 	defer unlock()
@@ -197,22 +186,9 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	phase := func(what string) {
 		m.log.Debug("start phase", "repo", repo, "phase", what, "after", time.Since(t0))
 	}
-
-	cur, err := m.adopt(ctx, repo)
-	if err != nil && !errors.Is(err, api.ErrNoSwarm) {
-		return api.SwarmView{}, err
-	}
-	if cur != nil && (cur.active() || cur.foreignActive(ctx)) {
-		switch {
-		case req.Append:
-			return cur.append(ctx, req)
-		case req.Force:
-			if err := cur.stop(ctx, nil); err != nil {
-				return api.SwarmView{}, fmt.Errorf("stop the active swarm before replacing it: %w", err)
-			}
-		default:
-			return api.SwarmView{}, api.ErrActiveSwarm
-		}
+	cur, appended, err := m.current(ctx, repo, req)
+	if err != nil || appended != nil {
+		return viewOf(appended), err
 	}
 	phase("adopted")
 	// The swarm's network (an engine round trip, and in local mode the
@@ -231,35 +207,7 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		}
 		return api.SwarmView{}, err
 	}
-	planned, err := validateTasks(ctx, repo, req.TaskFiles, nil, req.Local)
-	if err != nil {
-		return refuse(err)
-	}
-	phase("task files validated")
-	repoURL := ""
-	if !req.Local {
-		if repoURL, err = originURL(ctx, repo); err != nil {
-			return refuse(err)
-		}
-	}
-	if err := probeRequests(planned, repoURL, m.cfg.EnvVars); err != nil {
-		return refuse(err)
-	}
-	max := req.Max
-	if max == 0 {
-		max = m.cfg.MaxContainers
-	}
-	image := req.Image
-	if image == "" {
-		image = m.cfg.Image
-	}
-	if image == "" {
-		return refuse(fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", api.ErrInvalidRequest))
-	}
-	// Exited containers whose names this start reuses give up their work
-	// first; while one cannot, the earlier swarm stays as it is.
-	sw.repoURL = repoURL // planNames gives it to each container
-	named, err := sw.nameAndTake(ctx, planned, req.TaskFiles, nil)
+	named, err := sw.plan(ctx, req, phase)
 	if err != nil {
 		return refuse(err)
 	}
@@ -272,7 +220,6 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		m.mu.Unlock()
 	}
 	now := time.Now().UTC()
-	sw.max, sw.image, sw.repoURL, sw.slots = max, image, repoURL, newLimiter(max)
 	if err := sw.openLedger(ctx, &state.Swarm{SwarmID: sw.id, CreatedAt: now, UpdatedAt: now}, true); err != nil {
 		return refuse(err)
 	}
@@ -302,6 +249,97 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	}
 	m.publish(api.Event{SwarmID: sw.id, RepoPath: repo, Kind: api.EventSwarmStarted})
 	return sw.view(), nil
+}
+
+// viewOf is the view an append returned, or none.
+func viewOf(v *api.SwarmView) api.SwarmView {
+	if v == nil {
+		return api.SwarmView{}
+	}
+	return *v
+}
+
+// checkStart refuses a request that cannot start whatever the repository
+// holds, and returns its clean repository path.
+func (m *Manager) checkStart(req api.StartRequest) (string, error) {
+	if err := m.checkOpen(); err != nil {
+		return "", err
+	}
+	repo, err := cleanRepo(req.RepoPath)
+	if err != nil {
+		return "", err
+	}
+	if req.Max < 0 {
+		return "", fmt.Errorf("%w: max %d is negative", api.ErrInvalidRequest, req.Max)
+	}
+	if req.Append && req.Force {
+		return "", fmt.Errorf("%w: append and force exclude each other", api.ErrInvalidRequest)
+	}
+	if req.Local && m.cfg.Git == nil {
+		return "", fmt.Errorf("%w: local mode needs the git service, which this daemon has not configured (git.mode)", api.ErrInvalidRequest)
+	}
+	return repo, nil
+}
+
+// current is the repository's swarm a start replaces (nil: none). An
+// active one is appended to (the view is returned), stopped first (force)
+// or refused. The caller holds the repo lock.
+func (m *Manager) current(ctx context.Context, repo string, req api.StartRequest) (*swarm, *api.SwarmView, error) {
+	cur, err := m.adopt(ctx, repo)
+	if err != nil && !errors.Is(err, api.ErrNoSwarm) {
+		return nil, nil, err
+	}
+	if cur != nil && (cur.active() || cur.foreignActive(ctx)) {
+		switch {
+		case req.Append:
+			v, err := cur.append(ctx, req)
+			if err != nil {
+				return nil, nil, err
+			}
+			return nil, &v, nil
+		case req.Force:
+			if err := cur.stop(ctx, nil); err != nil {
+				return nil, nil, fmt.Errorf("stop the active swarm before replacing it: %w", err)
+			}
+		default:
+			return nil, nil, api.ErrActiveSwarm
+		}
+	}
+	return cur, nil, nil
+}
+
+// plan validates the task files and the requests their containers will
+// get, settles the swarm's max, image and origin, and names its
+// containers (exited ones whose names it reuses give up their work first;
+// while one cannot, the earlier swarm stays as it is).
+func (sw *swarm) plan(ctx context.Context, req api.StartRequest, phase func(string)) ([]*ctr, error) {
+	m := sw.m
+	planned, err := validateTasks(ctx, sw.repo, req.TaskFiles, nil, req.Local)
+	if err != nil {
+		return nil, err
+	}
+	phase("task files validated")
+	repoURL := ""
+	if !req.Local {
+		if repoURL, err = originURL(ctx, sw.repo); err != nil {
+			return nil, err
+		}
+	}
+	if err := probeRequests(planned, repoURL, m.cfg.EnvVars); err != nil {
+		return nil, err
+	}
+	max := cmp.Or(req.Max, m.cfg.MaxContainers)
+	image := cmp.Or(req.Image, m.cfg.Image)
+	if image == "" {
+		return nil, fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", api.ErrInvalidRequest)
+	}
+	sw.repoURL = repoURL // planNames gives it to each container
+	named, err := sw.nameAndTake(ctx, planned, req.TaskFiles, nil)
+	if err != nil {
+		return nil, err
+	}
+	sw.max, sw.image, sw.slots = max, image, newLimiter(max)
+	return named, nil
 }
 
 // probeRequests validates the task-request each planned container will get

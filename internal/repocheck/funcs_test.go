@@ -26,7 +26,6 @@ var longFuncs = map[string]bool{
 	"internal/clustertest/cluster.go Start":             true,
 	"internal/sandboximage/build.go BuildDetailed":      true,
 	"orchestrator/follow.go follower.begin":             true,
-	"orchestrator/manager.go Manager.Start":             true,
 	"runner/agent.go acpBackend.runStory":               true,
 	"state/fold.go Tracker.apply":                       true,
 	"swarmmode/service.go Engine.WriteStdin":            true,
