@@ -77,7 +77,6 @@ func TestEngine(t *testing.T) {
 		{"stop past grace kills", e.testStopKill},
 		{"re-reading from a cursor loses and repeats no line", e.testCursorResume},
 		{"stderr resumes from its own cursor and no line comes twice", e.testStderrResume},
-		{"a flood past the engine's log rotation reaches a slow reader whole", e.testFloodPastRotation},
 		{"a held-back container is stopped inspected and waited for within bounds", e.testStopWhileHeldBack},
 		{"inspect shows limits labels security options and network", e.testInspect},
 		{"read-only root keeps scratch paths and /tmp writable", e.testReadOnlyRootKeepsScratchWritable},
@@ -95,6 +94,12 @@ func TestEngine(t *testing.T) {
 		wg.Go(func() { t.Run(c.name, c.fn) })
 	}
 	wg.Wait()
+	// Alone, after the others: a whole flood past the log's rotation needs
+	// the engine to answer the reader within the hold-back's stall bound
+	// (holdStall), which the cases above (fifty containers at once) can
+	// break on 2 loaded cores; past it the hold-back lets output flow and
+	// the log may rotate lines away unread.
+	t.Run("a flood past the engine's log rotation reaches a slow reader whole", e.testFloodPastRotation)
 	if left, err := e.d.List(ctx, map[string]string{dockertest.LabelKey: run}); err != nil || len(left) != 0 {
 		t.Errorf("containers left after the subtests: %d (%v)", len(left), err)
 	}
