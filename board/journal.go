@@ -104,6 +104,11 @@ func summarize(rec state.Record) lineJSON {
 		// The journal's cap: what the daemon left out, in its words.
 		l.Kind, l.Text = "gap", clean(rec.Reason, maxText)
 		return l
+	case rec.Usage != nil:
+		u := rec.Usage
+		l.Kind, l.Text = "usage", clean(fmt.Sprintf("%s %d: %d in, %d out, %d cache read, %d cache write; cost %.4f",
+			u.Provider, u.Status, u.Usage.Input, u.Usage.Output, u.Usage.CacheRead, u.Usage.CacheWrite, u.Cost), maxText)
+		return l
 	case rec.Stream == state.StreamStderr:
 		l.Kind, l.Text = "log", clean(string(rec.RawLine()), maxText)
 		return l

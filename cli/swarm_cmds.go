@@ -327,6 +327,11 @@ func formatRecord(r state.Record) string {
 		// The journal's cap: the daemon says what it left out.
 		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "journal-cap", "-", "-", oneLine(r.Reason, 200))
 	}
+	if r.Usage != nil {
+		u := r.Usage
+		return fmt.Sprintf("%s  %-15s  %-8s  %-11d  %s: %d in, %d out, %d cache read, %d cache write; cost %.4f", ts, "daemon:usage", "-", u.Status,
+			oneLine(u.Provider, 40), u.Usage.Input, u.Usage.Output, u.Usage.CacheRead, u.Usage.CacheWrite, u.Cost)
+	}
 	if r.Stream == "stderr" && !r.Valid {
 		return strings.TrimRight(fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "stderr", "-", "-", oneLine(r.Raw, 200)), " ")
 	}

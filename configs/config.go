@@ -21,6 +21,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/internal/safefile"
+	"github.com/aimi-tools/swarm/usage"
 )
 
 // DefaultYAML is the documented default configuration, the lowest layer.
@@ -73,6 +74,7 @@ type Config struct {
 	// Models are the model gateway's providers (built-in and declared),
 	// each with its upstream; the keys stay in Agent.Env.
 	Models map[string]gateway.Provider
+	Prices map[string]usage.Prices // models.<provider>.prices, per million tokens (prices.go)
 	// Warnings are non-fatal findings (e.g. an agent.env value naming an
 	// unset variable); the daemon logs them. They never contain values.
 	Warnings []string

@@ -30,6 +30,7 @@ func models(v *viper.Viper, sources []source, c *Config) []string {
 		probs = append(probs, fmt.Sprintf("%s: %s (from %s); %s", k, why, origin(sources, k), fix))
 	}
 	raw, _ := v.Get("models").(map[string]any)
+	c.Prices = prices(raw, bad)
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
 		m, ok := raw[name].(map[string]any)
 		if !ok {
@@ -39,8 +40,8 @@ func models(v *viper.Viper, sources []source, c *Config) []string {
 		p, builtin := provs[name]
 		p.Name = name
 		for k := range m {
-			if k != "url" && (builtin || (k != "keys" && k != "base_url_env")) {
-				bad("models."+name+"."+k, "is not a key of a provider", "a built-in provider takes url only; a declared one url, keys and base_url_env")
+			if k != "url" && k != "prices" && (builtin || (k != "keys" && k != "base_url_env")) {
+				bad("models."+name+"."+k, "is not a key of a provider", "a built-in provider takes url and prices only; a declared one url, prices, keys and base_url_env")
 			}
 		}
 		u, err := gateway.ParseURL(fmt.Sprint(m["url"]))

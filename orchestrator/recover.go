@@ -176,6 +176,8 @@ func (sw *swarm) restoreDetail(c *ctr, r state.Record) {
 		return // the runner's log, as live (handle)
 	case r.Omitted != nil:
 		return // the journal's cap: not a line of the container
+	case r.Usage != nil:
+		return // a model call's account: not a line of the container
 	case !r.Valid || r.Rejected != "":
 		c.rejected++
 		return

@@ -87,6 +87,9 @@
 // each stream, which the journal's position moves past. A gap record is
 // written every MiB left out and when the container is untracked or the
 // Recorder closes.
+// A daemon record with "usage":{"provider","status","tokens","cost"} is the
+// account of one model call the container made through the model gateway
+// (package usage); like a gap record it is no message and is not folded.
 // The envVars values of a task-request are replaced by "[redacted]" before
 // journaling: they may hold secrets. A torn last line (crash mid-append) is
 // ignored by readers and cut off before the next append; it was never

@@ -15,6 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/tasks"
+	"github.com/aimi-tools/swarm/usage"
 )
 
 // Journal record streams.
@@ -45,6 +46,9 @@ type Record struct {
 	RawBase64 string           `json:"rawBase64,omitempty"`
 	Rejected  string           `json:"rejected,omitempty"`
 	Omitted   *Omission        `json:"omitted,omitempty"` // a gap record: lines read but not journaled (journal cap)
+	// Usage makes a daemon record the account of one model call through
+	// the model gateway (tokens, cost); it is not a message and not folded.
+	Usage *usage.Call `json:"usage,omitempty"`
 }
 
 // SetRaw stores a line that did not parse, base64-encoded when it is not

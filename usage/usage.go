@@ -78,3 +78,15 @@ func DefaultPrices() map[string]Prices {
 		"gemini":    {Input: 1.25, Output: 10, CacheRead: 0.31, CacheWrite: 0},
 	}
 }
+
+// Call is one model call as the journal keeps it (a daemon record's
+// "usage" member): the provider, the answer's status, the tokens its
+// answer reported and their cost at the configured prices.
+type Call struct {
+	Provider string  `json:"provider"`
+	Status   int     `json:"status"`
+	Usage    Usage   `json:"tokens"`
+	Cost     float64 `json:"cost"`
+	// Wait is set on a call that waited for a provider's limit (seconds).
+	Wait float64 `json:"waitSeconds,omitempty"`
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/instancelock"
+	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/metrics"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -125,7 +126,8 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil || o.drainPool {
 		return err
 	}
-	git, models, closeServices, err := openServices(cfg, o, be, met, log)
+	meter := newUsageObserver(cfg.Prices, log)
+	git, models, closeServices, err := openServices(cfg, o, be, met, meter, log)
 	if err != nil {
 		return err
 	}
@@ -150,6 +152,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	met.Attach(mgr)
+	meter.attach(life, mgr.JournalUsage)
 	if cfg.Metrics.Listen != "" {
 		stopMetrics, err := met.Serve(life, cfg.Metrics.Listen, log)
 		if err != nil {
@@ -223,12 +226,12 @@ func openGit(cfg *configs.Config, o options, be backend, met *metrics.Metrics, l
 // openServices starts what the daemon serves sandboxes: the local-mode git
 // service (nil in remote mode) and the model gateway (nil without model
 // keys). closeAll stops both.
-func openServices(cfg *configs.Config, o options, be backend, met *metrics.Metrics, log *slog.Logger) (git *gitserve.Service, models orchestrator.ModelAccess, closeAll func(), err error) {
+func openServices(cfg *configs.Config, o options, be backend, met *metrics.Metrics, obs gateway.Observer, log *slog.Logger) (git *gitserve.Service, models orchestrator.ModelAccess, closeAll func(), err error) {
 	git, err = openGit(cfg, o, be, met, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	gw, err := openModels(cfg, o.dataDir, log)
+	gw, err := openModels(cfg, o.dataDir, obs, log)
 	if err != nil {
 		if git != nil {
 			git.Close()

@@ -94,14 +94,14 @@ func (m modelAdapter) Grant(swarmID, containerName, gw string) (orchestrator.Mod
 // openModels starts the model gateway when agent.env holds a model key
 // (nil otherwise). Its CA is the git service's: one file for the sandbox
 // to trust.
-func openModels(c *configs.Config, dataDir string, log *slog.Logger) (*gateway.Service, error) {
+func openModels(c *configs.Config, dataDir string, obs gateway.Observer, log *slog.Logger) (*gateway.Service, error) {
 	keys, _, used := gateway.Split(c.Agent.Env, c.Models)
 	if len(used) == 0 {
 		return nil, nil
 	}
 	g, err := gateway.New(gateway.Options{
 		DataDir: filepath.Join(dataDir, "gateway"), CADir: filepath.Join(dataDir, "git"),
-		Providers: c.Models, Keys: keys, Logger: log,
+		Providers: c.Models, Keys: keys, Logger: log, Observer: obs,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the model gateway: %w", err)

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/aimi-tools/swarm/gateway"
+	"github.com/aimi-tools/swarm/usage"
+)
+
+// usageQueue bounds the calls waiting to be journaled: the gateway's
+// answers never wait for the journal; past the bound a call's account is
+// dropped with a warning.
+const usageQueue = 4096
+
+// usageObserver is the model gateway's Observer that meters every answer's
+// token usage as it streams and journals each call, with its cost, in its
+// container's journal.
+type usageObserver struct {
+	prices map[string]usage.Prices
+	log    *slog.Logger
+	queue  chan usageEntry
+}
+
+type usageEntry struct {
+	swarm, container string
+	at               time.Time
+	call             usage.Call
+}
+
+func newUsageObserver(prices map[string]usage.Prices, log *slog.Logger) *usageObserver {
+	return &usageObserver{prices: prices, log: log, queue: make(chan usageEntry, usageQueue)}
+}
+
+// Begin implements gateway.Observer. A call the gateway answered itself
+// reached no provider: nothing to count.
+func (o *usageObserver) Begin(c *gateway.Call) gateway.Tap {
+	if c.Refused != "" {
+		return nil
+	}
+	return &usageTap{o: o, m: usage.NewMeter(c.Header.Get("Content-Type"))}
+}
+
+type usageTap struct {
+	o *usageObserver
+	m *usage.Meter
+}
+
+func (t *usageTap) Body(p []byte) { t.m.Write(p) }
+
+func (t *usageTap) End(c *gateway.Call) {
+	u := t.m.Usage()
+	e := usageEntry{c.Swarm, c.Container, c.Started, usage.Call{Provider: c.Provider, Status: c.Status, Usage: u, Cost: t.o.prices[c.Provider].Cost(u)}}
+	select {
+	case t.o.queue <- e:
+	default:
+		t.o.log.Warn("model call not journaled: too many waiting", "container", c.Container, "provider", c.Provider)
+	}
+}
+
+// attach journals the queued calls through journal until ctx ends.
+func (o *usageObserver) attach(ctx context.Context, journal func(ctx context.Context, swarmID, container string, at time.Time, call usage.Call) error) {
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e := <-o.queue:
+				if err := journal(ctx, e.swarm, e.container, e.at, e.call); err != nil {
+					o.log.Debug("model call not journaled", "container", e.container, "err", err)
+				}
+			}
+		}
+	}()
+}
