@@ -79,27 +79,7 @@ func (t *Tracker) Apply(m acpmsg.Message) error {
 // apply is Apply that also reports whether the state changed.
 func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 	if t.status.Terminal() {
-		if t.final != nil && sameMessage(*t.final, m) {
-			return false, nil
-		}
-		if u, ok := t.prAmendment(m); ok {
-			t.prURL = &u
-			t.final = &m
-			return true, nil
-		}
-		if t.unreceivedAmendment(m) {
-			t.status = StatusFailed
-			t.final = &m
-			return true, nil
-		}
-		if IsPublishNote(m) {
-			return false, nil
-		}
-		if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && t.stories[p.StoryID] == tasks.Status(p.Status) {
-			// A replayed story report that changes nothing is harmless.
-			return false, nil
-		}
-		return false, rejectf("%s after the container is already %s", m.Type, t.status)
+		return t.applyAfterEnd(m)
 	}
 	switch p := m.Payload.(type) {
 	case *acpmsg.TaskRequest:
@@ -113,7 +93,7 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 			cur = tasks.Pending
 		}
 		to := tasks.Status(p.Status)
-		if !tasks.CanTransition(cur, to) {
+		if !tasks.CanReport(cur, to) {
 			return false, rejectf("story %s cannot go from %s to %s", p.StoryID, cur, to)
 		}
 		changed = t.start()
@@ -127,30 +107,7 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 		}
 		return changed, nil
 	case *acpmsg.Completion:
-		var st ContainerStatus
-		switch p.Status {
-		case acpmsg.CompletionCompleted:
-			if open := t.unfinished(); len(open) > 0 {
-				return false, &RejectedError{Code: CodeCompletionContradicts, Reason: fmt.Sprintf(
-					"%s: completion completed while %d of %d stories are not finished (%s)",
-					CodeCompletionContradicts, len(open), len(t.stories), listStories(open))}
-			}
-			st = StatusCompleted
-		case acpmsg.CompletionFailed:
-			st = StatusFailed
-		case acpmsg.CompletionStopped:
-			st = StatusStopped
-		default:
-			return false, rejectf("completion status %q is not completed, failed or stopped", p.Status)
-		}
-		t.status = st
-		t.prURL = nil
-		if p.PRURL != nil {
-			u := *p.PRURL
-			t.prURL = &u
-		}
-		t.final = &m
-		return true, nil
+		return t.complete(p, m)
 	case *acpmsg.ErrorPayload:
 		if IsPublishNote(m) {
 			return false, rejectf("%s before the container finished: there is nothing to publish yet", p.Code)
@@ -163,6 +120,62 @@ func (t *Tracker) apply(m acpmsg.Message) (changed bool, err error) {
 	default:
 		return false, rejectf("unknown payload %T", m.Payload)
 	}
+}
+
+// applyAfterEnd takes a message after the container's final status: only
+// an amendment of it (a pull request's URL, unreceived work) or a harmless
+// repeat.
+func (t *Tracker) applyAfterEnd(m acpmsg.Message) (bool, error) {
+	if t.final != nil && sameMessage(*t.final, m) {
+		return false, nil
+	}
+	if u, ok := t.prAmendment(m); ok {
+		t.prURL = &u
+		t.final = &m
+		return true, nil
+	}
+	if t.unreceivedAmendment(m) {
+		t.status = StatusFailed
+		t.final = &m
+		return true, nil
+	}
+	if IsPublishNote(m) {
+		return false, nil
+	}
+	if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && t.stories[p.StoryID] == tasks.Status(p.Status) {
+		// A replayed story report that changes nothing is harmless.
+		return false, nil
+	}
+	return false, rejectf("%s after the container is already %s", m.Type, t.status)
+}
+
+// complete takes the completion: the final status, unless it claims
+// completed while stories are not finished.
+func (t *Tracker) complete(p *acpmsg.Completion, m acpmsg.Message) (bool, error) {
+	var st ContainerStatus
+	switch p.Status {
+	case acpmsg.CompletionCompleted:
+		if open := t.unfinished(); len(open) > 0 {
+			return false, &RejectedError{Code: CodeCompletionContradicts, Reason: fmt.Sprintf(
+				"%s: completion completed while %d of %d stories are not finished (%s)",
+				CodeCompletionContradicts, len(open), len(t.stories), listStories(open))}
+		}
+		st = StatusCompleted
+	case acpmsg.CompletionFailed:
+		st = StatusFailed
+	case acpmsg.CompletionStopped:
+		st = StatusStopped
+	default:
+		return false, rejectf("completion status %q is not completed, failed or stopped", p.Status)
+	}
+	t.status = st
+	t.prURL = nil
+	if p.PRURL != nil {
+		u := *p.PRURL
+		t.prURL = &u
+	}
+	t.final = &m
+	return true, nil
 }
 
 // prAmendment reports whether m only adds a pull request URL to the

@@ -14,12 +14,12 @@ import (
 var allStory = []tasks.Status{tasks.Pending, tasks.InProgress, tasks.Completed, tasks.Failed, tasks.Skipped}
 
 // TestStoryTransitions applies every (from, to) pair of story statuses and
-// checks it is accepted exactly when the table allows it, leaving the state
+// checks it is accepted exactly when the table allows a report of it, leaving the state
 // unchanged when not.
 func TestStoryTransitions(t *testing.T) {
 	for _, from := range allStory {
 		for _, to := range allStory {
-			allowed := tasks.CanTransition(from, to)
+			allowed := tasks.CanReport(from, to)
 			name := fmt.Sprintf("%s to %s is rejected", from, to)
 			if allowed {
 				name = fmt.Sprintf("%s to %s is applied", from, to)

@@ -52,30 +52,8 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 		return l
 	}
 	reqName := objName(svc, objRequest)
-	if _, err := e.cli.ConfigCreate(ctx, swarm.ConfigSpec{
-		Annotations: swarm.Annotations{Name: reqName, Labels: objLabels(objRequest)},
-		Data:        line,
-	}); err != nil && !errdefs.IsConflict(err) {
-		return fmt.Errorf("deliver the task-request to %s: store it as a Swarm config: %w", svc, err)
-	} else if err != nil {
-		// Left by an earlier attempt that died before the service was
-		// created: the runner reads what the config holds, so it must be
-		// this line.
-		cfg, _, ierr := e.cli.ConfigInspectWithRaw(ctx, reqName)
-		if ierr == nil && !sb.own.owns(cfg.Spec.Labels) {
-			return fmt.Errorf("deliver the task-request to %s: config %s is not this sandbox's (labels %v); remove it by hand", svc, reqName, cfg.Spec.Labels)
-		}
-		if ierr != nil || !bytes.Equal(cfg.Spec.Data, line) {
-			if ierr == nil {
-				ierr = e.cli.ConfigRemove(ctx, cfg.ID)
-			}
-			if ierr == nil {
-				_, ierr = e.cli.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: reqName, Labels: objLabels(objRequest)}, Data: line})
-			}
-			if ierr != nil {
-				return fmt.Errorf("deliver the task-request to %s: replace an earlier request config: %w", svc, ierr)
-			}
-		}
+	if err := e.storeRequest(ctx, sb, reqName, line, objLabels(objRequest)); err != nil {
+		return fmt.Errorf("deliver the task-request to %s: %w", svc, err)
 	}
 	netID, err := e.ensureNetwork(ctx, sb, objLabels("network"), true)
 	if err != nil {
@@ -113,6 +91,40 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 		// "image ... could not be accessed on a registry": expected on a
 		// cluster whose nodes had the image loaded.
 		e.log.Debug("engine warning on service create", "service", svc, "warning", w)
+	}
+	return nil
+}
+
+// storeRequest keeps the task-request line as the Swarm config reqName
+// (labelled labels) that the service's runner reads. One left by an
+// earlier attempt that died before the service was created is kept when it
+// holds this line and replaced when not; one that is not this sandbox's is
+// refused.
+func (e *Engine) storeRequest(ctx context.Context, sb sandbox, reqName string, line []byte, labels map[string]string) error {
+	if _, err := e.cli.ConfigCreate(ctx, swarm.ConfigSpec{
+		Annotations: swarm.Annotations{Name: reqName, Labels: labels},
+		Data:        line,
+	}); err == nil {
+		return nil
+	} else if !errdefs.IsConflict(err) {
+		return fmt.Errorf("store it as a Swarm config: %w", err)
+	}
+	// The runner reads what the config holds, so it must be this line.
+	cfg, _, ierr := e.cli.ConfigInspectWithRaw(ctx, reqName)
+	if ierr == nil && !sb.own.owns(cfg.Spec.Labels) {
+		return fmt.Errorf("config %s is not this sandbox's (labels %v); remove it by hand", reqName, cfg.Spec.Labels)
+	}
+	if ierr == nil && bytes.Equal(cfg.Spec.Data, line) {
+		return nil
+	}
+	if ierr == nil {
+		ierr = e.cli.ConfigRemove(ctx, cfg.ID)
+	}
+	if ierr == nil {
+		_, ierr = e.cli.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: reqName, Labels: labels}, Data: line})
+	}
+	if ierr != nil {
+		return fmt.Errorf("replace an earlier request config: %w", ierr)
 	}
 	return nil
 }
@@ -187,20 +199,8 @@ func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, req
 		}
 		cs.Hosts = append(cs.Hosts, addr+" "+name)
 	}
-	cfgRef := func(id, name, target string) *swarm.ConfigReference {
-		return &swarm.ConfigReference{ConfigID: id, ConfigName: name, File: &swarm.ConfigReferenceFileTarget{Name: target, UID: "0", GID: "0", Mode: 0o444}}
-	}
-	req, _, err := e.cli.ConfigInspectWithRaw(ctx, reqConfig)
-	if err != nil {
-		return swarm.ServiceSpec{}, fmt.Errorf("create service %s: %w", svc, err)
-	}
-	cs.Configs = append(cs.Configs, cfgRef(req.ID, reqConfig, requestPath))
-	for _, f := range st.Files {
-		c, _, err := e.cli.ConfigInspectWithRaw(ctx, f.Config)
-		if err != nil {
-			return swarm.ServiceSpec{}, fmt.Errorf("create service %s: file for %s: %w", svc, f.Target, err)
-		}
-		cs.Configs = append(cs.Configs, cfgRef(c.ID, f.Config, f.Target))
+	if err := e.attachConfigs(ctx, cs, svc, st, reqConfig); err != nil {
+		return swarm.ServiceSpec{}, err
 	}
 	user, err := e.imageUser(ctx, st)
 	if err != nil {
@@ -242,6 +242,27 @@ func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, req
 		},
 		Mode: swarm.ServiceMode{ReplicatedJob: &swarm.ReplicatedJob{MaxConcurrent: &one, TotalCompletions: &one}},
 	}, nil
+}
+
+// attachConfigs gives the service's container the task-request config
+// and the spec's files, root's and read-only.
+func (e *Engine) attachConfigs(ctx context.Context, cs *swarm.ContainerSpec, svc string, st storedSpec, reqConfig string) error {
+	cfgRef := func(id, name, target string) *swarm.ConfigReference {
+		return &swarm.ConfigReference{ConfigID: id, ConfigName: name, File: &swarm.ConfigReferenceFileTarget{Name: target, UID: "0", GID: "0", Mode: 0o444}}
+	}
+	req, _, err := e.cli.ConfigInspectWithRaw(ctx, reqConfig)
+	if err != nil {
+		return fmt.Errorf("create service %s: %w", svc, err)
+	}
+	cs.Configs = append(cs.Configs, cfgRef(req.ID, reqConfig, requestPath))
+	for _, f := range st.Files {
+		c, _, err := e.cli.ConfigInspectWithRaw(ctx, f.Config)
+		if err != nil {
+			return fmt.Errorf("create service %s: file for %s: %w", svc, f.Target, err)
+		}
+		cs.Configs = append(cs.Configs, cfgRef(c.ID, f.Config, f.Target))
+	}
+	return nil
 }
 
 func withContainer(labels map[string]string, name string) map[string]string {

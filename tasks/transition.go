@@ -24,5 +24,13 @@ func CanTransition(from, to Status) bool {
 	return false
 }
 
+// CanReport reports whether a container's progress-update may move a story
+// from one status to another: the table without the put-back
+// (in_progress -> pending), which only the runner's own task file makes (a
+// run that stops mid-story reports nothing more for the story).
+func CanReport(from, to Status) bool {
+	return CanTransition(from, to) && !(from == InProgress && to == Pending)
+}
+
 // Terminal reports whether no transition leaves the status.
 func (s Status) Terminal() bool { return s == Completed || s == Skipped }

@@ -27,9 +27,6 @@ var longFuncs = map[string]bool{
 	"internal/sandboximage/build.go BuildDetailed":      true,
 	"orchestrator/follow.go follower.begin":             true,
 	"runner/agent.go acpBackend.runStory":               true,
-	"state/fold.go Tracker.apply":                       true,
-	"swarmmode/service.go Engine.WriteStdin":            true,
-	"swarmmode/service.go Engine.serviceSpec":           true,
 }
 
 // funcName is how longFuncs names a function: Type.Method for a method.
