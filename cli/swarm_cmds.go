@@ -329,8 +329,12 @@ func formatRecord(r state.Record) string {
 	}
 	if r.Usage != nil {
 		u := r.Usage
-		return fmt.Sprintf("%s  %-15s  %-8s  %-11d  %s: %d in, %d out, %d cache read, %d cache write; cost %.4f", ts, "daemon:usage", "-", u.Status,
+		line := fmt.Sprintf("%s  %-15s  %-8s  %-11d  %s: %d in, %d out, %d cache read, %d cache write; cost %.4f", ts, "daemon:usage", "-", u.Status,
 			oneLine(u.Provider, 40), u.Usage.Input, u.Usage.Output, u.Usage.CacheRead, u.Usage.CacheWrite, u.Cost)
+		if u.LimitedUntil != nil {
+			line += fmt.Sprintf("; waiting for %s limit until %s (%s)", oneLine(u.Provider, 40), u.LimitedUntil.Local().Format(time.TimeOnly), oneLine(u.LimitSource, 60))
+		}
+		return line
 	}
 	if r.Stream == "stderr" && !r.Valid {
 		return strings.TrimRight(fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "stderr", "-", "-", oneLine(r.Raw, 200)), " ")

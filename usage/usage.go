@@ -3,6 +3,7 @@ package usage
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // Usage is the tokens of one or more model calls. Input counts the input
@@ -87,6 +88,8 @@ type Call struct {
 	Status   int     `json:"status"`
 	Usage    Usage   `json:"tokens"`
 	Cost     float64 `json:"cost"`
-	// Wait is set on a call that waited for a provider's limit (seconds).
-	Wait float64 `json:"waitSeconds,omitempty"`
+	// LimitedUntil is set on a limited answer (Limited): when the
+	// provider's limit resets (LimitReset), and from which header.
+	LimitedUntil *time.Time `json:"limitedUntil,omitempty"`
+	LimitSource  string     `json:"limitSource,omitempty"`
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/aimi-tools/swarm/gateway"
@@ -21,6 +23,9 @@ type usageObserver struct {
 	prices map[string]usage.Prices
 	log    *slog.Logger
 	queue  chan usageEntry
+
+	mu      sync.Mutex
+	limited map[string]int // provider -> limited answers in a row
 }
 
 type usageEntry struct {
@@ -30,7 +35,7 @@ type usageEntry struct {
 }
 
 func newUsageObserver(prices map[string]usage.Prices, log *slog.Logger) *usageObserver {
-	return &usageObserver{prices: prices, log: log, queue: make(chan usageEntry, usageQueue)}
+	return &usageObserver{prices: prices, log: log, queue: make(chan usageEntry, usageQueue), limited: map[string]int{}}
 }
 
 // Begin implements gateway.Observer. A call the gateway answered itself
@@ -52,6 +57,7 @@ func (t *usageTap) Body(p []byte) { t.m.Write(p) }
 func (t *usageTap) End(c *gateway.Call) {
 	u := t.m.Usage()
 	e := usageEntry{c.Swarm, c.Container, c.Started, usage.Call{Provider: c.Provider, Status: c.Status, Usage: u, Cost: t.o.prices[c.Provider].Cost(u)}}
+	t.o.noteLimit(c, &e.call)
 	select {
 	case t.o.queue <- e:
 	default:
@@ -73,4 +79,22 @@ func (o *usageObserver) attach(ctx context.Context, journal func(ctx context.Con
 			}
 		}
 	}()
+}
+
+// noteLimit records a provider's limit on a limited answer: until when it
+// holds (its headers, else a backoff growing with the limits in a row).
+func (o *usageObserver) noteLimit(c *gateway.Call, call *usage.Call) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !usage.Limited(c.Status) {
+		if c.Status < 300 {
+			delete(o.limited, c.Provider)
+		}
+		return
+	}
+	until, src := usage.LimitReset(c.Header, time.Now(), o.limited[c.Provider], usage.DefaultLimitMaxWait)
+	o.limited[c.Provider]++
+	call.LimitedUntil, call.LimitSource = &until, src
+	o.log.Warn(fmt.Sprintf("waiting for %s limit until %s", c.Provider, until.Local().Format(time.TimeOnly)),
+		"container", c.Container, "status", c.Status, "from", src)
 }
