@@ -76,6 +76,16 @@ func useCluster(t testing.TB, alone bool, images []string) *clustertest.Cluster 
 	if clusterErr != nil {
 		t.Fatalf("start the test cluster: %v", clusterErr)
 	}
+	// Taken before the images load too: a node stopped under a load
+	// breaks it. Registered before the test's own cleanups, so released
+	// after them (its daemon, containers and services are gone by then).
+	if alone {
+		clusterUse.Lock()
+		t.Cleanup(clusterUse.Unlock)
+	} else {
+		clusterUse.RLock()
+		t.Cleanup(clusterUse.RUnlock)
+	}
 	for _, img := range images {
 		clusterImagesMu.Lock()
 		l := clusterImages[img]
@@ -92,15 +102,6 @@ func useCluster(t testing.TB, alone bool, images []string) *clustertest.Cluster 
 		if l.err != nil {
 			t.Fatal(l.err)
 		}
-	}
-	// Registered before the test's own cleanups, so released after them
-	// (its daemon, containers and services are gone by then).
-	if alone {
-		clusterUse.Lock()
-		t.Cleanup(clusterUse.Unlock)
-	} else {
-		clusterUse.RLock()
-		t.Cleanup(clusterUse.RUnlock)
 	}
 	return sharedCluster
 }
