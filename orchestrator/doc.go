@@ -1,5 +1,5 @@
 // Package orchestrator runs swarms: one sandbox container per task file,
-// started through a small Engine interface (satisfied by *container.Docker),
+// started through engine.Engine (the container and swarmmode backends),
 // at most MaxContainers at a time, each watched by one supervisor that writes
 // the task-request to the container's stdin, feeds every output line to the
 // state package's Recorder (journal first, then the fold into
@@ -12,8 +12,8 @@
 // (CONTAINER_LOST). A lost state file is rebuilt from the labels and journals.
 //
 // It owns no HTTP, no config loading and no Docker code: the daemon package
-// serves the Manager over its socket, the configs package builds Config, the
-// container package talks to the engine, and the state package owns the file
+// serves the Manager over its socket, the configs package builds Config, a
+// backend of package engine talks to the engine, and the state package owns the file
 // formats. The git service for local mode is reached through GitAccess, and
 // a completed container's branch is published through Publisher.
 //

@@ -115,6 +115,32 @@ func (f *follower) begin(start bool) bool {
 		_ = sw.led.update(f.c.name, func(sc *state.Container) { sc.ACPPID = &pid })
 	}
 	sw.event(f.c, api.EventContainerStarted, nil)
+	if !f.deliver(start, step) {
+		return false
+	}
+	if start {
+		// The stream of a container started here opens once its work
+		// began: readers of the containers started first would poll the
+		// engine while it still starts the rest of the wave, and the
+		// wave's last requests would wait behind the first streams'
+		// opening. It reads from the journal's cursor, so no line is
+		// missed; what the runner writes first is small. (Holding every
+		// stream until the whole wave had its requests was tried: the
+		// streams then all opened at once, as the status was read, and
+		// the last container showed running later, not sooner.)
+		f.open()
+	}
+	f.armTimeout(info.StartedAt)
+	f.stopCh, _ = sw.stopChan(f.c)
+	return true
+}
+
+// deliver sends the task-request unless it was sent before (a re-attached
+// container); a started one waits for the rest of its start wave first.
+// A request that cannot be sent stops the container; false only when ctx
+// ended.
+func (f *follower) deliver(start bool, step func(string)) bool {
+	sw := f.sw
 	if start || !sw.sentRequest(f.c) {
 		if start {
 			// The rest of the start wave first (startWave).
@@ -133,27 +159,17 @@ func (f *follower) begin(start bool) bool {
 		}
 		step("task-request sent and journaled")
 	}
-	if start {
-		// The stream of a container started here opens once its work
-		// began: readers of the containers started first would poll the
-		// engine while it still starts the rest of the wave, and the
-		// wave's last requests would wait behind the first streams'
-		// opening. It reads from the journal's cursor, so no line is
-		// missed; what the runner writes first is small. (Holding every
-		// stream until the whole wave had its requests was tried: the
-		// streams then all opened at once, as the status was read, and
-		// the last container showed running later, not sooner.)
-		f.open()
-	}
-	// The timeout counts from the engine's start time, so it survives a
-	// daemon restart.
-	started := info.StartedAt
+	return true
+}
+
+// armTimeout starts the container's timeout. It counts from the engine's
+// start time, so it survives a daemon restart.
+func (f *follower) armTimeout(started time.Time) {
+	sw := f.sw
 	if started.IsZero() || started.Year() < 2 {
 		started = time.Now()
 	}
 	f.timer = time.NewTimer(max(time.Until(started.Add(sw.m.cfg.Timeout)), 0))
-	f.stopCh, _ = sw.stopChan(f.c)
-	return true
 }
 
 // start starts the created container; false when ctx ended or the engine

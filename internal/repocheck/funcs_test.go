@@ -25,7 +25,6 @@ var longFuncs = map[string]bool{
 	"internal/clustertest/cluster.go Cluster.startNode": true,
 	"internal/clustertest/cluster.go Start":             true,
 	"internal/sandboximage/build.go BuildDetailed":      true,
-	"orchestrator/follow.go follower.begin":             true,
 	"runner/agent.go acpBackend.runStory":               true,
 }
 
