@@ -51,6 +51,7 @@ RUNS='
 ./container|^BenchmarkFrameSplitter$|1s||0
 ./gitserve|^BenchmarkParsePushCommands$|1s||0
 ./acpclient|^BenchmarkSessionUpdate$|1s||0
+./gateway|^BenchmarkGatewayAddedLatency$|1x||0
 '
 
 # benchmark (name without the -GOMAXPROCS suffix) | metric | op | target
@@ -58,6 +59,7 @@ TARGETS='
 BenchmarkDecodeValidate|msgs/cpu-s|>=|150000
 BenchmarkDecodeValidate|msgs/s|>=|150000
 BenchmarkReader|msgs/s|>=|150000
+BenchmarkGatewayAddedLatency|added-p50-ms|<|2
 BenchmarkRecorderSustained|msgs/s|>=|20000
 BenchmarkRecorderSustained|max-state-lag-ms|<=|50
 BenchmarkRecorderSustained|p99-state-lag-ms|<=|50
