@@ -98,10 +98,11 @@ func (g *outputGate) Call(f func()) {
 // The same block can hold the engine (20.10) itself: when the container's
 // process exits, the engine's exit handling takes the container's lock and
 // then waits for its output copy, which waits for this attach to read.
-// Every call that needs that lock (the log read the gate waits for,
+// Every call that needs that lock (opening the log the gate waits for,
 // inspect, stop) then hangs: a deadlock that only removing the container
-// broke. So the hold-back never blocks while an engine call of its reader
-// has been outstanding for holdStall, and when it has blocked for holdStall
+// broke. So the hold-back never blocks while such an engine call of its
+// reader has been outstanding for holdStall (reading an open log's body is
+// not one: enginelog's openLog), and when it has blocked for holdStall
 // without the reader moving (the reader may be waiting for its receiver,
 // not the engine) it probes the engine with an inspect and treats the
 // probe the same way. Reading on at such a moment loses nothing: either the

@@ -74,18 +74,6 @@ func (r *lineReader) call(f func()) {
 	r.gate.Call(f)
 }
 
-// gatedReader marks each Read of a log stream as an engine call of the
-// reader (the time spent delivering the lines read is not).
-type gatedReader struct {
-	r io.Reader
-	g Gate
-}
-
-func (b gatedReader) Read(p []byte) (n int, err error) {
-	b.g.Call(func() { n, err = b.r.Read(p) })
-	return n, err
-}
-
 // EngineTime is t as the engine's Since and Until options take it: Unix
 // seconds with nanoseconds.
 func EngineTime(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }

@@ -36,7 +36,7 @@ func (r *lineReader) snapshot(ctx context.Context) (*frameSplitter, error) {
 	for r.tail <= maxTail {
 		var buf []byte
 		var err error
-		r.call(func() { buf, err = r.readTail(ctx, since) })
+		buf, err = r.readTail(ctx, since)
 		if err != nil {
 			return nil, err
 		}
@@ -55,28 +55,34 @@ func (r *lineReader) snapshot(ctx context.Context) (*frameSplitter, error) {
 		}
 		r.tail *= 4
 	}
-	var rc io.ReadCloser
-	var err error
-	r.call(func() { rc, err = r.open(ctx, since, -1) })
+	rc, err := r.openLog(ctx, since, -1)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
 	fs := r.splitter(ctx)
-	if r.gate != nil {
-		// Time spent delivering what was read is not an engine call.
-		err = fs.readFrom(gatedReader{rc, r.gate})
-	} else {
-		err = fs.readFrom(rc)
-	}
+	err = fs.readFrom(rc)
 	r.sawThrough(fs, err)
 	return fs, err
+}
+
+// openLog opens the log as an engine call of the reader (Gate.Call): the
+// engine answers the open once it has the container's log driver, which
+// needs the container's lock, the one its exit handling holds while it
+// waits for the hold-back. Reading the body needs no such lock: the engine
+// reads the log files, and a slow read is a loaded engine, not one waiting
+// for the hold-back. Counting it as a call let a snapshot of many
+// megabytes read on a loaded machine release the hold-back, and the
+// container then wrote past the log's rotation lines nobody had read.
+func (r *lineReader) openLog(ctx context.Context, since time.Time, tail int) (rc io.ReadCloser, err error) {
+	r.call(func() { rc, err = r.open(ctx, since, tail) })
+	return rc, err
 }
 
 // readTail reads the last r.tail entries at or after since (at most
 // maxTailBytes+1 bytes of them).
 func (r *lineReader) readTail(ctx context.Context, since time.Time) ([]byte, error) {
-	rc, err := r.open(ctx, since, r.tail)
+	rc, err := r.openLog(ctx, since, r.tail)
 	if err != nil {
 		return nil, err
 	}
