@@ -130,11 +130,10 @@ type Task struct {
 // Git is where containers clone from and push to.
 type Git struct {
 	Mode string
-	// Address is the IP address of this machine that every node of a
-	// cluster reaches; with the swarm backend the local-mode git service
-	// listens there (its certificate names it). "" with the docker
-	// backend: the swarm network's gateway is used.
-	Address string
+	// Address: the IP of this machine every node of a cluster reaches; the
+	// swarm backend's local-mode git service listens there ("": docker).
+	Address  string
+	OriginCA string // remote mode: host path of the PEM CA origin chains to ("": system roots)
 	// MaxPush and MaxMirror bound one push and what one swarm's pushes add
 	// to the git service's copy of the repository (bytes).
 	MaxPush, MaxMirror int64
@@ -215,6 +214,7 @@ var scalarKeys = []key{
 	{"git.address", "IP of this machine every cluster node reaches (swarm backend, local git)"},
 	{"git.max_push", "largest push a container may send to the local git service (e.g. 100m)"},
 	{"git.max_mirror", "what one swarm's pushes may add to the local git service's disk (e.g. 1g)"},
+	{"git.origin_ca", "PEM CA bundle origin's certificate chains to (remote mode; empty: system roots)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
 	{"metrics.listen", "host:port of /metrics and /healthz (a bare port means loopback; empty: off)"},
@@ -527,6 +527,7 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	if c.Git.MaxPush > 0 && c.Git.MaxMirror > 0 && c.Git.MaxMirror < c.Git.MaxPush {
 		bad("git.max_mirror", str("git.max_mirror"), "is smaller than git.max_push "+str("git.max_push"), "raise git.max_mirror or lower git.max_push: a swarm must fit one push")
 	}
+	c.Git.OriginCA = originCA(str("git.origin_ca"), bad)
 	c.Engine.Backend = oneOf("engine.backend", BackendDocker, BackendSwarm)
 	c.Engine.Host = str("engine.host")
 	if h := c.Engine.Host; h != "" {

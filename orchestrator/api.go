@@ -49,6 +49,10 @@ type Config struct {
 	// contract's Env* constants; the Manager sets the local-mode git ones
 	// itself.
 	RunnerEnv map[string]string
+	// OriginCAFile is the host path of the PEM CA bundle origin's
+	// certificate chains to: remote-mode containers get it read-only at
+	// originCAPath, as GIT_SSL_CAINFO ("": the image's system roots).
+	OriginCAFile string
 	// Git is the local-mode git service; nil means remote mode only (the
 	// repoUrl is the repository's origin).
 	Git GitAccess

@@ -14,6 +14,9 @@ import (
 // mode.
 const caMountPath = "/etc/aimi/git-ca.pem"
 
+// originCAPath is where git.origin_ca is mounted (read-only) in remote mode.
+const originCAPath = "/etc/aimi/origin-ca.pem"
+
 // bundleMountPath is where the host's roots plus the daemon's CA are
 // mounted (read-only) when the model gateway serves the container.
 const bundleMountPath = "/etc/aimi/ca-bundle.pem"

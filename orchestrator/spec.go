@@ -42,6 +42,12 @@ func (sw *swarm) createSpec(c *ctr, g *Grant, mg *ModelGrant) engine.Spec {
 			mounts = append(mounts, engine.Mount{Source: mg.BundleFile, Target: bundleMountPath, ReadOnly: true})
 		}
 	}
+	if !sw.local && cfg.OriginCAFile != "" {
+		// Origin's own CA, apart from the daemon's: the runner's relay
+		// trusts only it for origin.
+		all[contract.EnvGitSSLCAInfo] = originCAPath
+		mounts = append(mounts, engine.Mount{Source: cfg.OriginCAFile, Target: originCAPath, ReadOnly: true})
+	}
 	if caFile != "" {
 		// One CA signs the git service's and the gateway's certificates.
 		mounts = append(mounts, engine.Mount{Source: caFile, Target: caMountPath, ReadOnly: true})

@@ -57,6 +57,7 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		ReadOnlyRoot:    c.Sandbox.ReadOnlyRoot,
 		EnvVars:         maps.Clone(c.Task.EnvVars),
 		RunnerEnv:       runnerEnv,
+		OriginCAFile:    c.Git.OriginCA,
 		Logger:          log,
 	}
 	if git != nil {
