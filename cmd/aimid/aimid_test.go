@@ -145,8 +145,16 @@ func removeProjectContainersAtEnd(t testing.TB, repo string) {
 type proc struct {
 	cmd    *exec.Cmd
 	sock   string
-	stderr *bytes.Buffer
+	stderr *bytes.Buffer // read it after the daemon exited, or via logs
+	log    *lockedWriter
 	done   chan error
+}
+
+// logs is the daemon's stderr so far, safe to read while it runs.
+func (p *proc) logs() string {
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	return p.logs()
 }
 
 // startAimid runs the built daemon with its own socket, data dir and user
@@ -212,7 +220,8 @@ func launchAimidWrapped(t testing.TB, wrap func(*exec.Cmd), instance, sock, data
 		wrap(cmd)
 	}
 	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = &lockedWriter{w: p.stderr}
+	p.log = &lockedWriter{w: p.stderr}
+	cmd.Stderr = p.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +241,7 @@ func launchAimidWrapped(t testing.TB, wrap func(*exec.Cmd), instance, sock, data
 		}
 		removeInstanceMarker(t, instance, cmd.Process.Pid)
 		if t.Failed() {
-			t.Logf("aimid stderr:\n%s", p.stderr.String())
+			t.Logf("aimid stderr:\n%s", p.logs())
 		}
 	})
 	c := daemon.NewClient(sock)
@@ -248,11 +257,11 @@ func launchAimidWrapped(t testing.TB, wrap func(*exec.Cmd), instance, sock, data
 		select {
 		case err := <-p.done:
 			p.done <- err
-			t.Fatalf("aimid exited before it was ready: %v\n%s", err, p.stderr.String())
+			t.Fatalf("aimid exited before it was ready: %v\n%s", err, p.logs())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("aimid not ready: %v\n%s", err, p.stderr.String())
+			t.Fatalf("aimid not ready: %v\n%s", err, p.logs())
 		}
 	}
 }
@@ -443,7 +452,7 @@ func TestSecondDaemonOnALiveSocketRefusesAndSIGTERMCleansUp(t *testing.T) {
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	if err := p.wait(t); err != nil {
-		t.Fatalf("aimid exit after SIGTERM: %v\n%s", err, p.stderr.String())
+		t.Fatalf("aimid exit after SIGTERM: %v\n%s", err, p.logs())
 	}
 	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket left after SIGTERM: %v", err)
@@ -544,7 +553,7 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	}
 	p.stop(t)
 	// The secret is in no log, answer, journal or state file.
-	if strings.Contains(p.stderr.String(), secret) {
+	if strings.Contains(p.logs(), secret) {
 		t.Error("the daemon logged the secret")
 	}
 	filepath.WalkDir(filepath.Join(repo, ".aimi"), func(path string, d os.DirEntry, err error) error {
@@ -652,7 +661,7 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 	}
 	if sig == syscall.SIGTERM {
 		if err != nil {
-			t.Fatalf("SIGTERM: aimid exit %v\n%s", err, p.stderr.String())
+			t.Fatalf("SIGTERM: aimid exit %v\n%s", err, p.logs())
 		}
 		if !errors.Is(statErr, os.ErrNotExist) {
 			t.Errorf("SIGTERM left the socket: %v", statErr)
@@ -932,8 +941,8 @@ func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) 
 	b.wait(t)
 	c := launchAimidAs(t, instance, filepath.Join(dir, "c", "aimid.sock"), filepath.Join(dir, "c-data"), "git:\n  mode: remote\n", "info", os.Environ())
 	c.stop(t)
-	if !strings.Contains(c.stderr.String(), "removing the instance marker of a daemon that is gone") {
-		t.Errorf("takeover not logged:\n%s", c.stderr.String())
+	if !strings.Contains(c.logs(), "removing the instance marker of a daemon that is gone") {
+		t.Errorf("takeover not logged:\n%s", c.logs())
 	}
 	if _, err := dockertest.Client(t).ContainerInspect(context.Background(), instancelock.MarkerName(instance)); !errdefs.IsNotFound(err) {
 		t.Errorf("marker left after a clean stop: %v", err)

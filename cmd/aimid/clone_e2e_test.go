@@ -115,7 +115,7 @@ func TestLargeHistorySwarmClonesOnlyTheTip(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--follow", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start --all --local --follow: exit %d\n%s\n%s\ndaemon log:\n%s", code, out, errOut, p.stderr.String())
+		t.Fatalf("start --all --local --follow: exit %d\n%s\n%s\ndaemon log:\n%s", code, out, errOut, p.logs())
 	}
 	view := waitFor(t, sock, repo, 3*time.Minute, "every container exited", func(v api.SwarmView) bool {
 		return len(v.Containers) == len(names) && allExited(v)
@@ -144,7 +144,7 @@ func TestLargeHistorySwarmClonesOnlyTheTip(t *testing.T) {
 	for _, n := range names {
 		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/feat/"+n).Run() != nil {
 			if time.Now().After(deadline) {
-				t.Fatalf("branch feat/%s was never published into the checkout; daemon log:\n%s", n, p.stderr.String())
+				t.Fatalf("branch feat/%s was never published into the checkout; daemon log:\n%s", n, p.logs())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

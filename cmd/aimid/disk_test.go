@@ -56,7 +56,7 @@ func TestSandboxDiskIsEnforcedOrSaidNotToBe(t *testing.T) {
 		t.Errorf("the container's storage-opt size = %q, want %q", got, want)
 	}
 	p.stop(t)
-	logs := p.stderr.String()
+	logs := p.logs()
 	if supported != nil && !strings.Contains(logs, "sandbox.disk is not enforced") {
 		t.Errorf("the engine cannot limit the writable layer (%v), and aimid did not say so at start:\n%s", supported, logs)
 	}

@@ -141,7 +141,7 @@ func TestModelKeyStaysInTheDaemon(t *testing.T) {
 	waitFor(t, sock, repo, 3*time.Minute, "all finished", allExited)
 	p.stop(t)
 	for _, s := range []string{key, e1["ANTHROPIC_API_KEY"], e2["ANTHROPIC_API_KEY"]} {
-		if strings.Contains(p.stderr.String(), s) {
+		if strings.Contains(p.logs(), s) {
 			t.Error("the daemon's log holds a key or placeholder")
 		}
 		for _, a := range *answers {

@@ -103,7 +103,7 @@ func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 	waitLog(t, ctx, cli, flood, "flood holds", 2*time.Minute)
 
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--file", work+"-tasks.json", "--append", "--local", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("append while the flood holds its connections: exit %d\n%s\n%s\ndaemon log:\n%s", code, out, errOut, p.stderr.String())
+		t.Fatalf("append while the flood holds its connections: exit %d\n%s\n%s\ndaemon log:\n%s", code, out, errOut, p.logs())
 	}
 	// Each round asks the daemon over a new connection of its socket (an
 	// accept needs a file descriptor) and runs `aimi swarm status`.
@@ -124,7 +124,7 @@ func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the appended container did not finish during the flood (%d status calls; failed or slow: %v)\ndaemon log:\n%s", calls, slow, tail(p.stderr.String(), 4000))
+			t.Fatalf("the appended container did not finish during the flood (%d status calls; failed or slow: %v)\ndaemon log:\n%s", calls, slow, tail(p.logs(), 4000))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

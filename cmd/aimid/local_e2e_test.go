@@ -163,7 +163,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	for _, b := range branches {
 		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
 			if time.Now().After(deadline) {
-				t.Fatalf("branch %s was never published into the checkout; daemon log:\n%s", b, p.stderr.String())
+				t.Fatalf("branch %s was never published into the checkout; daemon log:\n%s", b, p.logs())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -463,7 +463,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 		t.Error("socket left after SIGTERM")
 	}
 
-	logText := p.stderr.String()
+	logText := p.logs()
 	if !strings.Contains(logText, "container finished") {
 		t.Errorf("the daemon log looks empty:\n%s", logText)
 	}

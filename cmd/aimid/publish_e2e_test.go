@@ -113,7 +113,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	for _, a := range *answers {
 		seen.WriteString(a)
 	}
-	seen.WriteString(p.stderr.String())
+	seen.WriteString(p.logs())
 	if !strings.Contains(seen.String(), `"prUrl":"`+want+`"`) || !strings.Contains(seen.String(), "pull request open") {
 		t.Error("the state file or the daemon's log does not mention the pull request; the leak check below would prove little")
 	}

@@ -49,7 +49,7 @@ func TestPushOverGitMaxPushIsRefusedAndReported(t *testing.T) {
 	d := v.Containers[0]
 	errs, _ := json.Marshal(d.Errors)
 	if d.Status == string(state.StatusCompleted) || !strings.Contains(string(errs), "the git service refused it: aimi: push refused") || !strings.Contains(string(errs), "git.max_push") {
-		t.Errorf("%s ended %s with errors %s; want its refused push reported, naming git.max_push\ndaemon log:\n%s", d.Name, d.Status, errs, tail(p.stderr.String(), 4000))
+		t.Errorf("%s ended %s with errors %s; want its refused push reported, naming git.max_push\ndaemon log:\n%s", d.Name, d.Status, errs, tail(p.logs(), 4000))
 	}
 	t.Logf("%s: %s, errors %s", d.Name, d.Status, errs)
 

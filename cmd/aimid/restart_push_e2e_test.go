@@ -87,7 +87,7 @@ func TestKill9InLocalModeLosesNoPushedWork(t *testing.T) {
 			for exec.Command("git", "-C", repo, "cat-file", "-e", branch+":"+id+".txt").Run() != nil {
 				if time.Now().After(deadline) {
 					t.Fatalf("branch %s in the checkout lacks %s's commit (log: %s); daemon log:\n%s", branch, id,
-						gitLogOrNone(repo, branch), p2.stderr.String())
+						gitLogOrNone(repo, branch), p2.logs())
 				}
 				time.Sleep(200 * time.Millisecond)
 			}

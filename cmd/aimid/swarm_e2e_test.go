@@ -300,7 +300,7 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 			t.Errorf("%s holds the agent.env secret", where)
 		}
 	}
-	check("the daemon's log", p.stderr.String())
+	check("the daemon's log", p.logs())
 	for _, a := range *answers {
 		check("a CLI answer", a)
 	}

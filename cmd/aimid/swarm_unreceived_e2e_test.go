@@ -53,7 +53,7 @@ func TestSwarmBackendUnpushedWorkIsKeptByName(t *testing.T) {
 	d := v.Containers[0]
 	errs, _ := json.Marshal(d.Errors)
 	if d.Status != "failed" || !strings.Contains(string(errs), "GIT_PUSH_FAILED") {
-		t.Fatalf("%s ended %s with errors %s; want failed with GIT_PUSH_FAILED\ndaemon log:\n%s", d.Name, d.Status, errs, tail(p.stderr.String(), 4000))
+		t.Fatalf("%s ended %s with errors %s; want failed with GIT_PUSH_FAILED\ndaemon log:\n%s", d.Name, d.Status, errs, tail(p.logs(), 4000))
 	}
 	want := d.Name
 

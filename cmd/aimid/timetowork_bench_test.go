@@ -80,7 +80,7 @@ func userTimeToWork(b *testing.B, image string, n, blobs, blob int) (first, all 
 	waitStatus(b, ctx, repo, sock, "done", terminalIn, n)
 	at := firstWork(b, repo, validState(b, repo))
 	if len(at) != n {
-		b.Fatalf("%d of %d containers wrote an in_progress update; daemon log:\n%s", len(at), n, p.stderr.String())
+		b.Fatalf("%d of %d containers wrote an in_progress update; daemon log:\n%s", len(at), n, p.logs())
 	}
 	first = time.Duration(1<<63 - 1)
 	for _, t := range at {

@@ -111,7 +111,7 @@ func TestARerunTakesTheUnpushedWorkFirst(t *testing.T) {
 				for exec.Command("git", "-C", repo, "merge-base", "--is-ancestor", c, branch).Run() != nil {
 					if time.Now().After(deadline) {
 						t.Fatalf("commit %s the failed container held is not on %s in the checkout (log: %s); daemon log:\n%s",
-							c, branch, gitLogOrNone(repo, branch), p.stderr.String())
+							c, branch, gitLogOrNone(repo, branch), p.logs())
 					}
 					time.Sleep(200 * time.Millisecond)
 				}
@@ -156,7 +156,7 @@ func TestCleanupKeepsWorkARefusedPublishLeftInNoRef(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for exec.Command("git", "-C", repo, "cat-file", "-e", tip+"^{commit}").Run() != nil {
 		if time.Now().After(deadline) {
-			t.Fatalf("the publish never fetched %s into the checkout; daemon log:\n%s", tip, p.stderr.String())
+			t.Fatalf("the publish never fetched %s into the checkout; daemon log:\n%s", tip, p.logs())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -50,6 +50,7 @@ func usageProvider(t *testing.T) *httptest.Server {
 // provider reported, once each, on the story that made the calls, and
 // their cost at the configured prices.
 func TestUsageOfModelCallsThroughTheGateway(t *testing.T) {
+	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	up := usageProvider(t)

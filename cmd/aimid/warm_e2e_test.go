@@ -18,7 +18,6 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -98,7 +97,7 @@ func waitPool(t testing.TB, ctx context.Context, cli *client.Client, instance st
 			return w
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d pool sandboxes waiting, want %d; daemon log:\n%s", len(w), n, p.stderr.String())
+			t.Fatalf("%d pool sandboxes waiting, want %d; daemon log:\n%s", len(w), n, p.logs())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -166,10 +165,11 @@ func sameIsolation(t testing.TB, claimed, created dcontainer.InspectResponse) {
 // under their task's name, with a warm note in their journal only; the pool
 // refills to two; cleanup leaves the pool alone.
 func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+dockertest.RunID())))[:6]
 	names := []string{"wa-" + sfx, "wb-" + sfx, "wc-" + sfx}
 	repo := warmTestRepo(t, names...)
@@ -239,7 +239,7 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	if len(after) != 2 || after[0].ID != refilled[0].ID && after[0].ID != refilled[1].ID {
 		t.Errorf("cleanup touched the pool: %d waiting after it", len(after))
 	}
-	if strings.Contains(p.stderr.String(), secret) {
+	if strings.Contains(p.logs(), secret) {
 		t.Error("the agent.env secret is in the daemon's log")
 	}
 	p.stop(t)
