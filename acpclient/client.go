@@ -24,6 +24,9 @@ type Config struct {
 	Workspace string
 	// Policy answers permission requests.
 	Policy Policy
+	// Asker answers the requests Policy asks a person about; without one
+	// they are rejected.
+	Asker Asker
 	// Env is the environment of terminal commands (the runner's environment
 	// plus the task-request's envVars); nil means os.Environ().
 	Env []string
@@ -38,6 +41,8 @@ type Client struct {
 	resolved  string   // workspace with symlinks resolved
 	root      *os.Root // every fs/* access goes through it
 	policy    Policy
+	asker     Asker
+	asking    atomic.Int32 // requests waiting for a person: the agent is silent for a reason
 	env       []string
 	log       *slog.Logger
 
@@ -79,6 +84,7 @@ func New(cfg Config) (*Client, error) {
 		resolved:   resolved,
 		root:       root,
 		policy:     cfg.Policy,
+		asker:      cfg.Asker,
 		env:        env,
 		log:        log,
 		transcript: newTranscript(),
@@ -255,6 +261,19 @@ func (c *Client) RequestPermission(ctx context.Context, p acp.RequestPermissionR
 	if c.cancelled.Load() || ctx.Err() != nil {
 		c.transcript.notePermission(title, "cancelled")
 		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
+	}
+	if c.policy.Asks(p.ToolCall.Kind) {
+		id, verdict, ok := c.ask(ctx, p)
+		if !ok {
+			verdict = "rejected (" + verdict + ")"
+			id, ok = choose(p.Options, false)
+		}
+		if c.cancelled.Load() || ctx.Err() != nil || !ok {
+			c.transcript.notePermission(title, "cancelled")
+			return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
+		}
+		c.transcript.notePermission(title, verdict)
+		return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(id)}, nil
 	}
 	allow := c.policy.allows(p.ToolCall.Kind)
 	id, ok := choose(p.Options, allow)

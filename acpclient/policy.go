@@ -8,8 +8,9 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 )
 
-// Policy decides how session/request_permission is answered. The runner has
-// no human to ask, so the answer is configuration (AIMI_PERMISSION_POLICY).
+// Policy decides how session/request_permission is answered: by
+// configuration (AIMI_PERMISSION_POLICY), or, for "ask" and "ask-kinds:",
+// by a person through the Client's Asker.
 type Policy struct {
 	mode  policyMode
 	kinds []acp.ToolKind // for allowKinds: tool kinds that are allowed
@@ -21,10 +22,13 @@ const (
 	allowAll policyMode = iota
 	rejectAll
 	allowKinds
+	askAll
+	askKinds // kinds are asked, the rest allowed
 )
 
-// ParsePolicy reads "allow", "reject" or "allow-kinds:read,edit,execute".
-// The empty string means allow: the sandbox container is the safety boundary.
+// ParsePolicy reads "allow", "reject", "allow-kinds:read,edit,execute",
+// "ask" or "ask-kinds:execute,delete". The empty string means allow: the
+// sandbox container is the safety boundary.
 func ParsePolicy(s string) (Policy, error) {
 	s = strings.TrimSpace(s)
 	switch {
@@ -32,22 +36,32 @@ func ParsePolicy(s string) (Policy, error) {
 		return Policy{mode: allowAll}, nil
 	case s == "reject":
 		return Policy{mode: rejectAll}, nil
+	case s == "ask":
+		return Policy{mode: askAll}, nil
 	case strings.HasPrefix(s, "allow-kinds:"):
-		var kinds []acp.ToolKind
-		for _, k := range strings.Split(strings.TrimPrefix(s, "allow-kinds:"), ",") {
-			k = strings.TrimSpace(k)
-			if k == "" {
-				continue
-			}
-			if !knownKind(acp.ToolKind(k)) {
-				return Policy{}, fmt.Errorf("permission policy %q: unknown tool kind %q (use read, edit, delete, move, search, execute, think, fetch, switch_mode, other)", s, k)
-			}
-			kinds = append(kinds, acp.ToolKind(k))
-		}
-		return Policy{mode: allowKinds, kinds: kinds}, nil
+		kinds, err := parseKinds(s, "allow-kinds:")
+		return Policy{mode: allowKinds, kinds: kinds}, err
+	case strings.HasPrefix(s, "ask-kinds:"):
+		kinds, err := parseKinds(s, "ask-kinds:")
+		return Policy{mode: askKinds, kinds: kinds}, err
 	default:
-		return Policy{}, fmt.Errorf("permission policy %q: use allow, reject or allow-kinds:<kind>,<kind>", s)
+		return Policy{}, fmt.Errorf("permission policy %q: use allow, reject, allow-kinds:<kind>,<kind>, ask or ask-kinds:<kind>,<kind>", s)
 	}
+}
+
+func parseKinds(s, prefix string) ([]acp.ToolKind, error) {
+	var kinds []acp.ToolKind
+	for _, k := range strings.Split(strings.TrimPrefix(s, prefix), ",") {
+		k = strings.TrimSpace(k)
+		if k == "" {
+			continue
+		}
+		if !knownKind(acp.ToolKind(k)) {
+			return nil, fmt.Errorf("permission policy %q: unknown tool kind %q (use read, edit, delete, move, search, execute, think, fetch, switch_mode, other)", s, k)
+		}
+		kinds = append(kinds, acp.ToolKind(k))
+	}
+	return kinds, nil
 }
 
 func knownKind(k acp.ToolKind) bool {
@@ -65,30 +79,50 @@ func (p Policy) String() string {
 	switch p.mode {
 	case rejectAll:
 		return "reject"
-	case allowKinds:
+	case askAll:
+		return "ask"
+	case allowKinds, askKinds:
 		ks := make([]string, len(p.kinds))
 		for i, k := range p.kinds {
 			ks[i] = string(k)
 		}
-		return "allow-kinds:" + strings.Join(ks, ",")
+		return map[policyMode]string{allowKinds: "allow-kinds:", askKinds: "ask-kinds:"}[p.mode] + strings.Join(ks, ",")
 	}
 	return "allow"
+}
+
+// Asks reports whether the policy asks a person about tool calls of this
+// kind (a call without a kind counts as "other").
+func (p Policy) Asks(kind *acp.ToolKind) bool {
+	switch p.mode {
+	case askAll:
+		return true
+	case askKinds:
+		return slices.Contains(p.kinds, kindOf(kind))
+	}
+	return false
+}
+
+// AsksAnyone reports whether the policy asks a person about some calls.
+func (p Policy) AsksAnyone() bool { return p.mode == askAll || p.mode == askKinds }
+
+func kindOf(kind *acp.ToolKind) acp.ToolKind {
+	if kind != nil && *kind != "" {
+		return *kind
+	}
+	return acp.ToolKindOther
 }
 
 // allows reports whether a tool call of this kind is allowed. A call without a
 // kind counts as "other".
 func (p Policy) allows(kind *acp.ToolKind) bool {
 	switch p.mode {
-	case allowAll:
+	case allowAll, askKinds: // askKinds allows what it does not ask
 		return true
-	case rejectAll:
+	case rejectAll, askAll:
 		return false
 	}
-	k := acp.ToolKindOther
-	if kind != nil && *kind != "" {
-		k = *kind
-	}
-	return slices.Contains(p.kinds, k)
+	return slices.Contains(p.kinds, kindOf(kind))
 }
 
 // choose picks the option that carries the decision: a one-time answer is

@@ -28,11 +28,12 @@ type Activity struct {
 	RunningTools int       // tool calls reported pending or in progress
 	Terminals    int       // terminal commands that have not exited
 	ToolCalls    int       // tool calls seen in the session
+	Asking       int       // permission requests waiting for a person
 }
 
 // Busy reports whether something is running that may legitimately keep
 // the agent silent.
-func (a Activity) Busy() bool { return a.RunningTools > 0 || a.Terminals > 0 }
+func (a Activity) Busy() bool { return a.RunningTools > 0 || a.Terminals > 0 || a.Asking > 0 }
 
 // Loop is the evidence of a tool call repeated with the same input.
 type Loop struct {
@@ -170,6 +171,7 @@ func (c *Client) Activity() Activity {
 	a := Activity{Last: time.Unix(0, w.last.Load()), LastWhat: w.lastWhat, RunningTools: len(w.running), ToolCalls: w.calls}
 	w.mu.Unlock()
 	a.Terminals = c.terms.running()
+	a.Asking = int(c.asking.Load())
 	return a
 }
 

@@ -166,6 +166,14 @@ type Event struct {
 	// Output is the progress output, the rejection reason or the error.
 	Output string `json:"output,omitempty"`
 	Code   string `json:"code,omitempty"`
+	// RequestID names the permission request of a permission-* event;
+	// Request is the whole request (permission-requested), Option the
+	// option chosen and AnsweredBy "person", "timeout" or "container-ended"
+	// (permission-answered).
+	RequestID  string             `json:"requestId,omitempty"`
+	Request    *PermissionRequest `json:"request,omitempty"`
+	Option     string             `json:"option,omitempty"`
+	AnsweredBy string             `json:"answeredBy,omitempty"`
 }
 
 // Errors the daemon maps to HTTP codes (errors.Is / errors.As).

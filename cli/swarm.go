@@ -48,6 +48,8 @@ Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
 		newSwarmLogsCmd(s),
 		newSwarmUsageCmd(s),
 		newSwarmEventsCmd(s),
+		newSwarmInboxCmd(s),
+		newSwarmAnswerCmd(s),
 		newSwarmUICmd(s),
 	)
 	return cmd

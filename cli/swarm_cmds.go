@@ -339,6 +339,10 @@ func formatRecord(r state.Record) string {
 	if r.Stream == "stderr" && !r.Valid {
 		return strings.TrimRight(fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "stderr", "-", "-", oneLine(r.Raw, 200)), " ")
 	}
+	if r.Stream == "daemon" && !r.Valid && r.Raw != "" {
+		// A note of the daemon's (the inbox of permission requests).
+		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "daemon:"+oneLine(r.Reason, 20), "-", "-", oneLine(r.Raw, 300))
+	}
 	if !r.Valid {
 		raw := r.Raw
 		if raw == "" && r.RawBase64 != "" {
@@ -411,7 +415,7 @@ func newSwarmEventsCmd(s Streams) *cobra.Command {
 
 func formatEvent(e api.Event) string {
 	parts := []string{e.Time.UTC().Format("15:04:05.000"), string(e.Kind)}
-	for _, p := range []string{e.ContainerName, e.Status, e.StoryID, e.StoryStatus, e.Code} {
+	for _, p := range []string{e.ContainerName, e.Status, e.StoryID, e.StoryStatus, e.Code, e.RequestID, e.Option, e.AnsweredBy} {
 		if p != "" {
 			parts = append(parts, p)
 		}

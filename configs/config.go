@@ -119,7 +119,11 @@ type Agent struct {
 	// LoopLimit is how many times in a row the same tool call with the
 	// same input counts as a loop (0: no check).
 	LoopLimit int
-	Env       Secrets
+	// AskTimeout is how long a permission request waits for a person
+	// before AskFallback (allow or reject) answers it.
+	AskTimeout  time.Duration
+	AskFallback string
+	Env         Secrets
 }
 
 // Task is what goes into every task-request.
@@ -206,7 +210,9 @@ var scalarKeys = []key{
 	{"agent.kind", "agent kind: demo, acp or exec"},
 	{"agent.command", "agent command line (acp, exec)"},
 	{"agent.verify_command", "command run after each story"},
-	{"agent.permission_policy", "allow, reject or allow-kinds:k1,k2"},
+	{"agent.permission_policy", "allow, reject, allow-kinds:k1,k2, ask or ask-kinds:k1,k2"},
+	{"agent.ask_timeout", "time a permission request waits for a person (policy ask)"},
+	{"agent.ask_fallback", "answer after agent.ask_timeout: reject or allow"},
 	{"agent.handshake_timeout", "time an ACP agent gets to answer each of initialize and session/new"},
 	{"agent.stall_timeout", "silence (no ACP traffic, nothing running) after which a story's turn is cancelled as stalled"},
 	{"agent.loop_limit", "repeats in a row of one tool call with the same input that count as a loop (0: off)"},
@@ -400,7 +406,7 @@ func userConfigPath(override string, lookup func(string) (string, bool)) string 
 }
 
 var (
-	kindListRE = regexp.MustCompile(`^allow-kinds:[a-z_]+(,[a-z_]+)*$`)
+	kindListRE = regexp.MustCompile(`^(allow|ask)-kinds:[a-z_]+(,[a-z_]+)*$`)
 )
 
 // build validates every key, collecting all problems.
@@ -504,12 +510,14 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	}
 	c.Agent.VerifyCommand = str("agent.verify_command")
 	c.Agent.PermissionPolicy = str("agent.permission_policy")
-	if p := c.Agent.PermissionPolicy; p != "allow" && p != "reject" && !kindListRE.MatchString(p) {
-		bad("agent.permission_policy", p, "is not a policy", "use allow, reject or allow-kinds:read,edit")
+	if p := c.Agent.PermissionPolicy; p != "allow" && p != "reject" && p != "ask" && !kindListRE.MatchString(p) {
+		bad("agent.permission_policy", p, "is not a policy", "use allow, reject, allow-kinds:read,edit, ask or ask-kinds:execute,delete")
 	}
 	c.Agent.HandshakeTimeout = duration("agent.handshake_timeout")
 	c.Agent.StallTimeout = duration("agent.stall_timeout")
 	c.Agent.LoopLimit = int(integer("agent.loop_limit", 0, 10000))
+	c.Agent.AskTimeout = duration("agent.ask_timeout")
+	c.Agent.AskFallback = oneOf("agent.ask_fallback", "reject", "allow")
 	env, eprobs, warns := stringMap(v, "agent.env", sources, lookup, true)
 	probs = append(probs, eprobs...)
 	c.Agent.Env = env
@@ -519,6 +527,9 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	c.Task.EnvVars = ev
 
 	c.Git.Mode = oneOf("git.mode", GitAuto, GitLocal, GitRemote)
+	if strings.HasPrefix(c.Agent.PermissionPolicy, "ask") && c.Git.Mode == GitRemote {
+		c.Warnings = append(c.Warnings, "agent.permission_policy asks a person, but git.mode is remote: requests reach the daemon only through its local git service, so asked tool calls are rejected")
+	}
 	c.Git.Address = str("git.address")
 	if a := c.Git.Address; a != "" && net.ParseIP(a) == nil {
 		bad("git.address", a, "is not an IP address", "use the IP address of this machine that every node reaches, e.g. 10.0.0.5")

@@ -51,6 +51,9 @@ type ServerOptions struct {
 	// symlink or a subdirectory of the repository filters the same events).
 	ResolveRepo func(ctx context.Context, repoPath string) (string, error)
 	Version     string
+	// Inbox serves the permission requests waiting for a person; nil: none
+	// ever waits (the policy asks nobody).
+	Inbox Inbox
 }
 
 // Server serves the API over HTTP.
@@ -75,6 +78,7 @@ func NewServer(opts ServerOptions) *Server {
 	handlers := map[string]http.HandlerFunc{
 		api.RouteHealth: s.health, api.RouteList: s.list, api.RouteStart: s.start, api.RouteStatus: s.status, api.RouteStop: s.stop,
 		api.RouteResume: s.resume, api.RouteCleanup: s.cleanup, api.RouteFetch: s.fetch, api.RouteLogs: s.logs, api.RouteEvents: s.events,
+		api.RouteInbox: s.inbox, api.RouteAnswer: s.answerRequest,
 	}
 	for pattern, h := range handlers {
 		s.mux.HandleFunc(pattern, h)

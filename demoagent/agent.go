@@ -19,6 +19,9 @@ const (
 	MarkerFail         = "[demo:fail]"
 	MarkerSlow         = "[demo:slow]"
 	MarkerIgnoreCancel = "[demo:ignore-cancel]"
+	// MarkerAskExec makes the agent ask permission (kind execute) before
+	// its terminal command too; rejected, it skips the command.
+	MarkerAskExec = "[demo:ask-exec]"
 )
 
 // slowFor is how long [demo:slow] waits: long enough for any test to stop
@@ -304,6 +307,13 @@ func (t *turn) check(ctx context.Context, story string) (string, error) {
 	if err := t.update(ctx, acp.StartToolCall(execID, "git status --short", acp.WithStartKind(acp.ToolKindExecute), acp.WithStartStatus(acp.ToolCallStatusInProgress))); err != nil {
 		return "", err
 	}
+	if strings.Contains(t.prompt, MarkerAskExec) {
+		allowed, err := t.askExec(ctx, execID)
+		if err != nil || !allowed {
+			_ = t.update(ctx, acp.UpdateToolCall(execID, acp.WithUpdateStatus(acp.ToolCallStatusFailed)))
+			return "(git status not run: permission rejected)", err
+		}
+	}
 	status, err := t.terminal(ctx, "git", "status", "--short")
 	st := acp.ToolCallStatusCompleted
 	if err != nil {
@@ -314,6 +324,28 @@ func (t *turn) check(ctx context.Context, story string) (string, error) {
 		return "", err
 	}
 	return status, nil
+}
+
+// askExec asks permission to run the working tree check.
+func (t *turn) askExec(ctx context.Context, id acp.ToolCallId) (bool, error) {
+	perm, err := t.a.conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+		SessionId: t.sid,
+		ToolCall: acp.ToolCallUpdate{
+			ToolCallId: id,
+			Title:      acp.Ptr("Run git status --short"),
+			Kind:       acp.Ptr(acp.ToolKindExecute),
+			Status:     acp.Ptr(acp.ToolCallStatusPending),
+			RawInput:   map[string]any{"command": "git status --short"},
+		},
+		Options: []acp.PermissionOption{
+			{Kind: acp.PermissionOptionKindAllowOnce, Name: "Run it", OptionId: "run"},
+			{Kind: acp.PermissionOptionKindRejectOnce, Name: "Skip it", OptionId: "skip"},
+		},
+	})
+	if err != nil {
+		return false, fmt.Errorf("demo agent: permission request: %w", err)
+	}
+	return perm.Outcome.Selected != nil && perm.Outcome.Selected.OptionId == "run", nil
 }
 
 // terminal runs one command through terminal/create, wait_for_exit, output

@@ -22,7 +22,10 @@
 //     turn is cancelled; used to stop a run mid-story;
 //   - "[demo:ignore-cancel]": with [demo:slow], the agent ignores
 //     session/cancel, so the runner has to kill its process group after the
-//     grace period.
+//     grace period;
+//   - "[demo:ask-exec]": the agent asks permission (kind execute, options
+//     "run" and "skip") before its terminal command too, and skips the
+//     command when it is rejected.
 //
 // A rejected permission ends the turn with refusal too; a cancelled one ends
 // it with cancelled.

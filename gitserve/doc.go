@@ -26,6 +26,11 @@
 // report git prints as "[remote rejected]" naming the key to raise, and
 // nothing of it reaches the mirror.
 //
+// The same listener and token carry a container's permission requests for
+// a person (contract.AskPath): the service checks the token and address as
+// for git and hands the request, with the container it came from, to the
+// Asks the daemon set (its inbox).
+//
 // It owns the service's CA (created once in its data directory), the
 // mirrors, the grants (persisted as token hashes, never the tokens, with the
 // port, so containers keep their access across a daemon restart) and the

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // maxDrain bounds what is read and thrown away of a refused push: git sends
@@ -40,6 +42,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="aimi git service"`)
 		deny(w, http.StatusUnauthorized, "aimi git service: a valid container token is required (password or Bearer token)")
 		s.log.Debug("git request without a valid token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		return
+	}
+	if r.URL.Path == contract.AskPath {
+		s.serveAsk(w, r, rec)
 		return
 	}
 	key, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), ".git/")

@@ -166,6 +166,8 @@ type Service struct {
 	lastIP    string
 	closed    bool
 	stopSweep chan struct{} // closed by Close
+
+	ask askSlot
 }
 
 // New opens (or creates) the service's data directory and CA. It does not

@@ -132,6 +132,7 @@ type acpBackend struct {
 	argv             []string
 	env              []string
 	policy           acpclient.Policy
+	asker            func(storyID string) acpclient.Asker // nil: asked calls are rejected
 	authMethod       string
 	grace            time.Duration
 	handshakeTimeout time.Duration
@@ -143,7 +144,11 @@ type acpBackend struct {
 
 func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) outcome {
 	log := b.log.With("story", storyID)
-	client, err := acpclient.New(acpclient.Config{Workspace: dir, Policy: b.policy, Env: b.env, Logger: log})
+	var asker acpclient.Asker
+	if b.asker != nil {
+		asker = b.asker(storyID)
+	}
+	client, err := acpclient.New(acpclient.Config{Workspace: dir, Policy: b.policy, Asker: asker, Env: b.env, Logger: log})
 	if err != nil {
 		return outcome{err: err}
 	}

@@ -324,9 +324,19 @@ func (r *run) backend() (backend, error) {
 		if len(argv) == 0 {
 			return nil, errors.New("no command to start the demo agent (os.Executable failed)")
 		}
-		return &acpBackend{argv: argv, env: r.env, policy: r.cfg.Policy, authMethod: r.cfg.AuthMethod,
+		b := &acpBackend{argv: argv, env: r.env, policy: r.cfg.Policy, authMethod: r.cfg.AuthMethod,
 			grace: r.cfg.StopGrace, handshakeTimeout: r.cfg.HandshakeTimeout,
-			stallTimeout: r.cfg.StallTimeout, loopLimit: r.cfg.LoopLimit, log: r.log, onAgentStart: r.cfg.onAgentStart}, nil
+			stallTimeout: r.cfg.StallTimeout, loopLimit: r.cfg.LoopLimit, log: r.log, onAgentStart: r.cfg.onAgentStart}
+		if r.cfg.Policy.AsksAnyone() {
+			ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.log)
+			if err != nil {
+				// Asked calls are rejected then; the rest of the policy holds.
+				r.log.Warn("permission policy asks a person, but nobody can be asked: asked tool calls are rejected", "err", err)
+			} else {
+				b.asker = ch.forStory
+			}
+		}
+		return b, nil
 	}
 	return nil, fmt.Errorf("unknown agent backend %q", r.cfg.Agent)
 }

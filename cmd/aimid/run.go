@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -20,6 +21,7 @@ import (
 	"github.com/aimi-tools/swarm/daemon/instancelock"
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/inbox"
 	"github.com/aimi-tools/swarm/metrics"
 	"github.com/aimi-tools/swarm/orchestrator"
 )
@@ -166,11 +168,28 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		Logger:       log,
 		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
 		Version:      version,
+		Inbox:        openInbox(life, cfg, git, mgr, log),
 	})
 }
 
 // loadConfig reads the configuration layers and logs what matters of them
 // (values of agent.env are secrets: the Secrets type prints keys only).
+// openInbox starts the inbox of permission requests when the policy asks a
+// person and the git service (the containers' channel) runs; else nil.
+func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, mgr *orchestrator.Manager, log *slog.Logger) daemon.Inbox {
+	if git == nil || !strings.HasPrefix(cfg.Agent.PermissionPolicy, "ask") {
+		return nil
+	}
+	in := inbox.New(inbox.Config{
+		Timeout: cfg.Agent.AskTimeout, Fallback: cfg.Agent.AskFallback, Logger: log,
+		Journal: mgr.JournalNote, Publish: mgr.Publish, Running: mgr.Running,
+	})
+	events := mgr.Subscribe(life)
+	go in.Run(life, events)
+	git.SetAsks(in)
+	return in
+}
+
 func loadConfig(opts configs.LoadOptions, log *slog.Logger) (*configs.Config, error) {
 	cfg, err := configs.Load(opts)
 	if err != nil {

@@ -193,6 +193,8 @@ func daemonWideDiffs(g, r *configs.Config) []string {
 	add(g.Agent.HandshakeTimeout != r.Agent.HandshakeTimeout, "agent.handshake_timeout")
 	add(g.Agent.StallTimeout != r.Agent.StallTimeout, "agent.stall_timeout")
 	add(g.Agent.LoopLimit != r.Agent.LoopLimit, "agent.loop_limit")
+	add(g.Agent.AskTimeout != r.Agent.AskTimeout, "agent.ask_timeout")
+	add(g.Agent.AskFallback != r.Agent.AskFallback, "agent.ask_fallback")
 	add(!maps.Equal(g.Agent.Env, r.Agent.Env), "agent.env")
 	add(!maps.Equal(g.Task.EnvVars, r.Task.EnvVars), "task.env_vars")
 	add(g.Publish != r.Publish, "publish")

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// inboxRepo makes a checkout without an origin (local git mode) holding
+// one task file of one story whose notes carry notes (demo agent markers).
+func inboxRepo(t *testing.T, name, notes string) (repo, taskName string) {
+	t.Helper()
+	repo = shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	taskName = name + "-" + fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	var f map[string]any
+	if err := json.Unmarshal(taskFileJSON("feat/"+taskName, 1), &f); err != nil {
+		t.Fatal(err)
+	}
+	f["userStories"].([]any)[0].(map[string]any)["notes"] = notes
+	b, _ := json.Marshal(f)
+	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", taskName+"-tasks.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, repo)
+	removeProjectContainersAtEnd(t, repo)
+	return repo, taskName
+}
+
+// waitInbox polls `aimi swarm inbox --json` until cond holds.
+func waitInbox(t *testing.T, run func(args ...string) (int, string, string), d time.Duration, what string, cond func([]api.PermissionRequest) bool) []api.PermissionRequest {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var last string
+	for time.Now().Before(deadline) {
+		code, out, errOut := run("swarm", "inbox", "--json")
+		last = out + errOut
+		var in api.Inbox
+		if code == 0 && json.Unmarshal([]byte(out), &in) == nil && cond(in.Requests) {
+			return in.Requests
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; last inbox: %s", what, last)
+	return nil
+}
+
+// TestInboxAnswersFromTheCLIAcrossAKill9: policy ask, the real daemon,
+// runner and demo agent. The agent's write waits in the inbox (not on the
+// container's stdout: the journal holds only spec messages from it); bad
+// answers (an option the agent did not offer, an unknown id) are refused
+// with a clear error; aimid is killed with -9 while the request waits and
+// the restarted daemon shows the same request again (the runner sends it
+// again) and takes the answer. The agent's second request (its terminal
+// command) is answered with --all-from; events carry both requests and
+// answers; an answer to the finished container is refused.
+func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxtest.Image(t)
+	repo, _ := inboxRepo(t, "ask", "[demo:ask-exec]")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	dataDir := filepath.Join(dir, "data")
+	policy := []string{"AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m"}
+	p := startAimidLocal(t, sock, dataDir, image, policy...)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	if code, out, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	events := collectEvents(ctx, t, sock, repo)
+	reqs := waitInbox(t, run, 3*time.Minute, "the agent's write request", func(r []api.PermissionRequest) bool { return len(r) == 1 })
+	w := reqs[0]
+	if w.Kind != "edit" || !strings.Contains(w.Title, "Write") || w.StoryID != "US-001" || len(w.Options) != 2 || len(w.Paths) != 1 {
+		t.Errorf("the write request: %+v", w)
+	}
+	if code, out, errOut := run("swarm", "inbox"); code != 0 || !strings.Contains(out, w.ID) || !strings.Contains(out, "allow_once") {
+		t.Errorf("inbox: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := run("swarm", "answer", w.ID, "maybe"); code == 0 || !strings.Contains(errOut, `option "maybe" is not one the agent offered`) {
+		t.Errorf("an option the agent did not offer: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := run("swarm", "answer", "0123456789", "allow"); code == 0 || !strings.Contains(errOut, "no pending request 0123456789") {
+		t.Errorf("an unknown id: exit %d %s", code, errOut)
+	}
+
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.wait(t)
+	startAimidLocal(t, sock, dataDir, image, policy...)
+	waitInbox(t, run, 2*time.Minute, "the same request after the restart", func(r []api.PermissionRequest) bool {
+		return len(r) == 1 && r[0].ID == w.ID && r[0].AskedAt.Equal(w.AskedAt)
+	})
+	events = collectEvents(ctx, t, sock, repo) // the first stream ended with the daemon
+	if code, out, errOut := run("swarm", "answer", w.ID, "allow"); code != 0 || !strings.Contains(out, "answered allow") {
+		t.Fatalf("answer: exit %d\n%s\n%s", code, out, errOut)
+	}
+	x := waitInbox(t, run, 2*time.Minute, "the terminal command's request", func(r []api.PermissionRequest) bool {
+		return len(r) == 1 && r[0].Kind == "execute"
+	})[0]
+	if x.Command != "git status --short" {
+		t.Errorf("the execute request names command %q", x.Command)
+	}
+	view := waitFor(t, sock, repo, time.Minute, "the container listed", func(v api.SwarmView) bool { return len(v.Containers) == 1 })
+	name := view.Containers[0].Name
+	if code, out, errOut := run("swarm", "answer", "--all-from", name, "reject"); code != 0 || !strings.Contains(out, x.ID+" ("+name+"): answered skip") {
+		t.Fatalf("answer --all-from: exit %d\n%s\n%s", code, out, errOut)
+	}
+	view = waitFor(t, sock, repo, 3*time.Minute, "the container exited", allExited)
+	if d := view.Containers[0]; d.Status != string(state.StatusCompleted) {
+		t.Errorf("container %s: %s %+v", d.Name, d.Status, d.Errors)
+	}
+	if code, _, errOut := run("swarm", "answer", x.ID, "allow"); code == 0 || !strings.Contains(errOut, "no pending request") {
+		t.Errorf("an answer to the finished container: exit %d %s", code, errOut)
+	}
+	code, logs, _ := run("swarm", "logs", name)
+	for _, want := range []string{"permission request " + w.ID + " waits for a person", `a person chose "allow"`, `a person chose "skip"`} {
+		if code != 0 || !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+	checkJournalStdoutIsSpec(t, repo)
+	got := events.wait(t, func(es []api.Event) bool {
+		n := 0
+		for _, e := range es {
+			if e.Kind == api.EventPermissionAnswered && e.AnsweredBy == "person" {
+				n++
+			}
+		}
+		return n == 2
+	})
+	var requested bool
+	for _, e := range got {
+		requested = requested || (e.Kind == api.EventPermissionRequested && e.Request != nil && e.Request.ID == x.ID)
+	}
+	if !requested {
+		t.Errorf("events lack the execute request: %+v", got)
+	}
+}
+
+// TestInboxTimeoutFallsBackToReject: nobody answers; after
+// agent.ask_timeout the fallback (reject) answers, the journal says so,
+// and the agent, refused, fails its story (the run itself completes).
+func TestInboxTimeoutFallsBackToReject(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxtest.Image(t)
+	repo, _ := inboxRepo(t, "timeout", "")
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_PERMISSION_POLICY=ask-kinds:edit", "AIMI_AGENT_ASK_TIMEOUT=3s")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	run, _ := recordingAimi(ctx, repo, sock)
+	if code, out, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	view := waitFor(t, sock, repo, 4*time.Minute, "the container exited", allExited)
+	d := view.Containers[0]
+	if p := view.State.Containers[0].StoryProgress; p.Failed != 1 {
+		t.Errorf("container %s: %s %+v, want its only story failed (refused)", d.Name, d.Status, p)
+	}
+	code, logs, _ := run("swarm", "logs", d.Name)
+	if code != 0 || !strings.Contains(logs, "nobody answered within 3s (agent.ask_timeout); the fallback reject chose option \"reject\"") {
+		t.Errorf("logs lack the fallback:\n%s", logs)
+	}
+}
+
+// checkJournalStdoutIsSpec: every stdout line of every journal is a valid
+// spec message: the requests did not travel on stdout.
+func checkJournalStdoutIsSpec(t *testing.T, repo string) {
+	t.Helper()
+	sw := validState(t, repo)
+	for _, c := range sw.Containers {
+		recs, err := state.ReadJournal(state.Open(repo).JournalPath(sw.SwarmID, c.ContainerName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Stream == state.StreamStdout && !r.Valid {
+				t.Errorf("%s: stdout line not a spec message: %s %s", c.ContainerName, r.Reason, r.Raw)
+			}
+		}
+	}
+}
+
+type eventLog struct {
+	mu sync.Mutex
+	es []api.Event
+}
+
+// collectEvents records the repo's events until ctx ends or the daemon goes.
+func collectEvents(ctx context.Context, t *testing.T, sock, repo string) *eventLog {
+	l := &eventLog{}
+	c := daemon.NewClient(sock)
+	t.Cleanup(c.Close)
+	go func() {
+		_ = c.Events(ctx, repo, func(e api.Event) error {
+			l.mu.Lock()
+			l.es = append(l.es, e)
+			l.mu.Unlock()
+			return nil
+		})
+	}()
+	return l
+}
+
+func (l *eventLog) wait(t *testing.T, cond func([]api.Event) bool) []api.Event {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l.mu.Lock()
+		es := append([]api.Event(nil), l.es...)
+		l.mu.Unlock()
+		if cond(es) {
+			return es
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events: %+v", es)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
