@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -69,5 +70,42 @@ func TestAskPolicyPutsOnlyItsKindsToAPerson(t *testing.T) {
 	}
 	if _, err := ParsePolicy("ask-kinds:shell"); err == nil {
 		t.Error("ask-kinds with an unknown kind parsed")
+	}
+}
+
+type blockingAsker struct{ release chan struct{} }
+
+func (b blockingAsker) Ask(ctx context.Context, q Question) (string, error) {
+	<-b.release
+	return "yes", nil
+}
+
+// TestWaitingForAPersonIsBusy: while a request waits for a person the
+// client reports it, so the stall watchdog does not take the silence for
+// a stall.
+func TestWaitingForAPersonIsBusy(t *testing.T) {
+	c, _ := newTestClient(t, "ask")
+	b := blockingAsker{release: make(chan struct{})}
+	c.asker = b
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.RequestPermission(context.Background(), acp.RequestPermissionRequest{SessionId: "s",
+			ToolCall: acp.ToolCallUpdate{ToolCallId: "t"}, Options: []acp.PermissionOption{{Kind: acp.PermissionOptionKindAllowOnce, OptionId: "yes"}}})
+	}()
+	for c.Activity().Asking != 1 {
+		select {
+		case <-done:
+			t.Fatal("the request returned before the person answered")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if !c.Activity().Busy() {
+		t.Error("a client waiting for a person is not busy")
+	}
+	close(b.release)
+	<-done
+	if a := c.Activity(); a.Asking != 0 {
+		t.Errorf("asking %d after the answer", a.Asking)
 	}
 }
