@@ -75,6 +75,7 @@ type Config struct {
 	// each with its upstream; the keys stay in Agent.Env.
 	Models map[string]gateway.Provider
 	Prices map[string]usage.Prices // models.<provider>.prices, per million tokens (prices.go)
+	Notify Notify
 	// Warnings are non-fatal findings (e.g. an agent.env value naming an
 	// unset variable); the daemon logs them. They never contain values.
 	Warnings []string
@@ -482,5 +483,7 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	}
 	c.Metrics.Listen = listen
 	probs = append(probs, models(v, sources, &c)...)
-	return &c, probs
+	var nprobs []string
+	c.Notify, nprobs = notifyConfig(v)
+	return &c, append(probs, nprobs...)
 }

@@ -47,6 +47,7 @@ var scalarKeys = []key{
 	{"git.origin_ca", "PEM CA bundle origin's certificate chains to (remote mode; empty: system roots)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
+	{"notify.board_url", "link to the board put into notices (without its token)"},
 	{"metrics.listen", "host:port of /metrics and /healthz (a bare port means loopback; empty: off)"},
 	modelKeys[0], modelKeys[1], modelKeys[2],
 }
@@ -77,6 +78,11 @@ func AddFlags(fs *pflag.FlagSet) {
 func known(k string) bool {
 	for _, s := range scalarKeys {
 		if s.name == k {
+			return true
+		}
+	}
+	for _, l := range listKeys {
+		if k == l {
 			return true
 		}
 	}

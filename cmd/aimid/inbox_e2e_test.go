@@ -5,13 +5,18 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
@@ -66,8 +71,8 @@ func waitInbox(t *testing.T, run func(args ...string) (int, string, string), d t
 // with a clear error; aimid is killed with -9 while the request waits and
 // the restarted daemon shows the same request again (the runner sends it
 // again) and takes the answer. The agent's second request (its terminal
-// command) is answered with --all-from; events carry both requests and
-// answers; an answer to the finished container is refused.
+// command) is answered with --all-from; events carry the request and the
+// answer; an answer to the finished container is refused.
 func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
@@ -85,7 +90,7 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 	if code, out, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
-	events := collectEvents(ctx, t, sock, repo)
+	before := collectEvents(ctx, t, sock, repo)
 	reqs := waitInbox(t, run, 3*time.Minute, "the agent's write request", func(r []api.PermissionRequest) bool { return len(r) == 1 })
 	w := reqs[0]
 	if w.Kind != "edit" || !strings.Contains(w.Title, "Write") || w.StoryID != "US-001" || len(w.Options) != 2 || len(w.Paths) != 1 {
@@ -107,7 +112,7 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 	waitInbox(t, run, 2*time.Minute, "the same request after the restart", func(r []api.PermissionRequest) bool {
 		return len(r) == 1 && r[0].ID == w.ID && r[0].AskedAt.Equal(w.AskedAt)
 	})
-	events = collectEvents(ctx, t, sock, repo) // the first stream ended with the daemon
+	events := collectEvents(ctx, t, sock, repo) // the first stream ended with the daemon
 	if code, out, errOut := run("swarm", "answer", w.ID, "allow"); code != 0 || !strings.Contains(out, "answered allow") {
 		t.Fatalf("answer: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -136,36 +141,44 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 		}
 	}
 	checkJournalStdoutIsSpec(t, repo)
-	got := events.wait(t, func(es []api.Event) bool {
-		n := 0
+	// The first daemon's stream began before the container started; the
+	// second one may begin late, but before the last answer.
+	before.wait(t, func(es []api.Event) bool {
 		for _, e := range es {
-			if e.Kind == api.EventPermissionAnswered && e.AnsweredBy == "person" {
-				n++
+			if e.Kind == api.EventPermissionRequested && e.Request != nil && e.Request.ID == w.ID && e.Request.Title == w.Title {
+				return true
 			}
 		}
-		return n == 2
+		return false
 	})
-	var requested bool
-	for _, e := range got {
-		requested = requested || (e.Kind == api.EventPermissionRequested && e.Request != nil && e.Request.ID == x.ID)
-	}
-	if !requested {
-		t.Errorf("events lack the execute request: %+v", got)
-	}
+	events.wait(t, func(es []api.Event) bool {
+		for _, e := range es {
+			if e.Kind == api.EventPermissionAnswered && e.AnsweredBy == "person" && e.RequestID == x.ID && e.Option == "skip" {
+				return true
+			}
+		}
+		return false
+	})
 }
 
-// TestInboxTimeoutFallsBackToReject: nobody answers; after
+// TestInboxTimeoutFallsBackToRejectAndNotifies: nobody answers; after
 // agent.ask_timeout the fallback (reject) answers, the journal says so,
-// and the agent, refused, fails its story (the run itself completes).
-func TestInboxTimeoutFallsBackToReject(t *testing.T) {
+// and the agent, refused, fails its story (the run itself completes). A
+// webhook receiver gets the request, the container's end and the swarm's
+// end, each naming the repository, swarm and board link, none with a
+// secret of agent.env or a control character.
+func TestInboxTimeoutFallsBackToRejectAndNotifies(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
 	image := sandboxtest.Image(t)
 	repo, _ := inboxRepo(t, "timeout", "")
+	hook := newHookReceiver(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_PERMISSION_POLICY=ask-kinds:edit", "AIMI_AGENT_ASK_TIMEOUT=3s")
+	config := "agent:\n  kind: demo\n  env:\n    AIMI_TEST_KEY: sk-test-NOTICESECRET\ngit:\n  mode: local\nnotify:\n  webhooks: [" + hook.url + "/hooks/T0/B0/HOOKTOKEN]\n  board_url: http://127.0.0.1:8080/\n"
+	launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", localEnv(), "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m",
+		"AIMI_SANDBOX_SWAP=512m", "AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask-kinds:edit", "AIMI_AGENT_ASK_TIMEOUT=3s")
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -180,6 +193,75 @@ func TestInboxTimeoutFallsBackToReject(t *testing.T) {
 	code, logs, _ := run("swarm", "logs", d.Name)
 	if code != 0 || !strings.Contains(logs, "nobody answered within 3s (agent.ask_timeout); the fallback reject chose option \"reject\"") {
 		t.Errorf("logs lack the fallback:\n%s", logs)
+	}
+	notices := hook.wait(t, []string{"permission-request-waiting", "container-finished", "swarm-finished"})
+	for _, b := range notices {
+		var n struct{ Kind, Text, Repo, SwarmID, Board string }
+		if err := json.Unmarshal([]byte(b), &n); err != nil || n.Repo != repo || n.SwarmID == "" || n.Board != "http://127.0.0.1:8080/" || n.Text == "" {
+			t.Errorf("notice %v: %s", err, b)
+		}
+		if strings.Contains(b, "NOTICESECRET") || strings.Contains(b, "HOOKTOKEN") {
+			t.Errorf("a notice carries a secret: %s", b)
+		}
+		for _, r := range n.Text {
+			if unicode.IsControl(r) {
+				t.Errorf("control character %U in notice %s", r, b)
+			}
+		}
+	}
+}
+
+// localEnv is the test's environment without AIMI_ variables.
+func localEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIMI_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+type hookReceiver struct {
+	url    string
+	mu     sync.Mutex
+	bodies []string
+}
+
+// newHookReceiver is a webhook endpoint on the loopback (aimid runs on the
+// host) that keeps every body.
+func newHookReceiver(t *testing.T) *hookReceiver {
+	h := &hookReceiver{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		h.mu.Lock()
+		h.bodies = append(h.bodies, string(b))
+		h.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	h.url = srv.URL
+	return h
+}
+
+// wait returns every notice once notices of each kind arrived.
+func (h *hookReceiver) wait(t *testing.T, kinds []string) []string {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		h.mu.Lock()
+		got := append([]string(nil), h.bodies...)
+		h.mu.Unlock()
+		all := true
+		for _, k := range kinds {
+			all = all && slices.ContainsFunc(got, func(b string) bool { return strings.Contains(b, `"kind":"`+k+`"`) })
+		}
+		if all {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("notices: want kinds %v, got %q", kinds, got)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

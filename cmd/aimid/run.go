@@ -23,6 +23,7 @@ import (
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/inbox"
 	"github.com/aimi-tools/swarm/metrics"
+	"github.com/aimi-tools/swarm/notify"
 	"github.com/aimi-tools/swarm/orchestrator"
 )
 
@@ -153,15 +154,12 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	met.Attach(mgr)
 	meter.attach(life, mgr.JournalUsage)
-	if cfg.Metrics.Listen != "" {
-		stopMetrics, err := met.Serve(life, cfg.Metrics.Listen, log)
-		if err != nil {
-			return err
-		}
-		defer stopMetrics()
+	stopMetrics, err := observe(life, cfg, met, mgr, log)
+	if err != nil {
+		return err
 	}
+	defer stopMetrics()
 	return serveAPI(ctx, o, ln, mgr, daemon.ServerOptions{
 		ResolveRepo:  orchestrator.ResolveRepo,
 		Swarms:       mgr,
@@ -172,8 +170,6 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	})
 }
 
-// loadConfig reads the configuration layers and logs what matters of them
-// (values of agent.env are secrets: the Secrets type prints keys only).
 // openInbox starts the inbox of permission requests when the policy asks a
 // person and the git service (the containers' channel) runs; else nil.
 func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, mgr *orchestrator.Manager, log *slog.Logger) daemon.Inbox {
@@ -190,6 +186,38 @@ func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service,
 	return in
 }
 
+// observe starts the notifier, attaches the metrics to mgr and serves them
+// when metrics.listen is set.
+func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mgr *orchestrator.Manager, log *slog.Logger) (stop func(), err error) {
+	if err := startNotifier(life, cfg, mgr, log); err != nil {
+		return nil, err
+	}
+	met.Attach(mgr)
+	if cfg.Metrics.Listen == "" {
+		return func() {}, nil
+	}
+	return met.Serve(life, cfg.Metrics.Listen, log)
+}
+
+// startNotifier sends notices to notify.webhooks and notify.command, when
+// any is set, until life ends.
+func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.Manager, log *slog.Logger) error {
+	board := cfg.Notify.BoardURL
+	n, err := notify.New(notify.Config{Webhooks: cfg.Notify.Webhooks, Command: cfg.Notify.Command,
+		Board: func() string { return board }, Journal: mgr.JournalNote, Logger: log})
+	if err != nil {
+		return err
+	}
+	if !n.Enabled() {
+		return nil
+	}
+	log.Info("notifications on", "webhooks", len(cfg.Notify.Webhooks), "command", len(cfg.Notify.Command) > 0)
+	go n.Run(life, mgr.Subscribe(life))
+	return nil
+}
+
+// loadConfig reads the configuration layers and logs what matters of them
+// (values of agent.env are secrets: the Secrets type prints keys only).
 func loadConfig(opts configs.LoadOptions, log *slog.Logger) (*configs.Config, error) {
 	cfg, err := configs.Load(opts)
 	if err != nil {

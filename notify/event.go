@@ -1,0 +1,59 @@
+package notify
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/termsafe"
+)
+
+// notice maps an event to the notice people get, if any.
+func (n *Notifier) notice(e api.Event) (Notice, bool) {
+	no := Notice{Time: e.Time.UTC(), Repo: clean(e.RepoPath), SwarmID: clean(e.SwarmID), Container: clean(e.ContainerName),
+		StoryID: clean(e.StoryID), Status: clean(e.Status), Code: clean(e.Code), RequestID: clean(e.RequestID)}
+	if n.cfg.Board != nil {
+		no.Board = n.cfg.Board()
+	}
+	repo := filepath.Base(no.Repo)
+	switch e.Kind {
+	case api.EventPermissionRequested:
+		no.Kind = KindRequestWaiting
+		what := clean(e.Output)
+		if e.Request != nil {
+			what = clean(e.Request.Title) + " (" + clean(e.Request.Kind) + ")"
+		}
+		no.Text = fmt.Sprintf("%s: %s story %s asks: %s. Answer: aimi swarm answer %s allow|reject", repo, no.Container, dash(no.StoryID), what, no.RequestID)
+	case api.EventContainerExited:
+		if e.Status == "failed" {
+			no.Kind = KindContainerFailed
+			no.Text = fmt.Sprintf("%s: %s failed (%s)", repo, no.Container, dash(no.Code))
+		} else {
+			no.Kind = KindContainerFinished
+			no.Text = fmt.Sprintf("%s: %s finished: %s", repo, no.Container, dash(no.Status))
+		}
+	case api.EventSwarmFinished:
+		no.Kind = KindSwarmFinished
+		no.Text = fmt.Sprintf("%s: swarm %s finished", repo, no.SwarmID)
+	default:
+		return Notice{}, false
+	}
+	if no.Board != "" {
+		no.Text += " " + no.Board
+	}
+	return no, true
+}
+
+// clean makes agent or container text one bounded line with no control
+// character.
+func clean(s string) string {
+	return strings.TrimSpace(termsafe.Line(s, maxText))
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,184 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/aimi-tools/swarm/api"
+)
+
+type receiver struct {
+	mu     sync.Mutex
+	bodies []string
+	types  []string
+}
+
+func (r *receiver) handler(w http.ResponseWriter, req *http.Request) {
+	b, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	r.bodies = append(r.bodies, string(b))
+	r.types = append(r.types, req.Header.Get("Content-Type"))
+	r.mu.Unlock()
+}
+
+func (r *receiver) wait(t *testing.T, n int) []string {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r.mu.Lock()
+		got := append([]string(nil), r.bodies...)
+		r.mu.Unlock()
+		if len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d notices arrived: %q", len(got), n, got)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+const hostile = "Write \x1b[2Jevil\r\n\u202e.md ghp_secret" // control characters, bidi override
+
+func events() []api.Event {
+	now := time.Now()
+	req := &api.PermissionRequest{ID: "abc123", Title: hostile, Kind: "edit"}
+	return []api.Event{
+		{Time: now, Kind: api.EventPermissionRequested, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-x", StoryID: "US-001", RequestID: "abc123", Request: req, Output: hostile},
+		{Time: now, Kind: api.EventContainerExited, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-x", Status: "failed", Code: "AGENT_CRASH", Output: "agent output " + hostile},
+		{Time: now, Kind: api.EventContainerExited, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-y", Status: "completed"},
+		{Time: now, Kind: api.EventSwarmFinished, RepoPath: "/home/u/repo", SwarmID: "sw1"},
+		{Time: now, Kind: api.EventProgress, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-y", Output: "no notice for this"},
+	}
+}
+
+func runNotifier(t *testing.T, cfg Config) (context.CancelFunc, chan api.Event) {
+	t.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan api.Event, 16)
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx, ch) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return cancel, ch
+}
+
+// TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing: a JSON
+// webhook (Slack's text field), an ntfy topic (plain text) and a command
+// each get the four notices, with no control character and no agent
+// output; a webhook that hangs and one that redirects delay nobody, and
+// their failures are journaled without their URL.
+func TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing(t *testing.T) {
+	slack, ntfy := &receiver{}, &receiver{}
+	slackSrv := httptest.NewServer(http.HandlerFunc(slack.handler))
+	defer slackSrv.Close()
+	ntfySrv := httptest.NewServer(http.HandlerFunc(ntfy.handler))
+	defer ntfySrv.Close()
+	hang := make(chan struct{})
+	hangSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hang }))
+	defer hangSrv.Close()
+	defer close(hang)
+	redirect := httptest.NewServer(http.RedirectHandler(slackSrv.URL+"/token-in-redirect", http.StatusFound))
+	defer redirect.Close()
+	out := filepath.Join(t.TempDir(), "command.txt")
+	var jmu sync.Mutex
+	var journal []string
+	cfg := Config{
+		Webhooks: []string{hangSrv.URL + "/hooks/SECRETTOKEN", slackSrv.URL + "/hooks/T0/B0/SECRETTOKEN", NtfyPrefix + ntfySrv.URL + "/topic", redirect.URL + "/SECRETTOKEN"},
+		Command:  []string{"/bin/sh", "-c", `printf '%s\n' "$1" >> "$0"`, out},
+		Board:    func() string { return "http://127.0.0.1:8080/" },
+		Timeout:  500 * time.Millisecond, Backoff: 10 * time.Millisecond, Attempts: 2,
+		Journal: func(_ context.Context, swarm, ctr, text string) {
+			jmu.Lock()
+			journal = append(journal, ctr+": "+text)
+			jmu.Unlock()
+		},
+	}
+	_, ch := runNotifier(t, cfg)
+	for _, e := range events() {
+		ch <- e
+	}
+	bodies := slack.wait(t, 4)
+	kinds := []string{KindRequestWaiting, KindContainerFailed, KindContainerFinished, KindSwarmFinished}
+	for i, b := range bodies {
+		var no Notice
+		if err := json.Unmarshal([]byte(b), &no); err != nil || no.Kind != kinds[i] || no.Text == "" || no.Repo != "/home/u/repo" || no.SwarmID != "sw1" || no.Board != "http://127.0.0.1:8080/" {
+			t.Errorf("notice %d: %v %+v", i, err, no)
+		}
+		if i == 1 && (no.Code != "AGENT_CRASH" || !strings.Contains(no.Text, "AGENT_CRASH")) {
+			t.Errorf("the failure notice lacks its code: %+v", no)
+		}
+		if strings.Contains(b, "agent output") {
+			t.Errorf("notice %d carries the agent's output: %s", i, b)
+		}
+		checkClean(t, "webhook", no.Text)
+	}
+	for _, b := range ntfy.wait(t, 4) {
+		if strings.HasPrefix(b, "{") {
+			t.Errorf("ntfy got JSON: %s", b)
+		}
+		checkClean(t, "ntfy", b)
+	}
+	if ntfy.types[0] != "text/plain; charset=utf-8" || slack.types[0] != "application/json" {
+		t.Errorf("content types: ntfy %q, webhook %q", ntfy.types[0], slack.types[0])
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		b, _ := os.ReadFile(out)
+		if strings.Count(string(b), "\n") == 4 {
+			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				checkClean(t, "command", l)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command got: %q", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for {
+		jmu.Lock()
+		j := strings.Join(journal, "\n")
+		jmu.Unlock()
+		if strings.Contains(j, "redirect refused") && strings.Contains(j, "webhook 1") {
+			if strings.Contains(j, "SECRETTOKEN") || strings.Contains(j, "token-in-redirect") {
+				t.Errorf("the journal names a URL: %s", j)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("failed deliveries not journaled: %s", j)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func checkClean(t *testing.T, where, s string) {
+	t.Helper()
+	for _, r := range s {
+		if unicode.IsControl(r) || r == '\u202e' {
+			t.Errorf("%s: control character %U in %q", where, r, s)
+		}
+	}
+}
+
+func TestBadTargetsAreRefused(t *testing.T) {
+	for _, c := range []Config{{Webhooks: []string{"ftp://x"}}, {Webhooks: []string{"ntfy:nope"}}, {Command: []string{""}}} {
+		if _, err := New(c); err == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
