@@ -44,9 +44,11 @@ func models(v *viper.Viper, sources []source, c *Config) []string {
 				bad("models."+name+"."+k, "is not a key of a provider", "a built-in provider takes url and prices only; a declared one url, prices, keys and base_url_env")
 			}
 		}
-		u, err := gateway.ParseURL(fmt.Sprint(m["url"]))
+		// v.GetString sees a flag bound to the key; the map does not.
+		raw := v.GetString("models." + name + ".url")
+		u, err := gateway.ParseURL(raw)
 		if err != nil {
-			bad("models."+name+".url", fmt.Sprintf("%q is not a usable upstream: %v", fmt.Sprint(m["url"]), err), "use the provider's API base, e.g. https://api.anthropic.com, or http://127.0.0.1:8080/v1 for a local server")
+			bad("models."+name+".url", fmt.Sprintf("%q is not a usable upstream: %v", raw, err), "use the provider's API base, e.g. https://api.anthropic.com, or http://127.0.0.1:8080/v1 for a local server")
 			continue
 		}
 		p.URL = u

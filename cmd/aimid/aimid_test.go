@@ -419,6 +419,7 @@ func TestBadConfigOrFlagsStopTheDaemonBeforeItStarts(t *testing.T) {
 		{"unknown engine backend names the key and the choices", []string{"--engine-backend", "kube"}, 1, `engine.backend: "kube" is not allowed (from --engine-backend); use one of docker, swarm`},
 		{"engine host that is no endpoint names the key", []string{"--engine-host", "manager:2376"}, 1, `engine.host: "manager:2376" is not an Engine API endpoint`},
 		{"swarm backend and local git without an address names git.address", []string{"--engine-backend", "swarm"}, 1, "git.address"},
+		{"a malformed model upstream names its key", []string{"--models-openai-url", "api.openai.com/v1"}, 1, `models.openai.url: "api.openai.com/v1" is not a usable upstream`},
 		// The test machine's engine is not in a swarm.
 		{"swarm backend on an engine outside a swarm says how to fix it", []string{"--engine-backend", "swarm", "--git-mode", "remote"}, 1,
 			"is not part of a swarm (state \"inactive\"): point engine.host at a Swarm mode manager, run 'docker swarm init' there, or set engine.backend to docker"},
