@@ -451,7 +451,7 @@ func (e *Engine) removeObjects(ctx context.Context, sb sandbox) error {
 		return err
 	}
 	for _, n := range nets {
-		retry("network", func() error { return e.cli.NetworkRemove(ctx, n) })
+		retry("network", func() error { return networkGone(e.cli.NetworkRemove(ctx, n)) })
 	}
 	for _, c := range configs {
 		if ours(c.Spec.Name, c.Spec.Labels) {
@@ -459,6 +459,18 @@ func (e *Engine) removeObjects(ctx context.Context, sb sandbox) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// networkGone is nil for a network remove that failed because the cluster
+// has no such network any more: listed a moment before (a node's copy of an
+// overlay the managers already deleted, seen after a node was lost), it is
+// answered with a server error saying "not found", not a 404, and retrying
+// it until removeWindow failed the next create of the name.
+func networkGone(err error) error {
+	if err != nil && strings.Contains(err.Error(), "not found") {
+		return nil
+	}
+	return err
 }
 
 var _ engine.Engine = (*Engine)(nil)
