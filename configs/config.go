@@ -196,44 +196,14 @@ func Load(opts LoadOptions) (*Config, error) {
 	if err := v.ReadConfig(bytes.NewReader(DefaultYAML)); err != nil {
 		return nil, fmt.Errorf("read embedded default config: %w (this is a build bug)", err)
 	}
-	var sources []source
-	var probs []string
-	// read is safefile's: a repository's config is the repository's
-	// content, and a FIFO or a link to /dev/zero there must not hang or
-	// fill the daemon.
-	addFile := func(path string, read func() ([]byte, error)) {
-		data, err := read()
-		if errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		if err != nil {
-			probs = append(probs, fmt.Sprintf("%s: %v; make it readable or remove it", path, err))
-			return
-		}
-		lv := viper.New()
-		lv.SetConfigType("yaml")
-		if err := lv.ReadConfig(bytes.NewReader(data)); err != nil {
-			probs = append(probs, fmt.Sprintf("%s: not valid YAML: %v", path, err))
-			return
-		}
-		for _, k := range lv.AllKeys() {
-			if !known(k) {
-				probs = append(probs, fmt.Sprintf("%s: unknown key %q; known keys are listed in configs/aimi.yaml", path, k))
-			}
-		}
-		if err := v.MergeConfigMap(lv.AllSettings()); err != nil {
-			probs = append(probs, fmt.Sprintf("%s: %v", path, err))
-			return
-		}
-		sources = append(sources, source{name: path, v: lv})
-	}
+	l := &layers{v: v}
 	if opts.RepoPath != "" {
-		addFile(filepath.Join(opts.RepoPath, RepoConfigPath), func() ([]byte, error) {
+		l.addFile(filepath.Join(opts.RepoPath, RepoConfigPath), func() ([]byte, error) {
 			return safefile.ReadIn(opts.RepoPath, RepoConfigPath, maxConfigBytes)
 		})
 	}
 	if p := userConfigPath(opts.UserConfigPath, lookup); p != "" {
-		addFile(p, func() ([]byte, error) { return safefile.Read(p, maxConfigBytes) })
+		l.addFile(p, func() ([]byte, error) { return safefile.Read(p, maxConfigBytes) })
 	}
 	// The environment is merged as a config layer (rather than viper's
 	// AutomaticEnv) so that LookupEnv can be injected and so that flags,
@@ -242,7 +212,7 @@ func Load(opts LoadOptions) (*Config, error) {
 	for _, k := range scalarKeys {
 		if val, ok := lookup(EnvName(k.name)); ok {
 			setNested(envLayer, k.name, val)
-			sources = append(sources, source{name: EnvName(k.name), key: k.name})
+			l.sources = append(l.sources, source{name: EnvName(k.name), key: k.name})
 		}
 	}
 	if err := v.MergeConfigMap(envLayer); err != nil {
@@ -257,15 +227,54 @@ func Load(opts LoadOptions) (*Config, error) {
 			if err := v.BindPFlag(k.name, f); err != nil {
 				return nil, fmt.Errorf("bind flag --%s: %w", f.Name, err)
 			}
-			sources = append(sources, source{name: "--" + f.Name, key: k.name})
+			l.sources = append(l.sources, source{name: "--" + f.Name, key: k.name})
 		}
 	}
-	cfg, vprobs := build(v, sources, lookup)
-	probs = append(probs, vprobs...)
+	cfg, vprobs := build(v, l.sources, lookup)
+	probs := append(l.probs, vprobs...)
 	if len(probs) > 0 {
 		return nil, &Error{Problems: probs}
 	}
 	return cfg, nil
+}
+
+// layers are the configuration files Load merges, the sources of their
+// keys and what was wrong with them.
+type layers struct {
+	v       *viper.Viper
+	sources []source
+	probs   []string
+}
+
+// addFile merges the file at path (read with read) into the layers, unless
+// it is missing. read is safefile's: a repository's config is the
+// repository's content, and a FIFO or a link to /dev/zero there must not
+// hang or fill the daemon.
+func (l *layers) addFile(path string, read func() ([]byte, error)) {
+	data, err := read()
+	if errors.Is(err, os.ErrNotExist) {
+		return
+	}
+	if err != nil {
+		l.probs = append(l.probs, fmt.Sprintf("%s: %v; make it readable or remove it", path, err))
+		return
+	}
+	lv := viper.New()
+	lv.SetConfigType("yaml")
+	if err := lv.ReadConfig(bytes.NewReader(data)); err != nil {
+		l.probs = append(l.probs, fmt.Sprintf("%s: not valid YAML: %v", path, err))
+		return
+	}
+	for _, k := range lv.AllKeys() {
+		if !known(k) {
+			l.probs = append(l.probs, fmt.Sprintf("%s: unknown key %q; known keys are listed in configs/aimi.yaml", path, k))
+		}
+	}
+	if err := l.v.MergeConfigMap(lv.AllSettings()); err != nil {
+		l.probs = append(l.probs, fmt.Sprintf("%s: %v", path, err))
+		return
+	}
+	l.sources = append(l.sources, source{name: path, v: lv})
 }
 
 // Error is a config that failed validation; each problem names its key.
