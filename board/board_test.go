@@ -33,6 +33,8 @@ type fakeDaemon struct {
 	journalN string
 	logsReq  api.LogsRequest
 	listErr  error // List fails with it while set (a daemon that is down)
+	inbox    api.Inbox
+	answers  []api.AnswerRequest
 }
 
 func (f *fakeDaemon) call(c string) {

@@ -26,6 +26,8 @@ type Daemon interface {
 	Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error)
 	Logs(ctx context.Context, req api.LogsRequest, fn func(state.Record) error) error
 	Events(ctx context.Context, repoPath string, fn func(api.Event) error) error
+	Inbox(ctx context.Context, repoPath string) (api.Inbox, error)
+	Answer(ctx context.Context, req api.AnswerRequest) (api.AnswerReport, error)
 }
 
 //go:embed assets
@@ -107,6 +109,8 @@ func New(opts Options) (*Server, error) {
 	s.mux.HandleFunc(routeStop, s.stop)
 	s.mux.HandleFunc(routeResume, s.resume)
 	s.mux.HandleFunc(routeCleanup, s.cleanup)
+	s.mux.HandleFunc(routeInbox, s.inbox)
+	s.mux.HandleFunc(routeAnswer, s.answerRequest)
 	return s, nil
 }
 
