@@ -53,6 +53,11 @@ func ParseWarmClaim(line []byte) (WarmClaim, error) {
 	if len(line) > MaxWarmClaimBytes {
 		return c, fmt.Errorf("warm claim: %d bytes, more than %d", len(line), MaxWarmClaimBytes)
 	}
+	if !strings.HasPrefix(string(line), WarmClaimPrefix) {
+		// A task-request where the claim should be: the daemon does not
+		// know the sandbox is a warm one.
+		return c, fmt.Errorf("warm claim: the line is not a claim (it must start with %s)", WarmClaimPrefix)
+	}
 	if err := json.Unmarshal(line, &c); err != nil {
 		return WarmClaim{}, fmt.Errorf("warm claim: not a claim line (JSON object with env): %T", err)
 	}

@@ -132,6 +132,9 @@ func (sw *swarm) observe(ctx context.Context, e *state.Container, byID map[strin
 	if u := info.Labels[contract.LabelRepoURL]; found && u != "" {
 		c.repoURL = u
 	}
+	// A claimed warm sandbox waits for its claim lines before the
+	// task-request, if neither was sent.
+	c.warm = found && info.Labels[contract.LabelWarm] != ""
 	if found {
 		// A finished container is never followed again: this is the only
 		// time its node is learnt.

@@ -3,7 +3,7 @@
 # metric, the measured value next to its target and the ratio.
 #
 #   scripts/bench.sh                 all benchmarks (Docker-backed ones need the engine)
-#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, ClusterFanOut, RealMessageRate, DaemonRSS, BoardLiveUpdates)
+#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, WarmPool, ClusterFanOut, RealMessageRate, DaemonRSS, BoardLiveUpdates)
 #
 # Environment:
 #   GO                     go command (default: go)
@@ -46,6 +46,7 @@ RUNS='
 ./cmd/aimid|^BenchmarkBoardLiveUpdates$|1x||1
 ./cmd/aimid|^BenchmarkFanOutUser$|2x||1
 ./cmd/aimid|^BenchmarkTimeToWork$|1x||1
+./cmd/aimid|^BenchmarkWarmPool$|5x|-timeout 40m|1
 ./cmd/aimid|^BenchmarkClusterFanOut$|1x||1
 ./cmd/aimid|^BenchmarkScale$|1x|-timeout 45m|1
 ./container|^BenchmarkFrameSplitter$|1s||0
@@ -66,6 +67,9 @@ BenchmarkRecorderSustained|p99-state-lag-ms|<=|50
 BenchmarkFanOutUser/N=16|ratio|<=|1.15
 BenchmarkFanOutUser/N=32|ratio|<=|1.15
 BenchmarkClusterFanOut|ratio|<=|1.2
+BenchmarkWarmPool|warm-ratio|<=|0.30
+BenchmarkWarmPool|s-warm-first-work|<=|0.5
+BenchmarkWarmPool|MB-per-idle-sandbox|<=|15
 BenchmarkMessageRate|msgs/s|>=|20000
 BenchmarkRealMessageRate|msgs/s|>=|20000
 BenchmarkDaemonRSS|daemon-RSS-MB|<|60

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+)
+
+// BenchmarkWarmPool measures what the warm pool saves the user: `aimi swarm
+// start --all --local --max 8` of 8 one-story task files with
+// sandbox.warm_pool 8 and the pool full, until every container's first
+// in_progress progress-update (its clone and the agent's start included),
+// next to the same start on a daemon without a pool (the cold path) and 8
+// concurrent raw create+start of the same image on an icc-off bridge, all
+// in the same round. Medians over b.N rounds; the ratios are to the raw
+// create+start. Also the memory of an idle pool sandbox (the engine's
+// figure for its cgroup: the runner waiting on stdin).
+//
+//	go test -run '^$' -bench WarmPool -benchtime 5x ./cmd/aimid
+func BenchmarkWarmPool(b *testing.B) {
+	image := sandboxtest.Image(b)
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cli.Close() })
+	run := dockertest.RunID()
+	dockertest.Cleanup(b, dockertest.LabelKey, run)
+	n := timeToWorkContainers
+	dir := shortDir(b)
+	sock := filepath.Join(dir, "aimid.sock")
+	instance := testInstance(sock)
+	dockertest.Cleanup(b, contract.LabelDaemon, instance)
+	p := launchAimid(b, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", os.Environ(),
+		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s",
+		"AIMI_SANDBOX_WARM_POOL="+strconv.Itoa(n))
+	defer p.stop(b)
+	var raw, cold, warm, warmFirst []time.Duration
+	var idleMB float64
+	for i := 0; i < b.N; i++ {
+		raw = append(raw, rawFanOutDocker(b, cli, image, run, n, i))
+		_, c := userTimeToWork(b, image, n, 0, 0)
+		cold = append(cold, c)
+		pool := waitPool(b, context.Background(), cli, instance, n, p)
+		idleMB = idleMemoryMB(b, cli, pool)
+		f, a := warmTimeToWork(b, sock, p, n, i)
+		warm, warmFirst = append(warm, a), append(warmFirst, f)
+	}
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	b.ReportMetric(med(warmFirst).Seconds(), "s-warm-first-work")
+	b.ReportMetric(med(warm).Seconds(), "s-warm-all-work")
+	b.ReportMetric(med(cold).Seconds(), "s-cold-all-work")
+	b.ReportMetric(med(raw).Seconds(), "s-raw")
+	b.ReportMetric(float64(med(warm))/float64(med(raw)), "warm-ratio")
+	b.ReportMetric(float64(med(cold))/float64(med(raw)), "cold-ratio")
+	b.ReportMetric(idleMB, "MB-per-idle-sandbox")
+}
+
+// warmTimeToWork starts n one-story task files on the daemon at sock (its
+// pool full) and returns, counted from the start, when the first and the
+// last container wrote their first in_progress update.
+func warmTimeToWork(b *testing.B, sock string, p *proc, n, round int) (first, all time.Duration) {
+	b.Helper()
+	names := make([]string, n)
+	sfx := dockertest.RunID()[:4]
+	for i := range names {
+		names[i] = fmt.Sprintf("warm%02d-%d-%s", i, round, sfx)
+	}
+	repo := historyRepo(b, 0, 0, names...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
+		b.Fatalf("start: exit %d %s", code, errOut)
+	}
+	waitStatus(b, ctx, repo, sock, "done", terminalIn, n)
+	sw := validState(b, repo)
+	at := firstWork(b, repo, sw)
+	if len(at) != n {
+		b.Fatalf("%d of %d containers wrote an in_progress update; daemon log:\n%s", len(at), n, p.stderr.String())
+	}
+	claimed := 0
+	for _, c := range sw.Containers {
+		if hasWarmNote(b, repo, sw.SwarmID, c.ContainerName) {
+			claimed++
+		}
+	}
+	if claimed != n {
+		b.Errorf("%d of %d containers were claimed from the pool", claimed, n)
+	}
+	first = time.Duration(1<<63 - 1)
+	for _, t := range at {
+		first = min(first, t.Sub(start))
+		all = max(all, t.Sub(start))
+	}
+	aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock)
+	return first, all
+}
+
+// idleMemoryMB is the mean memory use of the pool sandboxes, as the
+// engine's stats report it (cgroup usage less the page cache's inactive
+// files, as `docker stats` shows).
+func idleMemoryMB(b *testing.B, cli *client.Client, pool []dcontainer.InspectResponse) float64 {
+	b.Helper()
+	var sum float64
+	for _, in := range pool {
+		st, err := cli.ContainerStatsOneShot(context.Background(), in.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var s struct {
+			Memory struct {
+				Usage uint64            `json:"usage"`
+				Stats map[string]uint64 `json:"stats"`
+			} `json:"memory_stats"`
+		}
+		err = json.NewDecoder(st.Body).Decode(&s)
+		st.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		inactive := s.Memory.Stats["inactive_file"] // cgroup v2
+		if v, ok := s.Memory.Stats["total_inactive_file"]; ok {
+			inactive = v // cgroup v1
+		}
+		used := s.Memory.Usage - min(s.Memory.Usage, inactive)
+		sum += float64(used) / (1 << 20)
+	}
+	return sum / float64(len(pool))
+}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// kill9 ends aimid the hard way and waits for it.
+func kill9(t testing.TB, p *proc) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.wait(t)
+}
+
+// checkPoolSettled: every pool sandbox of instance is either a container
+// of a state file in states (named as the entry, on a network) or waiting
+// in the pool (running, its pool name, on no network).
+func checkPoolSettled(t testing.TB, ctx context.Context, cli *client.Client, instance string, states []*state.Swarm) {
+	t.Helper()
+	entries := map[string]string{}
+	for _, sw := range states {
+		for _, c := range sw.Containers {
+			entries[c.ContainerID] = c.ContainerName
+		}
+	}
+	for _, in := range warmSandboxes(t, ctx, cli, instance) {
+		if name, ok := entries[in.ID]; ok {
+			if in.Name != "/"+name || !onANetwork(in) {
+				t.Errorf("claimed %s (entry %s): not complete (networks %v)", in.Name, name, in.NetworkSettings.Networks)
+			}
+			continue
+		}
+		if !strings.HasPrefix(in.Name, "/aimi-warm-") || !in.State.Running || onANetwork(in) {
+			t.Errorf("pool sandbox %s is neither a swarm's nor back in the pool (running %v, networks %v)", in.Name, in.State.Running, in.NetworkSettings.Networks)
+		}
+	}
+}
+
+func onANetwork(in dcontainer.InspectResponse) bool {
+	for n := range in.NetworkSettings.Networks {
+		if n != "none" {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWarmPoolKill9MidFillAndMidClaimLosesNothing: aimid killed while its
+// pool fills, then killed at several moments of a start that claims from
+// the pool. After each restart every pool sandbox is a complete container
+// of a saved swarm or back in the pool, the pool is full again, and every
+// container a state file holds completes.
+func TestWarmPoolKill9MidFillAndMidClaimLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxtest.Image(t)
+	dir := shortDir(t)
+	sock, data := filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")
+	instance := testInstance(sock)
+	dockertest.Cleanup(t, contract.LabelDaemon, instance)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	cli := dockertest.Client(t)
+	start := func() *proc { return startWarmAimid(t, sock, data, image, "unused-secret", "AIMI_SANDBOX_WARM_POOL=2") }
+
+	// Mid-fill: killed as soon as its first pool sandbox exists.
+	p := start()
+	for deadline := time.Now().Add(3 * time.Minute); len(warmSandboxes(t, ctx, cli, instance)) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no pool sandbox; daemon log:\n%s", p.stderr.String())
+		}
+	}
+	kill9(t, p)
+	p = start()
+	waitPool(t, ctx, cli, instance, 2, p)
+	checkPoolSettled(t, ctx, cli, instance, nil)
+
+	var states []*state.Swarm
+	for i, when := range []string{"at once", "renamed", "saved", "requested"} {
+		sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprint(dir, i))))[:6]
+		first := fmt.Sprintf("ka%d-%s", i, sfx)
+		repo := warmTestRepo(t, first, fmt.Sprintf("kb%d-%s", i, sfx))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock)
+		}()
+		killAt(t, ctx, cli, when, repo, "aimi-"+first)
+		kill9(t, p)
+		<-done
+		p = start()
+		if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm-state.json")); err == nil {
+			v := waitFor(t, sock, repo, 5*time.Minute, "every container of the saved swarm exited", func(v api.SwarmView) bool {
+				return allExited(v)
+			})
+			sw := validState(t, repo)
+			for i, c := range v.State.Containers {
+				if c.Status != state.StatusCompleted {
+					t.Errorf("killed %s: %s ended %s: %+v", when, c.ContainerName, c.Status, v.Containers[i].Errors)
+				}
+			}
+			states = append(states, sw)
+			t.Logf("killed %s: the swarm was saved with %d containers; all completed", when, len(sw.Containers))
+		} else {
+			t.Logf("killed %s: before the state file was saved", when)
+		}
+		waitPool(t, ctx, cli, instance, 2, p)
+		checkPoolSettled(t, ctx, cli, instance, states)
+	}
+	p.stop(t)
+}
+
+// killAt returns at the moment of a start to kill the daemon at: at once,
+// once a claimed sandbox has its task's name (mid-claim, before the state
+// file's save), once the state file holds a container (before its claim
+// line), or once a task-request is journaled.
+func killAt(t testing.TB, ctx context.Context, cli *client.Client, when, repo, name string) {
+	t.Helper()
+	if when == "at once" {
+		return
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		switch when {
+		case "renamed":
+			if _, err := cli.ContainerInspect(ctx, name); err == nil {
+				return
+			}
+		case "saved", "requested":
+			sw, err := state.Open(repo).Load(ctx)
+			if err == nil && len(sw.Containers) > 0 {
+				if when == "saved" {
+					return
+				}
+				recs, _ := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, sw.Containers[0].ContainerName+".ndjson"))
+				if len(recs) > 0 {
+					return
+				}
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("the start never reached %q", when)
+}
