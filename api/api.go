@@ -54,6 +54,9 @@ type ContainerDetail struct {
 	// Rejected counts lines that were journaled but not folded (invalid or
 	// breaking the story transition table).
 	Rejected int `json:"rejected,omitempty"`
+	// EgressDenied counts the requests the egress proxy refused the
+	// container (journaled as egress-denied records).
+	EgressDenied int `json:"egressDenied,omitempty"`
 	// Finished: the daemon is done with the container. It is terminal, its
 	// process has exited and (local git mode) its branch was published. A
 	// container is terminal by its completion a moment before that.

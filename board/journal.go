@@ -112,6 +112,10 @@ func summarize(rec state.Record) lineJSON {
 	case rec.Stream == state.StreamStderr:
 		l.Kind, l.Text = "log", clean(string(rec.RawLine()), maxText)
 		return l
+	case rec.Stream == state.StreamDaemon && rec.Type == "egress-denied":
+		// A request the egress proxy refused: method, host:port, why.
+		l.Kind, l.Text = "egress-denied", clean(rec.Reason, maxText)
+		return l
 	case !rec.Valid:
 		l.Kind, l.Text, l.Note = "invalid", clean(string(rec.RawLine()), maxText), clean(rec.Reason, maxText)
 		return l

@@ -28,22 +28,24 @@ type swarmJSON struct {
 
 // containerJSON merges a state entry with the daemon's detail of it.
 type containerJSON struct {
-	Name       string       `json:"name"`
-	TaskFile   string       `json:"taskFile"`
-	Branch     string       `json:"branch"`
-	Status     string       `json:"status"`
-	Node       string       `json:"node"`
-	CreatedAt  time.Time    `json:"createdAt"`
-	UpdatedAt  time.Time    `json:"updatedAt"`
-	ExitCode   *int         `json:"exitCode"`
-	OOMKilled  bool         `json:"oomKilled"`
-	Finished   bool         `json:"finished"`
-	PRURL      string       `json:"prUrl"`
-	LastOutput string       `json:"lastOutput"`
-	Errors     []errorJSON  `json:"errors"`
-	Rejected   int          `json:"rejected"`
-	Stories    []storyJSON  `json:"stories"`
-	Progress   progressJSON `json:"progress"`
+	Name       string      `json:"name"`
+	TaskFile   string      `json:"taskFile"`
+	Branch     string      `json:"branch"`
+	Status     string      `json:"status"`
+	Node       string      `json:"node"`
+	CreatedAt  time.Time   `json:"createdAt"`
+	UpdatedAt  time.Time   `json:"updatedAt"`
+	ExitCode   *int        `json:"exitCode"`
+	OOMKilled  bool        `json:"oomKilled"`
+	Finished   bool        `json:"finished"`
+	PRURL      string      `json:"prUrl"`
+	LastOutput string      `json:"lastOutput"`
+	Errors     []errorJSON `json:"errors"`
+	Rejected   int         `json:"rejected"`
+	// EgressDenied counts the requests the egress proxy refused.
+	EgressDenied int          `json:"egressDenied"`
+	Stories      []storyJSON  `json:"stories"`
+	Progress     progressJSON `json:"progress"`
 }
 
 type errorJSON struct {
@@ -90,7 +92,7 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 			Name: e.ContainerName, TaskFile: clean(e.TaskFilePath, maxText), Branch: clean(e.BranchName, maxText), Status: string(e.Status),
 			Node: clean(d.Node, maxTitle), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 			ExitCode: d.ExitCode, OOMKilled: d.OOMKilled, Finished: d.Finished,
-			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected,
+			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected, EgressDenied: d.EgressDenied,
 			Errors: []errorJSON{}, Stories: []storyJSON{},
 			Progress: progressJSON(e.StoryProgress),
 		}

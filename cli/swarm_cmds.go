@@ -23,6 +23,7 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 		RenderStatus(w, v.State)
 	}
 	printContainerNodes(w, v)
+	printEgressDenied(w, v)
 	printContainerErrors(w, v)
 }
 
@@ -335,6 +336,10 @@ func formatRecord(r state.Record) string {
 			line += fmt.Sprintf("; waiting for %s limit until %s (%s)", oneLine(u.Provider, 40), u.LimitedUntil.Local().Format(time.TimeOnly), oneLine(u.LimitSource, 60))
 		}
 		return line
+	}
+	if r.Stream == "daemon" && r.Type == "egress-denied" {
+		// A request the egress proxy refused: method, host:port, why.
+		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "daemon:egress-denied", "-", "refused", oneLine(r.Reason, 200))
 	}
 	if r.Stream == "stderr" && !r.Valid {
 		return strings.TrimRight(fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "stderr", "-", "-", oneLine(r.Raw, 200)), " ")

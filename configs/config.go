@@ -76,6 +76,7 @@ type Config struct {
 	Models map[string]gateway.Provider
 	Prices map[string]usage.Prices // models.<provider>.prices, per million tokens (prices.go)
 	Notify Notify
+	Egress Egress
 	// Warnings are non-fatal findings (e.g. an agent.env value naming an
 	// unset variable); the daemon logs them. They never contain values.
 	Warnings []string
@@ -494,5 +495,6 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	probs = append(probs, models(v, sources, &c)...)
 	var nprobs []string
 	c.Notify, nprobs = notifyConfig(v)
-	return &c, append(probs, nprobs...)
+	probs = append(probs, nprobs...)
+	return &c, append(probs, c.Egress.read(v, sources)...)
 }

@@ -18,7 +18,7 @@ type Notify struct {
 }
 
 // listKeys are the keys holding string lists; they come from files only.
-var listKeys = []string{"notify.webhooks", "notify.command"}
+var listKeys = []string{"notify.webhooks", "notify.command", EgressAllowKey}
 
 // notifyConfig reads the notify section.
 func notifyConfig(v *viper.Viper) (Notify, []string) {

@@ -320,7 +320,7 @@ func engineConfig(s *engine.Spec, runtime, logSize string) (*container.Config, *
 		hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	var nc *network.NetworkingConfig
-	if s.Network != "" {
+	if s.Network != "" && s.Network != engine.NetworkNone {
 		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{s.Network: {}}}
 	}
 	return cfg, hc, nc

@@ -67,3 +67,17 @@ const SecretDir = "/run/secrets"
 // DefaultWorkspace is where acp-runner clones the repository inside the
 // container when EnvWorkspace is unset.
 const DefaultWorkspace = "/workspace"
+
+// The sandbox's way out (package egress): a sandbox has no network of its
+// own; the daemon's services are unix sockets in NetDir, and the runner
+// serves each on a loopback port.
+const (
+	// EnvNetForward lists PORT=NAME pairs, comma-separated: the runner
+	// listens on 127.0.0.1:PORT and forwards each connection to
+	// NetDir/NAME.sock.
+	EnvNetForward = "AIMI_NET_FORWARD"
+	// NetDir is where the container's socket directory is mounted.
+	NetDir = "/run/aimi/net"
+	// ProxyPort is the loopback port of the egress proxy in a sandbox.
+	ProxyPort = 3128
+)

@@ -245,3 +245,13 @@ func (l *subnetListener) Accept() (net.Conn, error) {
 		return &limitedConn{Conn: c, release: func() { l.conns.release(peer) }}, nil
 	}
 }
+
+// Port is the port the service listens on at ip (0 when it does not).
+func (s *Service) Port(ip string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.listeners[ip]; l != nil {
+		return l.port
+	}
+	return 0
+}

@@ -60,6 +60,10 @@ type Config struct {
 	// nil when agent.env holds no model key. RunnerEnv then holds none
 	// either: a container gets its grant's placeholders instead.
 	Models ModelAccess
+	// Net, when set, runs containers without a network and gives them
+	// the daemon's services (git, the egress proxy) as sockets of their
+	// own (package egress); the git service then listens on the loopback.
+	Net SandboxNet
 	// Publisher brings a local-mode container's branch into the user's
 	// checkout once it completed; nil leaves the branch in the git service.
 	Publisher Publisher

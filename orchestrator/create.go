@@ -320,7 +320,7 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 	}
 	var mg *ModelGrant
 	if sw.m.cfg.Models != nil {
-		gr, err := sw.m.cfg.Models.Grant(sw.id, c.name, sw.gatewayIP())
+		gr, err := sw.m.cfg.Models.Grant(sw.id, c.name, sw.modelGateway())
 		if err != nil {
 			sw.revoke(c)
 			return fmt.Errorf("grant model access to %s: %w", c.name, err)
@@ -328,14 +328,24 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 		mg = &gr
 	}
 	spec := sw.createSpec(c, g, mg)
-	if ok, err := sw.claimWarm(ctx, c, spec); ok || err != nil {
-		if err != nil {
-			sw.revoke(c)
-			return fmt.Errorf("claim a warm sandbox as %s for %s: %w", c.name, c.taskFile, err)
+	// A warm sandbox was started without the container's socket
+	// directory, which cannot be mounted later: with no network, every
+	// container is created fresh.
+	if sw.m.cfg.Net == nil {
+		if ok, err := sw.claimWarm(ctx, c, spec); ok || err != nil {
+			if err != nil {
+				sw.revoke(c)
+				return fmt.Errorf("claim a warm sandbox as %s for %s: %w", c.name, c.taskFile, err)
+			}
+			return nil
 		}
-		return nil
 	}
-	id, err := sw.m.eng.Create(ctx, spec)
+	ng, err := sw.openNet(ctx, c)
+	var id string
+	if err == nil {
+		applyNet(&spec, ng)
+		id, err = sw.m.eng.Create(ctx, spec)
+	}
 	if err != nil {
 		sw.revoke(c)
 		return fmt.Errorf("create container %s for %s: %w", c.name, c.taskFile, err)
@@ -368,6 +378,7 @@ func (sw *swarm) discard(ctx context.Context, created []*ctr) {
 
 // revoke ends c's git access (local mode) and model access.
 func (sw *swarm) revoke(c *ctr) {
+	sw.closeNet(c)
 	if sw.local && sw.m.cfg.Git != nil {
 		sw.m.cfg.Git.Revoke(sw.id, c.name)
 	}

@@ -210,6 +210,7 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 	if sw.m.cfg.Models != nil {
 		sw.m.cfg.Models.Revoke(sw.id, c.name)
 	}
+	sw.closeNet(c)
 	sw.publishBranch(ctx, c, log)
 	sw.event(c, api.EventContainerExited, func(e *api.Event) {
 		if m != nil {

@@ -129,6 +129,13 @@ func (l *ledger) daemonNote(ctx context.Context, name string, m acpmsg.Message, 
 	return "", err
 }
 
+// note journals a daemon record that carries no message.
+func (l *ledger) note(ctx context.Context, name string, rec state.Record) error {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.rec.Record(ctx, name, rec, nil)
+}
+
 func (l *ledger) update(name string, fn func(*state.Container)) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

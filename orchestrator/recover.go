@@ -178,6 +178,9 @@ func (sw *swarm) restoreDetail(c *ctr, r state.Record) {
 		return // the journal's cap: not a line of the container
 	case r.Usage != nil:
 		return // a model call's account: not a line of the container
+	case r.Stream == state.StreamDaemon && r.Type == TypeEgressDenied:
+		c.egressDenied++
+		return
 	case !r.Valid || r.Rejected != "":
 		c.rejected++
 		return

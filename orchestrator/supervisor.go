@@ -129,6 +129,13 @@ func (sw *swarm) supervise(ctx context.Context, c *ctr, mode supMode, tk *ticket
 		return
 	}
 	log := sw.m.log.With("swarm", sw.id, "container", c.name)
+	if mode == modeFresh || mode == modeAttach {
+		// A container that may run needs its sockets served (again,
+		// after a daemon restart).
+		if _, err := sw.openNet(ctx, c); err != nil {
+			log.Warn("the daemon's services are not reachable from the container", "err", err)
+		}
+	}
 	switch mode {
 	case modeFresh:
 		if !sw.acquire(ctx, c, tk) {

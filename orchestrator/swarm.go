@@ -73,6 +73,8 @@ type ctr struct {
 	// named (unpushed.go).
 	pushFailed bool
 	unpushed   []string
+	// egressDenied counts the requests the egress proxy refused it.
+	egressDenied int
 	// leaveWave takes the container out of the Manager's start wave
 	// (startWave); nil when it is not in one.
 	leaveWave func()
@@ -177,16 +179,24 @@ func (sw *swarm) labels() map[string]string {
 }
 
 func (sw *swarm) ensureNetwork(ctx context.Context) error {
-	info, err := sw.m.eng.EnsureNetwork(ctx, sw.network, sw.labels())
-	if err != nil {
-		return fmt.Errorf("create the swarm network %s: %w", sw.network, err)
+	var info engine.NetworkInfo
+	if sw.m.cfg.Net != nil {
+		// No network: the sandboxes reach the git service and the model
+		// gateway through their sockets, which forward to their
+		// listeners on the loopback.
+		info.Gateway = serviceAddr
+	} else {
+		var err error
+		if info, err = sw.m.eng.EnsureNetwork(ctx, sw.network, sw.labels()); err != nil {
+			return fmt.Errorf("create the swarm network %s: %w", sw.network, err)
+		}
 	}
 	if sw.local {
 		if err := sw.m.cfg.Git.ListenOn(ctx, info.Gateway); err != nil {
 			return fmt.Errorf("start the git service on %s (the swarm network's gateway): %w", info.Gateway, err)
 		}
 	}
-	if sw.m.cfg.Models != nil {
+	if sw.m.cfg.Models != nil && sw.m.cfg.Net == nil {
 		if err := sw.m.cfg.Models.ListenOn(ctx, info.Gateway); err != nil {
 			return fmt.Errorf("start the model gateway on %s (the swarm network's gateway): %w", info.Gateway, err)
 		}
@@ -484,7 +494,7 @@ func (sw *swarm) view() api.SwarmView {
 	for _, c := range sw.ctrs {
 		d := api.ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
 			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: c.errorsView(), LastOutput: c.lastOutput,
-			Rejected: c.rejected, PRURL: c.prURL, Node: c.node}
+			Rejected: c.rejected, EgressDenied: c.egressDenied, PRURL: c.prURL, Node: c.node}
 		d.Stories = c.storyDetails(reported[c.name])
 		if e := snap.Container(c.name); e != nil {
 			d.Status = string(e.Status)

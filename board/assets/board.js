@@ -351,6 +351,7 @@
       c.errors.appendChild(li);
     }
     if (data.rejected) c.errors.appendChild(t('li', 'rejected', data.rejected + ' line(s) rejected: see the journal'));
+    if (data.egressDenied) c.errors.appendChild(t('li', 'rejected', data.egressDenied + ' request(s) out refused by the egress proxy: see the journal'));
     c.stop.disabled = terminal.has(data.status);
     renderGraph(c, data.stories);
     tickElapsed(c);

@@ -79,6 +79,18 @@ func run(args []string) int {
 	cfg.Logger = log
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// A sandbox without a network reaches the daemon's services (git, the
+	// egress proxy) through these loopback ports only.
+	fws, err := runner.ParseForwards(os.Getenv(contract.EnvNetForward), contract.NetDir)
+	if err == nil {
+		err = runner.StartForwards(context.WithoutCancel(ctx), fws, log)
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: %w", contract.EnvNetForward, err)
+		log.Error("configuration", "err", err)
+		reportConfigError(cfg, err)
+		return 2
+	}
 	in, err := runner.RequestInput(os.Getenv, runner.SkipClaims(stdin))
 	if err != nil {
 		log.Error("configuration", "err", err)

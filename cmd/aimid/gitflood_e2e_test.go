@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/api"
@@ -96,11 +95,9 @@ func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 		return len(v.State.Containers) == 1 && v.State.Containers[0].StoryProgress.InProgress == 1
 	})
 	cli := dockertest.Client(t)
-	gw, port := gitServiceAddress(t, ctx, cli, v.State.Containers[0].ContainerID, dataDir)
-	run := dockertest.RunID()
-	dockertest.Cleanup(t, dockertest.LabelKey, run)
-	flood := startFlood(t, ctx, cli, image, networkOf(t, ctx, cli, v.State.Containers[0].ContainerID), run, gw, port, 3000)
-	waitLog(t, ctx, cli, flood, "flood holds", 2*time.Minute)
+	// The sandbox has no network: its way to the git service is its own
+	// socket, which the runner serves on the loopback at the service's port.
+	execFlood(t, ctx, cli, v.State.Containers[0].ContainerID, gitServicePort(t, dataDir), 3000)
 
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--file", work+"-tasks.json", "--append", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("append while the flood holds its connections: exit %d\n%s\n%s\ndaemon log:\n%s", code, out, errOut, p.logs())
@@ -160,15 +157,10 @@ func writeCommitted(t testing.TB, repo, name string, body []byte) {
 	gitOut(t, repo, "commit", "-q", "-m", "task file "+name)
 }
 
-// gitServiceAddress is the git service's gateway and port for the swarm of
-// container id: the gateway of its network, the port the service keeps in
-// its data dir.
-func gitServiceAddress(t testing.TB, ctx context.Context, cli *client.Client, id, dataDir string) (string, int) {
+// gitServicePort is the git service's port, as it keeps it in its data
+// dir.
+func gitServicePort(t testing.TB, dataDir string) int {
 	t.Helper()
-	ni, err := cli.NetworkInspect(ctx, networkOf(t, ctx, cli, id), network.InspectOptions{})
-	if err != nil || len(ni.IPAM.Config) == 0 {
-		t.Fatalf("inspect the swarm network: %v", err)
-	}
 	b, err := os.ReadFile(filepath.Join(dataDir, "git", "grants.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -177,58 +169,46 @@ func gitServiceAddress(t testing.TB, ctx context.Context, cli *client.Client, id
 	if err := json.Unmarshal(b, &g); err != nil || g.Port == 0 {
 		t.Fatalf("the git service's port in grants.json: %v %s", err, b)
 	}
-	return ni.IPAM.Config[0].Gateway, g.Port
+	return g.Port
 }
 
-func networkOf(t testing.TB, ctx context.Context, cli *client.Client, id string) string {
+// execFlood runs floodScript inside the sandbox id (as its user) against
+// the git service's loopback port and waits until it holds its
+// connections.
+func execFlood(t testing.TB, ctx context.Context, cli *client.Client, id string, port, n int) {
 	t.Helper()
-	info, err := cli.ContainerInspect(ctx, id)
+	ex, err := cli.ContainerExecCreate(ctx, id, container.ExecOptions{
+		Cmd:          []string{"perl", "-e", floodScript},
+		Env:          []string{"GW=127.0.0.1", "PORT=" + strconv.Itoa(port), "N=" + strconv.Itoa(n)},
+		AttachStdout: true, AttachStderr: true,
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("create the flood: %v", err)
 	}
-	return string(info.HostConfig.NetworkMode)
-}
-
-// startFlood runs floodScript in image on network nw, labelled run.
-func startFlood(t testing.TB, ctx context.Context, cli *client.Client, image, nw, run, gw string, port, n int) string {
-	t.Helper()
-	c, err := cli.ContainerCreate(ctx, &container.Config{
-		Image:      image,
-		Entrypoint: []string{"perl", "-e", floodScript},
-		Env:        []string{"GW=" + gw, "PORT=" + strconv.Itoa(port), "N=" + strconv.Itoa(n)},
-		Labels:     map[string]string{dockertest.LabelKey: run},
-	}, &container.HostConfig{NetworkMode: container.NetworkMode(nw)}, nil, nil, "")
+	att, err := cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{})
 	if err != nil {
-		t.Fatalf("create the flood container: %v", err)
+		t.Fatalf("start the flood: %v", err)
 	}
-	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-		t.Fatalf("start the flood container: %v", err)
-	}
-	return c.ID
-}
-
-// waitLog waits until the output of container id has a line containing
-// want, and logs it.
-func waitLog(t testing.TB, ctx context.Context, cli *client.Client, id, want string, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		rc, err := cli.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true})
-		if err == nil {
-			sc := bufio.NewScanner(rc)
-			for sc.Scan() {
-				if i := strings.Index(sc.Text(), want); i >= 0 {
-					rc.Close()
-					t.Logf("flood: %s", sc.Text()[i:])
-					return
-				}
+	t.Cleanup(att.Close)
+	held := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(att.Reader)
+		for sc.Scan() {
+			if i := strings.Index(sc.Text(), "flood holds"); i >= 0 {
+				held <- sc.Text()[i:]
+				return
 			}
-			rc.Close()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s never said %q: %v", id[:12], want, err)
+		held <- ""
+	}()
+	select {
+	case line := <-held:
+		if line == "" {
+			t.Fatal("the flood ended without holding its connections")
 		}
-		time.Sleep(500 * time.Millisecond)
+		t.Logf("flood: %s", line)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the flood never said it holds its connections")
 	}
 }
 

@@ -37,6 +37,11 @@ func raiseFileLimit(log *slog.Logger) uint64 {
 // sandbox can take however it floods the git service.
 func gitLimits(cfg *configs.Config, nofile uint64, log *slog.Logger) gitserve.Limits {
 	l := gitserve.Limits{MaxPush: cfg.Git.MaxPush, MaxMirror: cfg.Git.MaxMirror}
+	if cfg.Engine.Backend == configs.BackendDocker {
+		// Every sandbox's connections reach the service from the loopback
+		// (through its own socket, which bounds them per sandbox).
+		l.MaxConnsPerPeer = gitserve.DefaultMaxConns
+	}
 	if nofile == 0 {
 		return l
 	}

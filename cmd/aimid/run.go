@@ -140,14 +140,12 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	// flushes), not to a cancel, which is what a crash looks like to it.
 	life, cancelLife := context.WithCancel(context.Background())
 	defer cancelLife()
-	oc := orchestratorConfig(cfg, git, log)
-	oc.Models = models
-	oc.Labels = daemonLabels(o)
-	if be.probe != nil && be.trees != nil {
-		// Whatever the git mode, what only a container holds is read and
-		// taken out of it before it is removed or replaced.
-		oc.Work = gitserve.Keeper{Probe: be.probe, Trees: be.trees, Scratch: o.dataDir}
+	oc := managerConfig(cfg, o, be, git, models, log)
+	closeNet, err := sealSandboxes(cfg, o.dataDir, git, models, &oc, log)
+	if err != nil {
+		return err
 	}
+	defer closeNet()
 	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
 	oc.Observer = met
 	mgr, err := startManager(ctx, life, oc, be.eng, pool, cfg)
@@ -347,4 +345,37 @@ func takeInstance(ctx context.Context, o options, log *slog.Logger) (release fun
 			log.Warn("instance marker left behind; the next daemon of the instance removes it", "err", err)
 		}
 	}, nil
+}
+
+// sealSandboxes gives the sandboxes of one engine no network: the daemon's
+// services come through sockets of their own (package egress). Swarm
+// mode's nodes share no filesystem with the daemon and keep their network.
+func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, models orchestrator.ModelAccess, oc *orchestrator.Config, log *slog.Logger) (closeAll func(), err error) {
+	if cfg.Engine.Backend != configs.BackendDocker {
+		return func() {}, nil
+	}
+	var gw *gateway.Service
+	if ma, ok := models.(modelAdapter); ok {
+		gw = ma.Service
+	}
+	sn, err := newSandboxNet(cfg, dataDir, git, gw, log)
+	if err != nil {
+		return nil, err
+	}
+	oc.Net = sn
+	return sn.sockets.CloseAll, nil
+}
+
+// managerConfig is the Manager's configuration: the config's keys, the
+// services, the instance's label and the engine's reader of containers.
+func managerConfig(cfg *configs.Config, o options, be backend, git *gitserve.Service, models orchestrator.ModelAccess, log *slog.Logger) orchestrator.Config {
+	oc := orchestratorConfig(cfg, git, log)
+	oc.Models = models
+	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
+	if be.probe != nil && be.trees != nil {
+		// Whatever the git mode, what only a container holds is read and
+		// taken out of it before it is removed or replaced.
+		oc.Work = gitserve.Keeper{Probe: be.probe, Trees: be.trees, Scratch: o.dataDir}
+	}
+	return oc
 }

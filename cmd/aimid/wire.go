@@ -102,7 +102,7 @@ func openModels(c *configs.Config, dataDir string, obs gateway.Observer, log *sl
 	}
 	g, err := gateway.New(gateway.Options{
 		DataDir: filepath.Join(dataDir, "gateway"), CADir: filepath.Join(dataDir, "git"),
-		Providers: c.Models, Keys: keys, Logger: log, Observer: obs,
+		Providers: c.Models, Keys: keys, Logger: log, Observer: obs, Limits: gatewayLimits(c),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the model gateway: %w", err)
@@ -200,4 +200,14 @@ func daemonWideDiffs(g, r *configs.Config) []string {
 	add(g.Publish != r.Publish, "publish")
 	slices.Sort(keys)
 	return keys
+}
+
+// gatewayLimits: on one engine every sandbox's connections reach the
+// gateway from the loopback, through its own socket, which bounds them per
+// sandbox; the gateway's bound per source address would be shared by all.
+func gatewayLimits(c *configs.Config) gateway.Limits {
+	if c.Engine.Backend == configs.BackendDocker {
+		return gateway.Limits{MaxConnsPerPeer: 1 << 20}
+	}
+	return gateway.Limits{}
 }

@@ -18,12 +18,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -46,6 +48,16 @@ func main() {
 		os.Exit(command(os.Args[1:]))
 	}
 	if err := aimirunner.LoadSecretEnv(os.Getenv, os.Setenv, contract.SecretDir); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(2)
+	}
+	// As acp-runner does: a sandbox without a network reaches the
+	// daemon's services through these loopback forwards.
+	fws, err := aimirunner.ParseForwards(os.Getenv(contract.EnvNetForward), contract.NetDir)
+	if err == nil {
+		err = aimirunner.StartForwards(context.Background(), fws, slog.Default())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(2)
 	}

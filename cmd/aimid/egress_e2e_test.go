@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/gittest"
+)
+
+// probeScript runs in the sandbox as the exec agent (the image has perl,
+// not curl): it tries every way out named in targets.txt ("tcp ADDR PORT",
+// "udp ADDR PORT", "dns NAME", "proxy URL") and writes one line per try to
+// probe-out.txt, which the runner commits and pushes.
+const probeScript = `use strict; use IO::Socket::INET; use Socket;
+open(my $out, '>', 'probe-out.txt') or die; select($out); $| = 1;
+my @gw;
+if (open(my $r, '<', '/proc/net/route')) { while (<$r>) { my @f = split; if ($f[1] eq '00000000' && $f[2] ne '00000000') { push @gw, join('.', reverse map { hex } unpack('(A2)4', $f[2])); } } }
+open(my $t, '<', 'targets.txt') or die;
+my @targets = <$t>; push @targets, map { "tcp $_ HOSTPORT\n" } @gw;
+for (@targets) {
+	chomp; my ($kind, $a, $p) = split;
+	if ($kind eq 'tcp') {
+		$p = $ENV{HOSTPORT} if $p eq 'HOSTPORT';
+		my $c = IO::Socket::INET->new(PeerAddr => $a, PeerPort => $p, Proto => 'tcp', Timeout => 5);
+		print $c ? "OPEN tcp $a:$p\n" : "closed tcp $a:$p ($@)\n";
+	} elsif ($kind eq 'udp') {
+		my $c = IO::Socket::INET->new(PeerAddr => $a, PeerPort => $p, Proto => 'udp');
+		my $sent = $c && $c->send("aimi-probe");
+		print $sent ? "OPEN udp $a:$p sent\n" : "closed udp $a:$p ($!)\n";
+	} elsif ($kind eq 'dns') {
+		my @addr = gethostbyname($a);
+		print @addr ? "OPEN dns $a\n" : "closed dns $a\n";
+	} elsif ($kind eq 'proxy') {
+		my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => 3128, Proto => 'tcp', Timeout => 5);
+		if (!$c) { print "closed proxy $a (no proxy: $@)\n"; next; }
+		print $c "GET $a HTTP/1.0\r\n\r\n"; my $status = <$c>; $status =~ s/\r?\n//;
+		print "proxy $a -> $status\n";
+	}
+}
+`
+
+// TestSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist: a host
+// service listens on every interface (TCP and UDP), a container runs on
+// another network, and the sandbox's agent tries each way out: the host's
+// addresses (the engine's bridge gateways among them), its own default
+// gateway, the other container, the metadata address, the internet by
+// TCP, UDP and DNS. None answers; the git service still does (the branch
+// comes back), a local HTTP server named by an explicit egress.allow
+// address answers through the proxy, and a host no rule names is refused
+// and journaled as egress-denied.
+func TestSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist(t *testing.T) {
+	parallel(t)
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+
+	var tcpHits, udpHits atomic.Int64
+	tcpLn, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcpLn.Close()
+	go func() {
+		for {
+			c, err := tcpLn.Accept()
+			if err != nil {
+				return
+			}
+			tcpHits.Add(1)
+			_ = c.Close()
+		}
+	}()
+	hostPort := tcpLn.Addr().(*net.TCPAddr).Port
+	udp, err := net.ListenPacket("udp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			if _, _, err := udp.ReadFrom(buf); err != nil {
+				return
+			}
+			udpHits.Add(1)
+		}
+	}()
+	udpPort := udp.LocalAddr().(*net.UDPAddr).Port
+	allowed := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "allowed") })}
+	allowedLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = allowed.Serve(allowedLn) }()
+	defer allowed.Close()
+
+	other := otherNetworkContainer(t, ctx, image)
+	var targets []string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ip.To4() != nil && !ip.IsLoopback() {
+			targets = append(targets, fmt.Sprintf("tcp %s %d", ip, hostPort), fmt.Sprintf("udp %s %d", ip, udpPort))
+		}
+	}
+	targets = append(targets,
+		fmt.Sprintf("tcp %s 8080", other),
+		"tcp 169.254.169.254 80", "tcp 1.1.1.1 443", "tcp 8.8.8.8 53", "udp 8.8.8.8 53", "dns example.com",
+		"proxy http://"+allowedLn.Addr().String()+"/ok",
+		"proxy http://denied.example/",
+	)
+
+	repo := egressRepo(t, targets)
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIMI_") {
+			env = append(env, kv)
+		}
+	}
+	config := "agent:\n  kind: exec\n  command: HOSTPORT=" + strconv.Itoa(hostPort) + " perl probe.pl\ngit:\n  mode: local\negress:\n  allow:\n    - \"" + allowedLn.Addr().String() + "\"\n"
+	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", env, "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=2s")
+	defer p.stop(t)
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitBranch(t, repo, "feat/probe", 5*time.Minute)
+	out := gittest.Git(t, repo, "show", "feat/probe:probe-out.txt")
+	t.Logf("probe:\n%s", out)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(line, "OPEN") {
+			t.Errorf("the sandbox got out: %s", line)
+		}
+	}
+	if !strings.Contains(out, "/ok -> HTTP/1.1 200") && !strings.Contains(out, "/ok -> HTTP/1.0 200") {
+		t.Errorf("the allowed host through the proxy did not answer 200")
+	}
+	if !strings.Contains(out, "denied.example/ -> HTTP/1.1 403") && !strings.Contains(out, "denied.example/ -> HTTP/1.0 403") {
+		t.Errorf("the host no rule names was not refused with 403")
+	}
+	if n, m := tcpHits.Load(), udpHits.Load(); n != 0 || m != 0 {
+		t.Errorf("the host service got %d TCP connections and %d UDP packets from the sandbox", n, m)
+	}
+	name := validState(t, repo).Containers[0].ContainerName
+	code, logs, errOut := aimi(ctx, "swarm", "logs", name, "--repo", repo, "--socket", sock)
+	if code != 0 || !strings.Contains(logs, "egress-denied") || !strings.Contains(logs, "GET denied.example:80") {
+		t.Errorf("the refusal is not in the journal: exit %d\n%s\n%s", code, logs, errOut)
+	}
+	if code, st, errOut := aimi(ctx, "swarm", "status", "--repo", repo, "--socket", sock); code != 0 || !strings.Contains(st, "Egress refused") || !strings.Contains(st, name) {
+		t.Errorf("status has no count of the refusals: exit %d\n%s\n%s", code, st, errOut)
+	}
+}
+
+// egressRepo is a repository with one task file (feat/probe), the probe
+// script and its targets.
+func egressRepo(t *testing.T, targets []string) string {
+	t.Helper()
+	repo := shortDir(t)
+	if err := os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string][]byte{
+		".aimi/tasks/probe-tasks.json": taskFileJSON("feat/probe", 1),
+		"probe.pl":                     []byte(probeScript),
+		"targets.txt":                  []byte(strings.Join(targets, "\n") + "\n"),
+	} {
+		if err := os.WriteFile(filepath.Join(repo, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "probe"}} {
+		gittest.Git(t, repo, args...)
+	}
+	removeProjectContainersAtEnd(t, repo)
+	return repo
+}
+
+// otherNetworkContainer runs a container listening on 8080 on a network of
+// the test's own and returns its address.
+func otherNetworkContainer(t *testing.T, ctx context.Context, image string) string {
+	t.Helper()
+	cli := dockertest.Client(t)
+	run := dockertest.RunID()
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+	labels := map[string]string{dockertest.LabelKey: run}
+	nw, err := cli.NetworkCreate(ctx, "aimi-egress-other-"+run[:8], network.CreateOptions{Driver: "bridge", Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := cli.ContainerCreate(ctx, &container.Config{
+		Image:      image,
+		Entrypoint: []string{"perl", "-MIO::Socket::INET", "-e", `my $s = IO::Socket::INET->new(LocalPort => 8080, Listen => 5, ReuseAddr => 1) or die; while (my $c = $s->accept) { close $c }`},
+		Labels:     labels,
+	}, &container.HostConfig{NetworkMode: container.NetworkMode(nw.ID)}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := cli.ContainerInspect(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range info.NetworkSettings.Networks {
+		if ep.IPAddress != "" {
+			return ep.IPAddress
+		}
+	}
+	t.Fatal("the other network's container has no address")
+	return ""
+}

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/egress"
+	"github.com/aimi-tools/swarm/gateway"
+	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/orchestrator"
+)
+
+// forwardsPerSandbox bounds one sandbox's open connections to the git
+// service and to the model gateway (each sees them all coming from the
+// loopback, so the bound per sandbox is here).
+const forwardsPerSandbox = 32
+
+// sandboxNet is the orchestrator's SandboxNet on one engine: containers
+// without a network, the git service and the egress proxy on sockets of
+// their own.
+type sandboxNet struct {
+	sockets *egress.Sockets
+	base    []egress.Rule
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	rules map[egress.Sandbox][]egress.Rule
+	deny  map[egress.Sandbox]func(method, host string, port int, reason string)
+}
+
+// newSandboxNet serves the sandboxes' sockets under dataDir/net: the
+// egress proxy, and the git service and the model gateway when they run.
+func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, models *gateway.Service, log *slog.Logger) (*sandboxNet, error) {
+	n := &sandboxNet{base: defaultEgress(cfg, log), log: log, rules: map[egress.Sandbox][]egress.Rule{}, deny: map[egress.Sandbox]func(string, string, int, string){}}
+	proxy := egress.NewProxy(egress.Options{Log: log, OnDeny: n.denied})
+	services := []egress.Service{{
+		Name: "proxy",
+		Port: func() int { return contract.ProxyPort },
+		Serve: func(ln net.Listener, sb egress.Sandbox) error {
+			return proxy.Serve(ln, sb, func() []egress.Rule { return n.rulesOf(sb) })
+		},
+	}}
+	if git != nil {
+		services = append(services, forwarded("git", func() int { return git.Port(serviceIP) }, 30*time.Minute))
+	}
+	if models != nil {
+		// Served on the socket itself: the socket says which container
+		// calls, and a placeholder works from its own container only.
+		services = append(services, egress.Service{
+			Name: "models",
+			Port: func() int { return gateway.SandboxPort },
+			Serve: func(ln net.Listener, sb egress.Sandbox) error {
+				return models.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb.Swarm, sb.Container)
+			},
+		})
+	}
+	s, err := egress.NewSockets(filepath.Join(dataDir, "net"), log, services...)
+	if err != nil {
+		return nil, err
+	}
+	n.sockets = s
+	return n, nil
+}
+
+// forwarded is a service listening on the host's loopback at port(),
+// reached from the sandbox at the same port of its own loopback.
+func forwarded(name string, port func() int, idle time.Duration) egress.Service {
+	return egress.Service{
+		Name: name,
+		Port: port,
+		Serve: egress.ForwardTo(func() string {
+			if p := port(); p > 0 {
+				return net.JoinHostPort(serviceIP, strconv.Itoa(p))
+			}
+			return ""
+		}, forwardsPerSandbox, idle),
+	}
+}
+
+// serviceIP is where the git service listens for sandboxes without a
+// network (the orchestrator's choice; the sockets forward there).
+const serviceIP = "127.0.0.1"
+
+// defaultEgress is egress.allow: nothing else by default. Model APIs are
+// reached through the model gateway, from the daemon.
+func defaultEgress(cfg *configs.Config, log *slog.Logger) []egress.Rule {
+	rules := slices.Clone(cfg.Egress.Allow)
+	var names []string
+	for _, r := range rules {
+		names = append(names, r.String())
+	}
+	log.Info("egress allowed", "rules", names)
+	return rules
+}
+
+func (n *sandboxNet) rulesOf(sb egress.Sandbox) []egress.Rule {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rules[sb]
+}
+
+func (n *sandboxNet) denied(d egress.Denial) {
+	n.mu.Lock()
+	f := n.deny[d.Sandbox]
+	n.mu.Unlock()
+	if f != nil {
+		f(d.Method, d.Host, d.Port, d.Reason)
+	}
+}
+
+// Open serves the container's sockets with its rules: egress.allow, what
+// its repository's .aimi/config.yaml adds, and in remote mode its origin.
+func (n *sandboxNet) Open(_ context.Context, s orchestrator.NetSandbox) (orchestrator.NetGrant, error) {
+	sb := egress.Sandbox{Swarm: s.SwarmID, Container: s.Container}
+	rules := slices.Clone(n.base)
+	if extra, err := configs.RepoEgressAllow(s.Repo); err != nil {
+		n.log.Warn("the repository's egress.allow is ignored", "repo", s.Repo, "err", err)
+	} else if len(extra) > 0 {
+		var names []string
+		for _, r := range extra {
+			names = append(names, r.String())
+		}
+		n.log.Info("the repository adds egress rules", "repo", s.Repo, "container", s.Container, "rules", names)
+		rules = append(rules, extra...)
+	}
+	if r, ok := originRule(s.RepoURL); ok {
+		rules = append(rules, r)
+	}
+	n.mu.Lock()
+	n.rules[sb], n.deny[sb] = rules, s.Deny
+	n.mu.Unlock()
+	dir, err := n.sockets.Open(sb)
+	if err != nil {
+		return orchestrator.NetGrant{}, err
+	}
+	proxy := "http://127.0.0.1:" + strconv.Itoa(contract.ProxyPort)
+	env := []string{contract.EnvNetForward + "=" + n.sockets.Forward()}
+	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
+		env = append(env, k+"="+proxy)
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy"} {
+		env = append(env, k+"=127.0.0.1,localhost,::1")
+	}
+	return orchestrator.NetGrant{Dir: dir, Env: env}, nil
+}
+
+// originRule allows a remote-mode container's origin (its host and port).
+func originRule(repoURL string) (egress.Rule, bool) {
+	u, err := url.Parse(repoURL)
+	if err != nil || u.Hostname() == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return egress.Rule{}, false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		host = "[" + host + "]"
+	}
+	r, err := egress.ParseRule(host + ":" + port)
+	return r, err == nil
+}
+
+// Close stops serving a finished container.
+func (n *sandboxNet) Close(swarmID, containerName string) {
+	sb := egress.Sandbox{Swarm: swarmID, Container: containerName}
+	n.sockets.Close(sb)
+	n.mu.Lock()
+	delete(n.rules, sb)
+	delete(n.deny, sb)
+	n.mu.Unlock()
+}
+
+var _ orchestrator.SandboxNet = (*sandboxNet)(nil)

@@ -1,0 +1,23 @@
+// Package egress is the sandboxes' only way out of their network namespace.
+//
+// A sandbox container runs with no network at all (the engine's "none"
+// mode: a loopback and nothing else), so it can open no connection to the
+// host, the host's other addresses, link-local or metadata addresses,
+// other networks or the internet, and sends no DNS or raw packet anywhere.
+// The daemon's services reach it as unix sockets in a directory of its own,
+// bind-mounted into the container (Sockets); the runner inside listens on
+// loopback ports and forwards each connection to its socket, so programs in
+// the sandbox use ordinary TCP URLs. Each socket belongs to one container:
+// whatever arrives on it is that container's, with no address to spoof.
+//
+// One of the services is an HTTP(S) proxy (Proxy) that lets the sandbox
+// reach the hosts an allowlist names (Rule, the egress.allow key): it
+// matches the name the sandbox asked for (the CONNECT target or the
+// request's host), resolves it itself, refuses names resolving to
+// loopback, private, link-local or the host's own addresses unless the rule
+// names that address, and dials exactly the address it checked, so a name
+// cannot be rebound into the host between check and use. Every refusal is
+// reported (Denial) for the container's journal. What a sandbox can make
+// the proxy hold is bounded per container: connections, header sizes and
+// idle time; a sandbox flooding it waits on its own socket only.
+package egress

@@ -1,0 +1,194 @@
+package egress
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxSocketPath is what a unix socket's path may hold (sun_path, less its
+// terminating zero, on Linux).
+const maxSocketPath = 107
+
+// Sandbox names one container of one swarm.
+type Sandbox struct{ Swarm, Container string }
+
+// Service is one of the daemon's services a sandbox reaches.
+type Service struct {
+	Name string     // the socket's file name without ".sock": [a-z]+
+	Port func() int // the loopback port the runner serves it on in the sandbox (0: not served yet)
+	// Serve answers the sandbox's connections on ln until ln is closed.
+	Serve func(ln net.Listener, sb Sandbox) error
+}
+
+// Sockets keeps one directory of unix sockets per container, one socket
+// per service, under a directory of the daemon's.
+type Sockets struct {
+	dir      string
+	services []Service
+	log      *slog.Logger
+
+	mu   sync.Mutex
+	open map[Sandbox][]net.Listener
+}
+
+// NewSockets makes dir (0700: only the daemon's user reaches the sockets
+// on the host; a container sees its own directory only, bind-mounted).
+func NewSockets(dir string, log *slog.Logger, services ...Service) (*Sockets, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	for _, s := range services {
+		if s.Name == "" || strings.Trim(s.Name, "abcdefghijklmnopqrstuvwxyz") != "" || s.Port == nil || s.Serve == nil {
+			return nil, fmt.Errorf("sandbox sockets: bad service %q", s.Name)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("sandbox sockets: make %s: %w", dir, err)
+	}
+	return &Sockets{dir: dir, services: services, log: log, open: map[Sandbox][]net.Listener{}}, nil
+}
+
+// Forward is what AIMI_NET_FORWARD holds for the runner: PORT=NAME pairs,
+// comma-separated; the runner serves 127.0.0.1:PORT by dialling NAME.sock
+// in its socket directory.
+func (s *Sockets) Forward() string {
+	var parts []string
+	for _, sv := range s.services {
+		if p := sv.Port(); p > 0 && p < 65536 {
+			parts = append(parts, strconv.Itoa(p)+"="+sv.Name)
+		}
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+// Dir is the host directory of sb's sockets (what Open fills).
+func (s *Sockets) Dir(sb Sandbox) string {
+	h := sha256.Sum256([]byte(sb.Swarm + "\x00" + sb.Container))
+	return filepath.Join(s.dir, hex.EncodeToString(h[:8]))
+}
+
+// Open (re)creates sb's sockets and serves them; calling it again for an
+// open sandbox does nothing. After a daemon restart the old socket files
+// are replaced, which a running container sees through its bind mount.
+func (s *Sockets) Open(sb Sandbox) (string, error) {
+	dir := s.Dir(sb)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.open[sb]; ok {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("sandbox sockets: make %s: %w", dir, err)
+	}
+	// The container's user (uid 1000, not the daemon's) must reach them.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", fmt.Errorf("sandbox sockets: %w", err)
+	}
+	var lns []net.Listener
+	for _, sv := range s.services {
+		ln, err := listenUnix(filepath.Join(dir, sv.Name+".sock"))
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return "", err
+		}
+		lns = append(lns, ln)
+		go func(sv Service, ln net.Listener) {
+			if err := sv.Serve(ln, sb); err != nil && !errors.Is(err, net.ErrClosed) {
+				s.log.Warn("sandbox service stopped", "service", sv.Name, "container", sb.Container, "err", err)
+			}
+		}(sv, ln)
+	}
+	s.open[sb] = lns
+	return dir, nil
+}
+
+func listenUnix(path string) (net.Listener, error) {
+	if len(path) > maxSocketPath {
+		return nil, fmt.Errorf("sandbox sockets: %s is longer than a unix socket path may be (%d bytes); give the daemon a shorter data directory", path, maxSocketPath)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("sandbox sockets: remove the stale %s: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox sockets: listen on %s: %w", path, err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	if err := os.Chmod(path, 0o666); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("sandbox sockets: %w", err)
+	}
+	return ln, nil
+}
+
+// Close stops serving sb and removes its directory.
+func (s *Sockets) Close(sb Sandbox) {
+	s.mu.Lock()
+	lns := s.open[sb]
+	delete(s.open, sb)
+	s.mu.Unlock()
+	for _, l := range lns {
+		_ = l.Close()
+	}
+	_ = os.RemoveAll(s.Dir(sb))
+}
+
+// CloseAll stops serving every sandbox (the daemon stops); the
+// directories stay for a restarted daemon to serve again.
+func (s *Sockets) CloseAll() {
+	s.mu.Lock()
+	all := s.open
+	s.open = map[Sandbox][]net.Listener{}
+	s.mu.Unlock()
+	for _, lns := range all {
+		for _, l := range lns {
+			_ = l.Close()
+		}
+	}
+}
+
+// ForwardTo is a Service.Serve that copies each connection to the TCP
+// address addr() names (a service listening on the host's loopback), at
+// most perSandbox at once for one sandbox.
+func ForwardTo(addr func() string, perSandbox int, idle time.Duration) func(net.Listener, Sandbox) error {
+	return func(ln net.Listener, _ Sandbox) error {
+		ll := newLimitListener(ln, perSandbox)
+		for {
+			c, err := ll.Accept()
+			if err != nil {
+				return err
+			}
+			go func() {
+				defer func() { _ = c.Close() }()
+				a := addr()
+				if a == "" {
+					return
+				}
+				var d net.Dialer
+				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+				up, err := d.DialContext(ctx, "tcp", a)
+				cancel()
+				if err != nil {
+					return
+				}
+				defer func() { _ = up.Close() }()
+				pipe(c, up, idle)
+			}()
+		}
+	}
+}

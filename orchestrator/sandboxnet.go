@@ -1,0 +1,111 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// TypeEgressDenied is the journal record of a request the egress proxy
+// refused (stream "daemon", no message).
+const TypeEgressDenied = "egress-denied"
+
+// serviceAddr is where the daemon's services listen for sandboxes without
+// a network: the host's loopback, reached through each container's own
+// sockets (package egress), never through an address the sandbox holds.
+const serviceAddr = "127.0.0.1"
+
+// SandboxNet gives containers no network and the daemon's services as
+// unix sockets in a directory of their own (package egress). With it set,
+// containers run with the engine's "none" network; nil keeps them on the
+// swarm's network (Docker Swarm mode, whose nodes share no filesystem).
+type SandboxNet interface {
+	// Open serves sb's sockets (again, after a daemon restart) and says
+	// what the container gets; calling it for an open sandbox is cheap.
+	Open(ctx context.Context, sb NetSandbox) (NetGrant, error)
+	// Close stops serving a finished or removed container.
+	Close(swarmID, containerName string)
+}
+
+// NetSandbox is one container as SandboxNet sees it.
+type NetSandbox struct {
+	SwarmID, Container, Repo string
+	// RepoURL is the origin a remote-mode container clones from ("" in
+	// local mode): its host is allowed through the proxy.
+	RepoURL string
+	// Deny journals one refused request.
+	Deny func(method, host string, port int, reason string)
+}
+
+// NetGrant is what Open gives the container.
+type NetGrant struct {
+	Dir string   // host directory mounted at contract.NetDir
+	Env []string // KEY=VALUE: the forwards and the proxy variables
+}
+
+// openNet serves c's sockets; nil without a SandboxNet.
+func (sw *swarm) openNet(ctx context.Context, c *ctr) (*NetGrant, error) {
+	if sw.m.cfg.Net == nil {
+		return nil, nil
+	}
+	sw.mu.Lock()
+	name, repoURL := c.name, ""
+	if !sw.local {
+		repoURL = c.repoURL
+	}
+	sw.mu.Unlock()
+	ng, err := sw.m.cfg.Net.Open(ctx, NetSandbox{
+		SwarmID: sw.id, Container: name, Repo: sw.repo, RepoURL: repoURL,
+		Deny: func(method, host string, port int, reason string) { sw.noteDenied(name, method, host, port, reason) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open the daemon's services to %s: %w", name, err)
+	}
+	return &ng, nil
+}
+
+// closeNet stops serving c's sockets.
+func (sw *swarm) closeNet(c *ctr) {
+	if sw.m.cfg.Net != nil {
+		sw.m.cfg.Net.Close(sw.id, c.name)
+	}
+}
+
+// noteDenied journals a refused egress request as a daemon record.
+func (sw *swarm) noteDenied(name, method, host string, port int, reason string) {
+	target := host + ":" + strconv.Itoa(port)
+	rec := state.Record{Stream: state.StreamDaemon, Type: TypeEgressDenied, Reason: method + " " + target + ": " + reason}
+	if err := sw.led.note(sw.m.life, name, rec); err != nil {
+		sw.m.log.Warn("journal an egress refusal", "container", name, "err", err)
+	}
+	if c := sw.find(name); c != nil {
+		sw.mu.Lock()
+		c.egressDenied++
+		sw.mu.Unlock()
+	}
+}
+
+// applyNet puts c's network settings into its spec: no network, its
+// socket directory, the forwards.
+func applyNet(s *engine.Spec, ng *NetGrant) {
+	if ng == nil {
+		return
+	}
+	s.Network = engine.NetworkNone
+	s.Mounts = append(s.Mounts, engine.Mount{Source: ng.Dir, Target: contract.NetDir})
+	s.Env = append(s.Env, ng.Env...)
+}
+
+// modelGateway is the address a model grant names: none for containers
+// without a network (their runner serves the gateway on its loopback,
+// forwarding to their own socket), else the swarm network's gateway.
+func (sw *swarm) modelGateway() string {
+	if sw.m.cfg.Net != nil {
+		return ""
+	}
+	return sw.gatewayIP()
+}
