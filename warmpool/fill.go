@@ -13,7 +13,9 @@ import (
 // aged out or no longer match their target, then creates the missing
 // ones, one at a time and never while a start runs.
 func (p *Pool) Run(ctx context.Context) {
+	p.mu.Lock()
 	poll := min(max(p.maxAge/4, minPoll), maxPoll)
+	p.mu.Unlock()
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	for {
@@ -63,6 +65,7 @@ func (p *Pool) pass(ctx context.Context) {
 	for id := range p.taking {
 		taking[id] = true
 	}
+	maxAge := p.maxAge
 	p.mu.Unlock()
 	images := map[string]string{}
 	for k, s := range specs {
@@ -76,7 +79,7 @@ func (p *Pool) pass(ctx context.Context) {
 			continue
 		}
 		k := in.Labels[contract.LabelWarmKey]
-		if why := p.stale(in, want[k], images[k]); why != "" {
+		if why := p.stale(in, want[k], images[k], maxAge); why != "" {
 			p.discard(ctx, in.ID, why)
 			continue
 		}
@@ -113,7 +116,7 @@ func (p *Pool) keepFree(ids []string) []string {
 }
 
 // stale says why a pool sandbox must go ("" when it may wait on).
-func (p *Pool) stale(in engine.Info, want int, imageID string) string {
+func (p *Pool) stale(in engine.Info, want int, imageID string, maxAge time.Duration) string {
 	switch {
 	case want == 0:
 		return "no pool wants its settings (sandbox.warm_pool is 0, or its image or sandbox settings changed)"
@@ -122,7 +125,7 @@ func (p *Pool) stale(in engine.Info, want int, imageID string) string {
 	case !in.Running:
 		p.log.Warn("warm pool: a pool sandbox died; replacing it", "sandbox", in.Name, "status", in.Status, "exitCode", in.ExitCode, "error", in.Error)
 		return "it died"
-	case time.Since(in.StartedAt) > p.maxAge:
+	case time.Since(in.StartedAt) > maxAge:
 		return "it waited longer than sandbox.warm_max_age"
 	}
 	return ""
