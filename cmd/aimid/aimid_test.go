@@ -154,7 +154,7 @@ type proc struct {
 func (p *proc) logs() string {
 	p.log.mu.Lock()
 	defer p.log.mu.Unlock()
-	return p.logs()
+	return p.stderr.String()
 }
 
 // startAimid runs the built daemon with its own socket, data dir and user
