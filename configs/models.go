@@ -40,8 +40,8 @@ func models(v *viper.Viper, sources []source, c *Config) []string {
 		p, builtin := provs[name]
 		p.Name = name
 		for k := range m {
-			if k != "url" && k != "prices" && (builtin || (k != "keys" && k != "base_url_env")) {
-				bad("models."+name+"."+k, "is not a key of a provider", "a built-in provider takes url and prices only; a declared one url, prices, keys and base_url_env")
+			if k != "url" && k != "prices" && k != "max_concurrent" && (builtin || (k != "keys" && k != "base_url_env")) {
+				bad("models."+name+"."+k, "is not a key of a provider", "a built-in provider takes url, prices and max_concurrent only; a declared one url, prices, max_concurrent, keys and base_url_env")
 			}
 		}
 		// v.GetString sees a flag bound to the key; the map does not.
@@ -52,6 +52,7 @@ func models(v *viper.Viper, sources []source, c *Config) []string {
 			continue
 		}
 		p.URL = u
+		p.MaxConcurrent = maxConcurrent(name, m, bad)
 		if !builtin {
 			p.Keys, p.BaseURLEnv = map[string]string{}, nil
 			if km, ok := m["keys"].(map[string]any); ok {

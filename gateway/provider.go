@@ -39,6 +39,10 @@ type Provider struct {
 	// the key goes upstream: AuthBearer, AuthXAPIKey, AuthGoogAPIKey, or
 	// another header's name (the key as its value).
 	Keys map[string]string
+	// MaxConcurrent bounds this provider's calls in flight across the
+	// daemon (models.<name>.max_concurrent; 0: no bound). Calls past it
+	// wait at the gateway, round-robin between containers.
+	MaxConcurrent int
 }
 
 // Builtin are the providers known without configuration; models.<name>

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +111,12 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, cl, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the request body is larger than %d bytes", s.limits.MaxBodyBytes))
 		return
 	}
+	done, err := s.limiter.acquire(r.Context(), name, rec.Var, rec.Container, cl.prov.MaxConcurrent)
+	if err != nil {
+		s.refuseWait(w, cl, err)
+		return
+	}
+	defer func() { done(cl.c.Status, cl.c.Header) }()
 	r.Body = http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes)
 	ctx, cancel := context.WithTimeout(r.Context(), s.limits.Request)
 	defer cancel()
@@ -125,6 +132,19 @@ func (s *Service) refuse(w http.ResponseWriter, cl *call, status int, why, msg s
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	fmt.Fprintf(w, `{"type":"error","error":{"type":"aimi_gateway","message":%q}}`+"\n", "aimi model gateway: "+msg)
+}
+
+// refuseWait answers a call the limiter did not let through: 429 with
+// the time left until the provider's reset as retry-after.
+func (s *Service) refuseWait(w http.ResponseWriter, cl *call, err error) {
+	retry := 5
+	var we *WaitError
+	if errors.As(err, &we) && !we.Until.IsZero() {
+		retry = max(retry, int(time.Until(we.Until).Seconds())+1)
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(retry))
+	msg := err.Error()
+	s.refuse(w, cl, http.StatusTooManyRequests, "provider limited", strings.TrimPrefix(msg, "model gateway: "))
 }
 
 // slot takes one of the container's in-flight places, waiting up to a

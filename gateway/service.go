@@ -52,6 +52,11 @@ type Limits struct {
 	// Idle closes a keep-alive connection idle this long; Request bounds a
 	// whole call, its streamed answer included.
 	Idle, Request time.Duration
+	// LimitWait bounds how long a call waits at the gateway for a
+	// provider's limit to reset or for a place under its max_concurrent
+	// (then 429); LimitQueue how many calls of one provider and key wait.
+	LimitWait  time.Duration
+	LimitQueue int
 }
 
 func (l Limits) withDefaults() Limits {
@@ -76,6 +81,10 @@ func (l Limits) withDefaults() Limits {
 	if l.Request <= 0 {
 		l.Request = time.Hour
 	}
+	if l.LimitWait <= 0 {
+		l.LimitWait = 15 * time.Minute
+	}
+	def(&l.LimitQueue, 1024)
 	l.MaxConnsPerPeer = min(l.MaxConnsPerPeer, l.MaxConns)
 	return l
 }
@@ -146,6 +155,7 @@ type Service struct {
 	owner     map[string]string // key variable -> provider
 	observer  Observer
 	limits    Limits
+	limiter   *limiter
 	conns     *connLimiter
 	proxy     http.Handler
 	sandboxServers
@@ -189,6 +199,7 @@ func New(opts Options) (*Service, error) {
 		listeners: map[string]*listener{}, ips: map[string]bool{}, stopSweep: make(chan struct{}),
 	}
 	s.sandboxes = map[*http.Server]bool{}
+	s.limiter = newLimiter(s.limits.LimitWait, s.limits.LimitQueue)
 	s.conns = &connLimiter{max: s.limits.MaxConns, perPeer: s.limits.MaxConnsPerPeer, peers: map[string]int{}, log: s.log}
 	tr := opts.Transport
 	if tr == nil {
