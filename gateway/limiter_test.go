@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -235,5 +236,66 @@ func TestCancelledWaitReturnsPromptly(t *testing.T) {
 	d(529, h)
 	if _, err := short.acquire(context.Background(), "anthropic", "K", "b", 0); !errors.Is(err, ErrLimitWait) {
 		t.Errorf("a reset in an hour with a 1m bound: %v, want ErrLimitWait at once", err)
+	}
+}
+
+// TestGatewayHoldsCallsOfTwoContainersUntilReset runs the same through
+// the gateway itself: two containers, one key, a provider limited once.
+func TestGatewayHoldsCallsOfTwoContainersUntilReset(t *testing.T) {
+	f := newFixture(t, Limits{})
+	up := &limitedUpstream{retryAfter: "2"}
+	upSrv := httptest.NewServer(up)
+	t.Cleanup(upSrv.Close)
+	a := f.s.providers["anthropic"]
+	a.URL, _ = ParseURL(upSrv.URL)
+	f.s.providers["anthropic"] = a
+	send := func(container, from string, g Grant) int {
+		req, _ := http.NewRequest(http.MethodPost, g.Env["ANTHROPIC_BASE_URL"]+"/v1/messages", strings.NewReader(`{}`))
+		req.Header.Set("X-Api-Key", g.Env["ANTHROPIC_API_KEY"])
+		req.Header.Set("X-Container", container)
+		resp, err := f.client(from).Do(req)
+		if err != nil {
+			t.Errorf("%s: %v", container, err)
+			return 0
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	ga, err := f.s.Grant("sw1", "aimi-a", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, err := f.s.Grant("sw1", "aimi-b", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := send("a", "127.0.0.1", ga); st != http.StatusTooManyRequests {
+		t.Fatalf("first call: %d, want the provider's 429", st)
+	}
+	limitedAt := time.Now()
+	var wg sync.WaitGroup
+	for _, c := range []struct {
+		name, from string
+		g          Grant
+	}{{"a", "127.0.0.1", ga}, {"b", "127.0.0.2", gb}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st := send(c.name, c.from, c.g); st != http.StatusOK {
+				t.Errorf("container %s after the limit: %d, want 200", c.name, st)
+			}
+		}()
+	}
+	wg.Wait()
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	if len(up.arrivals) != 3 {
+		t.Fatalf("the provider saw %d calls, want 3", len(up.arrivals))
+	}
+	for _, ar := range up.arrivals[1:] {
+		if ar.at.Sub(limitedAt) < 1500*time.Millisecond {
+			t.Errorf("container %s reached the provider %s after the limit, before its reset", ar.from, ar.at.Sub(limitedAt))
+		}
 	}
 }
