@@ -354,6 +354,12 @@ func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 	if cfg.Engine.Backend != configs.BackendDocker {
 		return func() {}, nil
 	}
+	if cfg.Sandbox.WarmPool > 0 {
+		// A warm sandbox is started before its container's socket
+		// directory exists, and a mount cannot be added later.
+		log.Warn("sandbox.warm_pool is set: sandboxes keep the swarm's bridge network, which reaches the host and the internet (no egress proxy, no default-deny); set sandbox.warm_pool: 0 for sandboxes with no network")
+		return func() {}, nil
+	}
 	var gw *gateway.Service
 	if ma, ok := models.(modelAdapter); ok {
 		gw = ma.Service
