@@ -162,7 +162,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		ResolveRepo:  orchestrator.ResolveRepo,
 		Swarms:       mgr,
 		Logger:       log,
-		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
+		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr, oc.Net != nil)),
 		Version:      version,
 		Inbox:        openInbox(life, cfg, git, mgr, log),
 	})

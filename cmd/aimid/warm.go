@@ -71,8 +71,8 @@ func drainPool(ctx context.Context, pool *warmpool.Pool, log *slog.Logger) error
 
 // warmRepo tells the pool a repository's sandbox.warm_pool (and image) at
 // each of its starts; nil without a pool.
-func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager) func(req *api.StartRequest, rc *configs.Config) {
-	if pool == nil {
+func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager, sealed bool) func(req *api.StartRequest, rc *configs.Config) {
+	if pool == nil || sealed {
 		return nil
 	}
 	return func(req *api.StartRequest, rc *configs.Config) {
@@ -95,7 +95,17 @@ func startManager(ctx, life context.Context, oc orchestrator.Config, eng engine.
 		return nil, fmt.Errorf("recover swarms: %w", err)
 	}
 	if pool != nil {
-		pool.SetTarget(mgr.WarmSpec(cfg.Sandbox.Image), cfg.Sandbox.WarmPool)
+		n := cfg.Sandbox.WarmPool
+		if oc.Net != nil && n > 0 {
+			// A container's socket directory (git, gateway, egress proxy)
+			// is a bind mount made at create, and a running sandbox cannot
+			// get one later: no claim could succeed, so nothing is kept
+			// (and what an earlier setting left is drained).
+			log := slog.Default()
+			log.Warn("sandbox.warm_pool is not used: sandboxes have no network and get the daemon's services as a socket directory mounted at create, which a started sandbox cannot get (docs/warm-pool.md)", "warmPool", n)
+			n = 0
+		}
+		pool.SetTarget(mgr.WarmSpec(cfg.Sandbox.Image), n)
 		go pool.Run(life)
 	}
 	return mgr, nil
