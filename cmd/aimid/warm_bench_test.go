@@ -31,7 +31,6 @@ import (
 //
 //	go test -run '^$' -bench WarmPool -benchtime 5x ./cmd/aimid
 func BenchmarkWarmPool(b *testing.B) {
-	skipSealed(b)
 	image := sandboxtest.Image(b)
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {

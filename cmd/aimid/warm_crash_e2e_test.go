@@ -67,7 +67,6 @@ func onANetwork(in dcontainer.InspectResponse) bool {
 // of a saved swarm or back in the pool, the pool is full again, and every
 // container a state file holds completes.
 func TestWarmPoolKill9MidFillAndMidClaimLosesNothing(t *testing.T) {
-	skipSealed(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}

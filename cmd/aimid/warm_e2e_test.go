@@ -21,16 +21,6 @@ import (
 	"github.com/aimi-tools/swarm/state"
 )
 
-// skipSealed skips a test of claims through the daemon: on the docker
-// backend every sandbox now has no network and gets the daemon's services
-// as a socket directory bind-mounted at create, which a started pool
-// sandbox cannot get, so aimid keeps no pool (docs/warm-pool.md, "Sealed
-// sandboxes"). The pool's own mechanics are tested in package warmpool.
-func skipSealed(t testing.TB) {
-	t.Helper()
-	t.Skip("aimid keeps no warm pool while sandboxes are sealed (no network, socket directory mounted at create)")
-}
-
 // warmTestRepo is a checkout without origin holding one-story task files
 // names (local git mode).
 func warmTestRepo(t testing.TB, names ...string) string {
@@ -175,7 +165,6 @@ func sameIsolation(t testing.TB, claimed, created dcontainer.InspectResponse) {
 // under their task's name, with a warm note in their journal only; the pool
 // refills to two; cleanup leaves the pool alone.
 func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
-	skipSealed(t)
 	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
