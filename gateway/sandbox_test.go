@@ -3,11 +3,15 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestSandboxSocketSaysWhoIsAsking: a container without a network reaches
@@ -60,4 +64,63 @@ func TestSandboxSocketSaysWhoIsAsking(t *testing.T) {
 		t.Errorf("revoked: %d, want 401", resp.StatusCode)
 	}
 	checkNoSecret(t, f, ph)
+}
+
+// TestSandboxSocketCallsAreObservedOnce: a call through a container's own
+// socket reaches the Observer as one through a network listener does,
+// once, with its container and the answer's body (where the usage is).
+func TestSandboxSocketCallsAreObservedOnce(t *testing.T) {
+	f := newFixture(t, Limits{})
+	close(f.up.next)
+	p := filepath.Join(t.TempDir(), "models.sock")
+	ln, err := net.Listen("unix", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go f.s.ServeSandbox(ln, "sw1", "aimi-a")
+	t.Cleanup(func() { ln.Close() })
+	c := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", p)
+		},
+		TLSClientConfig: &tls.Config{RootCAs: f.pool},
+	}}
+	g, err := f.s.Grant("sw1", "aimi-a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"model":"m","messages":[]}`, `{"model":"m","stream":true,"messages":[]}`} {
+		resp := post(t, c, g.Env["ANTHROPIC_BASE_URL"], g.Env["ANTHROPIC_API_KEY"], body)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d, want 200", body, resp.StatusCode)
+		}
+	}
+	// The observer hears a call's end as the gateway closes the
+	// upstream's answer, just after the sandbox read its last byte.
+	var calls []Call
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		f.rec.mu.Lock()
+		calls = slices.Clone(f.rec.calls)
+		f.rec.mu.Unlock()
+		if len(calls) >= 2 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(calls) != 2 {
+		t.Fatalf("observed %d calls, want 2: %+v", len(calls), calls)
+	}
+	for _, cl := range calls {
+		if cl.Swarm != "sw1" || cl.Container != "aimi-a" || cl.Status != 200 || cl.Refused != "" || cl.ResponseBytes == 0 {
+			t.Errorf("observed %+v", cl)
+		}
+	}
+	f.rec.mu.Lock()
+	seen := f.rec.body.String()
+	f.rec.mu.Unlock()
+	if !strings.Contains(seen, `"input_tokens":3`) || !strings.Contains(seen, "message_stop") {
+		t.Errorf("the observer saw the bodies %q", seen)
+	}
 }

@@ -81,7 +81,11 @@ func TestUsageOfModelCallsThroughTheGateway(t *testing.T) {
 	want := usage.Usage{Input: 35, Output: 35, CacheRead: 2005, CacheWrite: 107}
 	wantCost := (35*3 + 35*15 + 2005*0.3 + 107*3.75) / 1e6
 	if rep.Total.Calls != 2 || rep.Total.Tokens != want || math.Abs(rep.Total.Cost-wantCost) > 1e-12 {
-		t.Fatalf("total %+v, want 2 calls, %+v, cost %v\n%s", rep.Total, want, wantCost, out)
+		var logs string
+		if len(rep.Containers) == 1 {
+			_, logs, _ = run("swarm", "logs", rep.Containers[0].Name)
+		}
+		t.Fatalf("total %+v, want 2 calls, %+v, cost %v\n%s\nthe agent's logs (its completion names failed calls):\n%s", rep.Total, want, wantCost, out, logs)
 	}
 	if len(rep.Containers) != 1 || len(rep.Containers[0].Stories) != 1 || rep.Containers[0].Stories[0].Story != "US-001" {
 		t.Errorf("per story: %s", out)

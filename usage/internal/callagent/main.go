@@ -8,9 +8,11 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"strings"
@@ -23,6 +25,16 @@ import (
 
 func main() {
 	if err := aimirunner.LoadSecretEnv(os.Getenv, os.Setenv, contract.SecretDir); err != nil {
+		fmt.Fprintln(os.Stderr, "callagent:", err)
+		os.Exit(2)
+	}
+	// As acp-runner does: a sandbox without a network reaches the model
+	// gateway only through these loopback forwards to its own sockets.
+	fws, err := aimirunner.ParseForwards(os.Getenv(contract.EnvNetForward), contract.NetDir)
+	if err == nil {
+		err = aimirunner.StartForwards(context.Background(), fws, slog.Default())
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "callagent:", err)
 		os.Exit(2)
 	}
