@@ -38,8 +38,8 @@ const (
 	EnvNodeExtraCACerts = "NODE_EXTRA_CA_CERTS"
 	EnvSSLCertFile      = "SSL_CERT_FILE"
 	EnvRequestsCABundle = "REQUESTS_CA_BUNDLE"
-	// EnvPushRetry is the Go duration the runner's last push retries while
-	// the repository is unreachable (default 10m).
+	// EnvPushRetry is the Go duration the runner's clone and last push
+	// retry while the repository is unreachable (default 10m).
 	EnvPushRetry = "AIMI_PUSH_RETRY"
 	// EnvTaskRequestFile names a file holding the task-request line, read
 	// instead of stdin (engines that cannot give a task stdin: Swarm mode).

@@ -27,8 +27,8 @@ const (
 	DefaultAuthorName       = "aimi swarm"
 	DefaultAuthorEmail      = "swarm@aimi.invalid"
 	DefaultGitUsername      = "x-access-token"
-	// DefaultPushRetry is how long the last push of a run retries while the
-	// repository is unreachable: long enough for a daemon restart or a slow
+	// DefaultPushRetry is how long the clone and the last push of a run
+	// retry while the repository is unreachable: long enough for a daemon restart or a slow
 	// start, short against the swarm's timeout.
 	DefaultPushRetry = 10 * time.Minute
 	// storyPushRetry bounds the retries of the push after each story: the
@@ -61,8 +61,8 @@ type Config struct {
 	// CAFile is the CA bundle the repository's certificate must chain to
 	// ("" = the system roots).
 	CAFile string
-	// PushRetry bounds the retries of the run's last push (default
-	// DefaultPushRetry).
+	// PushRetry bounds the retries of the run's clone and of its last
+	// push while the repository is unreachable (default DefaultPushRetry).
 	PushRetry   time.Duration
 	SwarmID     string // fallbacks for an unreadable request
 	ContainerID string

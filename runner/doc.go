@@ -21,9 +21,9 @@
 // Git: the runner's git commands never hold the git token; clone and push
 // go through an in-process relay that adds it (see relay). The clone holds
 // only the branch's tip (or the default branch's, for a new branch), never
-// the history behind it. The last push
-// retries while the repository is unreachable, and a run is completed only
-// once the repository holds its branch.
+// the history behind it. The clone and the last push retry while the
+// repository is unreachable (a daemon restarting), and a run is completed
+// only once the repository holds its branch.
 //
 // Skips: a story whose dependency failed in this run is skipped, and so is,
 // transitively, every story behind it (a skip caused by a failure does not

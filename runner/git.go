@@ -155,11 +155,31 @@ func (g *git) remote() (string, func() relaySession, error) {
 // tags): the runner only commits on top and pushes, which a tip-only clone
 // does as well, and a repository with gigabytes of history is cloned in
 // the time of its working tree. The clone's origin names the repository
-// itself (no relay session outlives its command).
-func (g *git) clone(ctx context.Context, branch string) error {
+// itself (no relay session outlives its command). While the repository is
+// unreachable (the daemon killed between sending the task-request and the
+// clone, its git service not listening yet) it retries with backoff for up
+// to budget, as the last push does; any other failure is final at once.
+func (g *git) clone(ctx context.Context, branch string, budget time.Duration) error {
+	attempts, took, err := retryWhileAway(ctx, budget, func() (bool, error) { return g.cloneOnce(ctx, branch) },
+		func(attempt int, wait time.Duration, err error) {
+			g.log.Info("clone failed, retrying", "branch", branch, "attempt", attempt, "in", wait, "err", err)
+		})
+	switch {
+	case err != nil && attempts > 1:
+		return fmt.Errorf("%w (%d attempts over %s)", err, attempts, took.Round(time.Second))
+	case err == nil && attempts > 1:
+		g.log.Info("clone went through after retries", "branch", branch, "attempts", attempts, "took", took.Round(time.Millisecond))
+	}
+	return err
+}
+
+// cloneOnce is one clone attempt; retry says whether the failure may pass
+// (the repository was unreachable). A failed git clone removes what it
+// wrote, so the next attempt finds the workspace empty again.
+func (g *git) cloneOnce(ctx context.Context, branch string) (retry bool, err error) {
 	exists, err := g.remoteHasBranch(ctx, branch)
 	if err != nil {
-		return err
+		return errors.As(err, new(*unreachableError)), err
 	}
 	args := []string{"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags"}
 	if exists {
@@ -167,18 +187,56 @@ func (g *git) clone(ctx context.Context, branch string) error {
 	}
 	u, end, err := g.remote()
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = g.runIn(ctx, "", append(args, "--", u, g.dir)...)
 	s := end()
 	if err != nil {
 		if s.upstreamErr != nil {
-			return fmt.Errorf("%w (the repository was unreachable: %v)", err, s.upstreamErr)
+			return true, &unreachableError{err: err, upstream: s.upstreamErr}
 		}
-		return err
+		return false, err
 	}
 	_, err = g.run(ctx, "remote", "set-url", "origin", g.repoURL)
-	return err
+	return false, err
+}
+
+// unreachableError is a git command that failed because the relay could
+// not reach the repository (no answer, or a 5xx).
+type unreachableError struct{ err, upstream error }
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("%v (the repository was unreachable: %v)", e.err, e.upstream)
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// retryWhileAway runs once until it succeeds, fails for good (retry
+// false), ctx ends or the next attempt would start past budget; the first
+// retry comes after pushBackoffMin, doubling up to pushBackoffMax. retrying
+// is told of each retry before its wait.
+func retryWhileAway(ctx context.Context, budget time.Duration, once func() (retry bool, err error), retrying func(attempt int, wait time.Duration, err error)) (attempts int, took time.Duration, err error) {
+	start := time.Now()
+	wait := pushBackoffMin
+	for attempt := 1; ; attempt++ {
+		retry, err := once()
+		took := time.Since(start)
+		if err == nil {
+			return attempt, took, nil
+		}
+		if !retry || ctx.Err() != nil || took+wait > budget {
+			return attempt, took, err
+		}
+		retrying(attempt, wait, err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return attempt, time.Since(start), fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(wait*2, pushBackoffMax)
+	}
 }
 
 // remoteHasBranch asks the repository whether it has refs/heads/branch (one
@@ -193,7 +251,7 @@ func (g *git) remoteHasBranch(ctx context.Context, branch string) (bool, error) 
 	s := end()
 	if err != nil {
 		if s.upstreamErr != nil {
-			return false, fmt.Errorf("%w (the repository was unreachable: %v)", err, s.upstreamErr)
+			return false, &unreachableError{err: err, upstream: s.upstreamErr}
 		}
 		return false, err
 	}
@@ -258,8 +316,9 @@ func (e *pushError) Error() string {
 
 func (e *pushError) Unwrap() error { return e.err }
 
-// Backoff of push retries: the first retry after pushBackoffMin, doubling up
-// to pushBackoffMax.
+// Backoff of the retries while the repository is unreachable (push and
+// clone): the first retry after pushBackoffMin, doubling up to
+// pushBackoffMax.
 const (
 	pushBackoffMin = 500 * time.Millisecond
 	pushBackoffMax = 10 * time.Second
@@ -273,30 +332,17 @@ const (
 func (g *git) push(ctx context.Context, branch string, budget time.Duration) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	start := time.Now()
-	wait := pushBackoffMin
-	for attempt := 1; ; attempt++ {
-		retry, err := g.pushOnce(ctx, branch)
-		if err == nil {
-			if attempt > 1 {
-				g.log.Info("push went through after retries", "branch", branch, "attempts", attempt, "took", time.Since(start).Round(time.Millisecond))
-			}
-			return nil
-		}
-		took := time.Since(start)
-		if !retry || ctx.Err() != nil || took+wait > budget {
-			return &pushError{attempts: attempt, took: took, err: err}
-		}
-		g.log.Info("push failed, retrying", "branch", branch, "attempt", attempt, "in", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return &pushError{attempts: attempt, took: time.Since(start), err: fmt.Errorf("%w (%v)", err, ctx.Err())}
-		case <-t.C:
-		}
-		wait = min(wait*2, pushBackoffMax)
+	attempts, took, err := retryWhileAway(ctx, budget, func() (bool, error) { return g.pushOnce(ctx, branch) },
+		func(attempt int, wait time.Duration, err error) {
+			g.log.Info("push failed, retrying", "branch", branch, "attempt", attempt, "in", wait, "err", err)
+		})
+	if err != nil {
+		return &pushError{attempts: attempts, took: took, err: err}
 	}
+	if attempts > 1 {
+		g.log.Info("push went through after retries", "branch", branch, "attempts", attempts, "took", took.Round(time.Millisecond))
+	}
+	return nil
 }
 
 // pushOnce is one push attempt; retry says whether the failure may pass.

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -179,4 +180,50 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// The daemon killed between sending the task-request and the clone: the
+// clone waits for the service to come back; with it gone for good the
+// run fails at the clone after its budget.
+func TestCloneRetriesWhileTheRepositoryIsAway(t *testing.T) {
+	for _, comeBack := range []bool{true, false} {
+		t.Run(fmt.Sprintf("comes back %v", comeBack), func(t *testing.T) {
+			f := oneStory(t)
+			s := newScenario(t, f, "tok-clone-retry")
+			front := newFlakyFront(t, s.srv.URL)
+			front.down()
+			s.cfg.PushRetry = time.Minute
+			if !comeBack {
+				s.cfg.PushRetry = 2 * time.Second
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if !comeBack {
+					return
+				}
+				deadline := time.Now().Add(30 * time.Second)
+				for front.dropped() < 2 && time.Now().Before(deadline) {
+					time.Sleep(20 * time.Millisecond)
+				}
+				front.up.Store(true)
+			}()
+			req := strings.Replace(s.request(t), s.srv.URL, front.URL, 1)
+			_, msgs := runScenario(t, context.Background(), s, req)
+			<-done
+			if front.dropped() == 0 {
+				t.Fatal("the service was never away; the test proves nothing")
+			}
+			if comeBack {
+				if c := completionOf(t, msgs); c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 {
+					t.Fatalf("completion %+v", c)
+				}
+				return
+			}
+			e, ok := msgs[len(msgs)-1].Payload.(*acpmsg.ErrorPayload)
+			if !ok || e.Code != acpmsg.CodeGitCloneFailed || !strings.Contains(e.Message, "attempts over") {
+				t.Fatalf("last message %+v, want %s after retries", msgs[len(msgs)-1].Payload, acpmsg.CodeGitCloneFailed)
+			}
+		})
+	}
 }

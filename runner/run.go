@@ -283,7 +283,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
 	}
-	if err := r.git.clone(ctx, r.req.BranchName); err != nil {
+	if err := r.git.clone(ctx, r.req.BranchName, r.cfg.PushRetry); err != nil {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("clone %s: %v", redactURL(r.req.RepoURL), err)}
 	}
 	if err := r.git.checkout(ctx, r.req.BranchName); err != nil {
