@@ -136,7 +136,11 @@ func listenUnix(path string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Close stops serving sb and removes its directory.
+// Close stops serving sb: its sockets go, its directory stays. The
+// directory is the source of the container's bind mount, and the engine
+// cannot copy files out of a stopped container whose bind source is gone
+// (docker cp answers that the file does not exist); aimi swarm fetch and a
+// rerun read the work a failed push left in the container that way.
 func (s *Sockets) Close(sb Sandbox) {
 	s.mu.Lock()
 	lns := s.open[sb]
@@ -145,7 +149,9 @@ func (s *Sockets) Close(sb Sandbox) {
 	for _, l := range lns {
 		_ = l.Close()
 	}
-	_ = os.RemoveAll(s.Dir(sb))
+	for _, sv := range s.services {
+		_ = os.Remove(filepath.Join(s.Dir(sb), sv.Name+".sock"))
+	}
 }
 
 // CloseAll stops serving every sandbox (the daemon stops); the

@@ -109,8 +109,8 @@ func gitLogOrNone(repo, branch string) string {
 	return string(out)
 }
 
-// TestAPushThatNeverArrivesIsFetchedFromTheContainer: the agent sends the
-// runner's pushes nowhere (a proxy in the workspace's git config), so the
+// TestAPushThatNeverArrivesIsFetchedFromTheContainer: the agent keeps the
+// runner's pushes in the container (pushesGoNowhere), so the
 // container ends failed with GIT_PUSH_FAILED naming the commits and `aimi
 // swarm fetch`; that command then brings every story's commit out of the
 // kept container into the checkout.
@@ -134,7 +134,7 @@ func TestAPushThatNeverArrivesIsFetchedFromTheContainer(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec",
-		`AIMI_AGENT_COMMAND=git config http.proxy http://127.0.0.1:9; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`)
+		`AIMI_AGENT_COMMAND=`+pushesGoNowhere+`; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {

@@ -18,10 +18,18 @@ import (
 
 // breakFirstPushes is an exec agent whose stories write a file and, when
 // the story's file was not there yet (a first run, not a rerun building on
-// earlier work), send the runner's pushes nowhere: a first run ends failed
-// with GIT_PUSH_FAILED, its commits only in the container; a rerun that
-// starts from those commits pushes.
-const breakFirstPushes = `[ -e "$AIMI_STORY_ID.txt" ] || git config http.proxy http://127.0.0.1:9; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`
+// earlier work), keep the runner's pushes in the container: a first run
+// ends failed with GIT_PUSH_FAILED, its commits only in the container; a
+// rerun that starts from those commits pushes.
+const breakFirstPushes = `[ -e "$AIMI_STORY_ID.txt" ] || ` + pushesGoNowhere + `; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`
+
+// pushesGoNowhere, run by an exec agent in the workspace, makes every
+// later push of the runner fail inside the container before a byte of it
+// leaves: git may not use the http transport the runner pushes through
+// (its relay on the sandbox's loopback). A proxy in the workspace's git
+// config no longer does that: the sandbox's NO_PROXY names the loopback,
+// so git goes past any proxy straight to the relay.
+const pushesGoNowhere = `git config protocol.http.allow never`
 
 // unpushedCommitsRe finds the commits a GIT_PUSH_FAILED completion names.
 var unpushedCommitsRe = regexp.MustCompile(`were not received \(([0-9a-f ]+)`)
