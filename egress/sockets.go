@@ -141,6 +141,7 @@ func listenUnix(path string) (net.Listener, error) {
 // cannot copy files out of a stopped container whose bind source is gone
 // (docker cp answers that the file does not exist); aimi swarm fetch and a
 // rerun read the work a failed push left in the container that way.
+// Remove takes it once the engine removed the container.
 func (s *Sockets) Close(sb Sandbox) {
 	s.mu.Lock()
 	lns := s.open[sb]
@@ -149,9 +150,17 @@ func (s *Sockets) Close(sb Sandbox) {
 	for _, l := range lns {
 		_ = l.Close()
 	}
+	dir := s.Dir(sb)
 	for _, sv := range s.services {
-		_ = os.Remove(filepath.Join(s.Dir(sb), sv.Name+".sock"))
+		_ = os.Remove(filepath.Join(dir, sv.Name+".sock"))
 	}
+}
+
+// Remove stops serving sb and removes its directory: the engine removed
+// the container.
+func (s *Sockets) Remove(sb Sandbox) {
+	s.Close(sb)
+	_ = os.RemoveAll(s.Dir(sb))
 }
 
 // CloseAll stops serving every sandbox (the daemon stops); the

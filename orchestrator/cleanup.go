@@ -121,6 +121,7 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 			left[old] = true
 			continue
 		}
+		m.forgetNet(in.Labels[contract.LabelSwarmID], in.Name)
 		rep.Removed = append(rep.Removed, in.Name)
 		nets[networkName(old)] = true
 		if local {

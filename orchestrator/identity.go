@@ -157,11 +157,16 @@ func (sw *swarm) removeVerified(ctx context.Context, c *ctr) error {
 	info, err := sw.verified(ctx, c)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
+		sw.m.forgetNet(sw.id, c.name)
 		return nil
 	case err != nil:
 		return err
 	}
-	return sw.m.eng.Remove(ctx, info.ID)
+	if err := sw.m.eng.Remove(ctx, info.ID); err != nil {
+		return err
+	}
+	sw.m.forgetNet(sw.id, c.name)
+	return nil
 }
 
 // foreignEntry is why adoption left the state entry name alone, or "".

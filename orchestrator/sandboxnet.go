@@ -27,8 +27,11 @@ type SandboxNet interface {
 	// Open serves sb's sockets (again, after a daemon restart) and says
 	// what the container gets; calling it for an open sandbox is cheap.
 	Open(ctx context.Context, sb NetSandbox) (NetGrant, error)
-	// Close stops serving a finished or removed container.
+	// Close stops serving a finished container; what the engine needs to
+	// read the stopped container (its mount's source) stays.
 	Close(swarmID, containerName string)
+	// Forget releases all of a container the engine removed.
+	Forget(swarmID, containerName string)
 }
 
 // NetSandbox is one container as SandboxNet sees it.
@@ -72,6 +75,14 @@ func (sw *swarm) openNet(ctx context.Context, c *ctr) (*NetGrant, error) {
 func (sw *swarm) closeNet(c *ctr) {
 	if sw.m.cfg.Net != nil {
 		sw.m.cfg.Net.Close(sw.id, c.name)
+	}
+}
+
+// forgetNet releases what remained of the sandbox of container name of
+// swarm swarmID once the engine removed it.
+func (m *Manager) forgetNet(swarmID, name string) {
+	if m.cfg.Net != nil && swarmID != "" && name != "" {
+		m.cfg.Net.Forget(swarmID, name)
 	}
 }
 

@@ -181,4 +181,10 @@ func (n *sandboxNet) Close(swarmID, containerName string) {
 	n.mu.Unlock()
 }
 
+// Forget removes the socket directory of a container the engine removed.
+func (n *sandboxNet) Forget(swarmID, containerName string) {
+	n.Close(swarmID, containerName)
+	n.sockets.Remove(egress.Sandbox{Swarm: swarmID, Container: containerName})
+}
+
 var _ orchestrator.SandboxNet = (*sandboxNet)(nil)
