@@ -104,12 +104,17 @@ type Grant struct {
 // grants.json. The token is kept only as its SHA-256: enough to check it
 // after a daemon restart, useless to anyone reading the file.
 type record struct {
-	Container string    `json:"container"`
-	SwarmKey  string    `json:"swarmKey"`
-	RepoPath  string    `json:"repoPath"`
-	Branch    string    `json:"branch"`
-	TokenHash string    `json:"tokenHash,omitempty"` // "" once revoked
-	GrantedAt time.Time `json:"grantedAt"`
+	Container string `json:"container"`
+	SwarmKey  string `json:"swarmKey"`
+	RepoPath  string `json:"repoPath"`
+	Branch    string `json:"branch"`
+	TokenHash string `json:"tokenHash,omitempty"` // "" once revoked
+	// EarlierHash is the token of the grant before, still valid: a grant
+	// again for the same container, branch and gateway is a daemon
+	// restarted between handing a token over and noting it, and the
+	// container may hold either (its runner reads only the first).
+	EarlierHash string    `json:"earlierHash,omitempty"`
+	GrantedAt   time.Time `json:"grantedAt"`
 	// Gateway is the listening address the token works through; Peer the
 	// one address it is accepted from, set at its first use.
 	Gateway string `json:"gateway,omitempty"`
@@ -311,20 +316,24 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 	defer s.mu.Unlock()
 	key := grantKey{swarmID, containerName}
 	rec := s.byName[key]
-	if rec != nil && rec.TokenHash != "" {
-		delete(s.byToken, rec.TokenHash)
+	earlier := ""
+	if rec != nil {
+		s.dropTokensLocked(rec)
+		if rec.Branch == branch && rec.Gateway == ip {
+			earlier = rec.TokenHash
+		}
 	}
 	if rec == nil || rec.Branch != branch {
 		rec = &record{Container: containerName, SwarmKey: swarmID, Branch: branch}
 	}
 	rec.RepoPath = repoPath
 	rec.Gateway, rec.Peer = ip, "" // a rerun's container has another address
-	rec.TokenHash = hashToken(token)
+	rec.TokenHash, rec.EarlierHash = hashToken(token), earlier
 	rec.GrantedAt = time.Now().UTC()
 	s.byName[key] = rec
-	s.byToken[rec.TokenHash] = rec
+	s.addTokensLocked(rec)
 	if err := s.saveLocked(); err != nil {
-		delete(s.byToken, rec.TokenHash)
+		s.dropTokensLocked(rec)
 		return Grant{}, err
 	}
 	s.log.Info("git access granted", "container", containerName, "swarm", swarmID, "branch", branch)
@@ -344,8 +353,8 @@ func (s *Service) Revoke(swarmID, containerName string) {
 	if rec == nil || rec.TokenHash == "" {
 		return
 	}
-	delete(s.byToken, rec.TokenHash)
-	rec.TokenHash = ""
+	s.dropTokensLocked(rec)
+	rec.TokenHash, rec.EarlierHash = "", ""
 	if err := s.saveLocked(); err != nil {
 		// The token is gone from memory; after a restart it would work
 		// again until the next save. Say so.
@@ -375,9 +384,7 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 		if key.swarm != swarmID {
 			continue
 		}
-		if rec.TokenHash != "" {
-			delete(s.byToken, rec.TokenHash)
-		}
+		s.dropTokensLocked(rec)
 		delete(s.byName, key)
 		forgot++
 	}
@@ -448,6 +455,24 @@ func (s *Service) lookup(token string) (record, bool) {
 		return record{}, false
 	}
 	return *rec, true
+}
+
+// addTokensLocked makes rec's tokens (its current and earlier) valid.
+func (s *Service) addTokensLocked(rec *record) {
+	for _, h := range []string{rec.TokenHash, rec.EarlierHash} {
+		if h != "" {
+			s.byToken[h] = rec
+		}
+	}
+}
+
+// dropTokensLocked ends the validity of rec's tokens.
+func (s *Service) dropTokensLocked(rec *record) {
+	for _, h := range []string{rec.TokenHash, rec.EarlierHash} {
+		if h != "" && s.byToken[h] == rec {
+			delete(s.byToken, h)
+		}
+	}
 }
 
 // grantKey names one container of one swarm: container names are the
@@ -526,9 +551,10 @@ func (s *Service) load() ([]string, error) {
 			continue
 		}
 		s.byName[grantKey{r.SwarmKey, r.Container}] = r
-		if r.TokenHash != "" {
-			s.byToken[r.TokenHash] = r
+		if r.TokenHash == "" {
+			r.EarlierHash = ""
 		}
+		s.addTokensLocked(r)
 	}
 	return p.IPs, nil
 }

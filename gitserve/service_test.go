@@ -490,3 +490,47 @@ func TestGrantsArePerSwarm(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantAgainKeepsTheEarlierToken: a daemon killed after handing a
+// container its token but before noting it grants again after its restart;
+// the container's runner holds the first token, which must still work (also
+// after a further restart), and a revoke ends both.
+func TestGrantAgainKeepsTheEarlierToken(t *testing.T) {
+	ctx := ctxT(t)
+	repo := newRepo(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	s1, _ := newService(t, Options{DataDir: dir})
+	if err := s1.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s1.Grant(ctx, repo, "swarm-e", "aimi-e", "feat-e", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Close()
+	s2, _ := newService(t, Options{DataDir: dir})
+	again, err := s2.Grant(ctx, repo, "swarm-e", "aimi-e", "feat-e", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.Close()
+	s, _ := newService(t, Options{DataDir: dir})
+	for name, g := range map[string]Grant{"first": first, "again": again} {
+		if out, err := gitOut("", clientEnv(g.CAFile, bearer(g.Token)), "ls-remote", g.RepoURL); err != nil {
+			t.Fatalf("the %s token after a grant again and a restart: %v\n%s", name, err, out)
+		}
+	}
+	third, err := s.Grant(ctx, repo, "swarm-e", "aimi-e", "feat-e", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gitOut("", clientEnv(first.CAFile, bearer(first.Token)), "ls-remote", first.RepoURL); err == nil {
+		t.Fatal("a token two grants back still works")
+	}
+	s.Revoke("swarm-e", "aimi-e")
+	for name, g := range map[string]Grant{"again": again, "third": third} {
+		if _, err := gitOut("", clientEnv(g.CAFile, bearer(g.Token)), "ls-remote", g.RepoURL); err == nil {
+			t.Fatalf("the %s token works after the revoke", name)
+		}
+	}
+}
