@@ -182,4 +182,9 @@ func TestRemoteModeRefusedPushIsKeptThenTakenAsAKeepRef(t *testing.T) {
 	if code, _, _ := run("swarm", "cleanup", "--force"); code != 0 {
 		t.Errorf("cleanup --force: exit %d", code)
 	}
+	// The socket directory stayed while the stopped container did (the
+	// keep ref above was read through it) and goes with the container.
+	if left, _ := os.ReadDir(filepath.Join(dir, "data", "net")); len(left) > 0 {
+		t.Errorf("socket directories left after the container was removed: %d", len(left))
+	}
 }
