@@ -133,6 +133,11 @@ type record struct {
 	Hash      string `json:"hash"`
 	Gateway   string `json:"gateway"`
 	Peer      string `json:"peer,omitempty"`
+	// Earlier marks a placeholder of the grant before, still valid: a
+	// grant again through the same gateway is a daemon restarted between
+	// handing placeholders over and noting it, and the container may hold
+	// either (its runner reads only the first claim).
+	Earlier bool `json:"earlier,omitempty"`
 }
 
 type persisted struct {
@@ -243,8 +248,9 @@ func (s *Service) Providers() []string {
 // from the first address that uses it. With gateway "" the container has
 // no network: the placeholders work only through its own socket
 // (ServeSandbox), and its base URLs name SandboxPort on its loopback. A
-// new Grant replaces the container's placeholders. With no keys it
-// returns an empty Grant.
+// new Grant replaces the container's placeholders; through the same
+// gateway those of the grant before stay valid (one grant back). With no
+// keys it returns an empty Grant.
 func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 	if len(s.keys) == 0 {
 		return Grant{}, nil
@@ -263,7 +269,17 @@ func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 		}
 		base = "https://" + net.JoinHostPort(ip, strconv.Itoa(l.port)) + "/"
 	}
+	var earlier []*record
+	for _, r := range s.byHash {
+		if r.Swarm == swarmID && r.Container == containerName && !r.Earlier && r.Gateway == ip {
+			earlier = append(earlier, r)
+		}
+	}
 	s.revokeLocked(swarmID, containerName)
+	for _, r := range earlier {
+		r.Earlier = true
+		s.byHash[r.Hash] = r
+	}
 	env := map[string]string{}
 	for _, v := range slices.Sorted(maps.Keys(s.keys)) {
 		p := s.providers[s.owner[v]]
