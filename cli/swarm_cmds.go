@@ -306,8 +306,9 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 // journalMessage is the part of a journaled message that logs shows; decoded
 // loosely, since the journal already holds what the validator accepted.
 type journalMessage struct {
-	Type    string `json:"type"`
-	Payload struct {
+	Type      string `json:"type"`
+	Timestamp string `json:"timestamp"`
+	Payload   struct {
 		StoryID string   `json:"storyId"`
 		Status  string   `json:"status"`
 		Output  string   `json:"output"`

@@ -107,6 +107,12 @@ func (f *usageFold) add(r state.Record) {
 	p := m.Payload
 	switch p.Status {
 	case acpmsg.StoryInProgress:
+		// The engine stamps a line when it reads it, which under load is
+		// after the agent's first call began; the runner wrote the
+		// message (its own timestamp) before it started the agent.
+		if written, err := time.Parse(time.RFC3339Nano, m.Timestamp); err == nil && written.Before(at) {
+			at = written
+		}
 		if _, ok := f.open[p.StoryID]; !ok {
 			f.open[p.StoryID] = at
 		}

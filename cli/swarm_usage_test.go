@@ -59,3 +59,26 @@ func TestUsageFoldAttributesCallsByTimeAndNeverCountsTwice(t *testing.T) {
 		t.Errorf("container: %+v", cu.UsageTotals)
 	}
 }
+
+// TestUsageFoldStartsAStoryWhenTheRunnerWroteIt: the engine stamps a line
+// when it reads it, which on a loaded machine is after the agent's first
+// model call began; the message's own timestamp (written by the runner
+// before it started the agent) opens the story.
+func TestUsageFoldStartsAStoryWhenTheRunnerWroteIt(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 22, 0, 0, 0, time.UTC)
+	progress := func(written, read time.Time, status string) state.Record {
+		m := acpmsg.NewMessage(acpmsg.TypeProgressUpdate, "00000000-0000-4000-8000-000000000000", "c", &acpmsg.ProgressUpdate{StoryID: "US-001", Status: status, Output: "x"})
+		m.Timestamp = written.Format(acpmsg.TimestampLayout)
+		b, _ := json.Marshal(m)
+		return state.Record{Stream: state.StreamStdout, Valid: true, Type: string(acpmsg.TypeProgressUpdate), Message: b,
+			Time: read, Cursor: logcursor.Cursor{Time: read}}
+	}
+	f := newUsageFold()
+	f.add(progress(t0, t0.Add(800*time.Millisecond), acpmsg.StoryInProgress))
+	f.add(state.Record{Stream: state.StreamDaemon, Type: "usage", Time: t0.Add(100 * time.Millisecond), Usage: &usage.Call{Provider: "anthropic", Status: 200, Usage: usage.Usage{Input: 5}}})
+	f.add(progress(t0.Add(2*time.Second), t0.Add(2*time.Second), acpmsg.StoryCompleted))
+	cu := f.result("c")
+	if len(cu.Stories) != 1 || cu.Stories[0].Story != "US-001" || cu.Stories[0].Calls != 1 {
+		t.Fatalf("stories: %+v, want the call in US-001", cu.Stories)
+	}
+}
