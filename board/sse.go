@@ -83,19 +83,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := ctxutil.WithDone(r.Context(), s.done) // ends with the request or the server
 	defer cancel()
 	// Subscribe before the first list: no change falls between them.
-	evs := make(chan api.Event, 256)
-	subErr := make(chan error, 1)
-	go func() {
-		defer close(evs)
-		subErr <- s.opts.Daemon.Events(ctx, s.opts.Repo, func(e api.Event) error {
-			select {
-			case evs <- e:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
-	}()
+	evs, subErr := s.subscribe(ctx)
 	l, err := s.list(ctx)
 	if err != nil {
 		s.fail(w, err)
@@ -122,33 +110,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		case e, ok := <-evs:
 			if !ok {
-				err := <-subErr
 				if ctx.Err() == nil {
-					msg := "the daemon ended the event stream"
-					if err != nil && !errors.Is(err, context.Canceled) {
-						msg = clean(err.Error(), maxText)
-					}
-					_ = out.send("gone", "", errorAnswer{Error: msg})
+					_ = out.send("gone", "", errorAnswer{Error: goneMessage(<-subErr)})
 				}
 				return
 			}
-			// What else is queued goes in the same message: one write and
-			// one flush for a burst, no wait for a quiet moment.
-			batch := []eventJSON{boardEvent(e)}
-			needList := structural(e.Kind)
-		drain:
-			for len(batch) < maxBatch {
-				select {
-				case more, ok := <-evs:
-					if !ok {
-						break drain
-					}
-					batch = append(batch, boardEvent(more))
-					needList = needList || structural(more.Kind)
-				default:
-					break drain
-				}
-			}
+			batch, needList := drainBatch(e, evs)
 			if out.send("changes", "", batch) != nil {
 				return
 			}
@@ -175,6 +142,54 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// subscribe follows the daemon's events for the board's repository until
+// ctx ends; the error channel gets why the stream ended once evs closes.
+func (s *Server) subscribe(ctx context.Context) (<-chan api.Event, <-chan error) {
+	evs := make(chan api.Event, 256)
+	subErr := make(chan error, 1)
+	go func() {
+		defer close(evs)
+		subErr <- s.opts.Daemon.Events(ctx, s.opts.Repo, func(e api.Event) error {
+			select {
+			case evs <- e:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	return evs, subErr
+}
+
+// goneMessage is what the page is told when the daemon ended the stream.
+func goneMessage(err error) string {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return clean(err.Error(), maxText)
+	}
+	return "the daemon ended the event stream"
+}
+
+// drainBatch is e and what else is queued, up to maxBatch, for one
+// message: one write and one flush for a burst, no wait for a quiet
+// moment. needList says whether any of them changes the list's shape.
+func drainBatch(e api.Event, evs <-chan api.Event) (batch []eventJSON, needList bool) {
+	batch = []eventJSON{boardEvent(e)}
+	needList = structural(e.Kind)
+	for len(batch) < maxBatch {
+		select {
+		case more, ok := <-evs:
+			if !ok {
+				return batch, needList
+			}
+			batch = append(batch, boardEvent(more))
+			needList = needList || structural(more.Kind)
+		default:
+			return batch, needList
+		}
+	}
+	return batch, needList
 }
 
 func (s *Server) sendList(ctx context.Context, out *sse) bool {
