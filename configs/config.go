@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
-	units "github.com/docker/go-units"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
@@ -340,161 +339,122 @@ var (
 
 // build validates every key, collecting all problems.
 func build(v *viper.Viper, sources []source, lookup func(string) (string, bool)) (*Config, []string) {
-	var probs []string
-	bad := func(k, val, why, fix string) {
-		probs = append(probs, fmt.Sprintf("%s: %q %s (from %s); %s", k, val, why, origin(sources, k), fix))
-	}
-	str := func(k string) string { return strings.TrimSpace(v.GetString(k)) }
-	size := func(k string, allowEmpty, allowUnlimited bool) int64 {
-		s := str(k)
-		if s == "" && allowEmpty {
-			return 0
-		}
-		if s == "-1" && allowUnlimited {
-			return -1
-		}
-		n, err := units.RAMInBytes(s)
-		if err != nil || n <= 0 {
-			bad(k, s, "is not a size", "use a number with k, m or g, e.g. 4g")
-			return 0
-		}
-		return n
-	}
-	boolean := func(k string) bool {
-		s := str(k)
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			bad(k, s, "is not a boolean", "use true or false")
-		}
-		return b
-	}
-	duration := func(k string) time.Duration {
-		s := str(k)
-		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			bad(k, s, "is not a positive duration", "use a number with s, m or h, e.g. 30s or 2h")
-			return 0
-		}
-		return d
-	}
-	integer := func(k string, lo, hi int64) int64 {
-		s := str(k)
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < lo || n > hi {
-			bad(k, s, "is out of range or not a whole number", fmt.Sprintf("use a whole number from %d to %d", lo, hi))
-			return 0
-		}
-		return n
-	}
-	oneOf := func(k string, allowed ...string) string {
-		s := str(k)
-		for _, a := range allowed {
-			if s == a {
-				return s
-			}
-		}
-		bad(k, s, "is not allowed", "use one of "+strings.Join(allowed, ", "))
-		return s
-	}
-
+	r := &reader{v: v, sources: sources}
 	var c Config
-	c.Sandbox.Image = str("sandbox.image")
-	if c.Sandbox.Image == "" || strings.ContainsAny(c.Sandbox.Image, " \t\n") {
-		bad("sandbox.image", c.Sandbox.Image, "is not an image reference", "use a name like aimi-sandbox:latest")
-	}
-	cpus := str("sandbox.cpus")
-	if f, err := strconv.ParseFloat(cpus, 64); err != nil || f <= 0 || f > 1024 {
-		bad("sandbox.cpus", cpus, "is not a CPU count", "use a positive number such as 2 or 1.5")
-	} else {
-		c.Sandbox.CPUs = f
-	}
-	c.Sandbox.MemoryBytes = size("sandbox.memory", false, false)
-	c.Sandbox.MemorySwapBytes = size("sandbox.swap", false, true)
-	if c.Sandbox.MemoryBytes > 0 && c.Sandbox.MemorySwapBytes > 0 && c.Sandbox.MemorySwapBytes < c.Sandbox.MemoryBytes {
-		bad("sandbox.swap", str("sandbox.swap"), "is smaller than sandbox.memory "+str("sandbox.memory"),
-			"swap is memory+swap in total: use at least the memory value, or -1 for unlimited")
-	}
-	c.Sandbox.DiskBytes = size("sandbox.disk", true, false)
-	c.Sandbox.Pids = integer("sandbox.pids", 16, 1<<22)
-	c.Sandbox.Runtime = str("sandbox.runtime")
-	if c.Sandbox.Runtime != "" && !contract.ValidRuntime(c.Sandbox.Runtime) {
-		bad("sandbox.runtime", c.Sandbox.Runtime, "is not a runtime name", `use "" for the engine default or e.g. sysbox-runc`)
-	}
-	c.Sandbox.RequireRuntime = boolean("sandbox.require_runtime")
-	if c.Sandbox.RequireRuntime && c.Sandbox.Runtime == "" {
-		bad("sandbox.require_runtime", "true", "needs sandbox.runtime", "set sandbox.runtime (e.g. sysbox-runc) or require_runtime: false")
-	}
-	c.Sandbox.ReadOnlyRoot = boolean("sandbox.read_only_root")
-	c.Sandbox.WarmPool = int(integer("sandbox.warm_pool", 0, 256))
-	c.Sandbox.WarmMaxAge = duration("sandbox.warm_max_age")
-
-	c.Swarm.MaxContainers = int(integer("swarm.max_containers", 1, 256))
-	c.Swarm.Timeout = duration("swarm.timeout")
-	c.Swarm.StopGrace = duration("swarm.stop_grace")
-
-	c.Agent.Kind = oneOf("agent.kind", AgentDemo, AgentACP, AgentExec)
-	c.Agent.Command = str("agent.command")
-	if (c.Agent.Kind == AgentACP || c.Agent.Kind == AgentExec) && c.Agent.Command == "" {
-		bad("agent.command", "", "is empty but agent.kind is "+c.Agent.Kind, "set the agent's command line, e.g. claude-agent-acp")
-	}
-	c.Agent.VerifyCommand = str("agent.verify_command")
-	c.Agent.PermissionPolicy = str("agent.permission_policy")
-	if p := c.Agent.PermissionPolicy; p != "allow" && p != "reject" && p != "ask" && !kindListRE.MatchString(p) {
-		bad("agent.permission_policy", p, "is not a policy", "use allow, reject, allow-kinds:read,edit, ask or ask-kinds:execute,delete")
-	}
-	c.Agent.HandshakeTimeout = duration("agent.handshake_timeout")
-	c.Agent.StallTimeout = duration("agent.stall_timeout")
-	c.Agent.LoopLimit = int(integer("agent.loop_limit", 0, 10000))
-	c.Agent.AskTimeout = duration("agent.ask_timeout")
-	c.Agent.AskFallback = oneOf("agent.ask_fallback", "reject", "allow")
-	env, eprobs, warns := stringMap(v, "agent.env", sources, lookup, true)
-	probs = append(probs, eprobs...)
-	c.Agent.Env = env
-	c.Warnings = warns
-	ev, eprobs, _ := stringMap(v, "task.env_vars", sources, lookup, false)
-	probs = append(probs, eprobs...)
-	c.Task.EnvVars = ev
-
-	c.Git.Mode = oneOf("git.mode", GitAuto, GitLocal, GitRemote)
-	if strings.HasPrefix(c.Agent.PermissionPolicy, "ask") && c.Git.Mode == GitRemote {
-		c.Warnings = append(c.Warnings, "agent.permission_policy asks a person, but git.mode is remote: requests reach the daemon only through its local git service, so asked tool calls are rejected")
-	}
-	c.Git.Address = str("git.address")
-	if a := c.Git.Address; a != "" && net.ParseIP(a) == nil {
-		bad("git.address", a, "is not an IP address", "use the IP address of this machine that every node reaches, e.g. 10.0.0.5")
-	}
-	c.Git.MaxPush, c.Git.MaxMirror = size("git.max_push", false, false), size("git.max_mirror", false, false)
-	if c.Git.MaxPush > 0 && c.Git.MaxMirror > 0 && c.Git.MaxMirror < c.Git.MaxPush {
-		bad("git.max_mirror", str("git.max_mirror"), "is smaller than git.max_push "+str("git.max_push"), "raise git.max_mirror or lower git.max_push: a swarm must fit one push")
-	}
-	c.Git.OriginCA = originCA(str("git.origin_ca"), bad)
-	c.Engine.Backend = oneOf("engine.backend", BackendDocker, BackendSwarm)
-	c.Engine.Host = str("engine.host")
-	if h := c.Engine.Host; h != "" {
-		if _, err := client.ParseHostURL(h); err != nil || !strings.Contains(h, "://") {
-			bad("engine.host", h, "is not an Engine API endpoint", "use unix:///path/docker.sock, tcp://host:2376 or ssh://user@host, or leave it empty for DOCKER_HOST")
-		}
-	}
-	if c.Engine.Backend == BackendSwarm && c.Git.Mode != GitRemote && c.Git.Address == "" {
-		bad("git.address", "", "is empty but engine.backend is swarm and git.mode is "+c.Git.Mode,
-			"set git.address to an IP of this machine every node reaches (the local git service listens there), or set git.mode: remote")
-	}
-	c.Publish.GitHubAPI = str("publish.github_api")
-	if u := c.Publish.GitHubAPI; !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
-		bad("publish.github_api", u, "is not an http(s) URL", "use e.g. https://api.github.com")
-	}
-	c.Publish.TokenEnv = str("publish.token_env")
-	if !contract.ValidEnvKey(c.Publish.TokenEnv) {
-		bad("publish.token_env", c.Publish.TokenEnv, "is not an environment variable name", "use a name like GITHUB_TOKEN (the token itself stays in the environment)")
-	}
-	listen, err := metricsListen(str("metrics.listen"))
-	if err != nil {
-		bad("metrics.listen", str("metrics.listen"), err.Error(), "use host:port such as 127.0.0.1:9464, a bare port for loopback, or empty to turn metrics off")
-	}
-	c.Metrics.Listen = listen
-	probs = append(probs, models(v, sources, &c)...)
+	r.sandbox(&c)
+	c.Swarm.MaxContainers = int(r.integer("swarm.max_containers", 1, 256))
+	c.Swarm.Timeout = r.duration("swarm.timeout")
+	c.Swarm.StopGrace = r.duration("swarm.stop_grace")
+	r.agent(&c, lookup)
+	r.gitAndEngine(&c)
+	r.publishAndMetrics(&c)
+	probs := append(r.probs, models(v, sources, &c)...)
 	var nprobs []string
 	c.Notify, nprobs = notifyConfig(v)
 	probs = append(probs, nprobs...)
 	return &c, append(probs, c.Egress.read(v, sources)...)
+}
+
+// sandbox reads the sandbox section: image, limits and runtime.
+func (r *reader) sandbox(c *Config) {
+	c.Sandbox.Image = r.str("sandbox.image")
+	if c.Sandbox.Image == "" || strings.ContainsAny(c.Sandbox.Image, " \t\n") {
+		r.bad("sandbox.image", c.Sandbox.Image, "is not an image reference", "use a name like aimi-sandbox:latest")
+	}
+	cpus := r.str("sandbox.cpus")
+	if f, err := strconv.ParseFloat(cpus, 64); err != nil || f <= 0 || f > 1024 {
+		r.bad("sandbox.cpus", cpus, "is not a CPU count", "use a positive number such as 2 or 1.5")
+	} else {
+		c.Sandbox.CPUs = f
+	}
+	c.Sandbox.MemoryBytes = r.size("sandbox.memory", false, false)
+	c.Sandbox.MemorySwapBytes = r.size("sandbox.swap", false, true)
+	if c.Sandbox.MemoryBytes > 0 && c.Sandbox.MemorySwapBytes > 0 && c.Sandbox.MemorySwapBytes < c.Sandbox.MemoryBytes {
+		r.bad("sandbox.swap", r.str("sandbox.swap"), "is smaller than sandbox.memory "+r.str("sandbox.memory"),
+			"swap is memory+swap in total: use at least the memory value, or -1 for unlimited")
+	}
+	c.Sandbox.DiskBytes = r.size("sandbox.disk", true, false)
+	c.Sandbox.Pids = r.integer("sandbox.pids", 16, 1<<22)
+	c.Sandbox.Runtime = r.str("sandbox.runtime")
+	if c.Sandbox.Runtime != "" && !contract.ValidRuntime(c.Sandbox.Runtime) {
+		r.bad("sandbox.runtime", c.Sandbox.Runtime, "is not a runtime name", `use "" for the engine default or e.g. sysbox-runc`)
+	}
+	c.Sandbox.RequireRuntime = r.boolean("sandbox.require_runtime")
+	if c.Sandbox.RequireRuntime && c.Sandbox.Runtime == "" {
+		r.bad("sandbox.require_runtime", "true", "needs sandbox.runtime", "set sandbox.runtime (e.g. sysbox-runc) or require_runtime: false")
+	}
+	c.Sandbox.ReadOnlyRoot = r.boolean("sandbox.read_only_root")
+	c.Sandbox.WarmPool = int(r.integer("sandbox.warm_pool", 0, 256))
+	c.Sandbox.WarmMaxAge = r.duration("sandbox.warm_max_age")
+}
+
+// agent reads the agent section and the tasks' environment.
+func (r *reader) agent(c *Config, lookup func(string) (string, bool)) {
+	c.Agent.Kind = r.oneOf("agent.kind", AgentDemo, AgentACP, AgentExec)
+	c.Agent.Command = r.str("agent.command")
+	if (c.Agent.Kind == AgentACP || c.Agent.Kind == AgentExec) && c.Agent.Command == "" {
+		r.bad("agent.command", "", "is empty but agent.kind is "+c.Agent.Kind, "set the agent's command line, e.g. claude-agent-acp")
+	}
+	c.Agent.VerifyCommand = r.str("agent.verify_command")
+	c.Agent.PermissionPolicy = r.str("agent.permission_policy")
+	if p := c.Agent.PermissionPolicy; p != "allow" && p != "reject" && p != "ask" && !kindListRE.MatchString(p) {
+		r.bad("agent.permission_policy", p, "is not a policy", "use allow, reject, allow-kinds:read,edit, ask or ask-kinds:execute,delete")
+	}
+	c.Agent.HandshakeTimeout = r.duration("agent.handshake_timeout")
+	c.Agent.StallTimeout = r.duration("agent.stall_timeout")
+	c.Agent.LoopLimit = int(r.integer("agent.loop_limit", 0, 10000))
+	c.Agent.AskTimeout = r.duration("agent.ask_timeout")
+	c.Agent.AskFallback = r.oneOf("agent.ask_fallback", "reject", "allow")
+	env, eprobs, warns := stringMap(r.v, "agent.env", r.sources, lookup, true)
+	r.probs = append(r.probs, eprobs...)
+	c.Agent.Env = env
+	c.Warnings = warns
+	ev, eprobs, _ := stringMap(r.v, "task.env_vars", r.sources, lookup, false)
+	r.probs = append(r.probs, eprobs...)
+	c.Task.EnvVars = ev
+}
+
+// gitAndEngine reads the git and engine sections, which check each other.
+func (r *reader) gitAndEngine(c *Config) {
+	c.Git.Mode = r.oneOf("git.mode", GitAuto, GitLocal, GitRemote)
+	if strings.HasPrefix(c.Agent.PermissionPolicy, "ask") && c.Git.Mode == GitRemote {
+		c.Warnings = append(c.Warnings, "agent.permission_policy asks a person, but git.mode is remote: requests reach the daemon only through its local git service, so asked tool calls are rejected")
+	}
+	c.Git.Address = r.str("git.address")
+	if a := c.Git.Address; a != "" && net.ParseIP(a) == nil {
+		r.bad("git.address", a, "is not an IP address", "use the IP address of this machine that every node reaches, e.g. 10.0.0.5")
+	}
+	c.Git.MaxPush, c.Git.MaxMirror = r.size("git.max_push", false, false), r.size("git.max_mirror", false, false)
+	if c.Git.MaxPush > 0 && c.Git.MaxMirror > 0 && c.Git.MaxMirror < c.Git.MaxPush {
+		r.bad("git.max_mirror", r.str("git.max_mirror"), "is smaller than git.max_push "+r.str("git.max_push"), "raise git.max_mirror or lower git.max_push: a swarm must fit one push")
+	}
+	c.Git.OriginCA = originCA(r.str("git.origin_ca"), r.bad)
+	c.Engine.Backend = r.oneOf("engine.backend", BackendDocker, BackendSwarm)
+	c.Engine.Host = r.str("engine.host")
+	if h := c.Engine.Host; h != "" {
+		if _, err := client.ParseHostURL(h); err != nil || !strings.Contains(h, "://") {
+			r.bad("engine.host", h, "is not an Engine API endpoint", "use unix:///path/docker.sock, tcp://host:2376 or ssh://user@host, or leave it empty for DOCKER_HOST")
+		}
+	}
+	if c.Engine.Backend == BackendSwarm && c.Git.Mode != GitRemote && c.Git.Address == "" {
+		r.bad("git.address", "", "is empty but engine.backend is swarm and git.mode is "+c.Git.Mode,
+			"set git.address to an IP of this machine every node reaches (the local git service listens there), or set git.mode: remote")
+	}
+}
+
+// publishAndMetrics reads the publish and metrics sections.
+func (r *reader) publishAndMetrics(c *Config) {
+	c.Publish.GitHubAPI = r.str("publish.github_api")
+	if u := c.Publish.GitHubAPI; !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		r.bad("publish.github_api", u, "is not an http(s) URL", "use e.g. https://api.github.com")
+	}
+	c.Publish.TokenEnv = r.str("publish.token_env")
+	if !contract.ValidEnvKey(c.Publish.TokenEnv) {
+		r.bad("publish.token_env", c.Publish.TokenEnv, "is not an environment variable name", "use a name like GITHUB_TOKEN (the token itself stays in the environment)")
+	}
+	listen, err := metricsListen(r.str("metrics.listen"))
+	if err != nil {
+		r.bad("metrics.listen", r.str("metrics.listen"), err.Error(), "use host:port such as 127.0.0.1:9464, a bare port for loopback, or empty to turn metrics off")
+	}
+	c.Metrics.Listen = listen
 }

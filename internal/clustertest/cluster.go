@@ -157,36 +157,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	removeOrphans(ctx, host, log)
 	labels := map[string]string{dockertest.LabelKey: c.RunID, LabelCluster: c.RunID, labelOwner: fmt.Sprintf("%d %s", os.Getpid(), c.dir), labelOwnerProc: ownerProc()}
-	c.Network = "aimi-cluster-" + c.RunID
-	if _, err := host.NetworkCreate(ctx, c.Network, network.CreateOptions{Driver: "bridge", Labels: labels}); err != nil {
-		return nil, fmt.Errorf("create cluster network %s: %w", c.Network, err)
-	}
-	n, err := host.NetworkInspect(ctx, c.Network, network.InspectOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("inspect cluster network: %w", err)
-	}
-	if len(n.IPAM.Config) == 0 || n.IPAM.Config[0].Gateway == "" {
-		return nil, fmt.Errorf("cluster network %s has no gateway address", c.Network)
-	}
-	c.Gateway = n.IPAM.Config[0].Gateway
-
-	names := []string{"manager"}
-	for i := 1; i <= opts.Workers; i++ {
-		names = append(names, "worker"+strconv.Itoa(i))
-	}
-	c.Nodes = make([]*Node, len(names))
-	g, gctx := errgroup.WithContext(ctx)
-	for i, name := range names {
-		g.Go(func() error {
-			node, err := c.startNode(gctx, ref, name, labels)
-			c.Nodes[i] = node
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := c.createNetwork(ctx, labels); err != nil {
 		return nil, err
 	}
-	c.Nodes[0].Manager = true
+	if err := c.startNodes(ctx, ref, opts.Workers, labels); err != nil {
+		return nil, err
+	}
 	log.Info("cluster: engines up", "nodes", len(c.Nodes), "since-start", time.Since(start).Round(time.Millisecond))
 
 	if err := c.formSwarm(ctx); err != nil {
@@ -203,6 +179,46 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
+// createNetwork creates the cluster's bridge network and notes its gateway.
+func (c *Cluster) createNetwork(ctx context.Context, labels map[string]string) error {
+	c.Network = "aimi-cluster-" + c.RunID
+	if _, err := c.host.NetworkCreate(ctx, c.Network, network.CreateOptions{Driver: "bridge", Labels: labels}); err != nil {
+		return fmt.Errorf("create cluster network %s: %w", c.Network, err)
+	}
+	n, err := c.host.NetworkInspect(ctx, c.Network, network.InspectOptions{})
+	if err != nil {
+		return fmt.Errorf("inspect cluster network: %w", err)
+	}
+	if len(n.IPAM.Config) == 0 || n.IPAM.Config[0].Gateway == "" {
+		return fmt.Errorf("cluster network %s has no gateway address", c.Network)
+	}
+	c.Gateway = n.IPAM.Config[0].Gateway
+	return nil
+}
+
+// startNodes starts the manager and the workers at once; the first node is
+// the manager.
+func (c *Cluster) startNodes(ctx context.Context, ref string, workers int, labels map[string]string) error {
+	names := []string{"manager"}
+	for i := 1; i <= workers; i++ {
+		names = append(names, "worker"+strconv.Itoa(i))
+	}
+	c.Nodes = make([]*Node, len(names))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g.Go(func() error {
+			node, err := c.startNode(gctx, ref, name, labels)
+			c.Nodes[i] = node
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	c.Nodes[0].Manager = true
+	return nil
+}
+
 // startNode runs one node container and waits for its engine to answer.
 func (c *Cluster) startNode(ctx context.Context, ref, role string, labels map[string]string) (*Node, error) {
 	name := "aimi-cluster-" + c.RunID + "-" + role
@@ -210,6 +226,35 @@ func (c *Cluster) startNode(ctx context.Context, ref, role string, labels map[st
 	if err := os.MkdirAll(sock, 0o755); err != nil {
 		return nil, fmt.Errorf("make socket dir of %s: %w", name, err)
 	}
+	cfg, hc := c.nodeConfig(ref, role, sock, labels)
+	resp, err := c.host.ContainerCreate(ctx, cfg, hc, nil, nil, name)
+	if err != nil {
+		return nil, fmt.Errorf("create node %s: %w", name, err)
+	}
+	node := &Node{Name: name, ContainerID: resp.ID, Host: "unix://" + filepath.Join(sock, "docker.sock")}
+	if err := c.host.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
+		return node, fmt.Errorf("start node %s: %w", name, err)
+	}
+	insp, err := c.host.ContainerInspect(ctx, resp.ID)
+	if err != nil {
+		return node, fmt.Errorf("inspect node %s: %w", name, err)
+	}
+	if ep := insp.NetworkSettings.Networks[c.Network]; ep != nil {
+		node.Addr = ep.IPAddress
+	}
+	if node.Addr == "" {
+		return node, fmt.Errorf("node %s has no address on %s", name, c.Network)
+	}
+	node.Client, err = client.NewClientWithOpts(client.WithHost(node.Host), client.WithAPIVersionNegotiation())
+	if err != nil {
+		return node, fmt.Errorf("client of node %s: %w", name, err)
+	}
+	return node, c.waitEngine(ctx, node, resp.ID)
+}
+
+// nodeConfig is the container config of node role, an engine listening on a
+// socket in the host directory sock.
+func (c *Cluster) nodeConfig(ref, role, sock string, labels map[string]string) (*container.Config, *container.HostConfig) {
 	cfg := &container.Config{
 		Image:    ref,
 		Hostname: role,
@@ -246,28 +291,12 @@ func (c *Cluster) startNode(ctx context.Context, ref, role string, labels map[st
 			{Type: mount.TypeVolume, Target: "/var/lib/docker"},
 		},
 	}
-	resp, err := c.host.ContainerCreate(ctx, cfg, hc, nil, nil, name)
-	if err != nil {
-		return nil, fmt.Errorf("create node %s: %w", name, err)
-	}
-	node := &Node{Name: name, ContainerID: resp.ID, Host: "unix://" + filepath.Join(sock, "docker.sock")}
-	if err := c.host.ContainerStart(ctx, resp.ID, container.StartOptions{}); err != nil {
-		return node, fmt.Errorf("start node %s: %w", name, err)
-	}
-	insp, err := c.host.ContainerInspect(ctx, resp.ID)
-	if err != nil {
-		return node, fmt.Errorf("inspect node %s: %w", name, err)
-	}
-	if ep := insp.NetworkSettings.Networks[c.Network]; ep != nil {
-		node.Addr = ep.IPAddress
-	}
-	if node.Addr == "" {
-		return node, fmt.Errorf("node %s has no address on %s", name, c.Network)
-	}
-	node.Client, err = client.NewClientWithOpts(client.WithHost(node.Host), client.WithAPIVersionNegotiation())
-	if err != nil {
-		return node, fmt.Errorf("client of node %s: %w", name, err)
-	}
+	return cfg, hc
+}
+
+// waitEngine waits until the engine of node answers, for at most
+// nodeReadyTimeout, and fails early when its container exited.
+func (c *Cluster) waitEngine(ctx context.Context, node *Node, id string) error {
 	deadline := time.Now().Add(nodeReadyTimeout)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -275,16 +304,16 @@ func (c *Cluster) startNode(ctx context.Context, ref, role string, labels map[st
 		cancel()
 		if perr == nil {
 			node.Client.NegotiateAPIVersion(ctx)
-			return node, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return node, fmt.Errorf("engine of node %s did not answer within %s: %w%s", name, nodeReadyTimeout, perr, c.nodeLogTail(ctx, resp.ID))
+			return fmt.Errorf("engine of node %s did not answer within %s: %w%s", node.Name, nodeReadyTimeout, perr, c.nodeLogTail(ctx, id))
 		}
-		if st, ierr := c.host.ContainerInspect(ctx, resp.ID); ierr == nil && st.State != nil && !st.State.Running {
-			return node, fmt.Errorf("node %s exited (code %d) before its engine answered%s", name, st.State.ExitCode, c.nodeLogTail(ctx, resp.ID))
+		if st, ierr := c.host.ContainerInspect(ctx, id); ierr == nil && st.State != nil && !st.State.Running {
+			return fmt.Errorf("node %s exited (code %d) before its engine answered%s", node.Name, st.State.ExitCode, c.nodeLogTail(ctx, id))
 		}
 		if err := ctxutil.Sleep(ctx, 250*time.Millisecond); err != nil {
-			return node, err
+			return err
 		}
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
-	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -156,29 +154,9 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if opts.Tag == "" {
-		opts.Tag = DefaultTag
-	}
-	if opts.Release == "" {
-		opts.Release = "bookworm"
-	}
-	if opts.RunnerPackage == "" {
-		opts.RunnerPackage = "./cmd/acp-runner"
-	}
-	pkgs := append([]string(nil), opts.Packages...)
-	if len(pkgs) == 0 {
-		pkgs = append(pkgs, DefaultPackages...)
-	}
-	sort.Strings(pkgs)
-	if opts.CacheDir == "" {
-		dir, err := DefaultCacheDir()
-		if err != nil {
-			return Result{}, err
-		}
-		opts.CacheDir = dir
-	}
-	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
-		return Result{}, fmt.Errorf("make sandbox image cache dir: %w", err)
+	opts, pkgs, err := opts.withDefaults()
+	if err != nil {
+		return Result{}, err
 	}
 	cli := opts.Client
 	if cli == nil {
@@ -189,15 +167,7 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 		defer c.Close()
 		cli = c
 	}
-	ver, err := cli.ServerVersion(ctx)
-	if err != nil {
-		return Result{}, fmt.Errorf("reach the Docker engine (is it running? DOCKER_HOST?): %w", err)
-	}
-	goarch := ver.Arch
-	if goarch == "" {
-		goarch = runtime.GOARCH
-	}
-	debArch, err := debianArch(goarch)
+	goarch, debArch, err := engineArch(ctx, cli)
 	if err != nil {
 		return Result{}, err
 	}
@@ -220,20 +190,7 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 		return Result{}, err
 	}
 	log.Debug("sandbox image: acp-runner ready", "bytes", len(runner), "since-start", time.Since(start).Round(time.Millisecond))
-	runnerSum := sha256.Sum256(runner)
-
-	rc := rootfsConfig{Release: opts.Release, Arch: debArch, Packages: pkgs, User: DefaultUser, Workspace: Workspace, EtcApt: "/etc/apt"}
-	res := Result{Ref: opts.Tag, RootfsKey: rc.key()}
-	baseRef := BaseRepo + ":" + res.RootfsKey[:16]
-	labels := map[string]string{LabelSandboxImage: "true", LabelRootfs: res.RootfsKey}
-	for k, v := range opts.Labels {
-		labels[k] = v
-	}
-	cfg := finalConfig(opts.Env, labels)
-	res.Key = contentKey(res.RootfsKey, runnerSum[:], cfg)
-	// The key cannot hash itself; it is added after hashing.
-	cfg.Labels[LabelKey] = res.Key
-	res.RootfsPath = filepath.Join(opts.CacheDir, "rootfs-"+opts.Release+"-"+debArch+"-"+res.RootfsKey[:16]+".tar")
+	rc, res, cfg := opts.keys(debArch, pkgs, runner)
 
 	// The image the tag names now, if any: replaced below, it is removed
 	// when nothing else refers to it (no other tag, no container).
@@ -241,46 +198,19 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 	if insp, err := cli.ImageInspect(ctx, opts.Tag); err == nil {
 		previous = insp.ID
 	}
+	b := builder{cli: cli, log: log, opts: opts, res: &res, previous: previous, start: start}
 
 	// 1. A final image with this content key: tag it and stop.
 	if !opts.Refresh {
-		id, ok, err := cachedFinal(ctx, cli, opts.CacheDir, res.Key)
-		if err != nil {
+		if done, err := b.tagCached(ctx); err != nil || done {
 			return res, err
 		}
-		if ok {
-			if err := cli.ImageTag(ctx, id, opts.Tag); err != nil {
-				return res, fmt.Errorf("tag cached sandbox image %s as %s: %w", id, opts.Tag, err)
-			}
-			res.ID, res.ImageCached, res.BaseCached, res.RootfsCached = id, true, true, true
-			removeReplaced(ctx, cli, log, opts.CacheDir, previous, id)
-			res.Took = time.Since(start)
-			log.Info("sandbox image: up to date", "tag", opts.Tag, "id", short(id), "took", res.Took.Round(time.Millisecond))
-			return res, nil
-		}
 	}
-
 	// 2. The base image; 3. the rootfs tarball it is imported from.
-	if insp, err := cli.ImageInspect(ctx, baseRef); !opts.Refresh && err == nil && insp.Config != nil && insp.Config.Labels[LabelRootfs] == res.RootfsKey {
-		res.BaseCached, res.RootfsCached = true, true
-	} else if !opts.Refresh && err != nil && !errdefs.IsNotFound(err) {
-		return res, fmt.Errorf("inspect sandbox base image %s: %w", baseRef, err)
-	} else {
-		if _, err := os.Stat(res.RootfsPath); err == nil && !opts.Refresh {
-			res.RootfsCached = true
-			log.Info("sandbox rootfs: from cache", "path", res.RootfsPath)
-		} else {
-			log.Info("sandbox rootfs: building from Debian packages", "release", opts.Release, "arch", debArch, "packages", strings.Join(pkgs, ","))
-			if err := buildRootfs(ctx, log, filepath.Join(work, "apt"), res.RootfsPath, rc); err != nil {
-				return res, err
-			}
-		}
-		if err := importBase(ctx, cli, res.RootfsPath, baseRef, res.RootfsKey); err != nil {
-			return res, err
-		}
-		log.Info("sandbox base image: imported", "ref", baseRef)
+	baseRef := BaseRepo + ":" + res.RootfsKey[:16]
+	if err := b.ensureBase(ctx, baseRef, rc, work); err != nil {
+		return res, err
 	}
-
 	// 4. The final layer: acp-runner and the image config.
 	id, err := commitFinal(ctx, cli, baseRef, runner, opts.Tag, cfg)
 	if err != nil {
@@ -290,9 +220,7 @@ func BuildDetailed(ctx context.Context, opts Options) (Result, error) {
 	if err := recordImage(opts.CacheDir, res.Key, id); err != nil {
 		return res, err
 	}
-	removeReplaced(ctx, cli, log, opts.CacheDir, previous, id)
-	res.Took = time.Since(start)
-	log.Info("sandbox image: built", "tag", opts.Tag, "id", short(id), "took", res.Took.Round(time.Millisecond))
+	b.done(ctx, "sandbox image: built", id)
 	return res, nil
 }
 
