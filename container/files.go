@@ -29,7 +29,8 @@ func (d *Docker) ReadFile(ctx context.Context, id, file string, max int64) (data
 	return readRegular(rc, max, file, id)
 }
 
-// readRegular returns the first regular file of a tar stream.
+// readRegular returns the file a single-path tar stream holds; a path
+// that is not a regular file is an error.
 func readRegular(r io.Reader, max int64, file, id string) ([]byte, bool, error) {
 	tr := tar.NewReader(r)
 	for {
@@ -41,7 +42,10 @@ func readRegular(r io.Reader, max int64, file, id string) ([]byte, bool, error) 
 			return nil, false, fmt.Errorf("read %s from container %s: %w", file, id, err)
 		}
 		if h.Typeflag != tar.TypeReg {
-			continue
+			// A symlink or directory where a file was asked for: the
+			// container's content, not an absent file. Saying "not
+			// found" would let a caller read it as nothing there.
+			return nil, false, fmt.Errorf("read %s from container %s: it is not a regular file (tar type %q)", file, id, h.Typeflag)
 		}
 		data, err := io.ReadAll(io.LimitReader(tr, max+1))
 		if err != nil {

@@ -31,8 +31,9 @@ func TestReadRegular(t *testing.T) {
 		found, ok bool
 	}{
 		{"regular file", archive(tar.Header{Name: "f", Size: 3, Typeflag: tar.TypeReg}), "xxx", true, true},
-		{"directory skipped", archive(tar.Header{Name: "d", Typeflag: tar.TypeDir}, tar.Header{Name: "d/f", Size: 1, Typeflag: tar.TypeReg}), "x", true, true},
-		{"no regular file", archive(tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}), "", false, true},
+		{"a directory is no file", archive(tar.Header{Name: "d", Typeflag: tar.TypeDir}, tar.Header{Name: "d/f", Size: 1, Typeflag: tar.TypeReg}), "", false, false},
+		{"a symlink is no file", archive(tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}), "", false, false},
+		{"empty stream", archive(), "", false, true},
 		{"at the bound", archive(tar.Header{Name: "f", Size: 8, Typeflag: tar.TypeReg}), "xxxxxxxx", true, true},
 		{"over the bound", archive(tar.Header{Name: "f", Size: 9, Typeflag: tar.TypeReg}), "", false, false},
 		{"not a tar stream", bytes.NewBufferString("garbage"), "", false, false},

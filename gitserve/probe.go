@@ -35,30 +35,71 @@ type EngineProbe struct {
 const maxRefFile = 8 << 20
 
 // BranchTip returns the object id refs/heads/<branch> has in the
-// container's workspace, or "" when the workspace has no such branch (or no
-// repository at all: the runner failed before cloning).
+// container's workspace, or "" when the workspace holds no repository at
+// all (the runner failed before cloning). The workspace is the agent's: it
+// may have deleted or renamed the branch, replaced the ref with a symlink or
+// moved the repository's refs where this probe cannot read them. None of
+// that may read as "nothing to lose": a missing branch falls back to what
+// HEAD names (the clone's base when the runner stopped before branching,
+// the agent's commits when it switched branches), and a HEAD or ref that
+// cannot be resolved is an error, so the caller keeps the container.
 func (p EngineProbe) BranchTip(ctx context.Context, containerName, branch string) (string, error) {
+	tip, found, err := p.resolveRef(ctx, containerName, "refs/heads/"+branch)
+	if err != nil || found {
+		return tip, err
+	}
+	head, found, err := p.Files.ReadFile(ctx, containerName, path.Join(p.gitDir(), "HEAD"), maxRefFile)
+	if err != nil {
+		return "", fmt.Errorf("container %s: branch %s is not in the workspace and its HEAD cannot be read: %w", containerName, branch, err)
+	}
+	if !found {
+		return "", nil // no repository: nothing was cloned, nothing was made
+	}
+	h := strings.TrimSpace(string(head))
+	if validOID(h) {
+		return h, nil // detached: what the agent made, if anything, is behind it
+	}
+	target, ok := strings.CutPrefix(h, "ref: ")
+	if !ok || !strings.HasPrefix(target, "refs/") {
+		return "", fmt.Errorf("container %s: branch %s is not in the workspace and its HEAD holds %q: cannot tell what it holds", containerName, branch, clip(h))
+	}
+	tip, found, err = p.resolveRef(ctx, containerName, target)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "", fmt.Errorf("container %s: neither branch %s nor HEAD's %s is a ref this probe can read (renamed, deleted or kept in a format it does not read): cannot tell what it holds", containerName, branch, clip(target))
+	}
+	return tip, nil
+}
+
+func (p EngineProbe) gitDir() string {
 	ws := p.Workspace
 	if ws == "" {
 		ws = contract.DefaultWorkspace
 	}
-	ref := "refs/heads/" + branch
-	loose, found, err := p.Files.ReadFile(ctx, containerName, path.Join(ws, ".git", ref), maxRefFile)
+	return path.Join(ws, ".git")
+}
+
+// resolveRef reads ref as a loose ref, then from packed-refs.
+func (p EngineProbe) resolveRef(ctx context.Context, containerName, ref string) (string, bool, error) {
+	loose, found, err := p.Files.ReadFile(ctx, containerName, path.Join(p.gitDir(), ref), maxRefFile)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	if found {
 		tip := strings.TrimSpace(string(loose))
 		if !validOID(tip) {
-			return "", fmt.Errorf("container %s: %s in the workspace holds %q, not an object id", containerName, ref, clip(tip))
+			return "", false, fmt.Errorf("container %s: %s in the workspace holds %q, not an object id", containerName, ref, clip(tip))
 		}
-		return tip, nil
+		return tip, true, nil
 	}
-	packed, found, err := p.Files.ReadFile(ctx, containerName, path.Join(ws, ".git", "packed-refs"), maxRefFile)
+	packed, found, err := p.Files.ReadFile(ctx, containerName, path.Join(p.gitDir(), "packed-refs"), maxRefFile)
 	if err != nil || !found {
-		return "", err
+		return "", false, err
 	}
-	return packedRef(string(packed), ref), nil
+	tip := packedRef(string(packed), ref)
+	return tip, tip != "", nil
 }
 
 // packedRef finds ref in the content of a packed-refs file ("" when it is
