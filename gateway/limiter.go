@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
@@ -19,29 +20,58 @@ var ErrLimitWait = errors.New("model gateway: the provider is limited")
 // limiter holds calls before they go upstream: while a provider and
 // account (a key variable) is limited (a 429 or 529 with its reset), the
 // other calls to it wait until the reset instead of hitting the limit
-// again; and at most Provider.MaxConcurrent calls of a provider are in
-// flight across the daemon. Waiting calls are let through round-robin
-// between containers, first come first served within one container.
+// again; at most Provider.MaxConcurrent calls of a provider are in flight
+// across the daemon, and at most Provider.RequestsPerMinute begin in any
+// minute. Waiting calls are let through round-robin between containers,
+// first come first served within one container. Who waits, and since
+// when, is kept for Waits and told to onWait (limitwait.go); the resets
+// are kept in a file across restarts (limitstore.go).
 type limiter struct {
 	maxWait  time.Duration // the longest a call waits
 	maxQueue int           // calls waiting per gate
+	// maxReset bounds the reset a limited answer asks for (its headers or
+	// the backoff): agent.limit_max_wait.
+	maxReset time.Duration
 	mu       sync.Mutex
 	gates    map[gateKey]*gate
-	inflight map[string]int // provider -> calls forwarded and not over
+	inflight map[string]int         // provider -> calls forwarded and not over
+	begun    map[string][]time.Time // provider -> calls let through in the last minute (requests_per_minute)
 	now      func() time.Time
+
+	waits   map[waitKey]*waiting
+	notes   []WaitNote // told to onWait by flush, in order
+	onWait  func(WaitNote)
+	emitMu  sync.Mutex // flush's order
+	store   string     // the file of the resets ("": not kept)
+	dirty   bool       // a reset changed since the last save
+	storeMu sync.Mutex
+	log     *slog.Logger
 }
 
 type gateKey struct{ provider, account string }
+
+// who is the container a call comes from.
+type who struct{ swarm, container string }
+
+// caller is one call to acquire a place for: whose, to which provider and
+// account, and the provider's bounds.
+type caller struct {
+	provider, account string
+	who
+	maxConcurrent, perMinute int
+}
 
 // gate is one provider and account: its limit and its waiting calls.
 type gate struct {
 	key     gateKey
 	max     int // the provider's max_concurrent (0: no bound)
+	rpm     int // the provider's requests_per_minute (0: no bound)
 	until   time.Time
 	attempt int // limited answers in a row
 	timer   *time.Timer
-	queues  map[string][]*waiter // container -> its waiting calls
-	order   []string             // containers with waiting calls, next first
+	timerAt time.Time
+	queues  map[who][]*waiter // container -> its waiting calls
+	order   []who             // containers with waiting calls, next first
 	queued  int
 }
 
@@ -51,81 +81,130 @@ type waiter struct {
 }
 
 func newLimiter(maxWait time.Duration, maxQueue int) *limiter {
-	return &limiter{maxWait: maxWait, maxQueue: maxQueue, gates: map[gateKey]*gate{}, inflight: map[string]int{}, now: time.Now}
+	return &limiter{maxWait: maxWait, maxQueue: maxQueue, maxReset: usage.DefaultLimitMaxWait,
+		gates: map[gateKey]*gate{}, inflight: map[string]int{}, begun: map[string][]time.Time{},
+		waits: map[waitKey]*waiting{}, now: time.Now, log: slog.Default()}
 }
 
-// acquire waits until a call of container to provider and account may go
-// upstream. done must be called with the answer's status and header once
-// the call is over. A wait past the limiter's bound, a full queue, a
-// reset further than the bound, or ctx ending is an error wrapping
-// ErrLimitWait (or ctx's error) that says until when the limit holds.
-func (l *limiter) acquire(ctx context.Context, provider, account, container string, maxConcurrent int) (done func(status int, h http.Header), err error) {
+// acquire waits until a call of c may go upstream. done must be called
+// with the answer's status and header once the call is over. A wait past
+// the limiter's bound, a full queue, a reset further than the bound, or
+// ctx ending is an error wrapping ErrLimitWait (or ctx's error) that says
+// until when the limit holds.
+func (l *limiter) acquire(ctx context.Context, c caller) (done func(status int, h http.Header), err error) {
+	defer l.flush()
 	l.mu.Lock()
-	g := l.gate(gateKey{provider, account}, maxConcurrent)
+	g := l.gate(gateKey{c.provider, c.account}, c.maxConcurrent, c.perMinute)
 	now := l.now()
 	if g.queued == 0 && l.open(g, now) {
-		l.inflight[provider]++
+		l.admit(g, now)
 		l.mu.Unlock()
 		return l.doneFunc(g), nil
 	}
 	if g.until.Sub(now) > l.maxWait {
 		until := g.until
 		l.mu.Unlock()
-		return nil, &WaitError{Provider: provider, Until: until, Why: "its limit resets later than the gateway waits"}
+		return nil, &WaitError{Provider: c.provider, Until: until, Why: "its limit resets later than the gateway waits"}
 	}
 	if g.queued >= l.maxQueue {
 		l.mu.Unlock()
-		return nil, &WaitError{Provider: provider, Until: g.until, Why: fmt.Sprintf("%d calls already wait for it", l.maxQueue)}
+		return nil, &WaitError{Provider: c.provider, Until: g.until, Why: fmt.Sprintf("%d calls already wait for it", l.maxQueue)}
 	}
 	w := &waiter{ready: make(chan struct{})}
-	if len(g.queues[container]) == 0 {
-		g.order = append(g.order, container)
+	if len(g.queues[c.who]) == 0 {
+		g.order = append(g.order, c.who)
 	}
-	g.queues[container] = append(g.queues[container], w)
+	g.queues[c.who] = append(g.queues[c.who], w)
 	g.queued++
+	l.joined(g, c.who, now)
 	l.dispatch(g)
 	l.mu.Unlock()
+	l.flush()
 	t := time.NewTimer(l.maxWait)
 	defer t.Stop()
 	select {
 	case <-w.ready:
 		return l.doneFunc(g), nil
 	case <-t.C:
-		err = &WaitError{Provider: provider, Why: fmt.Sprintf("it did not let the call through within %s", l.maxWait)}
+		err = &WaitError{Provider: c.provider, Why: fmt.Sprintf("it did not let the call through within %s", l.maxWait)}
 	case <-ctx.Done():
-		err = &WaitError{Provider: provider, Why: "the call was cancelled while it waited", Err: ctx.Err()}
+		err = &WaitError{Provider: c.provider, Why: "the call was cancelled while it waited", Err: ctx.Err()}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w.granted { // let through as the wait ended: give the place on
-		l.inflight[provider]--
-		l.dispatch(g)
+		l.inflight[c.provider]--
+		l.dispatchProvider(c.provider)
 	} else {
-		l.remove(g, container, w)
+		l.remove(g, c.who, w)
+		l.left(g, c.who)
 	}
 	err.(*WaitError).Until = g.until
 	return nil, err
 }
 
-func (l *limiter) gate(k gateKey, max int) *gate {
+func (l *limiter) gate(k gateKey, max, rpm int) *gate {
 	g := l.gates[k]
 	if g == nil {
-		g = &gate{key: k, queues: map[string][]*waiter{}}
+		g = &gate{key: k, queues: map[who][]*waiter{}}
 		l.gates[k] = g
 	}
-	g.max = max
+	g.max, g.rpm = max, rpm
 	return g
 }
 
 // open says whether a call of g may go upstream now.
 func (l *limiter) open(g *gate, now time.Time) bool {
-	return !now.Before(g.until) && (g.max <= 0 || l.inflight[g.key.provider] < g.max)
+	return !now.Before(g.until) && (g.max <= 0 || l.inflight[g.key.provider] < g.max) &&
+		(g.rpm <= 0 || l.recent(g.key.provider, now) < g.rpm)
+}
+
+// recent counts the provider's calls let through in the minute before
+// now, dropping older ones.
+func (l *limiter) recent(provider string, now time.Time) int {
+	b := l.begun[provider]
+	i := 0
+	for i < len(b) && !b[i].After(now.Add(-time.Minute)) {
+		i++
+	}
+	if i > 0 {
+		b = b[i:]
+		if len(b) == 0 {
+			b = nil
+		}
+		l.begun[provider] = b
+	}
+	return len(b)
+}
+
+// admit counts a call of g let through.
+func (l *limiter) admit(g *gate, now time.Time) {
+	l.inflight[g.key.provider]++
+	if g.rpm > 0 {
+		l.begun[g.key.provider] = append(l.begun[g.key.provider], now)
+	}
+}
+
+// nextOpen is when g may open by itself (its reset, or a minute after the
+// oldest call that fills requests_per_minute); zero when only a call
+// ending can open it.
+func (l *limiter) nextOpen(g *gate, now time.Time) time.Time {
+	var at time.Time
+	if now.Before(g.until) {
+		at = g.until
+	}
+	if g.rpm > 0 && l.recent(g.key.provider, now) >= g.rpm {
+		if t := l.begun[g.key.provider][0].Add(time.Minute); t.After(at) {
+			at = t
+		}
+	}
+	return at
 }
 
 // dispatch lets waiting calls through while g is open, round-robin
-// between containers, and arms a timer for the reset when it is not.
-// Gates of one provider share its max_concurrent: a call over frees a
-// place for any of them. l.mu is held.
+// between containers, and arms a timer for when it opens by itself.
+// Gates of one provider share its max_concurrent and requests_per_minute:
+// a call over frees a place for any of them. l.mu is held.
 func (l *limiter) dispatch(g *gate) {
 	now := l.now()
 	for g.queued > 0 && l.open(g, now) {
@@ -141,22 +220,43 @@ func (l *limiter) dispatch(g *gate) {
 			delete(g.queues, c)
 		}
 		w.granted = true
-		l.inflight[g.key.provider]++
+		l.admit(g, now)
+		l.left(g, c)
 		close(w.ready)
 	}
-	if g.queued > 0 && now.Before(g.until) && g.timer == nil {
-		g.timer = time.AfterFunc(g.until.Sub(now), func() {
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			g.timer = nil
-			l.dispatch(g)
-		})
+	if g.queued == 0 {
+		return
+	}
+	at := l.nextOpen(g, now)
+	if at.IsZero() || (g.timer != nil && !at.Before(g.timerAt)) {
+		return
+	}
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+	g.timerAt = at
+	g.timer = time.AfterFunc(at.Sub(now), func() {
+		l.mu.Lock()
+		g.timer = nil
+		l.dispatch(g)
+		l.mu.Unlock()
+		l.flush()
+	})
+}
+
+// dispatchProvider dispatches every gate of provider: a place under its
+// max_concurrent or requests_per_minute is for any of them. l.mu is held.
+func (l *limiter) dispatchProvider(provider string) {
+	for _, o := range l.gates {
+		if o.key.provider == provider {
+			l.dispatch(o)
+		}
 	}
 }
 
 // remove takes w out of container c's queue (and c out of the order when
 // its queue is empty).
-func (l *limiter) remove(g *gate, c string, w *waiter) {
+func (l *limiter) remove(g *gate, c who, w *waiter) {
 	q := g.queues[c]
 	for i, x := range q {
 		if x == w {
@@ -178,31 +278,31 @@ func (l *limiter) remove(g *gate, c string, w *waiter) {
 	}
 }
 
-// doneFunc ends a call of g: a limited answer closes g until its reset; a
-// place of the provider is free for any of its gates.
+// doneFunc ends a call of g: a limited answer closes g until its reset
+// (kept in the store); a place of the provider is free for any of its
+// gates.
 func (l *limiter) doneFunc(g *gate) func(int, http.Header) {
 	var once sync.Once
 	return func(status int, h http.Header) {
 		once.Do(func() {
 			l.mu.Lock()
-			defer l.mu.Unlock()
 			now := l.now()
 			switch {
 			case usage.Limited(status):
-				until, _ := usage.LimitReset(h, now, g.attempt, 0)
+				until, _ := usage.LimitReset(h, now, g.attempt, l.maxReset)
 				g.attempt++
 				if until.After(g.until) {
 					g.until = until
+					l.dirty = true
 				}
 			case status > 0 && status < 400:
 				g.attempt = 0
 			}
 			l.inflight[g.key.provider]--
-			for _, o := range l.gates {
-				if o.key.provider == g.key.provider {
-					l.dispatch(o)
-				}
-			}
+			l.dispatchProvider(g.key.provider)
+			l.mu.Unlock()
+			l.flush()
+			l.save()
 		})
 	}
 }

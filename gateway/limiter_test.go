@@ -58,7 +58,7 @@ func (u *limitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func front(t *testing.T, l *limiter, up string, maxConc int) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := r.Header.Get("X-Container")
-		done, err := l.acquire(r.Context(), "anthropic", "ANTHROPIC_API_KEY", c, maxConc)
+		done, err := l.acquire(r.Context(), caller{provider: "anthropic", account: "ANTHROPIC_API_KEY", who: who{"sw", c}, maxConcurrent: maxConc})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
 			return
@@ -202,7 +202,7 @@ func TestMaxConcurrentSerialisesFairly(t *testing.T) {
 
 func TestCancelledWaitReturnsPromptly(t *testing.T) {
 	l := newLimiter(2*time.Hour, 64)
-	done, err := l.acquire(context.Background(), "anthropic", "K", "a", 0)
+	done, err := l.acquire(context.Background(), callOf("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestCancelledWaitReturnsPromptly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := l.acquire(ctx, "anthropic", "K", "b", 0)
+		_, err := l.acquire(ctx, callOf("b"))
 		errc <- err
 	}()
 	cancel()
@@ -232,9 +232,9 @@ func TestCancelledWaitReturnsPromptly(t *testing.T) {
 	}
 	// A reset past the wait bound is refused at once, with the reset.
 	short := newLimiter(time.Minute, 64)
-	d, _ := short.acquire(context.Background(), "anthropic", "K", "a", 0)
+	d, _ := short.acquire(context.Background(), callOf("a"))
 	d(529, h)
-	if _, err := short.acquire(context.Background(), "anthropic", "K", "b", 0); !errors.Is(err, ErrLimitWait) {
+	if _, err := short.acquire(context.Background(), callOf("b")); !errors.Is(err, ErrLimitWait) {
 		t.Errorf("a reset in an hour with a 1m bound: %v, want ErrLimitWait at once", err)
 	}
 }
@@ -298,4 +298,9 @@ func TestGatewayHoldsCallsOfTwoContainersUntilReset(t *testing.T) {
 			t.Errorf("container %s reached the provider %s after the limit, before its reset", ar.from, ar.at.Sub(limitedAt))
 		}
 	}
+}
+
+// callOf is a call of container c to anthropic with key K and no bounds.
+func callOf(c string) caller {
+	return caller{provider: "anthropic", account: "K", who: who{"sw", c}}
 }

@@ -43,6 +43,10 @@ type Provider struct {
 	// daemon (models.<name>.max_concurrent; 0: no bound). Calls past it
 	// wait at the gateway, round-robin between containers.
 	MaxConcurrent int
+	// RequestsPerMinute bounds this provider's calls begun in any minute
+	// across the daemon (models.<name>.requests_per_minute; 0: no bound).
+	// Calls past it wait at the gateway the same fair way.
+	RequestsPerMinute int
 }
 
 // Builtin are the providers known without configuration; models.<name>

@@ -111,7 +111,8 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, cl, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the request body is larger than %d bytes", s.limits.MaxBodyBytes))
 		return
 	}
-	done, err := s.limiter.acquire(r.Context(), name, rec.Var, rec.Container, cl.prov.MaxConcurrent)
+	done, err := s.limiter.acquire(r.Context(), caller{provider: name, account: rec.Var, who: who{rec.Swarm, rec.Container},
+		maxConcurrent: cl.prov.MaxConcurrent, perMinute: cl.prov.RequestsPerMinute})
 	if err != nil {
 		s.refuseWait(w, cl, err)
 		return

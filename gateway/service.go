@@ -25,6 +25,7 @@ import (
 
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/internal/daemonca"
+	"github.com/aimi-tools/swarm/usage"
 )
 
 // File names in the gateway's directory.
@@ -57,6 +58,10 @@ type Limits struct {
 	// (then 429); LimitQueue how many calls of one provider and key wait.
 	LimitWait  time.Duration
 	LimitQueue int
+	// LimitMaxWait bounds the reset a provider's limited answer asks for
+	// (agent.limit_max_wait; default usage.DefaultLimitMaxWait): a
+	// negative, garbled or enormous retry-after is cut to it.
+	LimitMaxWait time.Duration
 }
 
 func (l Limits) withDefaults() Limits {
@@ -85,6 +90,9 @@ func (l Limits) withDefaults() Limits {
 		l.LimitWait = 15 * time.Minute
 	}
 	def(&l.LimitQueue, 1024)
+	if l.LimitMaxWait <= 0 {
+		l.LimitMaxWait = usage.DefaultLimitMaxWait
+	}
 	l.MaxConnsPerPeer = min(l.MaxConnsPerPeer, l.MaxConns)
 	return l
 }
@@ -205,6 +213,11 @@ func New(opts Options) (*Service, error) {
 	}
 	s.sandboxes = map[*http.Server]bool{}
 	s.limiter = newLimiter(s.limits.LimitWait, s.limits.LimitQueue)
+	s.limiter.maxReset = s.limits.LimitMaxWait
+	if wo, ok := opts.Observer.(WaitObserver); ok {
+		s.limiter.onWait = wo.Waited
+	}
+	s.limiter.load(filepath.Join(s.dir, limitsName), s.log)
 	s.conns = &connLimiter{max: s.limits.MaxConns, perPeer: s.limits.MaxConnsPerPeer, peers: map[string]int{}, log: s.log}
 	tr := opts.Transport
 	if tr == nil {
