@@ -29,3 +29,32 @@ func TestModelsMaxConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestsPerMinuteAndLimitMaxWait(t *testing.T) {
+	user := filepath.Join(t.TempDir(), "config.yaml")
+	write := func(y string) (*Config, error) {
+		os.WriteFile(user, []byte(y), 0o644)
+		return Load(LoadOptions{UserConfigPath: user, LookupEnv: func(string) (string, bool) { return "", false }})
+	}
+	c, err := write("agent:\n  limit_max_wait: 90m\nmodels:\n  anthropic:\n    requests_per_minute: 50\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Models["anthropic"].RequestsPerMinute != 50 || c.Models["openai"].RequestsPerMinute != 0 || c.Agent.LimitMaxWait.String() != "1h30m0s" {
+		t.Errorf("requests_per_minute %d, limit_max_wait %s", c.Models["anthropic"].RequestsPerMinute, c.Agent.LimitMaxWait)
+	}
+	if c, err = write(""); err != nil || c.Agent.LimitMaxWait.String() != "6h0m0s" {
+		t.Errorf("default limit_max_wait %v %v, want 6h", c, err)
+	}
+	for y, key := range map[string]string{
+		"models:\n  openai:\n    requests_per_minute: -1\n":    "models.openai.requests_per_minute",
+		"models:\n  openai:\n    requests_per_minute: often\n": "models.openai.requests_per_minute",
+		"agent:\n  limit_max_wait: -1h\n":                      "agent.limit_max_wait",
+		"agent:\n  limit_max_wait: whenever\n":                 "agent.limit_max_wait",
+		"agent:\n  limit_max_wait: 2562047h\n":                 "agent.limit_max_wait",
+	} {
+		if _, err := write(y); err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want an error naming %s", y, err, key)
+		}
+	}
+}

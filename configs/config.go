@@ -40,6 +40,9 @@ const (
 	EnvPrefix = "AIMI_"
 )
 
+// maxLimitMaxWait bounds agent.limit_max_wait: a week.
+const maxLimitMaxWait = 7 * 24 * time.Hour
+
 // Git modes (git.mode).
 const (
 	GitAuto   = "auto"
@@ -120,6 +123,9 @@ type Agent struct {
 	// LoopLimit is how many times in a row the same tool call with the
 	// same input counts as a loop (0: no check).
 	LoopLimit int
+	// LimitMaxWait bounds the reset a provider's limited answer asks for
+	// (a negative, garbled or enormous retry-after is cut to it).
+	LimitMaxWait time.Duration
 	// AskTimeout is how long a permission request waits for a person
 	// before AskFallback (allow or reject) answers it.
 	AskTimeout  time.Duration
@@ -403,6 +409,9 @@ func (r *reader) agent(c *Config, lookup func(string) (string, bool)) {
 	c.Agent.HandshakeTimeout = r.duration("agent.handshake_timeout")
 	c.Agent.StallTimeout = r.duration("agent.stall_timeout")
 	c.Agent.LoopLimit = int(r.integer("agent.loop_limit", 0, 10000))
+	if c.Agent.LimitMaxWait = r.duration("agent.limit_max_wait"); c.Agent.LimitMaxWait > maxLimitMaxWait {
+		r.bad("agent.limit_max_wait", r.str("agent.limit_max_wait"), "is longer than a week", "use a duration up to 168h, e.g. 6h")
+	}
 	c.Agent.AskTimeout = r.duration("agent.ask_timeout")
 	c.Agent.AskFallback = r.oneOf("agent.ask_fallback", "reject", "allow")
 	env, eprobs, warns := stringMap(r.v, "agent.env", r.sources, lookup, true)

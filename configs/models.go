@@ -40,8 +40,8 @@ func models(v *viper.Viper, sources []source, c *Config) []string {
 		p, builtin := provs[name]
 		p.Name = name
 		for k := range m {
-			if k != "url" && k != "prices" && k != "max_concurrent" && (builtin || (k != "keys" && k != "base_url_env")) {
-				bad("models."+name+"."+k, "is not a key of a provider", "a built-in provider takes url, prices and max_concurrent only; a declared one url, prices, max_concurrent, keys and base_url_env")
+			if k != "url" && k != "prices" && k != "max_concurrent" && k != "requests_per_minute" && (builtin || (k != "keys" && k != "base_url_env")) {
+				bad("models."+name+"."+k, "is not a key of a provider", "a built-in provider takes url, prices, max_concurrent and requests_per_minute only; a declared one those, keys and base_url_env")
 			}
 		}
 		// v.GetString sees a flag bound to the key; the map does not.
@@ -53,6 +53,7 @@ func models(v *viper.Viper, sources []source, c *Config) []string {
 		}
 		p.URL = u
 		p.MaxConcurrent = maxConcurrent(name, m, bad)
+		p.RequestsPerMinute = requestsPerMinute(name, m, bad)
 		if !builtin {
 			p.Keys, p.BaseURLEnv = map[string]string{}, nil
 			if km, ok := m["keys"].(map[string]any); ok {

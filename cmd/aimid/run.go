@@ -129,7 +129,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil || o.drainPool {
 		return err
 	}
-	meter := newUsageObserver(cfg.Prices, log)
+	meter := newUsageObserver(cfg.Prices, cfg.Agent.LimitMaxWait, log)
 	git, models, closeServices, err := openServices(cfg, o, be, met, meter, log)
 	if err != nil {
 		return err

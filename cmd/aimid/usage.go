@@ -21,8 +21,10 @@ const usageQueue = 4096
 // container's journal.
 type usageObserver struct {
 	prices map[string]usage.Prices
-	log    *slog.Logger
-	queue  chan usageEntry
+	// maxWait bounds a limited answer's reset (agent.limit_max_wait).
+	maxWait time.Duration
+	log     *slog.Logger
+	queue   chan usageEntry
 
 	mu      sync.Mutex
 	limited map[string]int // provider -> limited answers in a row
@@ -34,8 +36,8 @@ type usageEntry struct {
 	call             usage.Call
 }
 
-func newUsageObserver(prices map[string]usage.Prices, log *slog.Logger) *usageObserver {
-	return &usageObserver{prices: prices, log: log, queue: make(chan usageEntry, usageQueue), limited: map[string]int{}}
+func newUsageObserver(prices map[string]usage.Prices, maxWait time.Duration, log *slog.Logger) *usageObserver {
+	return &usageObserver{prices: prices, maxWait: maxWait, log: log, queue: make(chan usageEntry, usageQueue), limited: map[string]int{}}
 }
 
 // Begin implements gateway.Observer. A call the gateway answered itself
@@ -92,7 +94,7 @@ func (o *usageObserver) noteLimit(c *gateway.Call, call *usage.Call) {
 		}
 		return
 	}
-	until, src := usage.LimitReset(c.Header, time.Now(), o.limited[c.Provider], usage.DefaultLimitMaxWait)
+	until, src := usage.LimitReset(c.Header, time.Now(), o.limited[c.Provider], o.maxWait)
 	o.limited[c.Provider]++
 	call.LimitedUntil, call.LimitSource = &until, src
 	o.log.Warn(fmt.Sprintf("waiting for %s limit until %s", c.Provider, until.Local().Format(time.TimeOnly)),

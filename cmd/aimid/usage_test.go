@@ -13,7 +13,7 @@ import (
 
 func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
 	parallel(t)
-	o := newUsageObserver(usage.DefaultPrices(), slog.New(slog.DiscardHandler))
+	o := newUsageObserver(usage.DefaultPrices(), usage.DefaultLimitMaxWait, slog.New(slog.DiscardHandler))
 	got := make(chan usage.Call, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -193,6 +193,7 @@ func daemonWideDiffs(g, r *configs.Config) []string {
 	add(g.Agent.HandshakeTimeout != r.Agent.HandshakeTimeout, "agent.handshake_timeout")
 	add(g.Agent.StallTimeout != r.Agent.StallTimeout, "agent.stall_timeout")
 	add(g.Agent.LoopLimit != r.Agent.LoopLimit, "agent.loop_limit")
+	add(g.Agent.LimitMaxWait != r.Agent.LimitMaxWait, "agent.limit_max_wait")
 	add(g.Agent.AskTimeout != r.Agent.AskTimeout, "agent.ask_timeout")
 	add(g.Agent.AskFallback != r.Agent.AskFallback, "agent.ask_fallback")
 	add(!maps.Equal(g.Agent.Env, r.Agent.Env), "agent.env")
@@ -206,8 +207,9 @@ func daemonWideDiffs(g, r *configs.Config) []string {
 // gateway from the loopback, through its own socket, which bounds them per
 // sandbox; the gateway's bound per source address would be shared by all.
 func gatewayLimits(c *configs.Config) gateway.Limits {
+	l := gateway.Limits{LimitMaxWait: c.Agent.LimitMaxWait}
 	if c.Engine.Backend == configs.BackendDocker {
-		return gateway.Limits{MaxConnsPerPeer: 1 << 20}
+		l.MaxConnsPerPeer = 1 << 20
 	}
-	return gateway.Limits{}
+	return l
 }
