@@ -17,8 +17,12 @@ const (
 	// EnvStallTimeout and EnvLoopLimit configure the runner's stall
 	// watchdog (agent.stall_timeout, a Go duration; agent.loop_limit, a
 	// whole number, 0 = off).
-	EnvStallTimeout   = "AIMI_AGENT_STALL_TIMEOUT"
-	EnvLoopLimit      = "AIMI_AGENT_LOOP_LIMIT"
+	EnvStallTimeout = "AIMI_AGENT_STALL_TIMEOUT"
+	EnvLoopLimit    = "AIMI_AGENT_LOOP_LIMIT"
+	// EnvLimitRetries is how many times the runner retries a story whose
+	// agent ended its turn in error while its container's model calls
+	// were limited (agent.limit_retries, a whole number, default 5).
+	EnvLimitRetries   = "AIMI_AGENT_LIMIT_RETRIES"
 	EnvGitAuthorName  = "AIMI_GIT_AUTHOR_NAME"  // default "aimi swarm"
 	EnvGitAuthorEmail = "AIMI_GIT_AUTHOR_EMAIL" // default "swarm@aimi.invalid"
 	EnvGitToken       = "AIMI_GIT_TOKEN"        // optional https token; never logged nor passed to agents

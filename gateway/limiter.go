@@ -307,6 +307,17 @@ func (l *limiter) doneFunc(g *gate) func(int, http.Header) {
 	}
 }
 
+// resetOf says until when provider and account are limited (zero when
+// they never were).
+func (l *limiter) resetOf(provider, account string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g := l.gates[gateKey{provider, account}]; g != nil {
+		return g.until
+	}
+	return time.Time{}
+}
+
 // WaitError says why a call waited at the gateway and was not forwarded.
 type WaitError struct {
 	Provider string

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // credHeaders are where clients put a model key: each is removed before
@@ -82,6 +84,10 @@ type call struct {
 // ServeHTTP checks the placeholder and forwards the request to its
 // provider with the real key.
 func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == contract.GatewayLimitsPath {
+		s.serveLimits(w, r)
+		return
+	}
 	name, rest, ok := Route(r.URL.Path)
 	cl := &call{c: Call{Provider: name, Method: r.Method, Path: rest, Started: time.Now()}}
 	if !ok {
@@ -114,10 +120,14 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	done, err := s.limiter.acquire(r.Context(), caller{provider: name, account: rec.Var, who: who{rec.Swarm, rec.Container},
 		maxConcurrent: cl.prov.MaxConcurrent, perMinute: cl.prov.RequestsPerMinute})
 	if err != nil {
+		s.noteAnswer(rec, name, 0, err)
 		s.refuseWait(w, cl, err)
 		return
 	}
-	defer func() { done(cl.c.Status, cl.c.Header) }()
+	defer func() {
+		done(cl.c.Status, cl.c.Header)
+		s.noteAnswer(rec, name, cl.c.Status, nil)
+	}()
 	r.Body = http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes)
 	ctx, cancel := context.WithTimeout(r.Context(), s.limits.Request)
 	defer cancel()

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/internal/daemonca"
 	"github.com/aimi-tools/swarm/usage"
@@ -30,9 +31,9 @@ import (
 
 // File names in the gateway's directory.
 const (
-	grantsName = "grants.json"   // 0600: placeholder hashes, never placeholders
-	bundleName = "ca-bundle.pem" // 0644: the host's roots and the daemon's CA
-	prefix     = "aimi-gateway-" // of every placeholder, so a leak is recognisable
+	grantsName = "grants.json"                     // 0600: placeholder hashes, never placeholders
+	bundleName = "ca-bundle.pem"                   // 0644: the host's roots and the daemon's CA
+	prefix     = contract.GatewayPlaceholderPrefix // of every placeholder, so a leak is recognisable
 )
 
 // Limits bound what sandboxes can take of the gateway. Zero fields take
@@ -169,6 +170,7 @@ type Service struct {
 	observer  Observer
 	limits    Limits
 	limiter   *limiter
+	met       metLimits // the limits each container's calls met
 	conns     *connLimiter
 	proxy     http.Handler
 	sandboxServers
@@ -293,7 +295,7 @@ func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 		r.Earlier = true
 		s.byHash[r.Hash] = r
 	}
-	env := map[string]string{}
+	env := map[string]string{contract.EnvGatewayURL: base}
 	for _, v := range slices.Sorted(maps.Keys(s.keys)) {
 		p := s.providers[s.owner[v]]
 		ph, err := newPlaceholder()
@@ -320,6 +322,7 @@ func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 func (s *Service) Revoke(swarmID, containerName string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.met.forget(grantKey{swarmID, containerName})
 	if s.revokeLocked(swarmID, containerName) == 0 {
 		return
 	}

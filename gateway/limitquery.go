@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/usage"
+)
+
+// metLimits remembers, per container, the last limited answer its calls
+// got from each provider: the runner asks for it (contract.GatewayLimitsPath)
+// to tell a turn that ended in error because of a limit from any other.
+type metLimits struct {
+	mu  sync.Mutex
+	met map[grantKey]map[string]contract.GatewayLimit // container -> provider -> its last limit
+}
+
+// note records that a call of k to provider got a limited answer at hit,
+// the limit holding until until.
+func (m *metLimits) note(k grantKey, provider string, hit, until time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.met == nil {
+		m.met = map[grantKey]map[string]contract.GatewayLimit{}
+	}
+	byProv := m.met[k]
+	if byProv == nil {
+		byProv = map[string]contract.GatewayLimit{}
+		m.met[k] = byProv
+	}
+	l := byProv[provider]
+	l.Provider, l.Hit = provider, hit
+	if until.After(l.Until) || l.Until.Before(hit) {
+		l.Until = until
+	}
+	byProv[provider] = l
+}
+
+// forget drops what k met (its access was revoked).
+func (m *metLimits) forget(k grantKey) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.met, k)
+}
+
+func (m *metLimits) of(k grantKey) map[string]contract.GatewayLimit {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]contract.GatewayLimit, len(m.met[k]))
+	for p, l := range m.met[k] {
+		out[p] = l
+	}
+	return out
+}
+
+// noteAnswer records a call's limited answer for its container: the
+// provider's (status and headers as the limiter read them) or the
+// gateway's own refusal of a held call (err, a *WaitError).
+func (s *Service) noteAnswer(rec record, provider string, status int, err error) {
+	now := time.Now()
+	var we *WaitError
+	switch {
+	case errors.As(err, &we):
+		s.met.note(grantKey{rec.Swarm, rec.Container}, provider, now, later(we.Until, now))
+	case usage.Limited(status):
+		s.met.note(grantKey{rec.Swarm, rec.Container}, provider, now, later(s.limiter.resetOf(provider, rec.Var), now))
+	}
+}
+
+// serveLimits answers the container whose placeholder the request
+// carries: the limits its calls met, and those of its providers and
+// accounts in force now (a call of another container hit them).
+func (s *Service) serveLimits(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "aimi model gateway: GET only", http.StatusMethodNotAllowed)
+		return
+	}
+	rec, why := s.admit(r, Credential(r.Header, r.URL.RawQuery))
+	if why != "" {
+		s.log.Debug("model gateway refused a limits query", "why", why)
+		http.Error(w, "aimi model gateway: the request carries no valid credential of this sandbox", http.StatusUnauthorized)
+		return
+	}
+	k := grantKey{rec.Swarm, rec.Container}
+	now := time.Now()
+	byProv := s.met.of(k)
+	for _, acct := range s.accountsOf(k) {
+		until := s.limiter.resetOf(acct.provider, acct.account)
+		if l := byProv[acct.provider]; until.After(now) && until.After(l.Until) {
+			l.Provider, l.Until = acct.provider, until
+			byProv[acct.provider] = l
+		}
+	}
+	ans := contract.GatewayLimits{Now: now, Limits: []contract.GatewayLimit{}}
+	for _, p := range slices.Sorted(maps.Keys(byProv)) {
+		ans.Limits = append(ans.Limits, byProv[p])
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(ans)
+}
+
+// accountsOf lists the providers and key variables k holds placeholders
+// for.
+func (s *Service) accountsOf(k grantKey) []gateKey {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []gateKey
+	for _, r := range s.byHash {
+		if r.Swarm == k.swarm && r.Container == k.container && !slices.Contains(out, gateKey{r.Provider, r.Var}) {
+			out = append(out, gateKey{r.Provider, r.Var})
+		}
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
