@@ -137,3 +137,10 @@ func (c *Client) sessionID() string {
 	s, _ := c.session.Load().(string)
 	return s
 }
+
+// LoadSession runs session/load: the session becomes ours before the
+// request goes, so the history the agent replays is accepted.
+func (c *Conn) LoadSession(ctx context.Context, req acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
+	c.client.setSession(req.SessionId)
+	return c.sdk.LoadSession(ctx, req)
+}

@@ -126,6 +126,9 @@ type Agent struct {
 	// LimitMaxWait bounds the reset a provider's limited answer asks for
 	// (a negative, garbled or enormous retry-after is cut to it).
 	LimitMaxWait time.Duration
+	// LimitRetries is how many times a story a provider's limit ended is
+	// run again after the reset (0: it fails).
+	LimitRetries int
 	// AskTimeout is how long a permission request waits for a person
 	// before AskFallback (allow or reject) answers it.
 	AskTimeout  time.Duration
@@ -409,6 +412,7 @@ func (r *reader) agent(c *Config, lookup func(string) (string, bool)) {
 	c.Agent.HandshakeTimeout = r.duration("agent.handshake_timeout")
 	c.Agent.StallTimeout = r.duration("agent.stall_timeout")
 	c.Agent.LoopLimit = int(r.integer("agent.loop_limit", 0, 10000))
+	c.Agent.LimitRetries = int(r.integer("agent.limit_retries", 0, 1000))
 	if c.Agent.LimitMaxWait = r.duration("agent.limit_max_wait"); c.Agent.LimitMaxWait > maxLimitMaxWait {
 		r.bad("agent.limit_max_wait", r.str("agent.limit_max_wait"), "is longer than a week", "use a duration up to 168h, e.g. 6h")
 	}

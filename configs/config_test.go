@@ -60,6 +60,7 @@ func TestDefaultsMatchTheDocumentedFile(t *testing.T) {
 		{"agent.handshake_timeout", c.Agent.HandshakeTimeout, 2 * time.Minute},
 		{"agent.stall_timeout", c.Agent.StallTimeout, 15 * time.Minute},
 		{"agent.loop_limit", c.Agent.LoopLimit, 8},
+		{"agent.limit_retries", c.Agent.LimitRetries, 5},
 		{"agent.env", len(c.Agent.Env), 0},
 		{"task.env_vars", len(c.Task.EnvVars), 0},
 		{"git.mode", c.Git.Mode, "auto"},

@@ -41,6 +41,7 @@ var scalarKeys = []key{
 	{"agent.stall_timeout", "silence (no ACP traffic, nothing running) after which a story's turn is cancelled as stalled"},
 	{"agent.loop_limit", "repeats in a row of one tool call with the same input that count as a loop (0: off)"},
 	{"agent.limit_max_wait", "longest wait a provider's limit may ask for (retry-after and reset headers are cut to it)"},
+	{"agent.limit_retries", "retries of a story whose agent's turn ended in error while a provider's limit held its model calls (0: fail it)"},
 	{"git.mode", "auto, local or remote"},
 	{"git.address", "IP of this machine every cluster node reaches (swarm backend, local git)"},
 	{"git.max_push", "largest push a container may send to the local git service (e.g. 100m)"},

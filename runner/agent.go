@@ -26,6 +26,13 @@ type outcome struct {
 	err     error            // the agent could not be driven (crash, protocol error)
 	stalled string           // the watchdog's evidence when it cancelled a stalled or looping turn
 	cost    *usage.AgentCost // what the agent reported the session cost (ACP usage_update)
+	// session is the ACP session of the turn, loadable when the agent
+	// offers session/load (a retry may go on in it).
+	session  acp.SessionId
+	loadable bool
+	// limited says that a provider's limit ended the turn again after
+	// the last of agent.limit_retries.
+	limited string
 }
 
 // backend drives one story in dir (the workspace, or the story's own
@@ -143,6 +150,67 @@ type acpBackend struct {
 }
 
 func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) outcome {
+	return b.turn(ctx, storyID, dir, "", func(bool) string { return prompt })
+}
+
+// resumeStory runs a story's turn again after one that ended in error:
+// in the earlier session sid (session/load) when the agent offers
+// loadSession, else in a new one. prompt says what to send, knowing
+// whether the session was loaded.
+func (b *acpBackend) resumeStory(ctx context.Context, storyID string, sid acp.SessionId, prompt func(loaded bool) string, dir string) outcome {
+	return b.turn(ctx, storyID, dir, sid, prompt)
+}
+
+// turn starts the agent in dir, opens a session (loading load when it is
+// set and the agent can) and runs one prompt.
+func (b *acpBackend) turn(ctx context.Context, storyID, dir string, load acp.SessionId, prompt func(loaded bool) string) outcome {
+	a, o, ok := b.start(storyID, dir)
+	if !ok {
+		return o
+	}
+	defer a.close()
+	if o, failed := a.initialize(ctx); failed {
+		return o
+	}
+	sid, loaded, o, failed := a.session(ctx, dir, load)
+	if failed {
+		return o
+	}
+	answers := make(chan promptAnswer, 1)
+	go func() {
+		// Not ctx: cancelling Prompt's context abandons the request and the
+		// stop reason with it. A stop goes through session/cancel instead.
+		r, err := a.conn.Prompt(context.WithoutCancel(ctx), acp.PromptRequest{
+			SessionId: sid,
+			Prompt:    []acp.ContentBlock{acp.TextBlock(prompt(loaded))},
+		})
+		answers <- promptAnswer{r, err}
+	}()
+	o = b.awaitTurn(ctx, a.log, a.client, a.conn, sid, answers, a.crashed)
+	o.session, o.loadable = sid, a.init.AgentCapabilities.LoadSession
+	if c, ok := a.client.Cost(); ok {
+		if ac := (usage.AgentCost{Amount: c.Amount, Currency: c.Currency}); ac.Valid() {
+			o.cost = &ac
+			a.log.Info("agent-reported cost", "amount", ac.Amount, "currency", ac.Currency)
+		}
+	}
+	return o
+}
+
+// agentProc is one agent process speaking ACP on its stdio for one turn.
+type agentProc struct {
+	b      *acpBackend
+	log    *slog.Logger
+	client *acpclient.Client
+	conn   *acpclient.Conn
+	proc   *process
+	inW    *os.File
+	outR   *os.File
+	init   acp.InitializeResponse
+}
+
+// start starts the agent process of a story in dir and connects to it.
+func (b *acpBackend) start(storyID, dir string) (*agentProc, outcome, bool) {
 	log := b.log.With("story", storyID)
 	var asker acpclient.Asker
 	if b.asker != nil {
@@ -150,87 +218,100 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 	}
 	client, err := acpclient.New(acpclient.Config{Workspace: dir, Policy: b.policy, Asker: asker, Env: b.env, Logger: log})
 	if err != nil {
-		return outcome{err: err}
+		return nil, outcome{err: err}, false
 	}
-	defer client.Close()
-
 	// Plain os.Pipe pairs: exec.Cmd then copies nothing, and Wait never
 	// closes the ends the SDK is still reading.
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return outcome{err: fmt.Errorf("agent stdin pipe: %w", err)}
+		client.Close()
+		return nil, outcome{err: fmt.Errorf("agent stdin pipe: %w", err)}, false
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
+		client.Close()
 		inR.Close()
 		inW.Close()
-		return outcome{err: fmt.Errorf("agent stdout pipe: %w", err)}
+		return nil, outcome{err: fmt.Errorf("agent stdout pipe: %w", err)}, false
 	}
 	proc, err := startProcess(b.argv, dir, b.env, inR, outW, log)
 	inR.Close()
 	outW.Close()
 	if err != nil {
+		client.Close()
 		inW.Close()
 		outR.Close()
-		return outcome{err: fmt.Errorf("start agent %q: %w (check %s)", b.argv[0], err, contract.EnvAgentCommand)}
+		return nil, outcome{err: fmt.Errorf("start agent %q: %w (check %s)", b.argv[0], err, contract.EnvAgentCommand)}, false
 	}
 	log.Info("agent started", "pid", proc.cmd.Process.Pid, "command", b.argv[0])
 	if b.onAgentStart != nil {
 		b.onAgentStart(proc.cmd.Process.Pid)
 	}
-	defer func() {
-		inW.Close() // EOF on the agent's stdin: ACP agents exit on it
-		proc.stop()
-		outR.Close()
-	}()
+	a := &agentProc{b: b, log: log, client: client, proc: proc, inW: inW, outR: outR}
+	a.conn = client.Connect(inW, outR)
+	return a, outcome{}, true
+}
 
-	conn := client.Connect(inW, outR)
-	crashed := func(step string, err error) outcome {
-		if ferr := conn.Err(); ferr != nil {
-			// The agent broke the framing; the SDK only saw a disconnect.
-			return outcome{err: fmt.Errorf("agent %s: %w", step, ferr), summary: client.Transcript().Summary()}
-		}
-		var pe *acpclient.ProtocolError
-		if errors.As(err, &pe) {
-			return outcome{err: err, summary: client.Transcript().Summary()}
-		}
-		// The connection sees the agent's stdout close before Wait reaps the
-		// process and drains its stderr: give the exit a moment to land so the
-		// story says why the agent died.
-		select {
-		case <-proc.exited:
-			err = fmt.Errorf("agent exited during %s (%v): %s", step, proc.cmd.ProcessState, lastWords(proc.stderr.String(), stderrExcerpt))
-		case <-time.After(processExitWait):
-			err = fmt.Errorf("agent %s: %w", step, err)
-		}
-		return outcome{err: err, summary: client.Transcript().Summary()}
-	}
-	// handshake bounds one step before the prompt: an agent that never
-	// answers must not hold the story until the swarm's timeout.
-	handshake := func(step string, call func(context.Context) error) (o outcome, failed bool) {
-		if b.handshakeTimeout <= 0 {
-			b.handshakeTimeout = DefaultHandshakeTimeout
-		}
-		hctx, cancel := context.WithTimeout(ctx, b.handshakeTimeout)
-		defer cancel()
-		err := call(hctx)
-		switch {
-		case err == nil:
-			return outcome{}, false
-		case ctx.Err() != nil:
-			return outcome{stop: acp.StopReasonCancelled}, true
-		case errors.As(err, new(*answered)):
-			return outcome{err: err}, true
-		case hctx.Err() != nil:
-			return outcome{err: fmt.Errorf("the agent did not answer %s within %v (agent.handshake_timeout, %s): check that %s starts an ACP agent that speaks on stdin/stdout",
-				step, b.handshakeTimeout, contract.EnvHandshakeTimeout, contract.EnvAgentCommand)}, true
-		}
-		return crashed(step, err), true
-	}
+// close ends the agent: EOF on its stdin (ACP agents exit on it), then
+// its process group.
+func (a *agentProc) close() {
+	a.inW.Close()
+	a.proc.stop()
+	a.outR.Close()
+	a.client.Close()
+}
 
-	var initResp acp.InitializeResponse
-	if o, failed := handshake("initialize", func(ctx context.Context) (err error) {
-		initResp, err = conn.Initialize(ctx, acp.InitializeRequest{
+// crashed says why a step failed: the agent broke the framing or the
+// protocol, or died (with the end of its stderr).
+func (a *agentProc) crashed(step string, err error) outcome {
+	if ferr := a.conn.Err(); ferr != nil {
+		// The agent broke the framing; the SDK only saw a disconnect.
+		return outcome{err: fmt.Errorf("agent %s: %w", step, ferr), summary: a.client.Transcript().Summary()}
+	}
+	var pe *acpclient.ProtocolError
+	if errors.As(err, &pe) {
+		return outcome{err: err, summary: a.client.Transcript().Summary()}
+	}
+	// The connection sees the agent's stdout close before Wait reaps the
+	// process and drains its stderr: give the exit a moment to land so the
+	// story says why the agent died.
+	select {
+	case <-a.proc.exited:
+		err = fmt.Errorf("agent exited during %s (%v): %s", step, a.proc.cmd.ProcessState, lastWords(a.proc.stderr.String(), stderrExcerpt))
+	case <-time.After(processExitWait):
+		err = fmt.Errorf("agent %s: %w", step, err)
+	}
+	return outcome{err: err, summary: a.client.Transcript().Summary()}
+}
+
+// handshake bounds one step before the prompt: an agent that never
+// answers must not hold the story until the swarm's timeout.
+func (a *agentProc) handshake(ctx context.Context, step string, call func(context.Context) error) (o outcome, failed bool) {
+	timeout := a.b.handshakeTimeout
+	if timeout <= 0 {
+		timeout = DefaultHandshakeTimeout
+	}
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := call(hctx)
+	switch {
+	case err == nil:
+		return outcome{}, false
+	case ctx.Err() != nil:
+		return outcome{stop: acp.StopReasonCancelled}, true
+	case errors.As(err, new(*answered)):
+		return outcome{err: err}, true
+	case hctx.Err() != nil:
+		return outcome{err: fmt.Errorf("the agent did not answer %s within %v (agent.handshake_timeout, %s): check that %s starts an ACP agent that speaks on stdin/stdout",
+			step, timeout, contract.EnvHandshakeTimeout, contract.EnvAgentCommand)}, true
+	}
+	return a.crashed(step, err), true
+}
+
+// initialize runs initialize, and authenticate when a method is set.
+func (a *agentProc) initialize(ctx context.Context) (outcome, bool) {
+	if o, failed := a.handshake(ctx, "initialize", func(ctx context.Context) (err error) {
+		a.init, err = a.conn.Initialize(ctx, acp.InitializeRequest{
 			ProtocolVersion: acp.ProtocolVersionNumber,
 			ClientCapabilities: acp.ClientCapabilities{
 				Fs:       acp.FileSystemCapabilities{ReadTextFile: true, WriteTextFile: true},
@@ -240,46 +321,44 @@ func (b *acpBackend) runStory(ctx context.Context, storyID, prompt, dir string) 
 		})
 		return err
 	}); failed {
-		return o
+		return o, true
 	}
-	if b.authMethod != "" {
-		if o, failed := handshake("authenticate with "+b.authMethod, func(ctx context.Context) error {
-			_, err := conn.Authenticate(ctx, acp.AuthenticateRequest{MethodId: b.authMethod})
+	if a.b.authMethod == "" {
+		return outcome{}, false
+	}
+	return a.handshake(ctx, "authenticate with "+a.b.authMethod, func(ctx context.Context) error {
+		_, err := a.conn.Authenticate(ctx, acp.AuthenticateRequest{MethodId: a.b.authMethod})
+		return err
+	})
+}
+
+// session loads session load when it is set and the agent offers
+// loadSession (a failed load falls back), else opens a new one.
+func (a *agentProc) session(ctx context.Context, dir string, load acp.SessionId) (acp.SessionId, bool, outcome, bool) {
+	if load != "" && a.init.AgentCapabilities.LoadSession {
+		o, failed := a.handshake(ctx, "session/load", func(ctx context.Context) error {
+			_, err := a.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: load, Cwd: dir, McpServers: []acp.McpServer{}})
 			return err
-		}); failed {
-			return o
+		})
+		if !failed {
+			a.log.Info("agent session loaded", "session", load)
+			return load, true, outcome{}, false
 		}
+		if ctx.Err() != nil || a.conn.Err() != nil {
+			return "", false, o, true
+		}
+		a.log.Warn("session/load failed: opening a new session", "err", o.err)
 	}
 	var sess acp.NewSessionResponse
-	if o, failed := handshake("session/new", func(ctx context.Context) (err error) {
-		sess, err = conn.NewSession(ctx, acp.NewSessionRequest{Cwd: dir, McpServers: []acp.McpServer{}})
+	o, failed := a.handshake(ctx, "session/new", func(ctx context.Context) (err error) {
+		sess, err = a.conn.NewSession(ctx, acp.NewSessionRequest{Cwd: dir, McpServers: []acp.McpServer{}})
 		var re *acp.RequestError
-		if errors.As(err, &re) && re.Code == -32000 && b.authMethod == "" {
-			return &answered{fmt.Errorf("the agent requires authentication: set %s to one of %v (and the credentials it needs)", contract.EnvAgentAuthMethod, authMethodIDs(initResp.AuthMethods))}
+		if errors.As(err, &re) && re.Code == -32000 && a.b.authMethod == "" {
+			return &answered{fmt.Errorf("the agent requires authentication: set %s to one of %v (and the credentials it needs)", contract.EnvAgentAuthMethod, authMethodIDs(a.init.AuthMethods))}
 		}
 		return err
-	}); failed {
-		return o
-	}
-
-	answers := make(chan promptAnswer, 1)
-	go func() {
-		// Not ctx: cancelling Prompt's context abandons the request and the
-		// stop reason with it. A stop goes through session/cancel instead.
-		r, err := conn.Prompt(context.WithoutCancel(ctx), acp.PromptRequest{
-			SessionId: sess.SessionId,
-			Prompt:    []acp.ContentBlock{acp.TextBlock(prompt)},
-		})
-		answers <- promptAnswer{r, err}
-	}()
-	o := b.awaitTurn(ctx, log, client, conn, sess.SessionId, answers, crashed)
-	if c, ok := client.Cost(); ok {
-		if ac := (usage.AgentCost{Amount: c.Amount, Currency: c.Currency}); ac.Valid() {
-			o.cost = &ac
-			log.Info("agent-reported cost", "amount", ac.Amount, "currency", ac.Currency)
-		}
-	}
-	return o
+	})
+	return sess.SessionId, false, o, failed
 }
 
 type promptAnswer struct {

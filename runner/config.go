@@ -54,6 +54,10 @@ type Config struct {
 	// means DefaultLoopLimit, 0 turns the loop check off).
 	StallTimeout time.Duration
 	LoopLimit    int
+	// LimitRetries is how many times a story whose agent ended its turn
+	// in error while the container's model calls were limited is retried
+	// after the reset (negative: DefaultLimitRetries; 0: never).
+	LimitRetries int
 	AuthorName   string
 	AuthorEmail  string
 	GitToken     string
@@ -94,6 +98,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		CAFile:        getenv(contract.EnvGitSSLCAInfo),
 		StopGrace:     DefaultStopGrace,
 		LoopLimit:     -1,
+		LimitRetries:  -1,
 	}
 	if c.Agent == "" {
 		c.Agent = AgentDemo
@@ -132,6 +137,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err := c.watchdogFromEnv(getenv); err != nil {
 		return c, err
 	}
+	if err := c.limitRetriesFromEnv(getenv); err != nil {
+		return c, err
+	}
 	if s := strings.TrimSpace(getenv(contract.EnvPushRetry)); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d < 0 {
@@ -166,6 +174,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.LoopLimit < 0 {
 		c.LoopLimit = DefaultLoopLimit
+	}
+	if c.LimitRetries < 0 {
+		c.LimitRetries = DefaultLimitRetries
 	}
 	if c.PushRetry == 0 {
 		c.PushRetry = DefaultPushRetry

@@ -17,6 +17,10 @@ func TestMain(m *testing.M) {
 		scriptAgent(mode, os.Stdin, os.Stdout)
 		os.Exit(0)
 	}
+	if mode := os.Getenv(envModelAgent); mode != "" {
+		modelAgent(mode, os.Stdin, os.Stdout)
+		os.Exit(0)
+	}
 	if os.Getenv(envDemoAgent) == "1" {
 		if err := demoagent.Run(context.Background(), os.Stdin, os.Stdout, nil); err != nil {
 			os.Exit(1)

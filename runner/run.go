@@ -54,8 +54,9 @@ type run struct {
 	git         *git
 	env         []string // children's environment: base + envVars
 	file        *tasks.File
-	errs        []string // completion errors
-	fatal       bool     // a runner-level failure happened after work began
+	errs        []string       // completion errors
+	fatal       bool           // a runner-level failure happened after work began
+	gateway     *gatewayClient // nil: no model gateway to ask about limits
 }
 
 // emit writes one message; a refused message is a bug here, so it is logged
@@ -141,6 +142,11 @@ func (r *run) main(ctx context.Context, stdin io.Reader) int {
 	r.req = req
 	r.log = r.log.With("swarm", r.swarmID, "container", r.containerID, "branch", req.BranchName)
 	r.env = childEnv(r.cfg.Env, req.EnvVars)
+	if g, err := newGatewayClient(r.env); err != nil {
+		r.log.Warn("the model gateway cannot be asked about limits: a story a limit ends fails as any other", "err", err)
+	} else {
+		r.gateway = g
+	}
 	r.git = newGit(&r.cfg)
 	if err := r.git.connect(&r.cfg, req.RepoURL); err != nil {
 		return r.fail(acpmsg.CodeGitCloneFailed, err.Error())

@@ -267,7 +267,7 @@ func appendNote(notes, line string) string {
 // work drives one story: agent turn, then verify.
 func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt, dir string) storyResult {
 	start := time.Now()
-	o := r.runWatched(ctx, be, s, prompt, dir)
+	o := r.runLimited(ctx, be, s, prompt, dir)
 	res := storyResult{id: s.ID}
 	summary := strings.TrimSpace(o.summary)
 	if summary == "" {
@@ -309,6 +309,11 @@ func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt, dir s
 		res.output = fmt.Sprintf("%s failed: %s. %s", s.ID, why, summary)
 		res.note = "failed: " + why + ". " + oneLine(summary, 300)
 		res.errText = fmt.Sprintf("%s: %s", s.ID, why)
+	}
+	if res.status == tasks.Failed && o.limited != "" {
+		res.output += " (" + o.limited + ")"
+		res.note += " (" + o.limited + ")"
+		res.errText += " (" + o.limited + ")"
 	}
 	res.output = withCost(res.output, o.cost)
 	r.log.Info("story finished", "story", s.ID, "status", res.status, "stopReason", o.stop, "took", took)

@@ -57,6 +57,12 @@
 //	AIMI_AGENT_LOOP_LIMIT   the same tool call (title, kind, input) this many times in a
 //	                        row is handled like a stall; 0 turns the check off. Default 8
 //	                        (agent.loop_limit).
+//	AIMI_AGENT_LIMIT_RETRIES
+//	                        times a story whose agent ended its turn in error while the
+//	                        container's model calls were limited is run again after the
+//	                        limit's reset (asked of the model gateway at AIMI_GATEWAY_URL
+//	                        with one of the container's placeholders); 0 fails it.
+//	                        Default 5 (agent.limit_retries).
 //	AIMI_GIT_AUTHOR_NAME    author and committer of the story commits; default "aimi swarm".
 //	AIMI_GIT_AUTHOR_EMAIL   default "swarm@aimi.invalid".
 //	AIMI_GIT_TOKEN          optional token for https clone and push, sent as HTTP Basic

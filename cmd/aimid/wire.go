@@ -36,6 +36,7 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		runnerEnv[contract.EnvStallTimeout] = c.Agent.StallTimeout.String()
 	}
 	runnerEnv[contract.EnvLoopLimit] = strconv.Itoa(c.Agent.LoopLimit)
+	runnerEnv[contract.EnvLimitRetries] = strconv.Itoa(c.Agent.LimitRetries)
 	if c.Agent.Command != "" {
 		runnerEnv[contract.EnvAgentCommand] = c.Agent.Command
 	}
@@ -194,6 +195,7 @@ func daemonWideDiffs(g, r *configs.Config) []string {
 	add(g.Agent.StallTimeout != r.Agent.StallTimeout, "agent.stall_timeout")
 	add(g.Agent.LoopLimit != r.Agent.LoopLimit, "agent.loop_limit")
 	add(g.Agent.LimitMaxWait != r.Agent.LimitMaxWait, "agent.limit_max_wait")
+	add(g.Agent.LimitRetries != r.Agent.LimitRetries, "agent.limit_retries")
 	add(g.Agent.AskTimeout != r.Agent.AskTimeout, "agent.ask_timeout")
 	add(g.Agent.AskFallback != r.Agent.AskFallback, "agent.ask_fallback")
 	add(!maps.Equal(g.Agent.Env, r.Agent.Env), "agent.env")
