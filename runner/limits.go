@@ -16,7 +16,6 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
-	"github.com/aimi-tools/swarm/usage"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -26,6 +25,10 @@ const DefaultLimitRetries = 5
 
 // limitQueryTimeout bounds one question to the model gateway.
 const limitQueryTimeout = 15 * time.Second
+
+// maxLimitWait bounds a wait for a reset whatever the gateway says: the
+// gateway cuts resets to agent.limit_max_wait, at most a week.
+const maxLimitWait = 7 * 24 * time.Hour
 
 // limitResetMargin is added to a limit's reset before the retry starts:
 // the gateway lets held calls through at the reset, ahead of the retry's.
@@ -140,7 +143,7 @@ func (r *run) limitMet(ctx context.Context, since time.Time) (metLimit, bool) {
 		if !hit && !l.Until.After(ans.Now) {
 			continue
 		}
-		wait := min(max(l.Until.Sub(ans.Now), 0), usage.DefaultLimitMaxWait)
+		wait := min(max(l.Until.Sub(ans.Now), 0), maxLimitWait)
 		if until := time.Now().Add(wait); !found || until.After(best.until) {
 			best, found = metLimit{provider: oneLine(l.Provider, 64), until: until}, true
 		}

@@ -18,8 +18,7 @@ const maxFuncLines = 80
 // and are being split. This list may only shrink: never add to it (split the
 // function instead). The test fails when one of them is back under the limit,
 // so that it leaves the list with the change that split it.
-var longFuncs = map[string]bool{
-}
+var longFuncs = map[string]bool{}
 
 // funcName is how longFuncs names a function: Type.Method for a method.
 func funcName(fd *ast.FuncDecl) string {
