@@ -80,6 +80,7 @@ BenchmarkScale|daemon-RSS-MB|<=|100
 BenchmarkScale|engine-req/s-per-idle-container|<=|0.2
 BenchmarkScale|s-stop-all|<=|60
 BenchmarkScale|s-cleanup-all|<=|60
+BenchmarkScale|board-update-p95-ms|<=|500
 '
 
 if [ "$QUICK" != 1 ] && ! docker info >/dev/null 2>&1; then

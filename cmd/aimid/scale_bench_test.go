@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/browsertest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -24,14 +26,18 @@ import (
 // once. It reports what a user of that many containers sees: the time until
 // all are working, `aimi swarm status --json` latency (p50, p95), the
 // daemon's RSS, the engine requests per second per idle container (from the
-// daemon's own aimid_engine_requests_total over 30 s), and the time `stop`
-// and `cleanup` of all of them take. One measurement: -benchtime 1x.
+// daemon's own aimid_engine_requests_total over 30 s), the board in headless
+// Chromium (time until every card shows, and the p95 of its updates, from
+// the daemon's event to the card drawn, while all N stop at once), and the
+// time `stop` and `cleanup` of all of them take. One measurement:
+// -benchtime 1x.
 func BenchmarkScale(b *testing.B) {
 	n := 200
 	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_SCALE")); err == nil && v > 0 {
 		n = v
 	}
 	image := sandboxImage(b)
+	actx, _ := browsertest.Start(b)
 	names := make([]string, n)
 	for i := range names {
 		names[i] = fmt.Sprintf("s%03d", i)
@@ -63,6 +69,33 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-all-working")
 	b.StopTimer()
 
+	scaleIdle(b, ctx, sock, repo, metricsAddr, n)
+	rss, err := vmRSS(p.cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(rss)/1024, "daemon-RSS-MB")
+	page := scaleBoardOpen(b, ctx, actx, sock, n)
+
+	t0 := time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock); code != 0 {
+		b.Fatalf("stop: exit %d %s", code, errOut)
+	}
+	b.ReportMetric(time.Since(t0).Seconds(), "s-stop-all")
+	scaleBoardUpdates(b, page, n)
+	t0 = time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock); code != 0 {
+		b.Fatalf("cleanup: exit %d %s", code, errOut)
+	}
+	b.ReportMetric(time.Since(t0).Seconds(), "s-cleanup-all")
+	b.ReportMetric(float64(n), "containers")
+}
+
+// scaleIdle asks for the status at a person's pace for 30 s while all n
+// containers are idle, and reports its latency and the engine requests
+// the daemon made meanwhile, per container and second.
+func scaleIdle(b *testing.B, ctx context.Context, sock, repo, metricsAddr string, n int) {
+	b.Helper()
 	before := engineRequests(b, metricsAddr)
 	const window = 30 * time.Second
 	var lat []time.Duration
@@ -80,23 +113,52 @@ func BenchmarkScale(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "status-p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "status-p95-ms")
-	rss, err := vmRSS(p.cmd.Process.Pid)
+}
+
+// scaleBoardOpen opens the board and reports the time until every one of
+// the n cards is drawn; the page stays open to watch the stop.
+func scaleBoardOpen(b *testing.B, ctx, actx context.Context, sock string, n int) context.Context {
+	b.Helper()
+	u, _ := startBoard(b, ctx, sock)
+	page, cancelPage := chromedp.NewContext(actx)
+	b.Cleanup(cancelPage)
+	if err := chromedp.Do(page, chromedp.Navigate("about:blank")); err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	cards := fmt.Sprintf(`document.querySelectorAll('[data-container][data-status="running"]').length >= %d`, n)
+	err := chromedp.Do(page, chromedp.Navigate(u), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)))
+	if err == nil {
+		_, err = chromedp.Run(page, chromedp.Poll[bool](cards, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(2*time.Minute)))
+	}
+	if err != nil {
+		b.Fatalf("open the board with %d cards: %v", n, err)
+	}
+	b.ReportMetric(time.Since(t0).Seconds(), "s-board-all-cards")
+	if _, err := chromedp.Run(page, chromedp.Evaluate[float64](`window.aimiBoard.latencies.length = 0`)); err != nil {
+		b.Fatal(err)
+	}
+	return page
+}
+
+// scaleBoardUpdates waits until the open board shows none of the n
+// containers running and reports the p95 of the updates it drew meanwhile.
+func scaleBoardUpdates(b *testing.B, page context.Context, n int) {
+	b.Helper()
+	gone := `document.querySelectorAll('[data-container][data-status="running"]').length === 0`
+	if _, err := chromedp.Run(page, chromedp.Poll[bool](gone, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(2*time.Minute))); err != nil {
+		b.Fatalf("the board still shows running containers after the stop: %v", err)
+	}
+	lat, err := chromedp.Run(page, chromedp.Evaluate[[]float64](`window.aimiBoard.latencies.slice()`))
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(rss)/1024, "daemon-RSS-MB")
-
-	t0 := time.Now()
-	if code, _, errOut := aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock); code != 0 {
-		b.Fatalf("stop: exit %d %s", code, errOut)
+	if len(lat) < n {
+		b.Fatalf("the board drew %d updates for the stop of %d containers", len(lat), n)
 	}
-	b.ReportMetric(time.Since(t0).Seconds(), "s-stop-all")
-	t0 = time.Now()
-	if code, _, errOut := aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock); code != 0 {
-		b.Fatalf("cleanup: exit %d %s", code, errOut)
-	}
-	b.ReportMetric(time.Since(t0).Seconds(), "s-cleanup-all")
-	b.ReportMetric(float64(n), "containers")
+	slices.Sort(lat)
+	b.ReportMetric(lat[int(float64(len(lat)-1)*0.95)], "board-update-p95-ms")
+	b.ReportMetric(float64(len(lat)), "board-updates")
 }
 
 // engineRequests is the daemon's count of engine requests, all kinds.
