@@ -69,6 +69,27 @@ type ContainerDetail struct {
 	// task file's own status before any report); empty when the task file
 	// could not be read.
 	Stories []StoryDetail `json:"stories,omitempty"`
+	// LimitWaits are the container's calls held at the model gateway now,
+	// one per provider: for its limit's reset, max_concurrent or
+	// requests_per_minute. Not in the state file.
+	LimitWaits []LimitWait `json:"limitWaits,omitempty"`
+}
+
+// LimitWait is a container's calls to one provider held at the model
+// gateway.
+type LimitWait struct {
+	Provider string `json:"provider"`
+	// Reason is "limit" (until the provider's reset), "max_concurrent" or
+	// "requests_per_minute".
+	Reason string `json:"reason"`
+	// Until is the limit's reset (Reason "limit").
+	Until *time.Time `json:"until,omitempty"`
+	Since time.Time  `json:"since"`
+	Calls int        `json:"calls"`
+	// Text says it as status shows it: "waiting for anthropic limit until
+	// 15:04:05" (the daemon's local time), "waiting for a anthropic call
+	// slot (max_concurrent 4)".
+	Text string `json:"text"`
 }
 
 // StoryDetail is one story of a container's task file: a node of its
@@ -152,6 +173,12 @@ const (
 	EventContainerExited  EventKind = "container-exited"
 	EventSwarmFinished    EventKind = "swarm-finished" // every container terminal
 	EventSwarmRemoved     EventKind = "swarm-removed"  // cleanup dropped the state
+	// A container's calls began waiting at the model gateway (Output:
+	// "waiting for anthropic limit until 15:04:05"), or went on after it
+	// (limit-wait-over). The journal holds the same as daemon records
+	// whose reason is EventLimitWait.
+	EventLimitWait     EventKind = "limit-wait"
+	EventLimitWaitOver EventKind = "limit-wait-over"
 )
 
 // Event is one state change.

@@ -489,6 +489,7 @@ func (sw *swarm) view() api.SwarmView {
 		reported[e.ContainerName] = sw.led.stories(e.ContainerName)
 	}
 	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}}
+	waits := sw.m.limitWaits(sw.id)
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {
@@ -496,6 +497,7 @@ func (sw *swarm) view() api.SwarmView {
 			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: c.errorsView(), LastOutput: c.lastOutput,
 			Rejected: c.rejected, EgressDenied: c.egressDenied, PRURL: c.prURL, Node: c.node}
 		d.Stories = c.storyDetails(reported[c.name])
+		d.LimitWaits = waits[c.name]
 		if e := snap.Container(c.name); e != nil {
 			d.Status = string(e.Status)
 			if d.PRURL == nil {

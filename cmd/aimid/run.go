@@ -152,7 +152,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	meter.attach(life, mgr.JournalUsage)
+	meter.attach(life, mgr.JournalUsage, mgr.NoteLimitWait)
 	stopMetrics, err := observe(life, cfg, met, mgr, log)
 	if err != nil {
 		return err

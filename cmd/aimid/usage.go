@@ -34,6 +34,21 @@ type usageEntry struct {
 	swarm, container string
 	at               time.Time
 	call             usage.Call
+	wait             *gateway.WaitNote // a limit wait's note instead of a call
+}
+
+// Waited implements gateway.WaitObserver: the note is journaled and
+// published in order with the calls.
+func (o *usageObserver) Waited(n gateway.WaitNote) {
+	at := n.Since
+	if !n.Ended.IsZero() {
+		at = n.Ended
+	}
+	select {
+	case o.queue <- usageEntry{swarm: n.Swarm, container: n.Container, at: at, wait: &n}:
+	default:
+		o.log.Warn("limit wait not journaled: too many calls waiting to be", "container", n.Container, "provider", n.Provider)
+	}
 }
 
 func newUsageObserver(prices map[string]usage.Prices, maxWait time.Duration, log *slog.Logger) *usageObserver {
@@ -58,7 +73,7 @@ func (t *usageTap) Body(p []byte) { t.m.Write(p) }
 
 func (t *usageTap) End(c *gateway.Call) {
 	u := t.m.Usage()
-	e := usageEntry{c.Swarm, c.Container, c.Started, usage.Call{Provider: c.Provider, Status: c.Status, Usage: u, Cost: t.o.prices[c.Provider].Cost(u)}}
+	e := usageEntry{swarm: c.Swarm, container: c.Container, at: c.Started, call: usage.Call{Provider: c.Provider, Status: c.Status, Usage: u, Cost: t.o.prices[c.Provider].Cost(u)}}
 	t.o.noteLimit(c, &e.call)
 	select {
 	case t.o.queue <- e:
@@ -67,14 +82,20 @@ func (t *usageTap) End(c *gateway.Call) {
 	}
 }
 
-// attach journals the queued calls through journal until ctx ends.
-func (o *usageObserver) attach(ctx context.Context, journal func(ctx context.Context, swarmID, container string, at time.Time, call usage.Call) error) {
+// attach journals the queued calls through journal, and the limit waits
+// through wait, until ctx ends.
+func (o *usageObserver) attach(ctx context.Context, journal func(ctx context.Context, swarmID, container string, at time.Time, call usage.Call) error,
+	wait func(ctx context.Context, swarmID, container string, at time.Time, over bool, text string)) {
 	go func() {
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case e := <-o.queue:
+				if e.wait != nil {
+					wait(ctx, e.swarm, e.container, e.at, !e.wait.Ended.IsZero(), e.wait.String())
+					continue
+				}
 				if err := journal(ctx, e.swarm, e.container, e.at, e.call); err != nil {
 					o.log.Debug("model call not journaled", "container", e.container, "err", err)
 				}

@@ -23,7 +23,7 @@ func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
 		}
 		got <- c
 		return nil
-	})
+	}, nil)
 	call := func(status int, h http.Header, body string) usage.Call {
 		c := &gateway.Call{Swarm: "s1", Container: "c1", Provider: "anthropic", Status: status, Header: h, Started: time.Now()}
 		tap := o.Begin(c)
@@ -47,5 +47,43 @@ func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
 	}
 	if c := o.Begin(&gateway.Call{Refused: "too many requests at once", Status: 429}); c != nil {
 		t.Error("a call the gateway answered itself is metered")
+	}
+}
+
+// The gateway's wait notes reach the journal through the same queue as
+// the calls, in order, with the note's time and text.
+func TestUsageObserverPassesLimitWaitsOn(t *testing.T) {
+	parallel(t)
+	o := newUsageObserver(usage.DefaultPrices(), usage.DefaultLimitMaxWait, slog.New(slog.DiscardHandler))
+	type note struct {
+		name string
+		at   time.Time
+		over bool
+		text string
+	}
+	got := make(chan note, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o.attach(ctx, func(context.Context, string, string, time.Time, usage.Call) error { return nil },
+		func(_ context.Context, swarm, name string, at time.Time, over bool, text string) {
+			got <- note{name, at, over, text}
+		})
+	since, until := time.Now(), time.Now().Add(time.Minute)
+	w := gateway.Wait{Swarm: "s1", Container: "c1", Provider: "anthropic", Reason: gateway.WaitLimit, Until: until, Since: since, Calls: 1}
+	var _ gateway.WaitObserver = o
+	o.Waited(gateway.WaitNote{Wait: w})
+	o.Waited(gateway.WaitNote{Wait: w, Ended: until})
+	for i, want := range []note{
+		{"c1", since, false, "waiting for anthropic limit until " + until.Local().Format(time.TimeOnly)},
+		{"c1", until, true, "the wait for anthropic is over after 1m0s; the calls go on"},
+	} {
+		select {
+		case n := <-got:
+			if n.name != want.name || !n.at.Equal(want.at) || n.over != want.over || n.text != want.text {
+				t.Errorf("note %d: %+v, want %+v", i, n, want)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("note %d not passed on", i)
+		}
 	}
 }

@@ -93,6 +93,27 @@ func (m modelAdapter) Grant(swarmID, containerName, gw string) (orchestrator.Mod
 	return orchestrator.ModelGrant(g), err
 }
 
+// LimitWaits implements orchestrator.ModelWaits: the gateway's waits of
+// swarmID's containers.
+func (m modelAdapter) LimitWaits(swarmID string) map[string][]api.LimitWait {
+	out := map[string][]api.LimitWait{}
+	for _, w := range m.Service.Waits() {
+		if w.Swarm == swarmID {
+			out[w.Container] = append(out[w.Container], limitWaitView(w))
+		}
+	}
+	return out
+}
+
+func limitWaitView(w gateway.Wait) api.LimitWait {
+	v := api.LimitWait{Provider: w.Provider, Reason: w.Reason, Since: w.Since.UTC(), Calls: w.Calls, Text: w.String()}
+	if !w.Until.IsZero() {
+		u := w.Until.UTC()
+		v.Until = &u
+	}
+	return v
+}
+
 // openModels starts the model gateway when agent.env holds a model key
 // (nil otherwise). Its CA is the git service's: one file for the sandbox
 // to trust.
