@@ -24,6 +24,7 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 	}
 	printContainerNodes(w, v)
 	printEgressDenied(w, v)
+	printLimitWaits(w, v)
 	printContainerErrors(w, v)
 }
 
@@ -59,10 +60,11 @@ func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
 	fileRun := cmd.RunE
 	fl := cmd.Flags()
 	var t swarmTarget
-	var watch bool
+	var watch, detail bool
 	var interval time.Duration
 	fl.StringVar(&t.socket, "socket", "", "daemon socket (default $AIMI_SOCKET, $XDG_RUNTIME_DIR/aimi/aimid.sock or /run/aimi/aimid.sock)")
 	fl.BoolVar(&watch, "watch", false, "redraw on every change until interrupted (needs the daemon)")
+	fl.BoolVar(&detail, "detail", false, "with --json: the daemon's whole view, the state file's content plus what it has no field for (errors, nodes, model calls waiting at the gateway)")
 	fl.DurationVar(&interval, "interval", 2*time.Second, "with --watch: the longest time between two redraws")
 	cmd.Short = "show the swarm's state (from the daemon, else from the state file)"
 	cmd.RunE = func(c *cobra.Command, args []string) error {
@@ -71,6 +73,9 @@ func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
 		}
 		t.repo, _ = fl.GetString("repo")
 		asJSON, _ := fl.GetBool("json")
+		if detail && !asJSON {
+			return exitf(ExitUsage, "--detail goes with --json (the table shows the detail anyway)")
+		}
 		repo, client, err := t.resolve()
 		if err != nil {
 			return err
@@ -85,20 +90,29 @@ func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
 		if err != nil {
 			return swarmErr(err)
 		}
+		format := statusFormat{json: asJSON, detail: detail}
 		if !watch {
-			return printStatus(s.Out, view, asJSON)
+			return printStatus(s.Out, view, format)
 		}
-		return watchStatus(ctx, s, client, repo, view, asJSON, interval)
+		return watchStatus(ctx, s, client, repo, view, format, interval)
 	}
 	return cmd
 }
 
-func printStatus(w io.Writer, v api.SwarmView, asJSON bool) error {
-	if !asJSON {
+// statusFormat is how status prints: the table, the state file's JSON,
+// or (detail) the daemon's whole view as JSON.
+type statusFormat struct{ json, detail bool }
+
+func printStatus(w io.Writer, v api.SwarmView, f statusFormat) error {
+	if !f.json {
 		renderSwarmView(w, v)
 		return nil
 	}
-	b, err := json.MarshalIndent(v.State, "", "  ")
+	var doc any = v.State
+	if f.detail {
+		doc = v
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return exitf(ExitUsage, "encode state: %v", err)
 	}
@@ -109,11 +123,11 @@ func printStatus(w io.Writer, v api.SwarmView, asJSON bool) error {
 // watchStatus redraws on every event (at most every followMinGap: a
 // change after a quiet spell is drawn at once) and at least every
 // interval, until ctx ends.
-func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo string, view api.SwarmView, asJSON bool, interval time.Duration) error {
+func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo string, view api.SwarmView, f statusFormat, interval time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := swarmChanges(ctx, client, repo)
-	tty := isTerminal(s.Out) && !asJSON
+	tty := isTerminal(s.Out) && !f.json
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	var lastDraw time.Time
@@ -122,10 +136,10 @@ func watchStatus(ctx context.Context, s Streams, client *daemon.Client, repo str
 		if tty {
 			writeControl(s.Out, "\x1b[H\x1b[2J") // home, clear screen
 		}
-		if !asJSON { // JSON output stays a sequence of documents
+		if !f.json { // JSON output stays a sequence of documents
 			fmt.Fprintf(s.Out, "%s\n", time.Now().UTC().Format(time.RFC3339))
 		}
-		if err := printStatus(s.Out, view, asJSON); err != nil {
+		if err := printStatus(s.Out, view, f); err != nil {
 			return err
 		}
 		select {
