@@ -87,6 +87,20 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 		t.Errorf("card after the change: %+v", got)
 	}
 
+	// A limit wait shows on the card while it lasts.
+	wait := "waiting for anthropic limit until 03:12:40"
+	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventLimitWait, Output: wait}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(card+` .limit-wait`))); err != nil {
+		t.Fatalf("no limit wait on the card: %v", err)
+	}
+	if shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('[data-container="aimi-web"] .limit-wait').textContent`)); err != nil || shown != wait {
+		t.Fatalf("limit wait on the card: %q %v", shown, err)
+	}
+	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventLimitWaitOver, Output: "over"}
+	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(chromedp.CSS(card+` .limit-wait`))); err != nil {
+		t.Fatalf("the limit wait stays on the card after its end: %v", err)
+	}
+
 	// The journal: stderr and error codes marked, hostile text as text.
 	f.records = []state.Record{
 		{Seq: 1, Stream: state.StreamStdout, Valid: true, Type: "progress-update", Message: []byte(`{"type":"progress-update","payload":{"storyId":"US-002","status":"in_progress","output":"working"}}`)},

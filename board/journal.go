@@ -112,6 +112,10 @@ func summarize(rec state.Record) lineJSON {
 	case rec.Stream == state.StreamStderr:
 		l.Kind, l.Text = "log", clean(string(rec.RawLine()), maxText)
 		return l
+	case rec.Stream == state.StreamDaemon && rec.Reason == string(api.EventLimitWait):
+		// A container's model calls began or ended waiting at the gateway.
+		l.Kind, l.Text = "limit-wait", clean(string(rec.RawLine()), maxText)
+		return l
 	case rec.Stream == state.StreamDaemon && rec.Type == "egress-denied":
 		// A request the egress proxy refused: method, host:port, why.
 		l.Kind, l.Text = "egress-denied", clean(rec.Reason, maxText)

@@ -46,6 +46,9 @@ type containerJSON struct {
 	EgressDenied int          `json:"egressDenied"`
 	Stories      []storyJSON  `json:"stories"`
 	Progress     progressJSON `json:"progress"`
+	// LimitWaits say what the container's model calls wait for at the
+	// gateway now ("waiting for anthropic limit until 15:04:05").
+	LimitWaits []string `json:"limitWaits"`
 }
 
 type errorJSON struct {
@@ -94,7 +97,10 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 			ExitCode: d.ExitCode, OOMKilled: d.OOMKilled, Finished: d.Finished,
 			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected, EgressDenied: d.EgressDenied,
 			Errors: []errorJSON{}, Stories: []storyJSON{},
-			Progress: progressJSON(e.StoryProgress),
+			Progress: progressJSON(e.StoryProgress), LimitWaits: []string{},
+		}
+		for _, w := range d.LimitWaits {
+			c.LimitWaits = append(c.LimitWaits, clean(w.Text, maxTitle))
 		}
 		prURL := e.PRURL
 		if d.PRURL != nil {

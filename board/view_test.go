@@ -2,6 +2,7 @@ package board
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode"
 
@@ -49,4 +50,26 @@ func TestSwarmViewCarriesNoControlOrBidiFromTheRepository(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A container whose model calls wait at the gateway carries the wait's
+// words to its card, cleaned like any text; the journal shows the
+// daemon's note as a limit-wait line.
+func TestContainerCardCarriesTheLimitWait(t *testing.T) {
+	text := "waiting for anthropic limit until 03:12:40"
+	v := api.SwarmView{RepoPath: "/repo", State: &state.Swarm{SwarmID: "s", Containers: []*state.Container{
+		{ContainerName: "aimi-a", Status: state.StatusRunning}, {ContainerName: "aimi-b", Status: state.StatusRunning}}},
+		Containers: []api.ContainerDetail{{Name: "aimi-a", LimitWaits: []api.LimitWait{{Provider: "anthropic", Reason: "limit", Text: text + "\u202e"}}}}}
+	s := boardSwarm(v)
+	if got := s.Containers[0].LimitWaits; len(got) != 1 || !strings.HasPrefix(got[0], text) || strings.ContainsRune(got[0], '\u202e') {
+		t.Fatalf("card of the waiting container: %q", got)
+	}
+	if got := s.Containers[1].LimitWaits; got == nil || len(got) != 0 {
+		t.Fatalf("card of the other container: %#v, want an empty list", got)
+	}
+	rec := state.Record{Stream: state.StreamDaemon, Reason: string(api.EventLimitWait)}
+	rec.SetRaw([]byte(text))
+	if l := summarize(rec); l.Kind != "limit-wait" || l.Text != text {
+		t.Fatalf("journal line %+v", l)
+	}
 }

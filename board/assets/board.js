@@ -279,6 +279,8 @@
       node: field(dl, 'node'), task: field(dl, 'task file'), pr: field(dl, 'pull request'), exit: field(dl, 'exit'),
     };
     const output = t('p', 'output');
+    const wait = t('p', 'limit-wait');
+    wait.hidden = true;
     const errors = t('ul', 'errors');
     const graphBox = t('div', 'graph');
     const result = t('div', 'result');
@@ -295,8 +297,8 @@
     journal.hidden = true;
     journal.setAttribute('aria-label', 'journal of ' + name);
     journal.tabIndex = 0;
-    el.append(head, bar, dl, output, errors, graphBox, acts, result, journal);
-    c = { el, refs, output, errors, graphBox, stop, jbtn, journal, graphKey: '', src: null, data: null };
+    el.append(head, bar, dl, wait, output, errors, graphBox, acts, result, journal);
+    c = { el, refs, output, wait, errors, graphBox, stop, jbtn, journal, graphKey: '', src: null, data: null };
     v.cards.set(name, c);
     v.list.appendChild(el);
     return c;
@@ -343,6 +345,9 @@
     }
     c.refs.exit.textContent = data.exitCode === null || data.exitCode === undefined ? '—' : String(data.exitCode) + (data.oomKilled ? ' (OOM killed)' : '');
     c.output.textContent = data.lastOutput || '';
+    const waits = data.limitWaits || [];
+    c.wait.textContent = waits.join('; ');
+    c.wait.hidden = !waits.length;
     c.errors.textContent = '';
     for (const e of data.errors) {
       const li = t('li', 'error');
@@ -596,6 +601,8 @@
       if (e.kind === 'progress' && e.messageType === 'progress-update' && e.output) c.lastOutput = e.output;
       if (e.code) c.errors.push({ code: e.code, message: e.output || '' });
       if (e.kind === 'line-rejected') c.rejected = (c.rejected || 0) + 1;
+      if (e.kind === 'limit-wait') c.limitWaits = [e.output || ''];
+      if (e.kind === 'limit-wait-over') c.limitWaits = [];
       c.updatedAt = e.time;
       dirty.set(e.repo + '\n' + e.container, { repo: e.repo, name: e.container });
     }
