@@ -41,6 +41,7 @@ type Sockets struct {
 
 	mu   sync.Mutex
 	open map[Sandbox][]net.Listener
+	dirs map[Sandbox]string // sandboxes served in a directory made before them (OpenIn)
 }
 
 // NewSockets makes dir (0700: only the daemon's user reaches the sockets
@@ -57,7 +58,7 @@ func NewSockets(dir string, log *slog.Logger, services ...Service) (*Sockets, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sandbox sockets: make %s: %w", dir, err)
 	}
-	return &Sockets{dir: dir, services: services, log: log, open: map[Sandbox][]net.Listener{}}, nil
+	return &Sockets{dir: dir, services: services, log: log, open: map[Sandbox][]net.Listener{}, dirs: map[Sandbox]string{}}, nil
 }
 
 // Forward is what AIMI_NET_FORWARD holds for the runner: PORT=NAME pairs,
@@ -84,11 +85,22 @@ func (s *Sockets) Dir(sb Sandbox) string {
 // open sandbox does nothing. After a daemon restart the old socket files
 // are replaced, which a running container sees through its bind mount.
 func (s *Sockets) Open(sb Sandbox) (string, error) {
-	dir := s.Dir(sb)
+	return s.OpenIn(sb, "")
+}
+
+// OpenIn is Open in dir, a directory under the Sockets' own that was
+// mounted into the container before it was sb (a warm pool sandbox's,
+// made at its create); "" is sb's own directory (Dir).
+func (s *Sockets) OpenIn(sb Sandbox, dir string) (string, error) {
+	if dir == "" {
+		dir = s.Dir(sb)
+	} else if rel, err := filepath.Rel(s.dir, dir); err != nil || !filepath.IsLocal(rel) || rel == "." {
+		return "", fmt.Errorf("sandbox sockets: %s is not a directory under %s", dir, s.dir)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.open[sb]; ok {
-		return dir, nil
+		return s.dirOf(sb), nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("sandbox sockets: make %s: %w", dir, err)
@@ -114,7 +126,18 @@ func (s *Sockets) Open(sb Sandbox) (string, error) {
 		}(sv, ln)
 	}
 	s.open[sb] = lns
+	if dir != s.Dir(sb) {
+		s.dirs[sb] = dir
+	}
 	return dir, nil
+}
+
+// dirOf is where sb's sockets are (s.mu held).
+func (s *Sockets) dirOf(sb Sandbox) string {
+	if d, ok := s.dirs[sb]; ok {
+		return d
+	}
+	return s.Dir(sb)
 }
 
 func listenUnix(path string) (net.Listener, error) {
@@ -144,22 +167,28 @@ func listenUnix(path string) (net.Listener, error) {
 // Remove takes it once the engine removed the container.
 func (s *Sockets) Close(sb Sandbox) {
 	s.mu.Lock()
-	lns := s.open[sb]
+	lns, dir := s.open[sb], s.dirOf(sb)
 	delete(s.open, sb)
 	s.mu.Unlock()
 	for _, l := range lns {
 		_ = l.Close()
 	}
-	dir := s.Dir(sb)
 	for _, sv := range s.services {
 		_ = os.Remove(filepath.Join(dir, sv.Name+".sock"))
 	}
 }
 
-// Remove stops serving sb and removes its directory: the engine removed
-// the container.
+// Remove stops serving sb and removes its directory (OpenIn's too): the
+// engine removed the container.
 func (s *Sockets) Remove(sb Sandbox) {
 	s.Close(sb)
+	s.mu.Lock()
+	dir, other := s.dirs[sb]
+	delete(s.dirs, sb)
+	s.mu.Unlock()
+	if other {
+		_ = os.RemoveAll(dir)
+	}
 	_ = os.RemoveAll(s.Dir(sb))
 }
 

@@ -47,3 +47,61 @@ func TestCloseKeepsTheDirectoryRemoveTakesIt(t *testing.T) {
 		t.Errorf("after Remove: %v; want the directory gone", err)
 	}
 }
+
+// OpenIn serves a sandbox in a directory made before it (a warm pool
+// sandbox's, mounted at its create): the sockets appear there, Close takes
+// them, Remove the directory; a directory outside the Sockets' own is
+// refused.
+func TestOpenInServesADirectoryMadeBefore(t *testing.T) {
+	base, err := os.MkdirTemp("", "egress")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	svc := Service{Name: "proxy", Port: func() int { return 3128 }, Serve: func(ln net.Listener, _ Sandbox) error {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return err
+			}
+			_, _ = c.Write([]byte("hi"))
+			_ = c.Close()
+		}
+	}}
+	root := filepath.Join(base, "net")
+	s, err := NewSockets(root, slog.New(slog.DiscardHandler), svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := Sandbox{Swarm: "s", Container: "c"}
+	if _, err := s.OpenIn(sb, filepath.Join(base, "elsewhere")); err == nil {
+		t.Fatal("a directory outside the sockets' own was taken")
+	}
+	pool := filepath.Join(root, "warm", "abc")
+	if err := os.MkdirAll(pool, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := s.OpenIn(sb, pool)
+	if err != nil || dir != pool {
+		t.Fatalf("OpenIn: %q, %v; want %q", dir, err, pool)
+	}
+	if again, err := s.Open(sb); err != nil || again != pool {
+		t.Errorf("Open of the open sandbox: %q, %v; want %q", again, err, pool)
+	}
+	c, err := net.Dial("unix", filepath.Join(pool, "proxy.sock"))
+	if err != nil {
+		t.Fatalf("the socket in the pool's directory: %v", err)
+	}
+	_ = c.Close()
+	if _, err := os.Stat(s.Dir(sb)); !os.IsNotExist(err) {
+		t.Errorf("the sandbox's own directory was made too (%v)", err)
+	}
+	s.Close(sb)
+	if _, err := os.Stat(filepath.Join(pool, "proxy.sock")); !os.IsNotExist(err) {
+		t.Errorf("after Close the socket is still there (%v)", err)
+	}
+	s.Remove(sb)
+	if _, err := os.Stat(pool); !os.IsNotExist(err) {
+		t.Errorf("after Remove: %v; want the pool's directory gone", err)
+	}
+}

@@ -328,17 +328,12 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 		mg = &gr
 	}
 	spec := sw.createSpec(c, g, mg)
-	// A warm sandbox was started without the container's socket
-	// directory, which cannot be mounted later: with no network, every
-	// container is created fresh.
-	if sw.m.cfg.Net == nil {
-		if ok, err := sw.claimWarm(ctx, c, spec); ok || err != nil {
-			if err != nil {
-				sw.revoke(c)
-				return fmt.Errorf("claim a warm sandbox as %s for %s: %w", c.name, c.taskFile, err)
-			}
-			return nil
+	if ok, err := sw.claimWarm(ctx, c, spec); ok || err != nil {
+		if err != nil {
+			sw.revoke(c)
+			return fmt.Errorf("claim a warm sandbox as %s for %s: %w", c.name, c.taskFile, err)
 		}
+		return nil
 	}
 	ng, err := sw.openNet(ctx, c)
 	var id string

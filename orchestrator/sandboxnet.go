@@ -42,6 +42,11 @@ type NetSandbox struct {
 	RepoURL string
 	// Deny journals one refused request.
 	Deny func(method, host string, port int, reason string)
+	// Dir is where to serve the sockets when the container has a
+	// directory mounted at contract.NetDir already (a claimed warm
+	// sandbox: the pool mounted one of its own at the sandbox's create);
+	// "" for the container's own, which Open makes.
+	Dir string
 }
 
 // NetGrant is what Open gives the container.
@@ -56,13 +61,19 @@ func (sw *swarm) openNet(ctx context.Context, c *ctr) (*NetGrant, error) {
 		return nil, nil
 	}
 	sw.mu.Lock()
-	name, repoURL := c.name, ""
+	name, repoURL, warm := c.name, "", c.warm
 	if !sw.local {
 		repoURL = c.repoURL
 	}
 	sw.mu.Unlock()
+	dir := ""
+	if warm && sw.m.cfg.Warm != nil {
+		if dir = sw.m.cfg.Warm.SocketDir(sw.idOf(c)); dir == "" {
+			return nil, fmt.Errorf("open the daemon's services to %s: a claimed warm sandbox without the pool's socket directory (drain the pool: aimid --drain-pool)", name)
+		}
+	}
 	ng, err := sw.m.cfg.Net.Open(ctx, NetSandbox{
-		SwarmID: sw.id, Container: name, Repo: sw.repo, RepoURL: repoURL,
+		SwarmID: sw.id, Container: name, Repo: sw.repo, RepoURL: repoURL, Dir: dir,
 		Deny: func(method, host string, port int, reason string) { sw.noteDenied(name, method, host, port, reason) },
 	})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
@@ -23,6 +24,10 @@ type WarmPool interface {
 	Confirm(ids ...string) error
 	// Busy holds the pool's own creates back until done is called.
 	Busy() (done func())
+	// SocketDir is the host directory the pool mounted at
+	// contract.NetDir in claimed sandbox id at its create ("" when none):
+	// with a SandboxNet its sockets are served there from the claim on.
+	SocketDir(id string) string
 }
 
 // warmNote is the journal's note on the task-request of a claimed sandbox:
@@ -44,6 +49,11 @@ func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec engine.Spec) (bool,
 	pool := sw.m.cfg.Warm
 	if pool == nil {
 		return false, nil
+	}
+	if sw.m.cfg.Net != nil {
+		// It stays on no network, as a created one is: its sockets,
+		// served in the pool's directory, replace any network.
+		spec.Network = engine.NetworkNone
 	}
 	id, ok, err := pool.Claim(ctx, spec)
 	if err != nil || !ok {
@@ -96,6 +106,16 @@ func (sw *swarm) sendClaim(ctx context.Context, c *ctr) error {
 		}
 		env, mounts = spec.Env, spec.Mounts
 	}
+	// Without a network: what the runner forwards to which socket, and the
+	// proxy. The sockets are served in the pool's directory from here on
+	// (after the state file's save: nothing answers there before).
+	ng, err := sw.openNet(ctx, c)
+	if err != nil {
+		return err
+	}
+	if ng != nil {
+		env = append(slices.Clip(env), ng.Env...)
+	}
 	lines, err := claimLines(env, mounts)
 	if err != nil {
 		return fmt.Errorf("the claim of %s: %w", c.name, err)
@@ -123,7 +143,7 @@ func (sw *swarm) regrant(ctx context.Context, c *ctr) (engine.Spec, error) {
 		g = &gr
 	}
 	if sw.m.cfg.Models != nil {
-		gr, err := sw.m.cfg.Models.Grant(sw.id, c.name, sw.gatewayIP())
+		gr, err := sw.m.cfg.Models.Grant(sw.id, c.name, sw.modelGateway())
 		if err != nil {
 			return engine.Spec{}, fmt.Errorf("grant model access to %s: %w", c.name, err)
 		}

@@ -97,6 +97,7 @@ func (p *Pool) pass(ctx context.Context) {
 		}
 	}
 	p.mu.Unlock()
+	p.sweepDirs(infos)
 	for k, n := range want {
 		p.topUp(ctx, k, specs[k], n)
 	}
@@ -161,12 +162,17 @@ func (p *Pool) fill(ctx context.Context, key string, spec engine.Spec) (string, 
 	s.Env = []string{contract.EnvWarm + "=1"}
 	s.Network = engine.NetworkNone
 	s.Mounts = nil
+	if err := p.mountDir(&s); err != nil {
+		return "", err
+	}
 	id, err := p.eng.Create(ctx, s)
 	if err != nil {
+		p.removeDir(s.Name)
 		return "", err
 	}
 	if err := p.eng.Start(ctx, id); err != nil {
 		p.discard(ctx, id, "its start failed")
+		p.removeDir(s.Name)
 		return "", err
 	}
 	p.log.Debug("warm pool: sandbox ready", "sandbox", s.Name, "image", s.Image)

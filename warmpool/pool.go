@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -40,7 +42,12 @@ type Options struct {
 	Labels map[string]string
 	// MaxAge is how long a sandbox may wait in the pool (DefaultMaxAge).
 	MaxAge time.Duration
-	Logger *slog.Logger
+	// SocketRoot, when set, is where each pool sandbox gets a directory
+	// of its own, empty until its claim, mounted at contract.NetDir at its
+	// create: a sandbox on no network reaches the daemon's services
+	// through the sockets served there from its claim on (SocketDir).
+	SocketRoot string
+	Logger     *slog.Logger
 }
 
 // target is how many sandboxes of one spec the pool keeps.
@@ -64,6 +71,7 @@ type Pool struct {
 	claims *claims
 	labels map[string]string
 	maxAge time.Duration
+	socks  string // Options.SocketRoot
 	log    *slog.Logger
 
 	mu      sync.Mutex
@@ -84,12 +92,17 @@ func New(eng Engine, opts Options) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{
-		eng: eng, claims: c, labels: maps.Clone(opts.Labels), maxAge: opts.MaxAge, log: opts.Logger,
+		eng: eng, claims: c, labels: maps.Clone(opts.Labels), maxAge: opts.MaxAge, socks: opts.SocketRoot, log: opts.Logger,
 		targets: map[string]*target{}, repoKey: map[string]string{}, repoN: map[string]int{},
 		idle: map[string][]string{}, taking: map[string]bool{}, kick: make(chan struct{}, 1),
 	}
 	if p.maxAge <= 0 {
 		p.maxAge = DefaultMaxAge
+	}
+	if p.socks != "" {
+		if err := os.MkdirAll(p.socks, 0o700); err != nil {
+			return nil, fmt.Errorf("warm pool: make its socket directory: %w", err)
+		}
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -266,6 +279,11 @@ func (p *Pool) claimOne(ctx context.Context, id string, s engine.Spec) (string, 
 		p.log.Warn("warm pool: rename for a claim failed; creating instead", "sandbox", info.Name, "name", s.Name, "err", err)
 		return "", false, ctx.Err()
 	}
+	if s.Network == "" || s.Network == engine.NetworkNone {
+		// Sealed: it stays on no network, and its sockets (served in its
+		// pool directory, SocketDir) replace any network.
+		return info.ID, true, nil
+	}
 	if err := p.eng.JoinNetwork(ctx, info.ID, s.Network); err != nil {
 		p.log.Warn("warm pool: network join for a claim failed; creating instead", "sandbox", info.Name, "network", s.Network, "err", err)
 		p.unclaim(context.WithoutCancel(ctx), info.ID, cl)
@@ -305,7 +323,8 @@ func (p *Pool) Claimed(id string) bool {
 // network, its pool name again, its record gone. One that cannot be put
 // back is removed.
 func (p *Pool) unclaim(ctx context.Context, id string, cl claim) {
-	err := p.eng.LeaveNetworks(ctx, id, "")
+	p.emptyDir(cl.PoolName) // what a dead daemon served there answers no more
+	err := p.eng.LeaveNetworks(ctx, id, engine.NetworkNone)
 	if err == nil {
 		if info, ierr := p.eng.Inspect(ctx, id); ierr == nil && info.Name != cl.PoolName {
 			err = p.eng.Rename(ctx, id, cl.PoolName)
@@ -338,5 +357,5 @@ func (p *Pool) discard(ctx context.Context, id, why string) {
 func newName() string {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
-	return "aimi-warm-" + hex.EncodeToString(b)
+	return namePrefix + hex.EncodeToString(b)
 }

@@ -83,6 +83,7 @@ func (p *Pool) Drain(ctx context.Context) (removed int, err error) {
 		if err := p.eng.Remove(ctx, in.ID); err != nil {
 			return removed, fmt.Errorf("warm pool: remove %s: %w", in.Name, err)
 		}
+		p.removeDir(in.Name)
 		removed++
 	}
 	return removed, nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +17,10 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
 )
@@ -67,6 +71,26 @@ func TestSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist(t *testing.T)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
+	probeEgress(t, false)
+}
+
+// TestClaimedSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist is
+// the test above with a warm pool of one: before its claim the waiting
+// sandbox runs the same probe (every way out, the proxy's port included)
+// and reaches nothing, its socket directory empty; the claimed sandbox
+// then reaches exactly what a created one does (the git service, the
+// allowed host through the proxy, nothing else).
+func TestClaimedSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist(t *testing.T) {
+	parallel(t)
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	probeEgress(t, true)
+}
+
+// probeEgress runs the probe in a sandbox of a start: a created one, or
+// with warm a claimed one (probed once before its claim too).
+func probeEgress(t *testing.T, warm bool) {
 	image := sandboxImage(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -136,8 +160,18 @@ func TestSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist(t *testing.T)
 		}
 	}
 	config := "agent:\n  kind: exec\n  command: HOSTPORT=" + strconv.Itoa(hostPort) + " perl probe.pl\ngit:\n  mode: local\negress:\n  allow:\n    - \"" + allowedLn.Addr().String() + "\"\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", env, "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=2s")
+	settings := []string{"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=2s"}
+	if warm {
+		settings = append(settings, "AIMI_SANDBOX_WARM_POOL=1")
+		dockertest.Cleanup(t, contract.LabelDaemon, testInstance(sock))
+	}
+	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", env, settings...)
 	defer p.stop(t)
+	if warm {
+		cli := dockertest.Client(t)
+		pool := waitPool(t, ctx, cli, testInstance(sock), 1, p)
+		probeWaiting(t, ctx, cli, pool[0], targets, hostPort)
+	}
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -158,7 +192,11 @@ func TestSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist(t *testing.T)
 	if n, m := tcpHits.Load(), udpHits.Load(); n != 0 || m != 0 {
 		t.Errorf("the host service got %d TCP connections and %d UDP packets from the sandbox", n, m)
 	}
-	name := validState(t, repo).Containers[0].ContainerName
+	sw := validState(t, repo)
+	name := sw.Containers[0].ContainerName
+	if warm && !hasWarmNote(t, repo, sw.SwarmID, name) {
+		t.Errorf("%s was created, not claimed from the pool", name)
+	}
 	code, logs, errOut := aimi(ctx, "swarm", "logs", name, "--repo", repo, "--socket", sock)
 	if code != 0 || !strings.Contains(logs, "egress-denied") || !strings.Contains(logs, "GET denied.example:80") {
 		t.Errorf("the refusal is not in the journal: exit %d\n%s\n%s", code, logs, errOut)
@@ -200,7 +238,8 @@ func otherNetworkContainer(t *testing.T, ctx context.Context, image string) stri
 	run := dockertest.RunID()
 	dockertest.Cleanup(t, dockertest.LabelKey, run)
 	labels := map[string]string{dockertest.LabelKey: run}
-	nw, err := cli.NetworkCreate(ctx, "aimi-egress-other-"+run[:8], network.CreateOptions{Driver: "bridge", Labels: labels})
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name())))[:6]
+	nw, err := cli.NetworkCreate(ctx, "aimi-egress-other-"+run[:8]+"-"+sfx, network.CreateOptions{Driver: "bridge", Labels: labels})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,4 +265,29 @@ func otherNetworkContainer(t *testing.T, ctx context.Context, image string) stri
 	}
 	t.Fatal("the other network's container has no address")
 	return ""
+}
+
+// probeWaiting runs the probe in a pool sandbox waiting for its claim, by
+// exec (its runner waits on stdin): every target of the start's probe, the
+// loopback ports a claim would forward, and its socket directory, which
+// must be empty. Nothing may answer.
+func probeWaiting(t *testing.T, ctx context.Context, cli *client.Client, in container.InspectResponse, targets []string, hostPort int) {
+	t.Helper()
+	for _, port := range []int{contract.ProxyPort, gateway.SandboxPort} {
+		targets = append(targets, fmt.Sprintf("tcp 127.0.0.1 %d", port))
+	}
+	const script = `d=$(mktemp -d) && cd "$d" && printf '%s\n' "$1" > targets.txt && printf '%s' "$2" > probe.pl && HOSTPORT="$3" perl probe.pl; cat probe-out.txt; echo "sockets:$(ls -A ` + contract.NetDir + `)"`
+	out := execIn(t, ctx, cli, in.ID, "sh", "-c", script, "sh", strings.Join(targets, "\n"), probeScript, strconv.Itoa(hostPort))
+	t.Logf("probe of the waiting pool sandbox %s:\n%s", in.Name, out)
+	if !strings.Contains(out, "closed tcp") || !strings.Contains(out, "sockets:") {
+		t.Fatalf("the probe did not run in the pool sandbox:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "OPEN") || strings.HasPrefix(line, "proxy ") && !strings.Contains(line, "closed") {
+			t.Errorf("a pool sandbox before its claim got out: %s", line)
+		}
+		if rest, ok := strings.CutPrefix(line, "sockets:"); ok && strings.TrimSpace(rest) != "" {
+			t.Errorf("a pool sandbox before its claim has sockets: %s", rest)
+		}
+	}
 }

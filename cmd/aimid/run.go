@@ -162,7 +162,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		ResolveRepo:  orchestrator.ResolveRepo,
 		Swarms:       mgr,
 		Logger:       log,
-		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr, oc.Net != nil)),
+		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
 		Version:      version,
 		Inbox:        openInbox(life, cfg, git, mgr, log),
 	})
@@ -352,12 +352,6 @@ func takeInstance(ctx context.Context, o options, log *slog.Logger) (release fun
 // mode's nodes share no filesystem with the daemon and keep their network.
 func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, models orchestrator.ModelAccess, oc *orchestrator.Config, log *slog.Logger) (closeAll func(), err error) {
 	if cfg.Engine.Backend != configs.BackendDocker {
-		return func() {}, nil
-	}
-	if cfg.Sandbox.WarmPool > 0 {
-		// A warm sandbox is started before its container's socket
-		// directory exists, and a mount cannot be added later.
-		log.Warn("sandbox.warm_pool is set: sandboxes keep the swarm's bridge network, which reaches the host and the internet (no egress proxy, no default-deny); set sandbox.warm_pool: 0 for sandboxes with no network")
 		return func() {}, nil
 	}
 	var gw *gateway.Service

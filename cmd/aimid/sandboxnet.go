@@ -63,13 +63,16 @@ func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 			},
 		})
 	}
-	s, err := egress.NewSockets(filepath.Join(dataDir, "net"), log, services...)
+	s, err := egress.NewSockets(sandboxNetDir(dataDir), log, services...)
 	if err != nil {
 		return nil, err
 	}
 	n.sockets = s
 	return n, nil
 }
+
+// sandboxNetDir is where the sandboxes' socket directories are.
+func sandboxNetDir(dataDir string) string { return filepath.Join(dataDir, "net") }
 
 // forwarded is a service listening on the host's loopback at port(),
 // reached from the sandbox at the same port of its own loopback.
@@ -138,7 +141,7 @@ func (n *sandboxNet) Open(_ context.Context, s orchestrator.NetSandbox) (orchest
 	n.mu.Lock()
 	n.rules[sb], n.deny[sb] = rules, s.Deny
 	n.mu.Unlock()
-	dir, err := n.sockets.Open(sb)
+	dir, err := n.sockets.OpenIn(sb, s.Dir)
 	if err != nil {
 		return orchestrator.NetGrant{}, err
 	}

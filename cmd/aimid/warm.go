@@ -20,6 +20,12 @@ func daemonLabels(o options) map[string]string {
 	return map[string]string{contract.LabelDaemon: o.instance}
 }
 
+// poolSocketRoot is where pool sandboxes' socket directories are: under
+// the sandboxes' socket directory (sandboxNet serves only there).
+func poolSocketRoot(dataDir string) string {
+	return filepath.Join(sandboxNetDir(dataDir), "warm")
+}
+
 // openPool makes the warm pool of the docker backend and settles the
 // claims a previous daemon left (before anything adopts a swarm); nil on
 // the swarm backend, where a service cannot be handed a new task
@@ -29,7 +35,7 @@ func openPool(ctx context.Context, cfg *configs.Config, o options, be backend, l
 	if o.drainPool {
 		var pool *warmpool.Pool
 		if be.docker != nil {
-			p, err := warmpool.New(be.docker, warmpool.Options{Dir: filepath.Join(o.dataDir, "pool"), Labels: daemonLabels(o), Logger: log})
+			p, err := warmpool.New(be.docker, warmpool.Options{Dir: filepath.Join(o.dataDir, "pool"), Labels: daemonLabels(o), SocketRoot: poolSocketRoot(o.dataDir), Logger: log})
 			if err != nil {
 				return nil, err
 			}
@@ -45,6 +51,7 @@ func openPool(ctx context.Context, cfg *configs.Config, o options, be backend, l
 	}
 	pool, err := warmpool.New(be.docker, warmpool.Options{
 		Dir: filepath.Join(o.dataDir, "pool"), Labels: daemonLabels(o), MaxAge: cfg.Sandbox.WarmMaxAge, Logger: log,
+		SocketRoot: poolSocketRoot(o.dataDir),
 	})
 	if err != nil {
 		return nil, err
@@ -71,8 +78,8 @@ func drainPool(ctx context.Context, pool *warmpool.Pool, log *slog.Logger) error
 
 // warmRepo tells the pool a repository's sandbox.warm_pool (and image) at
 // each of its starts; nil without a pool.
-func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager, sealed bool) func(req *api.StartRequest, rc *configs.Config) {
-	if pool == nil || sealed {
+func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager) func(req *api.StartRequest, rc *configs.Config) {
+	if pool == nil {
 		return nil
 	}
 	return func(req *api.StartRequest, rc *configs.Config) {
@@ -95,17 +102,7 @@ func startManager(ctx, life context.Context, oc orchestrator.Config, eng engine.
 		return nil, fmt.Errorf("recover swarms: %w", err)
 	}
 	if pool != nil {
-		n := cfg.Sandbox.WarmPool
-		if oc.Net != nil && n > 0 {
-			// A container's socket directory (git, gateway, egress proxy)
-			// is a bind mount made at create, and a running sandbox cannot
-			// get one later: no claim could succeed, so nothing is kept
-			// (and what an earlier setting left is drained).
-			log := slog.Default()
-			log.Warn("sandbox.warm_pool is not used: sandboxes have no network and get the daemon's services as a socket directory mounted at create, which a started sandbox cannot get (docs/warm-pool.md)", "warmPool", n)
-			n = 0
-		}
-		pool.SetTarget(mgr.WarmSpec(cfg.Sandbox.Image), n)
+		pool.SetTarget(mgr.WarmSpec(cfg.Sandbox.Image), cfg.Sandbox.WarmPool)
 		go pool.Run(life)
 	}
 	return mgr, nil

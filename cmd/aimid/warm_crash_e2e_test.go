@@ -29,9 +29,11 @@ func kill9(t testing.TB, p *proc) {
 }
 
 // checkPoolSettled: every pool sandbox of instance is either a container
-// of a state file in states (named as the entry, on a network) or waiting
-// in the pool (running, its pool name, on no network).
-func checkPoolSettled(t testing.TB, ctx context.Context, cli *client.Client, instance string, states []*state.Swarm) {
+// of a state file in states (named as the entry, on no network, its
+// socket directory the pool's) or waiting in the pool (running, its pool
+// name, on no network, nothing in its socket directory: a claim cut short
+// leaves no socket behind).
+func checkPoolSettled(t testing.TB, ctx context.Context, cli *client.Client, instance, data string, states []*state.Swarm) {
 	t.Helper()
 	entries := map[string]string{}
 	for _, sw := range states {
@@ -41,15 +43,28 @@ func checkPoolSettled(t testing.TB, ctx context.Context, cli *client.Client, ins
 	}
 	for _, in := range warmSandboxes(t, ctx, cli, instance) {
 		if name, ok := entries[in.ID]; ok {
-			if in.Name != "/"+name || !onANetwork(in) {
-				t.Errorf("claimed %s (entry %s): not complete (networks %v)", in.Name, name, in.NetworkSettings.Networks)
+			if in.Name != "/"+name || onANetwork(in) || !poolSocketDir(in, data) {
+				t.Errorf("claimed %s (entry %s): not complete (networks %v, mounts %v)", in.Name, name, in.NetworkSettings.Networks, in.Mounts)
 			}
 			continue
 		}
-		if !strings.HasPrefix(in.Name, "/aimi-warm-") || !in.State.Running || onANetwork(in) {
-			t.Errorf("pool sandbox %s is neither a swarm's nor back in the pool (running %v, networks %v)", in.Name, in.State.Running, in.NetworkSettings.Networks)
+		if !strings.HasPrefix(in.Name, "/aimi-warm-") || !in.State.Running || onANetwork(in) || !poolSocketDir(in, data) {
+			t.Errorf("pool sandbox %s is neither a swarm's nor back in the pool (running %v, networks %v, mounts %v)", in.Name, in.State.Running, in.NetworkSettings.Networks, in.Mounts)
+			continue
+		}
+		checkEmptySocketDir(t, in)
+	}
+}
+
+// poolSocketDir reports whether in's socket directory is one of the pool's
+// under the data directory data.
+func poolSocketDir(in dcontainer.InspectResponse, data string) bool {
+	for _, m := range in.Mounts {
+		if m.Destination == contract.NetDir {
+			return filepath.Dir(m.Source) == filepath.Join(data, "net", "warm")
 		}
 	}
+	return false
 }
 
 func onANetwork(in dcontainer.InspectResponse) bool {
@@ -90,10 +105,10 @@ func TestWarmPoolKill9MidFillAndMidClaimLosesNothing(t *testing.T) {
 	kill9(t, p)
 	p = start()
 	waitPool(t, ctx, cli, instance, 2, p)
-	checkPoolSettled(t, ctx, cli, instance, nil)
+	checkPoolSettled(t, ctx, cli, instance, data, nil)
 
 	var states []*state.Swarm
-	for i, when := range []string{"at once", "renamed", "saved", "requested"} {
+	for i, when := range []string{"at once", "renamed", "saved", "served", "requested"} {
 		sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprint(dir, i))))[:6]
 		first := fmt.Sprintf("ka%d-%s", i, sfx)
 		repo := warmTestRepo(t, first, fmt.Sprintf("kb%d-%s", i, sfx))
@@ -102,7 +117,7 @@ func TestWarmPoolKill9MidFillAndMidClaimLosesNothing(t *testing.T) {
 			defer close(done)
 			aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock)
 		}()
-		killAt(t, ctx, cli, when, repo, "aimi-"+first)
+		killAt(t, ctx, cli, when, repo, data, "aimi-"+first)
 		kill9(t, p)
 		<-done
 		p = start()
@@ -122,7 +137,7 @@ func TestWarmPoolKill9MidFillAndMidClaimLosesNothing(t *testing.T) {
 			t.Logf("killed %s: before the state file was saved", when)
 		}
 		waitPool(t, ctx, cli, instance, 2, p)
-		checkPoolSettled(t, ctx, cli, instance, states)
+		checkPoolSettled(t, ctx, cli, instance, data, states)
 	}
 	p.stop(t)
 }
@@ -130,8 +145,10 @@ func TestWarmPoolKill9MidFillAndMidClaimLosesNothing(t *testing.T) {
 // killAt returns at the moment of a start to kill the daemon at: at once,
 // once a claimed sandbox has its task's name (mid-claim, before the state
 // file's save), once the state file holds a container (before its claim
-// line), or once a task-request is journaled.
-func killAt(t testing.TB, ctx context.Context, cli *client.Client, when, repo, name string) {
+// line), once a claimed sandbox's sockets are served in its pool
+// directory (under the data directory data), or once a task-request is
+// journaled.
+func killAt(t testing.TB, ctx context.Context, cli *client.Client, when, repo, data, name string) {
 	t.Helper()
 	if when == "at once" {
 		return
@@ -141,6 +158,10 @@ func killAt(t testing.TB, ctx context.Context, cli *client.Client, when, repo, n
 		switch when {
 		case "renamed":
 			if _, err := cli.ContainerInspect(ctx, name); err == nil {
+				return
+			}
+		case "served":
+			if socks, _ := filepath.Glob(filepath.Join(data, "net", "warm", "*", "*.sock")); len(socks) > 0 {
 				return
 			}
 		case "saved", "requested":

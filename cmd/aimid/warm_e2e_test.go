@@ -120,8 +120,32 @@ func checkReachesNothing(t testing.TB, in dcontainer.InspectResponse, secret str
 			t.Errorf("%s: environment holds %q before any claim", in.Name, strings.SplitN(kv, "=", 2)[0])
 		}
 	}
-	if len(in.Mounts) > 0 && in.HostConfig.Binds != nil {
-		t.Errorf("%s: bind mounts %v before any claim", in.Name, in.HostConfig.Binds)
+	checkEmptySocketDir(t, in)
+}
+
+// checkEmptySocketDir: a waiting pool sandbox has one mount, its socket
+// directory at contract.NetDir, and nothing in it (no service answers
+// before a claim).
+func checkEmptySocketDir(t testing.TB, in dcontainer.InspectResponse) {
+	t.Helper()
+	src := ""
+	for _, m := range in.Mounts {
+		if m.Type == "bind" && m.Destination == contract.NetDir {
+			src = m.Source
+		} else if m.Type == "bind" {
+			t.Errorf("%s: bind mount %s at %s before any claim", in.Name, m.Source, m.Destination)
+		}
+	}
+	if src == "" {
+		t.Errorf("%s: no socket directory mounted at %s", in.Name, contract.NetDir)
+		return
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Errorf("%s: its socket directory: %v", in.Name, err)
+	}
+	for _, e := range ents {
+		t.Errorf("%s: %s in its socket directory before any claim", in.Name, e.Name())
 	}
 }
 
@@ -138,6 +162,7 @@ func sameIsolation(t testing.TB, claimed, created dcontainer.InspectResponse) {
 		Runtime, Image  string
 		Networks        []string
 		LogType         string
+		Mounts          []string
 	}
 	of := func(in dcontainer.InspectResponse) iso {
 		h := in.HostConfig
@@ -150,7 +175,16 @@ func sameIsolation(t testing.TB, claimed, created dcontainer.InspectResponse) {
 			nets = append(nets, n)
 		}
 		slices.Sort(nets)
-		return iso{h.NanoCPUs, h.Memory, h.MemorySwap, pids, h.CapAdd, h.CapDrop, h.SecurityOpt, h.ReadonlyRootfs, h.Runtime, in.Image, nets, h.LogConfig.Type}
+		// Where, not what: a claimed sandbox's socket directory is the
+		// pool's, and its CA comes in the claim line, not as a mount.
+		var mounts []string
+		for _, m := range in.Mounts {
+			if m.Type != "bind" || m.Destination == contract.NetDir {
+				mounts = append(mounts, string(m.Type)+":"+m.Destination)
+			}
+		}
+		slices.Sort(mounts)
+		return iso{h.NanoCPUs, h.Memory, h.MemorySwap, pids, h.CapAdd, h.CapDrop, h.SecurityOpt, h.ReadonlyRootfs, h.Runtime, in.Image, nets, h.LogConfig.Type, mounts}
 	}
 	a, b := of(claimed), of(created)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
