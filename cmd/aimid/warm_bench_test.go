@@ -49,6 +49,7 @@ func BenchmarkWarmPool(b *testing.B) {
 		"AIMI_SANDBOX_WARM_POOL="+strconv.Itoa(n))
 	defer p.stop(b)
 	var raw, cold, warm, warmFirst []time.Duration
+	var phases []map[string][]time.Duration
 	var idleMB float64
 	for i := 0; i < b.N; i++ {
 		raw = append(raw, rawFanOutDocker(b, cli, image, run, n, i))
@@ -56,9 +57,10 @@ func BenchmarkWarmPool(b *testing.B) {
 		cold = append(cold, c)
 		pool := waitPool(b, context.Background(), cli, instance, n, p)
 		idleMB = idleMemoryMB(b, cli, pool)
-		f, a := warmTimeToWork(b, sock, p, n, i)
-		warm, warmFirst = append(warm, a), append(warmFirst, f)
+		f, a, ph := warmTimeToWork(b, sock, p, n, i)
+		warm, warmFirst, phases = append(warm, a), append(warmFirst, f), append(phases, ph)
 	}
+	reportPhases(b, phases)
 	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
 	b.ReportMetric(med(warmFirst).Seconds(), "s-warm-first-work")
 	b.ReportMetric(med(warm).Seconds(), "s-warm-all-work")
@@ -71,8 +73,9 @@ func BenchmarkWarmPool(b *testing.B) {
 
 // warmTimeToWork starts n one-story task files on the daemon at sock (its
 // pool full) and returns, counted from the start, when the first and the
-// last container wrote their first in_progress update.
-func warmTimeToWork(b *testing.B, sock string, p *proc, n, round int) (first, all time.Duration) {
+// last container wrote their first in_progress update, and the moments of
+// each container's way there (phaseTimes).
+func warmTimeToWork(b *testing.B, sock string, p *proc, n, round int) (first, all time.Duration, phases map[string][]time.Duration) {
 	b.Helper()
 	names := make([]string, n)
 	sfx := dockertest.RunID()[:4]
@@ -106,8 +109,9 @@ func warmTimeToWork(b *testing.B, sock string, p *proc, n, round int) (first, al
 		first = min(first, t.Sub(start))
 		all = max(all, t.Sub(start))
 	}
+	phases = phaseTimes(b, repo, sw, start)
 	aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock)
-	return first, all
+	return first, all, phases
 }
 
 // idleMemoryMB is the mean memory use of the pool sandboxes, as the
