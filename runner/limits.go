@@ -172,6 +172,9 @@ func (r *run) runLimited(ctx context.Context, be backend, s tasks.Story, prompt,
 		if retry > r.cfg.LimitRetries {
 			r.log.Warn("story limited again: no retries left", "story", s.ID, "provider", lim.provider, "retries", r.cfg.LimitRetries)
 			o.limited = fmt.Sprintf("the %s limit held its model calls through %d retries (agent.limit_retries %d)", lim.provider, r.cfg.LimitRetries, r.cfg.LimitRetries)
+			if r.cfg.LimitRetries == 0 {
+				o.limited = fmt.Sprintf("the %s limit held its model calls; agent.limit_retries 0 retries no story", lim.provider)
+			}
 			return o
 		}
 		if !r.waitLimit(ctx, s, lim, retry, o) {
