@@ -430,9 +430,6 @@ func (r *reader) agent(c *Config, lookup func(string) (string, bool)) {
 // gitAndEngine reads the git and engine sections, which check each other.
 func (r *reader) gitAndEngine(c *Config) {
 	c.Git.Mode = r.oneOf("git.mode", GitAuto, GitLocal, GitRemote)
-	if strings.HasPrefix(c.Agent.PermissionPolicy, "ask") && c.Git.Mode == GitRemote {
-		c.Warnings = append(c.Warnings, "agent.permission_policy asks a person, but git.mode is remote: requests reach the daemon only through its local git service, so asked tool calls are rejected")
-	}
 	c.Git.Address = r.str("git.address")
 	if a := c.Git.Address; a != "" && net.ParseIP(a) == nil {
 		r.bad("git.address", a, "is not an IP address", "use the IP address of this machine that every node reaches, e.g. 10.0.0.5")

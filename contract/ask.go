@@ -6,6 +6,16 @@ package contract
 // AskRequest as JSON; the answer an AskAnswer.
 const AskPath = "/_aimi/ask"
 
+// AskSocket names the socket (AskSocket.sock in NetDir) on which a sandbox
+// without a network reaches the daemon's inbox in either git mode: the
+// socket is the container's own, so it says who asks (no token). The
+// runner serves it on 127.0.0.1:AskPort (EnvNetForward) and uses it when
+// the local-mode git service is not its repository (remote git mode).
+const (
+	AskSocket = "ask"
+	AskPort   = 3130
+)
+
 // AskMaxBody bounds an AskRequest on the wire.
 const AskMaxBody = 64 << 10
 

@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,9 +25,11 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 )
 
-// askChannel puts permission requests to a person through the daemon: the
-// local-mode git service's listener (contract.AskPath) with the
-// container's git token, never the container's stdout. The token stays in
+// askChannel puts permission requests to a person through the daemon,
+// never on the container's stdout: the container's own ask socket
+// (contract.AskSocket, served on the loopback by the forwards) in either
+// git mode, or else the local-mode git service's listener
+// (contract.AskPath) with the container's git token. The token stays in
 // this process, as it does for git (see relay).
 type askChannel struct {
 	url    string
@@ -41,7 +45,7 @@ type askChannel struct {
 func newAskChannel(repoURL, token, caFile string, log *slog.Logger) (*askChannel, error) {
 	u, err := url.Parse(repoURL)
 	if err != nil || u.Scheme != "https" || u.Host == "" || token == "" || caFile == "" {
-		return nil, errors.New("no channel to the daemon: permission requests reach a person only in local git mode (the daemon's git service)")
+		return nil, errors.New("no channel to the daemon: permission requests reach a person through the container's ask socket (a sandbox without a network) or the local-mode git service, and this container has neither")
 	}
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
@@ -62,6 +66,32 @@ func newAskChannel(repoURL, token, caFile string, log *slog.Logger) (*askChannel
 		client: &http.Client{Transport: transport, Timeout: 2 * time.Minute},
 		log:    log, retry: 2 * time.Second,
 	}, nil
+}
+
+// openAskChannel picks the channel: the ask socket when the daemon gave the
+// container one (askURL), else the local-mode git service.
+func openAskChannel(askURL, repoURL, token, caFile string, log *slog.Logger) (*askChannel, error) {
+	if askURL != "" {
+		// No proxy: the loopback forward is the way to the daemon.
+		transport := &http.Transport{DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}
+		return &askChannel{url: askURL, client: &http.Client{Transport: transport, Timeout: 2 * time.Minute}, log: log, retry: 2 * time.Second}, nil
+	}
+	return newAskChannel(repoURL, token, caFile, log)
+}
+
+// askURLOf is the ask socket's URL on the loopback when AIMI_NET_FORWARD
+// (spec) serves contract.AskSocket, else "".
+func askURLOf(spec string) string {
+	fws, err := ParseForwards(spec, contract.NetDir)
+	if err != nil {
+		return ""
+	}
+	for _, f := range fws {
+		if filepath.Base(f.Socket) == contract.AskSocket+".sock" {
+			return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port)) + contract.AskPath
+		}
+	}
+	return ""
 }
 
 // forStory is the Asker of one story's agent.
@@ -119,7 +149,9 @@ func (a *askChannel) send(ctx context.Context, body []byte) (contract.AskAnswer,
 	if err != nil {
 		return ans, false, err
 	}
-	req.Header.Set("Authorization", a.auth)
+	if a.auth != "" {
+		req.Header.Set("Authorization", a.auth)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {

@@ -65,6 +65,9 @@ type Config struct {
 	// CAFile is the CA bundle the repository's certificate must chain to
 	// ("" = the system roots).
 	CAFile string
+	// AskURL is the container's ask socket on the loopback (from
+	// AIMI_NET_FORWARD; "" without one): permission requests go there.
+	AskURL string
 	// PushRetry bounds the retries of the run's clone and of its last
 	// push while the repository is unreachable (default DefaultPushRetry).
 	PushRetry   time.Duration
@@ -96,6 +99,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		SwarmID:       getenv(contract.EnvSwarmID),
 		ContainerID:   getenv(contract.EnvContainerID),
 		CAFile:        getenv(contract.EnvGitSSLCAInfo),
+		AskURL:        askURLOf(getenv(contract.EnvNetForward)),
 		StopGrace:     DefaultStopGrace,
 		LoopLimit:     -1,
 		LimitRetries:  -1,

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -164,14 +163,23 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		Logger:       log,
 		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
 		Version:      version,
-		Inbox:        openInbox(life, cfg, git, mgr, log),
+		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, log),
 	})
 }
 
 // openInbox starts the inbox of permission requests when the policy asks a
-// person and the git service (the containers' channel) runs; else nil.
-func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, mgr *orchestrator.Manager, log *slog.Logger) daemon.Inbox {
-	if git == nil || !strings.HasPrefix(cfg.Agent.PermissionPolicy, "ask") {
+// person and the containers have a channel to it: their ask sockets
+// (sandboxes without a network, either git mode) or the local-mode git
+// service. Else nil.
+func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, sbNet orchestrator.SandboxNet, mgr *orchestrator.Manager, log *slog.Logger) daemon.Inbox {
+	sn, _ := sbNet.(*sandboxNet)
+	if !asksAPerson(cfg) {
+		return nil
+	}
+	if sn == nil && (git == nil || cfg.Git.Mode != configs.GitLocal) {
+		log.Warn("agent.permission_policy asks a person, but containers of remote-mode swarms have no channel to the daemon (sandboxes keep a network: Swarm mode or sandbox.warm_pool): their asked tool calls are rejected")
+	}
+	if git == nil && sn == nil {
 		return nil
 	}
 	in := inbox.New(inbox.Config{
@@ -180,7 +188,12 @@ func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service,
 	})
 	events := mgr.Subscribe(life)
 	go in.Run(life, events)
-	git.SetAsks(in)
+	if git != nil {
+		git.SetAsks(in)
+	}
+	if sn != nil {
+		sn.asks.set(in)
+	}
 	return in
 }
 

@@ -32,15 +32,19 @@ type sandboxNet struct {
 	base    []egress.Rule
 	log     *slog.Logger
 
+	asks askSlot // the inbox, on each sandbox's ask socket
+
 	mu    sync.Mutex
 	rules map[egress.Sandbox][]egress.Rule
 	deny  map[egress.Sandbox]func(method, host string, port int, reason string)
+	repos map[egress.Sandbox]string // the repository of each open sandbox
 }
 
 // newSandboxNet serves the sandboxes' sockets under dataDir/net: the
 // egress proxy, and the git service and the model gateway when they run.
 func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, models *gateway.Service, log *slog.Logger) (*sandboxNet, error) {
-	n := &sandboxNet{base: defaultEgress(cfg, log), log: log, rules: map[egress.Sandbox][]egress.Rule{}, deny: map[egress.Sandbox]func(string, string, int, string){}}
+	n := &sandboxNet{base: defaultEgress(cfg, log), log: log, rules: map[egress.Sandbox][]egress.Rule{},
+		deny: map[egress.Sandbox]func(string, string, int, string){}, repos: map[egress.Sandbox]string{}}
 	proxy := egress.NewProxy(egress.Options{Log: log, OnDeny: n.denied})
 	services := []egress.Service{{
 		Name: "proxy",
@@ -61,6 +65,13 @@ func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 			Serve: func(ln net.Listener, sb egress.Sandbox) error {
 				return models.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb.Swarm, sb.Container)
 			},
+		})
+	}
+	if asksAPerson(cfg) {
+		services = append(services, egress.Service{
+			Name:  contract.AskSocket,
+			Port:  func() int { return contract.AskPort },
+			Serve: func(ln net.Listener, sb egress.Sandbox) error { return n.serveAsk(ln, sb) },
 		})
 	}
 	s, err := egress.NewSockets(sandboxNetDir(dataDir), log, services...)
@@ -139,7 +150,7 @@ func (n *sandboxNet) Open(_ context.Context, s orchestrator.NetSandbox) (orchest
 		rules = append(rules, r)
 	}
 	n.mu.Lock()
-	n.rules[sb], n.deny[sb] = rules, s.Deny
+	n.rules[sb], n.deny[sb], n.repos[sb] = rules, s.Deny, s.Repo
 	n.mu.Unlock()
 	dir, err := n.sockets.OpenIn(sb, s.Dir)
 	if err != nil {
@@ -181,6 +192,7 @@ func (n *sandboxNet) Close(swarmID, containerName string) {
 	n.mu.Lock()
 	delete(n.rules, sb)
 	delete(n.deny, sb)
+	delete(n.repos, sb)
 	n.mu.Unlock()
 }
 
