@@ -20,7 +20,6 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
-	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -74,10 +73,11 @@ func waitInbox(t *testing.T, run func(args ...string) (int, string, string), d t
 // command) is answered with --all-from; events carry the request and the
 // answer; an answer to the finished container is refused.
 func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	repo, _ := inboxRepo(t, "ask", "[demo:ask-exec]")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
@@ -168,10 +168,11 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 // end, each naming the repository, swarm and board link, none with a
 // secret of agent.env or a control character.
 func TestInboxTimeoutFallsBackToRejectAndNotifies(t *testing.T) {
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxtest.Image(t)
+	image := sandboxImage(t)
 	repo, _ := inboxRepo(t, "timeout", "")
 	hook := newHookReceiver(t)
 	dir := shortDir(t)
