@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/termsafe"
@@ -43,6 +44,34 @@ func (n *Notifier) notice(e api.Event) (Notice, bool) {
 		no.Text += " " + no.Board
 	}
 	return no, true
+}
+
+// maxListed bounds the containers a limit wait's notice lists.
+const maxListed = 10
+
+// LimitWait queues the notice that calls to a model provider began to
+// wait at the gateway for its limit to reset (until), naming the
+// containers whose calls wait. Like Send it never blocks.
+func (n *Notifier) LimitWait(provider string, until time.Time, containers []string) {
+	no := Notice{Kind: KindLimitWait, Time: time.Now().UTC(), Provider: clean(provider), Until: until.UTC()}
+	for i, c := range containers {
+		if i == maxListed {
+			break
+		}
+		no.Containers = append(no.Containers, clean(c))
+	}
+	if n.cfg.Board != nil {
+		no.Board = n.cfg.Board()
+	}
+	who := strings.Join(no.Containers, ", ")
+	if more := len(containers) - len(no.Containers); more > 0 {
+		who += fmt.Sprintf(" and %d more", more)
+	}
+	no.Text = fmt.Sprintf("model provider %s is limited until %s; calls of %s wait at the gateway", dash(no.Provider), no.Until.Format("15:04:05 UTC"), dash(who))
+	if no.Board != "" {
+		no.Text += " " + no.Board
+	}
+	n.Send(no)
 }
 
 // clean makes agent or container text one bounded line with no control

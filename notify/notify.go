@@ -24,6 +24,7 @@ const (
 	KindContainerFailed   = "container-failed"
 	KindContainerFinished = "container-finished"
 	KindSwarmFinished     = "swarm-finished"
+	KindLimitWait         = "limit-wait-started"
 )
 
 // NtfyPrefix marks a webhook URL that gets plain text (an ntfy topic).
@@ -49,7 +50,12 @@ type Notice struct {
 	Status    string    `json:"status,omitempty"`
 	Code      string    `json:"code,omitempty"`
 	RequestID string    `json:"requestId,omitempty"`
-	Board     string    `json:"board,omitempty"`
+	// Provider, Until and Containers are a limit wait's: the model
+	// provider, when its limit resets, the containers whose calls wait.
+	Provider   string    `json:"provider,omitempty"`
+	Until      time.Time `json:"until,omitzero"`
+	Containers []string  `json:"containers,omitempty"`
+	Board      string    `json:"board,omitempty"`
 }
 
 // Config configures a Notifier.

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -180,5 +181,43 @@ func TestBadTargetsAreRefused(t *testing.T) {
 		if _, err := New(c); err == nil {
 			t.Errorf("%+v accepted", c)
 		}
+	}
+}
+
+// TestLimitWaitNoticeNamesProviderResetAndContainers: the notice of a
+// limit wait carries the provider, the reset and at most maxListed
+// containers (the text says how many more), all clean.
+func TestLimitWaitNoticeNamesProviderResetAndContainers(t *testing.T) {
+	hook := &receiver{}
+	srv := httptest.NewServer(http.HandlerFunc(hook.handler))
+	defer srv.Close()
+	n, err := New(Config{Webhooks: []string{srv.URL + "/hooks/T0"}, Board: func() string { return "http://127.0.0.1:8080/" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(ctx, make(chan api.Event)) }()
+	defer func() { cancel(); <-done }()
+	until := time.Date(2026, 11, 26, 14, 5, 0, 0, time.UTC)
+	var ctrs []string
+	for i := range 12 {
+		ctrs = append(ctrs, fmt.Sprintf("aimi-%02d", i))
+	}
+	ctrs[0] = "aimi-\x1b[2Jx"
+	n.LimitWait("anthropic\r\n", until, ctrs)
+	var no Notice
+	if err := json.Unmarshal([]byte(hook.wait(t, 1)[0]), &no); err != nil {
+		t.Fatal(err)
+	}
+	if no.Kind != KindLimitWait || no.Provider != "anthropic" || !no.Until.Equal(until) || len(no.Containers) != maxListed || no.Board != "http://127.0.0.1:8080/" {
+		t.Errorf("notice %+v", no)
+	}
+	if !strings.Contains(no.Text, "anthropic is limited until 14:05:00 UTC") || !strings.Contains(no.Text, "aimi-01") || !strings.Contains(no.Text, "and 2 more") {
+		t.Errorf("text %q", no.Text)
+	}
+	checkClean(t, "limit notice", no.Text)
+	for _, c := range no.Containers {
+		checkClean(t, "container", c)
 	}
 }
