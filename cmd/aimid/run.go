@@ -177,7 +177,7 @@ func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service,
 		return nil
 	}
 	if sn == nil && (git == nil || cfg.Git.Mode != configs.GitLocal) {
-		log.Warn("agent.permission_policy asks a person, but containers of remote-mode swarms have no channel to the daemon (sandboxes keep a network: Swarm mode or sandbox.warm_pool): their asked tool calls are rejected")
+		log.Warn("agent.permission_policy asks a person, but containers of remote-mode swarms have no channel to the daemon (engine.backend swarm: no socket of their own): their asked tool calls are rejected")
 	}
 	if git == nil && sn == nil {
 		return nil
