@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,9 +103,15 @@ type Cluster struct {
 	Nodes   []*Node // Nodes[0] is the manager
 	Took    time.Duration
 
-	host *client.Client
-	dir  string
-	log  *slog.Logger
+	host    *client.Client
+	dir     string
+	log     *slog.Logger
+	started time.Time
+	// nodeArgs, nodeMounts and nodeCaps are added to every node's dockerd
+	// arguments, mounts and capabilities (StartEngine's options).
+	nodeArgs   []string
+	nodeMounts []mount.Mount
+	nodeCaps   []string
 }
 
 // Manager returns the manager node.
@@ -114,69 +121,98 @@ func (c *Cluster) Manager() *Node { return c.Nodes[0] }
 // swarm and loads opts.Images into every node. On error everything already
 // created is removed.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
-	start := time.Now()
 	if opts.Workers <= 0 {
 		opts.Workers = 2
 	}
-	log := opts.Logger
+	c, ref, labels, err := begin(ctx, opts.Logger, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = c.closeAfter(ctx, err)
+		}
+	}()
+	if err := c.startNodes(ctx, ref, opts.Workers, labels); err != nil {
+		return nil, err
+	}
+	c.log.Info("cluster: engines up", "nodes", len(c.Nodes), "since-start", time.Since(c.started).Round(time.Millisecond))
+
+	if err := c.formSwarm(ctx); err != nil {
+		return nil, err
+	}
+	c.log.Info("cluster: swarm ready", "since-start", time.Since(c.started).Round(time.Millisecond))
+	if err := c.loadImages(ctx, opts.Images); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// begin makes what every cluster starts from: the host client, the socket
+// directory, the node image (with extra packages), the bridge network and
+// the labels of everything the cluster creates. Orphaned clusters go first.
+func begin(ctx context.Context, log *slog.Logger, extra []string) (_ *Cluster, ref string, labels map[string]string, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	host, err := dockertest.NewClient()
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
 	if _, err := host.Ping(ctx); err != nil {
 		host.Close()
-		return nil, fmt.Errorf("no Docker engine answers (%w); start one or set %s=1 to skip", err, dockertest.SkipEnv)
+		return nil, "", nil, fmt.Errorf("no Docker engine answers (%w); start one or set %s=1 to skip", err, dockertest.SkipEnv)
 	}
 	host.NegotiateAPIVersion(ctx)
-	c := &Cluster{RunID: dockertest.RunID(), host: host, log: log}
+	c := &Cluster{RunID: dockertest.RunID(), host: host, log: log, started: time.Now()}
 	defer func() {
 		if err != nil {
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-			defer cancel()
-			if cerr := c.Close(cctx); cerr != nil {
-				err = errors.Join(err, cerr)
-			}
+			err = c.closeAfter(ctx, err)
 		}
 	}()
 	c.dir, err = os.MkdirTemp("", "aimi-cluster-")
 	if err != nil {
-		return nil, fmt.Errorf("make cluster socket dir: %w", err)
+		return nil, "", nil, fmt.Errorf("make cluster socket dir: %w", err)
 	}
-
 	ref, cached, err := sandboximage.PackageImage(ctx, sandboximage.PackageImageOptions{
-		Repo: NodeImageRepo, Packages: nodePackages, Links: nodeLinks,
+		Repo: NodeImageRepo, Packages: append(slices.Clone(nodePackages), extra...), Links: nodeLinks,
 		Entrypoint: []string{"/usr/sbin/dockerd"}, Client: host, Logger: log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("node image: %w", err)
+		return nil, "", nil, fmt.Errorf("node image: %w", err)
 	}
-	log.Info("cluster: node image", "ref", ref, "cached", cached, "since-start", time.Since(start).Round(time.Millisecond))
+	log.Info("cluster: node image", "ref", ref, "cached", cached, "since-start", time.Since(c.started).Round(time.Millisecond))
 
 	removeOrphans(ctx, host, log)
-	labels := map[string]string{dockertest.LabelKey: c.RunID, LabelCluster: c.RunID, labelOwner: fmt.Sprintf("%d %s", os.Getpid(), c.dir), labelOwnerProc: ownerProc()}
+	labels = map[string]string{dockertest.LabelKey: c.RunID, LabelCluster: c.RunID, labelOwner: fmt.Sprintf("%d %s", os.Getpid(), c.dir), labelOwnerProc: ownerProc()}
 	if err := c.createNetwork(ctx, labels); err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
-	if err := c.startNodes(ctx, ref, opts.Workers, labels); err != nil {
-		return nil, err
-	}
-	log.Info("cluster: engines up", "nodes", len(c.Nodes), "since-start", time.Since(start).Round(time.Millisecond))
+	return c, ref, labels, nil
+}
 
-	if err := c.formSwarm(ctx); err != nil {
-		return nil, err
+// closeAfter removes what c holds after err and returns err with the
+// removal's own error, if any.
+func (c *Cluster) closeAfter(ctx context.Context, err error) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if cerr := c.Close(cctx); cerr != nil {
+		err = errors.Join(err, cerr)
 	}
-	log.Info("cluster: swarm ready", "since-start", time.Since(start).Round(time.Millisecond))
-	for _, img := range opts.Images {
+	return err
+}
+
+// loadImages loads images into every node and records how long the start
+// took.
+func (c *Cluster) loadImages(ctx context.Context, images []string) error {
+	for _, img := range images {
 		if err := c.LoadImage(ctx, img); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	c.Took = time.Since(start)
-	log.Info("cluster: ready", "took", c.Took.Round(time.Millisecond))
-	return c, nil
+	c.Took = time.Since(c.started)
+	c.log.Info("cluster: ready", "took", c.Took.Round(time.Millisecond))
+	return nil
 }
 
 // createNetwork creates the cluster's bridge network and notes its gateway.
@@ -270,12 +306,13 @@ func (c *Cluster) nodeConfig(ref, role, sock string, labels map[string]string) (
 			"--group=" + strconv.Itoa(os.Getgid()),
 		},
 	}
+	cfg.Cmd = append(cfg.Cmd, c.nodeArgs...)
 	hc := &container.HostConfig{
 		// --privileged fails on engines whose runc cannot apply the whole
 		// capability set (engine 20.10 on cgroup v1);
 		// these are what dockerd needs for namespaces, mounts, iptables
 		// and overlay networks.
-		CapAdd:       []string{"SYS_ADMIN", "NET_ADMIN"},
+		CapAdd:       append([]string{"SYS_ADMIN", "NET_ADMIN"}, c.nodeCaps...),
 		SecurityOpt:  []string{"seccomp=unconfined", "apparmor=unconfined"},
 		CgroupnsMode: container.CgroupnsModeHost,
 		NetworkMode:  container.NetworkMode(c.Network),
@@ -291,6 +328,7 @@ func (c *Cluster) nodeConfig(ref, role, sock string, labels map[string]string) (
 			{Type: mount.TypeVolume, Target: "/var/lib/docker"},
 		},
 	}
+	hc.Mounts = append(hc.Mounts, c.nodeMounts...)
 	return cfg, hc
 }
 
