@@ -162,10 +162,10 @@ func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 			return "", fmt.Errorf("create container %s: %w", s.Name, err)
 		}
 		if !ok && s.RequireRuntime {
-			return "", fmt.Errorf("create container %s: %w: runtime %q is required by the configuration but the engine does not have it; install it (%s) or drop the requirement", s.Name, engine.ErrRuntimeMissing, runtime, runtimeInstallGuide)
+			return "", fmt.Errorf("create container %s: %w: runtime %q is required by the configuration but the engine does not have it; install it (%s) or drop the requirement", s.Name, engine.ErrRuntimeMissing, runtime, installGuide(runtime))
 		}
 		if !ok {
-			d.log.Warn("runtime not installed, using the engine default", "container", s.Name, "runtime", runtime, "install", runtimeInstallGuide)
+			d.log.Warn("runtime not installed, using the engine default", "container", s.Name, "runtime", runtime, "install", installGuide(runtime))
 			runtime = ""
 		}
 	}

@@ -99,3 +99,25 @@ func diskLimit(ctx context.Context, cfg *configs.Config, be backend, labels map[
 		return want
 	}
 }
+
+// checkRuntime stops the daemon when the engine has sandbox.runtime but
+// registered in a way that cannot run the sandboxes (gVisor's runsc
+// without the arguments they need), before any swarm fails on it. sealed
+// says the sandboxes have no network and reach the daemon through sockets.
+// An engine that cannot be asked only gets a warning.
+func checkRuntime(ctx context.Context, cfg *configs.Config, be backend, sealed bool, log *slog.Logger) error {
+	if be.docker == nil || cfg.Sandbox.Runtime == "" {
+		return nil
+	}
+	err := be.docker.CheckRuntime(ctx, cfg.Sandbox.Runtime, sealed)
+	var infoErr *container.EngineInfoError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &infoErr):
+		log.Warn("sandbox.runtime: could not read the engine's runtimes", "runtime", cfg.Sandbox.Runtime, "err", err)
+		return nil
+	default:
+		return fmt.Errorf("sandbox.runtime %q: %w", cfg.Sandbox.Runtime, err)
+	}
+}

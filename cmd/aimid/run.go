@@ -145,6 +145,9 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	defer closeNet()
+	if err := checkRuntime(ctx, cfg, be, oc.Net != nil, log); err != nil {
+		return err
+	}
 	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
 	oc.Observer = met
 	mgr, err := startManager(ctx, life, oc, be.eng, pool, cfg)
