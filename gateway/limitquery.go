@@ -73,6 +73,19 @@ func (s *Service) noteAnswer(rec record, provider string, status int, err error)
 	}
 }
 
+// noteUpstream records a provider's limited answer for its container as
+// soon as its headers arrive, before the sandbox reads it: the runner may
+// ask the moment its agent gave up, before the call is over (noteAnswer
+// then puts in the limiter's reset).
+func (s *Service) noteUpstream(c *Call, status int, h http.Header) {
+	if !usage.Limited(status) {
+		return
+	}
+	now := time.Now()
+	until, _ := usage.LimitReset(h, now, 0, s.limits.LimitMaxWait)
+	s.met.note(grantKey{c.Swarm, c.Container}, c.Provider, now, until)
+}
+
 // serveLimits answers the container whose placeholder the request
 // carries: the limits its calls met, and those of its providers and
 // accounts in force now (a call of another container hit them).

@@ -98,3 +98,39 @@ func TestContainerLearnsTheLimitItsCallsMet(t *testing.T) {
 		t.Errorf("after a revoke: %d %+v, want only the limit in force", st, ans)
 	}
 }
+
+// TestLimitIsKnownBeforeTheLimitedAnswerEnds: the runner may ask the
+// moment its agent gave up on a 429, before the gateway's call is over
+// (here the answer's body stays open): the limit is already known.
+func TestLimitIsKnownBeforeTheLimitedAnswerEnds(t *testing.T) {
+	f := newFixture(t, Limits{})
+	release := make(chan struct{})
+	upSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "20")
+		w.WriteHeader(http.StatusTooManyRequests)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-time.After(time.Minute):
+		}
+	}))
+	t.Cleanup(upSrv.Close)
+	defer close(release)
+	a := f.s.providers["anthropic"]
+	a.URL, _ = ParseURL(upSrv.URL)
+	f.s.providers["anthropic"] = a
+	g, err := f.s.Grant("sw1", "aimi-a", "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.client("127.0.0.1")
+	resp := post(t, c, g.Env["ANTHROPIC_BASE_URL"], g.Env["ANTHROPIC_API_KEY"], `{}`)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("call: %d, want 429", resp.StatusCode)
+	}
+	st, ans := limitsOf(t, c, g, g.Env["ANTHROPIC_API_KEY"])
+	if st != http.StatusOK || len(ans.Limits) != 1 || ans.Limits[0].Hit.IsZero() || ans.Limits[0].Until.Sub(ans.Limits[0].Hit) < 19*time.Second {
+		t.Fatalf("while the limited answer streams: %d %+v, want the hit and its reset 20s later", st, ans)
+	}
+}

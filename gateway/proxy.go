@@ -203,6 +203,7 @@ func (s *Service) newProxy(tr http.RoundTripper) http.Handler {
 		ModifyResponse: func(resp *http.Response) error {
 			cl := resp.Request.Context().Value(callKey{}).(*call)
 			cl.c.Status, cl.c.Header = resp.StatusCode, resp.Header.Clone()
+			s.noteUpstream(&cl.c, resp.StatusCode, resp.Header)
 			cl.tap = observe(s.observer, &cl.c, false)
 			resp.Body = &tapBody{ReadCloser: resp.Body, cl: cl, req: resp.Request}
 			return nil
