@@ -28,6 +28,8 @@ type Metrics struct {
 	engine       *prometheus.CounterVec // kind
 	gitPushes    *prometheus.CounterVec // result
 	journalBytes prometheus.Counter
+	limitWaits   prometheus.Counter // containers' calls began waiting at the model gateway
+	waiting      prometheus.Gauge   // containers whose calls wait there now
 	stateSaves   prometheus.Histogram
 	kinds        *kindSet
 }
@@ -53,6 +55,14 @@ func New() *Metrics {
 		Name: "aimid_journal_bytes_total",
 		Help: "Bytes appended to container journals.",
 	})
+	m.limitWaits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "aimid_model_limit_waits_total",
+		Help: "Waits of a container's model calls at the gateway (a provider's limit, max_concurrent, requests_per_minute; a wait for a place counts once it lasted a second).",
+	})
+	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "aimid_model_limit_waiting",
+		Help: "Containers (per provider) whose model calls wait at the gateway now.",
+	})
 	m.stateSaves = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "aimid_state_save_lag_seconds",
 		Help:    "State file saves, by how long the oldest change a save carries waited for it.",
@@ -61,7 +71,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.messages, m.engine, m.gitPushes, m.journalBytes, m.stateSaves,
+		m.messages, m.engine, m.gitPushes, m.journalBytes, m.stateSaves, m.limitWaits, m.waiting,
 	)
 	return m
 }
@@ -88,6 +98,11 @@ func (m *Metrics) Event(e api.Event) {
 		} else {
 			m.messages.WithLabelValues("rejected", boundedType(e.MessageType)).Inc()
 		}
+	case api.EventLimitWait:
+		m.limitWaits.Inc()
+		m.waiting.Inc()
+	case api.EventLimitWaitOver:
+		m.waiting.Dec()
 	}
 }
 

@@ -96,3 +96,28 @@ func TestUntrustedLabelValuesStayBounded(t *testing.T) {
 		t.Error("a container's text reached a label")
 	}
 }
+
+func TestLimitWaitsAreCountedAndGauged(t *testing.T) {
+	m := New()
+	for _, k := range []api.EventKind{api.EventLimitWait, api.EventLimitWait, api.EventLimitWaitOver} {
+		m.Event(api.Event{Kind: k, ContainerName: "aimi-a"})
+	}
+	fams, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			switch {
+			case mt.GetCounter() != nil:
+				got[f.GetName()] = mt.GetCounter().GetValue()
+			case mt.GetGauge() != nil:
+				got[f.GetName()] = mt.GetGauge().GetValue()
+			}
+		}
+	}
+	if got["aimid_model_limit_waits_total"] != 2 || got["aimid_model_limit_waiting"] != 1 {
+		t.Errorf("waits %v, waiting %v; want 2 and 1", got["aimid_model_limit_waits_total"], got["aimid_model_limit_waiting"])
+	}
+}
