@@ -22,10 +22,10 @@ import (
 	"github.com/aimi-tools/swarm/internal/syncbuf"
 )
 
-// limitingProvider answers like the Anthropic Messages API (200), but the
+// resetProvider answers like the Anthropic Messages API (200), but the
 // call after limit(d) gets 429 with retry-after d; it records when each
 // call arrived.
-type limitingProvider struct {
+type resetProvider struct {
 	mu       sync.Mutex
 	next     time.Duration // the next call's retry-after (0: answer 200)
 	limited  time.Time     // when the last 429 was answered
@@ -33,7 +33,7 @@ type limitingProvider struct {
 	arrivals []time.Time
 }
 
-func (p *limitingProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *resetProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	now := time.Now()
 	p.arrivals = append(p.arrivals, now)
@@ -53,7 +53,7 @@ func (p *limitingProvider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, `{"type":"message","role":"assistant","content":[{"type":"text","text":"hello"}],"usage":{"input_tokens":3,"output_tokens":1}}`)
 }
 
-func (p *limitingProvider) limit(d time.Duration) {
+func (p *resetProvider) limit(d time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.next = d
@@ -61,7 +61,7 @@ func (p *limitingProvider) limit(d time.Duration) {
 
 // lastReset is the last 429's reset and when the calls after that 429
 // arrived.
-func (p *limitingProvider) lastReset() (time.Time, []time.Time) {
+func (p *resetProvider) lastReset() (time.Time, []time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var after []time.Time
@@ -86,7 +86,7 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	parallelLong(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	up := &limitingProvider{}
+	up := &resetProvider{}
 	srv := httptest.NewServer(up)
 	t.Cleanup(srv.Close)
 	image := dockertest.BuildGoImage(t, ctx, map[string]string{"/probe": "github.com/aimi-tools/swarm/gateway/internal/probeagent"}, nil, nil)
