@@ -59,8 +59,13 @@ const (
 	// nothing running (agent.stall_timeout) or repeated one tool call
 	// (agent.loop_limit), was cancelled and retried once, and did it again.
 	CodeAgentStalled = "AGENT_STALLED"
-	CodeUnknownError = "UNKNOWN_ERROR"
-	CodeInvalidInput = "INVALID_INPUT"
+	// CodeBudgetExceeded is aimi's own: the swarm spent swarm.budget, or a
+	// story spent more than agent.story_budget, so the container began no
+	// further story; the story in progress finished and was committed and
+	// pushed. It heads a stopped completion's error, with the figures.
+	CodeBudgetExceeded = "BUDGET_EXCEEDED"
+	CodeUnknownError   = "UNKNOWN_ERROR"
+	CodeInvalidInput   = "INVALID_INPUT"
 )
 
 // Message is one envelope with its payload decoded into the concrete type

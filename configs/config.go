@@ -106,6 +106,9 @@ type Swarm struct {
 	MaxContainers int
 	Timeout       time.Duration
 	StopGrace     time.Duration
+	// Budget is what the swarm's model calls may spend (in the prices'
+	// currency) before its containers begin no further story; 0: none.
+	Budget float64
 }
 
 // Agent is what the runner inside each container drives.
@@ -129,6 +132,9 @@ type Agent struct {
 	// LimitRetries is how many times a story a provider's limit ended is
 	// run again after the reset (0: it fails).
 	LimitRetries int
+	// StoryBudget is what one story's model calls may spend before its
+	// container begins no further story; 0: none.
+	StoryBudget float64
 	// AskTimeout is how long a permission request waits for a person
 	// before AskFallback (allow or reject) answers it.
 	AskTimeout  time.Duration
@@ -356,6 +362,7 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	c.Swarm.StopGrace = r.duration("swarm.stop_grace")
 	r.agent(&c, lookup)
 	r.gitAndEngine(&c)
+	r.budgets(&c)
 	r.publishAndMetrics(&c)
 	probs := append(r.probs, models(v, sources, &c)...)
 	var nprobs []string

@@ -48,6 +48,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveAsk(w, r, rec)
 		return
 	}
+	if r.URL.Path == contract.BudgetPath {
+		s.serveBudget(w, r, rec)
+		return
+	}
 	key, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), ".git/")
 	if !ok || key != rec.SwarmKey {
 		deny(w, http.StatusForbidden, "aimi git service: this token grants access to its own swarm's repository only")

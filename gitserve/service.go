@@ -172,7 +172,8 @@ type Service struct {
 	closed    bool
 	stopSweep chan struct{} // closed by Close
 
-	ask askSlot
+	ask    askSlot
+	budget budgetSlot
 }
 
 // New opens (or creates) the service's data directory and CA. It does not

@@ -40,6 +40,7 @@ type sched struct {
 	// changes are committed with its status for inspection.
 	isolate bool
 	results chan storyResult
+	gate    *budgetGate // budget.go: asked before each story
 }
 
 func newSched(f *tasks.File) *sched {
@@ -82,7 +83,7 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 		if !stopped {
 			r.skipBlocked(ctx, sc)
 			for _, s := range r.ready(sc.eligible, sc.blocked) {
-				if len(sc.running) >= sc.limit {
+				if len(sc.running) >= sc.limit || !r.budgetAllows(ctx, sc, s.ID) {
 					break
 				}
 				r.startStory(ctx, be, sc, s)
@@ -97,10 +98,14 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 			stopped, done = true, nil
 		case res := <-sc.results:
 			delete(sc.running, res.id)
+			r.budgetEnded(sc, res.id)
 			r.finish(ctx, res, sc.idx, stopped)
 		}
 	}
 	if !stopped && ctx.Err() != nil {
+		stopped = true
+	}
+	if r.budgetStopped(sc) {
 		stopped = true
 	}
 	if !stopped {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -18,6 +19,20 @@ type Server struct {
 	Bare   string // path of the bare repository
 	CAFile string // PEM of the server's certificate, for GIT_SSL_CAINFO
 	Token  string // when set, requests must carry it (Basic password or Bearer)
+
+	mu    sync.Mutex
+	extra map[string]http.Handler
+}
+
+// Handle serves path with h instead of git (after the token check), as
+// the daemon's git service serves its own paths beside the repositories.
+func (s *Server) Handle(path string, h http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.extra == nil {
+		s.extra = map[string]http.Handler{}
+	}
+	s.extra[path] = h
 }
 
 // Git runs git in dir and fails the test on error.
@@ -80,6 +95,13 @@ func New(t testing.TB, token string, files map[string]string) *Server {
 			}
 		}
 		r.Header.Del("Authorization")
+		s.mu.Lock()
+		h := s.extra[r.URL.Path]
+		s.mu.Unlock()
+		if h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
 		if len(r.TransferEncoding) > 0 {
 			// net/http/cgi answers 400 to a chunked body (git sends one
 			// past http.postBuffer); git http-backend reads a body of

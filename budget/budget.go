@@ -1,0 +1,199 @@
+package budget
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gitserve"
+)
+
+// maxPoints bounds the calls kept with their time per container (for the
+// story budget); older ones still count for the swarm.
+const maxPoints = 1 << 18
+
+// Limits are a swarm's budgets in the prices' currency; 0 is none.
+type Limits struct {
+	Swarm float64 // swarm.budget: all containers of the swarm together
+	Story float64 // agent.story_budget: one story of one container
+}
+
+// Spend is one model call's cost, as a journal read back holds it.
+type Spend struct {
+	Container string
+	At        time.Time
+	Cost      float64
+}
+
+// Config is what a Keeper needs from the daemon.
+type Config struct {
+	// Limits are the budgets for the swarm of a repository, read at
+	// every question (the repository's configuration layers).
+	Limits func(repoPath string) Limits
+	// Seed reads back the calls a swarm's journals hold from before
+	// the daemon started (nil: none).
+	Seed   func(ctx context.Context, repoPath, swarmID string, before time.Time) ([]Spend, error)
+	Logger *slog.Logger
+}
+
+// Keeper counts spend per swarm and container and answers the runners.
+type Keeper struct {
+	cfg    Config
+	start  time.Time
+	seedMu sync.Mutex // one seed at a time: a swarm is read back once
+
+	mu     sync.Mutex
+	swarms map[string]*swarmSpend
+}
+
+type swarmSpend struct {
+	seeded bool
+	total  float64
+	calls  map[string][]point // container -> calls, oldest first
+}
+
+type point struct {
+	at   time.Time
+	cost float64
+}
+
+// New makes a Keeper; calls added from now on are this daemon's own.
+func New(cfg Config) *Keeper {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Keeper{cfg: cfg, start: time.Now(), swarms: map[string]*swarmSpend{}}
+}
+
+// Add counts one call of a container that began at at.
+func (k *Keeper) Add(swarmID, container string, at time.Time, cost float64) {
+	if !(cost > 0) {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.addLocked(k.swarm(swarmID), container, at, cost)
+}
+
+func (k *Keeper) swarm(id string) *swarmSpend {
+	s := k.swarms[id]
+	if s == nil {
+		s = &swarmSpend{calls: map[string][]point{}}
+		k.swarms[id] = s
+	}
+	return s
+}
+
+func (k *Keeper) addLocked(s *swarmSpend, container string, at time.Time, cost float64) {
+	s.total += cost
+	pts := append(s.calls[container], point{at, cost})
+	if len(pts) > maxPoints {
+		pts = append([]point(nil), pts[len(pts)/2:]...)
+	}
+	s.calls[container] = pts
+}
+
+// seed reads the swarm's earlier calls back once per daemon.
+func (k *Keeper) seed(ctx context.Context, repoPath, swarmID string) {
+	if k.cfg.Seed == nil {
+		return
+	}
+	k.seedMu.Lock()
+	defer k.seedMu.Unlock()
+	k.mu.Lock()
+	done := k.swarm(swarmID).seeded
+	k.mu.Unlock()
+	if done {
+		return
+	}
+	spent, err := k.cfg.Seed(ctx, repoPath, swarmID, k.start)
+	if err != nil {
+		// Counted as far as read: reading again would count it twice.
+		k.cfg.Logger.Warn("budget: the calls of the swarm's journals before this daemon could not all be read", "swarm", swarmID, "err", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.swarm(swarmID)
+	for _, c := range spent {
+		if c.At.Before(k.start) && c.Cost > 0 {
+			k.addLocked(s, c.Container, c.At, c.Cost)
+		}
+	}
+	s.seeded = true
+}
+
+// Spent is what a swarm spent so far (as far as this daemon knows).
+func (k *Keeper) Spent(swarmID string) float64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if s := k.swarms[swarmID]; s != nil {
+		return s.total
+	}
+	return 0
+}
+
+// storyIDRE is what a story id may be in an answer (it comes from the
+// container).
+var storyIDRE = regexp.MustCompile(acpmsg.PatternStoryID)
+
+// Check answers one container's question at a story boundary.
+func (k *Keeper) Check(ctx context.Context, repoPath, swarmID, container string, req contract.BudgetRequest) contract.BudgetAnswer {
+	lim := k.cfg.Limits(repoPath)
+	if lim.Swarm <= 0 && lim.Story <= 0 {
+		return contract.BudgetAnswer{State: contract.BudgetGo}
+	}
+	k.seed(ctx, repoPath, swarmID)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.swarm(swarmID)
+	if lim.Swarm > 0 && s.total >= lim.Swarm {
+		msg := fmt.Sprintf("%s: the swarm spent %s of its budget %s (swarm.budget; model calls through the gateway at models.<provider>.prices); no further story was begun. Raise swarm.budget and run 'aimi swarm resume' to go on.",
+			acpmsg.CodeBudgetExceeded, money(s.total), money(lim.Swarm))
+		k.cfg.Logger.Warn("budget reached: the container begins no further story", "swarm", swarmID, "container", container, "spent", s.total, "budget", lim.Swarm, "key", "swarm.budget")
+		return contract.BudgetAnswer{State: contract.BudgetStop, Message: msg}
+	}
+	if lim.Story <= 0 {
+		return contract.BudgetAnswer{State: contract.BudgetGo}
+	}
+	for _, st := range req.Stories {
+		start, err1 := time.Parse(time.RFC3339Nano, st.Start)
+		end, err2 := time.Parse(time.RFC3339Nano, st.End)
+		if err1 != nil || err2 != nil || !storyIDRE.MatchString(st.ID) {
+			continue
+		}
+		spent := 0.0
+		for _, p := range s.calls[container] {
+			if !p.at.Before(start) && !p.at.After(end) {
+				spent += p.cost
+			}
+		}
+		if spent >= lim.Story {
+			msg := fmt.Sprintf("%s: %s spent %s of its budget %s (agent.story_budget; model calls through the gateway at models.<provider>.prices); it finished and its work is kept, no further story was begun. See 'aimi swarm usage', raise agent.story_budget if stories like it need more, and run 'aimi swarm resume' to go on.",
+				acpmsg.CodeBudgetExceeded, st.ID, money(spent), money(lim.Story))
+			k.cfg.Logger.Warn("story budget reached: the container begins no further story", "swarm", swarmID, "container", container, "story", st.ID, "spent", spent, "budget", lim.Story, "key", "agent.story_budget")
+			return contract.BudgetAnswer{State: contract.BudgetStop, Message: msg}
+		}
+	}
+	return contract.BudgetAnswer{State: contract.BudgetGo}
+}
+
+func money(v float64) string { return fmt.Sprintf("%.4f", v) }
+
+// ServeBudget implements gitserve.Budgets.
+func (k *Keeper) ServeBudget(w http.ResponseWriter, r *http.Request, from gitserve.Caller) {
+	var req contract.BudgetRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, contract.BudgetMaxBody)).Decode(&req); err != nil || len(req.Stories) > contract.BudgetMaxStories {
+		http.Error(w, "aimi: budget question refused: not a budget request", http.StatusBadRequest)
+		return
+	}
+	ans := k.Check(r.Context(), from.RepoPath, from.SwarmID, from.Container, req)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(ans)
+}

@@ -1,0 +1,18 @@
+// Package budget keeps what each swarm spends on model calls and answers
+// the runners' question at each story boundary: may this container begin
+// another story? A swarm that spent swarm.budget, or a story of the
+// container that spent agent.story_budget, ends the container's run at the
+// boundary with BUDGET_EXCEEDED (the story in progress finishes; its work
+// is committed and pushed like any stop). The runner asks on its
+// container's own authenticated channel (the local-mode git service's
+// listener and token, contract.BudgetPath).
+//
+// Spend is the model gateway's account of every call (its cost at
+// models.<provider>.prices), fed to the Keeper as the calls end. After a
+// daemon restart the calls journaled before it are read back once per
+// swarm (Config.Seed), so a budget holds across restarts; calls of a
+// container rerun with `resume --retry-failed` whose journal was moved
+// aside are not read back. The limits are read again at every question
+// (Config.Limits), so a budget raised in the configuration takes effect at
+// the next `aimi swarm resume` without a daemon restart.
+package budget

@@ -1,0 +1,49 @@
+package configs
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Budgets: a number 0 or more; anything else stops the load naming the
+// key, and a budget with git.mode remote (no channel to the runners) too.
+func TestBudgetsAreAmountsAndNeedTheLocalGitService(t *testing.T) {
+	repo := t.TempDir()
+	writeFile(t, filepath.Join(repo, ".aimi", "config.yaml"), "swarm:\n  budget: 12.5\nagent:\n  story_budget: 0.75\n")
+	c, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Swarm.Budget != 12.5 || c.Agent.StoryBudget != 0.75 {
+		t.Fatalf("budgets %v %v, want 12.5 0.75", c.Swarm.Budget, c.Agent.StoryBudget)
+	}
+	d, err := Load(LoadOptions{UserConfigPath: "-", LookupEnv: env()})
+	if err != nil || d.Swarm.Budget != 0 || d.Agent.StoryBudget != 0 {
+		t.Fatalf("defaults: %v %v %v, want no budgets", d.Swarm.Budget, d.Agent.StoryBudget, err)
+	}
+	for _, tc := range []struct {
+		name, file string
+		env        []string
+		key        string
+	}{
+		{"negative swarm budget", "swarm:\n  budget: -1\n", nil, "swarm.budget"},
+		{"swarm budget not a number", "swarm:\n  budget: ten\n", nil, "swarm.budget"},
+		{"swarm budget a list", "swarm:\n  budget: [1, 2]\n", nil, "swarm.budget"},
+		{"story budget from the environment", "", []string{"AIMI_AGENT_STORY_BUDGET", "NaN"}, "agent.story_budget"},
+		{"negative story budget", "agent:\n  story_budget: -0.5\n", nil, "agent.story_budget"},
+		{"story budget infinite", "agent:\n  story_budget: .inf\n", nil, "agent.story_budget"},
+		{"budget with remote git", "swarm:\n  budget: 5\ngit:\n  mode: remote\n", nil, "swarm.budget"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := t.TempDir()
+			if tc.file != "" {
+				writeFile(t, filepath.Join(repo, ".aimi", "config.yaml"), tc.file)
+			}
+			_, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env(tc.env...)})
+			if err == nil || !strings.Contains(err.Error(), tc.key+":") {
+				t.Fatalf("error %v, want one naming %s", err, tc.key)
+			}
+		})
+	}
+}

@@ -1,0 +1,39 @@
+package gitserve
+
+import (
+	"net/http"
+	"sync"
+)
+
+// Budgets serves contract.BudgetPath: a container's question, at a story
+// boundary, whether its swarm's budgets let it begin another story. The
+// service has checked the caller's token and address; the handler owns the
+// rest.
+type Budgets interface {
+	ServeBudget(w http.ResponseWriter, r *http.Request, from Caller)
+}
+
+// budgetSlot holds the Budgets the daemon sets once it has built them.
+type budgetSlot struct {
+	mu sync.Mutex
+	b  Budgets
+}
+
+// SetBudgets makes the service pass contract.BudgetPath to b; before (or
+// with none), such requests get 404 and the runner goes on.
+func (s *Service) SetBudgets(b Budgets) {
+	s.budget.mu.Lock()
+	s.budget.b = b
+	s.budget.mu.Unlock()
+}
+
+func (s *Service) serveBudget(w http.ResponseWriter, r *http.Request, rec record) {
+	s.budget.mu.Lock()
+	b := s.budget.b
+	s.budget.mu.Unlock()
+	if b == nil || r.Method != http.MethodPost {
+		deny(w, http.StatusNotFound, "aimi: no budgets are kept here")
+		return
+	}
+	b.ServeBudget(w, r, Caller{RepoPath: rec.RepoPath, SwarmID: rec.SwarmKey, Container: rec.Container, Branch: rec.Branch})
+}

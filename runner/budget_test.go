@@ -1,0 +1,93 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/syncbuf"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// budgetDaemon stands in for the daemon's budget answers on the git
+// service: go until a story finished, then stop.
+type budgetDaemon struct {
+	mu   sync.Mutex
+	seen []contract.BudgetRequest
+	auth []string
+}
+
+func (d *budgetDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var q contract.BudgetRequest
+	if err := json.NewDecoder(r.Body).Decode(&q); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	d.mu.Lock()
+	d.seen = append(d.seen, q)
+	d.mu.Unlock()
+	ans := contract.BudgetAnswer{State: contract.BudgetGo}
+	if len(q.Stories) > 0 {
+		ans = contract.BudgetAnswer{State: contract.BudgetStop, Message: "BUDGET_EXCEEDED: the swarm spent 0.0600 of its budget 0.0500 (swarm.budget)\x1b[31m"}
+	}
+	json.NewEncoder(w).Encode(ans)
+}
+
+// A budget the daemon says is reached after the first story: that story
+// completes and is pushed, no further story begins, and the run ends
+// stopped with the daemon's BUDGET_EXCEEDED and its figures.
+func TestBudgetStopsTheRunAtTheStoryBoundary(t *testing.T) {
+	f := fixture(t, linear)
+	s := newScenario(t, f, "budget-token")
+	s.cfg.CAFile = s.srv.CAFile
+	d := &budgetDaemon{}
+	s.srv.Handle(contract.BudgetPath, d)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out syncbuf.Buffer
+	code := Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out)
+	msgs := parseAll(t, out.String())
+	c := completionOf(t, msgs)
+	if code != ExitOK || c.Status != acpmsg.CompletionStopped || len(c.Errors) != 1 ||
+		c.Errors[0] != "BUDGET_EXCEEDED: the swarm spent 0.0600 of its budget 0.0500 (swarm.budget) [31m" {
+		t.Fatalf("exit %d, completion %+v", code, c)
+	}
+	for _, p := range progressOf(msgs) {
+		if p.story != "US-001" {
+			t.Errorf("%s was begun after the budget stop: %+v", p.story, p)
+		}
+	}
+	if got := finalStatuses(t, s); got["US-001"] != tasks.Completed || got["US-002"] != tasks.Pending || got["US-003"] != tasks.Pending {
+		t.Fatalf("pushed statuses %v, want US-001 completed and the rest pending", got)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.seen) != 2 || len(d.seen[0].Stories) != 0 || len(d.seen[1].Stories) != 1 || d.seen[1].Stories[0].ID != "US-001" {
+		t.Fatalf("questions %+v, want one before US-001 and one naming it after", d.seen)
+	}
+	st := d.seen[1].Stories[0]
+	start, err1 := time.Parse(time.RFC3339Nano, st.Start)
+	end, err2 := time.Parse(time.RFC3339Nano, st.End)
+	if err1 != nil || err2 != nil || end.Before(start) {
+		t.Fatalf("US-001 ran %q to %q", st.Start, st.End)
+	}
+}
+
+// A git service that keeps no budgets (404) lets every story run.
+func TestNoBudgetServiceLetsTheRunGoOn(t *testing.T) {
+	f := fixture(t, linear)
+	s := newScenario(t, f, "budget-token")
+	s.cfg.CAFile = s.srv.CAFile
+	s.srv.Handle(contract.BudgetPath, http.NotFoundHandler())
+	var out syncbuf.Buffer
+	Run(context.Background(), s.cfg, strings.NewReader(s.request(t)), &out)
+	if c := completionOf(t, parseAll(t, out.String())); c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 {
+		t.Fatalf("completion %+v", c)
+	}
+}
