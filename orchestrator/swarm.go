@@ -73,6 +73,8 @@ type ctr struct {
 	// named (unpushed.go).
 	pushFailed bool
 	unpushed   []string
+	// overBudget: its run ended with BUDGET_EXCEEDED (budget.go).
+	overBudget bool
 	// egressDenied counts the requests the egress proxy refused it.
 	egressDenied int
 	// leaveWave takes the container out of the Manager's start wave
@@ -328,7 +330,7 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 	for _, c := range sw.list() {
 		st := sw.led.status(c.name)
 		switch {
-		case st == state.StatusFailed && retryFailed:
+		case st == state.StatusFailed && retryFailed, sw.overBudget(st, c):
 			retry = append(retry, c)
 		case !st.Terminal() && !sw.supervised(c):
 			sw.launch(c, modeFresh)
@@ -358,6 +360,7 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 		sw.mu.Lock()
 		c.stopReq, c.stopCh = false, make(chan struct{})
 		c.exitCode, c.oom, c.errs, c.errsOmitted, c.lastOutput, c.rejected, c.prURL = nil, false, nil, 0, "", 0, nil
+		c.overBudget = false
 		sw.mu.Unlock()
 		if err := sw.create(ctx, c, nil); err != nil {
 			return err
@@ -534,6 +537,7 @@ func (sw *swarm) noteMessageLocked(c *ctr, res lineResult) {
 		for _, e := range p.Errors {
 			c.addError(api.ErrorDetail{Message: e})
 			c.notePushFailed("", e)
+			c.noteBudget(e)
 		}
 	}
 }

@@ -134,6 +134,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	defer closeServices()
+	openBudgets(cfg, loadOpts, git, meter, log)
 
 	// The Manager's context is not ctx: a signal must lead to Shutdown (which
 	// flushes), not to a cancel, which is what a crash looks like to it.

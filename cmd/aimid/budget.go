@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aimi-tools/swarm/budget"
+	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// openBudgets makes the keeper of swarm.budget and agent.story_budget: the
+// model gateway's meter tells it every call's cost, and the runners ask it
+// at each story boundary through the local git service (none in remote
+// mode, where the configuration refuses budgets).
+func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, meter *usageObserver, log *slog.Logger) {
+	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log), Seed: journaledSpend, Logger: log})
+	meter.spent = k.Add
+	if git != nil {
+		git.SetBudgets(k)
+	}
+}
+
+// budgetLimits reads the budgets of a repository's swarm at each question,
+// from the configuration layers as they are now (a budget raised in the
+// user's or the repository's config file holds at the next resume); a
+// layer that no longer reads keeps the daemon's own.
+func budgetLimits(global *configs.Config, base configs.LoadOptions, log *slog.Logger) func(string) budget.Limits {
+	return func(repoPath string) budget.Limits {
+		opts := base
+		opts.RepoPath = repoPath
+		c, err := configs.Load(opts)
+		if err != nil {
+			log.Warn("budgets: the configuration does not read now; the daemon's own budgets hold", "repo", repoPath, "err", err)
+			c = global
+		}
+		return budget.Limits{Swarm: c.Swarm.Budget, Story: c.Agent.StoryBudget}
+	}
+}
+
+// journaledSpend reads back the calls a swarm's journals hold from before
+// this daemon started, those of containers rerun (journals moved aside)
+// included.
+func journaledSpend(ctx context.Context, repoPath, swarmID string, before time.Time) ([]budget.Spend, error) {
+	dir := filepath.Dir(state.Open(repoPath).JournalPath(swarmID, "x"))
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []budget.Spend
+	var errs []error
+	for _, e := range entries {
+		name, _, ok := strings.Cut(e.Name(), ".ndjson")
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		_, err := state.ScanJournalFrom(filepath.Join(dir, e.Name()), 0, func(r state.Record) error {
+			if r.Usage != nil && r.Stream == state.StreamDaemon && r.Time.Before(before) {
+				out = append(out, budget.Spend{Container: name, At: r.Time, Cost: r.Usage.Cost})
+			}
+			return ctx.Err()
+		})
+		errs = append(errs, err)
+	}
+	return out, errors.Join(errs...)
+}
