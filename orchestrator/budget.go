@@ -1,7 +1,9 @@
 package orchestrator
 
 import (
+	"context"
 	"strings"
+	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/state"
@@ -23,4 +25,25 @@ func (sw *swarm) overBudget(st state.ContainerStatus, c *ctr) bool {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	return st == state.StatusStopped && c.overBudget
+}
+
+// reopenStopped marks the state file's entries of the stopped containers
+// about to run again pending: the rerun's new Recorder would otherwise
+// take their stopped, which it did not write, for another tool's stop
+// request (state.ForeignStop) and stop the rerun at once. Runs while the
+// ledger is closed (rebuild's fix).
+func (sw *swarm) reopenStopped(ctx context.Context, rerun []*ctr) error {
+	names := map[string]bool{}
+	for _, c := range rerun {
+		names[c.name] = true
+	}
+	return sw.store.Update(ctx, func(s *state.Swarm) error {
+		for _, fc := range s.Containers {
+			if fc != nil && names[fc.ContainerName] && fc.Status == state.StatusStopped {
+				fc.Status = state.StatusPending
+				fc.UpdatedAt = time.Now().UTC()
+			}
+		}
+		return nil
+	})
 }

@@ -378,6 +378,7 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 		for _, c := range retry {
 			errs = append(errs, moveAside(sw.store.JournalPath(sw.id, c.name)))
 		}
+		errs = append(errs, sw.reopenStopped(ctx, retry))
 		return errors.Join(errs...)
 	}, all, func(c *ctr, old *state.Container) (*state.Container, *state.Tracker, error) {
 		sc, t, err := sw.restoreEntry(c, old, retried[c.name])

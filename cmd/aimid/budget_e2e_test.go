@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// budgetAgent is an ACP agent in sh whose every turn makes one call to
+// the model through the gateway (git is the sandbox's only HTTP client:
+// ls-remote sends a GET with the placeholder key and reads the fake
+// provider's JSON answer) and then ends the turn.
+const budgetAgent = `#!/bin/sh
+while IFS= read -r line; do
+  id=$(printf '%s\n' "$line" | grep -o '"id":[0-9]*' | head -n 1 | cut -d: -f2)
+  case "$line" in
+  *'"method":"initialize"'*) echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":1,"agentCapabilities":{}}}' ;;
+  *'"method":"session/new"'*) echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"sessionId":"s1"}}' ;;
+  *'"method":"session/prompt"'*)
+    GIT_TERMINAL_PROMPT=0 git -c http.extraHeader="x-api-key: $ANTHROPIC_API_KEY" -c http.sslCAInfo="$SSL_CERT_FILE" \
+      ls-remote "$ANTHROPIC_BASE_URL/v1/messages" >/dev/null 2>&1 </dev/null
+    date +%s%N >> work.txt
+    echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"stopReason":"end_turn"}}' ;;
+  esac
+done
+`
+
+// budgetConfig is the daemon's config with swarm.budget at budget: one
+// call of the fake provider costs 3 (a million input tokens at 3).
+func budgetConfig(budget string) string {
+	return "agent:\n  kind: acp\n  command: sh budget-agent.sh\n  env:\n    ANTHROPIC_API_KEY: sk-ant-budget-test\n" +
+		"git:\n  mode: local\nswarm:\n  budget: " + budget + "\n" +
+		"models:\n  anthropic:\n    prices: {input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}\n"
+}
+
+// TestSwarmBudgetStopsAtTheStoryBoundaryAndResumeGoesOn: the real daemon
+// and engine, the real runner and an agent whose calls through the model
+// gateway a fake provider answers with usage. The swarm's budget is
+// reached by the first story: it completes, the container begins no
+// second one and stops with BUDGET_EXCEEDED and the figures. With the
+// budget raised in the config file, `aimi swarm resume` runs the rest on
+// top of the first story's commit.
+func TestSwarmBudgetStopsAtTheStoryBoundaryAndResumeGoesOn(t *testing.T) {
+	parallelLong(t)
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxImage(t)
+	var calls atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"type":"message","content":[],"usage":{"input_tokens":1000000,"output_tokens":0}}`)
+	}))
+	t.Cleanup(up.Close)
+
+	repo := shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	name := "budget-" + fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	branch := "feat/" + name
+	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), taskFileJSON(branch, 2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "budget-agent.sh"), []byte(budgetAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task file and agent")
+	removeProjectContainersAtEnd(t, repo)
+
+	dir := shortDir(t)
+	sock, dataDir := filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIMI_") {
+			env = append(env, kv)
+		}
+	}
+	p := launchAimidWrapped(t, nil, testInstance(sock), sock, dataDir, budgetConfig("2"), "debug", env,
+		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+		"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_SWARM_STOP_GRACE=2s",
+		"AIMI_MODELS_ANTHROPIC_URL="+up.URL)
+	defer p.stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	v := waitFor(t, sock, repo, 4*time.Minute, "the container exited", allExited)
+	sw := validState(t, repo)
+	c := sw.ContainerForTask(taskPath(name))
+	if c == nil || c.Status != state.StatusStopped || c.StoryProgress.Completed != 1 {
+		t.Fatalf("container %+v, want stopped with 1 story completed (provider calls: %d)", c, calls.Load())
+	}
+	// git's ls-remote makes one or two calls (smart, then dumb HTTP), each
+	// costing 3.
+	want := fmt.Sprintf("BUDGET_EXCEEDED: the swarm spent %.4f of its budget 2.0000 (swarm.budget", 3*float64(calls.Load()))
+	if calls.Load() == 0 || !viewHasError(v, c.ContainerName, want) {
+		t.Fatalf("want %q in the errors of %s: %+v", want, c.ContainerName, v.Containers)
+	}
+	journal := filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson")
+	if began := storiesBegun(t, journal); strings.Join(began, ",") != "US-001" {
+		t.Fatalf("stories begun before the stop: %v, want US-001 only", began)
+	}
+
+	// Raised in the config file: resume goes on from where it stopped.
+	if err := os.WriteFile(filepath.Join(dataDir, "cfg", "config.yaml"), []byte(budgetConfig("100")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := aimi(ctx, "swarm", "resume", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, sock, repo, 4*time.Minute, "the resumed container completed", func(v api.SwarmView) bool {
+		return allExited(v) && len(v.State.Containers) == 1 && v.State.Containers[0].Status == state.StatusCompleted
+	})
+	if began := storiesBegun(t, journal); strings.Join(began, ",") != "US-002" {
+		t.Fatalf("stories begun after resume: %v, want US-002 only", began)
+	}
+	waitBranch(t, repo, branch, 2*time.Minute) // published into the checkout
+	subjects := gitOut(t, repo, "log", "--reverse", "--format=%s", "main.."+branch)
+	if !strings.Contains(subjects, "US-001: Story 1 (completed)") || !strings.Contains(subjects, "US-002: Story 2 (completed)") || strings.Count(subjects, "US-001") != 1 {
+		t.Fatalf("branch %s: %s", branch, subjects)
+	}
+}
+
+// viewHasError reports whether container name shows an error starting with prefix.
+func viewHasError(v api.SwarmView, name, prefix string) bool {
+	for _, d := range v.Containers {
+		if d.Name != name {
+			continue
+		}
+		for _, e := range d.Errors {
+			if strings.HasPrefix(e.Message, prefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// storiesBegun lists the stories a journal shows begun (in_progress).
+func storiesBegun(t *testing.T, path string) []string {
+	t.Helper()
+	recs, err := state.ReadJournal(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range recs {
+		m := string(r.Message)
+		if r.Type == "progress-update" && strings.Contains(m, `"status":"in_progress"`) {
+			i := strings.Index(m, `"storyId":"`)
+			out = append(out, m[i+11:i+17])
+		}
+	}
+	return out
+}
+
+// A budget that is not an amount stops the daemon at start, naming the key.
+func TestBadBudgetStopsTheDaemonNamingTheKey(t *testing.T) {
+	parallel(t)
+	for _, tc := range []struct{ env, key string }{
+		{"AIMI_SWARM_BUDGET=-1", "swarm.budget"},
+		{"AIMI_AGENT_STORY_BUDGET=lots", "agent.story_budget"},
+	} {
+		dir := shortDir(t)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, aimidBinary(t), "--socket", filepath.Join(dir, "aimid.sock"), "--data-dir", filepath.Join(dir, "data"), "--config", "-")
+		cmd.Env = append(os.Environ(), tc.env, "XDG_CONFIG_HOME="+dir)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), tc.key+":") {
+			t.Errorf("%s: aimid %v, want it to stop naming %s:\n%s", tc.env, err, tc.key, out)
+		}
+	}
+}
