@@ -178,10 +178,8 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	}
 	unlock := m.lockRepo(repo)
 	defer unlock()
-	if m.cfg.Warm != nil {
-		// The pool's own creates wait for this start's.
-		defer m.cfg.Warm.Busy()()
-	}
+	var hold *swarm // the started swarm: the pool waits for its work
+	defer m.poolBusy()(&hold)
 	t0 := time.Now()
 	phase := func(what string) {
 		m.log.Debug("start phase", "repo", repo, "phase", what, "after", time.Since(t0))
@@ -238,6 +236,7 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	m.mu.Lock()
 	m.swarms[repo] = sw
 	m.mu.Unlock()
+	hold = sw
 	if cur != nil {
 		// Name reuse removed the replaced swarm's containers of the same
 		// task files; its network goes too once nothing uses it, so

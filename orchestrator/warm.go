@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
@@ -28,6 +29,58 @@ type WarmPool interface {
 	// contract.NetDir in claimed sandbox id at its create ("" when none):
 	// with a SandboxNet its sockets are served there from the claim on.
 	SocketDir(id string) string
+}
+
+// poolHold bounds how long the pool's refill waits for a start's
+// containers to reach their work.
+const poolHold = 20 * time.Second
+
+// poolBusy holds the pool's own creates back from a start on (nothing to
+// do without a pool); release lets them go once the started swarm's
+// containers work (holdPool), or at once when the start made none.
+func (m *Manager) poolBusy() (release func(started **swarm)) {
+	if m.cfg.Warm == nil {
+		return func(**swarm) {}
+	}
+	done := m.cfg.Warm.Busy()
+	return func(started **swarm) {
+		if *started == nil {
+			done()
+			return
+		}
+		(*started).holdPool(done)
+	}
+}
+
+// holdPool calls done (the pool may create again) once every container of
+// sw works (a story in progress or over) or ended, or after poolHold: a
+// refill's create and start would take the engine and the cores from their
+// clones and agents' starts, which the user is waiting for.
+func (sw *swarm) holdPool(done func()) {
+	sw.m.wg.Go(func() {
+		defer done()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for deadline := time.Now().Add(poolHold); time.Now().Before(deadline) && !sw.allWorking(); {
+			select {
+			case <-sw.m.life.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// allWorking reports whether every container of sw has had a story in
+// progress, or ended.
+func (sw *swarm) allWorking() bool {
+	for _, c := range sw.led.snapshot().Containers {
+		p := c.StoryProgress
+		if !c.Status.Terminal() && p.InProgress+p.Completed+p.Failed == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // warmNote is the journal's note on the task-request of a claimed sandbox:

@@ -266,6 +266,7 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	}
 
 	refilled := waitPool(t, ctx, cli, instance, 2, p)
+	checkRefillAfterWork(t, repo, sw, refilled)
 	if code, out, errOut := aimi(ctx, "swarm", "cleanup", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -277,6 +278,29 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 		t.Error("the agent.env secret is in the daemon's log")
 	}
 	p.stop(t)
+}
+
+// checkRefillAfterWork: the pool created none of refilled before every
+// container of the start was working (its first in_progress): a refill
+// competes with their clones and agents' starts for the engine and the
+// cores.
+func checkRefillAfterWork(t testing.TB, repo string, sw *state.Swarm, refilled []dcontainer.InspectResponse) {
+	t.Helper()
+	var lastWork time.Time
+	for _, at := range firstWork(t, repo, sw) {
+		if at.After(lastWork) {
+			lastWork = at
+		}
+	}
+	for _, in := range refilled {
+		created, err := time.Parse(time.RFC3339Nano, in.Created)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.Before(lastWork) {
+			t.Errorf("pool sandbox %s was created at %s, %s before the start's last container was working", in.Name, created.Format(time.RFC3339Nano), lastWork.Sub(created))
+		}
+	}
 }
 
 // hasWarmNote reports whether a container's journal notes a warm claim.
