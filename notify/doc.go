@@ -1,6 +1,7 @@
 // Package notify tells people what happened without their watching: a
 // permission request waits for a person, a container failed (with its
-// error code), a container or a whole swarm finished. Each notice goes to
+// error code), a container or a whole swarm finished, a model provider's
+// limit makes containers wait. Each notice goes to
 // every configured target: webhooks (a JSON POST whose "text" field makes
 // it Slack-compatible; an "ntfy:" URL gets the text as a plain POST, as
 // ntfy topics take it) and a local command (argv, never a shell, with the

@@ -49,11 +49,11 @@ func (n *Notifier) notice(e api.Event) (Notice, bool) {
 // maxListed bounds the containers a limit wait's notice lists.
 const maxListed = 10
 
-// LimitWait queues the notice that calls to a model provider began to
-// wait at the gateway for its limit to reset (until), naming the
-// containers whose calls wait. Like Send it never blocks.
-func (n *Notifier) LimitWait(provider string, until time.Time, containers []string) {
-	no := Notice{Kind: KindLimitWait, Time: time.Now().UTC(), Provider: clean(provider), Until: until.UTC()}
+// LimitWait queues the notice that a model provider's limit holds the
+// calls of containers until it resets (until), naming them and their
+// swarm ("" when they are of several). Like Send it never blocks.
+func (n *Notifier) LimitWait(provider string, until time.Time, swarmID string, containers []string) {
+	no := Notice{Kind: KindLimitWait, Time: time.Now().UTC(), Provider: clean(provider), Until: until.UTC(), SwarmID: clean(swarmID)}
 	for i, c := range containers {
 		if i == maxListed {
 			break
@@ -67,7 +67,7 @@ func (n *Notifier) LimitWait(provider string, until time.Time, containers []stri
 	if more := len(containers) - len(no.Containers); more > 0 {
 		who += fmt.Sprintf(" and %d more", more)
 	}
-	no.Text = fmt.Sprintf("model provider %s is limited until %s; calls of %s wait at the gateway", dash(no.Provider), no.Until.Format("15:04:05 UTC"), dash(who))
+	no.Text = fmt.Sprintf("model provider %s is limited until %s; waiting: %s", dash(no.Provider), no.Until.Format("15:04:05 UTC"), dash(who))
 	if no.Board != "" {
 		no.Text += " " + no.Board
 	}

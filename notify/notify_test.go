@@ -205,12 +205,12 @@ func TestLimitWaitNoticeNamesProviderResetAndContainers(t *testing.T) {
 		ctrs = append(ctrs, fmt.Sprintf("aimi-%02d", i))
 	}
 	ctrs[0] = "aimi-\x1b[2Jx"
-	n.LimitWait("anthropic\r\n", until, ctrs)
+	n.LimitWait("anthropic\r\n", until, "sw1", ctrs)
 	var no Notice
 	if err := json.Unmarshal([]byte(hook.wait(t, 1)[0]), &no); err != nil {
 		t.Fatal(err)
 	}
-	if no.Kind != KindLimitWait || no.Provider != "anthropic" || !no.Until.Equal(until) || len(no.Containers) != maxListed || no.Board != "http://127.0.0.1:8080/" {
+	if no.Kind != KindLimitWait || no.Provider != "anthropic" || no.SwarmID != "sw1" || !no.Until.Equal(until) || len(no.Containers) != maxListed || no.Board != "http://127.0.0.1:8080/" {
 		t.Errorf("notice %+v", no)
 	}
 	if !strings.Contains(no.Text, "anthropic is limited until 14:05:00 UTC") || !strings.Contains(no.Text, "aimi-01") || !strings.Contains(no.Text, "and 2 more") {

@@ -129,7 +129,8 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	meter := newUsageObserver(cfg.Prices, cfg.Agent.LimitMaxWait, log)
-	git, models, closeServices, err := openServices(cfg, o, be, met, meter, log)
+	limits := newLimitNotices(cfg.Agent.LimitMaxWait, log)
+	git, models, closeServices, err := openServices(cfg, o, be, met, waitTee{meter, limits}, log)
 	if err != nil {
 		return err
 	}
@@ -156,7 +157,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	meter.attach(life, mgr.JournalUsage, mgr.NoteLimitWait)
-	stopMetrics, err := observe(life, cfg, met, mgr, log)
+	stopMetrics, err := observe(life, cfg, met, mgr, limits, log)
 	if err != nil {
 		return err
 	}
@@ -203,8 +204,8 @@ func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service,
 
 // observe starts the notifier, attaches the metrics to mgr and serves them
 // when metrics.listen is set.
-func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mgr *orchestrator.Manager, log *slog.Logger) (stop func(), err error) {
-	if err := startNotifier(life, cfg, mgr, log); err != nil {
+func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mgr *orchestrator.Manager, limits *limitNotices, log *slog.Logger) (stop func(), err error) {
+	if err := startNotifier(life, cfg, mgr, limits, log); err != nil {
 		return nil, err
 	}
 	met.Attach(mgr)
@@ -216,7 +217,7 @@ func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mg
 
 // startNotifier sends notices to notify.webhooks and notify.command, when
 // any is set, until life ends.
-func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.Manager, log *slog.Logger) error {
+func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.Manager, limits *limitNotices, log *slog.Logger) error {
 	board := cfg.Notify.BoardURL
 	n, err := notify.New(notify.Config{Webhooks: cfg.Notify.Webhooks, Command: cfg.Notify.Command,
 		Board: func() string { return board }, Journal: mgr.JournalNote, Logger: log})
@@ -227,6 +228,7 @@ func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.
 		return nil
 	}
 	log.Info("notifications on", "webhooks", len(cfg.Notify.Webhooks), "command", len(cfg.Notify.Command) > 0)
+	limits.set(n)
 	go n.Run(life, mgr.Subscribe(life))
 	return nil
 }
