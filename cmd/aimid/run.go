@@ -128,8 +128,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil || o.drainPool {
 		return err
 	}
-	meter := newUsageObserver(cfg.Prices, cfg.Agent.LimitMaxWait, log)
-	limits := newLimitNotices(cfg.Agent.LimitMaxWait, log)
+	meter, limits := newUsageObserver(cfg.Prices, cfg.Agent.LimitMaxWait, log), newLimitNotices(cfg.Agent.LimitMaxWait, log)
 	git, models, closeServices, err := openServices(cfg, o, be, met, waitTee{meter, limits}, log)
 	if err != nil {
 		return err
