@@ -152,24 +152,6 @@ func TestMaxConcurrentSerialisesFairly(t *testing.T) {
 			}
 		}()
 	}
-	waitQueued := func(n int) {
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
-			l.mu.Lock()
-			q := 0
-			for _, g := range l.gates {
-				q += g.queued
-			}
-			l.mu.Unlock()
-			if q == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d calls waiting, want %d", q, n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	// a's first call holds the one place; a queues three more, then b one:
 	// b must go right after a's first waiting call, not after all of a's.
 	start("a")
@@ -178,10 +160,10 @@ func TestMaxConcurrentSerialisesFairly(t *testing.T) {
 	}
 	for i := range 3 {
 		start("a")
-		waitQueued(i + 1)
+		waitQueuedN(t, l, i+1)
 	}
 	start("b")
-	waitQueued(4)
+	waitQueuedN(t, l, 4)
 	for range 5 {
 		up.hold <- struct{}{}
 	}

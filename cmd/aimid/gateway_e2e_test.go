@@ -95,19 +95,7 @@ func TestModelKeyStaysInTheDaemon(t *testing.T) {
 			t.Errorf("%s: %s", c.ContainerName, verdict)
 		}
 	}
-	envOf := func(id string) map[string]string {
-		info, err := cli.ContainerInspect(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := map[string]string{}
-		for _, kv := range info.Config.Env {
-			k, val, _ := strings.Cut(kv, "=")
-			m[k] = val
-		}
-		return m
-	}
-	e1, e2 := envOf(one.ContainerID), envOf(two.ContainerID)
+	e1, e2 := containerEnv(t, ctx, cli, one.ContainerID), containerEnv(t, ctx, cli, two.ContainerID)
 	if e1["ANTHROPIC_API_KEY"] == key || e1["ANTHROPIC_API_KEY"] == e2["ANTHROPIC_API_KEY"] {
 		t.Fatal("the sandboxes do not hold placeholders of their own")
 	}
