@@ -38,12 +38,105 @@ while IFS= read -r line; do
 done
 `
 
-// budgetConfig is the daemon's config with swarm.budget at budget: one
-// call of the fake provider costs 3 (a million input tokens at 3).
-func budgetConfig(budget string) string {
-	return "agent:\n  kind: acp\n  command: sh budget-agent.sh\n  env:\n    ANTHROPIC_API_KEY: sk-ant-budget-test\n" +
-		"git:\n  mode: local\nswarm:\n  budget: " + budget + "\n" +
+// budgetConfig is the daemon's config with swarm.budget and
+// agent.story_budget: one call of the fake provider costs 3 (a million
+// input tokens at 3).
+func budgetConfig(swarmBudget, storyBudget string) string {
+	return "agent:\n  kind: acp\n  command: sh budget-agent.sh\n  story_budget: " + storyBudget + "\n  env:\n    ANTHROPIC_API_KEY: sk-ant-budget-test\n" +
+		"git:\n  mode: local\nswarm:\n  budget: " + swarmBudget + "\n" +
 		"models:\n  anthropic:\n    prices: {input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}\n"
+}
+
+// budgetRun is one swarm of two stories whose agent calls a fake
+// provider through the model gateway.
+type budgetRun struct {
+	repo, sock, dataDir, name, branch string
+	calls                             *atomic.Int32
+	p                                 *proc
+}
+
+// startBudgetSwarm serves the fake provider, makes the repository, starts
+// the daemon with cfg and the swarm.
+func startBudgetSwarm(t *testing.T, ctx context.Context, cfg string) *budgetRun {
+	image := sandboxImage(t)
+	b := &budgetRun{calls: &atomic.Int32{}}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+		b.calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"type":"message","content":[],"usage":{"input_tokens":1000000,"output_tokens":0}}`)
+	}))
+	t.Cleanup(up.Close)
+	b.repo = shortDir(t)
+	gitOut(t, b.repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(b.repo, ".aimi", "tasks"), 0o755)
+	b.name = "budget-" + fmt.Sprintf("%x", sha256.Sum256([]byte(b.repo)))[:6]
+	b.branch = "feat/" + b.name
+	if err := os.WriteFile(filepath.Join(b.repo, ".aimi", "tasks", b.name+"-tasks.json"), taskFileJSON(b.branch, 2), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.repo, "budget-agent.sh"), []byte(budgetAgent), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, b.repo, "add", "-A")
+	gitOut(t, b.repo, "commit", "-q", "-m", "task file and agent")
+	removeProjectContainersAtEnd(t, b.repo)
+	dir := shortDir(t)
+	b.sock, b.dataDir = filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIMI_") {
+			env = append(env, kv)
+		}
+	}
+	b.p = launchAimidWrapped(t, nil, testInstance(b.sock), b.sock, b.dataDir, cfg, "debug", env,
+		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+		"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_SWARM_STOP_GRACE=2s",
+		"AIMI_MODELS_ANTHROPIC_URL="+up.URL)
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", b.repo, "--socket", b.sock); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	return b
+}
+
+// stopsAfterTheFirstStory waits for the container to exit and checks that
+// it stopped with US-001 done, US-002 not begun, and an error that starts
+// with want(calls to the provider so far). It returns its journal.
+func (b *budgetRun) stopsAfterTheFirstStory(t *testing.T, want func(calls int32) string) string {
+	v := waitFor(t, b.sock, b.repo, 4*time.Minute, "the container exited", allExited)
+	sw := validState(t, b.repo)
+	c := sw.ContainerForTask(taskPath(b.name))
+	if c == nil || c.Status != state.StatusStopped || c.StoryProgress.Completed != 1 {
+		t.Fatalf("container %+v, want stopped with 1 story completed (provider calls: %d)", c, b.calls.Load())
+	}
+	// git's ls-remote makes one or two calls (smart, then dumb HTTP).
+	if w := want(b.calls.Load()); b.calls.Load() == 0 || !viewHasError(v, c.ContainerName, w) {
+		t.Fatalf("want %q in the errors of %s: %+v", w, c.ContainerName, v.Containers)
+	}
+	journal := filepath.Join(b.repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson")
+	if began := storiesBegun(t, journal); strings.Join(began, ",") != "US-001" {
+		t.Fatalf("stories begun before the stop: %v, want US-001 only", began)
+	}
+	return journal
+}
+
+// resumeCompletes resumes the swarm and checks that the rerun begins only
+// US-002 and that the published branch holds both stories' commits.
+func (b *budgetRun) resumeCompletes(t *testing.T, ctx context.Context, journal string) {
+	if code, out, errOut := aimi(ctx, "swarm", "resume", "--repo", b.repo, "--socket", b.sock); code != 0 {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, b.sock, b.repo, 4*time.Minute, "the resumed container completed", func(v api.SwarmView) bool {
+		return allExited(v) && len(v.State.Containers) == 1 && v.State.Containers[0].Status == state.StatusCompleted
+	})
+	if began := storiesBegun(t, journal); strings.Join(began, ",") != "US-002" {
+		t.Fatalf("stories begun after resume: %v, want US-002 only", began)
+	}
+	waitBranch(t, b.repo, b.branch, 2*time.Minute) // published into the checkout
+	subjects := gitOut(t, b.repo, "log", "--reverse", "--format=%s", "main.."+b.branch)
+	if !strings.Contains(subjects, "US-001: Story 1 (completed)") || !strings.Contains(subjects, "US-002: Story 2 (completed)") || strings.Count(subjects, "US-001") != 1 {
+		t.Fatalf("branch %s: %s", b.branch, subjects)
+	}
 }
 
 // TestSwarmBudgetStopsAtTheStoryBoundaryAndResumeGoesOn: the real daemon
@@ -58,84 +151,37 @@ func TestSwarmBudgetStopsAtTheStoryBoundaryAndResumeGoesOn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
-	image := sandboxImage(t)
-	var calls atomic.Int32
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
-		calls.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"type":"message","content":[],"usage":{"input_tokens":1000000,"output_tokens":0}}`)
-	}))
-	t.Cleanup(up.Close)
-
-	repo := shortDir(t)
-	gitOut(t, repo, "init", "-q", "-b", "main")
-	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
-	name := "budget-" + fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
-	branch := "feat/" + name
-	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), taskFileJSON(branch, 2), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(repo, "budget-agent.sh"), []byte(budgetAgent), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gitOut(t, repo, "add", "-A")
-	gitOut(t, repo, "commit", "-q", "-m", "task file and agent")
-	removeProjectContainersAtEnd(t, repo)
-
-	dir := shortDir(t)
-	sock, dataDir := filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIMI_") {
-			env = append(env, kv)
-		}
-	}
-	p := launchAimidWrapped(t, nil, testInstance(sock), sock, dataDir, budgetConfig("2"), "debug", env,
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
-		"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_SWARM_STOP_GRACE=2s",
-		"AIMI_MODELS_ANTHROPIC_URL="+up.URL)
-	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
-	}
-	v := waitFor(t, sock, repo, 4*time.Minute, "the container exited", allExited)
-	sw := validState(t, repo)
-	c := sw.ContainerForTask(taskPath(name))
-	if c == nil || c.Status != state.StatusStopped || c.StoryProgress.Completed != 1 {
-		t.Fatalf("container %+v, want stopped with 1 story completed (provider calls: %d)", c, calls.Load())
-	}
-	// git's ls-remote makes one or two calls (smart, then dumb HTTP), each
-	// costing 3.
-	want := fmt.Sprintf("BUDGET_EXCEEDED: the swarm spent %.4f of its budget 2.0000 (swarm.budget", 3*float64(calls.Load()))
-	if calls.Load() == 0 || !viewHasError(v, c.ContainerName, want) {
-		t.Fatalf("want %q in the errors of %s: %+v", want, c.ContainerName, v.Containers)
-	}
-	journal := filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson")
-	if began := storiesBegun(t, journal); strings.Join(began, ",") != "US-001" {
-		t.Fatalf("stories begun before the stop: %v, want US-001 only", began)
-	}
-
+	b := startBudgetSwarm(t, ctx, budgetConfig("2", "0"))
+	defer b.p.stop(t)
+	journal := b.stopsAfterTheFirstStory(t, func(calls int32) string {
+		return fmt.Sprintf("BUDGET_EXCEEDED: the swarm spent %.4f of its budget 2.0000 (swarm.budget", 3*float64(calls))
+	})
 	// Raised in the config file: resume goes on from where it stopped.
-	if err := os.WriteFile(filepath.Join(dataDir, "cfg", "config.yaml"), []byte(budgetConfig("100")), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.dataDir, "cfg", "config.yaml"), []byte(budgetConfig("100", "0")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errOut := aimi(ctx, "swarm", "resume", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errOut)
+	b.resumeCompletes(t, ctx, journal)
+}
+
+// TestStoryBudgetStopsAfterTheStoryThatReachedIt: a story over
+// agent.story_budget finishes (committed), its container begins no further
+// story and names the story and its figures; resume goes on (the budget
+// holds for each story anew).
+func TestStoryBudgetStopsAfterTheStoryThatReachedIt(t *testing.T) {
+	parallelLong(t)
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
 	}
-	waitFor(t, sock, repo, 4*time.Minute, "the resumed container completed", func(v api.SwarmView) bool {
-		return allExited(v) && len(v.State.Containers) == 1 && v.State.Containers[0].Status == state.StatusCompleted
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	b := startBudgetSwarm(t, ctx, budgetConfig("0", "2.5"))
+	defer b.p.stop(t)
+	journal := b.stopsAfterTheFirstStory(t, func(calls int32) string {
+		return fmt.Sprintf("BUDGET_EXCEEDED: US-001 spent %.4f of its budget 2.5000 (agent.story_budget", 3*float64(calls))
 	})
-	if began := storiesBegun(t, journal); strings.Join(began, ",") != "US-002" {
-		t.Fatalf("stories begun after resume: %v, want US-002 only", began)
-	}
-	waitBranch(t, repo, branch, 2*time.Minute) // published into the checkout
-	subjects := gitOut(t, repo, "log", "--reverse", "--format=%s", "main.."+branch)
-	if !strings.Contains(subjects, "US-001: Story 1 (completed)") || !strings.Contains(subjects, "US-002: Story 2 (completed)") || strings.Count(subjects, "US-001") != 1 {
-		t.Fatalf("branch %s: %s", branch, subjects)
-	}
+	b.resumeCompletes(t, ctx, journal)
 }
 
 // viewHasError reports whether container name shows an error starting with prefix.
