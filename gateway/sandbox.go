@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
 // SandboxPort is the loopback port, inside a container without a network,
@@ -42,7 +44,7 @@ func (s *Service) ServeSandbox(ln net.Listener, swarmID, containerName string) e
 		},
 	}
 	peer := "sandbox:" + swarmID + "/" + containerName
-	lim := &sandboxListener{Listener: ln, conns: s.conns, peer: peer}
+	lim := &svclisten.PeerListener{Listener: ln, Conns: s.conns, Peer: peer}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -65,27 +67,6 @@ func (s *Service) loopbackCert() (tls.Certificate, error) {
 		s.loopCert, s.loopErr = s.ca.ServerCert(net.ParseIP(loopback))
 	})
 	return s.loopCert, s.loopErr
-}
-
-// sandboxListener holds a container's connections to its share.
-type sandboxListener struct {
-	net.Listener
-	conns *connLimiter
-	peer  string
-}
-
-func (l *sandboxListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if !l.conns.admit(l.peer) {
-			c.Close()
-			continue
-		}
-		return &limitedConn{Conn: c, release: func() { l.conns.release(l.peer) }}, nil
-	}
 }
 
 // sandboxServers are the servers of ServeSandbox, shut down by Close.

@@ -55,7 +55,7 @@ func TestSandboxSocketSaysWhoIsAsking(t *testing.T) {
 	if resp := post(t, via(b), base, ph, body); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("another container's socket: %d, want 401", resp.StatusCode)
 	}
-	netBase := "https://127.0.0.1:" + strconv.Itoa(f.s.listeners["127.0.0.1"].port) + "/anthropic"
+	netBase := "https://127.0.0.1:" + strconv.Itoa(f.s.listen.Port("127.0.0.1")) + "/anthropic"
 	if resp := post(t, f.client("127.0.0.1"), netBase, ph, body); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("through a network listener: %d, want 401", resp.StatusCode)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/internal/daemonca"
+	"github.com/aimi-tools/swarm/internal/svclisten"
 	"github.com/aimi-tools/swarm/usage"
 )
 
@@ -171,16 +172,14 @@ type Service struct {
 	limits    Limits
 	limiter   *limiter
 	met       metLimits // the limits each container's calls met
-	conns     *connLimiter
+	conns     *svclisten.Conns
 	proxy     http.Handler
 	sandboxServers
 
 	mu        sync.Mutex
-	port      int
 	byHash    map[string]*record
 	inflight  map[grantKey]chan struct{}
-	listeners map[string]*listener
-	ips       map[string]bool
+	listen    *svclisten.Set
 	closed    bool
 	stopSweep chan struct{}
 }
@@ -211,7 +210,7 @@ func New(opts Options) (*Service, error) {
 		providers: opts.Providers, keys: maps.Clone(opts.Keys), owner: keyOwners(opts.Providers),
 		observer: opts.Observer, limits: opts.Limits.withDefaults(),
 		byHash: map[string]*record{}, inflight: map[grantKey]chan struct{}{},
-		listeners: map[string]*listener{}, ips: map[string]bool{}, stopSweep: make(chan struct{}),
+		stopSweep: make(chan struct{}),
 	}
 	s.sandboxes = map[*http.Server]bool{}
 	s.limiter = newLimiter(s.limits.LimitWait, s.limits.LimitQueue)
@@ -220,7 +219,8 @@ func New(opts Options) (*Service, error) {
 		s.limiter.onWait = wo.Waited
 	}
 	s.limiter.load(filepath.Join(s.dir, limitsName), s.log)
-	s.conns = &connLimiter{max: s.limits.MaxConns, perPeer: s.limits.MaxConnsPerPeer, peers: map[string]int{}, log: s.log}
+	s.conns = svclisten.NewConns("model gateway", s.limits.MaxConns, s.limits.MaxConnsPerPeer, s.log)
+	s.listen = s.newListeners()
 	tr := opts.Transport
 	if tr == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -245,7 +245,7 @@ func New(opts Options) (*Service, error) {
 	if interval <= 0 {
 		interval = 30 * time.Second
 	}
-	go s.sweepLoop(interval)
+	go svclisten.Every(interval, s.stopSweep, s.sweep)
 	return s, nil
 }
 
@@ -278,11 +278,11 @@ func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 	defer s.mu.Unlock()
 	base := "https://" + net.JoinHostPort(loopback, strconv.Itoa(SandboxPort)) + "/"
 	if gateway != "" {
-		l := s.listeners[ip]
-		if l == nil {
+		port := s.listen.Port(ip)
+		if port == 0 {
 			return Grant{}, fmt.Errorf("model gateway: not listening on %q (the sandbox network's gateway; on a cluster set git.address)", gateway)
 		}
-		base = "https://" + net.JoinHostPort(ip, strconv.Itoa(l.port)) + "/"
+		base = "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/"
 	}
 	var earlier []*record
 	for _, r := range s.byHash {
@@ -397,7 +397,7 @@ func (s *Service) load() ([]string, error) {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, fmt.Errorf("model gateway grants %s are corrupt: %w (move the file away; running containers then lose model access)", filepath.Join(s.dir, grantsName), err)
 	}
-	s.port = p.Port
+	s.listen.SetPort(p.Port)
 	for _, r := range p.Records {
 		// A key variable no longer configured has no key to put in.
 		if r != nil && r.Hash != "" && s.keys[r.Var] != "" {
@@ -408,7 +408,7 @@ func (s *Service) load() ([]string, error) {
 }
 
 func (s *Service) saveLocked() error {
-	p := persisted{Port: s.port, IPs: slices.Sorted(maps.Keys(s.ips)), Records: make([]*record, 0, len(s.byHash))}
+	p := persisted{Port: s.listen.PreferredPort(), IPs: s.listen.IPs(), Records: make([]*record, 0, len(s.byHash))}
 	for _, h := range slices.Sorted(maps.Keys(s.byHash)) {
 		p.Records = append(p.Records, s.byHash[h])
 	}
@@ -420,19 +420,6 @@ func (s *Service) saveLocked() error {
 		return fmt.Errorf("write the model gateway's grants: %w", err)
 	}
 	return nil
-}
-
-func (s *Service) sweepLoop(interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stopSweep:
-			return
-		case <-t.C:
-			s.sweep()
-		}
-	}
 }
 
 // systemRoots are where Linux distributions keep their trust store (Go's

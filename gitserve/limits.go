@@ -3,12 +3,12 @@ package gitserve
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
 // Defaults of Limits. A sandbox is untrusted: whatever it can make the
@@ -42,9 +42,6 @@ const (
 	// maxFetchBody bounds the body of a clone or fetch (the objects the
 	// client wants and has): a few MiB in a long negotiation.
 	maxFetchBody = 64 << 20
-	// refusedLogEvery is how often refused connections are summed up in
-	// the log (one line per refused connection would let a flood fill it).
-	refusedLogEvery = 10 * time.Second
 )
 
 // Limits bound what the containers can take of the service. Zero fields
@@ -96,66 +93,6 @@ func (l Limits) withDefaults() Limits {
 func (l Limits) FileDescriptors() int {
 	l = l.withDefaults()
 	return l.MaxConns + l.MaxBackends*FDsPerBackend
-}
-
-// connLimiter counts the connections held per source address and in total
-// (every listener of the service shares one).
-type connLimiter struct {
-	log           *slog.Logger
-	max, perPeer  int
-	mu            sync.Mutex
-	total         int
-	peers         map[string]int
-	refused       int
-	refusedPeers  map[string]int
-	lastRefuseLog time.Time
-}
-
-func newConnLimiter(l Limits, log *slog.Logger) *connLimiter {
-	return &connLimiter{log: log, max: l.MaxConns, perPeer: l.MaxConnsPerPeer, peers: map[string]int{}, refusedPeers: map[string]int{}}
-}
-
-// admit takes a place for a connection from ip, or says there is none.
-func (c *connLimiter) admit(ip string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.total >= c.max || c.peers[ip] >= c.perPeer {
-		c.refused++
-		if len(c.refusedPeers) < 16 {
-			c.refusedPeers[ip]++
-		}
-		if time.Since(c.lastRefuseLog) >= refusedLogEvery {
-			c.log.Warn("git service: connections refused: over the limit per source address or in total",
-				"refused", c.refused, "from", c.refusedPeers, "perSource", c.perPeer, "total", c.max, "held", c.total)
-			c.refused, c.refusedPeers, c.lastRefuseLog = 0, map[string]int{}, time.Now()
-		}
-		return false
-	}
-	c.total++
-	c.peers[ip]++
-	return true
-}
-
-func (c *connLimiter) release(ip string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.total--
-	if c.peers[ip]--; c.peers[ip] <= 0 {
-		delete(c.peers, ip)
-	}
-}
-
-// limitedConn gives its place back once, at its first Close.
-type limitedConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
-}
-
-func (c *limitedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
 }
 
 // backendSlots bounds the git http-backend processes running at once, per
@@ -217,7 +154,7 @@ func (b *backendSlots) forget(swarm string) {
 // against them.
 type bounds struct {
 	limits Limits
-	conns  *connLimiter
+	conns  *svclisten.Conns
 	slots  *backendSlots
 	quota  mirrorQuota
 }
@@ -226,7 +163,7 @@ type bounds struct {
 // of requests under way when the daemon stopped).
 func (s *Service) initBounds(l Limits) error {
 	s.limits = l.withDefaults()
-	s.conns = newConnLimiter(s.limits, s.log)
+	s.conns = svclisten.NewConns("git service", s.limits.MaxConns, s.limits.MaxConnsPerPeer, s.log)
 	s.slots = newBackendSlots(s.limits)
 	s.quota.reserved = map[string]int64{}
 	dir := filepath.Join(s.dir, spoolDir)

@@ -109,11 +109,7 @@ func TestPushLimitsRefuseWithTheKeyToRaise(t *testing.T) {
 	}
 }
 
-func heldConns(s *Service) int {
-	s.conns.mu.Lock()
-	defer s.conns.mu.Unlock()
-	return s.conns.total
-}
+func heldConns(s *Service) int { return s.conns.Held() }
 
 // dialFrom opens a TCP connection to addr from the loopback address local.
 func dialFrom(t *testing.T, local, addr string) net.Conn {

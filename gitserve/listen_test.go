@@ -50,10 +50,7 @@ func tcpListening(t *testing.T, ip string, port int) bool {
 func (s *Service) portOn(ip string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if l := s.listeners[ip]; l != nil {
-		return l.port
-	}
-	return 0
+	return s.listen.Port(ip)
 }
 
 func TestStopsListeningOnANetworkThatIsGone(t *testing.T) {

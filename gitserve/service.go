@@ -10,14 +10,12 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +24,7 @@ import (
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/internal/daemonca"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
+	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
 // Names and defaults that other parts of aimi rely on.
@@ -163,11 +162,9 @@ type Service struct {
 	// mu guards everything below; it is never held across git or network
 	// calls except the state file write.
 	mu        sync.Mutex
-	port      int
 	byName    map[grantKey]*record // one per container of a swarm
 	byToken   map[string]*record   // token hash -> record
-	listeners map[string]*listener
-	ips       map[string]bool // addresses listened on, kept through Close
+	listen    *svclisten.Set
 	lastIP    string
 	closed    bool
 	stopSweep chan struct{} // closed by Close
@@ -196,8 +193,6 @@ func New(opts Options) (*Service, error) {
 		opts:      opts,
 		byName:    map[grantKey]*record{},
 		byToken:   map[string]*record{},
-		listeners: map[string]*listener{},
-		ips:       map[string]bool{},
 		userRefs:  map[string]string{},
 		sources:   map[string]string{},
 		stopSweep: make(chan struct{}),
@@ -234,6 +229,7 @@ func New(opts Options) (*Service, error) {
 		return nil, err
 	}
 	s.ca = ca
+	s.listen = s.newListeners()
 	if created {
 		s.log.Info("created the git service CA", "cert", s.CAFile())
 	}
@@ -247,7 +243,7 @@ func New(opts Options) (*Service, error) {
 		if err := s.ListenOn(context.Background(), ip); err != nil {
 			s.log.Info("git service: not listening on a former address", "ip", ip, "err", err)
 			s.mu.Lock()
-			delete(s.ips, ip)
+			s.listen.Forget(ip)
 			s.mu.Unlock()
 		}
 	}
@@ -255,7 +251,7 @@ func New(opts Options) (*Service, error) {
 	if interval <= 0 {
 		interval = DefaultSweepInterval
 	}
-	go s.sweepLoop(interval, s.stopSweep)
+	go svclisten.Every(interval, s.stopSweep, s.sweep)
 	return s, nil
 }
 
@@ -300,12 +296,11 @@ func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, b
 			ip = a.String()
 		}
 	}
-	l := s.listeners[ip]
+	port := s.listen.Port(ip)
 	s.mu.Unlock()
-	if l == nil {
+	if port == 0 {
 		return Grant{}, ErrNotListening
 	}
-	port := l.port
 	if _, err := s.ensureMirror(ctx, repoPath, swarmID); err != nil {
 		return Grant{}, err
 	}
@@ -546,7 +541,7 @@ func (s *Service) load() ([]string, error) {
 	if err := json.Unmarshal(data, &p); err != nil {
 		return nil, fmt.Errorf("git service grants %s are corrupt: %w (move the file away to start over; granted containers then lose access)", filepath.Join(s.dir, stateName), err)
 	}
-	s.port = p.Port
+	s.listen.SetPort(p.Port)
 	for _, r := range p.Records {
 		if r == nil || r.Container == "" {
 			continue
@@ -561,8 +556,8 @@ func (s *Service) load() ([]string, error) {
 }
 
 func (s *Service) saveLocked() error {
-	p := persisted{Port: s.port, Records: make([]*record, 0, len(s.byName))}
-	p.IPs = slices.Sorted(maps.Keys(s.ips))
+	p := persisted{Port: s.listen.PreferredPort(), Records: make([]*record, 0, len(s.byName))}
+	p.IPs = s.listen.IPs()
 	for _, r := range s.byName {
 		p.Records = append(p.Records, r)
 	}

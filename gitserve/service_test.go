@@ -276,9 +276,7 @@ func TestListenOnCertificateNamesTheIP(t *testing.T) {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(s.ca.CertPEM)
-	s.mu.Lock()
-	port := s.listeners["127.0.0.1"].port
-	s.mu.Unlock()
+	port := s.Port("127.0.0.1")
 	conn, err := tls.Dial("tcp", "127.0.0.1:"+itoa(port), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
 	if err != nil {
 		t.Fatalf("TLS with the service CA: %v", err)

@@ -1,0 +1,102 @@
+package svclisten
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/internal/daemonca"
+)
+
+func newSet(t *testing.T, conns *Conns) (*Set, *x509.CertPool) {
+	t.Helper()
+	ca, _, err := daemonca.LoadOrCreate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	s := New(Options{
+		Name: "test service", Log: slog.New(slog.DiscardHandler), Cert: ca.ServerCert, Conns: conns,
+		Handler:     http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
+		IdleTimeout: time.Minute, MaxHeaderBytes: 4 << 10, PortTaken: "port taken",
+	})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Detach()(ctx)
+	})
+	return s, pool
+}
+
+// A listener on a loopback address answers over TLS with a certificate for
+// it, keeps its port as the preferred one and is found again by Listen.
+func TestListenServesTLSAndKeepsThePort(t *testing.T) {
+	s, pool := newSet(t, NewConns("test service", 8, 8, slog.New(slog.DiscardHandler)))
+	ip, changed, err := s.Listen(t.Context(), "127.0.0.1")
+	if err != nil || !changed || ip != "127.0.0.1" {
+		t.Fatalf("Listen = %q, %v, %v", ip, changed, err)
+	}
+	port := s.Port(ip)
+	if port == 0 || s.PreferredPort() != port {
+		t.Fatalf("port %d, preferred %d", port, s.PreferredPort())
+	}
+	if _, changed, err := s.Listen(t.Context(), "127.0.0.1"); err != nil || changed {
+		t.Fatalf("Listen again = %v, %v; want nothing done", changed, err)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := c.Get("https://127.0.0.1:" + strconv.Itoa(port) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := s.Addrs(); len(got) != 1 || got[0] != "127.0.0.1:"+strconv.Itoa(port) {
+		t.Errorf("Addrs = %v", got)
+	}
+	if !s.Stop(ip, "test") || s.Port(ip) != 0 || len(s.IPs()) != 0 {
+		t.Errorf("after Stop: port %d, IPs %v", s.Port(ip), s.IPs())
+	}
+}
+
+// An address the host does not have, or no address at all, is refused.
+func TestListenRefusesWhatIsNotAHostAddress(t *testing.T) {
+	s, _ := newSet(t, NewConns("test service", 8, 8, slog.New(slog.DiscardHandler)))
+	for _, ip := range []string{"not-an-ip", "192.0.2.77"} {
+		if _, _, err := s.Listen(t.Context(), ip); err == nil {
+			t.Errorf("Listen(%q) succeeded", ip)
+		}
+	}
+}
+
+// Connections past the limit of one source are closed as they are
+// accepted, and a closed one gives its place back once.
+func TestConnsHoldOnlyTheirShare(t *testing.T) {
+	conns := NewConns("test service", 4, 2, slog.New(slog.DiscardHandler))
+	if !conns.Admit("a") || !conns.Admit("a") {
+		t.Fatal("first two of a refused")
+	}
+	if conns.Admit("a") {
+		t.Fatal("third of a admitted past perPeer 2")
+	}
+	if !conns.Admit("b") || !conns.Admit("b") || conns.Admit("c") {
+		t.Fatal("total of 4 not kept")
+	}
+	p1, p2 := net.Pipe()
+	defer p2.Close()
+	h := conns.Hold(p1, "a")
+	h.Close()
+	h.Close()
+	if got := conns.Held(); got != 3 {
+		t.Fatalf("held %d after one close (twice), want 3", got)
+	}
+	if !conns.Admit("c") {
+		t.Fatal("freed place not given")
+	}
+}
