@@ -23,6 +23,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpclient"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/runner/forward"
 )
 
 // askChannel puts permission requests to a person through the daemon,
@@ -82,7 +83,7 @@ func openAskChannel(askURL, repoURL, token, caFile string, log *slog.Logger) (*a
 // askURLOf is the ask socket's URL on the loopback when AIMI_NET_FORWARD
 // (spec) serves contract.AskSocket, else "".
 func askURLOf(spec string) string {
-	fws, err := ParseForwards(spec, contract.NetDir)
+	fws, err := forward.Parse(spec, contract.NetDir)
 	if err != nil {
 		return ""
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/demoagent"
 	"github.com/aimi-tools/swarm/runner"
+	"github.com/aimi-tools/swarm/runner/forward"
 	"github.com/google/uuid"
 )
 
@@ -81,12 +82,7 @@ func run(args []string) int {
 	defer stop()
 	// A sandbox without a network reaches the daemon's services (git, the
 	// egress proxy) through these loopback ports only.
-	fws, err := runner.ParseForwards(os.Getenv(contract.EnvNetForward), contract.NetDir)
-	if err == nil {
-		err = runner.StartForwards(context.WithoutCancel(ctx), fws, log)
-	}
-	if err != nil {
-		err = fmt.Errorf("%s: %w", contract.EnvNetForward, err)
+	if err := forward.FromEnv(context.WithoutCancel(ctx), os.Getenv, log); err != nil {
 		log.Error("configuration", "err", err)
 		reportConfigError(cfg, err)
 		return 2

@@ -36,6 +36,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
 	aimirunner "github.com/aimi-tools/swarm/runner"
+	"github.com/aimi-tools/swarm/runner/forward"
 )
 
 const (
@@ -53,11 +54,7 @@ func main() {
 	}
 	// As acp-runner does: a sandbox without a network reaches the
 	// daemon's services through these loopback forwards.
-	fws, err := aimirunner.ParseForwards(os.Getenv(contract.EnvNetForward), contract.NetDir)
-	if err == nil {
-		err = aimirunner.StartForwards(context.Background(), fws, slog.Default())
-	}
-	if err != nil {
+	if err := forward.FromEnv(context.Background(), os.Getenv, slog.Default()); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(2)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
 	aimirunner "github.com/aimi-tools/swarm/runner"
+	"github.com/aimi-tools/swarm/runner/forward"
 )
 
 func main() {
@@ -30,11 +31,7 @@ func main() {
 	}
 	// As acp-runner does: a sandbox without a network reaches the model
 	// gateway only through these loopback forwards to its own sockets.
-	fws, err := aimirunner.ParseForwards(os.Getenv(contract.EnvNetForward), contract.NetDir)
-	if err == nil {
-		err = aimirunner.StartForwards(context.Background(), fws, slog.Default())
-	}
-	if err != nil {
+	if err := forward.FromEnv(context.Background(), os.Getenv, slog.Default()); err != nil {
 		fmt.Fprintln(os.Stderr, "callagent:", err)
 		os.Exit(2)
 	}

@@ -1,4 +1,4 @@
-package runner
+package forward
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"testing"
 )
 
-func TestParseForwards(t *testing.T) {
-	fws, err := ParseForwards("3128=proxy,40123=git", "/run/aimi/net")
+func TestParse(t *testing.T) {
+	fws, err := Parse("3128=proxy,40123=git", "/run/aimi/net")
 	if err != nil || len(fws) != 2 || fws[0].Port != 3128 || fws[1].Socket != "/run/aimi/net/git.sock" {
 		t.Fatalf("%+v %v", fws, err)
 	}
 	for _, bad := range []string{"x=git", "0=git", "3128=", "3128=../x", "3128=a,3128=b", "3128", "03128=a"} {
-		if _, err := ParseForwards(bad, "/d"); err == nil {
+		if _, err := Parse(bad, "/d"); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
@@ -43,7 +43,7 @@ func TestForwardCopiesToTheSocket(t *testing.T) {
 	_ = probe.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := StartForwards(ctx, []Forward{{Port: port, Socket: sock}}, slog.Default()); err != nil {
+	if err := Start(ctx, []Forward{{Port: port, Socket: sock}}, slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
@@ -59,10 +59,10 @@ func TestForwardCopiesToTheSocket(t *testing.T) {
 	}
 }
 
-func FuzzParseForwards(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add("3128=proxy,40123=git")
 	f.Fuzz(func(t *testing.T, s string) {
-		fws, err := ParseForwards(s, "/d")
+		fws, err := Parse(s, "/d")
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package runner
+package forward
 
 import (
 	"context"
@@ -12,7 +12,22 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
+
+// FromEnv starts the forwards getenv's AIMI_NET_FORWARD names (sockets in
+// contract.NetDir), until ctx ends; none when it is empty.
+func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) error {
+	fws, err := Parse(getenv(contract.EnvNetForward), contract.NetDir)
+	if err == nil {
+		err = Start(ctx, fws, log)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", contract.EnvNetForward, err)
+	}
+	return nil
+}
 
 // maxForwards bounds AIMI_NET_FORWARD's entries.
 const maxForwards = 16
@@ -23,9 +38,9 @@ type Forward struct {
 	Socket string
 }
 
-// ParseForwards reads AIMI_NET_FORWARD: PORT=NAME pairs, comma-separated,
+// Parse reads AIMI_NET_FORWARD: PORT=NAME pairs, comma-separated,
 // NAME a lower-case word naming NAME.sock in dir.
-func ParseForwards(spec, dir string) ([]Forward, error) {
+func Parse(spec, dir string) ([]Forward, error) {
 	spec = strings.TrimSpace(spec)
 	if spec == "" {
 		return nil, nil
@@ -51,10 +66,10 @@ func ParseForwards(spec, dir string) ([]Forward, error) {
 	return out, nil
 }
 
-// StartForwards listens on 127.0.0.1:PORT of each forward and copies every
+// Start listens on 127.0.0.1:PORT of each forward and copies every
 // connection to its socket, until ctx ends. A container without a network
 // reaches the daemon's services only so.
-func StartForwards(ctx context.Context, fws []Forward, log *slog.Logger) error {
+func Start(ctx context.Context, fws []Forward, log *slog.Logger) error {
 	var lns []net.Listener
 	for _, f := range fws {
 		var lc net.ListenConfig
