@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 )
 
@@ -98,15 +99,15 @@ func TestServiceFromAContainer(t *testing.T) {
 	// Named as the orchestrator names them: the engine probe finds the
 	// container by the granted name.
 	nameA := "aimi-gitserve-test-" + run
-	a, err := s.Grant(ctx, repo, "swarm-c", nameA, "feat/ca", "")
+	a, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-c", Container: nameA, Branch: "feat/ca"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Grant(ctx, repo, "swarm-c", "aimi-cb", "feat-cb", "")
+	b, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-c", Container: "aimi-cb", Branch: "feat-cb"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := s.Grant(ctx, newRepo(t), "swarm-other", "aimi-co", "feat-co", "")
+	other, err := s.Grant(ctx, contract.ContainerBranch{Repo: newRepo(t), Swarm: "swarm-other", Container: "aimi-co", Branch: "feat-co"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

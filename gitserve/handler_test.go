@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // A push bigger than git's http.postBuffer goes as a chunked request body
@@ -21,7 +23,7 @@ func TestLargeChunkedPushGoesThrough(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-big", "aimi-big", "big", "")
+	g, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-big", Container: "aimi-big", Branch: "big"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +79,7 @@ func TestHandlerRefusals(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-h", "aimi-h", "mine", "")
+	g, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-h", Container: "aimi-h", Branch: "mine"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

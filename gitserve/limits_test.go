@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // commitRandom commits n incompressible bytes as name.
@@ -40,7 +42,7 @@ func TestPushLimitsRefuseWithTheKeyToRaise(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.Grant(ctx, repo, "swarm-1", "aimi-a", "feat/a", "")
+	a, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func TestPushLimitsRefuseWithTheKeyToRaise(t *testing.T) {
 
 	// Another swarm has its own share.
 	other := newRepo(t)
-	b, err := s.Grant(ctx, other, "swarm-2", "aimi-b", "feat/b", "")
+	b, err := s.Grant(ctx, contract.ContainerBranch{Repo: other, Swarm: "swarm-2", Container: "aimi-b", Branch: "feat/b"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +151,7 @@ func TestConnectionFloodHoldsOnlyItsShare(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-1", "aimi-a", "feat/a", "")
+	g, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 )
 
@@ -106,7 +107,7 @@ func TestTokenIsBoundToTheAddressThatUsedItFirst(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, newRepo(t), "swarm-pin", "aimi-pin", "feat-pin", "127.0.0.1")
+	g, err := s.Grant(ctx, contract.ContainerBranch{Repo: newRepo(t), Swarm: "swarm-pin", Container: "aimi-pin", Branch: "feat-pin"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,11 +230,11 @@ func TestTokensAndGatewaysAreBoundToTheirSwarm(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, err := s.Grant(ctx, newRepo(t), "swarm-a", "aimi-a", "feat-a", gwA)
+	a, err := s.Grant(ctx, contract.ContainerBranch{Repo: newRepo(t), Swarm: "swarm-a", Container: "aimi-a", Branch: "feat-a"}, gwA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Grant(ctx, newRepo(t), "swarm-b", "aimi-b", "feat-b", gwB)
+	b, err := s.Grant(ctx, contract.ContainerBranch{Repo: newRepo(t), Swarm: "swarm-b", Container: "aimi-b", Branch: "feat-b"}, gwB)
 	if err != nil {
 		t.Fatal(err)
 	}

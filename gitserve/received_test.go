@@ -31,7 +31,7 @@ func newPushFixture(t *testing.T) pushFixture {
 // files on its branch, push. It returns the pushed tip.
 func (f pushFixture) containerPush(t *testing.T, name, branch string, files ...string) string {
 	t.Helper()
-	g, err := f.s.Grant(t.Context(), f.user, "swarm-p", name, branch, "")
+	g, err := f.s.Grant(t.Context(), contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: name, Branch: branch}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestReceived(t *testing.T) {
 	if repo, got, err := f.s.Received("swarm-p", "aimi-r", "feat-r"); repo != mirror || got != tip || err != nil {
 		t.Fatalf("Received = %q, %q, %v; want %q, %q", repo, got, err, mirror, tip)
 	}
-	if _, err := f.s.Grant(ctx, f.user, "swarm-p", "aimi-idle", "feat-idle", ""); err != nil {
+	if _, err := f.s.Grant(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-idle", Branch: "feat-idle"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if repo, got, err := f.s.Received("swarm-p", "aimi-idle", "feat-idle"); repo != mirror || got != "" || err != nil {
@@ -115,7 +115,7 @@ func TestUnreceived(t *testing.T) {
 	ctx := t.Context()
 	f := newPushFixture(t)
 	pushed := f.containerPush(t, "aimi-p", "feat-p", "p.txt")
-	if _, err := f.s.Grant(ctx, f.user, "swarm-p", "aimi-silent", "feat-s", ""); err != nil {
+	if _, err := f.s.Grant(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-silent", Branch: "feat-s"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	userOnly := mustGit(t, f.user, "rev-parse", "HEAD")
@@ -181,7 +181,7 @@ func TestRefusedPushIsNotDelivery(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-u", "aimi-u", "feat-u", "")
+	g, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-u", Container: "aimi-u", Branch: "feat-u"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestObjectsNoRefNamesAreNotReceived(t *testing.T) {
 	ctx := t.Context()
 	f := newPushFixture(t)
 	// The container pushed; its branch is in the mirror only.
-	if _, err := f.s.Grant(ctx, f.user, "swarm-p", "aimi-silent", "feat-s", ""); err != nil {
+	if _, err := f.s.Grant(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-silent", Branch: "feat-s"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	tip := f.containerPush(t, "aimi-p", "feat-p", "p.txt")
@@ -270,7 +270,7 @@ func TestOnPushHearsAcceptedAndRefusedPushes(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-o", "aimi-o", "feat-o", "")
+	g, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-o", Container: "aimi-o", Branch: "feat-o"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

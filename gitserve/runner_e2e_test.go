@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/mount"
 	"github.com/google/uuid"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/fixtures"
 	"github.com/aimi-tools/swarm/publish"
@@ -52,7 +53,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 	swarmID := uuid.NewString()
 	name := "aimi-gitserve-e2e-" + run
 	const branch = "feat/linear"
-	g, err := s.Grant(ctx, repo, swarmID, name, branch, "")
+	g, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: swarmID, Container: name, Branch: branch}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 	s.Revoke(swarmID, name)
 	// No token in its environment: the publisher stops at the checkout.
 	pub := publish.NewPublisher(s, publish.Options{Getenv: func(string) string { return "" }})
-	pr, err := pub.Publish(ctx, repo, swarmID, branch, name)
+	pr, err := pub.Publish(ctx, contract.ContainerBranch{Repo: repo, Swarm: swarmID, Container: name, Branch: branch})
 	if err != nil || pr != nil {
 		t.Fatalf("Publish = %v, %v; want the branch in the checkout and no PR", pr, err)
 	}

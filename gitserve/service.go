@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/internal/daemonca"
@@ -265,9 +266,9 @@ var (
 	containerRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$`)
 )
 
-// Grant gives containerName of swarm swarmID a fresh token for the swarm's
-// repository (a bare mirror of repoPath, made at the swarm's first Grant)
-// that may clone, fetch and push refs/heads/<branch>. A new Grant for the
+// Grant gives container cb.Container of swarm cb.Swarm a fresh token for
+// the swarm's repository (a bare mirror of cb.Repo, made at the swarm's
+// first Grant) that may clone, fetch and push refs/heads/<cb.Branch>. A new Grant for the
 // same container of the same swarm replaces its token; what it pushed
 // before is remembered. Grants are per swarm: a container of another swarm
 // with the same name (another repository's, started at the same moment)
@@ -277,7 +278,8 @@ var (
 // repository URL names it, and the token works only through it, and only
 // from the first address it is used from (the container's, whose first git
 // command is its clone). "" takes the address of the latest ListenOn.
-func (s *Service) Grant(ctx context.Context, repoPath, swarmID, containerName, branch, gateway string) (Grant, error) {
+func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gateway string) (Grant, error) {
+	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
 	switch {
 	case !swarmKeyRe.MatchString(swarmID):
 		return Grant{}, fmt.Errorf("git service grant: swarm id %q is not usable as a repository name", swarmID)

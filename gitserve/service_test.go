@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/daemonca"
 )
 
@@ -36,19 +37,19 @@ func TestServiceOverHTTPS(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatalf("second ListenOn on the same ip: %v", err)
 	}
-	a, err := s.Grant(ctx, repo, "swarm-1", "aimi-a", "feat/a", "")
+	a, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Grant(ctx, repo, "swarm-1", "aimi-b", "feat-b", "")
+	b, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-b", Branch: "feat-b"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Grant(ctx, otherRepo, "swarm-2", "aimi-c", "feat-c", "")
+	c, err := s.Grant(ctx, contract.ContainerBranch{Repo: otherRepo, Swarm: "swarm-2", Container: "aimi-c", Branch: "feat-c"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	revoked, err := s.Grant(ctx, repo, "swarm-1", "aimi-gone", "feat-gone", "")
+	revoked, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-gone", Branch: "feat-gone"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	if err := s1.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s1.Grant(ctx, repo, "swarm-r", "aimi-r", "feat-r", "")
+	g, err := s1.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-r", Container: "aimi-r", Branch: "feat-r"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +248,7 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	if err := s2.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatalf("ListenOn after the automatic one: %v", err)
 	}
-	g2, err := s2.Grant(ctx, repo, "swarm-r", "aimi-r2", "feat-r2", "")
+	g2, err := s2.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-r", Container: "aimi-r2", Branch: "feat-r2"}, "")
 	if err != nil || !strings.HasPrefix(g2.RepoURL, strings.TrimSuffix(g.RepoURL, "swarm-r.git")) {
 		t.Fatalf("grant after the restart: %+v, %v; want the same address as %s", g2, err, g.RepoURL)
 	}
@@ -261,7 +262,7 @@ func TestServiceSurvivesRestart(t *testing.T) {
 	if !strings.Contains(logs.String(), "not listening on a former address") {
 		t.Fatalf("no note of the vanished address:\n%s", logs)
 	}
-	if _, err := s3.Grant(ctx, repo, "swarm-r", "aimi-r3", "feat-r3", ""); !errors.Is(err, ErrNotListening) {
+	if _, err := s3.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-r", Container: "aimi-r3", Branch: "feat-r3"}, ""); !errors.Is(err, ErrNotListening) {
 		t.Fatalf("Grant with no address = %v, want ErrNotListening", err)
 	}
 }
@@ -291,13 +292,13 @@ func TestGrantRefusesBadInput(t *testing.T) {
 	ctx := ctxT(t)
 	repo := newRepo(t)
 	s, _ := newService(t, Options{})
-	if _, err := s.Grant(ctx, repo, "swarm", "aimi-x", "b", ""); err == nil {
+	if _, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm", Container: "aimi-x", Branch: "b"}, ""); err == nil {
 		t.Fatal("Grant before ListenOn succeeded")
 	}
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grant(ctx, repo, "made", "aimi-x", "b", ""); err != nil {
+	if _, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "made", Container: "aimi-x", Branch: "b"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ name, repo, swarm, container, branch string }{
@@ -311,7 +312,7 @@ func TestGrantRefusesBadInput(t *testing.T) {
 		{"swarm already made from another repository", newRepo(t), "made", "aimi-y", "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := s.Grant(ctx, tc.repo, tc.swarm, tc.container, tc.branch, ""); err == nil {
+			if _, err := s.Grant(ctx, contract.ContainerBranch{Repo: tc.repo, Swarm: tc.swarm, Container: tc.container, Branch: tc.branch}, ""); err == nil {
 				t.Fatal("Grant succeeded")
 			}
 		})
@@ -327,7 +328,7 @@ func TestPreReceiveHookIsASecondGate(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Grant(ctx, repo, "swarm-h", "aimi-h", "feat-h", ""); err != nil {
+	if _, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-h", Container: "aimi-h", Branch: "feat-h"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	mirror := s.mirrorPath("swarm-h")
@@ -362,7 +363,7 @@ func TestGrantRefreshesTheMirror(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	g, err := s.Grant(ctx, repo, "swarm-f", "aimi-f1", "feat-f1", "")
+	g, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-f", Container: "aimi-f1", Branch: "feat-f1"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,7 +384,7 @@ func TestGrantRefreshesTheMirror(t *testing.T) {
 	// Meanwhile the user commits a new task file on main.
 	newMain := commitFile(t, repo, "later-tasks.json", "{}\n")
 
-	if _, err := s.Grant(ctx, repo, "swarm-f", "aimi-f2", "feat-f2", ""); err != nil {
+	if _, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-f", Container: "aimi-f2", Branch: "feat-f2"}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustGit(t, mirror, "rev-parse", "refs/heads/main"); got != newMain {
@@ -406,16 +407,16 @@ func TestForgetDropsTheSwarmsMirrorAndGrantsOnly(t *testing.T) {
 	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	old, err := s.Grant(ctx, repo, "swarm-old", "aimi-a", "feat-a", "")
+	old, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-old", Container: "aimi-a", Branch: "feat-a"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	oldOnly, err := s.Grant(ctx, repo, "swarm-old", "aimi-b", "feat-b", "")
+	oldOnly, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-old", Container: "aimi-b", Branch: "feat-b"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A later swarm reuses the container name aimi-a.
-	kept, err := s.Grant(ctx, repo, "swarm-new", "aimi-a", "feat-a", "")
+	kept, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-new", Container: "aimi-a", Branch: "feat-a"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,11 +473,14 @@ func TestGrantsArePerSwarm(t *testing.T) {
 		var errA, errB error
 		var wg sync.WaitGroup
 		wg.Add(2)
-		go func() { defer wg.Done(); a, errA = s.Grant(ctx, repoA, swarmA, "aimi-same", "feat-same", "") }()
+		go func() {
+			defer wg.Done()
+			a, errA = s.Grant(ctx, contract.ContainerBranch{Repo: repoA, Swarm: swarmA, Container: "aimi-same", Branch: "feat-same"}, "")
+		}()
 		go func() {
 			defer wg.Done()
 			// The other start grants, fails on the name, rolls back.
-			_, errB = s.Grant(ctx, repoB, swarmB, "aimi-same", "feat-same", "")
+			_, errB = s.Grant(ctx, contract.ContainerBranch{Repo: repoB, Swarm: swarmB, Container: "aimi-same", Branch: "feat-same"}, "")
 			s.Revoke(swarmB, "aimi-same")
 		}()
 		wg.Wait()
@@ -501,13 +505,13 @@ func TestGrantAgainKeepsTheEarlierToken(t *testing.T) {
 	if err := s1.ListenOn(ctx, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
-	first, err := s1.Grant(ctx, repo, "swarm-e", "aimi-e", "feat-e", "")
+	first, err := s1.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-e", Container: "aimi-e", Branch: "feat-e"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s1.Close()
 	s2, _ := newService(t, Options{DataDir: dir})
-	again, err := s2.Grant(ctx, repo, "swarm-e", "aimi-e", "feat-e", "")
+	again, err := s2.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-e", Container: "aimi-e", Branch: "feat-e"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +522,7 @@ func TestGrantAgainKeepsTheEarlierToken(t *testing.T) {
 			t.Fatalf("the %s token after a grant again and a restart: %v\n%s", name, err, out)
 		}
 	}
-	third, err := s.Grant(ctx, repo, "swarm-e", "aimi-e", "feat-e", "")
+	third, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-e", Container: "aimi-e", Branch: "feat-e"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

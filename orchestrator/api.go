@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // Config is the daemon-wide configuration of the Manager. The configs package
@@ -96,7 +98,7 @@ type GitAccess interface {
 	ListenOn(ctx context.Context, ip string) error
 	// Grant gives one container access to its branch of the repository,
 	// through gateway (the swarm network's, given to ListenOn) only.
-	Grant(ctx context.Context, repoPath, swarmID, containerName, branch, gateway string) (Grant, error)
+	Grant(ctx context.Context, cb contract.ContainerBranch, gateway string) (Grant, error)
 	// Revoke ends a container's access (after it finished). Grants are
 	// per swarm: another swarm's container of the same name keeps its own.
 	Revoke(swarmID, containerName string)
@@ -137,11 +139,11 @@ type ModelGrant struct {
 type Publisher interface {
 	// Publish brings the container's branch into the user's checkout (and
 	// opens a pull request when configured); prURL is nil without one.
-	Publish(ctx context.Context, repoPath, swarmID, branch, containerName string) (prURL *string, err error)
+	Publish(ctx context.Context, cb contract.ContainerBranch) (prURL *string, err error)
 	// Published reports whether the container's branch, as the service
 	// received it, is in the user's checkout (true when it never pushed):
 	// Recover publishes what a daemon that died too early did not.
-	Published(ctx context.Context, repoPath, swarmID, containerName, branch string) (bool, error)
+	Published(ctx context.Context, cb contract.ContainerBranch) (bool, error)
 }
 
 // Grant is what a container needs to reach the git service.

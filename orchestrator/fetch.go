@@ -154,7 +154,7 @@ func (m *Manager) fetchOne(ctx context.Context, repo string, h holder, rep *api.
 	}
 	f := api.Fetched{Name: h.name, Branch: h.branch, Tip: tip}
 	if m.cfg.Publisher != nil {
-		u, err := m.cfg.Publisher.Publish(ctx, repo, h.swarmID, h.branch, h.name)
+		u, err := m.cfg.Publisher.Publish(ctx, contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch})
 		if err != nil {
 			if refused != nil {
 				refused(err)

@@ -46,10 +46,10 @@ func (g *fakeGit) Forget(ctx context.Context, swarmID string) error {
 	return g.forgetErr
 }
 
-func (g *fakeGit) Published(ctx context.Context, repoPath, swarmID, name, branch string) (bool, error) {
+func (g *fakeGit) Published(ctx context.Context, cb contract.ContainerBranch) (bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return slices.Contains(g.published, name), nil
+	return slices.Contains(g.published, cb.Container), nil
 }
 
 func (g *fakeGit) publishedNow() []string {
@@ -71,14 +71,15 @@ func (g *fakeGit) ListenOn(ctx context.Context, ip string) error {
 	return nil
 }
 
-func (g *fakeGit) Grant(ctx context.Context, repoPath, swarmID, name, branch, gateway string) (Grant, error) {
+func (g *fakeGit) Grant(ctx context.Context, cb contract.ContainerBranch, gateway string) (Grant, error) {
+	name, branch := cb.Container, cb.Branch
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.granted == nil {
 		g.granted = map[string]string{}
 	}
 	g.granted[name] = branch
-	return Grant{RepoURL: "https://172.30.0.1:7443/" + swarmID + ".git", Token: "tok-SECRET-" + name, CAFile: "/var/lib/aimi/ca.pem"}, nil
+	return Grant{RepoURL: "https://172.30.0.1:7443/" + cb.Swarm + ".git", Token: "tok-SECRET-" + name, CAFile: "/var/lib/aimi/ca.pem"}, nil
 }
 
 func (g *fakeGit) Revoke(swarmID, name string) {
@@ -107,14 +108,14 @@ func (g *fakeGit) Salvage(ctx context.Context, swarmID, name, branch string) (st
 	return tip, err
 }
 
-func (g *fakeGit) Publish(ctx context.Context, repoPath, swarmID, branch, name string) (*string, error) {
+func (g *fakeGit) Publish(ctx context.Context, cb contract.ContainerBranch) (*string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.onPublish != nil {
-		g.onPublish(name)
+		g.onPublish(cb.Container)
 	}
-	g.published = append(g.published, name)
-	u := "https://github.example/org/repo/pull/" + branch
+	g.published = append(g.published, cb.Container)
+	u := "https://github.example/org/repo/pull/" + cb.Branch
 	return &u, nil
 }
 

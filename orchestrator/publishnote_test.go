@@ -10,6 +10,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -24,7 +25,7 @@ type refusingPublisher struct {
 
 const refusal = "publish feat: branch is checked out in /home/u/repo, so the branch is not moved; the container's commits are kept at refs/aimi/unpublished/s/feat"
 
-func (p *refusingPublisher) Publish(ctx context.Context, repoPath, swarmID, branch, name string) (*string, error) {
+func (p *refusingPublisher) Publish(ctx context.Context, cb contract.ContainerBranch) (*string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls++

@@ -134,10 +134,10 @@ func (m *Manager) takeWork(ctx context.Context, repo string, h holder, newSwarm 
 	if !newSwarm || m.cfg.Publisher == nil {
 		return nil
 	}
-	if ok, perr := m.cfg.Publisher.Published(ctx, repo, h.swarmID, h.name, h.branch); perr == nil && ok {
+	if ok, perr := m.cfg.Publisher.Published(ctx, contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch}); perr == nil && ok {
 		return nil
 	}
-	if _, perr := m.cfg.Publisher.Publish(ctx, repo, h.swarmID, h.branch, h.name); perr != nil {
+	if _, perr := m.cfg.Publisher.Publish(ctx, contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch}); perr != nil {
 		return refuseRerun(h, commits, fmt.Errorf("its branch is in the git service's repository of swarm %s but not in your checkout: %w", h.swarmID, perr))
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
@@ -101,8 +102,8 @@ var userGit = gitcmd.Git{}
 // change what is read there.
 var receivedGit = gitcmd.Hermetic
 
-// Publish brings containerName's branch, as the Source received it, into
-// the user's checkout at repoPath as refs/heads/<branch> (created or
+// Publish brings the container's branch, as the Source received it, into
+// the user's checkout at cb.Repo as refs/heads/<branch> (created or
 // fast-forwarded; a branch checked out there, held by a rebase or bisect,
 // or diverged is not moved: the container's tip is then named
 // UnpublishedRef(swarmID, branch) there, and the error says so and how to
@@ -111,7 +112,8 @@ var receivedGit = gitcmd.Hermetic
 // GitHub, it pushes the branch there and opens (or finds) a pull request,
 // whose URL it returns. A container that never pushed its branch has
 // nothing to publish: (nil, nil).
-func (p *Publisher) Publish(ctx context.Context, repoPath, swarmID, branch, containerName string) (*string, error) {
+func (p *Publisher) Publish(ctx context.Context, cb contract.ContainerBranch) (*string, error) {
+	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
 	src, tip, err := p.src.Received(swarmID, containerName, branch)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s of %s: %w", branch, containerName, err)
@@ -161,10 +163,11 @@ func (p *Publisher) Publish(ctx context.Context, repoPath, swarmID, branch, cont
 	return &hr.PRURL, nil
 }
 
-// Published reports whether containerName's branch, as the Source last
+// Published reports whether the container's branch, as the Source last
 // received it, is contained in refs/heads/<branch> of the checkout at
-// repoPath. A container that never pushed has nothing to publish: true.
-func (p *Publisher) Published(ctx context.Context, repoPath, swarmID, containerName, branch string) (bool, error) {
+// cb.Repo. A container that never pushed has nothing to publish: true.
+func (p *Publisher) Published(ctx context.Context, cb contract.ContainerBranch) (bool, error) {
+	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
 	_, tip, err := p.src.Received(swarmID, containerName, branch)
 	if err != nil {
 		return false, fmt.Errorf("published state of %s: %w", containerName, err)

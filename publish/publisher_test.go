@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
 )
@@ -108,7 +109,7 @@ func TestPublish(t *testing.T) {
 
 	t.Run("branch lands in the checkout and the hosted remote, prUrl from the API", func(t *testing.T) {
 		tip := f.containerPush(t, "aimi-a", "feat-a", "a1.txt", "a2.txt")
-		pr, err := f.p.Publish(ctx, f.user, "s1", "feat-a", "aimi-a")
+		pr, err := f.p.Publish(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-a", Branch: "feat-a"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +128,7 @@ func TestPublish(t *testing.T) {
 		mustGit(t, f.user, "checkout", "-q", "-b", "feat-b")
 		mine := commit(t, f.user, "mine.txt")
 		mustGit(t, f.user, "checkout", "-q", "main")
-		pr, err := f.p.Publish(ctx, f.user, "s1", "feat-b", "aimi-b")
+		pr, err := f.p.Publish(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-b", Branch: "feat-b"})
 		if !errors.Is(err, ErrDiverged) || pr != nil || !strings.Contains(err.Error(), "diverged") {
 			t.Fatalf("Publish = %v, %v; want ErrDiverged", pr, err)
 		}
@@ -139,7 +140,7 @@ func TestPublish(t *testing.T) {
 		mustGit(t, f.user, "checkout", "-q", "-b", "feat-c")
 		before := mustGit(t, f.user, "rev-parse", "HEAD")
 		f.containerPush(t, "aimi-c", "feat-c", "c1.txt")
-		_, err := f.p.Publish(ctx, f.user, "s1", "feat-c", "aimi-c")
+		_, err := f.p.Publish(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-c", Branch: "feat-c"})
 		mustGit(t, f.user, "checkout", "-q", "main")
 		if !errors.Is(err, ErrCheckedOut) {
 			t.Fatalf("err = %v, want ErrCheckedOut", err)
@@ -152,13 +153,13 @@ func TestPublish(t *testing.T) {
 		// Its branch (main here) is in the mirror, from the user's
 		// checkout: no pull request for what the user already had.
 		f.granted("aimi-idle")
-		pr, err := f.p.Publish(ctx, f.user, "s1", "main", "aimi-idle")
+		pr, err := f.p.Publish(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-idle", Branch: "main"})
 		if err != nil || pr != nil {
 			t.Fatalf("Publish = %v, %v; want nil, nil", pr, err)
 		}
 	})
 	t.Run("unknown container is an error", func(t *testing.T) {
-		if _, err := f.p.Publish(ctx, f.user, "s1", "x", "aimi-nobody"); !errors.Is(err, errUnknown) {
+		if _, err := f.p.Publish(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-nobody", Branch: "x"}); !errors.Is(err, errUnknown) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -170,7 +171,7 @@ func TestPublish(t *testing.T) {
 func TestPublishAPIErrorIsAClearError(t *testing.T) {
 	f := newPublisherFixture(t, "ghp_wrong")
 	tip := f.containerPush(t, "aimi-e", "feat-e", "e.txt")
-	pr, err := f.p.Publish(t.Context(), f.user, "s1", "feat-e", "aimi-e")
+	pr, err := f.p.Publish(t.Context(), contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-e", Branch: "feat-e"})
 	if err == nil || pr != nil {
 		t.Fatalf("Publish = %v, %v; want an error", pr, err)
 	}
@@ -188,7 +189,7 @@ func TestPublishAPIErrorIsAClearError(t *testing.T) {
 func TestPublishWithoutTokenStopsAtTheCheckout(t *testing.T) {
 	f := newPublisherFixture(t, "")
 	tip := f.containerPush(t, "aimi-n", "feat-n", "n.txt")
-	pr, err := f.p.Publish(t.Context(), f.user, "s1", "feat-n", "aimi-n")
+	pr, err := f.p.Publish(t.Context(), contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-n", Branch: "feat-n"})
 	if err != nil || pr != nil {
 		t.Fatalf("Publish = %v, %v; want nil, nil", pr, err)
 	}
@@ -204,20 +205,20 @@ func TestPublishedSaysWhetherTheBranchReachedTheCheckout(t *testing.T) {
 	ctx := t.Context()
 	f := newPublisherFixture(t, "")
 	f.containerPush(t, "aimi-q", "feat-q", "q.txt")
-	if ok, err := f.p.Published(ctx, f.user, "s1", "aimi-q", "feat-q"); ok || err != nil {
+	if ok, err := f.p.Published(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-q", Branch: "feat-q"}); ok || err != nil {
 		t.Fatalf("Published before the publish = %v, %v; want false", ok, err)
 	}
-	if _, err := f.p.Publish(ctx, f.user, "s1", "feat-q", "aimi-q"); err != nil {
+	if _, err := f.p.Publish(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-q", Branch: "feat-q"}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := f.p.Published(ctx, f.user, "s1", "aimi-q", "feat-q"); !ok || err != nil {
+	if ok, err := f.p.Published(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-q", Branch: "feat-q"}); !ok || err != nil {
 		t.Fatalf("Published after the publish = %v, %v; want true", ok, err)
 	}
 	f.granted("aimi-idle")
-	if ok, err := f.p.Published(ctx, f.user, "s1", "aimi-idle", "feat-idle"); !ok || err != nil {
+	if ok, err := f.p.Published(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-idle", Branch: "feat-idle"}); !ok || err != nil {
 		t.Fatalf("Published of a container that never pushed = %v, %v; want true (nothing to publish)", ok, err)
 	}
-	if _, err := f.p.Published(ctx, f.user, "s1", "aimi-nobody", "feat-x"); !errors.Is(err, errUnknown) {
+	if _, err := f.p.Published(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-nobody", Branch: "feat-x"}); !errors.Is(err, errUnknown) {
 		t.Fatalf("Published of an unknown container: %v, want the source's error", err)
 	}
 }
@@ -234,7 +235,7 @@ func TestConcurrentPublishes(t *testing.T) {
 	errs := make(chan error, len(names))
 	for _, n := range names {
 		wg.Go(func() {
-			if _, err := f.p.Publish(t.Context(), f.user, "s1", "feat-"+n, n); err != nil {
+			if _, err := f.p.Publish(t.Context(), contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: n, Branch: "feat-" + n}); err != nil {
 				errs <- err
 			}
 		})

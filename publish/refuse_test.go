@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // tryGit runs git and returns its error instead of failing the test: the
@@ -249,7 +251,7 @@ func TestPublishRefusedKeepsTheTipUnderTheSwarmsName(t *testing.T) {
 	f := newPublisherFixture(t, "")
 	mustGit(t, f.user, "checkout", "-q", "-b", "feat-r")
 	tip := f.containerPush(t, "aimi-r", "feat-r", "r.txt")
-	_, err := f.p.Publish(ctx, f.user, "s1", "feat-r", "aimi-r")
+	_, err := f.p.Publish(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-r", Branch: "feat-r"})
 	keep := UnpublishedRef("s1", "feat-r")
 	if !errors.Is(err, ErrCheckedOut) || !strings.Contains(err.Error(), keep) {
 		t.Fatalf("err = %v, want ErrCheckedOut naming %s", err, keep)
@@ -265,7 +267,7 @@ func TestPublishRefusedKeepsTheTipUnderTheSwarmsName(t *testing.T) {
 			t.Errorf("Holds(%s, %s) = %v, %v; want %v", c.swarm, short(c.tip), got, err, c.want)
 		}
 	}
-	if ok, err := f.p.Published(ctx, f.user, "s1", "aimi-r", "feat-r"); ok || err != nil {
+	if ok, err := f.p.Published(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-r", Branch: "feat-r"}); ok || err != nil {
 		t.Errorf("Published = %v, %v; want false: the branch does not hold the work yet", ok, err)
 	}
 }

@@ -80,8 +80,8 @@ var _ orchestrator.ContainerWork = gitserve.Keeper{}
 // packages each declare their Grant type (neither imports the other).
 type gitAdapter struct{ *gitserve.Service }
 
-func (g gitAdapter) Grant(ctx context.Context, repoPath, swarmID, containerName, branch, gateway string) (orchestrator.Grant, error) {
-	gr, err := g.Service.Grant(ctx, repoPath, swarmID, containerName, branch, gateway)
+func (g gitAdapter) Grant(ctx context.Context, cb contract.ContainerBranch, gateway string) (orchestrator.Grant, error) {
+	gr, err := g.Service.Grant(ctx, cb, gateway)
 	return orchestrator.Grant(gr), err
 }
 
