@@ -66,18 +66,14 @@ func (sw *swarm) follow(ctx context.Context, c *ctr, log followLog, start bool) 
 // not be started or found, which begin has decided).
 func (f *follower) begin(start bool) bool {
 	sw, eng := f.sw, f.sw.m.eng
-	// How long each step took, at debug level: the fan-out a user waits
-	// for is the sum of these under the engine's contention (measured: the
-	// engine's start is nearly all of it).
-	t0 := time.Now()
-	step := func(what string) {
-		sw.m.log.Debug("start step", "container", f.c.name, "step", what, "after", time.Since(t0))
-	}
+	// How long each step took (measured: the engine's start is nearly all
+	// of it).
+	tr := newTracer(sw.m.log, "start step", "step", "container", f.c.name)
 	// The exit wait is registered before the start, so no exit can slip
 	// by. The stream of a container started here opens after its
 	// task-request (see below); a re-attached container's opens at once.
 	f.exitCh = eng.Wait(f.ctx, f.id)
-	step("exit wait registered")
+	tr.mark("exit wait registered")
 	ok := !start || f.start()
 	// Started, refused, or already running: either way it no longer
 	// holds the wave back.
@@ -85,7 +81,7 @@ func (f *follower) begin(start bool) bool {
 	if !ok {
 		return false
 	}
-	step("started")
+	tr.mark("started")
 	if !start {
 		f.open()
 	}
@@ -96,7 +92,7 @@ func (f *follower) begin(start bool) bool {
 		}
 		return false
 	}
-	step("inspected")
+	tr.mark("inspected")
 	sw.setNode(f.c, info.Node)
 	if info.Node == "" && !(info.Running && info.Pid > 0) {
 		sw.m.wg.Go(func() { sw.watchNode(f.ctx, f.c, f.id) })
@@ -115,7 +111,7 @@ func (f *follower) begin(start bool) bool {
 		_ = sw.led.update(f.c.name, func(sc *state.Container) { sc.ACPPID = &pid })
 	}
 	sw.event(f.c, api.EventContainerStarted, nil)
-	if !f.deliver(start, step) {
+	if !f.deliver(start, tr) {
 		return false
 	}
 	if start {
@@ -139,13 +135,13 @@ func (f *follower) begin(start bool) bool {
 // container); a started one waits for the rest of its start wave first.
 // A request that cannot be sent stops the container; false only when ctx
 // ended.
-func (f *follower) deliver(start bool, step func(string)) bool {
+func (f *follower) deliver(start bool, tr *tracer) bool {
 	sw := f.sw
 	if start || !sw.sentRequest(f.c) {
 		if start {
 			// The rest of the start wave first (startWave).
-			sw.m.wave.wait(f.ctx, waveMaxWait)
-			step("start wave done")
+			sw.startWave().wait(f.ctx, waveMaxWait)
+			tr.mark("start wave done")
 		}
 		if err := sw.sendRequest(f.ctx, f.c); err != nil {
 			if f.ctx.Err() != nil {
@@ -157,7 +153,7 @@ func (f *follower) deliver(start bool, step func(string)) bool {
 			f.facts.sendErr = err.Error()
 			f.stop(0)
 		}
-		step("task-request sent and journaled")
+		tr.mark("task-request sent and journaled")
 	}
 	return true
 }

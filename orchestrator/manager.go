@@ -52,8 +52,7 @@ type Manager struct {
 	oomed   map[string]bool          // container ids the engine reported oom for
 	closing bool
 
-	wave *startWave // the containers starting now: their work waits for it
-	beat heartbeat  // the state-file watch's last round, for Health
+	beat heartbeat // the state-file watch's last round, for Health
 }
 
 // New checks the config and returns a Manager. It makes no engine call;
@@ -103,7 +102,7 @@ func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, eng: eng, log: cfg.Logger, bus: newBus(),
 		life: life, cancel: cancel,
-		swarms: map[string]*swarm{}, repoMu: map[string]chan struct{}{}, oomed: map[string]bool{}, wave: newStartWave(),
+		swarms: map[string]*swarm{}, repoMu: map[string]chan struct{}{}, oomed: map[string]bool{},
 	}
 	m.beat.beat()
 	m.wg.Go(func() { m.watchForeignStops(life) })
@@ -180,15 +179,12 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	defer unlock()
 	var hold *swarm // the started swarm: the pool waits for its work
 	defer m.poolBusy()(&hold)
-	t0 := time.Now()
-	phase := func(what string) {
-		m.log.Debug("start phase", "repo", repo, "phase", what, "after", time.Since(t0))
-	}
+	tr := newTracer(m.log, "start phase", "phase", "repo", repo)
 	cur, appended, err := m.current(ctx, repo, req)
 	if err != nil || appended != nil {
 		return viewOf(appended), err
 	}
-	phase("adopted")
+	tr.mark("adopted")
 	// The swarm's network (an engine round trip, and in local mode the
 	// git service's listener on its gateway) is made while the task files
 	// are read from git; a refused start removes it again.
@@ -205,7 +201,7 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		}
 		return api.SwarmView{}, err
 	}
-	named, err := sw.plan(ctx, req, phase)
+	named, err := sw.plan(ctx, req, tr)
 	if err != nil {
 		return refuse(err)
 	}
@@ -221,14 +217,14 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	if err := sw.openLedger(ctx, &state.Swarm{SwarmID: sw.id, CreatedAt: now, UpdatedAt: now}, true); err != nil {
 		return refuse(err)
 	}
-	phase("state opened")
+	tr.mark("state opened")
 	if err := netErr(); err != nil {
 		sw.close(ctx)
 		return api.SwarmView{}, err
 	}
-	phase("network ready, names planned")
+	tr.mark("network ready, names planned")
 	created, err := sw.createAll(ctx, named)
-	phase("all created")
+	tr.mark("all created")
 	if err != nil {
 		sw.discard(ctx, created)
 		return api.SwarmView{}, err
@@ -311,13 +307,13 @@ func (m *Manager) current(ctx context.Context, repo string, req api.StartRequest
 // get, settles the swarm's max, image and origin, and names its
 // containers (exited ones whose names it reuses give up their work first;
 // while one cannot, the earlier swarm stays as it is).
-func (sw *swarm) plan(ctx context.Context, req api.StartRequest, phase func(string)) ([]*ctr, error) {
+func (sw *swarm) plan(ctx context.Context, req api.StartRequest, tr *tracer) ([]*ctr, error) {
 	m := sw.m
 	planned, err := validateTasks(ctx, sw.repo, req.TaskFiles, nil, req.Local)
 	if err != nil {
 		return nil, err
 	}
-	phase("task files validated")
+	tr.mark("task files validated")
 	repoURL := ""
 	if !req.Local {
 		if repoURL, err = originURL(ctx, sw.repo); err != nil {

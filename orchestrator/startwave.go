@@ -23,8 +23,10 @@ const waveMaxWait = 30 * time.Second
 //
 // A container counts from the moment its supervisor is launched with a
 // run slot until its start returned (or it gave up); containers queued for
-// a slot are not part of the wave. One wave spans every swarm of the
-// Manager: they share the engine.
+// a slot are not part of the wave. Each swarm has a wave of its own (its
+// start, then each append or resume): a wave shared by every repository's
+// swarm let one repository's slow start hold another's work back for up to
+// waveMaxWait.
 type startWave struct {
 	mu      sync.Mutex
 	pending int
@@ -35,6 +37,16 @@ func newStartWave() *startWave {
 	idle := make(chan struct{})
 	close(idle)
 	return &startWave{idle: idle}
+}
+
+// startWave is the swarm's start wave, made at its first use.
+func (sw *swarm) startWave() *startWave {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.wave == nil {
+		sw.wave = newStartWave()
+	}
+	return sw.wave
 }
 
 // join counts one container in the wave; the returned leave takes it out

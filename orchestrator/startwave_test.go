@@ -97,3 +97,62 @@ func TestStartWaveWaitIsBounded(t *testing.T) {
 		t.Fatal("wait did not return on an idle wave")
 	}
 }
+
+// Each swarm has its own start wave: a container of one repository whose
+// engine start is slow does not hold back the work of another repository's
+// container, started meanwhile (a wave shared by every swarm held it until
+// the slow start returned, up to waveMaxWait).
+func TestSlowStartInOneRepositoryDoesNotHoldAnothersWork(t *testing.T) {
+	slowRepo, slowFiles := testRepo(t, []string{"slow"}, 1)
+	fastRepo, fastFiles := testRepo(t, []string{"fast"}, 1)
+	eng := newFakeEngine(byTask(nil, scripted(0, storiesDone(1)...)))
+	slowStarting, fastAsked := make(chan struct{}), make(chan struct{})
+	var slowOnce, fastOnce sync.Once
+	hold := waveMaxWait / 3
+	eng.beforeStart = func(id string) {
+		eng.mu.Lock()
+		slow := strings.HasSuffix(eng.get(id).spec.Name, "-slow")
+		eng.mu.Unlock()
+		if !slow {
+			return
+		}
+		slowOnce.Do(func() { close(slowStarting) })
+		// Held until the other repository's container has its work, or
+		// for a third of the wave's bound.
+		select {
+		case <-fastAsked:
+		case <-time.After(hold):
+		}
+	}
+	eng.beforeStdin = func(id string) {
+		eng.mu.Lock()
+		fast := strings.HasSuffix(eng.get(id).spec.Name, "-fast")
+		eng.mu.Unlock()
+		if fast {
+			fastOnce.Do(func() { close(fastAsked) })
+		}
+	}
+	m := newTestManager(t, eng, Config{})
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: slowRepo, TaskFiles: slowFiles}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-slowStarting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the slow container was not started")
+	}
+	began := time.Now()
+	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: fastRepo, TaskFiles: fastFiles}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-fastAsked:
+	case <-time.After(hold + 5*time.Second):
+		t.Fatal("the other repository's container never got its task-request")
+	}
+	if took := time.Since(began); took >= hold {
+		t.Fatalf("the other repository's container got its work %v after its start, held back by the slow start (held %v)", took, hold)
+	}
+	waitTerminal(t, m, slowRepo, 20*time.Second)
+	waitTerminal(t, m, fastRepo, 20*time.Second)
+}

@@ -82,7 +82,7 @@ func (sw *swarm) launchIn(ctx context.Context, c *ctr, mode supMode) chan struct
 		tk = sw.slots.enqueue()
 		if sw.slots.isGranted(tk) {
 			// It will start right away: part of the start wave.
-			leave := m.wave.join()
+			leave := sw.startWave().join()
 			sw.mu.Lock()
 			c.leaveWave = leave
 			sw.mu.Unlock()

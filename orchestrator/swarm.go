@@ -41,7 +41,8 @@ type swarm struct {
 
 	mu      sync.Mutex
 	ctrs    []*ctr
-	gateway string // local mode: the network's gateway, where git is served
+	gateway string     // local mode: the network's gateway, where git is served
+	wave    *startWave // its containers starting now (startWave); nil until the first
 }
 
 // ctr is one container of a swarm. Fields after mu are guarded by swarm.mu.
@@ -77,7 +78,7 @@ type ctr struct {
 	overBudget bool
 	// egressDenied counts the requests the egress proxy refused it.
 	egressDenied int
-	// leaveWave takes the container out of the Manager's start wave
+	// leaveWave takes the container out of its swarm's start wave
 	// (startWave); nil when it is not in one.
 	leaveWave func()
 	// warm: a sandbox claimed from the warm pool, whose runner waits for
