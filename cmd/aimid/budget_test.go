@@ -16,6 +16,9 @@ import (
 // from before the daemon started: every container's, a rerun's earlier
 // journal included; calls after the start, and other records, are not
 // read (the meter counts those).
+//
+// Not parallel: it reads files it writes itself, in milliseconds, with no
+// engine or daemon to wait for; a slot would gain nothing.
 func TestJournaledSpendReadsEarlierCallsOfEveryJournal(t *testing.T) {
 	repo := t.TempDir()
 	const id = "7c0e1d52-8f7b-4c1e-9a35-1f2d3e4c5b6a"
