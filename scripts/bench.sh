@@ -3,7 +3,7 @@
 # metric, the measured value next to its target and the ratio.
 #
 #   scripts/bench.sh                 all benchmarks (Docker-backed ones need the engine)
-#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, WarmPool, ClusterFanOut, RealMessageRate, DaemonRSS, BoardLiveUpdates)
+#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, WarmPool, ClusterFanOut, GVisor, RealMessageRate, DaemonRSS, BoardLiveUpdates)
 #
 # Environment:
 #   GO                     go command (default: go)
@@ -18,7 +18,10 @@
 # "<" target when ratio <= 1 (< 1). Whole run: ~2 min quick, ~6-8 min with
 # Docker on a 2-core machine (most of it building the test binaries and the
 # stand-in image, and the FanOut rounds), plus ~7 min for ClusterFanOut (a
-# three-node Swarm mode cluster of containers with the vfs storage driver).
+# three-node Swarm mode cluster of containers with the vfs storage driver),
+# plus ~3-6 min for GVisor (an engine of its own with runsc, vfs too, one
+# swarm under runc and one under runsc; no target: it reports runsc's ratio
+# to runc).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -48,6 +51,7 @@ RUNS='
 ./cmd/aimid|^BenchmarkTimeToWork$|1x||1
 ./cmd/aimid|^BenchmarkWarmPool$|5x|-timeout 40m|1
 ./cmd/aimid|^BenchmarkClusterFanOut$|1x||1
+./cmd/aimid|^BenchmarkGVisor$|1x||1
 ./cmd/aimid|^BenchmarkScale$|1x|-timeout 45m|1
 ./container|^BenchmarkFrameSplitter$|1s||0
 ./gitserve|^BenchmarkParsePushCommands$|1s||0
