@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/aimi-tools/swarm/acpclient"
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// TestAskGoesToTheAskSocketWhenThereIsOne: AIMI_NET_FORWARD's ask forward
+// becomes the channel (before the git service, whose token and CA a
+// remote-mode container lacks), and a request sent there carries no
+// token; without a forward or a git service there is no channel.
+func TestAskGoesToTheAskSocketWhenThereIsOne(t *testing.T) {
+	if u := askURLOf("3128=proxy,3130=ask,3129=models"); u != "http://127.0.0.1:3130"+contract.AskPath {
+		t.Errorf("askURLOf: %q", u)
+	}
+	for _, spec := range []string{"", "3128=proxy", "bad"} {
+		if u := askURLOf(spec); u != "" {
+			t.Errorf("askURLOf(%q) = %q, want none", spec, u)
+		}
+	}
+	var auth string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		var req contract.AskRequest
+		b, _ := io.ReadAll(r.Body)
+		if r.URL.Path != contract.AskPath || json.Unmarshal(b, &req) != nil || req.StoryID != "US-001" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(contract.AskAnswer{State: contract.AskAnswered, OptionID: "yes"})
+	}))
+	defer srv.Close()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ch, err := openAskChannel(srv.URL+contract.AskPath, "https://git.example:8443/repo.git", "token", "/nonexistent", log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := ch.forStory("US-001").Ask(context.Background(), acpclient.Question{Title: "Write a.md", Kind: "edit",
+		Options: []contract.AskOption{{ID: "yes", Kind: "allow_once"}}})
+	if err != nil || opt != "yes" || auth != "" {
+		t.Errorf("answer %q %v, Authorization %q: want yes, and no token", opt, err, auth)
+	}
+	if _, err := openAskChannel("", "https://origin.example/repo.git", "", "", log); err == nil {
+		t.Error("a channel without an ask socket or a git service")
+	}
+}
