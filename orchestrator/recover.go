@@ -181,6 +181,8 @@ func (sw *swarm) restoreDetail(c *ctr, r state.Record) {
 	case r.Stream == state.StreamDaemon && r.Type == TypeEgressDenied:
 		c.egressDenied++
 		return
+	case r.Stream == state.StreamDaemon && !r.Valid && r.Rejected == "":
+		return // a note of the daemon's (a limit wait, the inbox): not a line of the container
 	case !r.Valid || r.Rejected != "":
 		c.rejected++
 		return

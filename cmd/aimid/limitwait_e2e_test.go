@@ -179,7 +179,10 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	<-dying // its connection went with the daemon
 	p2 := launch()
 	defer p2.stop(t)
-	waitFor(t, sock, repo, 2*time.Minute, "the swarm adopted", func(v api.SwarmView) bool { return detailOf(v, c.ContainerName).Name != "" })
+	v = waitFor(t, sock, repo, 2*time.Minute, "the swarm adopted", func(v api.SwarmView) bool { return detailOf(v, c.ContainerName).Name != "" })
+	if n := detailOf(v, c.ContainerName).Rejected; n != 0 {
+		t.Errorf("after the restart the journal's limit-wait notes count as %d rejected lines", n)
+	}
 	if time.Until(reset) < 5*time.Second {
 		t.Skipf("the restart took until %s before the reset: too late to see the wait held", time.Until(reset))
 	}
