@@ -17,8 +17,16 @@ import (
 // got from each provider: the runner asks for it (contract.GatewayLimitsPath)
 // to tell a turn that ended in error because of a limit from any other.
 type metLimits struct {
-	mu  sync.Mutex
-	met map[grantKey]map[string]contract.GatewayLimit // container -> provider -> its last limit
+	mu   sync.Mutex
+	met  map[grantKey]map[string]contract.GatewayLimit // container -> provider -> its last limit
+	held map[grantKey]*heldTime
+}
+
+// heldTime is how long the limits a container met held it: the union of
+// their spans from hit to reset.
+type heldTime struct {
+	total   time.Duration
+	covered time.Time // the latest reset counted
 }
 
 // note records that a call of k to provider got a limited answer at hit,
@@ -34,6 +42,18 @@ func (m *metLimits) note(k grantKey, provider string, hit, until time.Time) {
 		byProv = map[string]contract.GatewayLimit{}
 		m.met[k] = byProv
 	}
+	if m.held == nil {
+		m.held = map[grantKey]*heldTime{}
+	}
+	h := m.held[k]
+	if h == nil {
+		h = &heldTime{}
+		m.held[k] = h
+	}
+	if from := later(hit, h.covered); until.After(from) {
+		h.total += until.Sub(from)
+		h.covered = until
+	}
 	l := byProv[provider]
 	l.Provider, l.Hit = provider, hit
 	if until.After(l.Until) || l.Until.Before(hit) {
@@ -47,6 +67,21 @@ func (m *metLimits) forget(k grantKey) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.met, k)
+	delete(m.held, k)
+}
+
+// LimitHeld says how long the provider limits that calls of containerName
+// of swarm swarmID met held it, from each limited answer to its reset
+// (overlaps counted once): the time its runner waited instead of working,
+// which the container's timeout does not count. It is kept in memory
+// only, from the container's grant to its revoke.
+func (s *Service) LimitHeld(swarmID, containerName string) time.Duration {
+	s.met.mu.Lock()
+	defer s.met.mu.Unlock()
+	if h := s.met.held[grantKey{swarmID, containerName}]; h != nil {
+		return h.total
+	}
+	return 0
 }
 
 func (m *metLimits) of(k grantKey) map[string]contract.GatewayLimit {

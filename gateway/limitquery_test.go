@@ -86,6 +86,12 @@ func TestContainerLearnsTheLimitItsCallsMet(t *testing.T) {
 	if st, _ := limitsOf(t, ca, ga, ""); st != http.StatusUnauthorized {
 		t.Errorf("no placeholder: %d, want 401", st)
 	}
+	if held := f.s.LimitHeld("sw1", "aimi-a"); held < 29*time.Second || held > 31*time.Second {
+		t.Errorf("a was held %v, want the 30s to the reset", held)
+	}
+	if held := f.s.LimitHeld("sw1", "aimi-b"); held != 0 {
+		t.Errorf("b was held %v, want 0: none of its calls met the limit", held)
+	}
 	if len(up.arrivals) != 1 {
 		t.Errorf("the provider saw %d calls, want 1: the query is never forwarded", len(up.arrivals))
 	}
@@ -96,6 +102,9 @@ func TestContainerLearnsTheLimitItsCallsMet(t *testing.T) {
 	}
 	if st, ans := limitsOf(t, ca, ga2, ga2.Env["ANTHROPIC_API_KEY"]); st != http.StatusOK || len(ans.Limits) != 1 || !ans.Limits[0].Hit.IsZero() {
 		t.Errorf("after a revoke: %d %+v, want only the limit in force", st, ans)
+	}
+	if held := f.s.LimitHeld("sw1", "aimi-a"); held != 0 {
+		t.Errorf("after a revoke a was held %v, want 0", held)
 	}
 }
 

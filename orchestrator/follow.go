@@ -32,6 +32,7 @@ type follower struct {
 	exitCh       <-chan engine.Exit // nil once the exit is known
 	drain        <-chan time.Time   // reopen the stream, or stop draining it after the exit
 	timer        *time.Timer
+	started      time.Time // what the timeout counts from
 	stopCh       <-chan struct{}
 
 	facts     exitFacts
@@ -165,6 +166,7 @@ func (f *follower) armTimeout(started time.Time) {
 	if started.IsZero() || started.Year() < 2 {
 		started = time.Now()
 	}
+	f.started = started
 	f.timer = time.NewTimer(max(time.Until(started.Add(sw.m.cfg.Timeout)), 0))
 }
 
@@ -197,6 +199,9 @@ func (f *follower) step() bool {
 	case ex := <-f.exitCh:
 		return f.onExit(ex)
 	case <-f.timer.C:
+		if f.putOffTimeout() {
+			return true
+		}
 		f.facts.timedOut = true
 		f.log.Info("timeout reached; stopping the container", "timeout", f.sw.m.cfg.Timeout)
 		f.stop(f.sw.m.cfg.StopGrace)

@@ -85,7 +85,7 @@ func limitRepo(t *testing.T, names ...string) string {
 
 // startLimitDaemon starts the real daemon in local git mode with the
 // sandbox image, the model agent, a model key for up and limitRetries.
-func startLimitDaemon(t *testing.T, up string, limitRetries int) (*proc, string) {
+func startLimitDaemon(t *testing.T, up string, limitRetries int, extra ...string) (*proc, string) {
 	t.Helper()
 	image := sandboxImage(t)
 	dir := shortDir(t)
@@ -97,9 +97,9 @@ func startLimitDaemon(t *testing.T, up string, limitRetries int) (*proc, string)
 		}
 	}
 	cfg := fmt.Sprintf("agent:\n  kind: acp\n  command: ./modelagent\n  limit_retries: %d\n  env:\n    ANTHROPIC_API_KEY: sk-ant-limit-test\ngit:\n  mode: local\n", limitRetries)
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", env,
-		"AIMI_MODELS_ANTHROPIC_URL="+up, "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
-		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=128", "AIMI_SWARM_STOP_GRACE=2s")
+	settings := []string{"AIMI_MODELS_ANTHROPIC_URL=" + up, "AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
+		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=128", "AIMI_SWARM_STOP_GRACE=2s"}
+	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", env, append(settings, extra...)...)
 	return p, sock
 }
 
@@ -204,5 +204,36 @@ func TestTwoContainersLimitedAtOnceBothFinish(t *testing.T) {
 	}
 	if n := prov.seen(); n != 4 {
 		t.Errorf("the provider saw %d calls, want 4", n)
+	}
+}
+
+// TestLimitLongerThanTheTimeoutPausesTheContainer: a limit that resets
+// after the container's swarm.timeout (75 s against 60 s) does not end
+// it: the time the limit held it does not count, the runner waits for the
+// reset and the story completes.
+func TestLimitLongerThanTheTimeoutPausesTheContainer(t *testing.T) {
+	parallel(t)
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs a real container")
+	}
+	prov := &limitingProvider{limited: 1, retryAfter: "75", arrived: make(chan struct{})}
+	up := httptest.NewServer(prov)
+	t.Cleanup(up.Close)
+	name := "limlong-" + fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name())))[:6]
+	repo := limitRepo(t, name)
+	p, sock := startLimitDaemon(t, up.URL, 5, "AIMI_SWARM_TIMEOUT=60s")
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, sock, repo, 5*time.Minute, "the container exited", allExited)
+	logs := p.logs()
+	p.stop(t)
+	if waits := limitJournal(t, repo, validState(t, repo), name); waits != 1 {
+		t.Errorf("%d waits journaled, want 1", waits)
+	}
+	if !strings.Contains(logs, "timeout put off: provider limits held the container's model calls") {
+		t.Errorf("the daemon's log does not say the timeout was put off")
 	}
 }
