@@ -103,6 +103,18 @@ func startLimitDaemon(t *testing.T, up string, limitRetries int, extra ...string
 	return p, sock
 }
 
+// runLimitSwarm starts repo's swarm on the daemon of sock and waits
+// until its containers exited.
+func runLimitSwarm(t *testing.T, sock, repo string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
+	}
+	waitFor(t, sock, repo, 5*time.Minute, "the containers exited", allExited)
+}
+
 // limitJournal checks that the container of name completed its story
 // without a failure, and that its journal holds the wait for the limit
 // and the resumption; it returns how many waits it holds.
@@ -158,12 +170,7 @@ func TestLimitedStoryIsRetriedAfterTheResetThroughTheDaemon(t *testing.T) {
 	name := "limit-" + fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name())))[:6]
 	repo := limitRepo(t, name)
 	p, sock := startLimitDaemon(t, up.URL, 5)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
-	}
-	waitFor(t, sock, repo, 5*time.Minute, "the container exited", allExited)
+	runLimitSwarm(t, sock, repo)
 	p.stop(t)
 	if waits := limitJournal(t, repo, validState(t, repo), name); waits != 2 {
 		t.Errorf("%d waits journaled, want 2 (one per limited call)", waits)
@@ -189,12 +196,7 @@ func TestTwoContainersLimitedAtOnceBothFinish(t *testing.T) {
 	a, b := "lima-"+h, "limb-"+h
 	repo := limitRepo(t, a, b)
 	p, sock := startLimitDaemon(t, up.URL, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
-	}
-	waitFor(t, sock, repo, 5*time.Minute, "the containers exited", allExited)
+	runLimitSwarm(t, sock, repo)
 	p.stop(t)
 	sw := validState(t, repo)
 	for _, n := range []string{a, b} {
@@ -222,12 +224,7 @@ func TestLimitLongerThanTheTimeoutPausesTheContainer(t *testing.T) {
 	name := "limlong-" + fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name())))[:6]
 	repo := limitRepo(t, name)
 	p, sock := startLimitDaemon(t, up.URL, 5, "AIMI_SWARM_TIMEOUT=60s")
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
-	defer cancel()
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
-	}
-	waitFor(t, sock, repo, 5*time.Minute, "the container exited", allExited)
+	runLimitSwarm(t, sock, repo)
 	logs := p.logs()
 	p.stop(t)
 	if waits := limitJournal(t, repo, validState(t, repo), name); waits != 1 {
