@@ -72,9 +72,11 @@ func New(cfg Config) *Keeper {
 	return &Keeper{cfg: cfg, start: time.Now(), swarms: map[string]*swarmSpend{}}
 }
 
-// Add counts one call of a container that began at at.
+// Add counts one call of a container that began at at. A call that began
+// before the Keeper is left to the journal read back (Config.Seed), so
+// that none counts twice.
 func (k *Keeper) Add(swarmID, container string, at time.Time, cost float64) {
-	if !(cost > 0) {
+	if !(cost > 0) || at.Before(k.start) {
 		return
 	}
 	k.mu.Lock()

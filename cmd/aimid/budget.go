@@ -16,12 +16,13 @@ import (
 )
 
 // openBudgets makes the keeper of swarm.budget and agent.story_budget: the
-// model gateway's meter tells it every call's cost, and the runners ask it
+// model gateway's meter tells it the cost of every call that began after
+// it (earlier ones it reads back from the journals), and the runners ask it
 // at each story boundary through the local git service (none in remote
 // mode, where the configuration refuses budgets).
 func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, meter *usageObserver, log *slog.Logger) {
 	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log), Seed: journaledSpend, Logger: log})
-	meter.spent = k.Add
+	meter.onSpend(k.Add)
 	if git != nil {
 		git.SetBudgets(k)
 	}
@@ -72,4 +73,11 @@ func journaledSpend(ctx context.Context, repoPath, swarmID string, before time.T
 		errs = append(errs, err)
 	}
 	return out, errors.Join(errs...)
+}
+
+// onSpend makes o tell f every call's cost from now on.
+func (o *usageObserver) onSpend(f func(swarmID, container string, at time.Time, cost float64)) {
+	o.mu.Lock()
+	o.spent = f
+	o.mu.Unlock()
 }

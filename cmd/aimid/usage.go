@@ -29,7 +29,7 @@ type usageObserver struct {
 	mu      sync.Mutex
 	limited map[string]int // provider -> limited answers in a row
 
-	// spent, when set (before the first call), hears each call's cost
+	// spent, once set (onSpend, under mu), hears each call's cost
 	// for the budgets (package budget).
 	spent func(swarmID, container string, at time.Time, cost float64)
 }
@@ -79,8 +79,11 @@ func (t *usageTap) End(c *gateway.Call) {
 	u := t.m.Usage()
 	e := usageEntry{swarm: c.Swarm, container: c.Container, at: c.Started, call: usage.Call{Provider: c.Provider, Status: c.Status, Usage: u, Cost: t.o.prices[c.Provider].Cost(u)}}
 	t.o.noteLimit(c, &e.call)
-	if t.o.spent != nil {
-		t.o.spent(c.Swarm, c.Container, c.Started, e.call.Cost)
+	t.o.mu.Lock()
+	spent := t.o.spent
+	t.o.mu.Unlock()
+	if spent != nil {
+		spent(c.Swarm, c.Container, c.Started, e.call.Cost)
 	}
 	select {
 	case t.o.queue <- e:
