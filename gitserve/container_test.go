@@ -205,7 +205,7 @@ func TestServiceFromAContainer(t *testing.T) {
 			t.Errorf("BranchTip(%s) = %q, %v; want %q", branch, got, err, want)
 		}
 	}
-	if commits, err := s.Unreceived(ctx, repo, "swarm-c", nameA, "feat/ca"); err != nil || len(commits) != 1 || commits[0] != third {
+	if commits, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-c", Container: nameA, Branch: "feat/ca"}); err != nil || len(commits) != 1 || commits[0] != third {
 		t.Errorf("Unreceived with the engine probe = %v, %v; want [%s]", commits, err, third)
 	}
 	if tip, err := probe.BranchTip(ctx, "aimi-no-such-container-"+run, "feat/ca"); err != nil || tip != "" {

@@ -137,7 +137,8 @@ func packedRef(packed, ref string) string {
 //     (or remove it when it knows no story ran).
 //
 // A container the service never granted gets ErrUnknownContainer.
-func (s *Service) Unreceived(ctx context.Context, repoPath, swarmID, containerName, branch string) ([]string, error) {
+func (s *Service) Unreceived(ctx context.Context, cb contract.ContainerBranch) ([]string, error) {
+	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
 	rec, ok := s.recordByName(swarmID, containerName)
 	if !ok {
 		return nil, fmt.Errorf("unreceived commits of %s: %w", containerName, ErrUnknownContainer)

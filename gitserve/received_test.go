@@ -131,13 +131,13 @@ func TestUnreceived(t *testing.T) {
 			{"a container never granted is unknown", "aimi-x", "feat-x", ErrUnknownContainer},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", tc.container, tc.branch)
+				commits, err := f.s.Unreceived(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: tc.container, Branch: tc.branch})
 				if !errors.Is(err, tc.wantErr) || len(commits) != 0 {
 					t.Fatalf("Unreceived = %v, %v; want none, %v", commits, err, tc.wantErr)
 				}
 			})
 		}
-		if _, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-p", "other"); err == nil {
+		if _, err := f.s.Unreceived(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-p", Branch: "other"}); err == nil {
 			t.Fatal("a branch other than the granted one was answered")
 		}
 	})
@@ -156,14 +156,14 @@ func TestUnreceived(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				f.s.opts.TipProbe = fakeProbe{"aimi-silent": tc.tip}
-				commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s")
+				commits, err := f.s.Unreceived(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-silent", Branch: "feat-s"})
 				if (err != nil) != tc.err || strings.Join(commits, ",") != strings.Join(tc.want, ",") {
 					t.Fatalf("Unreceived = %v, %v; want %v (error %v)", commits, err, tc.want, tc.err)
 				}
 			})
 		}
 		f.s.opts.TipProbe = fakeProbe{}
-		if _, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s"); err == nil {
+		if _, err := f.s.Unreceived(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-silent", Branch: "feat-s"}); err == nil {
 			t.Fatal("a probe error was swallowed")
 		}
 	})
@@ -195,7 +195,7 @@ func TestRefusedPushIsNotDelivery(t *testing.T) {
 	if out, err := gitOut(work, env, "push", "--force", "origin", "HEAD:refs/heads/feat-u"); err == nil {
 		t.Fatalf("non-fast-forward push accepted\n%s", out)
 	}
-	if _, err := s.Unreceived(ctx, repo, "swarm-u", "aimi-u", "feat-u"); !errors.Is(err, ErrNothingReceived) {
+	if _, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-u", Container: "aimi-u", Branch: "feat-u"}); !errors.Is(err, ErrNothingReceived) {
 		t.Fatalf("Unreceived = %v, want ErrNothingReceived", err)
 	}
 }
@@ -223,19 +223,19 @@ func TestObjectsNoRefNamesAreNotReceived(t *testing.T) {
 	f.s.opts.TipProbe = fakeProbe{"aimi-silent": tip}
 	defer func() { f.s.opts.TipProbe = nil }()
 	// The service's mirror names it: received.
-	if commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s"); err != nil || len(commits) != 0 {
+	if commits, err := f.s.Unreceived(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-silent", Branch: "feat-s"}); err != nil || len(commits) != 0 {
 		t.Fatalf("Unreceived of a tip the mirror's branch names = %v, %v; want none", commits, err)
 	}
 	// A tip only the checkout's object store holds (the mirror forgotten).
 	if err := os.RemoveAll(mirror); err != nil {
 		t.Fatal(err)
 	}
-	commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s")
+	commits, err := f.s.Unreceived(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-silent", Branch: "feat-s"})
 	if err != nil || len(commits) != 1 || commits[0] != tip {
 		t.Fatalf("Unreceived of a tip no ref names = %v, %v; want [%s]", commits, err, tip)
 	}
 	mustGit(t, f.user, "update-ref", contract.KeptRef("swarm-p", "aimi-silent"), tip)
-	if commits, err := f.s.Unreceived(ctx, f.user, "swarm-p", "aimi-silent", "feat-s"); err != nil || len(commits) != 0 {
+	if commits, err := f.s.Unreceived(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-silent", Branch: "feat-s"}); err != nil || len(commits) != 0 {
 		t.Fatalf("Unreceived of a tip a keep ref names = %v, %v; want none", commits, err)
 	}
 }

@@ -91,7 +91,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 	if n, _ := strconv.Atoi(mustGit(t, mirror, "rev-list", "--count", mainTip+".."+tip)); n < 3 {
 		t.Errorf("the runner pushed %d commit(s) on %s, want at least one per story (3)", n, branch)
 	}
-	if commits, err := s.Unreceived(ctx, repo, swarmID, name, branch); err != nil || len(commits) != 0 {
+	if commits, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: swarmID, Container: name, Branch: branch}); err != nil || len(commits) != 0 {
 		t.Errorf("Unreceived after the run = %v, %v; want none", commits, err)
 	}
 	s.Revoke(swarmID, name)

@@ -73,7 +73,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 	mustGit(t, work, "checkout", "-q", "-b", "feat/a")
 	tip := commitFile(t, work, "a.txt", "story 1\n")
 
-	if _, err := s.Unreceived(ctx, repo, "swarm-1", "aimi-a", "feat/a"); err == nil {
+	if _, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}); err == nil {
 		t.Fatal("Unreceived before any push: want ErrNothingReceived")
 	}
 	if out, err := gitOut(work, clientEnv(a.CAFile, bearer(a.Token)), "push", "-q", "origin", "HEAD:refs/heads/feat/a"); err != nil {
@@ -82,7 +82,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat/a"); got != tip {
 		t.Fatalf("mirror feat/a = %s, want %s", got, tip)
 	}
-	if commits, err := s.Unreceived(ctx, repo, "swarm-1", "aimi-a", "feat/a"); err != nil || len(commits) != 0 {
+	if commits, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}); err != nil || len(commits) != 0 {
 		t.Fatalf("Unreceived after the push = %v, %v; want none", commits, err)
 	}
 	// More work on top is accepted too (fast-forward).

@@ -104,7 +104,7 @@ type GitAccess interface {
 	Revoke(swarmID, containerName string)
 	// Unreceived lists commits of the container's branch that neither the
 	// service nor the user's checkout has: Cleanup keeps such containers.
-	Unreceived(ctx context.Context, repoPath, swarmID, containerName, branch string) (commits []string, err error)
+	Unreceived(ctx context.Context, cb contract.ContainerBranch) (commits []string, err error)
 	// Salvage brings a finished container's branch out of the container
 	// itself into the service's repository (its push never arrived) and
 	// returns the branch's tip there.

@@ -133,7 +133,7 @@ func (sw *swarm) notePublishFailed(ctx context.Context, c *ctr, err error, log *
 // way to get them. It reports whether it did. A service that cannot tell
 // changes nothing (cleanup asks again before it removes anything).
 func (sw *swarm) withdrawUnreceived(ctx context.Context, c *ctr, log *slog.Logger) bool {
-	commits, err := sw.m.cfg.Git.Unreceived(ctx, sw.repo, sw.id, c.name, c.branch)
+	commits, err := sw.m.cfg.Git.Unreceived(ctx, contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch})
 	if err != nil || len(commits) == 0 {
 		if err != nil {
 			log.Info("cannot tell whether the git service has every commit of the branch", "branch", c.branch, "err", err)

@@ -119,10 +119,10 @@ func (g *fakeGit) Publish(ctx context.Context, cb contract.ContainerBranch) (*st
 	return &u, nil
 }
 
-func (g *fakeGit) Unreceived(ctx context.Context, repoPath, swarmID, name, branch string) ([]string, error) {
+func (g *fakeGit) Unreceived(ctx context.Context, cb contract.ContainerBranch) ([]string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.unreceived[name], nil
+	return g.unreceived[cb.Container], nil
 }
 
 func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {

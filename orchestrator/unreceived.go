@@ -78,7 +78,7 @@ func (m *Manager) unreceived(ctx context.Context, repo string, h holder) ([]stri
 		if m.cfg.Git == nil {
 			return nil, errors.New("it ran in local git mode and this daemon has no git service to ask (git.mode is remote)")
 		}
-		return m.cfg.Git.Unreceived(ctx, repo, h.swarmID, h.name, h.branch)
+		return m.cfg.Git.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch})
 	}
 	w := m.cfg.Work
 	if w == nil {
