@@ -42,6 +42,9 @@ func (w Wait) String() string {
 	case WaitLimit:
 		return "waiting for " + w.Provider + " limit until " + w.Until.Local().Format(time.TimeOnly)
 	case WaitConcurrency, WaitPerMinute:
+		if w.Bound <= 0 { // behind calls queued before it, as they go
+			return "waiting for a " + w.Provider + " call slot"
+		}
 		return fmt.Sprintf("waiting for a %s call slot (%s %d)", w.Provider, w.Reason, w.Bound)
 	}
 	return "waiting for " + w.Provider

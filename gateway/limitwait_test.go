@@ -238,6 +238,12 @@ func TestLimitMaxWaitBoundsTheReset(t *testing.T) {
 	}
 }
 
+func TestWaitWordsWithoutABound(t *testing.T) {
+	if got := (Wait{Provider: "openai", Reason: WaitConcurrency}).String(); got != "waiting for a openai call slot" {
+		t.Errorf("%q", got)
+	}
+}
+
 // FuzzLimiterReset: whatever the limit headers say, the limiter's reset
 // is from now up to its bound.
 func FuzzLimiterReset(f *testing.F) {
