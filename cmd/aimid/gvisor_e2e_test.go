@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -28,10 +30,12 @@ import (
 // on a container's network namespace ("cannot run with network enabled in
 // root network namespace"), and without --host-uds=open a sandbox cannot
 // connect to its sockets under /run/aimi/net ("operation not permitted").
-// The second registration lacks --host-uds=open: aimid refuses it.
+// The other registrations are what fails: without --host-uds=open aimid
+// refuses it, and gVisor's defaults start no container.
 var gvisorRuntime = map[string]clustertest.Runtime{
-	"runsc":       {Path: "/usr/bin/runsc", Args: []string{"--network=host", "--host-uds=open"}},
-	"runsc-nouds": {Path: "/usr/bin/runsc", Args: []string{"--network=host"}},
+	"runsc":         {Path: "/usr/bin/runsc", Args: []string{"--network=host", "--host-uds=open"}},
+	"runsc-nouds":   {Path: "/usr/bin/runsc", Args: []string{"--network=host"}},
+	"runsc-default": {Path: "/usr/bin/runsc"},
 }
 
 // gvisorEngine starts a Docker engine of the test's own (a container of
@@ -72,8 +76,13 @@ func gvisorEngine(t testing.TB, image string, binds ...string) *clustertest.Clus
 // runOnce runs cmd in a new container of image under runtime with no
 // network and returns its output.
 func runOnce(ctx context.Context, cli *client.Client, image, runtime string, cmd ...string) (string, error) {
+	return runOn(ctx, cli, image, runtime, "none", cmd...)
+}
+
+// runOn is runOnce on the network netMode.
+func runOn(ctx context.Context, cli *client.Client, image, runtime, netMode string, cmd ...string) (string, error) {
 	resp, err := cli.ContainerCreate(ctx, &container.Config{Image: image, Entrypoint: cmd[:1], Cmd: cmd[1:]},
-		&container.HostConfig{Runtime: runtime, NetworkMode: "none"}, nil, nil, "")
+		&container.HostConfig{Runtime: runtime, NetworkMode: container.NetworkMode(netMode)}, nil, nil, "")
 	if err != nil {
 		return "", err
 	}
@@ -126,7 +135,9 @@ func gvisorSettings(c *clustertest.Cluster, image, runtime string) []string {
 // the demo agent to completed: every sandbox was created with the runsc
 // runtime and no network, cloned and pushed through its sockets under
 // /run/aimi/net (unix sockets across gVisor's gofer), and each branch is
-// published into the checkout with one commit per story. A registration
+// published into the checkout with one commit per story. On that engine
+// gVisor's own network mode starts no container, and --network=host keeps
+// a container in its own network namespace. A registration
 // of runsc without --host-uds=open stops aimid at start, saying what to add.
 func TestGVisorRuntimeRunsTheDemoSwarm(t *testing.T) {
 	parallelLong(t)
@@ -155,6 +166,7 @@ func TestGVisorRuntimeRunsTheDemoSwarm(t *testing.T) {
 	gitOut(t, repo, "commit", "-q", "-m", "task files")
 	base := gitOut(t, repo, "rev-parse", "HEAD")
 
+	checkRunscNetwork(t, c, image)
 	refusedAtStart(t, dir, gvisorSettings(c, image, "runsc-nouds"), "--host-uds=open")
 	sock := filepath.Join(dir, "aimid.sock")
 	p := launchAimid(t, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", cleanEnv(), gvisorSettings(c, image, "runsc")...)
@@ -197,6 +209,50 @@ func TestGVisorRuntimeRunsTheDemoSwarm(t *testing.T) {
 	}
 	p.stop(t)
 	t.Logf("total %s", time.Since(started).Round(time.Second))
+}
+
+// checkRunscNetwork: with gVisor's own network mode no container starts
+// here, and with --network=host a container on the engine's bridge is
+// still in its own network namespace: its default route goes to the
+// bridge's subnet, not to the engine's own gateway (the node's network).
+func checkRunscNetwork(t *testing.T, c *clustertest.Cluster, image string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	node := c.Nodes[0].Client
+	if _, err := runOn(ctx, node, image, "runsc-default", "bridge", "true"); err == nil || !strings.Contains(err.Error(), "cannot run with network enabled in root network namespace") {
+		t.Errorf("runsc with its own network mode: %v, want the root network namespace refusal", err)
+	}
+	br, err := node.NetworkInspect(ctx, "bridge", network.InspectOptions{})
+	if err != nil || len(br.IPAM.Config) == 0 {
+		t.Fatalf("the engine's bridge: %v", err)
+	}
+	routes, err := runOn(ctx, node, image, "runsc", "bridge", "cat", "/proc/net/route")
+	if err != nil {
+		t.Fatalf("runsc --network=host on the bridge: %v", err)
+	}
+	gw := defaultGateway(routes)
+	_, subnet, err := net.ParseCIDR(br.IPAM.Config[0].Subnet)
+	if err != nil || gw == c.Gateway || !subnet.Contains(net.ParseIP(gw)) {
+		t.Errorf("runsc --network=host on the bridge: default gateway %q, want one in the bridge's %s (the engine's own is %s); routes:\n%s", gw, br.IPAM.Config[0].Subnet, c.Gateway, routes)
+	}
+}
+
+// defaultGateway is the gateway of the default route in /proc/net/route's
+// text ("" when there is none).
+func defaultGateway(routes string) string {
+	for _, line := range strings.Split(routes, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || f[1] != "00000000" {
+			continue
+		}
+		v, err := strconv.ParseUint(f[2], 16, 32)
+		if err != nil {
+			continue
+		}
+		return fmt.Sprintf("%d.%d.%d.%d", v&0xff, v>>8&0xff, v>>16&0xff, v>>24)
+	}
+	return ""
 }
 
 // refusedAtStart runs aimid with settings in its own socket and data
