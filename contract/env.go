@@ -85,3 +85,27 @@ const (
 	// ProxyPort is the loopback port of the egress proxy in a sandbox.
 	ProxyPort = 3128
 )
+
+// Docker Swarm mode's way out: a sandbox's only network is an internal
+// overlay of its own, whose one other member is its relay (acp-runner
+// net-relay). The runner forwards its loopback ports to the relay, which
+// forwards each connection to the daemon's door, naming the sandbox.
+const (
+	// EnvNetRelay is the host the runner dials (TCP, at each forward's
+	// port) instead of NetDir's sockets.
+	EnvNetRelay = "AIMI_NET_RELAY"
+	// NetRelayHost is the relay's name on the sandbox's overlay.
+	NetRelayHost = "aimi-net"
+	// EnvNetDoor is the relay's: the daemon's door, HOST:PORT (TLS).
+	EnvNetDoor = "AIMI_NET_DOOR"
+	// EnvNetSubnet is the relay's: the sandbox's overlay (CIDR), the
+	// only address the relay listens on.
+	EnvNetSubnet = "AIMI_NET_SUBNET"
+	// NetKeyFile is the relay's credential at the door (a Swarm secret).
+	NetKeyFile = "/run/secrets/aimi-net-key"
+	// NetCAFile is the daemon's CA certificate in the relay.
+	NetCAFile = "/run/aimi/net-ca.pem"
+	// NetDoorHello starts the line a relay sends the door on each
+	// connection: "AIMI-NET/1 SERVICE KEY\n", then the service's bytes.
+	NetDoorHello = "AIMI-NET/1"
+)

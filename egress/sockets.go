@@ -64,9 +64,11 @@ func NewSockets(dir string, log *slog.Logger, services ...Service) (*Sockets, er
 // Forward is what AIMI_NET_FORWARD holds for the runner: PORT=NAME pairs,
 // comma-separated; the runner serves 127.0.0.1:PORT by dialling NAME.sock
 // in its socket directory.
-func (s *Sockets) Forward() string {
+func (s *Sockets) Forward() string { return forwardOf(s.services) }
+
+func forwardOf(services []Service) string {
 	var parts []string
-	for _, sv := range s.services {
+	for _, sv := range services {
 		if p := sv.Port(); p > 0 && p < 65536 {
 			parts = append(parts, strconv.Itoa(p)+"="+sv.Name)
 		}

@@ -68,6 +68,19 @@ type Spec struct {
 	User       string   // user[:group] inside the container; "" = image default
 	WorkingDir string   // absolute; "" = image default
 	Cmd        []string // overrides the image's CMD when non-empty
+	// Relay is how a sandbox of a cluster (Docker Swarm mode) reaches the
+	// daemon's services: nil on one engine, whose sandboxes get them as
+	// sockets (Mounts).
+	Relay *Relay
+}
+
+// Relay is a cluster sandbox's way to the daemon's services: a relay of
+// its own on its network, which forwards to the daemon's door.
+type Relay struct {
+	Door    string // HOST:PORT of the daemon's door (TLS)
+	Key     string // the sandbox's credential at the door: a secret, for the relay only
+	CA      []byte // PEM: the CA that signed the door's certificate
+	Forward string // contract.EnvNetForward's value: PORT=NAME pairs
 }
 
 // Mount is a bind mount from the engine's host into the container.

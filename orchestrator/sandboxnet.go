@@ -20,9 +20,10 @@ const TypeEgressDenied = "egress-denied"
 const serviceAddr = "127.0.0.1"
 
 // SandboxNet gives containers no network and the daemon's services as
-// unix sockets in a directory of their own (package egress). With it set,
-// containers run with the engine's "none" network; nil keeps them on the
-// swarm's network (Docker Swarm mode, whose nodes share no filesystem).
+// unix sockets in a directory of their own (package egress), or on a
+// cluster through a relay of their own to the daemon's door. With it set,
+// containers run with no network but that; nil keeps them on the swarm's
+// network (a warm pool).
 type SandboxNet interface {
 	// Open serves sb's sockets (again, after a daemon restart) and says
 	// what the container gets; calling it for an open sandbox is cheap.
@@ -51,8 +52,10 @@ type NetSandbox struct {
 
 // NetGrant is what Open gives the container.
 type NetGrant struct {
-	Dir string   // host directory mounted at contract.NetDir
+	Dir string   // host directory mounted at contract.NetDir ("" on a cluster)
 	Env []string // KEY=VALUE: the forwards and the proxy variables
+	// Relay is a cluster sandbox's way to the daemon's door (Dir "").
+	Relay *engine.Relay
 }
 
 // openNet serves c's sockets; nil without a SandboxNet.
@@ -118,8 +121,11 @@ func applyNet(s *engine.Spec, ng *NetGrant) {
 		return
 	}
 	s.Network = engine.NetworkNone
-	s.Mounts = append(s.Mounts, engine.Mount{Source: ng.Dir, Target: contract.NetDir})
+	if ng.Dir != "" {
+		s.Mounts = append(s.Mounts, engine.Mount{Source: ng.Dir, Target: contract.NetDir})
+	}
 	s.Env = append(s.Env, ng.Env...)
+	s.Relay = ng.Relay
 }
 
 // modelGateway is the address a model grant names: none for containers

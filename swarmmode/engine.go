@@ -77,6 +77,8 @@ type Engine struct {
 	opts Options
 	log  *slog.Logger
 
+	relayMu sync.Mutex // one relay network made at a time
+
 	mu    sync.Mutex
 	nodes map[string]string // node id -> hostname
 	memos map[string]*memo  // service name -> its own task as last seen
@@ -144,6 +146,8 @@ type storedSpec struct {
 	WorkingDir     string   `json:"workingDir"`
 	Cmd            []string `json:"cmd"`
 	Created        string   `json:"created"`
+	// Relay confines the sandbox to its network and its relay (relay.go).
+	Relay *storedRelay `json:"relay,omitempty"`
 }
 
 type storedFile struct {
@@ -206,6 +210,11 @@ func (e *Engine) Create(ctx context.Context, s engine.Spec) (string, error) {
 		}
 	}
 	made, err := e.storeInputs(ctx, s, svc, objLabels, &st)
+	if err == nil {
+		var more []func(context.Context) error
+		more, err = e.storeRelay(ctx, s, svc, objLabels, &st)
+		made = append(made, more...)
+	}
 	if err != nil {
 		undo()
 		return "", err
@@ -391,6 +400,9 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 		return fmt.Errorf("remove %s: %w", id, err)
 	}
 	e.forget(sb.svc)
+	if err := e.removeRelay(ctx, sb); err != nil {
+		return err
+	}
 	s, err := e.inspectService(ctx, sb)
 	if err == nil {
 		err = e.cli.ServiceRemove(ctx, s.ID)

@@ -55,7 +55,7 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 	if err := e.storeRequest(ctx, sb, reqName, line, objLabels(objRequest)); err != nil {
 		return fmt.Errorf("deliver the task-request to %s: %w", svc, err)
 	}
-	netID, err := e.ensureNetwork(ctx, sb, objLabels("network"), true)
+	netID, err := e.sandboxNetwork(ctx, sb, st, objLabels, true)
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (e *Engine) WriteStdin(ctx context.Context, id string, line []byte) error {
 		// moments ago), and the listing cannot tell: the service then
 		// names a network the cluster does not have. A new one is made.
 		e.log.Debug("the sandbox's listed network is gone from the cluster; making a new one", "service", svc, "network", netID)
-		if netID, err = e.ensureNetwork(ctx, sb, objLabels("network"), false); err != nil {
+		if netID, err = e.sandboxNetwork(ctx, sb, st, objLabels, false); err != nil {
 			return err
 		}
 		spec.TaskTemplate.Networks = []swarm.NetworkAttachmentConfig{{Target: netID}}
@@ -131,8 +131,9 @@ func (e *Engine) storeRequest(ctx context.Context, sb sandbox, reqName string, l
 
 // ensureNetwork returns the id of the sandbox's own overlay network: one per
 // sandbox, so no two sandboxes share a network and reach each other. With
-// reuse, one made by an earlier attempt is taken.
-func (e *Engine) ensureNetwork(ctx context.Context, sb sandbox, labels map[string]string, reuse bool) (string, error) {
+// reuse, one made by an earlier attempt is taken. An internal one has no
+// route off it: the sandbox's relay is its way to the daemon.
+func (e *Engine) ensureNetwork(ctx context.Context, sb sandbox, labels map[string]string, reuse, internal bool) (string, error) {
 	netName := objName(sb.svc, "net")
 	ids, err := e.networksOf(ctx, sb)
 	if err != nil {
@@ -145,7 +146,7 @@ func (e *Engine) ensureNetwork(ctx context.Context, sb sandbox, labels map[strin
 		// The gone network's name is still taken on the manager.
 		netName += fmt.Sprintf("-%x", time.Now().UnixNano()&0xffffffff)
 	}
-	resp, err := e.cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "overlay", Labels: labels})
+	resp, err := e.cli.NetworkCreate(ctx, netName, network.CreateOptions{Driver: "overlay", Internal: internal, Labels: labels})
 	if err != nil {
 		return "", fmt.Errorf("create overlay network %s for %s: %w (the swarm's address pool may be exhausted: remove unused networks)", netName, sb.own.name, err)
 	}
@@ -191,6 +192,9 @@ func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, req
 			contract.EnvTaskRequestFile + "=" + requestPath,
 			contract.EnvSecretEnv + "=" + strings.Join(st.EnvKeys, ","),
 		},
+	}
+	if st.Relay != nil {
+		cs.Env = append(cs.Env, contract.EnvNetRelay+"="+contract.NetRelayHost)
 	}
 	for _, h := range st.ExtraHosts {
 		name, addr, _ := strings.Cut(h, ":")

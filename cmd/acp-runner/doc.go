@@ -8,6 +8,8 @@
 //
 //	acp-runner               run the task-request read from stdin
 //	acp-runner demo-agent    serve the built-in deterministic ACP agent on stdio
+//	acp-runner net-relay     a Swarm mode sandbox's relay to the daemon's door
+//	                         (AIMI_NET_FORWARD, AIMI_NET_DOOR, AIMI_NET_SUBNET)
 //
 // Exit status: 0 after completion "completed" or "stopped", 1 after an error
 // message or completion "failed", 2 for a configuration error (reported as an

@@ -37,11 +37,13 @@ func run(args []string) int {
 				return 1
 			}
 			return 0
+		case "net-relay":
+			return netRelay(log)
 		case "-h", "--help", "help":
-			fmt.Fprintln(os.Stderr, "usage: acp-runner [demo-agent]  (see `go doc ./cmd/acp-runner` for the environment)")
+			fmt.Fprintln(os.Stderr, "usage: acp-runner [demo-agent|net-relay]  (see `go doc ./cmd/acp-runner` for the environment)")
 			return 0
 		default:
-			fmt.Fprintf(os.Stderr, "acp-runner: unknown argument %q; usage: acp-runner [demo-agent]\n", args[0])
+			fmt.Fprintf(os.Stderr, "acp-runner: unknown argument %q; usage: acp-runner [demo-agent|net-relay]\n", args[0])
 			return 2
 		}
 	}
@@ -122,3 +124,22 @@ func logLevel(s string) slog.Level {
 	}
 	return slog.LevelInfo
 }
+
+// netRelay is a Swarm mode sandbox's relay (forward.Relay), until
+// SIGTERM.
+func netRelay(log *slog.Logger) int {
+	r, err := forward.RelayFromEnv(os.Getenv, contract.NetKeyFile, contract.NetCAFile)
+	if err != nil {
+		log.Error("relay configuration", "err", err)
+		return 2
+	}
+	r.Log = log
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := r.Run(ctx); err != nil {
+		log.Error("relay", "err", err)
+		return 1
+	}
+	return 0
+}
+

@@ -365,23 +365,32 @@ func takeInstance(ctx context.Context, o options, log *slog.Logger) (release fun
 	}, nil
 }
 
-// sealSandboxes gives the sandboxes of one engine no network: the daemon's
-// services come through sockets of their own (package egress). Swarm
-// mode's nodes share no filesystem with the daemon and keep their network.
+// sealSandboxes gives the sandboxes no network: the daemon's services come
+// through sockets of their own on one engine (package egress), through a
+// relay of their own to the daemon's door on a Swarm mode cluster.
 func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, models orchestrator.ModelAccess, oc *orchestrator.Config, log *slog.Logger) (closeAll func(), err error) {
-	if cfg.Engine.Backend != configs.BackendDocker {
-		return func() {}, nil
-	}
 	var gw *gateway.Service
 	if ma, ok := models.(modelAdapter); ok {
 		gw = ma.Service
+	}
+	if cfg.Engine.Backend == configs.BackendSwarm {
+		if cfg.Git.Address == "" {
+			log.Warn("git.address is empty: the cluster's sandboxes keep a route out (no egress proxy, no default-deny); set git.address to an IP of this machine every node reaches to confine them")
+			return func() {}, nil
+		}
+		sn, err := newSwarmNet(cfg, dataDir, git, gw, log)
+		if err != nil {
+			return nil, err
+		}
+		oc.Net = sn
+		return sn.closeAll, nil
 	}
 	sn, err := newSandboxNet(cfg, dataDir, git, gw, log)
 	if err != nil {
 		return nil, err
 	}
 	oc.Net = sn
-	return sn.sockets.CloseAll, nil
+	return sn.closeAll, nil
 }
 
 // managerConfig is the Manager's configuration: the config's keys, the

@@ -14,6 +14,7 @@ import (
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/egress"
+	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -24,11 +25,14 @@ import (
 // loopback, so the bound per sandbox is here).
 const forwardsPerSandbox = 32
 
-// sandboxNet is the orchestrator's SandboxNet on one engine: containers
-// without a network, the git service and the egress proxy on sockets of
-// their own.
+// sandboxNet is the orchestrator's SandboxNet: containers without a
+// network, the git service, the model gateway and the egress proxy on
+// sockets of their own (one engine), or through a relay of their own to
+// the door (Docker Swarm mode; door set).
 type sandboxNet struct {
 	sockets *egress.Sockets
+	door    *egress.Door
+	caPEM   []byte // the door's CA, for the relays
 	base    []egress.Rule
 	log     *slog.Logger
 
@@ -43,8 +47,24 @@ type sandboxNet struct {
 // newSandboxNet serves the sandboxes' sockets under dataDir/net: the
 // egress proxy, and the git service and the model gateway when they run.
 func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, models *gateway.Service, log *slog.Logger) (*sandboxNet, error) {
-	n := &sandboxNet{base: defaultEgress(cfg, log), log: log, rules: map[egress.Sandbox][]egress.Rule{},
+	n := newNet(cfg, log)
+	s, err := egress.NewSockets(sandboxNetDir(dataDir), log, n.services(cfg, git, models)...)
+	if err != nil {
+		return nil, err
+	}
+	n.sockets = s
+	return n, nil
+}
+
+func newNet(cfg *configs.Config, log *slog.Logger) *sandboxNet {
+	return &sandboxNet{base: defaultEgress(cfg, log), log: log, rules: map[egress.Sandbox][]egress.Rule{},
 		deny: map[egress.Sandbox]func(string, string, int, string){}, repos: map[egress.Sandbox]string{}}
+}
+
+// services are what a sandbox reaches: the egress proxy, and the git
+// service and the model gateway when they run.
+func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models *gateway.Service) []egress.Service {
+	log := n.log
 	proxy := egress.NewProxy(egress.Options{Log: log, OnDeny: n.denied})
 	services := []egress.Service{{
 		Name: "proxy",
@@ -74,12 +94,7 @@ func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 			Serve: func(ln net.Listener, sb egress.Sandbox) error { return n.serveAsk(ln, sb) },
 		})
 	}
-	s, err := egress.NewSockets(sandboxNetDir(dataDir), log, services...)
-	if err != nil {
-		return nil, err
-	}
-	n.sockets = s
-	return n, nil
+	return services
 }
 
 // sandboxNetDir is where the sandboxes' socket directories are.
@@ -152,19 +167,29 @@ func (n *sandboxNet) Open(_ context.Context, s orchestrator.NetSandbox) (orchest
 	n.mu.Lock()
 	n.rules[sb], n.deny[sb], n.repos[sb] = rules, s.Deny, s.Repo
 	n.mu.Unlock()
-	dir, err := n.sockets.OpenIn(sb, s.Dir)
-	if err != nil {
-		return orchestrator.NetGrant{}, err
+	var g orchestrator.NetGrant
+	forward := ""
+	if n.door != nil {
+		n.door.Open(sb)
+		forward = n.door.Forward()
+		g.Relay = &engine.Relay{Door: n.door.Addr(), Key: n.door.Key(sb), CA: n.caPEM, Forward: forward}
+	} else {
+		dir, err := n.sockets.OpenIn(sb, s.Dir)
+		if err != nil {
+			return orchestrator.NetGrant{}, err
+		}
+		g.Dir, forward = dir, n.sockets.Forward()
 	}
 	proxy := "http://127.0.0.1:" + strconv.Itoa(contract.ProxyPort)
-	env := []string{contract.EnvNetForward + "=" + n.sockets.Forward()}
+	env := []string{contract.EnvNetForward + "=" + forward}
 	for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
 		env = append(env, k+"="+proxy)
 	}
 	for _, k := range []string{"NO_PROXY", "no_proxy"} {
 		env = append(env, k+"=127.0.0.1,localhost,::1")
 	}
-	return orchestrator.NetGrant{Dir: dir, Env: env}, nil
+	g.Env = env
+	return g, nil
 }
 
 // originRule allows a remote-mode container's origin (its host and port).
@@ -188,7 +213,11 @@ func originRule(repoURL string) (egress.Rule, bool) {
 // Close stops serving a finished container.
 func (n *sandboxNet) Close(swarmID, containerName string) {
 	sb := egress.Sandbox{Swarm: swarmID, Container: containerName}
-	n.sockets.Close(sb)
+	if n.door != nil {
+		n.door.Close(sb)
+	} else {
+		n.sockets.Close(sb)
+	}
 	n.mu.Lock()
 	delete(n.rules, sb)
 	delete(n.deny, sb)
@@ -199,7 +228,18 @@ func (n *sandboxNet) Close(swarmID, containerName string) {
 // Forget removes the socket directory of a container the engine removed.
 func (n *sandboxNet) Forget(swarmID, containerName string) {
 	n.Close(swarmID, containerName)
-	n.sockets.Remove(egress.Sandbox{Swarm: swarmID, Container: containerName})
+	if n.sockets != nil {
+		n.sockets.Remove(egress.Sandbox{Swarm: swarmID, Container: containerName})
+	}
+}
+
+// closeAll stops serving every sandbox (the daemon stops).
+func (n *sandboxNet) closeAll() {
+	if n.door != nil {
+		n.door.CloseAll()
+	} else {
+		n.sockets.CloseAll()
+	}
 }
 
 var _ orchestrator.SandboxNet = (*sandboxNet)(nil)

@@ -17,9 +17,11 @@ import (
 )
 
 // FromEnv starts the forwards getenv's AIMI_NET_FORWARD names (sockets in
-// contract.NetDir), until ctx ends; none when it is empty.
+// contract.NetDir, or on a cluster the relay AIMI_NET_RELAY names), until
+// ctx ends; none when it is empty.
 func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) error {
 	fws, err := Parse(getenv(contract.EnvNetForward), contract.NetDir)
+	fws = ViaRelay(fws, getenv(contract.EnvNetRelay))
 	if err == nil {
 		err = Start(ctx, fws, log)
 	}
@@ -32,10 +34,28 @@ func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 // maxForwards bounds AIMI_NET_FORWARD's entries.
 const maxForwards = 16
 
-// Forward is one loopback port served by dialling a unix socket.
+// Forward is one loopback port served by dialling a unix socket, or
+// the relay at Addr (Docker Swarm mode: ViaRelay).
 type Forward struct {
 	Port   int
+	Name   string // the service (NAME of PORT=NAME)
 	Socket string
+	Addr   string // HOST:PORT dialled over TCP instead of Socket
+}
+
+// ViaRelay has each forward dial host at its own port instead of its
+// socket: a Swarm mode sandbox's relay (contract.EnvNetRelay). An empty
+// host changes nothing.
+func ViaRelay(fws []Forward, host string) []Forward {
+	if host == "" {
+		return fws
+	}
+	out := make([]Forward, len(fws))
+	for i, f := range fws {
+		f.Addr = net.JoinHostPort(host, strconv.Itoa(f.Port))
+		out[i] = f
+	}
+	return out
 }
 
 // Parse reads AIMI_NET_FORWARD: PORT=NAME pairs, comma-separated,
@@ -61,7 +81,7 @@ func Parse(spec, dir string) ([]Forward, error) {
 			return nil, fmt.Errorf("forward %q: NAME must be a lower-case word", p)
 		}
 		seen[n] = true
-		out = append(out, Forward{Port: n, Socket: filepath.Join(dir, name+".sock")})
+		out = append(out, Forward{Port: n, Name: name, Socket: filepath.Join(dir, name+".sock")})
 	}
 	return out, nil
 }
@@ -81,7 +101,7 @@ func Start(ctx context.Context, fws []Forward, log *slog.Logger) error {
 			return fmt.Errorf("forward 127.0.0.1:%d to %s: %w", f.Port, f.Socket, err)
 		}
 		lns = append(lns, ln)
-		go serveForward(ln, f.Socket, &quietLog{log: log})
+		go serveForward(ln, f, &quietLog{log: log})
 	}
 	go func() {
 		<-ctx.Done()
@@ -110,25 +130,44 @@ func (q *quietLog) Warn(msg string, args ...any) {
 	q.log.Warn(msg, args...)
 }
 
-func serveForward(ln net.Listener, socket string, log *quietLog) {
+func serveForward(ln net.Listener, f Forward, log *quietLog) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			if !errors.Is(err, net.ErrClosed) {
-				log.Warn("forward stopped", "socket", socket, "err", err)
+				log.Warn("forward stopped", "service", f.Name, "err", err)
 			}
 			return
 		}
 		go func() {
 			defer func() { _ = c.Close() }()
-			up, err := net.Dial("unix", socket)
+			up, err := dialForward(f)
 			if err != nil {
-				log.Warn("the daemon's service is unreachable", "socket", socket, "err", err)
+				log.Warn("the daemon's service is unreachable", "service", f.Name, "err", err)
 				return
 			}
 			defer func() { _ = up.Close() }()
 			copyBoth(c, up)
 		}()
+	}
+}
+
+// relayWait is how long a forward through a relay retries: the relay's
+// task may start after the sandbox's, or come back on another node.
+const relayWait = time.Minute
+
+// dialForward dials f's socket, or its relay (retrying for relayWait).
+func dialForward(f Forward) (net.Conn, error) {
+	if f.Addr == "" {
+		return net.Dial("unix", f.Socket)
+	}
+	deadline := time.Now().Add(relayWait)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		c, err := net.DialTimeout("tcp", f.Addr, 15*time.Second)
+		if err == nil || time.Now().Add(wait).After(deadline) {
+			return c, err
+		}
+		time.Sleep(wait)
 	}
 }
 

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+
+	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/egress"
+	"github.com/aimi-tools/swarm/gateway"
+	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/internal/daemonca"
+)
+
+// newSwarmNet serves the sandboxes of a Docker Swarm mode cluster: their
+// nodes share no filesystem with the daemon, so each sandbox's relay
+// (package swarmmode) connects to the door on git.address, over TLS with
+// the daemon's CA, and presents the sandbox's key. Behind the door the
+// services are those of one engine's sockets.
+func newSwarmNet(cfg *configs.Config, dataDir string, git *gitserve.Service, models *gateway.Service, log *slog.Logger) (*sandboxNet, error) {
+	ip := net.ParseIP(cfg.Git.Address)
+	if ip == nil {
+		return nil, fmt.Errorf("git.address %q: not an IP address; set it to an IP of this machine every node reaches", cfg.Git.Address)
+	}
+	ca, _, err := daemonca.LoadOrCreate(filepath.Join(dataDir, "git"))
+	if err != nil {
+		return nil, fmt.Errorf("the sandboxes' door: %w", err)
+	}
+	cert, err := ca.ServerCert(ip)
+	if err != nil {
+		return nil, fmt.Errorf("the sandboxes' door: %w", err)
+	}
+	n := newNet(cfg, log)
+	d, err := egress.NewDoor(filepath.Join(dataDir, "net"), ip.String(), cert, log, n.services(cfg, git, models)...)
+	if err != nil {
+		return nil, err
+	}
+	n.door, n.caPEM = d, ca.CertPEM
+	return n, nil
+}

@@ -1,0 +1,218 @@
+package swarmmode
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/ctxutil"
+)
+
+// A sandbox with a relay (engine.Spec.Relay) is confined: its one network
+// is an internal overlay of its own (no route off it, so no host, node,
+// metadata address or internet), whose one other member is its relay, a
+// service running acp-runner net-relay from the sandbox's image. The relay
+// is also on the instance's relay network, an ordinary overlay with the
+// nodes' route out, and forwards only to the daemon's door. The relay
+// holds the sandbox's key; the sandbox never does. A restarted relay task
+// (a node lost) comes back on another node under the same name.
+const (
+	objRelay    = "relay"
+	objRelayNet = "relay-net"
+	objNetKey   = "netkey"
+	objNetCA    = "netca"
+	// relayKeyFile is the key's file name under /run/secrets.
+	relayKeyFile = "aimi-net-key"
+)
+
+// storedRelay is the stored spec's relay: the key and the CA are a secret
+// and a config of the sandbox's.
+type storedRelay struct {
+	Door    string `json:"door"`
+	Forward string `json:"forward"`
+}
+
+// storeRelay keeps s.Relay's key as a secret and its CA as a config.
+func (e *Engine) storeRelay(ctx context.Context, s engine.Spec, svc string, objLabels func(string) map[string]string, st *storedSpec) ([]func(context.Context) error, error) {
+	if s.Relay == nil {
+		return nil, nil
+	}
+	var made []func(context.Context) error
+	sec, err := e.cli.SecretCreate(ctx, swarm.SecretSpec{Annotations: swarm.Annotations{Name: objName(svc, objNetKey), Labels: objLabels(objRelay)}, Data: []byte(s.Relay.Key)})
+	if err != nil {
+		return made, fmt.Errorf("create %s: store the relay's key as a Swarm secret: %w", s.Name, err)
+	}
+	made = append(made, func(ctx context.Context) error { return e.cli.SecretRemove(ctx, sec.ID) })
+	cfg, err := e.cli.ConfigCreate(ctx, swarm.ConfigSpec{Annotations: swarm.Annotations{Name: objName(svc, objNetCA), Labels: objLabels(objRelay)}, Data: s.Relay.CA})
+	if err != nil {
+		return made, fmt.Errorf("create %s: store the daemon's CA as a Swarm config: %w", s.Name, err)
+	}
+	made = append(made, func(ctx context.Context) error { return e.cli.ConfigRemove(ctx, cfg.ID) })
+	st.Relay = &storedRelay{Door: s.Relay.Door, Forward: s.Relay.Forward}
+	return made, nil
+}
+
+// sandboxNetwork is the sandbox's overlay (ensureNetwork), internal and
+// with its relay when it has one.
+func (e *Engine) sandboxNetwork(ctx context.Context, sb sandbox, st storedSpec, objLabels func(string) map[string]string, reuse bool) (string, error) {
+	netID, err := e.ensureNetwork(ctx, sb, objLabels("network"), reuse, st.Relay != nil)
+	if err == nil && st.Relay != nil {
+		err = e.startRelay(ctx, sb, st, netID, objLabels(objRelay), !reuse)
+	}
+	return netID, err
+}
+
+// relayName is the relay service of the sandbox whose service is svc.
+func relayName(svc string) string { return objName(svc, objRelay) }
+
+// startRelay creates the sandbox's relay on its network netID (replacing
+// one on another network when replace is set).
+func (e *Engine) startRelay(ctx context.Context, sb sandbox, st storedSpec, netID string, labels map[string]string, replace bool) error {
+	name := relayName(sb.svc)
+	if s, _, err := e.cli.ServiceInspectWithRaw(ctx, name, swarm.ServiceInspectOptions{}); err == nil {
+		if !sb.own.owns(s.Spec.Labels) {
+			return fmt.Errorf("service %s is not this sandbox's (labels %v); remove it by hand", name, s.Spec.Labels)
+		}
+		if !replace {
+			return nil
+		}
+		if err := e.cli.ServiceRemove(ctx, s.ID); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("replace the relay %s: %w", name, err)
+		}
+	}
+	spec, err := e.relaySpec(ctx, sb, st, netID, labels)
+	if err != nil {
+		return err
+	}
+	if _, err := e.cli.ServiceCreate(ctx, spec, swarm.ServiceCreateOptions{}); err != nil && !errdefs.IsConflict(err) {
+		return fmt.Errorf("create the relay %s of %s: %w", name, sb.own.name, err)
+	}
+	return nil
+}
+
+// relaySpec is the relay's service: one replica, restarted when it ends,
+// no capabilities, a read-only root, small limits.
+func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID string, labels map[string]string) (swarm.ServiceSpec, error) {
+	out, err := e.relayNetwork(ctx)
+	if err != nil {
+		return swarm.ServiceSpec{}, err
+	}
+	subnet, err := e.subnetOf(ctx, netID)
+	if err != nil {
+		return swarm.ServiceSpec{}, fmt.Errorf("the network of %s: %w", sb.own.name, err)
+	}
+	key, _, err := e.cli.SecretInspectWithRaw(ctx, objName(sb.svc, objNetKey))
+	if err != nil {
+		return swarm.ServiceSpec{}, fmt.Errorf("the relay's key of %s: %w", sb.own.name, err)
+	}
+	ca, _, err := e.cli.ConfigInspectWithRaw(ctx, objName(sb.svc, objNetCA))
+	if err != nil {
+		return swarm.ServiceSpec{}, fmt.Errorf("the daemon's CA for the relay of %s: %w", sb.own.name, err)
+	}
+	delete(labels, contract.LabelSandbox) // not a sandbox: never listed as one
+	one := uint64(1)
+	delay := e.opts.Poll
+	cs := &swarm.ContainerSpec{
+		Image:          st.Image,
+		Labels:         labels,
+		Args:           []string{"net-relay"},
+		User:           "0", // reads its key (root's, 0400); holds no capability
+		ReadOnly:       true,
+		CapabilityDrop: []string{"ALL"},
+		Env: []string{
+			contract.EnvNetForward + "=" + st.Relay.Forward,
+			contract.EnvNetDoor + "=" + st.Relay.Door,
+			contract.EnvNetSubnet + "=" + subnet,
+		},
+		Secrets: []*swarm.SecretReference{{SecretID: key.ID, SecretName: key.Spec.Name,
+			File: &swarm.SecretReferenceFileTarget{Name: relayKeyFile, UID: "0", GID: "0", Mode: 0o400}}},
+		Configs: []*swarm.ConfigReference{{ConfigID: ca.ID, ConfigName: ca.Spec.Name,
+			File: &swarm.ConfigReferenceFileTarget{Name: contract.NetCAFile, UID: "0", GID: "0", Mode: 0o444}}},
+	}
+	return swarm.ServiceSpec{
+		Annotations: swarm.Annotations{Name: relayName(sb.svc), Labels: labels},
+		TaskTemplate: swarm.TaskSpec{
+			ContainerSpec: cs,
+			Resources:     &swarm.ResourceRequirements{Limits: &swarm.Limit{NanoCPUs: 250_000_000, MemoryBytes: 64 << 20, Pids: 128}},
+			RestartPolicy: &swarm.RestartPolicy{Condition: swarm.RestartPolicyConditionAny, Delay: &delay},
+			Networks: []swarm.NetworkAttachmentConfig{
+				{Target: netID, Aliases: []string{contract.NetRelayHost}},
+				{Target: out},
+			},
+			LogDriver: &swarm.Driver{Name: "json-file", Options: map[string]string{"max-size": "1m", "max-file": "2"}},
+		},
+		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
+		EndpointSpec: &swarm.EndpointSpec{Mode: swarm.ResolutionModeDNSRR},
+	}, nil
+}
+
+// subnetOf reads an overlay's subnet, which the managers allocate a moment
+// after the network was created (up to 15 s).
+func (e *Engine) subnetOf(ctx context.Context, netID string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	for {
+		n, err := e.cli.NetworkInspect(ctx, netID, network.InspectOptions{})
+		if err == nil && len(n.IPAM.Config) > 0 && n.IPAM.Config[0].Subnet != "" {
+			return n.IPAM.Config[0].Subnet, nil
+		}
+		if err == nil {
+			err = errors.New("no subnet allocated yet")
+		}
+		if ctxutil.Sleep(ctx, 100*time.Millisecond) != nil {
+			return "", fmt.Errorf("read its subnet: %w", err)
+		}
+	}
+}
+
+// relayNetwork is the instance's relay network (made on first use; it
+// stays, as small as a name): the relays' way to the door.
+func (e *Engine) relayNetwork(ctx context.Context) (string, error) {
+	e.relayMu.Lock()
+	defer e.relayMu.Unlock()
+	sum := sha256.Sum256([]byte(e.opts.Instance))
+	name := "aimi-relays-" + hex.EncodeToString(sum[:])[:16]
+	f := filters.NewArgs(filters.Arg("name", name), filters.Arg("label", contract.LabelSwarmObject+"="+objRelayNet))
+	ns, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return "", fmt.Errorf("list the relay network: %w", err)
+	}
+	for _, n := range ns {
+		if n.Name == name && e.mine(n.Labels) {
+			return n.ID, nil
+		}
+	}
+	labels := map[string]string{contract.LabelSwarmObject: objRelayNet}
+	if e.opts.Instance != "" {
+		labels[contract.LabelDaemon] = e.opts.Instance
+	}
+	resp, err := e.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "overlay", Labels: labels})
+	if err != nil {
+		return "", fmt.Errorf("create the relay network %s: %w (the swarm's address pool may be exhausted: remove unused networks)", name, err)
+	}
+	return resp.ID, nil
+}
+
+// removeRelay removes the sandbox's relay service, when it is the
+// sandbox's.
+func (e *Engine) removeRelay(ctx context.Context, sb sandbox) error {
+	s, _, err := e.cli.ServiceInspectWithRaw(ctx, relayName(sb.svc), swarm.ServiceInspectOptions{})
+	if err == nil && sb.own.owns(s.Spec.Labels) {
+		err = e.cli.ServiceRemove(ctx, s.ID)
+	}
+	if err != nil && !errdefs.IsNotFound(err) && !strings.Contains(err.Error(), "not found") {
+		return fmt.Errorf("remove the relay of %s: %w", sb.own.name, err)
+	}
+	return nil
+}
