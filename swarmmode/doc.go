@@ -37,6 +37,9 @@
 // service, its configs, secrets and network away.
 //
 // Each sandbox gets its own overlay network, so sandboxes cannot reach
-// each other. What Swarm mode on engine 20.10 cannot do (swap limits,
+// each other. A spec with a Relay (engine.Spec.Relay) makes that network
+// internal, with no route off it, and adds the sandbox's relay service
+// (relay.go): the way to the daemon's door, holding the key the sandbox
+// never sees; Remove takes it too. What Swarm mode on engine 20.10 cannot do (swap limits,
 // no-new-privileges, a runtime choice) is listed in docs/swarm-mode.md.
 package swarmmode
