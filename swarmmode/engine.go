@@ -77,8 +77,6 @@ type Engine struct {
 	opts Options
 	log  *slog.Logger
 
-	relayMu sync.Mutex // one relay network made at a time
-
 	mu    sync.Mutex
 	nodes map[string]string // node id -> hostname
 	memos map[string]*memo  // service name -> its own task as last seen
@@ -462,6 +460,11 @@ func (e *Engine) removeObjects(ctx context.Context, sb sandbox) error {
 	if err != nil {
 		return err
 	}
+	rnets, err := e.relayNetworksOf(ctx, sb)
+	if err != nil {
+		return err
+	}
+	nets = append(nets, rnets...)
 	for _, n := range nets {
 		retry("network", func() error { return networkGone(e.cli.NetworkRemove(ctx, n)) })
 	}

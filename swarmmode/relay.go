@@ -2,14 +2,11 @@ package swarmmode
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/errdefs"
@@ -23,13 +20,13 @@ import (
 // is an internal overlay of its own (no route off it, so no host, node,
 // metadata address or internet), whose one other member is its relay, a
 // service running acp-runner net-relay from the sandbox's image. The relay
-// is also on the instance's relay network, an ordinary overlay with the
-// nodes' route out, and forwards only to the daemon's door. The relay
+// is also on a network of its own, an ordinary overlay with the nodes'
+// route out, and forwards only to the daemon's door. The relay
 // holds the sandbox's key; the sandbox never does. A restarted relay task
 // (a node lost) comes back on another node under the same name.
 const (
 	objRelay    = "relay"
-	objRelayNet = "relay-net"
+	objRelayNet = "relaynet"
 	objNetKey   = "netkey"
 	objNetCA    = "netca"
 	// relayKeyFile is the key's file name under /run/secrets.
@@ -104,7 +101,8 @@ func (e *Engine) startRelay(ctx context.Context, sb sandbox, st storedSpec, netI
 // relaySpec is the relay's service: one replica, restarted when it ends,
 // no capabilities, a read-only root, small limits.
 func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID string, labels map[string]string) (swarm.ServiceSpec, error) {
-	out, err := e.relayNetwork(ctx)
+	delete(labels, contract.LabelSandbox) // not a sandbox: never listed as one
+	out, err := e.relayNetwork(ctx, sb, labels)
 	if err != nil {
 		return swarm.ServiceSpec{}, err
 	}
@@ -120,9 +118,8 @@ func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID
 	if err != nil {
 		return swarm.ServiceSpec{}, fmt.Errorf("the daemon's CA for the relay of %s: %w", sb.own.name, err)
 	}
-	delete(labels, contract.LabelSandbox) // not a sandbox: never listed as one
 	one := uint64(1)
-	delay := e.opts.Poll
+	delay := 2 * time.Second
 	cs := &swarm.ContainerSpec{
 		Image:          st.Image,
 		Labels:         labels,
@@ -176,32 +173,46 @@ func (e *Engine) subnetOf(ctx context.Context, netID string) (string, error) {
 	}
 }
 
-// relayNetwork is the instance's relay network (made on first use; it
-// stays, as small as a name): the relays' way to the door.
-func (e *Engine) relayNetwork(ctx context.Context) (string, error) {
-	e.relayMu.Lock()
-	defer e.relayMu.Unlock()
-	sum := sha256.Sum256([]byte(e.opts.Instance))
-	name := "aimi-relays-" + hex.EncodeToString(sum[:])[:16]
-	f := filters.NewArgs(filters.Arg("name", name), filters.Arg("label", contract.LabelSwarmObject+"="+objRelayNet))
-	ns, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: f})
+// relayNetwork is the network of the sandbox's relay beside the
+// sandbox's own: an ordinary overlay (the nodes' route out, to the door),
+// of this relay alone, removed with the sandbox.
+func (e *Engine) relayNetwork(ctx context.Context, sb sandbox, labels map[string]string) (string, error) {
+	ids, err := e.relayNetworksOf(ctx, sb)
 	if err != nil {
-		return "", fmt.Errorf("list the relay network: %w", err)
+		return "", err
 	}
-	for _, n := range ns {
-		if n.Name == name && e.mine(n.Labels) {
-			return n.ID, nil
-		}
+	if len(ids) > 0 {
+		return ids[0], nil
 	}
-	labels := map[string]string{contract.LabelSwarmObject: objRelayNet}
-	if e.opts.Instance != "" {
-		labels[contract.LabelDaemon] = e.opts.Instance
+	l := map[string]string{}
+	for k, v := range labels {
+		l[k] = v
 	}
-	resp, err := e.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "overlay", Labels: labels})
+	l[contract.LabelSwarmObject] = objRelayNet
+	name := objName(sb.svc, objRelayNet)
+	resp, err := e.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "overlay", Labels: l})
 	if err != nil {
-		return "", fmt.Errorf("create the relay network %s: %w (the swarm's address pool may be exhausted: remove unused networks)", name, err)
+		return "", fmt.Errorf("create the relay network %s of %s: %w (the swarm's address pool may be exhausted: remove unused networks)", name, sb.own.name, err)
 	}
 	return resp.ID, nil
+}
+
+// relayNetworksOf lists the networks of the sandbox's relay: those
+// carrying its labels and named after its service.
+func (e *Engine) relayNetworksOf(ctx context.Context, sb sandbox) ([]string, error) {
+	f := sb.own.filter()
+	f.Add("label", contract.LabelSwarmObject+"="+objRelayNet)
+	ns, err := e.cli.NetworkList(ctx, network.ListOptions{Filters: f})
+	if err != nil {
+		return nil, fmt.Errorf("list the relay networks of %s: %w", sb.own.name, err)
+	}
+	var out []string
+	for _, n := range ns {
+		if n.Name == objName(sb.svc, objRelayNet) && sb.own.owns(n.Labels) {
+			out = append(out, n.ID)
+		}
+	}
+	return out, nil
 }
 
 // removeRelay removes the sandbox's relay service, when it is the

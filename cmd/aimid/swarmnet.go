@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 
 	"github.com/aimi-tools/swarm/configs"
@@ -23,7 +24,11 @@ func newSwarmNet(cfg *configs.Config, dataDir string, git *gitserve.Service, mod
 	if ip == nil {
 		return nil, fmt.Errorf("git.address %q: not an IP address; set it to an IP of this machine every node reaches", cfg.Git.Address)
 	}
-	ca, _, err := daemonca.LoadOrCreate(filepath.Join(dataDir, "git"))
+	caDir := filepath.Join(dataDir, "git") // the git service's and the gateway's CA
+	if err := os.MkdirAll(caDir, 0o700); err != nil {
+		return nil, fmt.Errorf("the sandboxes' door: %w", err)
+	}
+	ca, _, err := daemonca.LoadOrCreate(caDir)
 	if err != nil {
 		return nil, fmt.Errorf("the sandboxes' door: %w", err)
 	}
