@@ -66,15 +66,28 @@ func (e *Engine) sandboxNetwork(ctx context.Context, sb sandbox, st storedSpec, 
 	netID, err := e.ensureNetwork(ctx, sb, objLabels("network"), reuse, st.Relay != nil)
 	if err == nil && st.Relay != nil {
 		err = e.startRelay(ctx, sb, st, netID, objLabels(objRelay), !reuse)
+		if err != nil && reuse && networkMissing(err) {
+			// A listed network the cluster no longer has (see
+			// WriteStdin): new ones for both.
+			e.log.Debug("the sandbox's listed networks are gone from the cluster; making new ones", "service", sb.svc, "err", err)
+			return e.sandboxNetwork(ctx, sb, st, objLabels, false)
+		}
 	}
 	return netID, err
+}
+
+// networkMissing reports a service create refused for a network the
+// cluster does not have.
+func networkMissing(err error) bool {
+	return strings.Contains(err.Error(), "network") && strings.Contains(err.Error(), "not found")
 }
 
 // relayName is the relay service of the sandbox whose service is svc.
 func relayName(svc string) string { return objName(svc, objRelay) }
 
 // startRelay creates the sandbox's relay on its network netID (replacing
-// one on another network when replace is set).
+// one on another network, and with a new network of its own, when replace
+// is set).
 func (e *Engine) startRelay(ctx context.Context, sb sandbox, st storedSpec, netID string, labels map[string]string, replace bool) error {
 	name := relayName(sb.svc)
 	if s, _, err := e.cli.ServiceInspectWithRaw(ctx, name, swarm.ServiceInspectOptions{}); err == nil {
@@ -88,7 +101,7 @@ func (e *Engine) startRelay(ctx context.Context, sb sandbox, st storedSpec, netI
 			return fmt.Errorf("replace the relay %s: %w", name, err)
 		}
 	}
-	spec, err := e.relaySpec(ctx, sb, st, netID, labels)
+	spec, err := e.relaySpec(ctx, sb, st, netID, labels, !replace)
 	if err != nil {
 		return err
 	}
@@ -100,9 +113,9 @@ func (e *Engine) startRelay(ctx context.Context, sb sandbox, st storedSpec, netI
 
 // relaySpec is the relay's service: one replica, restarted when it ends,
 // no capabilities, a read-only root, small limits.
-func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID string, labels map[string]string) (swarm.ServiceSpec, error) {
+func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID string, labels map[string]string, reuse bool) (swarm.ServiceSpec, error) {
 	delete(labels, contract.LabelSandbox) // not a sandbox: never listed as one
-	out, err := e.relayNetwork(ctx, sb, labels)
+	out, err := e.relayNetwork(ctx, sb, labels, reuse)
 	if err != nil {
 		return swarm.ServiceSpec{}, err
 	}
@@ -119,14 +132,17 @@ func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID
 		return swarm.ServiceSpec{}, fmt.Errorf("the daemon's CA for the relay of %s: %w", sb.own.name, err)
 	}
 	one := uint64(1)
-	delay := 2 * time.Second
+	// A relay ends at SIGTERM; a second is its grace, so that its
+	// removal (and then its networks') is not held up.
+	delay, grace := 2*time.Second, time.Second
 	cs := &swarm.ContainerSpec{
-		Image:          st.Image,
-		Labels:         labels,
-		Args:           []string{"net-relay"},
-		User:           "0", // reads its key (root's, 0400); holds no capability
-		ReadOnly:       true,
-		CapabilityDrop: []string{"ALL"},
+		StopGracePeriod: &grace,
+		Image:           st.Image,
+		Labels:          labels,
+		Args:            []string{"net-relay"},
+		User:            "0", // reads its key (root's, 0400); holds no capability
+		ReadOnly:        true,
+		CapabilityDrop:  []string{"ALL"},
 		Env: []string{
 			contract.EnvNetForward + "=" + st.Relay.Forward,
 			contract.EnvNetDoor + "=" + st.Relay.Door,
@@ -175,13 +191,14 @@ func (e *Engine) subnetOf(ctx context.Context, netID string) (string, error) {
 
 // relayNetwork is the network of the sandbox's relay beside the
 // sandbox's own: an ordinary overlay (the nodes' route out, to the door),
-// of this relay alone, removed with the sandbox.
-func (e *Engine) relayNetwork(ctx context.Context, sb sandbox, labels map[string]string) (string, error) {
+// of this relay alone, removed with the sandbox. With reuse, one made by
+// an earlier attempt is taken.
+func (e *Engine) relayNetwork(ctx context.Context, sb sandbox, labels map[string]string, reuse bool) (string, error) {
 	ids, err := e.relayNetworksOf(ctx, sb)
 	if err != nil {
 		return "", err
 	}
-	if len(ids) > 0 {
+	if len(ids) > 0 && reuse {
 		return ids[0], nil
 	}
 	l := map[string]string{}
@@ -190,6 +207,10 @@ func (e *Engine) relayNetwork(ctx context.Context, sb sandbox, labels map[string
 	}
 	l[contract.LabelSwarmObject] = objRelayNet
 	name := objName(sb.svc, objRelayNet)
+	if !reuse {
+		// A gone network's name is still taken on the manager.
+		name += fmt.Sprintf("-%x", time.Now().UnixNano()&0xffffffff)
+	}
 	resp, err := e.cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "overlay", Labels: l})
 	if err != nil {
 		return "", fmt.Errorf("create the relay network %s of %s: %w (the swarm's address pool may be exhausted: remove unused networks)", name, sb.own.name, err)
@@ -208,7 +229,7 @@ func (e *Engine) relayNetworksOf(ctx context.Context, sb sandbox) ([]string, err
 	}
 	var out []string
 	for _, n := range ns {
-		if n.Name == objName(sb.svc, objRelayNet) && sb.own.owns(n.Labels) {
+		if strings.HasPrefix(n.Name, objName(sb.svc, objRelayNet)) && sb.own.owns(n.Labels) {
 			out = append(out, n.ID)
 		}
 	}

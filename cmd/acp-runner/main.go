@@ -142,4 +142,3 @@ func netRelay(log *slog.Logger) int {
 	}
 	return 0
 }
-

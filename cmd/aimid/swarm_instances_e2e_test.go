@@ -69,7 +69,21 @@ func TestSwarmBackendTwoDaemonsSameNames(t *testing.T) {
 		sec, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f})
 		cfg, _ := m.ConfigList(ctx, swarm.ConfigListOptions{Filters: f})
 		nets, _ := m.NetworkList(ctx, network.ListOptions{Filters: f})
-		return len(s) + len(sec) + len(cfg) + len(nets)
+		var names []string
+		for _, o := range s {
+			names = append(names, "service "+o.Spec.Name)
+		}
+		for _, o := range sec {
+			names = append(names, "secret "+o.Spec.Name)
+		}
+		for _, o := range cfg {
+			names = append(names, "config "+o.Spec.Name)
+		}
+		for _, o := range nets {
+			names = append(names, "network "+o.Name)
+		}
+		t.Logf("objects of %s: %v", instance, names)
+		return len(names)
 	}
 	second := testInstance(sides[1].sock)
 	before := count(second)

@@ -13,6 +13,7 @@
 //	probeagent report     print /tmp/result (exit 3 while there is none)
 //	probeagent call B K   POST B/v1/messages with x-api-key K, print the status
 //	probeagent release    let the runner finish
+//	probeagent net-relay  a Swarm mode sandbox's relay, as acp-runner's
 package main
 
 import (
@@ -95,6 +96,12 @@ func command(args []string) int {
 			return 3
 		}
 		os.Stdout.Write(b)
+	case "net-relay": // on a cluster the sandbox's image is its relay's too
+		r, err := forward.RelayFromEnv(os.Getenv, contract.NetKeyFile, contract.NetCAFile)
+		if err == nil {
+			err = r.Run(context.Background())
+		}
+		return exit(err)
 	case "release":
 		return exit(os.WriteFile(releaseFile, nil, 0o644))
 	case "call":
