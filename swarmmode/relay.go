@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 	"github.com/docker/docker/errdefs"
@@ -237,14 +238,28 @@ func (e *Engine) relayNetworksOf(ctx context.Context, sb sandbox) ([]string, err
 }
 
 // removeRelay removes the sandbox's relay service, when it is the
-// sandbox's.
+// sandbox's, and waits (up to removeWindow) until the cluster deleted its
+// tasks: until then they hold the networks, which are removed next.
 func (e *Engine) removeRelay(ctx context.Context, sb sandbox) error {
 	s, _, err := e.cli.ServiceInspectWithRaw(ctx, relayName(sb.svc), swarm.ServiceInspectOptions{})
-	if err == nil && sb.own.owns(s.Spec.Labels) {
+	if err == nil && !sb.own.owns(s.Spec.Labels) {
+		return nil
+	}
+	if err == nil {
 		err = e.cli.ServiceRemove(ctx, s.ID)
 	}
 	if err != nil && !errdefs.IsNotFound(err) && !strings.Contains(err.Error(), "not found") {
 		return fmt.Errorf("remove the relay of %s: %w", sb.own.name, err)
 	}
-	return nil
+	if err != nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, removeWindow)
+	defer cancel()
+	for {
+		tasks, err := e.cli.TaskList(wctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", s.ID))})
+		if err == nil && len(tasks) == 0 || ctxutil.Sleep(wctx, 250*time.Millisecond) != nil {
+			return nil // what is left fails the network's removal, which says so
+		}
+	}
 }
