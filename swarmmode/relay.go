@@ -116,6 +116,10 @@ func (e *Engine) startRelay(ctx context.Context, sb sandbox, st storedSpec, netI
 // no capabilities, a read-only root, small limits.
 func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID string, labels map[string]string, reuse bool) (swarm.ServiceSpec, error) {
 	delete(labels, contract.LabelSandbox) // not a sandbox: never listed as one
+	command, err := e.relayCommand(ctx, st.Image)
+	if err != nil {
+		return swarm.ServiceSpec{}, err
+	}
 	out, err := e.relayNetwork(ctx, sb, labels, reuse)
 	if err != nil {
 		return swarm.ServiceSpec{}, err
@@ -140,6 +144,7 @@ func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID
 		StopGracePeriod: &grace,
 		Image:           st.Image,
 		Labels:          labels,
+		Command:         command,
 		Args:            []string{"net-relay"},
 		User:            "0", // reads its key (root's, 0400); holds no capability
 		ReadOnly:        true,
@@ -169,6 +174,19 @@ func (e *Engine) relaySpec(ctx context.Context, sb sandbox, st storedSpec, netID
 		Mode:         swarm.ServiceMode{Replicated: &swarm.ReplicatedService{Replicas: &one}},
 		EndpointSpec: &swarm.EndpointSpec{Mode: swarm.ResolutionModeDNSRR},
 	}, nil
+}
+
+// relayCommand is the command that runs image's program (its entrypoint,
+// else the first word of its CMD) with net-relay, as the manager has it.
+func (e *Engine) relayCommand(ctx context.Context, image string) ([]string, error) {
+	img, err := e.cli.ImageInspect(ctx, image)
+	if err != nil {
+		return nil, fmt.Errorf("read image %s on the manager for the relay: %w (pull or load it there too)", image, err)
+	}
+	if img.Config == nil || len(img.Config.Entrypoint) > 0 || len(img.Config.Cmd) == 0 {
+		return nil, nil // the entrypoint, with net-relay as its argument
+	}
+	return img.Config.Cmd[:1], nil
 }
 
 // subnetOf reads an overlay's subnet, which the managers allocate a moment
