@@ -14,6 +14,11 @@
 // exposing an unauthenticated TCP port. Images reach the nodes by ImageSave
 // on the host engine and ImageLoad on each node.
 //
+// StartEngine starts a single such engine outside any swarm, with extra
+// Debian packages, runtimes in its daemon.json, capabilities and host
+// directories bound at the same path: an engine configuration (gVisor's
+// runsc registered, say) a test needs without changing the host engine's.
+//
 // Everything it creates carries dockertest's run label and is removed by
 // that label in Close. Starting a cluster takes tens of seconds, so a test
 // package starts one in TestMain and shares it. It leaves what runs on the
