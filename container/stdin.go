@@ -18,12 +18,23 @@ import (
 // must not contain a newline inside and must fit MaxLineBytes; it is never
 // logged (a task-request may carry secrets).
 func (d *Docker) WriteStdin(ctx context.Context, id string, line []byte) error {
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	if bytes.IndexByte(line, '\n') >= 0 {
-		return fmt.Errorf("write stdin of container %s: the line contains a newline; send one line per call", id)
-	}
-	if len(line) > engine.MaxLineBytes {
-		return fmt.Errorf("write stdin of container %s: line of %d bytes exceeds %d", id, len(line), engine.MaxLineBytes)
+	return d.WriteStdinLines(ctx, id, [][]byte{line})
+}
+
+// WriteStdinLines is WriteStdin of several lines, in order, through one
+// attach (engine.Handover): a warm sandbox's claim lines and its
+// task-request. Each line is checked as WriteStdin checks one.
+func (d *Docker) WriteStdinLines(ctx context.Context, id string, lines [][]byte) error {
+	var buf []byte
+	for _, line := range lines {
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		if bytes.IndexByte(line, '\n') >= 0 {
+			return fmt.Errorf("write stdin of container %s: the line contains a newline; send one line per call", id)
+		}
+		if len(line) > engine.MaxLineBytes {
+			return fmt.Errorf("write stdin of container %s: line of %d bytes exceeds %d", id, len(line), engine.MaxLineBytes)
+		}
+		buf = append(append(buf, line...), '\n')
 	}
 	// The attach ignores ctx once connected: bound it, or an engine that
 	// holds the container locked hangs the task-request for good.
@@ -38,8 +49,6 @@ func (d *Docker) WriteStdin(ctx context.Context, id string, line []byte) error {
 	// stuck write returns.
 	stop := context.AfterFunc(ctx, hr.Close)
 	defer stop()
-	buf := make([]byte, 0, len(line)+1)
-	buf = append(append(buf, line...), '\n')
 	if _, err := hr.Conn.Write(buf); err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()

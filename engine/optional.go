@@ -32,6 +32,11 @@ type Handover interface {
 	// ImageID is the id of the image ref names now ("" when none): a
 	// sandbox of an older build of the same tag is outdated.
 	ImageID(ctx context.Context, ref string) (string, error)
+	// WriteStdinLines writes lines to sandbox id's stdin in order through
+	// one attach (each line as WriteStdin takes one): lines written
+	// through attaches of their own may reach it interleaved or out of
+	// order, since the engine copies each attach's input on its own.
+	WriteStdinLines(ctx context.Context, id string, lines [][]byte) error
 }
 
 // Caps are the optional capabilities an engine has; a nil field is one it

@@ -383,14 +383,16 @@ func (sw *swarm) sendRequest(ctx context.Context, c *ctr) error {
 	sw.mu.Lock()
 	warm := c.warm
 	sw.mu.Unlock()
-	note := ""
+	note, lines := "", [][]byte{line}
 	if warm {
-		if err := sw.sendClaim(ctx, c); err != nil {
+		// The claim lines first, in the same write.
+		claim, err := sw.claimOf(ctx, c)
+		if err != nil {
 			return err
 		}
-		note = warmNote
+		note, lines = warmNote, append(claim, line)
 	}
-	if err := sw.m.eng.WriteStdin(ctx, sw.idOf(c), append(line, '\n')); err != nil {
+	if err := sw.writeLines(ctx, c, lines); err != nil {
 		return fmt.Errorf("write the task-request to %s: %w", c.name, err)
 	}
 	if _, err := sw.led.daemonNote(ctx, c.name, m, note); err != nil {

@@ -143,19 +143,19 @@ func (sw *swarm) confirmWarm(cs []*ctr) {
 	}
 }
 
-// sendClaim writes a claimed sandbox's claim lines: the environment and
-// the bind-mounted files a created container has from its create. After a
+// claimOf is a claimed sandbox's claim lines: the environment and the
+// bind-mounted files a created container has from its create. After a
 // restart they are made again (new grants: the sandbox never got the old
 // tokens). The runner skips a repeated claim, so one written twice is
 // harmless.
-func (sw *swarm) sendClaim(ctx context.Context, c *ctr) error {
+func (sw *swarm) claimOf(ctx context.Context, c *ctr) ([][]byte, error) {
 	sw.mu.Lock()
 	env, mounts := c.claimEnv, c.claimMounts
 	sw.mu.Unlock()
 	if env == nil {
 		spec, err := sw.regrant(ctx, c)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		env, mounts = spec.Env, spec.Mounts
 	}
@@ -164,23 +164,36 @@ func (sw *swarm) sendClaim(ctx context.Context, c *ctr) error {
 	// (after the state file's save: nothing answers there before).
 	ng, err := sw.openNet(ctx, c)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ng != nil {
 		env = append(slices.Clip(env), ng.Env...)
 	}
 	lines, err := claimLines(env, mounts)
 	if err != nil {
-		return fmt.Errorf("the claim of %s: %w", c.name, err)
-	}
-	for _, line := range lines {
-		if err := sw.m.eng.WriteStdin(ctx, sw.idOf(c), append(line, '\n')); err != nil {
-			return fmt.Errorf("write the claim to %s: %w", c.name, err)
-		}
+		return nil, fmt.Errorf("the claim of %s: %w", c.name, err)
 	}
 	sw.mu.Lock()
 	c.claimEnv, c.claimMounts = nil, nil // secrets are not kept longer than needed
 	sw.mu.Unlock()
+	return lines, nil
+}
+
+// writeLines writes lines to c's stdin in order: through one attach when
+// the engine can (engine.Handover; a claim's lines and the task-request
+// sent through attaches of their own reached the runner interleaved),
+// else one attach each.
+func (sw *swarm) writeLines(ctx context.Context, c *ctr, lines [][]byte) error {
+	if h, ok := sw.m.eng.(interface {
+		WriteStdinLines(ctx context.Context, id string, lines [][]byte) error
+	}); ok {
+		return h.WriteStdinLines(ctx, sw.idOf(c), lines)
+	}
+	for _, line := range lines {
+		if err := sw.m.eng.WriteStdin(ctx, sw.idOf(c), line); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

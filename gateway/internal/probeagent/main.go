@@ -49,6 +49,14 @@ func main() {
 	if len(os.Args) > 1 {
 		os.Exit(command(os.Args[1:]))
 	}
+	// As acp-runner does: a sandbox of the warm pool gets its environment
+	// (placeholders, forwards, the CA) in its claim lines first.
+	stdin := bufio.NewReader(os.Stdin)
+	os.MkdirAll(os.TempDir(), 0o1777) // the claim's files go there; the image has no /tmp
+	if err := aimirunner.ApplyWarmClaim(os.Getenv, os.Setenv, stdin, os.TempDir()); err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(2)
+	}
 	if err := aimirunner.LoadSecretEnv(os.Getenv, os.Setenv, contract.SecretDir); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(2)
@@ -59,7 +67,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(2)
 	}
-	src, err := aimirunner.RequestInput(os.Getenv, os.Stdin)
+	src, err := aimirunner.RequestInput(os.Getenv, aimirunner.SkipClaims(stdin))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(2)
