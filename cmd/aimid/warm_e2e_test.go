@@ -224,6 +224,7 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 		poolIDs[in.ID] = true
 	}
 
+	started := time.Now()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -266,7 +267,7 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	}
 
 	refilled := waitPool(t, ctx, cli, instance, 2, p)
-	checkRefillAfterWork(t, repo, sw, refilled)
+	checkRefillAfterWork(t, repo, sw, refilled, started)
 	if code, out, errOut := aimi(ctx, "swarm", "cleanup", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -281,16 +282,21 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 }
 
 // checkRefillAfterWork: the pool created none of refilled before every
-// container of the start was working (its first in_progress): a refill
-// competes with their clones and agents' starts for the engine and the
-// cores.
-func checkRefillAfterWork(t testing.TB, repo string, sw *state.Swarm, refilled []dcontainer.InspectResponse) {
+// container of the start (at started) was working (its first
+// in_progress): a refill competes with their clones and agents' starts for
+// the engine and the cores. The pool waits 20 s at most (orchestrator's
+// poolHold): a machine slower than that is only logged.
+func checkRefillAfterWork(t testing.TB, repo string, sw *state.Swarm, refilled []dcontainer.InspectResponse, started time.Time) {
 	t.Helper()
 	var lastWork time.Time
 	for _, at := range firstWork(t, repo, sw) {
 		if at.After(lastWork) {
 			lastWork = at
 		}
+	}
+	if lastWork.Sub(started) > 20*time.Second {
+		t.Logf("the last container worked %s after the start: past what the pool waits for, the refill is not checked", lastWork.Sub(started))
+		return
 	}
 	for _, in := range refilled {
 		created, err := time.Parse(time.RFC3339Nano, in.Created)
