@@ -51,10 +51,11 @@ func TestLimitWaitIsNotifiedThroughTheDaemon(t *testing.T) {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
 	waitFor(t, sock, repo, 5*time.Minute, "the container exited", allExited)
+	notices := hook.wait(t, []string{notify.KindLimitWait})
 	p.stop(t)
 	c := containerOf(t, validState(t, repo), name)
 	var limits []notify.Notice
-	for _, no := range decodeNotices(t, hook.wait(t, []string{notify.KindLimitWait, notify.KindContainerFinished})) {
+	for _, no := range decodeNotices(t, notices) {
 		if no.Kind == notify.KindLimitWait {
 			limits = append(limits, no)
 		}
