@@ -18,7 +18,7 @@ import (
 // with their claim's labels (warmpool.Overlay).
 type WarmPool interface {
 	// Claim renames a waiting sandbox of s's settings to s.Name and joins
-	// it to s.Network; ok false (nothing done) when none fits. A name held
+	// it to s.Network (none: it stays on no network); ok false (nothing done) when none fits. A name held
 	// by another container is engine.ErrConflict, as from Create.
 	Claim(ctx context.Context, s engine.Spec) (id string, ok bool, err error)
 	// Confirm says the state file holds these claimed containers.

@@ -15,7 +15,7 @@ import (
 
 // Claim phases.
 const (
-	phaseClaiming = "claiming" // recorded before the rename and join
+	phaseClaiming = "claiming" // recorded before the rename (and any join)
 	phaseClaimed  = "claimed"  // its swarm's state file holds it
 )
 

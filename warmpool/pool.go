@@ -227,9 +227,10 @@ func (p *Pool) untake(id string) {
 }
 
 // Claim hands a waiting sandbox of s's settings to s's container: it
-// records the claim, renames the sandbox to s.Name and joins it to
-// s.Network. ok is false (nothing done) when no sandbox fits or the hand
-// over failed, and the caller creates as before; a name another container
+// records the claim, renames the sandbox to s.Name and, unless s.Network
+// is engine.NetworkNone (sealed: it stays there), joins it to s.Network.
+// ok is false (nothing done) when no sandbox fits or the hand over
+// failed, and the caller creates as before; a name another container
 // holds is engine.ErrConflict, as from a create. The environment and
 // mounts of s are not applied: the caller sends them in claim lines
 // (contract.WarmClaim) before the task-request, once its state file holds
