@@ -3,16 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,19 +56,11 @@ func TestModelKeyStaysInTheDaemon(t *testing.T) {
 	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var rnd [16]byte
-	rand.Read(rnd[:])
-	const keyPrefix = "sk-ant-fake-"
-	key := keyPrefix + hex.EncodeToString(rnd[:])
-	sum := sha256.Sum256([]byte(key))
-	up := fakeProvider(t, key)
+	key, up, cfg := probeKey(t)
 	image := dockertest.BuildGoImage(t, ctx, map[string]string{"/probe": "github.com/aimi-tools/swarm/gateway/internal/probeagent"}, nil, nil)
 	repo := gitRepo(t, 1, "one", "two")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	cfg := "agent:\n  env:\n    ANTHROPIC_API_KEY: ${GW_TEST_KEY}\n" +
-		"    PROBE_KEY_PREFIX: " + keyPrefix + "\n    PROBE_KEY_LEN: \"" + strconv.Itoa(len(key)) + "\"\n" +
-		"    PROBE_KEY_SHA256: " + hex.EncodeToString(sum[:]) + "\n"
 	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", os.Environ(),
 		"GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL,
 		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=128m", "AIMI_SANDBOX_SWAP=128m",

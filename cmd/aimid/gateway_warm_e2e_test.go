@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,21 +29,13 @@ func TestModelKeyStaysInTheDaemonWithClaimedSandboxes(t *testing.T) {
 	parallel(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	var rnd [16]byte
-	rand.Read(rnd[:])
-	const keyPrefix = "sk-ant-fake-"
-	key := keyPrefix + hex.EncodeToString(rnd[:])
-	sum := sha256.Sum256([]byte(key))
-	up := fakeProvider(t, key)
+	key, up, cfg := probeKey(t)
 	image := dockertest.BuildGoImage(t, ctx, map[string]string{"/probe": "github.com/aimi-tools/swarm/gateway/internal/probeagent"}, nil, nil)
 	repo := gitRepo(t, 1, "one", "two")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	instance := testInstance(sock)
 	dockertest.Cleanup(t, contract.LabelDaemon, instance)
-	cfg := "agent:\n  env:\n    ANTHROPIC_API_KEY: ${GW_TEST_KEY}\n" +
-		"    PROBE_KEY_PREFIX: " + keyPrefix + "\n    PROBE_KEY_LEN: \"" + strconv.Itoa(len(key)) + "\"\n" +
-		"    PROBE_KEY_SHA256: " + hex.EncodeToString(sum[:]) + "\n"
 	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", os.Environ(),
 		"GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL,
 		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=128m", "AIMI_SANDBOX_SWAP=128m",
@@ -88,6 +81,21 @@ func TestModelKeyStaysInTheDaemonWithClaimedSandboxes(t *testing.T) {
 			t.Error("a CLI answer holds the key")
 		}
 	}
+}
+
+// probeKey is a fake model key, a provider that takes only it, and the
+// daemon config whose agent.env gives the key (from GW_TEST_KEY) and its
+// fingerprint (prefix, length, SHA-256) to the probe agent.
+func probeKey(t *testing.T) (key string, up *httptest.Server, cfg string) {
+	var rnd [16]byte
+	rand.Read(rnd[:])
+	const keyPrefix = "sk-ant-fake-"
+	key = keyPrefix + hex.EncodeToString(rnd[:])
+	sum := sha256.Sum256([]byte(key))
+	cfg = "agent:\n  env:\n    ANTHROPIC_API_KEY: ${GW_TEST_KEY}\n" +
+		"    PROBE_KEY_PREFIX: " + keyPrefix + "\n    PROBE_KEY_LEN: \"" + strconv.Itoa(len(key)) + "\"\n" +
+		"    PROBE_KEY_SHA256: " + hex.EncodeToString(sum[:]) + "\n"
+	return key, fakeProvider(t, key), cfg
 }
 
 // claimedProbe waits for the probe's verdict in c; when its container
