@@ -65,13 +65,16 @@
   // EventSource) sends the token in a header. on.open() when the answer is
   // 200, on.event(name, data, id) for each event, on.close(err, status)
   // once when it ends (status set when the board answered an error). The
-  // returned handle's close() ends it without a call to on.close.
+  // returned handle's close() ends it without a call to on.close. An
+  // exception in on.event ends the stream too (on.close gets it), and the
+  // request is aborted so that the board drops the subscription.
   function stream(path, headers, on) {
     const ctl = new AbortController();
     const handle = { closed: false, close() { handle.closed = true; ctl.abort(); } };
     const end = (err, status) => {
       if (handle.closed) return;
       handle.closed = true;
+      ctl.abort();
       on.close(err, status);
     };
     (async () => {
@@ -594,7 +597,8 @@
     const c = s && s.containers.find((x) => x.name === e.container);
     if (c) {
       if (e.status) c.status = e.status;
-      if (e.storyId) {
+      // A permission request names its story but not the story's status.
+      if (e.storyId && e.storyStatus) {
         const st = c.stories.find((x) => x.id === e.storyId);
         if (st) st.status = e.storyStatus;
       }
@@ -630,6 +634,7 @@
   function setConn(state, text) {
     conn.dataset.state = state;
     conn.textContent = text;
+    conn.title = '';
   }
 
   function connect() {
@@ -653,6 +658,7 @@
           return;
         }
         if (conn.dataset.state !== 'down') setConn('reconnecting', 'reconnecting…');
+        conn.title = err ? String(err.message || err) : '';
         setTimeout(connect, 3000);
       },
     });
