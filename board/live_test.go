@@ -67,4 +67,7 @@ func TestThePageStaysLiveThroughAPermissionRequest(t *testing.T) {
 	if n := strings.Count(strings.Join(f.Calls(), ","), "events"); n != 1 {
 		t.Errorf("the page subscribed %d times, want once", n)
 	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`window.aimiBoard.streams`)); err != nil || n != 1 {
+		t.Errorf("the page opened %v events streams (%v), want 1", n, err)
+	}
 }

@@ -35,8 +35,9 @@
   const terminal = new Set(['completed', 'failed', 'stopped']);
 
   // What tests and the benchmark read: how late each change reached the
-  // page (ms from the daemon's event time to the DOM update).
-  const probe = { loadedAt: Date.now(), lists: 0, changes: 0, latencies: [] };
+  // page (ms from the daemon's event time to the DOM update), and how many
+  // events streams the page has opened (one while the daemon stays up).
+  const probe = { loadedAt: Date.now(), lists: 0, changes: 0, latencies: [], streams: 0 };
   window.aimiBoard = probe;
 
   // model: repo -> swarm as the server sent it (containers by name).
@@ -643,7 +644,7 @@
       return;
     }
     stream('/api/events', {}, {
-      open() { setConn('live', 'live'); },
+      open() { probe.streams++; setConn('live', 'live'); },
       event(ev, data) {
         if (ev === 'list') setList(JSON.parse(data));
         else if (ev === 'changes') {
