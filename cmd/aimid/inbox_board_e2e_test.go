@@ -62,6 +62,7 @@ func TestBoardAnswersRequestsInABrowser(t *testing.T) {
 	must("the write request on the page", chromedp.Do(page, chromedp.WaitVisible(chromedp.CSS(req+` button[data-kind="allow_once"]`))))
 	checkInboxPage(t, page, baseTitle, req, "edit")
 	saveScreenshot(t, page, "inbox-request.png")
+	checkStillLive(t, page)
 
 	// Tab from the top until the request's allow button has the focus.
 	allow := req + ` button[data-kind="allow_once"]`
@@ -103,6 +104,7 @@ func TestBoardAnswersRequestsInABrowser(t *testing.T) {
 		t.Errorf("the title with the inbox empty: %q, want %q", title, baseTitle)
 	}
 	saveScreenshot(t, page, "inbox-answered.png")
+	checkStillLive(t, page)
 	code, logs, _ := run("swarm", "logs", d.Name)
 	for _, want := range []string{"permission request " + w.ID + " (", "permission request " + x.ID + " (", `a person chose "allow"`, `a person chose "skip"`} {
 		if code != 0 || !strings.Contains(logs, want) {
@@ -122,5 +124,15 @@ func checkInboxPage(t *testing.T, page context.Context, baseTitle, req, kind str
 	what, err := chromedp.Run(page, chromedp.Evaluate[string](`document.querySelector('`+req+` .what').textContent`))
 	if err != nil || !strings.Contains(what, kind+": ") {
 		t.Errorf("the request's line %q (%v) does not name kind %s", what, err, kind)
+	}
+}
+
+// checkStillLive: with the daemon up all along, the page still follows the
+// one events stream it opened, and its header says "live".
+func checkStillLive(t *testing.T, page context.Context) {
+	t.Helper()
+	got, err := chromedp.Run(page, chromedp.Evaluate[map[string]any](`({conn: document.getElementById('conn').dataset.state, streams: window.aimiBoard.streams})`))
+	if err != nil || got["conn"] != "live" || got["streams"] != float64(1) {
+		t.Errorf("the board's connection with the daemon up: %+v (%v), want live on its first stream", got, err)
 	}
 }
