@@ -399,6 +399,30 @@ func (f *fakeEngine) counters() (starts, peak int) {
 	return f.starts, f.peak
 }
 
+// linesEmitted counts the output lines of every container so far.
+func (f *fakeEngine) linesEmitted() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.ctrs {
+		n += len(c.lines)
+	}
+	return n
+}
+
+// statusOf is the status of the container whose name contains frag
+// ("" when there is none).
+func (f *fakeEngine) statusOf(frag string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.ctrs {
+		if strings.Contains(c.spec.Name, frag) {
+			return c.status
+		}
+	}
+	return ""
+}
+
 func (f *fakeEngine) runningNow() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -75,8 +75,10 @@ func TestCrashRecoveryLosesNothingAndCountsNothingTwice(t *testing.T) {
 		refSigs[c.TaskFile] = recordSignature(readJournal(t, refRepo, ref.State.SwarmID, c.Name))
 	}
 
-	for _, killAfter := range []time.Duration{5 * time.Millisecond, 40 * time.Millisecond, 90 * time.Millisecond, 150 * time.Millisecond} {
-		t.Run(fmt.Sprintf("kill after %v", killAfter), func(t *testing.T) {
+	// The kill points are output lines the containers have written (of
+	// 4*(2*stories+1)): at the first story, mid-run and near the end.
+	for _, killAfter := range []int{1, 20, 60, 110} {
+		t.Run(fmt.Sprintf("kill after %d lines", killAfter), func(t *testing.T) {
 			repo, files := testRepo(t, names, stories)
 			eng := newFakeEngine(byTask(nil, prog))
 			ctx1, cancel1 := context.WithCancel(context.Background())
@@ -87,10 +89,16 @@ func TestCrashRecoveryLosesNothingAndCountsNothingTwice(t *testing.T) {
 			if _, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(killAfter)
+			if !waitUntil(10*time.Second, func() bool { return eng.linesEmitted() >= killAfter }) {
+				t.Fatalf("the containers wrote %d lines, want %d before the kill", eng.linesEmitted(), killAfter)
+			}
 			crash(t, m1, cancel1)
-			// Containers go on (and some finish) while no daemon runs.
-			time.Sleep(40 * time.Millisecond)
+			// Containers go on (and some finish) while no daemon runs: a
+			// few lines no daemon reads, or every running one exits.
+			atCrash := eng.linesEmitted()
+			if !waitUntil(10*time.Second, func() bool { return eng.linesEmitted() >= atCrash+5 || eng.runningNow() == 0 }) {
+				t.Fatalf("the containers made no progress while no daemon ran (%d lines)", eng.linesEmitted())
+			}
 
 			m2 := newTestManager(t, eng, Config{MaxContainers: 2})
 			if err := m2.Recover(context.Background()); err != nil {
@@ -144,14 +152,19 @@ func TestRecoverReconcilesTheTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Let the first four start, then the daemon dies at once.
-	deadline := time.Now().Add(5 * time.Second)
-	for st, _ := eng.counters(); st < 4 && time.Now().Before(deadline); st, _ = eng.counters() {
-		time.Sleep(time.Millisecond)
+	if !waitUntil(5*time.Second, func() bool { st, _ := eng.counters(); return st >= 4 }) {
+		st, _ := eng.counters()
+		t.Fatalf("%d containers started, want 4", st)
 	}
 	crash(t, m1, cancel1)
 	vanish := detail(t, v, "vanishes")
 	_ = eng.Remove(context.Background(), vanish.ContainerID)
-	time.Sleep(30 * time.Millisecond)
+	// The two that exit do so while no daemon runs.
+	for _, frag := range []string{"exits-ok", "exits-bad"} {
+		if !waitUntil(5*time.Second, func() bool { return eng.statusOf(frag) == "exited" }) {
+			t.Fatalf("%s is %q, want exited before the recovery", frag, eng.statusOf(frag))
+		}
+	}
 
 	m2 := newTestManager(t, eng, Config{MaxContainers: 4})
 	if err := m2.Recover(context.Background()); err != nil {
@@ -241,7 +254,10 @@ func TestRecoverWithoutStateFileRebuildsFromLabels(t *testing.T) {
 	if _, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(30 * time.Millisecond)
+	// Both run and have reported a story when the daemon dies.
+	if !waitUntil(5*time.Second, func() bool { return eng.linesEmitted() >= 4 }) {
+		t.Fatalf("the containers wrote %d lines, want 4 before the kill", eng.linesEmitted())
+	}
 	crash(t, m1, cancel1)
 	if err := os.Remove(filepath.Join(repo, ".aimi", "swarm-state.json")); err != nil {
 		t.Fatal(err)
