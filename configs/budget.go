@@ -6,18 +6,14 @@ import (
 )
 
 // budgets reads swarm.budget and agent.story_budget: amounts, 0 or more,
-// in the currency of models.<provider>.prices. They need the local git
-// service, the runners' channel to the daemon.
+// in the currency of models.<provider>.prices. The runners ask the daemon
+// on their own budget sockets in either git mode; Swarm-mode sandboxes
+// without git.address have none, and in remote mode no other channel.
 func (r *reader) budgets(c *Config) {
 	c.Swarm.Budget = r.amount("swarm.budget")
 	c.Agent.StoryBudget = r.amount("agent.story_budget")
-	if (c.Swarm.Budget > 0 || c.Agent.StoryBudget > 0) && c.Git.Mode == GitRemote {
-		k := "swarm.budget"
-		if c.Swarm.Budget == 0 {
-			k = "agent.story_budget"
-		}
-		r.bad(k, r.str(k), "is set but git.mode is remote",
-			"budgets need git.mode local or auto: the runners ask the daemon at each story boundary through its local git service; or set the budget to 0")
+	if (c.Swarm.Budget > 0 || c.Agent.StoryBudget > 0) && c.Git.Mode == GitRemote && c.Engine.Backend == BackendSwarm && c.Git.Address == "" {
+		c.Warnings = append(c.Warnings, "a budget is set, but with git.mode remote and engine.backend swarm without git.address the containers have no channel to the daemon: budgets are not enforced; set git.address")
 	}
 }
 

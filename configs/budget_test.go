@@ -7,8 +7,9 @@ import (
 )
 
 // Budgets: a number 0 or more; anything else stops the load naming the
-// key, and a budget with git.mode remote (no channel to the runners) too.
-func TestBudgetsAreAmountsAndNeedTheLocalGitService(t *testing.T) {
+// key. git.mode remote takes budgets too (the runners ask on their budget
+// sockets); only Swarm mode without git.address, where there is none, warns.
+func TestBudgetsAreAmounts(t *testing.T) {
 	repo := t.TempDir()
 	writeFile(t, filepath.Join(repo, ".aimi", "config.yaml"), "swarm:\n  budget: 12.5\nagent:\n  story_budget: 0.75\n")
 	c, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env()})
@@ -22,6 +23,14 @@ func TestBudgetsAreAmountsAndNeedTheLocalGitService(t *testing.T) {
 	if err != nil || d.Swarm.Budget != 0 || d.Agent.StoryBudget != 0 {
 		t.Fatalf("defaults: %v %v %v, want no budgets", d.Swarm.Budget, d.Agent.StoryBudget, err)
 	}
+	r, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env("AIMI_GIT_MODE", "remote")})
+	if err != nil || r.Swarm.Budget != 12.5 || len(r.Warnings) != 0 {
+		t.Fatalf("remote mode: %v %v %q, want the budget without warnings", r.Swarm.Budget, err, r.Warnings)
+	}
+	w, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env("AIMI_GIT_MODE", "remote", "AIMI_ENGINE_BACKEND", "swarm")})
+	if err != nil || !strings.Contains(strings.Join(w.Warnings, "\n"), "budgets are not enforced") {
+		t.Fatalf("remote Swarm mode without git.address: %v %q, want a warning", err, w.Warnings)
+	}
 	for _, tc := range []struct {
 		name, file string
 		env        []string
@@ -33,7 +42,6 @@ func TestBudgetsAreAmountsAndNeedTheLocalGitService(t *testing.T) {
 		{"story budget from the environment", "", []string{"AIMI_AGENT_STORY_BUDGET", "NaN"}, "agent.story_budget"},
 		{"negative story budget", "agent:\n  story_budget: -0.5\n", nil, "agent.story_budget"},
 		{"story budget infinite", "agent:\n  story_budget: .inf\n", nil, "agent.story_budget"},
-		{"budget with remote git", "swarm:\n  budget: 5\ngit:\n  mode: remote\n", nil, "swarm.budget"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			repo := t.TempDir()

@@ -1,12 +1,28 @@
 package contract
 
-// BudgetPath is the path, on the local-mode git service's listener, where
-// acp-runner asks the daemon at each story boundary whether it may begin
-// another story (swarm.budget, agent.story_budget), with its container's
-// git token. The body is a BudgetRequest as JSON; the answer a
+// BudgetPath is the path where acp-runner asks the daemon at each story
+// boundary whether it may begin another story (swarm.budget,
+// agent.story_budget): on the container's own budget socket
+// (BudgetSocket) in either git mode, or, for a container without one, on
+// the daemon's git service's listener with its git token (never on a
+// remote origin). The body is a BudgetRequest as JSON; the answer a
 // BudgetAnswer. Any other answer (404, 503: a daemon without budgets or
 // one that is starting) lets the runner go on.
 const BudgetPath = "/_aimi/budget"
+
+// BudgetSocket names the socket (BudgetSocket.sock in NetDir) on which a
+// sandbox without a network asks the daemon about its budgets in either
+// git mode: the socket is the container's own, so it says who asks (no
+// token). The runner serves it on 127.0.0.1:BudgetPort (EnvNetForward).
+const (
+	BudgetSocket = "budget"
+	BudgetPort   = 3131
+)
+
+// DaemonCAPath is where the daemon's CA (the one of its git service and
+// model gateway) is mounted in a container; GIT_SSL_CAINFO names it only
+// when the repository is the daemon's git service.
+const DaemonCAPath = "/etc/aimi/git-ca.pem"
 
 // BudgetMaxBody bounds a BudgetRequest on the wire.
 const BudgetMaxBody = 64 << 10

@@ -7,12 +7,13 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
 // caMountPath is where the git service's CA is mounted (read-only) in local
 // mode.
-const caMountPath = "/etc/aimi/git-ca.pem"
+const caMountPath = contract.DaemonCAPath
 
 // originCAPath is where git.origin_ca is mounted (read-only) in remote mode.
 const originCAPath = "/etc/aimi/origin-ca.pem"

@@ -80,16 +80,16 @@ func openAskChannel(askURL, repoURL, token, caFile string, log *slog.Logger) (*a
 	return newAskChannel(repoURL, token, caFile, log)
 }
 
-// askURLOf is the ask socket's URL on the loopback when AIMI_NET_FORWARD
-// (spec) serves contract.AskSocket, else "".
-func askURLOf(spec string) string {
+// socketURLOf is the URL of path on the loopback forward of the daemon's
+// socket name when AIMI_NET_FORWARD (spec) serves it, else "".
+func socketURLOf(spec, name, path string) string {
 	fws, err := forward.Parse(spec, contract.NetDir)
 	if err != nil {
 		return ""
 	}
 	for _, f := range fws {
-		if filepath.Base(f.Socket) == contract.AskSocket+".sock" {
-			return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port)) + contract.AskPath
+		if filepath.Base(f.Socket) == name+".sock" {
+			return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port)) + path
 		}
 	}
 	return ""

@@ -18,12 +18,12 @@ import (
 // remote-mode container lacks), and a request sent there carries no
 // token; without a forward or a git service there is no channel.
 func TestAskGoesToTheAskSocketWhenThereIsOne(t *testing.T) {
-	if u := askURLOf("3128=proxy,3130=ask,3129=models"); u != "http://127.0.0.1:3130"+contract.AskPath {
-		t.Errorf("askURLOf: %q", u)
+	if u := socketURLOf("3128=proxy,3130=ask,3129=models", contract.AskSocket, contract.AskPath); u != "http://127.0.0.1:3130"+contract.AskPath {
+		t.Errorf("socketURLOf: %q", u)
 	}
 	for _, spec := range []string{"", "3128=proxy", "bad"} {
-		if u := askURLOf(spec); u != "" {
-			t.Errorf("askURLOf(%q) = %q, want none", spec, u)
+		if u := socketURLOf(spec, contract.AskSocket, contract.AskPath); u != "" {
+			t.Errorf("socketURLOf(%q) = %q, want none", spec, u)
 		}
 	}
 	var auth string

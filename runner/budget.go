@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -35,23 +36,40 @@ type budgetGate struct {
 	retry    time.Duration
 }
 
-// newBudgetGate reaches the daemon that serves the run's repository; a
-// repository that is not the daemon's service (remote git mode) has no
-// budgets the runner could learn of.
+// newBudgetGate reaches the daemon: on the container's own budget socket,
+// or else on the daemon's git service when that is the run's repository.
+// A remote origin is never asked (the question is the daemon's, and the
+// origin's token is not for it); without either channel no budgets hold.
 func (r *run) newBudgetGate() *budgetGate {
 	g := &budgetGate{started: map[string]time.Time{}, wait: budgetWait, retry: 2 * time.Second}
-	ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.log)
+	ch, target, err := r.budgetChannel()
 	if err != nil {
+		r.log.Debug("no budgets for this run", "err", err)
 		g.off = true
 		return g
 	}
-	u, _ := url.Parse(ch.url)
-	u.Path = contract.BudgetPath
-	target := u.String()
 	g.ask = func(ctx context.Context, req contract.BudgetRequest) (contract.BudgetAnswer, bool, error) {
 		return askBudget(ctx, ch, target, req)
 	}
 	return g
+}
+
+// budgetChannel is the channel and URL of the budget question.
+func (r *run) budgetChannel() (*askChannel, string, error) {
+	if r.cfg.BudgetURL != "" {
+		ch, err := openAskChannel(r.cfg.BudgetURL, "", "", "", r.log)
+		return ch, r.cfg.BudgetURL, err
+	}
+	if !r.cfg.DaemonGit {
+		return nil, "", errors.New("no channel to the daemon's budgets: no budget socket, and the repository is not the daemon's git service")
+	}
+	ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.log)
+	if err != nil {
+		return nil, "", err
+	}
+	u, _ := url.Parse(ch.url)
+	u.Path = contract.BudgetPath
+	return ch, u.String(), nil
 }
 
 // askBudget sends one question. retry is true for failures that may pass
@@ -66,7 +84,9 @@ func askBudget(ctx context.Context, ch *askChannel, target string, q contract.Bu
 	if err != nil {
 		return ans, false, err
 	}
-	req.Header.Set("Authorization", ch.auth)
+	if ch.auth != "" {
+		req.Header.Set("Authorization", ch.auth)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := ch.client.Do(req)
 	if err != nil {

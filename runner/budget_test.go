@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ func (d *budgetDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d.mu.Lock()
 	d.seen = append(d.seen, q)
+	d.auth = append(d.auth, r.Header.Get("Authorization"))
 	d.mu.Unlock()
 	ans := contract.BudgetAnswer{State: contract.BudgetGo}
 	if len(q.Stories) > 0 {
@@ -45,7 +47,7 @@ func (d *budgetDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestBudgetStopsTheRunAtTheStoryBoundary(t *testing.T) {
 	f := fixture(t, linear)
 	s := newScenario(t, f, "budget-token")
-	s.cfg.CAFile = s.srv.CAFile
+	s.cfg.CAFile, s.cfg.DaemonGit = s.srv.CAFile, true
 	d := &budgetDaemon{}
 	s.srv.Handle(contract.BudgetPath, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -83,11 +85,60 @@ func TestBudgetStopsTheRunAtTheStoryBoundary(t *testing.T) {
 func TestNoBudgetServiceLetsTheRunGoOn(t *testing.T) {
 	f := fixture(t, linear)
 	s := newScenario(t, f, "budget-token")
-	s.cfg.CAFile = s.srv.CAFile
+	s.cfg.CAFile, s.cfg.DaemonGit = s.srv.CAFile, true
 	s.srv.Handle(contract.BudgetPath, http.NotFoundHandler())
 	var out syncbuf.Buffer
 	Run(context.Background(), s.cfg, strings.NewReader(s.request(t)), &out)
 	if c := completionOf(t, parseAll(t, out.String())); c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 {
 		t.Fatalf("completion %+v", c)
+	}
+}
+
+// A remote origin with a git token and a CA is not the daemon: the budget
+// question never goes there (it would hand the daemon's question, with the
+// origin's token, to a third party), and the run is not held by it.
+func TestBudgetQuestionNeverGoesToARemoteOrigin(t *testing.T) {
+	f := fixture(t, linear)
+	s := newScenario(t, f, "origin-token")
+	s.cfg.CAFile = s.srv.CAFile // DaemonGit unset: origin's own CA
+	origin := &budgetDaemon{}
+	s.srv.Handle(contract.BudgetPath, origin)
+	var out syncbuf.Buffer
+	Run(context.Background(), s.cfg, strings.NewReader(s.request(t)), &out)
+	if c := completionOf(t, parseAll(t, out.String())); c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 {
+		t.Fatalf("completion %+v", c)
+	}
+	origin.mu.Lock()
+	defer origin.mu.Unlock()
+	if len(origin.seen) != 0 {
+		t.Fatalf("the origin was asked about the budget %d times", len(origin.seen))
+	}
+}
+
+// With a budget socket (either git mode), the question goes there, with no
+// token, and not to the repository; the daemon's stop holds.
+func TestBudgetQuestionGoesToTheBudgetSocket(t *testing.T) {
+	f := fixture(t, linear)
+	s := newScenario(t, f, "origin-token")
+	s.cfg.CAFile = s.srv.CAFile
+	origin, daemon := &budgetDaemon{}, &budgetDaemon{}
+	s.srv.Handle(contract.BudgetPath, origin)
+	sock := httptest.NewServer(daemon)
+	defer sock.Close()
+	s.cfg.BudgetURL = sock.URL + contract.BudgetPath
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out syncbuf.Buffer
+	Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out)
+	if c := completionOf(t, parseAll(t, out.String())); c.Status != acpmsg.CompletionStopped || len(c.Errors) != 1 ||
+		!strings.HasPrefix(c.Errors[0], "BUDGET_EXCEEDED: the swarm spent") {
+		t.Fatalf("completion %+v", c)
+	}
+	origin.mu.Lock()
+	daemon.mu.Lock()
+	defer origin.mu.Unlock()
+	defer daemon.mu.Unlock()
+	if len(origin.seen) != 0 || len(daemon.seen) != 2 || daemon.auth[0] != "" || daemon.auth[1] != "" {
+		t.Fatalf("origin asked %d times; the socket %d times with auth %q", len(origin.seen), len(daemon.seen), daemon.auth)
 	}
 }

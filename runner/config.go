@@ -68,6 +68,13 @@ type Config struct {
 	// AskURL is the container's ask socket on the loopback (from
 	// AIMI_NET_FORWARD; "" without one): permission requests go there.
 	AskURL string
+	// BudgetURL is the container's budget socket on the loopback (from
+	// AIMI_NET_FORWARD; "" without one): budget questions go there.
+	BudgetURL string
+	// DaemonGit says the repository is the daemon's git service
+	// (GIT_SSL_CAINFO names the daemon's CA, contract.DaemonCAPath): only
+	// then, without a budget socket, are budget questions sent to it.
+	DaemonGit bool
 	// PushRetry bounds the retries of the run's clone and of its last
 	// push while the repository is unreachable (default DefaultPushRetry).
 	PushRetry   time.Duration
@@ -99,7 +106,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		SwarmID:       getenv(contract.EnvSwarmID),
 		ContainerID:   getenv(contract.EnvContainerID),
 		CAFile:        getenv(contract.EnvGitSSLCAInfo),
-		AskURL:        askURLOf(getenv(contract.EnvNetForward)),
+		AskURL:        socketURLOf(getenv(contract.EnvNetForward), contract.AskSocket, contract.AskPath),
+		BudgetURL:     socketURLOf(getenv(contract.EnvNetForward), contract.BudgetSocket, contract.BudgetPath),
+		DaemonGit:     getenv(contract.EnvGitSSLCAInfo) == contract.DaemonCAPath,
 		StopGrace:     DefaultStopGrace,
 		LoopLimit:     -1,
 		LimitRetries:  -1,

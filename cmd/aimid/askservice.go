@@ -64,3 +64,45 @@ func (n *sandboxNet) serveAsk(ln net.Listener, sb egress.Sandbox) error {
 		})}
 	return srv.Serve(egress.LimitListener(ln, asksPerSandbox))
 }
+
+// budgetSlot holds the keeper of budgets once the daemon set it; before,
+// questions get 503 and the runner asks again.
+type budgetSlot struct {
+	mu sync.Mutex
+	b  gitserve.Budgets
+}
+
+func (s *budgetSlot) set(b gitserve.Budgets) {
+	s.mu.Lock()
+	s.b = b
+	s.mu.Unlock()
+}
+
+func (s *budgetSlot) get() gitserve.Budgets {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b
+}
+
+// serveBudget answers budget questions on sb's own budget socket, in
+// either git mode: as on the ask socket, the socket says who asks. The
+// runner asks once per story boundary, so a few connections are enough.
+func (n *sandboxNet) serveBudget(ln net.Listener, sb egress.Sandbox) error {
+	srv := &http.Server{ReadHeaderTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b := n.budgets.get()
+			switch {
+			case r.URL.Path != contract.BudgetPath || r.Method != http.MethodPost:
+				http.Error(w, "aimi: not found (POST "+contract.BudgetPath+")", http.StatusNotFound)
+				return
+			case b == nil:
+				http.Error(w, "aimi: budget questions are not taken yet (the daemon is starting); try again", http.StatusServiceUnavailable)
+				return
+			}
+			n.mu.Lock()
+			repo := n.repos[sb]
+			n.mu.Unlock()
+			b.ServeBudget(w, r, gitserve.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
+		})}
+	return srv.Serve(egress.LimitListener(ln, 4))
+}

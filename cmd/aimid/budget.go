@@ -18,14 +18,15 @@ import (
 // openBudgets makes the keeper of swarm.budget and agent.story_budget: the
 // model gateway's meter tells it the cost of every call that began after
 // it (earlier ones it reads back from the journals), and the runners ask it
-// at each story boundary through the local git service (none in remote
-// mode, where the configuration refuses budgets).
-func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, meter *usageObserver, log *slog.Logger) {
+// at each story boundary on their own budget sockets (sandboxes without a
+// network, either git mode) or else through the daemon's git service.
+func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, meter *usageObserver, log *slog.Logger) gitserve.Budgets {
 	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log), Seed: journaledSpend, Logger: log})
 	meter.onSpend(k.Add)
 	if git != nil {
 		git.SetBudgets(k)
 	}
+	return k
 }
 
 // budgetLimits reads the budgets of a repository's swarm at each question,

@@ -134,7 +134,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	defer closeServices()
-	openBudgets(cfg, loadOpts, git, meter, log)
+	budgets := openBudgets(cfg, loadOpts, git, meter, log)
 
 	// The Manager's context is not ctx: a signal must lead to Shutdown (which
 	// flushes), not to a cancel, which is what a crash looks like to it.
@@ -146,6 +146,9 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	defer closeNet()
+	if sn, ok := oc.Net.(*sandboxNet); ok {
+		sn.budgets.set(budgets)
+	}
 	if err := checkRuntime(ctx, cfg, be, oc.Net != nil, log); err != nil {
 		return err
 	}

@@ -36,7 +36,8 @@ type sandboxNet struct {
 	base    []egress.Rule
 	log     *slog.Logger
 
-	asks askSlot // the inbox, on each sandbox's ask socket
+	asks    askSlot    // the inbox, on each sandbox's ask socket
+	budgets budgetSlot // the keeper of budgets, on each sandbox's budget socket
 
 	mu    sync.Mutex
 	rules map[egress.Sandbox][]egress.Rule
@@ -87,6 +88,12 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 			},
 		})
 	}
+	// Always: a repository's own config may set a budget.
+	services = append(services, egress.Service{
+		Name:  contract.BudgetSocket,
+		Port:  func() int { return contract.BudgetPort },
+		Serve: func(ln net.Listener, sb egress.Sandbox) error { return n.serveBudget(ln, sb) },
+	})
 	if asksAPerson(cfg) {
 		services = append(services, egress.Service{
 			Name:  contract.AskSocket,
