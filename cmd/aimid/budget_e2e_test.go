@@ -22,7 +22,8 @@ import (
 // budgetAgent is an ACP agent in sh whose every turn makes one call to
 // the model through the gateway (git is the sandbox's only HTTP client:
 // ls-remote sends a GET with the placeholder key and reads the fake
-// provider's JSON answer) and then ends the turn.
+// provider's JSON answer; GIT_SSL_CAINFO, origin's CA in remote mode,
+// gives way to the trust store) and then ends the turn.
 const budgetAgent = `#!/bin/sh
 while IFS= read -r line; do
   id=$(printf '%s\n' "$line" | grep -o '"id":[0-9]*' | head -n 1 | cut -d: -f2)
@@ -30,7 +31,7 @@ while IFS= read -r line; do
   *'"method":"initialize"'*) echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"protocolVersion":1,"agentCapabilities":{}}}' ;;
   *'"method":"session/new"'*) echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"sessionId":"s1"}}' ;;
   *'"method":"session/prompt"'*)
-    GIT_TERMINAL_PROMPT=0 git -c http.extraHeader="x-api-key: $ANTHROPIC_API_KEY" -c http.sslCAInfo="$SSL_CERT_FILE" \
+    GIT_TERMINAL_PROMPT=0 GIT_SSL_CAINFO="$SSL_CERT_FILE" git -c http.extraHeader="x-api-key: $ANTHROPIC_API_KEY" -c http.sslCAInfo="$SSL_CERT_FILE" \
       ls-remote "$ANTHROPIC_BASE_URL/v1/messages" >/dev/null 2>&1 </dev/null
     date +%s%N >> work.txt
     echo '{"jsonrpc":"2.0","id":'"$id"',"result":{"stopReason":"end_turn"}}' ;;
@@ -58,6 +59,14 @@ type budgetRun struct {
 // startBudgetSwarm serves the fake provider, makes the repository, starts
 // the daemon with cfg and the swarm.
 func startBudgetSwarm(t *testing.T, ctx context.Context, cfg string) *budgetRun {
+	return startBudgetSwarmWith(t, ctx, cfg, nil)
+}
+
+// startBudgetSwarmWith is startBudgetSwarm with remote (when set) giving
+// the repository an origin before the start: it returns the daemon's extra
+// environment, and the swarm starts in the configuration's git mode
+// (without --local).
+func startBudgetSwarmWith(t *testing.T, ctx context.Context, cfg string, remote func(b *budgetRun) []string) *budgetRun {
 	image := sandboxImage(t)
 	b := &budgetRun{calls: &atomic.Int32{}}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -81,6 +90,12 @@ func startBudgetSwarm(t *testing.T, ctx context.Context, cfg string) *budgetRun 
 	gitOut(t, b.repo, "add", "-A")
 	gitOut(t, b.repo, "commit", "-q", "-m", "task file and agent")
 	removeProjectContainersAtEnd(t, b.repo)
+	var extra []string
+	start := []string{"swarm", "start", "--all", "--local", "--repo", b.repo, "--socket"}
+	if remote != nil {
+		extra = remote(b)
+		start = []string{"swarm", "start", "--all", "--repo", b.repo, "--socket"}
+	}
 	dir := shortDir(t)
 	b.sock, b.dataDir = filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")
 	var env []string
@@ -89,11 +104,11 @@ func startBudgetSwarm(t *testing.T, ctx context.Context, cfg string) *budgetRun 
 			env = append(env, kv)
 		}
 	}
-	b.p = launchAimidWrapped(t, nil, testInstance(b.sock), b.sock, b.dataDir, cfg, "debug", env,
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+	settings := append([]string{"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
 		"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_SWARM_STOP_GRACE=2s",
-		"AIMI_MODELS_ANTHROPIC_URL="+up.URL)
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", b.repo, "--socket", b.sock); code != 0 {
+		"AIMI_MODELS_ANTHROPIC_URL=" + up.URL}, extra...)
+	b.p = launchAimidWrapped(t, nil, testInstance(b.sock), b.sock, b.dataDir, cfg, "debug", env, settings...)
+	if code, out, errOut := aimi(ctx, append(start, b.sock)...); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
 	return b

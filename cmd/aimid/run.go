@@ -134,21 +134,17 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	defer closeServices()
-	budgets := openBudgets(cfg, loadOpts, git, meter, log)
 
 	// The Manager's context is not ctx: a signal must lead to Shutdown (which
 	// flushes), not to a cancel, which is what a crash looks like to it.
 	life, cancelLife := context.WithCancel(context.Background())
 	defer cancelLife()
 	oc := managerConfig(cfg, o, be, git, models, log)
-	closeNet, err := sealSandboxes(cfg, o.dataDir, git, models, &oc, log)
+	closeNet, err := sealSandboxes(cfg, o.dataDir, git, models, openBudgets(cfg, loadOpts, git, meter, log), &oc, log)
 	if err != nil {
 		return err
 	}
 	defer closeNet()
-	if sn, ok := oc.Net.(*sandboxNet); ok {
-		sn.budgets.set(budgets)
-	}
 	if err := checkRuntime(ctx, cfg, be, oc.Net != nil, log); err != nil {
 		return err
 	}
@@ -370,8 +366,9 @@ func takeInstance(ctx context.Context, o options, log *slog.Logger) (release fun
 
 // sealSandboxes gives the sandboxes no network: the daemon's services come
 // through sockets of their own on one engine (package egress), through a
-// relay of their own to the daemon's door on a Swarm mode cluster.
-func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, models orchestrator.ModelAccess, oc *orchestrator.Config, log *slog.Logger) (closeAll func(), err error) {
+// relay of their own to the daemon's door on a Swarm mode cluster. Their
+// budget sockets answer with budgets (the keeper of openBudgets).
+func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, models orchestrator.ModelAccess, budgets gitserve.Budgets, oc *orchestrator.Config, log *slog.Logger) (closeAll func(), err error) {
 	var gw *gateway.Service
 	if ma, ok := models.(modelAdapter); ok {
 		gw = ma.Service
@@ -385,6 +382,7 @@ func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 		if err != nil {
 			return nil, err
 		}
+		sn.budgets.set(budgets)
 		oc.Net = sn
 		return sn.closeAll, nil
 	}
@@ -392,6 +390,7 @@ func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 	if err != nil {
 		return nil, err
 	}
+	sn.budgets.set(budgets)
 	oc.Net = sn
 	return sn.closeAll, nil
 }
