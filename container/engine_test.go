@@ -940,11 +940,18 @@ func (e *rig) testWaitBreaks(t *testing.T) {
 	id, _, lines := e.launch(t, ctx, e.spec("rewait", "line:ready;readstdin;exit:5"))
 	until(t, lines, "ready")
 	done := make(chan engine.Exit, 1)
+	watched, waits := e.watchedWaits(t)
 	go func() {
 		resC, errC := broken()
-		done <- e.d.wait(ctx, id, resC, errC)
+		done <- watched.wait(ctx, id, resC, errC)
 	}()
-	time.Sleep(500 * time.Millisecond) // let it re-register
+	select { // the container exits only once the wait is registered again
+	case <-waits:
+	case ex := <-done:
+		t.Fatalf("a broken wait on a running container ended without waiting again: %+v", ex)
+	case <-ctx.Done():
+		t.Fatal("the broken wait was never registered again")
+	}
 	if err := e.d.WriteStdin(ctx, id, []byte("go")); err != nil {
 		t.Fatal(err)
 	}
