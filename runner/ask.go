@@ -70,12 +70,17 @@ func newAskChannel(repoURL, token, caFile string, log *slog.Logger) (*askChannel
 }
 
 // openAskChannel picks the channel: the ask socket when the daemon gave the
-// container one (askURL), else the local-mode git service.
-func openAskChannel(askURL, repoURL, token, caFile string, log *slog.Logger) (*askChannel, error) {
+// container one (askURL), else the local-mode git service when the
+// repository is the daemon's (daemonGit). Never a remote origin: a question
+// for the daemon, with the origin's token on it, would go to a third party.
+func openAskChannel(askURL, repoURL, token, caFile string, daemonGit bool, log *slog.Logger) (*askChannel, error) {
 	if askURL != "" {
 		// No proxy: the loopback forward is the way to the daemon.
 		transport := &http.Transport{DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}
 		return &askChannel{url: askURL, client: &http.Client{Transport: transport, Timeout: 2 * time.Minute}, log: log, retry: 2 * time.Second}, nil
+	}
+	if !daemonGit {
+		return nil, errors.New("no channel to the daemon: permission requests reach a person through the container's ask socket or the local-mode git service, and this container has neither (its repository is not the daemon's git service)")
 	}
 	return newAskChannel(repoURL, token, caFile, log)
 }

@@ -3,10 +3,13 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/aimi-tools/swarm/acpclient"
@@ -39,7 +42,7 @@ func TestAskGoesToTheAskSocketWhenThereIsOne(t *testing.T) {
 	}))
 	defer srv.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ch, err := openAskChannel(srv.URL+contract.AskPath, "https://git.example:8443/repo.git", "token", "/nonexistent", log)
+	ch, err := openAskChannel(srv.URL+contract.AskPath, "https://git.example:8443/repo.git", "token", "/nonexistent", false, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +51,18 @@ func TestAskGoesToTheAskSocketWhenThereIsOne(t *testing.T) {
 	if err != nil || opt != "yes" || auth != "" {
 		t.Errorf("answer %q %v, Authorization %q: want yes, and no token", opt, err, auth)
 	}
-	if _, err := openAskChannel("", "https://origin.example/repo.git", "", "", log); err == nil {
+	if _, err := openAskChannel("", "https://origin.example/repo.git", "", "", false, log); err == nil {
 		t.Error("a channel without an ask socket or a git service")
+	}
+	// A remote origin with a token and a CA of its own is no way to the
+	// daemon: the question (and the token) must not go there.
+	origin := httptest.NewTLSServer(http.NotFoundHandler())
+	defer origin.Close()
+	originCA := filepath.Join(t.TempDir(), "origin-ca.pem")
+	if err := os.WriteFile(originCA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: origin.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openAskChannel("", origin.URL+"/repo.git", "origin-token", originCA, false, log); err == nil {
+		t.Error("a permission request would go to a remote origin")
 	}
 }

@@ -57,7 +57,7 @@ func (r *run) newBudgetGate() *budgetGate {
 // budgetChannel is the channel and URL of the budget question.
 func (r *run) budgetChannel() (*askChannel, string, error) {
 	if r.cfg.BudgetURL != "" {
-		ch, err := openAskChannel(r.cfg.BudgetURL, "", "", "", r.log)
+		ch, err := openAskChannel(r.cfg.BudgetURL, "", "", "", false, r.log)
 		return ch, r.cfg.BudgetURL, err
 	}
 	if !r.cfg.DaemonGit {

@@ -334,7 +334,7 @@ func (r *run) backend() (backend, error) {
 			grace: r.cfg.StopGrace, handshakeTimeout: r.cfg.HandshakeTimeout,
 			stallTimeout: r.cfg.StallTimeout, loopLimit: r.cfg.LoopLimit, log: r.log, onAgentStart: r.cfg.onAgentStart}
 		if r.cfg.Policy.AsksAnyone() {
-			ch, err := openAskChannel(r.cfg.AskURL, r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.log)
+			ch, err := openAskChannel(r.cfg.AskURL, r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.cfg.DaemonGit, r.log)
 			if err != nil {
 				// Asked calls are rejected then; the rest of the policy holds.
 				r.log.Warn("permission policy asks a person, but nobody can be asked: asked tool calls are rejected", "err", err)
