@@ -16,6 +16,7 @@ import (
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -415,7 +416,7 @@ func TestRealCrashRecovery(t *testing.T) {
 }
 
 // crashOnce runs a swarm in a child daemon, SIGKILLs it once the journals
-// hold killAt records, lets the containers go on for a while (the short one
+// hold killAt records, waits until the containers have gone on (the short one
 // finishes while no daemon runs), then recovers in a new Manager and checks
 // that journals and state equal an uninterrupted run's.
 func crashOnce(t *testing.T, killAt int) {
@@ -471,7 +472,7 @@ func crashOnce(t *testing.T, killAt int) {
 		t.Fatal(err)
 	}
 	short := st.Containers[0]
-	time.Sleep(700 * time.Millisecond)
+	waitWentOn(t, d, st)
 	var info engine.Info
 	for wait := time.Now().Add(30 * time.Second); ; {
 		if info, err = d.Inspect(context.Background(), short.ContainerID); err != nil {
@@ -505,6 +506,51 @@ func crashOnce(t *testing.T, killAt int) {
 		}
 	}
 	_ = v
+}
+
+// waitWentOn waits until the containers have gone on while no daemon
+// runs: one of them has written a line since the kill, or none runs.
+func waitWentOn(t *testing.T, d engine.Engine, st *state.Swarm) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	atKill := map[string]int{}
+	for _, c := range st.Containers {
+		if c.ContainerID != "" {
+			atKill[c.ContainerID] = engineStdoutLines(ctx, d, c.ContainerID)
+		}
+	}
+	for ctx.Err() == nil {
+		running := 0
+		for id, n := range atKill {
+			if engineStdoutLines(ctx, d, id) > n {
+				return
+			}
+			if info, err := d.Inspect(ctx, id); err == nil && info.Running {
+				running++
+			}
+		}
+		if running == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no container wrote a line or exited while no daemon ran")
+}
+
+// engineStdoutLines counts the stdout lines the engine holds for id.
+func engineStdoutLines(ctx context.Context, d engine.Engine, id string) int {
+	lines, err := d.Lines(ctx, id, logcursor.Position{}, false)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for ln := range lines {
+		if ln.Stream == engine.Stdout {
+			n++
+		}
+	}
+	return n
 }
 
 // wantSignature is the journal of an uninterrupted "auto|n" run.
