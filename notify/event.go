@@ -49,12 +49,28 @@ func (n *Notifier) notice(e api.Event) (Notice, bool) {
 // maxListed bounds the containers a limit wait's notice lists.
 const maxListed = 10
 
+// Limit is what a limit wait's notice tells: the model provider, when
+// its limit was first seen (Since, the notice's time) and when it resets
+// (Until), and the containers of one swarm whose calls wait, with the
+// swarm's repository (Repo and SwarmID "" when unknown).
+type Limit struct {
+	Provider     string
+	Since, Until time.Time
+	Repo         string
+	SwarmID      string
+	Containers   []string
+}
+
 // LimitWait queues the notice that a model provider's limit holds the
-// calls of containers until it resets (until), naming them and their
-// swarm ("" when they are of several). Like Send it never blocks.
-func (n *Notifier) LimitWait(provider string, until time.Time, swarmID string, containers []string) {
-	no := Notice{Kind: KindLimitWait, Time: time.Now().UTC(), Provider: clean(provider), Until: until.UTC(), SwarmID: clean(swarmID)}
-	for i, c := range containers {
+// calls of l's containers until it resets. Like Send it never blocks.
+func (n *Notifier) LimitWait(l Limit) {
+	since := l.Since
+	if since.IsZero() {
+		since = time.Now()
+	}
+	no := Notice{Kind: KindLimitWait, Time: since.UTC(), Provider: clean(l.Provider), Until: l.Until.UTC(),
+		Repo: clean(l.Repo), SwarmID: clean(l.SwarmID)}
+	for i, c := range l.Containers {
 		if i == maxListed {
 			break
 		}
@@ -64,10 +80,13 @@ func (n *Notifier) LimitWait(provider string, until time.Time, swarmID string, c
 		no.Board = n.cfg.Board()
 	}
 	who := strings.Join(no.Containers, ", ")
-	if more := len(containers) - len(no.Containers); more > 0 {
+	if more := len(l.Containers) - len(no.Containers); more > 0 {
 		who += fmt.Sprintf(" and %d more", more)
 	}
 	no.Text = fmt.Sprintf("model provider %s is limited until %s; waiting: %s", dash(no.Provider), no.Until.Format("15:04:05 UTC"), dash(who))
+	if no.Repo != "" {
+		no.Text = filepath.Base(no.Repo) + ": " + no.Text
+	}
 	if no.Board != "" {
 		no.Text += " " + no.Board
 	}

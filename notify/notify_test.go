@@ -119,6 +119,9 @@ func TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing(t *testing.T) {
 		if err := json.Unmarshal([]byte(b), &no); err != nil || no.Kind != kinds[i] || no.Text == "" || no.Repo != "/home/u/repo" || no.SwarmID != "sw1" || no.Board != "http://127.0.0.1:8080/" {
 			t.Errorf("notice %d: %v %+v", i, err, no)
 		}
+		if wantCtr := []string{"aimi-x", "aimi-x", "aimi-y", ""}[i]; no.Container != wantCtr || (i == 0) != (no.StoryID == "US-001") {
+			t.Errorf("notice %d names container %q story %q, want %q and the request's story", i, no.Container, no.StoryID, wantCtr)
+		}
 		if i == 1 && (no.Code != "AGENT_CRASH" || !strings.Contains(no.Text, "AGENT_CRASH")) {
 			t.Errorf("the failure notice lacks its code: %+v", no)
 		}
@@ -185,8 +188,9 @@ func TestBadTargetsAreRefused(t *testing.T) {
 }
 
 // TestLimitWaitNoticeNamesProviderResetAndContainers: the notice of a
-// limit wait carries the provider, the reset and at most maxListed
-// containers (the text says how many more), all clean.
+// limit wait carries the provider, the reset, the repository and swarm,
+// at most maxListed containers (the text says how many more), all clean,
+// and its time is when the limit was first seen, not when it is sent.
 func TestLimitWaitNoticeNamesProviderResetAndContainers(t *testing.T) {
 	hook := &receiver{}
 	srv := httptest.NewServer(http.HandlerFunc(hook.handler))
@@ -205,15 +209,16 @@ func TestLimitWaitNoticeNamesProviderResetAndContainers(t *testing.T) {
 		ctrs = append(ctrs, fmt.Sprintf("aimi-%02d", i))
 	}
 	ctrs[0] = "aimi-\x1b[2Jx"
-	n.LimitWait("anthropic\r\n", until, "sw1", ctrs)
+	since := until.Add(-time.Minute)
+	n.LimitWait(Limit{Provider: "anthropic\r\n", Since: since, Until: until, Repo: "/home/u/repo", SwarmID: "sw1", Containers: ctrs})
 	var no Notice
 	if err := json.Unmarshal([]byte(hook.wait(t, 1)[0]), &no); err != nil {
 		t.Fatal(err)
 	}
-	if no.Kind != KindLimitWait || no.Provider != "anthropic" || no.SwarmID != "sw1" || !no.Until.Equal(until) || len(no.Containers) != maxListed || no.Board != "http://127.0.0.1:8080/" {
+	if no.Kind != KindLimitWait || no.Provider != "anthropic" || no.Repo != "/home/u/repo" || no.SwarmID != "sw1" || !no.Time.Equal(since) || !no.Until.Equal(until) || len(no.Containers) != maxListed || no.Board != "http://127.0.0.1:8080/" {
 		t.Errorf("notice %+v", no)
 	}
-	if !strings.Contains(no.Text, "anthropic is limited until 14:05:00 UTC") || !strings.Contains(no.Text, "aimi-01") || !strings.Contains(no.Text, "and 2 more") {
+	if !strings.HasPrefix(no.Text, "repo: model provider anthropic is limited until 14:05:00 UTC") || !strings.Contains(no.Text, "aimi-01") || !strings.Contains(no.Text, "and 2 more") {
 		t.Errorf("text %q", no.Text)
 	}
 	checkClean(t, "limit notice", no.Text)

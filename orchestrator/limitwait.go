@@ -44,3 +44,12 @@ func (m *Manager) NoteLimitWait(ctx context.Context, swarmID, name string, at ti
 	}
 	m.publish(api.Event{Time: at.UTC(), SwarmID: swarmID, RepoPath: sw.repo, ContainerName: name, Kind: kind, Output: text})
 }
+
+// RepoOf is the repository of the swarm swarmID ("" when none is held):
+// a limit wait's notice names it.
+func (m *Manager) RepoOf(swarmID string) string {
+	if sw := m.byID(swarmID); sw != nil {
+		return sw.repo
+	}
+	return ""
+}

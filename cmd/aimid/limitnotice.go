@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -19,11 +20,13 @@ const limitBatch = 2 * time.Second
 // limitNotices turns the start of a provider's limit into a
 // limit-wait-started notice: a limited answer (429 or 529, with its reset)
 // seen by the gateway's Observer, or calls the gateway began to hold for
-// the reset (its wait notes). One notice per limit: it names the
-// containers limited or held within limitBatch of the first, and nothing
-// more is told of that provider until the reset it named has passed.
-// Waits for a place (max_concurrent, requests_per_minute) and ends are no
-// notice. The notifier is set once it is built (after the gateway).
+// the reset (its wait notes). One notice per limit and swarm: each names
+// its swarm's repository and containers limited or held within limitBatch
+// of the first, and its time is when the limit was first seen (of any
+// swarm); nothing more is told of that provider until the reset it named
+// has passed. Waits for a place (max_concurrent, requests_per_minute) and
+// ends are no notice. The notifier and the swarms' repositories are set
+// once they are built (after the gateway).
 type limitNotices struct {
 	log     *slog.Logger
 	maxWait time.Duration // agent.limit_max_wait: bounds a reset
@@ -32,14 +35,14 @@ type limitNotices struct {
 
 	mu      sync.Mutex
 	n       *notify.Notifier
-	pending map[string]*limitNotice // provider -> the notice being gathered
-	told    map[string]time.Time    // provider -> the reset last told
+	repoOf  func(swarmID string) string // "" when unknown
+	pending map[string]*limitNotice     // provider -> the notice being gathered
+	told    map[string]time.Time        // provider -> the reset last told
 }
 
 type limitNotice struct {
-	until      time.Time
-	swarms     map[string]bool
-	containers []string
+	since, until time.Time
+	swarms       map[string][]string // swarm -> its containers limited
 }
 
 func newLimitNotices(maxWait time.Duration, log *slog.Logger) *limitNotices {
@@ -47,9 +50,9 @@ func newLimitNotices(maxWait time.Duration, log *slog.Logger) *limitNotices {
 		pending: map[string]*limitNotice{}, told: map[string]time.Time{}}
 }
 
-func (l *limitNotices) set(n *notify.Notifier) {
+func (l *limitNotices) set(n *notify.Notifier, repoOf func(swarmID string) string) {
 	l.mu.Lock()
-	l.n = n
+	l.n, l.repoOf = n, repoOf
 	l.mu.Unlock()
 }
 
@@ -59,7 +62,7 @@ func (l *limitNotices) limited(c *gateway.Call) {
 		return
 	}
 	until, _ := usage.LimitReset(c.Header, l.now(), 0, l.maxWait)
-	l.add(c.Provider, until, c.Swarm, c.Container)
+	l.add(c.Provider, l.now(), until, c.Swarm, c.Container)
 }
 
 // waited hears one of the gateway's wait notes (it must not block).
@@ -67,10 +70,14 @@ func (l *limitNotices) waited(w gateway.WaitNote) {
 	if w.Reason != gateway.WaitLimit || !w.Ended.IsZero() || w.Until.IsZero() {
 		return
 	}
-	l.add(w.Provider, w.Until, w.Swarm, w.Container)
+	since := w.Since
+	if since.IsZero() {
+		since = l.now()
+	}
+	l.add(w.Provider, since, w.Until, w.Swarm, w.Container)
 }
 
-func (l *limitNotices) add(provider string, until time.Time, swarm, container string) {
+func (l *limitNotices) add(provider string, since, until time.Time, swarm, container string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n == nil || l.now().Before(l.told[provider]) {
@@ -78,22 +85,24 @@ func (l *limitNotices) add(provider string, until time.Time, swarm, container st
 	}
 	p := l.pending[provider]
 	if p == nil {
-		p = &limitNotice{swarms: map[string]bool{}}
+		p = &limitNotice{since: since, swarms: map[string][]string{}}
 		l.pending[provider] = p
 		time.AfterFunc(l.batch, func() { l.flush(provider) })
+	}
+	if since.Before(p.since) {
+		p.since = since
 	}
 	if until.After(p.until) {
 		p.until = until
 	}
-	p.swarms[swarm] = true
-	if !slices.Contains(p.containers, container) {
-		p.containers = append(p.containers, container)
+	if !slices.Contains(p.swarms[swarm], container) {
+		p.swarms[swarm] = append(p.swarms[swarm], container)
 	}
 }
 
 func (l *limitNotices) flush(provider string) {
 	l.mu.Lock()
-	p, n := l.pending[provider], l.n
+	p, n, repoOf := l.pending[provider], l.n, l.repoOf
 	delete(l.pending, provider)
 	if p != nil {
 		l.told[provider] = p.until
@@ -102,15 +111,15 @@ func (l *limitNotices) flush(provider string) {
 	if p == nil {
 		return
 	}
-	swarm := ""
-	if len(p.swarms) == 1 {
-		for s := range p.swarms {
-			swarm = s
+	for _, swarm := range slices.Sorted(maps.Keys(p.swarms)) {
+		lim := notify.Limit{Provider: provider, Since: p.since, Until: p.until, SwarmID: swarm, Containers: slices.Sorted(slices.Values(p.swarms[swarm]))}
+		if repoOf != nil && swarm != "" {
+			lim.Repo = repoOf(swarm)
 		}
+		l.log.Info("model provider limited: notice sent", "provider", provider, "since", p.since, "until", p.until,
+			"repo", lim.Repo, "swarm", swarm, "containers", lim.Containers)
+		n.LimitWait(lim)
 	}
-	slices.Sort(p.containers)
-	l.log.Info("model provider limited: notice sent", "provider", provider, "until", p.until, "containers", p.containers)
-	n.LimitWait(provider, p.until, swarm, p.containers)
 }
 
 // waitTee is the gateway's Observer: the usage observer, with every answer

@@ -18,7 +18,8 @@ import (
 // runner, an agent that calls the model through the gateway, a provider
 // that answers its first call 429 with retry-after, and a webhook: the
 // webhook gets one limit-wait-started notice naming the provider, the
-// container and a reset after the limited answer; the story still
+// repository, the container and a reset after the limited answer, at the
+// time the limit was first seen (before it was sent); the story still
 // completes.
 func TestLimitWaitIsNotifiedThroughTheDaemon(t *testing.T) {
 	parallel(t)
@@ -64,6 +65,14 @@ func TestLimitWaitIsNotifiedThroughTheDaemon(t *testing.T) {
 		t.Fatalf("limit notices %+v: want one", limits)
 	}
 	no := limits[0]
+	if no.Repo == "" || filepath.Base(no.Repo) != filepath.Base(repo) || !strings.HasPrefix(no.Text, filepath.Base(repo)+": ") {
+		t.Errorf("notice %+v: want repository %s", no, repo)
+	}
+	// The reset is 3 s (retry-after) after the limited answer: a notice
+	// timed when it was sent (limitBatch later) would be 1 s before it.
+	if no.Time.Before(started) || no.Until.Sub(no.Time) < 2500*time.Millisecond {
+		t.Errorf("notice time %v, reset %v: want when the limit was first seen, 3 s before its reset", no.Time, no.Until)
+	}
 	if no.Provider != "anthropic" || strings.Join(no.Containers, ",") != c.ContainerName || no.Until.Before(started) || no.SwarmID == "" ||
 		!strings.Contains(no.Text, "anthropic is limited until") {
 		t.Errorf("notice %+v: want anthropic, container %s and a reset", no, c.ContainerName)

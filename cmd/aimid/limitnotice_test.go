@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,10 +27,11 @@ func (w *waitsHeard) Waited(n gateway.WaitNote)         { w.notes = append(w.not
 
 // TestLimitWaitReachesTheWebhooks: a limited answer and the gateway's
 // wait notes (which still reach the usage observer) become one
-// limit-wait-started notice per limit, naming the containers limited or
-// held together and the reset; a wait for a place, an end, answers and
-// notes within the limit told, and those heard before the notifier exists
-// are no notice; after the reset a new limit is told again.
+// limit-wait-started notice per limit and swarm, naming the swarm's
+// repository, its containers limited or held together and the reset, at
+// the time the limit was first seen; a wait for a place, an end, answers
+// and notes within the limit told, and those heard before the notifier
+// exists are no notice; after the reset a new limit is told again.
 func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 	parallel(t)
 	hook := newHookReceiver(t)
@@ -42,14 +44,18 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 	tee := waitTee{inner, l}
 	until := now.Add(30 * time.Second)
 	note := func(ctr, reason string, until time.Time, ended bool) gateway.WaitNote {
-		w := gateway.WaitNote{Wait: gateway.Wait{Swarm: "sw1", Container: ctr, Provider: "anthropic", Reason: reason, Until: until, Since: now}}
+		w := gateway.WaitNote{Wait: gateway.Wait{Swarm: "sw1", Container: ctr, Provider: "anthropic", Reason: reason, Until: until, Since: now.Add(-2 * time.Second)}}
 		if ended {
 			w.Ended = now
 		}
 		return w
 	}
 	limited := func(ctr, retryAfter string) *gateway.Call {
-		return &gateway.Call{Swarm: "sw1", Container: ctr, Provider: "anthropic", Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {retryAfter}}}
+		swarm := "sw1"
+		if ctr == "aimi-z" {
+			swarm = "sw2"
+		}
+		return &gateway.Call{Swarm: swarm, Container: ctr, Provider: "anthropic", Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {retryAfter}}}
 	}
 	tee.Waited(note("aimi-early", gateway.WaitLimit, until, false))
 	n, err := notify.New(notify.Config{Webhooks: []string{hook.url + "/hooks/T0"}})
@@ -60,19 +66,25 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); n.Run(ctx, make(chan api.Event)) }()
 	defer func() { cancel(); <-done }()
-	l.set(n)
+	repos := map[string]string{"sw1": "/home/u/repo1", "sw2": "/home/u/repo2"}
+	l.set(n, func(swarm string) string { return repos[swarm] })
 	tee.Begin(&gateway.Call{Swarm: "sw1", Container: "aimi-ok", Provider: "anthropic", Status: 200})
 	tee.Begin(limited("aimi-b", "30"))
+	tee.Begin(limited("aimi-z", "30"))
 	for _, w := range []gateway.WaitNote{note("aimi-a", gateway.WaitLimit, until, false),
 		note("aimi-c", gateway.WaitConcurrency, time.Time{}, false), note("aimi-b", gateway.WaitLimit, until, true)} {
 		tee.Waited(w)
 	}
-	if len(inner.notes) != 4 || len(inner.begun) != 2 {
-		t.Errorf("the usage observer heard %d notes and %d calls, want 4 and 2", len(inner.notes), len(inner.begun))
+	if len(inner.notes) != 4 || len(inner.begun) != 3 {
+		t.Errorf("the usage observer heard %d notes and %d calls, want 4 and 3", len(inner.notes), len(inner.begun))
 	}
-	first := decodeNotices(t, hook.wait(t, []string{notify.KindLimitWait}))
-	if len(first) != 1 || first[0].Provider != "anthropic" || !first[0].Until.Equal(until) || first[0].SwarmID != "sw1" || strings.Join(first[0].Containers, ",") != "aimi-a,aimi-b" {
-		t.Fatalf("notices %+v: want one naming anthropic, the reset %v, sw1, aimi-a and aimi-b", first, until)
+	first := waitNotices(t, hook, 2)
+	for i, want := range []struct{ swarm, repo, ctrs string }{{"sw1", "/home/u/repo1", "aimi-a,aimi-b"}, {"sw2", "/home/u/repo2", "aimi-z"}} {
+		no := first[i]
+		if no.Provider != "anthropic" || !no.Until.Equal(until) || no.SwarmID != want.swarm || no.Repo != want.repo ||
+			strings.Join(no.Containers, ",") != want.ctrs || !no.Time.Equal(now.Add(-2*time.Second)) || !strings.HasPrefix(no.Text, filepath.Base(want.repo)+": ") {
+			t.Errorf("notice %+v: want anthropic, the reset %v, %s of %s, %s, first seen at %v", no, until, want.swarm, want.repo, want.ctrs, now.Add(-2*time.Second))
+		}
 	}
 	tee.Waited(note("aimi-d", gateway.WaitLimit, until.Add(time.Second), false)) // within the limit told
 	tee.Begin(limited("aimi-d", "31"))
@@ -80,17 +92,26 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 	now = until.Add(time.Second) // past the reset: a new limit
 	mu.Unlock()
 	tee.Begin(limited("aimi-e", "60"))
+	h := waitNotices(t, hook, 3)
+	if len(h) != 3 {
+		t.Fatalf("notices %+v: want a third one for the new limit only", h)
+	}
+	if !h[2].Until.Equal(until.Add(61*time.Second)) || strings.Join(h[2].Containers, ",") != "aimi-e" || !h[2].Time.Equal(until.Add(time.Second)) {
+		t.Errorf("the third notice %+v: want aimi-e until %v", h[2], until.Add(61*time.Second))
+	}
+}
+
+// waitNotices waits (a minute at most) for n notices, in their order.
+func waitNotices(t *testing.T, hook *hookReceiver, n int) []notify.Notice {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
 		h := decodeNotices(t, hook.all())
-		if len(h) == 2 {
-			if !h[1].Until.Equal(until.Add(61*time.Second)) || strings.Join(h[1].Containers, ",") != "aimi-e" {
-				t.Errorf("the second notice %+v: want aimi-e until %v", h[1], until.Add(61*time.Second))
-			}
-			break
+		if len(h) >= n {
+			return h
 		}
-		if len(h) > 2 || time.Now().After(deadline) {
-			t.Fatalf("notices %+v: want a second one for the new limit only", h)
+		if time.Now().After(deadline) {
+			t.Fatalf("notices %+v: want %d", h, n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -226,7 +226,7 @@ func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.
 		return nil
 	}
 	log.Info("notifications on", "webhooks", len(cfg.Notify.Webhooks), "command", len(cfg.Notify.Command) > 0)
-	limits.set(n)
+	limits.set(n, mgr.RepoOf)
 	go n.Run(life, mgr.Subscribe(life))
 	return nil
 }
