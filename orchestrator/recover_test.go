@@ -76,8 +76,9 @@ func TestCrashRecoveryLosesNothingAndCountsNothingTwice(t *testing.T) {
 	}
 
 	// The kill points are output lines the containers have written (of
-	// 4*(2*stories+1)): at the first story, mid-run and near the end.
-	for _, killAfter := range []int{1, 20, 60, 110} {
+	// 4*(2*stories+1)): before any, at the first story, mid-run and near
+	// the end.
+	for _, killAfter := range []int{0, 1, 20, 60, 110} {
 		t.Run(fmt.Sprintf("kill after %d lines", killAfter), func(t *testing.T) {
 			repo, files := testRepo(t, names, stories)
 			eng := newFakeEngine(byTask(nil, prog))
