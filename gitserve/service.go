@@ -479,8 +479,12 @@ type grantKey struct{ swarm, container string }
 
 // fromOwnContainer reports whether a request with rec's token comes from
 // where the token may be used: through its swarm's gateway and from the
-// address that used it first (which it then becomes).
+// address that used it first (which it then becomes); or through its own
+// container's socket, which says who is asking (ServeSandbox).
 func (s *Service) fromOwnContainer(r *http.Request, rec record) bool {
+	if through, own := fromSandbox(r, rec); through {
+		return own && s.current(rec)
+	}
 	peer, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return false
@@ -504,6 +508,14 @@ func (s *Service) fromOwnContainer(r *http.Request, rec record) bool {
 		return true
 	}
 	return cur.Peer == peer
+}
+
+// current reports whether rec's token is still its container's.
+func (s *Service) current(rec record) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.byName[grantKey{rec.SwarmKey, rec.Container}]
+	return cur != nil && cur.TokenHash == rec.TokenHash
 }
 
 func (s *Service) recordByName(swarmID, name string) (record, bool) {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
@@ -75,7 +74,15 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 		},
 	}}
 	if git != nil {
-		services = append(services, forwarded("git", func() int { return git.Port(serviceIP) }, 30*time.Minute))
+		// Served on the socket itself: the socket says which container
+		// calls, and a token works from its own container only.
+		services = append(services, egress.Service{
+			Name: "git",
+			Port: func() int { return git.Port(serviceIP) },
+			Serve: func(ln net.Listener, sb egress.Sandbox) error {
+				return git.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb.Swarm, sb.Container)
+			},
+		})
 	}
 	if models != nil {
 		// Served on the socket itself: the socket says which container
@@ -107,23 +114,9 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 // sandboxNetDir is where the sandboxes' socket directories are.
 func sandboxNetDir(dataDir string) string { return filepath.Join(dataDir, "net") }
 
-// forwarded is a service listening on the host's loopback at port(),
-// reached from the sandbox at the same port of its own loopback.
-func forwarded(name string, port func() int, idle time.Duration) egress.Service {
-	return egress.Service{
-		Name: name,
-		Port: port,
-		Serve: egress.ForwardTo(func() string {
-			if p := port(); p > 0 {
-				return net.JoinHostPort(serviceIP, strconv.Itoa(p))
-			}
-			return ""
-		}, forwardsPerSandbox, idle),
-	}
-}
-
 // serviceIP is where the git service listens for sandboxes without a
-// network (the orchestrator's choice; the sockets forward there).
+// network (the orchestrator's choice): the address their grants name, and
+// its port the one their runner serves the git socket on.
 const serviceIP = "127.0.0.1"
 
 // defaultEgress is egress.allow: nothing else by default. Model APIs are
