@@ -8,11 +8,12 @@
 // parsed from the request's pkt-lines before git sees the request, and a
 // pre-receive hook in the mirror checks them again.
 //
-// Tokens are not bearer tokens: grants are per swarm and container, a
-// token works only through its swarm network's gateway and only from the
-// address that used it first (its container's, whose clone comes first),
-// and each gateway's listener closes connections from outside that
-// network's subnet, so a sandbox reaches no other swarm's service. A
+// Tokens are not bearer tokens: grants are per swarm and container, and
+// through a container's own socket (ServeSandbox, what the daemon serves
+// each sandbox) a token works only when it is that container's. On a
+// listener (ListenOn) a token works only through its swarm network's
+// gateway and only from the address that used it first, and each
+// listener closes connections from outside that network's subnet. A
 // listener whose address the host no longer has (its network removed) is
 // closed and forgotten by a periodic sweep.
 //
@@ -27,8 +28,7 @@
 // nothing of it reaches the mirror.
 //
 // The same listener and token carry a container's permission requests for
-// a person (contract.AskPath): the service checks the token and address as
-// for git and hands the request, with the container it came from, to the
+// a person (contract.AskPath): the service checks the token as for git and hands the request, with the container it came from, to the
 // Asks the daemon set (its inbox).
 //
 // It owns the service's CA (created once in its data directory), the
