@@ -7,10 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -98,11 +96,6 @@ func New(eng Engine, opts Options) (*Pool, error) {
 	}
 	if p.maxAge <= 0 {
 		p.maxAge = DefaultMaxAge
-	}
-	if p.socks != "" {
-		if err := os.MkdirAll(p.socks, 0o700); err != nil {
-			return nil, fmt.Errorf("warm pool: make its socket directory: %w", err)
-		}
 	}
 	if p.log == nil {
 		p.log = slog.Default()

@@ -2,6 +2,7 @@ package warmpool
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -46,10 +47,16 @@ func (p *Pool) SocketDir(id string) string {
 // created as s.Name and mounts it at contract.NetDir (nothing to do
 // without Options.SocketRoot). Readable by the container's user, who
 // connects to the sockets the claim brings; nothing is there before.
+// Options.SocketRoot itself (0700) is made here, at the first sandbox, not
+// by New: a daemon that never fills a pool leaves nothing among the
+// sandboxes' socket directories, which are gone once their containers are.
 func (p *Pool) mountDir(s *engine.Spec) error {
 	dir := p.dirOf(s.Name)
 	if dir == "" {
 		return nil
+	}
+	if err := os.MkdirAll(p.socks, 0o700); err != nil {
+		return fmt.Errorf("warm pool: make its socket directory %s: %w", p.socks, err)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err

@@ -1,6 +1,8 @@
 package warmpool
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,6 +22,11 @@ func TestSocketDirsAreMountedFoundAndSwept(t *testing.T) {
 	p, err := New(nil, Options{Dir: filepath.Join(base, "pool"), SocketRoot: root})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Nothing before the first pool sandbox: a daemon without a pool
+	// leaves no directory among the sandboxes' socket directories.
+	if _, err := os.Stat(root); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the pool's socket directory before any sandbox: %v, want none", err)
 	}
 	s := engine.Spec{Name: namePrefix + "0a1b2c"}
 	if err := p.mountDir(&s); err != nil {
