@@ -182,13 +182,22 @@ func (s *Sockets) Close(sb Sandbox) {
 
 // Remove stops serving sb and removes its directory (OpenIn's too): the
 // engine removed the container.
-func (s *Sockets) Remove(sb Sandbox) {
+func (s *Sockets) Remove(sb Sandbox) { s.RemoveIn(sb, "") }
+
+// RemoveIn is Remove for a sandbox whose sockets were served in dir (its
+// OpenIn's dir, a directory under the Sockets' own): a daemon that never
+// served them (restarted since) knows dir from its caller only. "" is
+// what OpenIn recorded, or nothing more.
+func (s *Sockets) RemoveIn(sb Sandbox, dir string) {
 	s.Close(sb)
 	s.mu.Lock()
-	dir, other := s.dirs[sb]
+	served, other := s.dirs[sb]
 	delete(s.dirs, sb)
 	s.mu.Unlock()
 	if other {
+		_ = os.RemoveAll(served)
+	}
+	if rel, err := filepath.Rel(s.dir, dir); dir != "" && err == nil && filepath.IsLocal(rel) && rel != "." {
 		_ = os.RemoveAll(dir)
 	}
 	_ = os.RemoveAll(s.Dir(sb))

@@ -105,3 +105,28 @@ func TestOpenInServesADirectoryMadeBefore(t *testing.T) {
 		t.Errorf("after Remove: %v; want the pool's directory gone", err)
 	}
 }
+
+// RemoveIn takes the directory a sandbox was served in, named by the
+// caller, when this Sockets never served it (a daemon restarted since the
+// claim), and only under its own directory.
+func TestRemoveInTakesANamedDirectoryUnderItsOwnOnly(t *testing.T) {
+	base := t.TempDir()
+	s, err := NewSockets(filepath.Join(base, "net"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, outside := filepath.Join(base, "net", "warm", "0a1b2c"), filepath.Join(base, "other")
+	for _, d := range []string{pool, outside} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.RemoveIn(Sandbox{Swarm: "s", Container: "a"}, outside)
+	if _, err := os.Stat(outside); err != nil {
+		t.Errorf("RemoveIn removed %s, outside its directory: %v", outside, err)
+	}
+	s.RemoveIn(Sandbox{Swarm: "s", Container: "b"}, pool)
+	if _, err := os.Stat(pool); !os.IsNotExist(err) {
+		t.Errorf("RemoveIn left %s: %v", pool, err)
+	}
+}

@@ -116,12 +116,13 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 				continue
 			}
 		}
+		dir := m.netDirOf(in.ID)
 		if err := m.eng.Remove(ctx, in.ID); err != nil {
 			rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: "remove failed: " + err.Error()})
 			left[old] = true
 			continue
 		}
-		m.forgetNet(in.Labels[contract.LabelSwarmID], in.Name)
+		m.forgetNet(in.Labels[contract.LabelSwarmID], in.Name, dir)
 		rep.Removed = append(rep.Removed, in.Name)
 		nets[networkName(old)] = true
 		if local {

@@ -157,15 +157,16 @@ func (sw *swarm) removeVerified(ctx context.Context, c *ctr) error {
 	info, err := sw.verified(ctx, c)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
-		sw.m.forgetNet(sw.id, c.name)
+		sw.m.forgetNet(sw.id, c.name, sw.m.netDirOf(sw.idOf(c)))
 		return nil
 	case err != nil:
 		return err
 	}
+	dir := sw.m.netDirOf(info.ID)
 	if err := sw.m.eng.Remove(ctx, info.ID); err != nil {
 		return err
 	}
-	sw.m.forgetNet(sw.id, c.name)
+	sw.m.forgetNet(sw.id, c.name, dir)
 	return nil
 }
 

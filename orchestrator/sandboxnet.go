@@ -31,8 +31,10 @@ type SandboxNet interface {
 	// Close stops serving a finished container; what the engine needs to
 	// read the stopped container (its mount's source) stays.
 	Close(swarmID, containerName string)
-	// Forget releases all of a container the engine removed.
-	Forget(swarmID, containerName string)
+	// Forget releases all of a container the engine removed; dir is
+	// NetSandbox.Dir, where its sockets were served when not its own (a
+	// restarted daemon may never have served them).
+	Forget(swarmID, containerName, dir string)
 }
 
 // NetSandbox is one container as SandboxNet sees it.
@@ -93,11 +95,22 @@ func (sw *swarm) closeNet(c *ctr) {
 }
 
 // forgetNet releases what remained of the sandbox of container name of
-// swarm swarmID once the engine removed it.
-func (m *Manager) forgetNet(swarmID, name string) {
+// swarm swarmID once the engine removed it; dir is netDirOf before the
+// removal.
+func (m *Manager) forgetNet(swarmID, name, dir string) {
 	if m.cfg.Net != nil && swarmID != "" && name != "" {
-		m.cfg.Net.Forget(swarmID, name)
+		m.cfg.Net.Forget(swarmID, name, dir)
 	}
+}
+
+// netDirOf is the socket directory the warm pool mounted in claimed
+// container id ("" for any other): asked before the engine removes the
+// container, which ends its claim.
+func (m *Manager) netDirOf(id string) string {
+	if m.cfg.Net == nil || m.cfg.Warm == nil || id == "" {
+		return ""
+	}
+	return m.cfg.Warm.SocketDir(id)
 }
 
 // noteDenied journals a refused egress request as a daemon record.

@@ -225,11 +225,12 @@ func (n *sandboxNet) Close(swarmID, containerName string) {
 	n.mu.Unlock()
 }
 
-// Forget removes the socket directory of a container the engine removed.
-func (n *sandboxNet) Forget(swarmID, containerName string) {
+// Forget removes the socket directory of a container the engine removed
+// (dir: where it was served, when not its own).
+func (n *sandboxNet) Forget(swarmID, containerName, dir string) {
 	n.Close(swarmID, containerName)
 	if n.sockets != nil {
-		n.sockets.Remove(egress.Sandbox{Swarm: swarmID, Container: containerName})
+		n.sockets.RemoveIn(egress.Sandbox{Swarm: swarmID, Container: containerName}, dir)
 	}
 }
 

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -218,10 +220,11 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	cli := dockertest.Client(t)
 
 	pool := waitPool(t, ctx, cli, instance, 2, p)
-	poolIDs := map[string]bool{}
+	poolIDs, poolDirs := map[string]bool{}, map[string]string{}
 	for _, in := range pool {
 		checkReachesNothing(t, in, secret)
 		poolIDs[in.ID] = true
+		poolDirs[in.ID] = filepath.Join(poolSocketRoot(filepath.Join(dir, "data")), strings.TrimPrefix(in.Name, "/aimi-warm-"))
 	}
 
 	started := time.Now()
@@ -268,8 +271,17 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 
 	refilled := waitPool(t, ctx, cli, instance, 2, p)
 	checkRefillAfterWork(t, repo, sw, refilled, started)
+	// A restarted daemon never served the finished claimed containers'
+	// sockets; their removal takes the directories the pool mounted still.
+	p.stop(t)
+	p = startWarmAimid(t, sock, filepath.Join(dir, "data"), image, secret, "AIMI_SANDBOX_WARM_POOL=2")
 	if code, out, errOut := aimi(ctx, "swarm", "cleanup", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, c := range claimed {
+		if _, err := os.Stat(poolDirs[c.ID]); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: the socket directory the pool mounted (%s) is left after its removal: %v", c.Name, poolDirs[c.ID], err)
+		}
 	}
 	after := waitingIn(warmSandboxes(t, ctx, cli, instance))
 	if len(after) != 2 || after[0].ID != refilled[0].ID && after[0].ID != refilled[1].ID {
