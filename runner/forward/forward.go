@@ -18,7 +18,8 @@ import (
 
 // FromEnv starts the forwards getenv's AIMI_NET_FORWARD names (sockets in
 // contract.NetDir, or on a cluster the relay AIMI_NET_RELAY names), until
-// ctx ends; none when it is empty.
+// ctx ends; none when it is empty. Through a relay it returns once the
+// relay accepts (or after relayReady): see WaitRelay.
 func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) error {
 	fws, err := Parse(getenv(contract.EnvNetForward), contract.NetDir)
 	fws = ViaRelay(fws, getenv(contract.EnvNetRelay))
@@ -28,7 +29,49 @@ func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) 
 	if err != nil {
 		return fmt.Errorf("%s: %w", contract.EnvNetForward, err)
 	}
+	WaitRelay(ctx, fws, relayReady, log)
 	return nil
+}
+
+// relayReady bounds WaitRelay in FromEnv: on a loaded cluster the relay's
+// task may start half a minute after the sandbox's.
+const relayReady = 3 * time.Minute
+
+// WaitRelay waits (up to bound) until the relay of fws accepts a
+// connection. The sandbox's relay is a service of its own that a cluster
+// may start after the sandbox: until it listens, a forward holds each
+// connection while it dials the relay again, and a client that bounds
+// its handshake (Go's HTTP client: 10 s for TLS) or a git clone gives up
+// on a connection that would have gone through. Waiting here, before the
+// clone and the agent, makes their first connection find the relay up.
+// Forwards without a relay return at once; a relay that never comes is
+// logged and left to each connection's own retries and errors.
+func WaitRelay(ctx context.Context, fws []Forward, bound time.Duration, log *slog.Logger) {
+	if len(fws) == 0 || fws[0].Addr == "" {
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	var d net.Dialer
+	for attempt, wait := 1, 100*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 2*time.Second) {
+		dctx, dcancel := context.WithTimeout(ctx, 15*time.Second)
+		c, err := d.DialContext(dctx, "tcp", fws[0].Addr)
+		dcancel()
+		if err == nil {
+			_ = c.Close()
+			if attempt > 1 {
+				log.Info("the relay accepts", "relay", fws[0].Addr, "attempts", attempt, "took", time.Since(start).Round(time.Millisecond))
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			log.Warn("the relay does not accept yet; going on, each connection retries it", "relay", fws[0].Addr, "waited", time.Since(start).Round(time.Second), "err", err)
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
 // maxForwards bounds AIMI_NET_FORWARD's entries.

@@ -118,6 +118,14 @@ func (r *Relay) serve(ln net.Listener, service string, sem chan struct{}, log *q
 		go func() {
 			defer func() { <-sem }()
 			defer func() { _ = c.Close() }()
+			// Every service behind the door hears the client first (HTTP,
+			// TLS): a connection closed before its first byte (the
+			// runner's WaitRelay) never reaches the daemon.
+			first := make([]byte, 16<<10)
+			n, _ := c.Read(first)
+			if n == 0 {
+				return
+			}
 			d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 15 * time.Second}, Config: r.TLS}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			up, err := d.DialContext(ctx, "tcp", r.Door)
@@ -127,7 +135,7 @@ func (r *Relay) serve(ln net.Listener, service string, sem chan struct{}, log *q
 				return
 			}
 			defer func() { _ = up.Close() }()
-			if _, err := fmt.Fprintf(up, "%s %s %s\n", contract.NetDoorHello, service, r.Key); err != nil {
+			if _, err := fmt.Fprintf(up, "%s %s %s\n%s", contract.NetDoorHello, service, r.Key, first[:n]); err != nil {
 				return
 			}
 			copyBoth(c, up)
