@@ -153,6 +153,19 @@ func hasStopConstraint(p *swarm.Placement) bool {
 	return false
 }
 
+// startFailedErr begins a failed task's error when the node made its
+// container but could not start it (Docker's Swarm executor's words).
+const startFailedErr = "starting container failed"
+
+// neverRan says whether a failed task's program never ran: no container,
+// or one whose start failed (the engine then reports exit code 128, which
+// is not the runner's: a node shutting down while the task starts fails
+// it so, and its user must see a start failure to retry, not a crash).
+func neverRan(t swarm.Task) bool {
+	cs := t.Status.ContainerStatus
+	return cs == nil || cs.ContainerID == "" || strings.HasPrefix(t.Status.Err, startFailedErr)
+}
+
 // fillTask maps a task's state onto Info.
 func (e *Engine) fillTask(ctx context.Context, info *engine.Info, t swarm.Task) {
 	info.StartedAt = t.CreatedAt
@@ -179,7 +192,7 @@ func (e *Engine) fillTask(ctx context.Context, info *engine.Info, t swarm.Task) 
 	case swarm.TaskStateFailed:
 		info.Status = "exited"
 		info.FinishedAt = t.Status.Timestamp
-		if t.Status.ContainerStatus == nil || t.Status.ContainerStatus.ContainerID == "" {
+		if neverRan(t) {
 			// It never ran: the node could not start it.
 			info.Failure, info.FailureReason = engine.CodeStartFailed, "the node could not start the task: "+t.Status.Err
 		}
