@@ -171,6 +171,11 @@ func (e *Engine) networksOf(ctx context.Context, sb sandbox) ([]string, error) {
 	return out, nil
 }
 
+// UnreachableResolver is the upstream DNS server of a confined sandbox: an
+// address of TEST-NET-1 (RFC 5737), routed nowhere, and no loopback address
+// (an engine would ask a loopback upstream from the node's namespace).
+const UnreachableResolver = "192.0.2.1"
+
 // serviceSpec translates a stored spec into the service: replicated job of
 // one task, no restart, the same labels on service and container, limits
 // with a memory reservation (so the scheduler places by memory),
@@ -195,6 +200,12 @@ func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, req
 	}
 	if st.Relay != nil {
 		cs.Env = append(cs.Env, contract.EnvNetRelay+"="+contract.NetRelayHost)
+		// The engine's resolver still answers the overlay's own names (the
+		// relay's); every other name goes to this upstream, which no
+		// sandbox can reach, instead of the node's resolver: an engine
+		// without the fix for CVE-2024-29018 would ask a loopback resolver
+		// from the node's namespace, a way out for names.
+		cs.DNSConfig = &swarm.DNSConfig{Nameservers: []string{UnreachableResolver}}
 	}
 	for _, h := range st.ExtraHosts {
 		name, addr, _ := strings.Cut(h, ":")

@@ -9,13 +9,19 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/swarm"
+
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
@@ -81,6 +87,7 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 	view := waitFor(t, sock, repo, 6*time.Minute, "every probe exited", func(v api.SwarmView) bool {
 		return len(v.Containers) == len(branches) && allExited(v)
 	})
+	checkSandboxResolver(t, ctx, c, validState(t, repo).SwarmID, len(branches))
 	nodes := map[string]bool{}
 	for _, d := range view.Containers {
 		nodes[d.Node] = true
@@ -198,4 +205,30 @@ func swarmProbeRepo(t *testing.T, targets []string, n int) (string, []string) {
 	}
 	removeProjectContainersAtEnd(t, repo)
 	return repo, branches
+}
+
+// checkSandboxResolver: the test machine has no outside DNS to leak to, so
+// the closure is checked where it is made: every sandbox service of repo
+// sends names its overlay does not know to an upstream nobody can reach,
+// never to the node's resolver.
+func checkSandboxResolver(t *testing.T, ctx context.Context, c *clustertest.Cluster, swarmID string, want int) {
+	t.Helper()
+	svcs, err := c.Manager().Client.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelSwarmID+"="+swarmID))})
+	if err != nil {
+		t.Fatalf("services of the swarm: %v", err)
+	}
+	sandboxes := 0
+	for _, s := range svcs {
+		cs := s.Spec.TaskTemplate.ContainerSpec
+		if cs == nil || !slices.ContainsFunc(cs.Env, func(kv string) bool { return strings.HasPrefix(kv, contract.EnvNetRelay+"=") }) {
+			continue // a relay: it dials the door by address
+		}
+		sandboxes++
+		if cs.DNSConfig == nil || !slices.Equal(cs.DNSConfig.Nameservers, []string{swarmmode.UnreachableResolver}) {
+			t.Errorf("sandbox service %s resolves outside names through %+v, want only %s", s.Spec.Name, cs.DNSConfig, swarmmode.UnreachableResolver)
+		}
+	}
+	if sandboxes != want {
+		t.Errorf("%d sandbox services of the swarm, want %d", sandboxes, want)
+	}
 }
