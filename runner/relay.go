@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -139,6 +140,17 @@ func (r *relay) handler(transport http.RoundTripper) http.Handler {
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			id := sessionOf(resp.Request.Context())
+			// An answer that breaks off after its headers never reaches
+			// ErrorHandler (the proxy aborts the response): note it here,
+			// so the command counts as the service being away, not as a
+			// refusal, and a clone or fetch is tried again.
+			resp.Body = &brokenOff{ReadCloser: resp.Body, note: func(err error) {
+				r.note(id, func(s *relaySession) {
+					if s.upstreamErr == nil {
+						s.upstreamErr = fmt.Errorf("the repository's answer broke off: %w", err)
+					}
+				})
+			}}
 			r.note(id, func(s *relaySession) {
 				switch {
 				case resp.StatusCode >= 500:
@@ -188,4 +200,18 @@ func (r *relay) close() error {
 		return err
 	}
 	return nil
+}
+
+// brokenOff tells note of a read error other than the end of the body.
+type brokenOff struct {
+	io.ReadCloser
+	note func(error)
+}
+
+func (b *brokenOff) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		b.note(err)
+	}
+	return n, err
 }
