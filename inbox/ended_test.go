@@ -56,15 +56,25 @@ func TestAContainerThatEndedDropsItsRequests(t *testing.T) {
 	if code, a := send(t, in, "c2", "00112233aabbcc03", ctx); code != http.StatusGone || a.State == contract.AskPending {
 		t.Errorf("a new request of an ended container: HTTP %d %+v, want 410", code, a)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	ended := 0
-	for _, e := range events {
-		if e.Kind == api.EventPermissionAnswered && e.AnsweredBy == "container-ended" {
-			ended++
+	// Drop wakes the waiting runner before it publishes (outside its
+	// lock): the events follow the 410s, so wait for them with a deadline.
+	endedEvents := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		ended := 0
+		for _, e := range events {
+			if e.Kind == api.EventPermissionAnswered && e.AnsweredBy == "container-ended" {
+				ended++
+			}
 		}
+		return ended
 	}
-	if ended != 2 {
-		t.Errorf("%d permission-answered events by container-ended, want 2: %+v", ended, events)
+	for deadline := time.Now().Add(10 * time.Second); endedEvents() < 2 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := endedEvents(); n != 2 {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Errorf("%d permission-answered events by container-ended, want 2: %+v", n, events)
 	}
 }
