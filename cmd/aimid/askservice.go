@@ -22,87 +22,69 @@ func asksAPerson(cfg *configs.Config) bool {
 	return strings.HasPrefix(cfg.Agent.PermissionPolicy, "ask")
 }
 
-// askSlot holds the inbox once the daemon built it (after the sockets,
-// which the Manager needs first); before, requests get 503 and the runner
-// sends them again.
-type askSlot struct {
-	mu   sync.Mutex
-	asks gitserve.Asks
+// slot holds a service the daemon builds after the sockets (the Manager
+// needs those first): the inbox, the keeper of budgets. Before it is set,
+// requests get 503 and the runner sends them again.
+type slot[T any] struct {
+	mu sync.Mutex
+	v  T
 }
 
-func (s *askSlot) set(a gitserve.Asks) {
+func (s *slot[T]) set(v T) {
 	s.mu.Lock()
-	s.asks = a
+	s.v = v
 	s.mu.Unlock()
 }
 
-func (s *askSlot) get() gitserve.Asks {
+func (s *slot[T]) get() T {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.asks
+	return s.v
 }
 
-// serveAsk answers permission requests on sb's own ask socket, in either
-// git mode: the socket is bind-mounted into sb's container only, so it says
-// who asks (as the model gateway's does), and no token is needed.
-func (n *sandboxNet) serveAsk(ln net.Listener, sb egress.Sandbox) error {
+// serveOwn answers POST path on one of sb's own sockets, in either git
+// mode: the socket is bind-mounted into sb's container only, so it says who
+// asks (as the model gateway's does), and no token is needed. serve is nil
+// while the daemon is starting; at most conns connections are served.
+func (n *sandboxNet) serveOwn(ln net.Listener, sb egress.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) error {
 	srv := &http.Server{ReadHeaderTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a := n.asks.get()
+			f := serve()
 			switch {
-			case r.URL.Path != contract.AskPath || r.Method != http.MethodPost:
-				http.Error(w, "aimi: not found (POST "+contract.AskPath+")", http.StatusNotFound)
+			case r.URL.Path != path || r.Method != http.MethodPost:
+				http.Error(w, "aimi: not found (POST "+path+")", http.StatusNotFound)
 				return
-			case a == nil:
-				http.Error(w, "aimi: permission requests are not taken yet (the daemon is starting); try again", http.StatusServiceUnavailable)
+			case f == nil:
+				http.Error(w, "aimi: "+what+" are not taken yet (the daemon is starting); try again", http.StatusServiceUnavailable)
 				return
 			}
 			n.mu.Lock()
 			repo := n.repos[sb]
 			n.mu.Unlock()
-			a.ServeAsk(w, r, gitserve.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
+			f(w, r, gitserve.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
 		})}
-	return srv.Serve(egress.LimitListener(ln, asksPerSandbox))
+	return srv.Serve(egress.LimitListener(ln, conns))
 }
 
-// budgetSlot holds the keeper of budgets once the daemon set it; before,
-// questions get 503 and the runner asks again.
-type budgetSlot struct {
-	mu sync.Mutex
-	b  gitserve.Budgets
+// serveAsk answers permission requests on sb's own ask socket.
+func (n *sandboxNet) serveAsk(ln net.Listener, sb egress.Sandbox) error {
+	return n.serveOwn(ln, sb, contract.AskPath, "permission requests", asksPerSandbox,
+		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
+			if a := n.asks.get(); a != nil {
+				return a.ServeAsk
+			}
+			return nil
+		})
 }
 
-func (s *budgetSlot) set(b gitserve.Budgets) {
-	s.mu.Lock()
-	s.b = b
-	s.mu.Unlock()
-}
-
-func (s *budgetSlot) get() gitserve.Budgets {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b
-}
-
-// serveBudget answers budget questions on sb's own budget socket, in
-// either git mode: as on the ask socket, the socket says who asks. The
+// serveBudget answers budget questions on sb's own budget socket. The
 // runner asks once per story boundary, so a few connections are enough.
 func (n *sandboxNet) serveBudget(ln net.Listener, sb egress.Sandbox) error {
-	srv := &http.Server{ReadHeaderTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b := n.budgets.get()
-			switch {
-			case r.URL.Path != contract.BudgetPath || r.Method != http.MethodPost:
-				http.Error(w, "aimi: not found (POST "+contract.BudgetPath+")", http.StatusNotFound)
-				return
-			case b == nil:
-				http.Error(w, "aimi: budget questions are not taken yet (the daemon is starting); try again", http.StatusServiceUnavailable)
-				return
+	return n.serveOwn(ln, sb, contract.BudgetPath, "budget questions", 4,
+		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
+			if b := n.budgets.get(); b != nil {
+				return b.ServeBudget
 			}
-			n.mu.Lock()
-			repo := n.repos[sb]
-			n.mu.Unlock()
-			b.ServeBudget(w, r, gitserve.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
-		})}
-	return srv.Serve(egress.LimitListener(ln, 4))
+			return nil
+		})
 }

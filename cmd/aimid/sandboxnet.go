@@ -35,8 +35,8 @@ type sandboxNet struct {
 	base    []egress.Rule
 	log     *slog.Logger
 
-	asks    askSlot    // the inbox, on each sandbox's ask socket
-	budgets budgetSlot // the keeper of budgets, on each sandbox's budget socket
+	asks    slot[gitserve.Asks]    // the inbox, on each sandbox's ask socket
+	budgets slot[gitserve.Budgets] // the keeper of budgets, on each sandbox's budget socket
 
 	mu    sync.Mutex
 	rules map[egress.Sandbox][]egress.Rule
