@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 )
 
 // maxSocketPath is what a unix socket's path may hold (sun_path, less its
@@ -213,37 +211,6 @@ func (s *Sockets) CloseAll() {
 	for _, lns := range all {
 		for _, l := range lns {
 			_ = l.Close()
-		}
-	}
-}
-
-// ForwardTo is a Service.Serve that copies each connection to the TCP
-// address addr() names (a service listening on the host's loopback), at
-// most perSandbox at once for one sandbox.
-func ForwardTo(addr func() string, perSandbox int, idle time.Duration) func(net.Listener, Sandbox) error {
-	return func(ln net.Listener, _ Sandbox) error {
-		ll := newLimitListener(ln, perSandbox)
-		for {
-			c, err := ll.Accept()
-			if err != nil {
-				return err
-			}
-			go func() {
-				defer func() { _ = c.Close() }()
-				a := addr()
-				if a == "" {
-					return
-				}
-				var d net.Dialer
-				ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-				up, err := d.DialContext(ctx, "tcp", a)
-				cancel()
-				if err != nil {
-					return
-				}
-				defer func() { _ = up.Close() }()
-				pipe(c, up, idle)
-			}()
 		}
 	}
 }
