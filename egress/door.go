@@ -49,7 +49,7 @@ type Door struct {
 	sem      chan struct{}
 
 	mu   sync.Mutex
-	open map[Sandbox]map[string]*chanListener
+	open map[contract.Sandbox]map[string]*chanListener
 }
 
 // NewDoor listens on host at the port it had before (dir/door.port) when
@@ -87,7 +87,7 @@ func NewDoor(dir, host string, cert tls.Certificate, log *slog.Logger, services 
 	if err := atomicfile.WriteFile(portFile, []byte(p+"\n"), 0o600); err != nil {
 		log.Warn("could not keep the door's port for the next start", "err", err)
 	}
-	d := &Door{secret: secret, services: services, log: log, sem: make(chan struct{}, doorHandshakes), open: map[Sandbox]map[string]*chanListener{}}
+	d := &Door{secret: secret, services: services, log: log, sem: make(chan struct{}, doorHandshakes), open: map[contract.Sandbox]map[string]*chanListener{}}
 	d.ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	go d.accept()
 	log.Info("sandbox door listening", "addr", ln.Addr().String())
@@ -117,36 +117,36 @@ func (d *Door) Forward() string { return forwardOf(d.services) }
 
 // Key is sb's credential at the door: its relay holds it, never the
 // sandbox.
-func (d *Door) Key(sb Sandbox) string {
+func (d *Door) Key(sb contract.Sandbox) string {
 	enc := base64.RawURLEncoding
 	return enc.EncodeToString([]byte(sb.Swarm)) + "." + enc.EncodeToString([]byte(sb.Container)) + "." + hex.EncodeToString(d.mac(sb))
 }
 
-func (d *Door) mac(sb Sandbox) []byte {
+func (d *Door) mac(sb contract.Sandbox) []byte {
 	m := hmac.New(sha256.New, d.secret)
 	m.Write([]byte(sb.Swarm + "\x00" + sb.Container))
 	return m.Sum(nil)
 }
 
 // sandboxOf checks a key and names its sandbox.
-func (d *Door) sandboxOf(key string) (Sandbox, bool) {
+func (d *Door) sandboxOf(key string) (contract.Sandbox, bool) {
 	parts := strings.Split(key, ".")
 	if len(parts) != 3 {
-		return Sandbox{}, false
+		return contract.Sandbox{}, false
 	}
 	enc := base64.RawURLEncoding
 	swarm, err1 := enc.DecodeString(parts[0])
 	ctr, err2 := enc.DecodeString(parts[1])
 	sum, err3 := hex.DecodeString(parts[2])
 	if err1 != nil || err2 != nil || err3 != nil {
-		return Sandbox{}, false
+		return contract.Sandbox{}, false
 	}
-	sb := Sandbox{Swarm: string(swarm), Container: string(ctr)}
+	sb := contract.Sandbox{Swarm: string(swarm), Container: string(ctr)}
 	return sb, hmac.Equal(sum, d.mac(sb))
 }
 
 // Open serves sb's connections; calling it again does nothing.
-func (d *Door) Open(sb Sandbox) {
+func (d *Door) Open(sb contract.Sandbox) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.open[sb]; ok {
@@ -166,7 +166,7 @@ func (d *Door) Open(sb Sandbox) {
 }
 
 // Close stops serving sb: its relay's connections are refused.
-func (d *Door) Close(sb Sandbox) {
+func (d *Door) Close(sb contract.Sandbox) {
 	d.mu.Lock()
 	lns := d.open[sb]
 	delete(d.open, sb)
@@ -181,7 +181,7 @@ func (d *Door) CloseAll() {
 	_ = d.ln.Close()
 	d.mu.Lock()
 	all := d.open
-	d.open = map[Sandbox]map[string]*chanListener{}
+	d.open = map[contract.Sandbox]map[string]*chanListener{}
 	d.mu.Unlock()
 	for _, lns := range all {
 		for _, l := range lns {

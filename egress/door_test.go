@@ -16,7 +16,7 @@ import (
 )
 
 // whoService answers every connection with the sandbox it came for.
-var whoService = Service{Name: "who", Port: func() int { return 4000 }, Serve: func(ln net.Listener, sb Sandbox) error {
+var whoService = Service{Name: "who", Port: func() int { return 4000 }, Serve: func(ln net.Listener, sb contract.Sandbox) error {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -63,7 +63,7 @@ func TestDoorServesOnlyAnOpenSandboxsOwnKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := Sandbox{Swarm: "s1", Container: "aimi-a"}, Sandbox{Swarm: "s1", Container: "aimi-b"}
+	a, b := contract.Sandbox{Swarm: "s1", Container: "aimi-a"}, contract.Sandbox{Swarm: "s1", Container: "aimi-b"}
 	d.Open(a)
 	d.Open(b)
 	if got := ask(t, d.Addr(), roots, "who", d.Key(a)); got != "s1/aimi-a" {

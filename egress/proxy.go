@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // Limits bound what one container can make the proxy hold.
@@ -31,7 +33,7 @@ var DefaultLimits = Limits{ConnsPerContainer: 32, HeaderBytes: 32 << 10, HeaderT
 // Denial is one refused request, for the container's journal (no header,
 // no body, no credential: the method, the name and port asked for, why).
 type Denial struct {
-	Sandbox
+	contract.Sandbox
 	Method string
 	Host   string
 	Port   int
@@ -98,7 +100,7 @@ func NewProxy(o Options) *Proxy {
 
 // Serve answers one container's connections on ln until ln is closed;
 // rules returns that container's allowlist at each request.
-func (p *Proxy) Serve(ln net.Listener, sb Sandbox, rules func() []Rule) error {
+func (p *Proxy) Serve(ln net.Listener, sb contract.Sandbox, rules func() []Rule) error {
 	srv := &http.Server{
 		Handler:           &handler{p: p, sb: sb, rules: rules},
 		ReadHeaderTimeout: p.opts.Limits.HeaderTime,
@@ -170,7 +172,7 @@ func (p *Proxy) fresh(d Denial) bool {
 
 type handler struct {
 	p     *Proxy
-	sb    Sandbox
+	sb    contract.Sandbox
 	rules func() []Rule
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // fakeResolver answers every name with one address.
@@ -52,7 +54,9 @@ func startProxy(t *testing.T, res Resolver, allow ...string) *proxyRig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	go func() { _ = p.Serve(ln, Sandbox{Swarm: "s", Container: "aimi-probe"}, func() []Rule { return rules }) }()
+	go func() {
+		_ = p.Serve(ln, contract.Sandbox{Swarm: "s", Container: "aimi-probe"}, func() []Rule { return rules })
+	}()
 	pu, _ := url.Parse("http://" + ln.Addr().String())
 	tr := &http.Transport{Proxy: http.ProxyURL(pu)}
 	t.Cleanup(tr.CloseIdleConnections)

@@ -13,21 +13,20 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // maxSocketPath is what a unix socket's path may hold (sun_path, less its
 // terminating zero, on Linux).
 const maxSocketPath = 107
 
-// Sandbox names one container of one swarm.
-type Sandbox struct{ Swarm, Container string }
-
 // Service is one of the daemon's services a sandbox reaches.
 type Service struct {
 	Name string     // the socket's file name without ".sock": [a-z]+
 	Port func() int // the loopback port the runner serves it on in the sandbox (0: not served yet)
 	// Serve answers the sandbox's connections on ln until ln is closed.
-	Serve func(ln net.Listener, sb Sandbox) error
+	Serve func(ln net.Listener, sb contract.Sandbox) error
 }
 
 // Sockets keeps one directory of unix sockets per container, one socket
@@ -38,8 +37,8 @@ type Sockets struct {
 	log      *slog.Logger
 
 	mu   sync.Mutex
-	open map[Sandbox][]net.Listener
-	dirs map[Sandbox]string // sandboxes served in a directory made before them (OpenIn)
+	open map[contract.Sandbox][]net.Listener
+	dirs map[contract.Sandbox]string // sandboxes served in a directory made before them (OpenIn)
 }
 
 // NewSockets makes dir (0700: only the daemon's user reaches the sockets
@@ -56,7 +55,7 @@ func NewSockets(dir string, log *slog.Logger, services ...Service) (*Sockets, er
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("sandbox sockets: make %s: %w", dir, err)
 	}
-	return &Sockets{dir: dir, services: services, log: log, open: map[Sandbox][]net.Listener{}, dirs: map[Sandbox]string{}}, nil
+	return &Sockets{dir: dir, services: services, log: log, open: map[contract.Sandbox][]net.Listener{}, dirs: map[contract.Sandbox]string{}}, nil
 }
 
 // Forward is what AIMI_NET_FORWARD holds for the runner: PORT=NAME pairs,
@@ -76,7 +75,7 @@ func forwardOf(services []Service) string {
 }
 
 // Dir is the host directory of sb's sockets (what Open fills).
-func (s *Sockets) Dir(sb Sandbox) string {
+func (s *Sockets) Dir(sb contract.Sandbox) string {
 	h := sha256.Sum256([]byte(sb.Swarm + "\x00" + sb.Container))
 	return filepath.Join(s.dir, hex.EncodeToString(h[:8]))
 }
@@ -84,14 +83,14 @@ func (s *Sockets) Dir(sb Sandbox) string {
 // Open (re)creates sb's sockets and serves them; calling it again for an
 // open sandbox does nothing. After a daemon restart the old socket files
 // are replaced, which a running container sees through its bind mount.
-func (s *Sockets) Open(sb Sandbox) (string, error) {
+func (s *Sockets) Open(sb contract.Sandbox) (string, error) {
 	return s.OpenIn(sb, "")
 }
 
 // OpenIn is Open in dir, a directory under the Sockets' own that was
 // mounted into the container before it was sb (a warm pool sandbox's,
 // made at its create); "" is sb's own directory (Dir).
-func (s *Sockets) OpenIn(sb Sandbox, dir string) (string, error) {
+func (s *Sockets) OpenIn(sb contract.Sandbox, dir string) (string, error) {
 	if dir == "" {
 		dir = s.Dir(sb)
 	} else if rel, err := filepath.Rel(s.dir, dir); err != nil || !filepath.IsLocal(rel) || rel == "." {
@@ -133,7 +132,7 @@ func (s *Sockets) OpenIn(sb Sandbox, dir string) (string, error) {
 }
 
 // dirOf is where sb's sockets are (s.mu held).
-func (s *Sockets) dirOf(sb Sandbox) string {
+func (s *Sockets) dirOf(sb contract.Sandbox) string {
 	if d, ok := s.dirs[sb]; ok {
 		return d
 	}
@@ -165,7 +164,7 @@ func listenUnix(path string) (net.Listener, error) {
 // (docker cp answers that the file does not exist); aimi swarm fetch and a
 // rerun read the work a failed push left in the container that way.
 // Remove takes it once the engine removed the container.
-func (s *Sockets) Close(sb Sandbox) {
+func (s *Sockets) Close(sb contract.Sandbox) {
 	s.mu.Lock()
 	lns, dir := s.open[sb], s.dirOf(sb)
 	delete(s.open, sb)
@@ -180,13 +179,13 @@ func (s *Sockets) Close(sb Sandbox) {
 
 // Remove stops serving sb and removes its directory (OpenIn's too): the
 // engine removed the container.
-func (s *Sockets) Remove(sb Sandbox) { s.RemoveIn(sb, "") }
+func (s *Sockets) Remove(sb contract.Sandbox) { s.RemoveIn(sb, "") }
 
 // RemoveIn is Remove for a sandbox whose sockets were served in dir (its
 // OpenIn's dir, a directory under the Sockets' own): a daemon that never
 // served them (restarted since) knows dir from its caller only. "" is
 // what OpenIn recorded, or nothing more.
-func (s *Sockets) RemoveIn(sb Sandbox, dir string) {
+func (s *Sockets) RemoveIn(sb contract.Sandbox, dir string) {
 	s.Close(sb)
 	s.mu.Lock()
 	served, other := s.dirs[sb]
@@ -206,7 +205,7 @@ func (s *Sockets) RemoveIn(sb Sandbox, dir string) {
 func (s *Sockets) CloseAll() {
 	s.mu.Lock()
 	all := s.open
-	s.open = map[Sandbox][]net.Listener{}
+	s.open = map[contract.Sandbox][]net.Listener{}
 	s.mu.Unlock()
 	for _, lns := range all {
 		for _, l := range lns {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // A finished container's socket directory outlives Close: it is its bind
@@ -17,7 +19,7 @@ func TestCloseKeepsTheDirectoryRemoveTakesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	svc := Service{Name: "proxy", Port: func() int { return 3128 }, Serve: func(ln net.Listener, _ Sandbox) error {
+	svc := Service{Name: "proxy", Port: func() int { return 3128 }, Serve: func(ln net.Listener, _ contract.Sandbox) error {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -30,7 +32,7 @@ func TestCloseKeepsTheDirectoryRemoveTakesIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := Sandbox{Swarm: "s", Container: "c"}
+	sb := contract.Sandbox{Swarm: "s", Container: "c"}
 	dir, err := s.Open(sb)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +60,7 @@ func TestOpenInServesADirectoryMadeBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(base) })
-	svc := Service{Name: "proxy", Port: func() int { return 3128 }, Serve: func(ln net.Listener, _ Sandbox) error {
+	svc := Service{Name: "proxy", Port: func() int { return 3128 }, Serve: func(ln net.Listener, _ contract.Sandbox) error {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -73,7 +75,7 @@ func TestOpenInServesADirectoryMadeBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := Sandbox{Swarm: "s", Container: "c"}
+	sb := contract.Sandbox{Swarm: "s", Container: "c"}
 	if _, err := s.OpenIn(sb, filepath.Join(base, "elsewhere")); err == nil {
 		t.Fatal("a directory outside the sockets' own was taken")
 	}
@@ -121,11 +123,11 @@ func TestRemoveInTakesANamedDirectoryUnderItsOwnOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.RemoveIn(Sandbox{Swarm: "s", Container: "a"}, outside)
+	s.RemoveIn(contract.Sandbox{Swarm: "s", Container: "a"}, outside)
 	if _, err := os.Stat(outside); err != nil {
 		t.Errorf("RemoveIn removed %s, outside its directory: %v", outside, err)
 	}
-	s.RemoveIn(Sandbox{Swarm: "s", Container: "b"}, pool)
+	s.RemoveIn(contract.Sandbox{Swarm: "s", Container: "b"}, pool)
 	if _, err := os.Stat(pool); !os.IsNotExist(err) {
 		t.Errorf("RemoveIn left %s: %v", pool, err)
 	}

@@ -46,7 +46,7 @@ func (s *slot[T]) get() T {
 // mode: the socket is bind-mounted into sb's container only, so it says who
 // asks (as the model gateway's does), and no token is needed. serve is nil
 // while the daemon is starting; at most conns connections are served.
-func (n *sandboxNet) serveOwn(ln net.Listener, sb egress.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) error {
+func (n *sandboxNet) serveOwn(ln net.Listener, sb contract.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) error {
 	srv := &http.Server{ReadHeaderTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			f := serve()
@@ -67,7 +67,7 @@ func (n *sandboxNet) serveOwn(ln net.Listener, sb egress.Sandbox, path, what str
 }
 
 // serveAsk answers permission requests on sb's own ask socket.
-func (n *sandboxNet) serveAsk(ln net.Listener, sb egress.Sandbox) error {
+func (n *sandboxNet) serveAsk(ln net.Listener, sb contract.Sandbox) error {
 	return n.serveOwn(ln, sb, contract.AskPath, "permission requests", asksPerSandbox,
 		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
 			if a := n.asks.get(); a != nil {
@@ -79,7 +79,7 @@ func (n *sandboxNet) serveAsk(ln net.Listener, sb egress.Sandbox) error {
 
 // serveBudget answers budget questions on sb's own budget socket. The
 // runner asks once per story boundary, so a few connections are enough.
-func (n *sandboxNet) serveBudget(ln net.Listener, sb egress.Sandbox) error {
+func (n *sandboxNet) serveBudget(ln net.Listener, sb contract.Sandbox) error {
 	return n.serveOwn(ln, sb, contract.BudgetPath, "budget questions", 4,
 		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
 			if b := n.budgets.get(); b != nil {

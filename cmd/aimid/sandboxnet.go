@@ -39,9 +39,9 @@ type sandboxNet struct {
 	budgets slot[gitserve.Budgets] // the keeper of budgets, on each sandbox's budget socket
 
 	mu    sync.Mutex
-	rules map[egress.Sandbox][]egress.Rule
-	deny  map[egress.Sandbox]func(method, host string, port int, reason string)
-	repos map[egress.Sandbox]string // the repository of each open sandbox
+	rules map[contract.Sandbox][]egress.Rule
+	deny  map[contract.Sandbox]func(method, host string, port int, reason string)
+	repos map[contract.Sandbox]string // the repository of each open sandbox
 }
 
 // newSandboxNet serves the sandboxes' sockets under dataDir/net: the
@@ -57,8 +57,8 @@ func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 }
 
 func newNet(cfg *configs.Config, log *slog.Logger) *sandboxNet {
-	return &sandboxNet{base: defaultEgress(cfg, log), log: log, rules: map[egress.Sandbox][]egress.Rule{},
-		deny: map[egress.Sandbox]func(string, string, int, string){}, repos: map[egress.Sandbox]string{}}
+	return &sandboxNet{base: defaultEgress(cfg, log), log: log, rules: map[contract.Sandbox][]egress.Rule{},
+		deny: map[contract.Sandbox]func(string, string, int, string){}, repos: map[contract.Sandbox]string{}}
 }
 
 // services are what a sandbox reaches: the egress proxy, and the git
@@ -69,7 +69,7 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 	services := []egress.Service{{
 		Name: "proxy",
 		Port: func() int { return contract.ProxyPort },
-		Serve: func(ln net.Listener, sb egress.Sandbox) error {
+		Serve: func(ln net.Listener, sb contract.Sandbox) error {
 			return proxy.Serve(ln, sb, func() []egress.Rule { return n.rulesOf(sb) })
 		},
 	}}
@@ -79,7 +79,7 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 		services = append(services, egress.Service{
 			Name: "git",
 			Port: func() int { return git.Port(serviceIP) },
-			Serve: func(ln net.Listener, sb egress.Sandbox) error {
+			Serve: func(ln net.Listener, sb contract.Sandbox) error {
 				return git.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb.Swarm, sb.Container)
 			},
 		})
@@ -90,7 +90,7 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 		services = append(services, egress.Service{
 			Name: "models",
 			Port: func() int { return gateway.SandboxPort },
-			Serve: func(ln net.Listener, sb egress.Sandbox) error {
+			Serve: func(ln net.Listener, sb contract.Sandbox) error {
 				return models.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb.Swarm, sb.Container)
 			},
 		})
@@ -99,13 +99,13 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 	services = append(services, egress.Service{
 		Name:  contract.BudgetSocket,
 		Port:  func() int { return contract.BudgetPort },
-		Serve: func(ln net.Listener, sb egress.Sandbox) error { return n.serveBudget(ln, sb) },
+		Serve: func(ln net.Listener, sb contract.Sandbox) error { return n.serveBudget(ln, sb) },
 	})
 	if asksAPerson(cfg) {
 		services = append(services, egress.Service{
 			Name:  contract.AskSocket,
 			Port:  func() int { return contract.AskPort },
-			Serve: func(ln net.Listener, sb egress.Sandbox) error { return n.serveAsk(ln, sb) },
+			Serve: func(ln net.Listener, sb contract.Sandbox) error { return n.serveAsk(ln, sb) },
 		})
 	}
 	return services
@@ -131,7 +131,7 @@ func defaultEgress(cfg *configs.Config, log *slog.Logger) []egress.Rule {
 	return rules
 }
 
-func (n *sandboxNet) rulesOf(sb egress.Sandbox) []egress.Rule {
+func (n *sandboxNet) rulesOf(sb contract.Sandbox) []egress.Rule {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.rules[sb]
@@ -149,7 +149,7 @@ func (n *sandboxNet) denied(d egress.Denial) {
 // Open serves the container's sockets with its rules: egress.allow, what
 // its repository's .aimi/config.yaml adds, and in remote mode its origin.
 func (n *sandboxNet) Open(_ context.Context, s orchestrator.NetSandbox) (orchestrator.NetGrant, error) {
-	sb := egress.Sandbox{Swarm: s.SwarmID, Container: s.Container}
+	sb := contract.Sandbox{Swarm: s.SwarmID, Container: s.Container}
 	rules := slices.Clone(n.base)
 	if extra, err := configs.RepoEgressAllow(s.Repo); err != nil {
 		n.log.Warn("the repository's egress.allow is ignored", "repo", s.Repo, "err", err)
@@ -212,7 +212,7 @@ func originRule(repoURL string) (egress.Rule, bool) {
 
 // Close stops serving a finished container.
 func (n *sandboxNet) Close(swarmID, containerName string) {
-	sb := egress.Sandbox{Swarm: swarmID, Container: containerName}
+	sb := contract.Sandbox{Swarm: swarmID, Container: containerName}
 	if n.door != nil {
 		n.door.Close(sb)
 	} else {
@@ -230,7 +230,7 @@ func (n *sandboxNet) Close(swarmID, containerName string) {
 func (n *sandboxNet) Forget(swarmID, containerName, dir string) {
 	n.Close(swarmID, containerName)
 	if n.sockets != nil {
-		n.sockets.RemoveIn(egress.Sandbox{Swarm: swarmID, Container: containerName}, dir)
+		n.sockets.RemoveIn(contract.Sandbox{Swarm: swarmID, Container: containerName}, dir)
 	}
 }
 
