@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/usage"
 )
 
@@ -55,7 +56,7 @@ func BenchmarkGatewayAddedLatency(b *testing.B) {
 	if err := s.ListenOn(context.Background(), "127.0.0.1"); err != nil {
 		b.Fatal(err)
 	}
-	g, err := s.Grant("sw1", "aimi-bench", "127.0.0.1")
+	g, err := s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-bench"}, "127.0.0.1")
 	if err != nil {
 		b.Fatal(err)
 	}

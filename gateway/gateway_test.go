@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 const realKey = "sk-real-0123456789abcdef"
@@ -147,7 +149,7 @@ func post(t *testing.T, c *http.Client, base, key, body string) *http.Response {
 
 func TestGatewayPutsTheRealKeyInAndStreamsUnbuffered(t *testing.T) {
 	f := newFixture(t, Limits{})
-	g, err := f.s.Grant("sw1", "aimi-one", "127.0.0.1")
+	g, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-one"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +206,7 @@ func TestGatewayPutsTheRealKeyInAndStreamsUnbuffered(t *testing.T) {
 
 func TestPlaceholderRefusedFromAnotherContainerAfterRevokeAndForAnotherProvider(t *testing.T) {
 	f := newFixture(t, Limits{})
-	g, err := f.s.Grant("sw1", "aimi-one", "127.0.0.1")
+	g, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-one"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +238,7 @@ func TestPlaceholderRefusedFromAnotherContainerAfterRevokeAndForAnotherProvider(
 	// Granted again (a daemon killed between handing a warm sandbox its
 	// claim and noting it): the container may hold either placeholder;
 	// one grant further back is dead.
-	again, err := s2.Grant("sw1", "aimi-one", "127.0.0.1")
+	again, err := s2.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-one"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,13 +248,13 @@ func TestPlaceholderRefusedFromAnotherContainerAfterRevokeAndForAnotherProvider(
 			t.Errorf("after a grant again: %d, want 200", resp.StatusCode)
 		}
 	}
-	if _, err := s2.Grant("sw1", "aimi-one", "127.0.0.1"); err != nil {
+	if _, err := s2.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-one"}, "127.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 	if resp := post(t, f.client("127.0.0.1"), base, ph, body); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a placeholder two grants back: %d, want 401", resp.StatusCode)
 	}
-	s2.Revoke("sw1", "aimi-one")
+	s2.Revoke(contract.Sandbox{Swarm: "sw1", Container: "aimi-one"})
 	for _, p := range []string{ph, phAgain} {
 		if resp := post(t, f.client("127.0.0.1"), base, p, body); resp.StatusCode != http.StatusUnauthorized {
 			t.Errorf("revoked placeholder: %d, want 401", resp.StatusCode)
@@ -267,7 +269,7 @@ func TestPlaceholderRefusedFromAnotherContainerAfterRevokeAndForAnotherProvider(
 
 func TestBodyAndInFlightBounds(t *testing.T) {
 	f := newFixture(t, Limits{MaxBodyBytes: 1024})
-	g, _ := f.s.Grant("sw1", "aimi-one", "127.0.0.1")
+	g, _ := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-one"}, "127.0.0.1")
 	resp := post(t, f.client("127.0.0.1"), g.Env["ANTHROPIC_BASE_URL"], g.Env["ANTHROPIC_API_KEY"], strings.Repeat("x", 4096))
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized body: %d, want 413", resp.StatusCode)

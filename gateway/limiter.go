@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/usage"
 )
 
@@ -51,7 +52,7 @@ type limiter struct {
 type gateKey struct{ provider, account string }
 
 // who is the container a call comes from.
-type who struct{ swarm, container string }
+type who = contract.Sandbox
 
 // caller is one call to acquire a place for: whose, to which provider and
 // account, and the provider's bounds.

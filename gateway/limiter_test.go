@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // limitedUpstream answers 429 with retry-after to its first call, 200 to
@@ -58,7 +60,7 @@ func (u *limitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func front(t *testing.T, l *limiter, up string, maxConc int) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := r.Header.Get("X-Container")
-		done, err := l.acquire(r.Context(), caller{provider: "anthropic", account: "ANTHROPIC_API_KEY", who: who{"sw", c}, maxConcurrent: maxConc})
+		done, err := l.acquire(r.Context(), caller{provider: "anthropic", account: "ANTHROPIC_API_KEY", who: who{Swarm: "sw", Container: c}, maxConcurrent: maxConc})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
 			return
@@ -244,11 +246,11 @@ func TestGatewayHoldsCallsOfTwoContainersUntilReset(t *testing.T) {
 		io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode
 	}
-	ga, err := f.s.Grant("sw1", "aimi-a", "127.0.0.1")
+	ga, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gb, err := f.s.Grant("sw1", "aimi-b", "127.0.0.1")
+	gb, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-b"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,5 +286,5 @@ func TestGatewayHoldsCallsOfTwoContainersUntilReset(t *testing.T) {
 
 // callOf is a call of container c to anthropic with key K and no bounds.
 func callOf(c string) caller {
-	return caller{provider: "anthropic", account: "K", who: who{"sw", c}}
+	return caller{provider: "anthropic", account: "K", who: who{Swarm: "sw", Container: c}}
 }

@@ -18,8 +18,8 @@ import (
 // to tell a turn that ended in error because of a limit from any other.
 type metLimits struct {
 	mu   sync.Mutex
-	met  map[grantKey]map[string]contract.GatewayLimit // container -> provider -> its last limit
-	held map[grantKey]*heldTime
+	met  map[contract.Sandbox]map[string]contract.GatewayLimit // container -> provider -> its last limit
+	held map[contract.Sandbox]*heldTime
 }
 
 // heldTime is how long the limits a container met held it: the union of
@@ -31,11 +31,11 @@ type heldTime struct {
 
 // note records that a call of k to provider got a limited answer at hit,
 // the limit holding until until.
-func (m *metLimits) note(k grantKey, provider string, hit, until time.Time) {
+func (m *metLimits) note(k contract.Sandbox, provider string, hit, until time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.met == nil {
-		m.met = map[grantKey]map[string]contract.GatewayLimit{}
+		m.met = map[contract.Sandbox]map[string]contract.GatewayLimit{}
 	}
 	byProv := m.met[k]
 	if byProv == nil {
@@ -43,7 +43,7 @@ func (m *metLimits) note(k grantKey, provider string, hit, until time.Time) {
 		m.met[k] = byProv
 	}
 	if m.held == nil {
-		m.held = map[grantKey]*heldTime{}
+		m.held = map[contract.Sandbox]*heldTime{}
 	}
 	h := m.held[k]
 	if h == nil {
@@ -63,28 +63,28 @@ func (m *metLimits) note(k grantKey, provider string, hit, until time.Time) {
 }
 
 // forget drops what k met (its access was revoked).
-func (m *metLimits) forget(k grantKey) {
+func (m *metLimits) forget(k contract.Sandbox) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.met, k)
 	delete(m.held, k)
 }
 
-// LimitHeld says how long the provider limits that calls of containerName
-// of swarm swarmID met held it, from each limited answer to its reset
+// LimitHeld says how long the provider limits that calls of container sb
+// met held it, from each limited answer to its reset
 // (overlaps counted once): the time its runner waited instead of working,
 // which the container's timeout does not count. It is kept in memory
 // only, from the container's grant to its revoke.
-func (s *Service) LimitHeld(swarmID, containerName string) time.Duration {
+func (s *Service) LimitHeld(sb contract.Sandbox) time.Duration {
 	s.met.mu.Lock()
 	defer s.met.mu.Unlock()
-	if h := s.met.held[grantKey{swarmID, containerName}]; h != nil {
+	if h := s.met.held[sb]; h != nil {
 		return h.total
 	}
 	return 0
 }
 
-func (m *metLimits) of(k grantKey) map[string]contract.GatewayLimit {
+func (m *metLimits) of(k contract.Sandbox) map[string]contract.GatewayLimit {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make(map[string]contract.GatewayLimit, len(m.met[k]))
@@ -102,9 +102,9 @@ func (s *Service) noteAnswer(rec record, provider string, status int, err error)
 	var we *WaitError
 	switch {
 	case errors.As(err, &we):
-		s.met.note(grantKey{rec.Swarm, rec.Container}, provider, now, later(we.Until, now))
+		s.met.note(rec.sandbox(), provider, now, later(we.Until, now))
 	case usage.Limited(status):
-		s.met.note(grantKey{rec.Swarm, rec.Container}, provider, now, later(s.limiter.resetOf(provider, rec.Var), now))
+		s.met.note(rec.sandbox(), provider, now, later(s.limiter.resetOf(provider, rec.Var), now))
 	}
 }
 
@@ -118,7 +118,7 @@ func (s *Service) noteUpstream(c *Call, status int, h http.Header) {
 	}
 	now := time.Now()
 	until, _ := usage.LimitReset(h, now, 0, s.limits.LimitMaxWait)
-	s.met.note(grantKey{c.Swarm, c.Container}, c.Provider, now, until)
+	s.met.note(contract.Sandbox{Swarm: c.Swarm, Container: c.Container}, c.Provider, now, until)
 }
 
 // serveLimits answers the container whose placeholder the request
@@ -136,7 +136,7 @@ func (s *Service) serveLimits(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "aimi model gateway: the request carries no valid credential of this sandbox", http.StatusUnauthorized)
 		return
 	}
-	k := grantKey{rec.Swarm, rec.Container}
+	k := rec.sandbox()
 	now := time.Now()
 	byProv := s.met.of(k)
 	for _, acct := range s.accountsOf(k) {
@@ -157,12 +157,12 @@ func (s *Service) serveLimits(w http.ResponseWriter, r *http.Request) {
 
 // accountsOf lists the providers and key variables k holds placeholders
 // for.
-func (s *Service) accountsOf(k grantKey) []gateKey {
+func (s *Service) accountsOf(k contract.Sandbox) []gateKey {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []gateKey
 	for _, r := range s.byHash {
-		if r.Swarm == k.swarm && r.Container == k.container && !slices.Contains(out, gateKey{r.Provider, r.Var}) {
+		if r.Swarm == k.Swarm && r.Container == k.Container && !slices.Contains(out, gateKey{r.Provider, r.Var}) {
 			out = append(out, gateKey{r.Provider, r.Var})
 		}
 	}

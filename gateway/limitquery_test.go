@@ -48,11 +48,11 @@ func TestContainerLearnsTheLimitItsCallsMet(t *testing.T) {
 	a := f.s.providers["anthropic"]
 	a.URL, _ = ParseURL(upSrv.URL)
 	f.s.providers["anthropic"] = a
-	ga, err := f.s.Grant("sw1", "aimi-a", "127.0.0.1")
+	ga, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gb, err := f.s.Grant("sw1", "aimi-b", "127.0.0.1")
+	gb, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-b"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,24 +86,24 @@ func TestContainerLearnsTheLimitItsCallsMet(t *testing.T) {
 	if st, _ := limitsOf(t, ca, ga, ""); st != http.StatusUnauthorized {
 		t.Errorf("no placeholder: %d, want 401", st)
 	}
-	if held := f.s.LimitHeld("sw1", "aimi-a"); held < 29*time.Second || held > 31*time.Second {
+	if held := f.s.LimitHeld(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"}); held < 29*time.Second || held > 31*time.Second {
 		t.Errorf("a was held %v, want the 30s to the reset", held)
 	}
-	if held := f.s.LimitHeld("sw1", "aimi-b"); held != 0 {
+	if held := f.s.LimitHeld(contract.Sandbox{Swarm: "sw1", Container: "aimi-b"}); held != 0 {
 		t.Errorf("b was held %v, want 0: none of its calls met the limit", held)
 	}
 	if len(up.arrivals) != 1 {
 		t.Errorf("the provider saw %d calls, want 1: the query is never forwarded", len(up.arrivals))
 	}
-	f.s.Revoke("sw1", "aimi-a")
-	ga2, err := f.s.Grant("sw1", "aimi-a", "127.0.0.1")
+	f.s.Revoke(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"})
+	ga2, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st, ans := limitsOf(t, ca, ga2, ga2.Env["ANTHROPIC_API_KEY"]); st != http.StatusOK || len(ans.Limits) != 1 || !ans.Limits[0].Hit.IsZero() {
 		t.Errorf("after a revoke: %d %+v, want only the limit in force", st, ans)
 	}
-	if held := f.s.LimitHeld("sw1", "aimi-a"); held != 0 {
+	if held := f.s.LimitHeld(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"}); held != 0 {
 		t.Errorf("after a revoke a was held %v, want 0", held)
 	}
 }
@@ -128,7 +128,7 @@ func TestLimitIsKnownBeforeTheLimitedAnswerEnds(t *testing.T) {
 	a := f.s.providers["anthropic"]
 	a.URL, _ = ParseURL(upSrv.URL)
 	f.s.providers["anthropic"] = a
-	g, err := f.s.Grant("sw1", "aimi-a", "127.0.0.1")
+	g, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"}, "127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,7 @@ func (l *limiter) report(k waitKey, ws *waiting, now time.Time) {
 
 // wait describes ws as it is at now. l.mu is held.
 func (l *limiter) wait(k waitKey, ws *waiting, now time.Time) Wait {
-	w := Wait{Swarm: k.swarm, Container: k.container, Provider: k.gate.provider, Since: ws.since, Calls: ws.calls}
+	w := Wait{Swarm: k.Swarm, Container: k.Container, Provider: k.gate.provider, Since: ws.since, Calls: ws.calls}
 	g := ws.g
 	switch {
 	case now.Before(g.until):

@@ -99,7 +99,7 @@ func TestRequestsPerMinuteHoldsCallsFairly(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
 	l.now = clock.now
 	rpm := func(c string) caller {
-		return caller{provider: "anthropic", account: "K", who: who{"sw", c}, perMinute: 2}
+		return caller{provider: "anthropic", account: "K", who: who{Swarm: "sw", Container: c}, perMinute: 2}
 	}
 	for _, c := range []string{"a", "b"} {
 		done, err := l.acquire(context.Background(), rpm(c))
@@ -181,7 +181,7 @@ func TestWaitsAreToldAndListed(t *testing.T) {
 	}
 	// max_concurrent 1: a short wait is no news, a long one is.
 	slot := func(c string) caller {
-		return caller{provider: "anthropic", account: "K", who: who{"sw", c}, maxConcurrent: 1}
+		return caller{provider: "anthropic", account: "K", who: who{Swarm: "sw", Container: c}, maxConcurrent: 1}
 	}
 	hold, _ := l.acquire(context.Background(), slot("a"))
 	go callThrough(l, slot("b"), got)

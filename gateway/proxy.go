@@ -104,7 +104,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, cl, http.StatusForbidden, "placeholder of another provider", "this key variable is for the "+rec.Provider+" provider")
 		return
 	}
-	release, ok := s.slot(r.Context(), grantKey{rec.Swarm, rec.Container})
+	release, ok := s.slot(r.Context(), rec.sandbox())
 	if !ok {
 		w.Header().Set("Retry-After", "5")
 		s.refuse(w, cl, http.StatusTooManyRequests, "too many requests at once", fmt.Sprintf("at most %d requests of one sandbox at once", s.limits.MaxInFlight))
@@ -117,7 +117,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, cl, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the request body is larger than %d bytes", s.limits.MaxBodyBytes))
 		return
 	}
-	done, err := s.limiter.acquire(r.Context(), caller{provider: name, account: rec.Var, who: who{rec.Swarm, rec.Container},
+	done, err := s.limiter.acquire(r.Context(), caller{provider: name, account: rec.Var, who: rec.sandbox(),
 		maxConcurrent: cl.prov.MaxConcurrent, perMinute: cl.prov.RequestsPerMinute})
 	if err != nil {
 		s.noteAnswer(rec, name, 0, err)
@@ -160,7 +160,7 @@ func (s *Service) refuseWait(w http.ResponseWriter, cl *call, err error) {
 
 // slot takes one of the container's in-flight places, waiting up to a
 // minute.
-func (s *Service) slot(ctx context.Context, k grantKey) (func(), bool) {
+func (s *Service) slot(ctx context.Context, k contract.Sandbox) (func(), bool) {
 	s.mu.Lock()
 	ch := s.inflight[k]
 	if ch == nil {

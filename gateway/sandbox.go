@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
@@ -26,13 +27,12 @@ type sandboxKey struct{}
 // closed. The socket says who is asking: a placeholder is accepted only
 // when it is that container's. The certificate names 127.0.0.1, where the
 // container's runner serves the socket (SandboxPort).
-func (s *Service) ServeSandbox(ln net.Listener, swarmID, containerName string) error {
+func (s *Service) ServeSandbox(ln net.Listener, sb contract.Sandbox) error {
 	cert, err := s.loopbackCert()
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	who := grantKey{swarmID, containerName}
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 15 * time.Second,
@@ -40,10 +40,10 @@ func (s *Service) ServeSandbox(ln net.Listener, swarmID, containerName string) e
 		MaxHeaderBytes:    s.limits.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
-			return context.WithValue(ctx, sandboxKey{}, who)
+			return context.WithValue(ctx, sandboxKey{}, sb)
 		},
 	}
-	peer := "sandbox:" + swarmID + "/" + containerName
+	peer := "sandbox:" + sb.Swarm + "/" + sb.Container
 	lim := &svclisten.PeerListener{Listener: ln, Conns: s.conns, Peer: peer}
 	s.mu.Lock()
 	if s.closed {

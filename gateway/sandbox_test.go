@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // TestSandboxSocketSaysWhoIsAsking: a container without a network reaches
@@ -26,7 +28,7 @@ func TestSandboxSocketSaysWhoIsAsking(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go f.s.ServeSandbox(ln, "sw1", name)
+		go f.s.ServeSandbox(ln, contract.Sandbox{Swarm: "sw1", Container: name})
 		t.Cleanup(func() { ln.Close() })
 		return p
 	}
@@ -40,7 +42,7 @@ func TestSandboxSocketSaysWhoIsAsking(t *testing.T) {
 		}}
 	}
 	a, b := sock("aimi-a"), sock("aimi-b")
-	ga, err := f.s.Grant("sw1", "aimi-a", "")
+	ga, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +61,7 @@ func TestSandboxSocketSaysWhoIsAsking(t *testing.T) {
 	if resp := post(t, f.client("127.0.0.1"), netBase, ph, body); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("through a network listener: %d, want 401", resp.StatusCode)
 	}
-	f.s.Revoke("sw1", "aimi-a")
+	f.s.Revoke(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"})
 	if resp := post(t, via(a), base, ph, body); resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("revoked: %d, want 401", resp.StatusCode)
 	}
@@ -77,7 +79,7 @@ func TestSandboxSocketCallsAreObservedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go f.s.ServeSandbox(ln, "sw1", "aimi-a")
+	go f.s.ServeSandbox(ln, contract.Sandbox{Swarm: "sw1", Container: "aimi-a"})
 	t.Cleanup(func() { ln.Close() })
 	c := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -86,7 +88,7 @@ func TestSandboxSocketCallsAreObservedOnce(t *testing.T) {
 		},
 		TLSClientConfig: &tls.Config{RootCAs: f.pool},
 	}}
-	g, err := f.s.Grant("sw1", "aimi-a", "")
+	g, err := f.s.Grant(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

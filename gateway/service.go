@@ -150,13 +150,16 @@ type record struct {
 	Earlier bool `json:"earlier,omitempty"`
 }
 
+// sandbox is the container the record's placeholder is for.
+func (r record) sandbox() contract.Sandbox {
+	return contract.Sandbox{Swarm: r.Swarm, Container: r.Container}
+}
+
 type persisted struct {
 	Port    int       `json:"port"`
 	IPs     []string  `json:"ips,omitempty"`
 	Records []*record `json:"records"`
 }
-
-type grantKey struct{ swarm, container string }
 
 // Service is the model gateway: an http.Handler served on the sandbox
 // networks' gateways.
@@ -178,7 +181,7 @@ type Service struct {
 
 	mu        sync.Mutex
 	byHash    map[string]*record
-	inflight  map[grantKey]chan struct{}
+	inflight  map[contract.Sandbox]chan struct{}
 	listen    *svclisten.Set
 	closed    bool
 	stopSweep chan struct{}
@@ -209,7 +212,7 @@ func New(opts Options) (*Service, error) {
 		caFile:    filepath.Join(opts.CADir, daemonca.CertName),
 		providers: opts.Providers, keys: maps.Clone(opts.Keys), owner: keyOwners(opts.Providers),
 		observer: opts.Observer, limits: opts.Limits.withDefaults(),
-		byHash: map[string]*record{}, inflight: map[grantKey]chan struct{}{},
+		byHash: map[string]*record{}, inflight: map[contract.Sandbox]chan struct{}{},
 		stopSweep: make(chan struct{}),
 	}
 	s.sandboxes = map[*http.Server]bool{}
@@ -258,7 +261,7 @@ func (s *Service) Providers() []string {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// Grant gives containerName of swarm swarmID a fresh placeholder for each
+// Grant gives container sb a fresh placeholder for each
 // model key, valid through gateway (its network's, given to ListenOn) and
 // from the first address that uses it. With gateway "" the container has
 // no network: the placeholders work only through its own socket
@@ -266,7 +269,7 @@ func (s *Service) Providers() []string {
 // new Grant replaces the container's placeholders; through the same
 // gateway those of the grant before stay valid (one grant back). With no
 // keys it returns an empty Grant.
-func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
+func (s *Service) Grant(sb contract.Sandbox, gateway string) (Grant, error) {
 	if len(s.keys) == 0 {
 		return Grant{}, nil
 	}
@@ -286,11 +289,11 @@ func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 	}
 	var earlier []*record
 	for _, r := range s.byHash {
-		if r.Swarm == swarmID && r.Container == containerName && !r.Earlier && r.Gateway == ip {
+		if r.sandbox() == sb && !r.Earlier && r.Gateway == ip {
 			earlier = append(earlier, r)
 		}
 	}
-	s.revokeLocked(swarmID, containerName)
+	s.revokeLocked(sb)
 	for _, r := range earlier {
 		r.Earlier = true
 		s.byHash[r.Hash] = r
@@ -302,7 +305,7 @@ func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 		if err != nil {
 			return Grant{}, err
 		}
-		rec := &record{Swarm: swarmID, Container: containerName, Var: v, Provider: p.Name, Hash: hash(ph), Gateway: ip}
+		rec := &record{Swarm: sb.Swarm, Container: sb.Container, Var: v, Provider: p.Name, Hash: hash(ph), Gateway: ip}
 		s.byHash[rec.Hash] = rec
 		env[v] = ph
 		for _, b := range p.BaseURLEnv {
@@ -310,32 +313,32 @@ func (s *Service) Grant(swarmID, containerName, gateway string) (Grant, error) {
 		}
 	}
 	if err := s.saveLocked(); err != nil {
-		s.revokeLocked(swarmID, containerName)
+		s.revokeLocked(sb)
 		return Grant{}, err
 	}
-	s.log.Info("model access granted", "container", containerName, "swarm", swarmID, "providers", s.Providers())
+	s.log.Info("model access granted", "container", sb.Container, "swarm", sb.Swarm, "providers", s.Providers())
 	return Grant{Env: env, CAFile: s.caFile, BundleFile: filepath.Join(s.dir, bundleName)}, nil
 }
 
-// Revoke ends the placeholders of containerName of swarm swarmID (its
-// container ended or was removed).
-func (s *Service) Revoke(swarmID, containerName string) {
+// Revoke ends the placeholders of container sb (it ended or was
+// removed).
+func (s *Service) Revoke(sb contract.Sandbox) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.met.forget(grantKey{swarmID, containerName})
-	if s.revokeLocked(swarmID, containerName) == 0 {
+	s.met.forget(sb)
+	if s.revokeLocked(sb) == 0 {
 		return
 	}
 	if err := s.saveLocked(); err != nil {
-		s.log.Warn("model access revoked in memory only: could not persist it", "container", containerName, "err", err)
+		s.log.Warn("model access revoked in memory only: could not persist it", "container", sb.Container, "err", err)
 	}
-	s.log.Info("model access revoked", "container", containerName, "swarm", swarmID)
+	s.log.Info("model access revoked", "container", sb.Container, "swarm", sb.Swarm)
 }
 
-func (s *Service) revokeLocked(swarmID, containerName string) int {
+func (s *Service) revokeLocked(sb contract.Sandbox) int {
 	n := 0
 	for h, r := range s.byHash {
-		if r.Swarm == swarmID && r.Container == containerName {
+		if r.sandbox() == sb {
 			delete(s.byHash, h)
 			n++
 		}
@@ -355,9 +358,9 @@ func (s *Service) admit(r *http.Request, ph string) (record, string) {
 	if rec == nil {
 		return record{}, "unknown or revoked placeholder"
 	}
-	if sb, ok := r.Context().Value(sandboxKey{}).(grantKey); ok {
+	if sb, ok := r.Context().Value(sandboxKey{}).(contract.Sandbox); ok {
 		// Through a container's own socket: it says who is asking.
-		if rec.Gateway != "" || sb != (grantKey{rec.Swarm, rec.Container}) {
+		if rec.Gateway != "" || sb != (rec.sandbox()) {
 			return record{}, "placeholder of another container"
 		}
 		return *rec, ""

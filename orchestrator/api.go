@@ -122,9 +122,9 @@ type ModelAccess interface {
 	ListenOn(ctx context.Context, ip string) error
 	// Grant gives one container its placeholders and base URLs, valid
 	// through gateway only.
-	Grant(swarmID, containerName, gateway string) (ModelGrant, error)
+	Grant(sb contract.Sandbox, gateway string) (ModelGrant, error)
 	// Revoke ends a container's placeholders (it ended or was removed).
-	Revoke(swarmID, containerName string)
+	Revoke(sb contract.Sandbox)
 }
 
 // ModelGrant is what a container needs to reach the model gateway.

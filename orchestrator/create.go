@@ -320,7 +320,7 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 	}
 	var mg *ModelGrant
 	if sw.m.cfg.Models != nil {
-		gr, err := sw.m.cfg.Models.Grant(sw.id, c.name, sw.modelGateway())
+		gr, err := sw.m.cfg.Models.Grant(sw.sandbox(c), sw.modelGateway())
 		if err != nil {
 			sw.revoke(c)
 			return fmt.Errorf("grant model access to %s: %w", c.name, err)
@@ -378,6 +378,6 @@ func (sw *swarm) revoke(c *ctr) {
 		sw.m.cfg.Git.Revoke(sw.id, c.name)
 	}
 	if sw.m.cfg.Models != nil {
-		sw.m.cfg.Models.Revoke(sw.id, c.name)
+		sw.m.cfg.Models.Revoke(sw.sandbox(c))
 	}
 }

@@ -209,7 +209,7 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 		log.Warn("flush state", "err", err)
 	}
 	if sw.m.cfg.Models != nil {
-		sw.m.cfg.Models.Revoke(sw.id, c.name)
+		sw.m.cfg.Models.Revoke(sw.sandbox(c))
 	}
 	sw.closeNet(c)
 	sw.publishBranch(ctx, c, log)

@@ -1,12 +1,18 @@
 package orchestrator
 
-import "time"
+import (
+	"time"
 
-// limitHolder is a ModelAccess that knows how long provider limits held a
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// LimitHolder is a ModelAccess that knows how long provider limits held a
 // container's model calls (the model gateway: its runner waits for a
-// limit's reset before it retries the story).
-type limitHolder interface {
-	LimitHeld(swarmID, containerName string) time.Duration
+// limit's reset before it retries the story). It is optional, found by a
+// type assertion: the daemon asserts at compile time that its ModelAccess
+// has it, so a change of signature cannot drop it silently.
+type LimitHolder interface {
+	LimitHeld(sb contract.Sandbox) time.Duration
 }
 
 // putOffTimeout re-arms the container's timeout when provider limits held
@@ -14,11 +20,11 @@ type limitHolder interface {
 // later pauses the container instead of ending it. False when the
 // timeout stands.
 func (f *follower) putOffTimeout() bool {
-	h, ok := f.sw.m.cfg.Models.(limitHolder)
+	h, ok := f.sw.m.cfg.Models.(LimitHolder)
 	if !ok {
 		return false
 	}
-	held := h.LimitHeld(f.sw.id, f.c.name)
+	held := h.LimitHeld(f.sw.sandbox(f.c))
 	deadline := f.started.Add(f.sw.m.cfg.Timeout + held)
 	left := time.Until(deadline)
 	if held <= 0 || left <= 0 {

@@ -28,7 +28,8 @@ func (f *fakeModels) ListenOn(ctx context.Context, ip string) error {
 	return nil
 }
 
-func (f *fakeModels) Grant(swarmID, name, gateway string) (ModelGrant, error) {
+func (f *fakeModels) Grant(sb contract.Sandbox, gateway string) (ModelGrant, error) {
+	name := sb.Container
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.granted == nil {
@@ -41,7 +42,8 @@ func (f *fakeModels) Grant(swarmID, name, gateway string) (ModelGrant, error) {
 	}, nil
 }
 
-func (f *fakeModels) Revoke(swarmID, name string) {
+func (f *fakeModels) Revoke(sb contract.Sandbox) {
+	name := sb.Container
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.revoked = append(f.revoked, name)

@@ -212,6 +212,11 @@ func (sw *swarm) ensureNetwork(ctx context.Context) error {
 	return nil
 }
 
+// sandbox names c of this swarm to the services that grant it access.
+func (sw *swarm) sandbox(c *ctr) contract.Sandbox {
+	return contract.Sandbox{Swarm: sw.id, Container: c.name}
+}
+
 // gatewayIP is the swarm network's gateway, "" until ensureNetwork ran.
 func (sw *swarm) gatewayIP() string {
 	sw.mu.Lock()

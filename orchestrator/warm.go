@@ -209,7 +209,7 @@ func (sw *swarm) regrant(ctx context.Context, c *ctr) (engine.Spec, error) {
 		g = &gr
 	}
 	if sw.m.cfg.Models != nil {
-		gr, err := sw.m.cfg.Models.Grant(sw.id, c.name, sw.modelGateway())
+		gr, err := sw.m.cfg.Models.Grant(sw.sandbox(c), sw.modelGateway())
 		if err != nil {
 			return engine.Spec{}, fmt.Errorf("grant model access to %s: %w", c.name, err)
 		}

@@ -91,7 +91,7 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 			Name: "models",
 			Port: func() int { return gateway.SandboxPort },
 			Serve: func(ln net.Listener, sb contract.Sandbox) error {
-				return models.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb.Swarm, sb.Container)
+				return models.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb)
 			},
 		})
 	}

@@ -88,8 +88,10 @@ func (g gitAdapter) Grant(ctx context.Context, cb contract.ContainerBranch, gate
 // modelAdapter makes *gateway.Service an orchestrator.ModelAccess.
 type modelAdapter struct{ *gateway.Service }
 
-func (m modelAdapter) Grant(swarmID, containerName, gw string) (orchestrator.ModelGrant, error) {
-	g, err := m.Service.Grant(swarmID, containerName, gw)
+var _ orchestrator.LimitHolder = modelAdapter{}
+
+func (m modelAdapter) Grant(sb contract.Sandbox, gw string) (orchestrator.ModelGrant, error) {
+	g, err := m.Service.Grant(sb, gw)
 	return orchestrator.ModelGrant(g), err
 }
 
