@@ -66,7 +66,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(w, http.StatusForbidden, "aimi git service: only the smart HTTP protocol is served (info/refs, git-upload-pack, git-receive-pack)")
 		return
 	}
-	release, ok := s.slots.acquire(r.Context(), grantKey{rec.SwarmKey, rec.Container})
+	release, ok := s.slots.acquire(r.Context(), rec.sandbox())
 	if !ok {
 		s.log.Info("git request waited too long for a git process", "container", rec.Container, "path", r.URL.Path)
 		deny(w, http.StatusServiceUnavailable, "aimi git service: too many git requests of this container or of all at once; try again")
@@ -245,7 +245,7 @@ func (s *Service) afterPush(r *http.Request, rec record, before string) {
 	}
 	if tip != "" && tip != before {
 		s.countPush(true)
-		s.notePush(rec.SwarmKey, rec.Container, tip)
+		s.notePush(rec.sandbox(), tip)
 		s.log.Info("push received", "container", rec.Container, "branch", rec.Branch, "tip", tip)
 	}
 }

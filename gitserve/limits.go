@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
@@ -101,16 +102,16 @@ type backendSlots struct {
 	total   chan struct{}
 	per     int
 	mu      sync.Mutex
-	byGrant map[grantKey]chan struct{}
+	byGrant map[contract.Sandbox]chan struct{}
 }
 
 func newBackendSlots(l Limits) *backendSlots {
-	return &backendSlots{total: make(chan struct{}, l.MaxBackends), per: l.MaxBackendsPerContainer, byGrant: map[grantKey]chan struct{}{}}
+	return &backendSlots{total: make(chan struct{}, l.MaxBackends), per: l.MaxBackendsPerContainer, byGrant: map[contract.Sandbox]chan struct{}{}}
 }
 
 // acquire waits (at most backendWait, or until ctx ends) for a slot of
 // key's and one of the total; release gives both back.
-func (b *backendSlots) acquire(ctx context.Context, key grantKey) (release func(), ok bool) {
+func (b *backendSlots) acquire(ctx context.Context, key contract.Sandbox) (release func(), ok bool) {
 	b.mu.Lock()
 	own := b.byGrant[key]
 	if own == nil {
@@ -144,7 +145,7 @@ func (b *backendSlots) forget(swarm string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for k := range b.byGrant {
-		if k.swarm == swarm {
+		if k.Swarm == swarm {
 			delete(b.byGrant, k)
 		}
 	}

@@ -226,7 +226,7 @@ func TestConnectionFloodHoldsOnlyItsShare(t *testing.T) {
 // every container waits until a slot is given back.
 func TestBackendSlotsPerContainerAndInTotal(t *testing.T) {
 	b := newBackendSlots(Limits{MaxBackends: 2, MaxBackendsPerContainer: 1}.withDefaults())
-	a, c, d := grantKey{"s", "a"}, grantKey{"s", "c"}, grantKey{"s", "d"}
+	a, c, d := contract.Sandbox{Swarm: "s", Container: "a"}, contract.Sandbox{Swarm: "s", Container: "c"}, contract.Sandbox{Swarm: "s", Container: "d"}
 	short := func() context.Context {
 		ctx, cancel := context.WithTimeout(ctxT(t), 100*time.Millisecond)
 		t.Cleanup(cancel)

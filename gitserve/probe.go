@@ -138,8 +138,8 @@ func packedRef(packed, ref string) string {
 //
 // A container the service never granted gets ErrUnknownContainer.
 func (s *Service) Unreceived(ctx context.Context, cb contract.ContainerBranch) ([]string, error) {
-	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
-	rec, ok := s.recordByName(swarmID, containerName)
+	repoPath, containerName, branch := cb.Repo, cb.Container, cb.Branch
+	rec, ok := s.recordByName(cb.Sandbox())
 	if !ok {
 		return nil, fmt.Errorf("unreceived commits of %s: %w", containerName, ErrUnknownContainer)
 	}

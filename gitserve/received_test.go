@@ -56,19 +56,19 @@ func TestReceived(t *testing.T) {
 	f := newPushFixture(t)
 	tip := f.containerPush(t, "aimi-r", "feat-r", "r.txt")
 	mirror := f.s.mirrorPath("swarm-p")
-	if repo, got, err := f.s.Received("swarm-p", "aimi-r", "feat-r"); repo != mirror || got != tip || err != nil {
+	if repo, got, err := f.s.Received(contract.Sandbox{Swarm: "swarm-p", Container: "aimi-r"}, "feat-r"); repo != mirror || got != tip || err != nil {
 		t.Fatalf("Received = %q, %q, %v; want %q, %q", repo, got, err, mirror, tip)
 	}
 	if _, err := f.s.Grant(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-idle", Branch: "feat-idle"}, ""); err != nil {
 		t.Fatal(err)
 	}
-	if repo, got, err := f.s.Received("swarm-p", "aimi-idle", "feat-idle"); repo != mirror || got != "" || err != nil {
+	if repo, got, err := f.s.Received(contract.Sandbox{Swarm: "swarm-p", Container: "aimi-idle"}, "feat-idle"); repo != mirror || got != "" || err != nil {
 		t.Fatalf("Received of a container that never pushed = %q, %q, %v; want the mirror and no tip", repo, got, err)
 	}
-	if _, _, err := f.s.Received("swarm-p", "aimi-r", "other"); err == nil {
+	if _, _, err := f.s.Received(contract.Sandbox{Swarm: "swarm-p", Container: "aimi-r"}, "other"); err == nil {
 		t.Fatal("a branch other than the granted one was answered")
 	}
-	if _, _, err := f.s.Received("swarm-p", "aimi-nobody", "feat-x"); !errors.Is(err, ErrUnknownContainer) {
+	if _, _, err := f.s.Received(contract.Sandbox{Swarm: "swarm-p", Container: "aimi-nobody"}, "feat-x"); !errors.Is(err, ErrUnknownContainer) {
 		t.Fatalf("Received of an unknown container: %v, want ErrUnknownContainer", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestForgetKeepsAMirrorWithUnpublishedWork(t *testing.T) {
 	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat-u"); got != tip {
 		t.Fatalf("the mirror lost the branch: %s, want %s", got, tip)
 	}
-	if _, ok := f.s.recordByName("swarm-p", "aimi-u"); !ok {
+	if _, ok := f.s.recordByName(contract.Sandbox{Swarm: "swarm-p", Container: "aimi-u"}); !ok {
 		t.Error("the container's record went although its mirror was kept")
 	}
 	mustGit(t, f.user, "fetch", "-q", mirror, "refs/heads/feat-u:refs/heads/feat-u")

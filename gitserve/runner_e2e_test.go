@@ -94,7 +94,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 	if commits, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: swarmID, Container: name, Branch: branch}); err != nil || len(commits) != 0 {
 		t.Errorf("Unreceived after the run = %v, %v; want none", commits, err)
 	}
-	s.Revoke(swarmID, name)
+	s.Revoke(contract.Sandbox{Swarm: swarmID, Container: name})
 	// No token in its environment: the publisher stops at the checkout.
 	pub := publish.NewPublisher(s, publish.Options{Getenv: func(string) string { return "" }})
 	pr, err := pub.Publish(ctx, contract.ContainerBranch{Repo: repo, Swarm: swarmID, Container: name, Branch: branch})

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
 )
 
@@ -29,14 +30,14 @@ var ErrNoTrees = errors.New("the git service cannot read containers' files on th
 // content comes from inside the sandbox.
 const maxSalvageBytes = 4 << 30
 
-// Salvage brings the branch of containerName of swarm swarmID out of the
-// container itself (its workspace's .git, read through the engine) into
+// Salvage brings the branch of container sb out of the container itself (its workspace's .git, read through the engine) into
 // the swarm's mirror, as if the container had pushed it: for work whose
 // push never arrived (the runner's last push failed). Only objects and
 // refs are taken from the container, never its configuration or hooks, and
 // the branch moves only forward. It returns the branch's new tip.
-func (s *Service) Salvage(ctx context.Context, swarmID, containerName, branch string) (string, error) {
-	rec, ok := s.recordByName(swarmID, containerName)
+func (s *Service) Salvage(ctx context.Context, sb contract.Sandbox, branch string) (string, error) {
+	swarmID, containerName := sb.Swarm, sb.Container
+	rec, ok := s.recordByName(sb)
 	switch {
 	case !ok:
 		return "", fmt.Errorf("salvage %s: %w", containerName, ErrUnknownContainer)
@@ -64,7 +65,7 @@ func (s *Service) Salvage(ctx context.Context, swarmID, containerName, branch st
 	if err != nil || tip == "" {
 		return "", fmt.Errorf("salvage %s: read %s after the fetch: %v", containerName, branch, err)
 	}
-	s.notePush(swarmID, containerName, tip)
+	s.notePush(sb, tip)
 	s.log.Info("branch salvaged from the container", "container", containerName, "swarm", swarmID, "branch", branch, "tip", tip)
 	return tip, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
@@ -19,13 +20,12 @@ type sandboxKey struct{}
 // who is asking: a token is accepted only when it is that container's,
 // whatever address the request comes from. The certificate names
 // 127.0.0.1, where the container's runner serves the socket.
-func (s *Service) ServeSandbox(ln net.Listener, swarmID, containerName string) error {
+func (s *Service) ServeSandbox(ln net.Listener, sb contract.Sandbox) error {
 	cert, err := s.ca.ServerCert(net.ParseIP("127.0.0.1"))
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	who := grantKey{swarmID, containerName}
 	srv := &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 15 * time.Second,
@@ -33,19 +33,19 @@ func (s *Service) ServeSandbox(ln net.Listener, swarmID, containerName string) e
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
-			return context.WithValue(ctx, sandboxKey{}, who)
+			return context.WithValue(ctx, sandboxKey{}, sb)
 		},
 	}
-	lim := &svclisten.PeerListener{Listener: ln, Conns: s.conns, Peer: "sandbox:" + swarmID + "/" + containerName}
+	lim := &svclisten.PeerListener{Listener: ln, Conns: s.conns, Peer: "sandbox:" + sb.Swarm + "/" + sb.Container}
 	return srv.Serve(tls.NewListener(lim, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
 }
 
 // fromSandbox reports whether r came through a container's own socket
 // (ServeSandbox), and whether rec is that container's.
 func fromSandbox(r *http.Request, rec record) (through, own bool) {
-	who, ok := r.Context().Value(sandboxKey{}).(grantKey)
+	who, ok := r.Context().Value(sandboxKey{}).(contract.Sandbox)
 	if !ok {
 		return false, false
 	}
-	return true, who == grantKey{rec.SwarmKey, rec.Container}
+	return true, who == rec.sandbox()
 }

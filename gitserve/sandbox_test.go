@@ -38,7 +38,7 @@ func TestSandboxSocketSaysWhoIsAsking(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go s.ServeSandbox(ln, "sw1", name)
+		go s.ServeSandbox(ln, contract.Sandbox{Swarm: "sw1", Container: name})
 		t.Cleanup(func() { ln.Close() })
 		return p
 	}
@@ -77,7 +77,7 @@ func TestSandboxSocketSaysWhoIsAsking(t *testing.T) {
 	if got := get(b, gb.Token); got != http.StatusOK {
 		t.Errorf("b's own token after a's was refused there: %d, want 200", got)
 	}
-	s.Revoke("sw1", "aimi-a")
+	s.Revoke(contract.Sandbox{Swarm: "sw1", Container: "aimi-a"})
 	if got := get(a, ga.Token); got != http.StatusUnauthorized {
 		t.Errorf("revoked token through its own socket: %d, want 401", got)
 	}

@@ -163,8 +163,8 @@ type Service struct {
 	// mu guards everything below; it is never held across git or network
 	// calls except the state file write.
 	mu        sync.Mutex
-	byName    map[grantKey]*record // one per container of a swarm
-	byToken   map[string]*record   // token hash -> record
+	byName    map[contract.Sandbox]*record // one per container of a swarm
+	byToken   map[string]*record           // token hash -> record
 	listen    *svclisten.Set
 	lastIP    string
 	closed    bool
@@ -192,7 +192,7 @@ func New(opts Options) (*Service, error) {
 		repos:     filepath.Join(dir, reposDir),
 		log:       opts.Logger.With("component", "gitserve"),
 		opts:      opts,
-		byName:    map[grantKey]*record{},
+		byName:    map[contract.Sandbox]*record{},
 		byToken:   map[string]*record{},
 		userRefs:  map[string]string{},
 		sources:   map[string]string{},
@@ -312,7 +312,7 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	key := grantKey{swarmID, containerName}
+	key := cb.Sandbox()
 	rec := s.byName[key]
 	earlier := ""
 	if rec != nil {
@@ -342,12 +342,12 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 	}, nil
 }
 
-// Revoke ends the access of containerName of swarm swarmID. What it pushed
-// stays (Received and Unreceived still answer for it).
-func (s *Service) Revoke(swarmID, containerName string) {
+// Revoke ends the access of container sb. What it pushed stays (Received
+// and Unreceived still answer for it).
+func (s *Service) Revoke(sb contract.Sandbox) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := s.byName[grantKey{swarmID, containerName}]
+	rec := s.byName[sb]
 	if rec == nil || rec.TokenHash == "" {
 		return
 	}
@@ -356,10 +356,10 @@ func (s *Service) Revoke(swarmID, containerName string) {
 	if err := s.saveLocked(); err != nil {
 		// The token is gone from memory; after a restart it would work
 		// again until the next save. Say so.
-		s.log.Warn("git access revoked in memory only: could not persist it", "container", containerName, "err", err)
+		s.log.Warn("git access revoked in memory only: could not persist it", "container", sb.Container, "err", err)
 		return
 	}
-	s.log.Info("git access revoked", "container", containerName)
+	s.log.Info("git access revoked", "container", sb.Container)
 }
 
 // Forget deletes swarm swarmID's mirror and what the service remembers of
@@ -379,7 +379,7 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	s.mu.Lock()
 	forgot := 0
 	for key, rec := range s.byName {
-		if key.swarm != swarmID {
+		if key.Swarm != swarmID {
 			continue
 		}
 		s.dropTokensLocked(rec)
@@ -420,13 +420,14 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	return nil
 }
 
-// Received returns the repository holding the branch of containerName of
-// swarm swarmID as the service received it (the swarm's mirror) and the
+// Received returns the repository holding the branch of container sb as
+// the service received it (the swarm's mirror) and the
 // branch's value after the container's last push, "" when it never pushed.
 // It is what package publish reads to bring the branch into the user's
 // checkout.
-func (s *Service) Received(swarmID, containerName, branch string) (repo, tip string, err error) {
-	rec, ok := s.recordByName(swarmID, containerName)
+func (s *Service) Received(sb contract.Sandbox, branch string) (repo, tip string, err error) {
+	containerName := sb.Container
+	rec, ok := s.recordByName(sb)
 	if !ok {
 		return "", "", fmt.Errorf("received branch of %s: %w", containerName, ErrUnknownContainer)
 	}
@@ -473,9 +474,12 @@ func (s *Service) dropTokensLocked(rec *record) {
 	}
 }
 
-// grantKey names one container of one swarm: container names are the
-// engine's and another repository's swarm may use the same one.
-type grantKey struct{ swarm, container string }
+// sandbox is the container rec is of. Records are keyed by it, not by
+// the container's name alone: container names are the engine's and
+// another repository's swarm may use the same one.
+func (r record) sandbox() contract.Sandbox {
+	return contract.Sandbox{Swarm: r.SwarmKey, Container: r.Container}
+}
 
 // fromOwnContainer reports whether a request with rec's token comes from
 // where the token may be used: through its swarm's gateway and from the
@@ -496,7 +500,7 @@ func (s *Service) fromOwnContainer(r *http.Request, rec record) bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.byName[grantKey{rec.SwarmKey, rec.Container}]
+	cur := s.byName[rec.sandbox()]
 	if cur == nil || cur.TokenHash != rec.TokenHash {
 		return false
 	}
@@ -514,31 +518,31 @@ func (s *Service) fromOwnContainer(r *http.Request, rec record) bool {
 func (s *Service) current(rec record) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	cur := s.byName[grantKey{rec.SwarmKey, rec.Container}]
+	cur := s.byName[rec.sandbox()]
 	return cur != nil && cur.TokenHash == rec.TokenHash
 }
 
-func (s *Service) recordByName(swarmID, name string) (record, bool) {
+func (s *Service) recordByName(sb contract.Sandbox) (record, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec, ok := s.byName[grantKey{swarmID, name}]
+	rec, ok := s.byName[sb]
 	if !ok {
 		return record{}, false
 	}
 	return *rec, true
 }
 
-// notePush records the branch value after a push from container of swarm.
-func (s *Service) notePush(swarm, container, tip string) {
+// notePush records the branch value after a push from container sb.
+func (s *Service) notePush(sb contract.Sandbox, tip string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rec := s.byName[grantKey{swarm, container}]
+	rec := s.byName[sb]
 	if rec == nil || (rec.Pushed && rec.Tip == tip) {
 		return
 	}
 	rec.Pushed, rec.Tip, rec.PushedAt = true, tip, time.Now().UTC()
 	if err := s.saveLocked(); err != nil {
-		s.log.Warn("could not persist a received push", "container", container, "err", err)
+		s.log.Warn("could not persist a received push", "container", sb.Container, "err", err)
 	}
 }
 
@@ -560,7 +564,7 @@ func (s *Service) load() ([]string, error) {
 		if r == nil || r.Container == "" {
 			continue
 		}
-		s.byName[grantKey{r.SwarmKey, r.Container}] = r
+		s.byName[r.sandbox()] = r
 		if r.TokenHash == "" {
 			r.EarlierHash = ""
 		}

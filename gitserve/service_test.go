@@ -53,7 +53,7 @@ func TestServiceOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Revoke("swarm-1", "aimi-gone")
+	s.Revoke(contract.Sandbox{Swarm: "swarm-1", Container: "aimi-gone"})
 	if !strings.HasPrefix(a.RepoURL, "https://127.0.0.1:") || !strings.HasSuffix(a.RepoURL, "/swarm-1.git") {
 		t.Fatalf("RepoURL = %q", a.RepoURL)
 	}
@@ -448,10 +448,10 @@ func TestForgetDropsTheSwarmsMirrorAndGrantsOnly(t *testing.T) {
 	s.Close()
 
 	s2, _ := newService(t, Options{DataDir: dir})
-	if _, ok := s2.recordByName("swarm-old", "aimi-b"); ok {
+	if _, ok := s2.recordByName(contract.Sandbox{Swarm: "swarm-old", Container: "aimi-b"}); ok {
 		t.Error("a forgotten container's record came back after a restart")
 	}
-	if rec, ok := s2.recordByName("swarm-new", "aimi-a"); !ok || rec.SwarmKey != "swarm-new" {
+	if rec, ok := s2.recordByName(contract.Sandbox{Swarm: "swarm-new", Container: "aimi-a"}); !ok || rec.SwarmKey != "swarm-new" {
 		t.Errorf("record of the reused name after a restart: %+v %v, want swarm-new's", rec, ok)
 	}
 }
@@ -481,7 +481,7 @@ func TestGrantsArePerSwarm(t *testing.T) {
 			defer wg.Done()
 			// The other start grants, fails on the name, rolls back.
 			_, errB = s.Grant(ctx, contract.ContainerBranch{Repo: repoB, Swarm: swarmB, Container: "aimi-same", Branch: "feat-same"}, "")
-			s.Revoke(swarmB, "aimi-same")
+			s.Revoke(contract.Sandbox{Swarm: swarmB, Container: "aimi-same"})
 		}()
 		wg.Wait()
 		if errA != nil || errB != nil {
@@ -529,7 +529,7 @@ func TestGrantAgainKeepsTheEarlierToken(t *testing.T) {
 	if _, err := gitOut("", clientEnv(first.CAFile, bearer(first.Token)), "ls-remote", first.RepoURL); err == nil {
 		t.Fatal("a token two grants back still works")
 	}
-	s.Revoke("swarm-e", "aimi-e")
+	s.Revoke(contract.Sandbox{Swarm: "swarm-e", Container: "aimi-e"})
 	for name, g := range map[string]Grant{"again": again, "third": third} {
 		if _, err := gitOut("", clientEnv(g.CAFile, bearer(g.Token)), "ls-remote", g.RepoURL); err == nil {
 			t.Fatalf("the %s token works after the revoke", name)

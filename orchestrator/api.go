@@ -101,14 +101,14 @@ type GitAccess interface {
 	Grant(ctx context.Context, cb contract.ContainerBranch, gateway string) (Grant, error)
 	// Revoke ends a container's access (after it finished). Grants are
 	// per swarm: another swarm's container of the same name keeps its own.
-	Revoke(swarmID, containerName string)
+	Revoke(sb contract.Sandbox)
 	// Unreceived lists commits of the container's branch that neither the
 	// service nor the user's checkout has: Cleanup keeps such containers.
 	Unreceived(ctx context.Context, cb contract.ContainerBranch) (commits []string, err error)
 	// Salvage brings a finished container's branch out of the container
 	// itself into the service's repository (its push never arrived) and
 	// returns the branch's tip there.
-	Salvage(ctx context.Context, swarmID, containerName, branch string) (tip string, err error)
+	Salvage(ctx context.Context, sb contract.Sandbox, branch string) (tip string, err error)
 	// Forget drops a swarm's repository and grants; Cleanup calls it once
 	// none of the swarm's containers is left.
 	Forget(ctx context.Context, swarmID string) error

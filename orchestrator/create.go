@@ -375,7 +375,7 @@ func (sw *swarm) discard(ctx context.Context, created []*ctr) {
 func (sw *swarm) revoke(c *ctr) {
 	sw.closeNet(c)
 	if sw.local && sw.m.cfg.Git != nil {
-		sw.m.cfg.Git.Revoke(sw.id, c.name)
+		sw.m.cfg.Git.Revoke(sw.sandbox(c))
 	}
 	if sw.m.cfg.Models != nil {
 		sw.m.cfg.Models.Revoke(sw.sandbox(c))

@@ -147,7 +147,7 @@ func (m *Manager) fetchOne(ctx context.Context, repo string, h holder, rep *api.
 		m.fetchToOrigin(ctx, repo, h, commits, rep)
 		return
 	}
-	tip, err := m.cfg.Git.Salvage(ctx, h.swarmID, h.name, h.branch)
+	tip, err := m.cfg.Git.Salvage(ctx, h.sandbox(), h.branch)
 	if err != nil {
 		skip(err.Error(), commits)
 		return

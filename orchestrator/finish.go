@@ -82,7 +82,7 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 	if !sw.local || sw.m.cfg.Git == nil {
 		return
 	}
-	sw.m.cfg.Git.Revoke(sw.id, c.name)
+	sw.m.cfg.Git.Revoke(sw.sandbox(c))
 	if sw.led.status(c.name) != state.StatusCompleted || sw.withdrawUnreceived(ctx, c, log) || sw.m.cfg.Publisher == nil {
 		return
 	}

@@ -82,7 +82,8 @@ func (g *fakeGit) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 	return Grant{RepoURL: "https://172.30.0.1:7443/" + cb.Swarm + ".git", Token: "tok-SECRET-" + name, CAFile: "/var/lib/aimi/ca.pem"}, nil
 }
 
-func (g *fakeGit) Revoke(swarmID, name string) {
+func (g *fakeGit) Revoke(sb contract.Sandbox) {
+	swarmID, name := sb.Swarm, sb.Container
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.revoked = append(g.revoked, name)
@@ -92,7 +93,8 @@ func (g *fakeGit) Revoke(swarmID, name string) {
 	g.revokedOf[swarmID+"/"+name]++
 }
 
-func (g *fakeGit) Salvage(ctx context.Context, swarmID, name, branch string) (string, error) {
+func (g *fakeGit) Salvage(ctx context.Context, sb contract.Sandbox, branch string) (string, error) {
+	name := sb.Container
 	g.mu.Lock()
 	salvage := g.salvage
 	g.mu.Unlock()

@@ -62,6 +62,11 @@ func (sw *swarm) holder(c *ctr) holder {
 		node: c.node, pushFailed: c.pushFailed, unpushed: c.unpushed}
 }
 
+// sandbox names h to the git service.
+func (h holder) sandbox() contract.Sandbox {
+	return contract.Sandbox{Swarm: h.swarmID, Container: h.name}
+}
+
 func holderOf(in engine.Info) holder {
 	return holder{swarmID: in.Labels[contract.LabelSwarmID], name: in.Name, branch: in.Labels[contract.LabelBranch],
 		local: in.Labels[contract.LabelGitMode] == "local"}
@@ -120,7 +125,7 @@ func (m *Manager) takeWork(ctx context.Context, repo string, h holder, newSwarm 
 		return nil
 	}
 	if err != nil || len(commits) > 0 {
-		if _, serr := m.cfg.Git.Salvage(ctx, h.swarmID, h.name, h.branch); serr != nil {
+		if _, serr := m.cfg.Git.Salvage(ctx, h.sandbox(), h.branch); serr != nil {
 			why := serr
 			if err != nil {
 				why = fmt.Errorf("%w (and whether it holds unreceived work cannot be told: %v)", serr, err)

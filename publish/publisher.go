@@ -28,10 +28,10 @@ const (
 // local mode (package gitserve) satisfies it.
 type Source interface {
 	// Received returns the bare repository holding the branch of
-	// containerName of swarm swarmID as it was received, and the branch's
-	// tip there ("" when the container never pushed it). A container the
-	// source does not know is an error.
-	Received(swarmID, containerName, branch string) (repo, tip string, err error)
+	// container sb as it was received, and the branch's tip there (""
+	// when the container never pushed it). A container the source does
+	// not know is an error.
+	Received(sb contract.Sandbox, branch string) (repo, tip string, err error)
 }
 
 // Options configure a Publisher; zero values take the defaults named.
@@ -114,7 +114,7 @@ var receivedGit = gitcmd.Hermetic
 // nothing to publish: (nil, nil).
 func (p *Publisher) Publish(ctx context.Context, cb contract.ContainerBranch) (*string, error) {
 	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
-	src, tip, err := p.src.Received(swarmID, containerName, branch)
+	src, tip, err := p.src.Received(cb.Sandbox(), branch)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s of %s: %w", branch, containerName, err)
 	}
@@ -167,8 +167,8 @@ func (p *Publisher) Publish(ctx context.Context, cb contract.ContainerBranch) (*
 // received it, is contained in refs/heads/<branch> of the checkout at
 // cb.Repo. A container that never pushed has nothing to publish: true.
 func (p *Publisher) Published(ctx context.Context, cb contract.ContainerBranch) (bool, error) {
-	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
-	_, tip, err := p.src.Received(swarmID, containerName, branch)
+	repoPath, containerName, branch := cb.Repo, cb.Container, cb.Branch
+	_, tip, err := p.src.Received(cb.Sandbox(), branch)
 	if err != nil {
 		return false, fmt.Errorf("published state of %s: %w", containerName, err)
 	}

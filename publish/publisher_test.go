@@ -26,10 +26,10 @@ type fakeSource struct {
 	tips map[string]string // container -> tip, "" when it never pushed
 }
 
-func (s *fakeSource) Received(swarmID, name, branch string) (string, string, error) {
+func (s *fakeSource) Received(sb contract.Sandbox, branch string) (string, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tip, ok := s.tips[name]
+	tip, ok := s.tips[sb.Container]
 	if !ok {
 		return "", "", errUnknown
 	}

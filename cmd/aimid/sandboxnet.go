@@ -80,7 +80,7 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 			Name: "git",
 			Port: func() int { return git.Port(serviceIP) },
 			Serve: func(ln net.Listener, sb contract.Sandbox) error {
-				return git.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb.Swarm, sb.Container)
+				return git.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb)
 			},
 		})
 	}
