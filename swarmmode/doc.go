@@ -28,8 +28,13 @@
 // Output comes from the service's logs with timestamps (the same
 // multiplexed format as a container's, so internal/enginelog reads it
 // from a cursor); the exit from the task's state and exit code. A task
-// whose node went down, that was orphaned or rejected ends with a Failure
-// code (CodeNodeLost, engine.CodeStartFailed). Stop updates
+// whose node went down or that was orphaned ends with CodeNodeLost. One
+// its node could not start (rejected, or failed before its program ran)
+// did no work, and the restart policy (none: a runner that ran is never
+// run twice) does not start it again, so the engine does: a forced update
+// starts a new iteration of the job, a bounded number of times, never
+// after a stop (retry.go); then it ends with engine.CodeStartFailed. The
+// sandbox's own task is the newest iteration's. Stop updates
 // the service so that its running task is shut down (SIGTERM, the stop
 // grace, SIGKILL) while its logs and exit code stay readable; a sandbox
 // stopped before its request was delivered gets a "stopped" config

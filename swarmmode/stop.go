@@ -212,10 +212,15 @@ func (e *Engine) Stop(ctx context.Context, id string, grace time.Duration) error
 	}
 	own, ok := ownTask(tasks)
 	if ok && ended(own) {
-		// It ended by itself; an update now would only have the cluster
-		// delete it, with its output.
 		e.remember(svc, s.ID, own)
-		return nil
+		if startRetry(s, own, time.Now()) == startFinal {
+			// It ended by itself; an update now would only have the
+			// cluster delete it, with its output.
+			return nil
+		}
+		// Its node could not start it and another attempt is due or
+		// coming: the stop's update keeps it from being started.
+		return e.updateStopped(ctx, sb)
 	}
 	var c *capture
 	if ok {

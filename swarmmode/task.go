@@ -77,11 +77,22 @@ func (e *Engine) Inspect(ctx context.Context, id string) (engine.Info, error) {
 	}
 	if t, ok := ownTask(tasks); ok {
 		e.remember(svc, s.ID, t)
-		e.fillTask(ctx, &info, t)
+		switch startRetry(s, t, time.Now()) {
+		case startDue:
+			e.retryStart(ctx, s, t)
+			fillRetrying(&info, t)
+		case startAsked, startBackoff:
+			fillRetrying(&info, t)
+		default:
+			e.fillTask(ctx, &info, t)
+		}
 		return info, nil
 	}
-	if stopped(s) {
+	switch {
+	case stopped(s):
 		e.fillStopped(ctx, &info, svc, s)
+	case retrying(s):
+		info.Status, info.Running = "running", true
 	}
 	return info, nil
 }
@@ -112,8 +123,9 @@ func (e *Engine) tasksOf(ctx context.Context, serviceID string) ([]swarm.Task, e
 	return tasks, nil
 }
 
-// ownTask is the sandbox's own task: the one its service's creation
-// started. A stopped job has one more, made by the stop's iteration with
+// ownTask is the sandbox's own task: the newest of those its service's
+// creation and its start retries (retry.go) made, each a job iteration of
+// its own. A stopped job has one more, made by the stop's iteration with
 // the stop constraint and never scheduled; the cluster deletes the own
 // task soon after it ended, after which there is none.
 func ownTask(tasks []swarm.Task) (swarm.Task, bool) {
@@ -138,7 +150,7 @@ func ownTask(tasks []swarm.Task) (swarm.Task, bool) {
 		}
 		return own[i].CreatedAt.Before(own[j].CreatedAt)
 	})
-	return own[0], true
+	return own[len(own)-1], true
 }
 
 func hasStopConstraint(p *swarm.Placement) bool {
@@ -194,12 +206,12 @@ func (e *Engine) fillTask(ctx context.Context, info *engine.Info, t swarm.Task) 
 		info.FinishedAt = t.Status.Timestamp
 		if neverRan(t) {
 			// It never ran: the node could not start it.
-			info.Failure, info.FailureReason = engine.CodeStartFailed, "the node could not start the task: "+t.Status.Err
+			info.Failure, info.FailureReason = engine.CodeStartFailed, startFailedReason("the node could not start the task", t)
 		}
 	case swarm.TaskStateRejected:
 		info.Status = "exited"
 		info.FinishedAt = t.Status.Timestamp
-		info.Failure, info.FailureReason = engine.CodeStartFailed, "the node rejected the task: "+t.Status.Err
+		info.Failure, info.FailureReason = engine.CodeStartFailed, startFailedReason("the node rejected the task", t)
 	case swarm.TaskStateOrphaned:
 		info.Status = "dead"
 		info.FinishedAt = t.Status.Timestamp
