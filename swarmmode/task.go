@@ -92,6 +92,11 @@ func (e *Engine) Inspect(ctx context.Context, id string) (engine.Info, error) {
 	case stopped(s):
 		e.fillStopped(ctx, &info, svc, s)
 	case retrying(s):
+		if m, ok := e.recall(svc, s.ID); ok && ended(m.task) && startRetry(s, m.task, time.Now()) == startFinal {
+			// The last attempt's task, deleted since this engine saw it.
+			e.fillTask(ctx, &info, m.task)
+			break
+		}
 		info.Status, info.Running = "running", true
 	}
 	return info, nil
