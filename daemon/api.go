@@ -10,23 +10,12 @@ import (
 	"github.com/aimi-tools/swarm/api"
 )
 
-// FieldError is an invalid request field (HTTP 400).
-type FieldError struct {
-	Field  string
-	Reason string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
-
-// Is makes errors.Is(err, api.ErrInvalidRequest) hold.
-func (e *FieldError) Is(target error) bool { return target == api.ErrInvalidRequest }
-
 // errorBody maps an error to its HTTP status and body. The orchestrator's
 // sentinels decide the status; the message is the error's own text, which
 // the orchestrator writes to say what to do.
 func errorBody(err error) (int, api.ErrorBody) {
 	body := api.ErrorBody{Error: err.Error()}
-	var fe *FieldError
+	var fe *api.FieldError
 	var tfe *api.TaskFileError
 	switch {
 	case errors.As(err, &tfe):

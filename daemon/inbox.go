@@ -54,7 +54,7 @@ func (s *Server) answerRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Option == "" {
-		s.writeError(w, r, &FieldError{Field: "option", Reason: "is empty: give an option id, allow or reject"})
+		s.writeError(w, r, &api.FieldError{Field: "option", Reason: "is empty: give an option id, allow or reject"})
 		return
 	}
 	if s.opts.Inbox == nil {

@@ -40,30 +40,30 @@ func parseLogsRequest(q url.Values) (api.LogsRequest, error) {
 		return req, err
 	}
 	if req.Name == "" {
-		return req, &FieldError{"name", "missing; give a container name from 'aimi swarm status'"}
+		return req, &api.FieldError{Field: "name", Reason: "missing; give a container name from 'aimi swarm status'"}
 	}
 	var err error
 	if req.Follow, err = parseBool(q.Get("follow")); err != nil {
-		return req, &FieldError{"follow", err.Error()}
+		return req, &api.FieldError{Field: "follow", Reason: err.Error()}
 	}
 	if v := q.Get("tail"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > maxTail {
-			return req, &FieldError{"tail", strconv.Quote(v) + " is not a record count from 0 to " + strconv.Itoa(maxTail)}
+			return req, &api.FieldError{Field: "tail", Reason: strconv.Quote(v) + " is not a record count from 0 to " + strconv.Itoa(maxTail)}
 		}
 		req.Tail = n
 	}
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return req, &FieldError{"since", strconv.Quote(v) + " is not an RFC 3339 time, e.g. 2026-11-25T18:00:00Z"}
+			return req, &api.FieldError{Field: "since", Reason: strconv.Quote(v) + " is not an RFC 3339 time, e.g. 2026-11-25T18:00:00Z"}
 		}
 		req.Since = t
 	}
 	if v := q.Get("after"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
-			return req, &FieldError{"after", strconv.Quote(v) + " is not a journal seq (0 or more)"}
+			return req, &api.FieldError{Field: "after", Reason: strconv.Quote(v) + " is not a journal seq (0 or more)"}
 		}
 		req.AfterSeq = n
 	}

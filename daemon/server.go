@@ -44,7 +44,7 @@ type ServerOptions struct {
 	Logger *slog.Logger // default slog.Default()
 	// PrepareStart, when set, completes a start request before it reaches
 	// Swarms (cmd/aimid merges the repository's .aimi/config.yaml here). An
-	// error is returned to the client as is (wrap a *FieldError for 400).
+	// error is returned to the client as is (wrap an *api.FieldError for 400).
 	PrepareStart func(ctx context.Context, req *api.StartRequest) error
 	// ResolveRepo, when set, turns the repo of an events request into the
 	// name events carry (cmd/aimid gives orchestrator.ResolveRepo, so a
@@ -196,20 +196,7 @@ func checkStart(req *api.StartRequest) error {
 	if err := checkRepo("repoPath", req.RepoPath); err != nil {
 		return err
 	}
-	switch {
-	case len(req.TaskFiles) == 0:
-		return &FieldError{"taskFiles", "no task file given; name at least one .aimi/tasks/*-tasks.json"}
-	case req.Max < 0:
-		return &FieldError{"max", fmt.Sprintf("%d is negative; use a positive number of containers, or 0 for the configured default", req.Max)}
-	case req.Append && req.Force:
-		return &FieldError{"force", "append and force exclude each other; use one"}
-	}
-	for i, f := range req.TaskFiles {
-		if f == "" {
-			return &FieldError{fmt.Sprintf("taskFiles[%d]", i), "empty path"}
-		}
-	}
-	return nil
+	return req.Check()
 }
 
 // checkRepo requires an absolute path of an existing directory: the CLI
@@ -217,11 +204,11 @@ func checkStart(req *api.StartRequest) error {
 // own working directory.
 func checkRepo(field, p string) error {
 	if err := api.CheckRepoPath(p); err != nil {
-		return &FieldError{field, err.Error()}
+		return &api.FieldError{Field: field, Reason: err.Error()}
 	}
 	fi, err := os.Stat(p)
 	if err != nil || !fi.IsDir() {
-		return &FieldError{field, fmt.Sprintf("%q is not a directory the daemon can read", p)}
+		return &api.FieldError{Field: field, Reason: fmt.Sprintf("%q is not a directory the daemon can read", p)}
 	}
 	return nil
 }
@@ -262,7 +249,7 @@ func (s *Server) decodeRepo(w http.ResponseWriter, r *http.Request, req any, rep
 func (s *Server) namesGiven(w http.ResponseWriter, r *http.Request, names []string, why string) bool {
 	for i, n := range names {
 		if n == "" {
-			s.writeError(w, r, &FieldError{fmt.Sprintf("names[%d]", i), why})
+			s.writeError(w, r, &api.FieldError{Field: fmt.Sprintf("names[%d]", i), Reason: why})
 			return false
 		}
 	}
@@ -398,7 +385,7 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		err = errors.New("more than one JSON value")
 	}
 	if err != nil {
-		s.writeError(w, r, &FieldError{"body", fmt.Sprintf("not a valid request: %v", err)})
+		s.writeError(w, r, &api.FieldError{Field: "body", Reason: fmt.Sprintf("not a valid request: %v", err)})
 		return false
 	}
 	return true

@@ -227,7 +227,7 @@ func TestPrepareStartCompletesTheRequestOrRefusesIt(t *testing.T) {
 	c, _, _ := serve(t, fake, func(o *daemon.ServerOptions) {
 		o.PrepareStart = func(_ context.Context, r *api.StartRequest) error {
 			if r.Image == "bad" {
-				return &daemon.FieldError{"image", "bad image from .aimi/config.yaml"}
+				return &api.FieldError{Field: "image", Reason: "bad image from .aimi/config.yaml"}
 			}
 			r.Image = "from-repo-config"
 			return nil

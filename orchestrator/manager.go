@@ -264,11 +264,8 @@ func (m *Manager) checkStart(req api.StartRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if req.Max < 0 {
-		return "", fmt.Errorf("%w: max %d is negative", api.ErrInvalidRequest, req.Max)
-	}
-	if req.Append && req.Force {
-		return "", fmt.Errorf("%w: append and force exclude each other", api.ErrInvalidRequest)
+	if err := req.Check(); err != nil {
+		return "", err
 	}
 	if req.Local && m.cfg.Git == nil {
 		return "", fmt.Errorf("%w: local mode needs the git service, which this daemon has not configured (git.mode)", api.ErrInvalidRequest)

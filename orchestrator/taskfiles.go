@@ -74,9 +74,6 @@ func cutText(s string, max int) string {
 // Each file is read as the container will run it (loadAsRun): the copy
 // committed where the container checks it out.
 func validateTasks(ctx context.Context, repo string, files []string, existing map[string]string, local bool) ([]plannedTask, error) {
-	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: taskFiles is empty; name at least one task file under %s", api.ErrInvalidRequest, tasksDir)
-	}
 	var probs problemList
 	var out []plannedTask
 	seen := map[string]bool{}

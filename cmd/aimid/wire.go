@@ -13,7 +13,6 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -157,7 +156,7 @@ func prepareStart(global *configs.Config, base configs.LoadOptions, gitService b
 		opts.RepoPath = req.RepoPath
 		rc, err := configs.Load(opts)
 		if err != nil {
-			return &daemon.FieldError{Field: "config", Reason: err.Error()}
+			return &api.FieldError{Field: "config", Reason: err.Error()}
 		}
 		if req.Image == "" {
 			req.Image = rc.Sandbox.Image

@@ -13,7 +13,6 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/configs"
-	"github.com/aimi-tools/swarm/daemon"
 )
 
 func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
@@ -72,7 +71,7 @@ func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
 			req.RepoPath = repo
 			err := prep(context.Background(), &req)
 			if tt.wantField != "" {
-				var fe *daemon.FieldError
+				var fe *api.FieldError
 				if !errors.As(err, &fe) || fe.Field != tt.wantField || !strings.Contains(err.Error(), "swarm.timeout") {
 					t.Fatalf("err = %v", err)
 				}
