@@ -404,3 +404,45 @@ func TestFieldErrorValueIsCutShort(t *testing.T) {
 		t.Errorf("Error() does not name the field: %s", err)
 	}
 }
+
+func TestTaskRequestBranchExistsIsAnOptionalExtension(t *testing.T) {
+	base := `{"type":"task-request","timestamp":"2026-03-01T10:00:00Z","swarmId":"` + testSwarmID + `","containerId":"abc123def456","payload":{"taskFilePath":".aimi/tasks/a.json","branchName":"feat/a","repoUrl":"https://example.com/r.git"`
+	yes, no := true, false
+	for _, tc := range []struct {
+		extra string
+		want  *bool
+	}{
+		{``, nil},
+		{`,"branchExists":true`, &yes},
+		{`,"branchExists":false`, &no},
+		{`,"branchExists":null`, nil},
+		{`,"branchExists":"yes"`, nil}, // not a boolean: unknown, never invalid
+		{`,"branchExists":{"a":[1]}`, nil},
+	} {
+		_, req, err := ParseTaskRequest([]byte(base + tc.extra + `}}`))
+		if err != nil {
+			t.Fatalf("%s: %v", tc.extra, err)
+		}
+		if (req.BranchExists == nil) != (tc.want == nil) || (tc.want != nil && *req.BranchExists != *tc.want) {
+			t.Errorf("%s: branchExists %v, want %v", tc.extra, req.BranchExists, tc.want)
+		}
+	}
+	for _, v := range []*bool{nil, &yes, &no} {
+		line, err := Marshal(NewMessage(TypeTaskRequest, testSwarmID, "abc123def456", &TaskRequest{
+			TaskFilePath: ".aimi/tasks/a.json", BranchName: "feat/a", RepoURL: "https://example.com/r.git", BranchExists: v,
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, req, err := ParseTaskRequest(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (v == nil) != (req.BranchExists == nil) || (v != nil && *v != *req.BranchExists) {
+			t.Errorf("%s: round trip gave %v, want %v", line, req.BranchExists, v)
+		}
+		if v == nil && strings.Contains(string(line), "branchExists") {
+			t.Errorf("an unknown answer is on the wire: %s", line)
+		}
+	}
+}

@@ -197,11 +197,15 @@ func (d *decoder) payload(t Type) (Payload, error) {
 			{key: "branchName", field: "payload.branchName", dst: &p.BranchName},
 			{key: "repoUrl", field: "payload.repoUrl", dst: &p.RepoURL},
 		}, func(key string) (bool, error) {
-			if key != "envVars" {
+			var err error
+			switch key {
+			case "envVars":
+				p.EnvVars, err = d.envVars()
+			case "branchExists":
+				p.BranchExists, err = d.optionalBool()
+			default:
 				return false, nil
 			}
-			var err error
-			p.EnvVars, err = d.envVars()
 			return true, err
 		})
 		if p.EnvVars == nil {
@@ -289,6 +293,27 @@ func (d *decoder) strObject(fields []strField, other func(key string) (bool, err
 		d.require(f.field, f.has)
 	}
 	return err
+}
+
+// optionalBool reads a boolean of an optional extension key: anything
+// else (null, another kind) counts as absent and is no field error, as an
+// unknown key would not be.
+func (d *decoder) optionalBool() (*bool, error) {
+	var v bool
+	switch d.s.peek() {
+	case 't':
+		v = true
+		if err := d.s.literal("true"); err != nil {
+			return nil, err
+		}
+	case 'f':
+		if err := d.s.literal("false"); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, d.s.skip(0)
+	}
+	return &v, nil
 }
 
 // envVars reads an object of strings; null counts as absent.

@@ -93,6 +93,13 @@ type TaskRequest struct {
 	BranchName   string            `json:"branchName" validate:"branch"`
 	RepoURL      string            `json:"repoUrl" validate:"repourl"`
 	EnvVars      map[string]string `json:"envVars,omitempty" validate:"dive,keys,envkey,endkeys"`
+	// BranchExists is aimi's own, optional: whether the repository held
+	// BranchName when the daemon wrote the request, so the runner clones
+	// that branch (or the default branch to start it from) without asking
+	// the repository first. nil (absent, null or not a boolean: another
+	// orchestrator, an older daemon) means unknown. Like every key the
+	// spec does not name, it never makes a request invalid.
+	BranchExists *bool `json:"branchExists,omitempty" validate:"-"`
 }
 
 // ProgressUpdate reports one story's new status.

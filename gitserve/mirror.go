@@ -2,7 +2,9 @@ package gitserve
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -139,4 +141,37 @@ func (s *Service) refreshMirror(ctx context.Context, repoPath, key, mirror strin
 func branchTip(ctx context.Context, mirror, branch string) (string, error) {
 	out, err := mirrorGit.Run(ctx, mirror, "for-each-ref", "--format=%(objectname)", "refs/heads/"+branch)
 	return strings.TrimSpace(out), err
+}
+
+// mirrorHasBranch reports whether the mirror holds refs/heads/<branch>
+// (nil: it cannot tell), reading the ref files the service's own git
+// wrote (a loose ref, then packed-refs) rather than starting a git for
+// every grant; a mirror whose refs are stored otherwise (reftable) is
+// asked through git. Unknown is never read as absent: a runner told
+// "absent" starts the branch afresh from the default branch.
+func mirrorHasBranch(ctx context.Context, mirror, branch string) *bool {
+	answer := func(b bool) *bool { return &b }
+	ref := "refs/heads/" + branch
+	data, err := os.ReadFile(filepath.Join(mirror, filepath.FromSlash(ref)))
+	switch {
+	case err == nil && validOID(strings.TrimSpace(string(data))):
+		return answer(true)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(mirror, "reftable")); err == nil {
+		tip, err := branchTip(ctx, mirror, branch)
+		if err != nil {
+			return nil
+		}
+		return answer(tip != "")
+	}
+	data, err = os.ReadFile(filepath.Join(mirror, "packed-refs"))
+	switch {
+	case err == nil:
+		return answer(packedRef(string(data), ref) != "")
+	case errors.Is(err, fs.ErrNotExist):
+		return answer(false)
+	}
+	return nil
 }

@@ -2,9 +2,6 @@ package gitserve
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,6 +95,10 @@ type Grant struct {
 	RepoURL string // https://<ip>:<port>/<swarmID>.git
 	Token   string // secret: into the container's environment only
 	CAFile  string // host path of the CA certificate, to mount read-only
+	// BranchExists: whether the mirror held the branch at the grant (nil:
+	// unknown); the task-request tells the runner, which then clones
+	// without asking the repository first.
+	BranchExists *bool
 }
 
 // record is what the service remembers of one container, persisted in
@@ -303,9 +304,11 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 	if port == 0 {
 		return Grant{}, ErrNotListening
 	}
-	if _, err := s.ensureMirror(ctx, repoPath, swarmID); err != nil {
+	mirror, err := s.ensureMirror(ctx, repoPath, swarmID)
+	if err != nil {
 		return Grant{}, err
 	}
+	exists := mirrorHasBranch(ctx, mirror, branch)
 	token, err := newToken()
 	if err != nil {
 		return Grant{}, err
@@ -336,9 +339,10 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 	}
 	s.log.Info("git access granted", "container", containerName, "swarm", swarmID, "branch", branch)
 	return Grant{
-		RepoURL: "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/" + swarmID + ".git",
-		Token:   token,
-		CAFile:  s.CAFile(),
+		RepoURL:      "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/" + swarmID + ".git",
+		Token:        token,
+		CAFile:       s.CAFile(),
+		BranchExists: exists,
 	}, nil
 }
 
@@ -587,17 +591,4 @@ func (s *Service) saveLocked() error {
 		return fmt.Errorf("write git service grants: %w", err)
 	}
 	return nil
-}
-
-func newToken() (string, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generate a git token: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
-}
-
-func hashToken(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
 }

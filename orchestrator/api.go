@@ -151,4 +151,7 @@ type Grant struct {
 	RepoURL string // https://<gateway>:<port>/<key>.git
 	Token   string // secret: into the container env only
 	CAFile  string // host path of the service's CA certificate
+	// BranchExists: whether the repository held the container's branch
+	// at the grant (nil: unknown); the task-request carries it.
+	BranchExists *bool
 }

@@ -316,7 +316,7 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 			return fmt.Errorf("grant git access to %s: %w", c.name, err)
 		}
 		g = &gr
-		c.repoURL = gr.RepoURL
+		c.repoURL, c.branchExists = gr.RepoURL, gr.BranchExists
 	}
 	var mg *ModelGrant
 	if sw.m.cfg.Models != nil {

@@ -91,6 +91,7 @@ func (sw *swarm) taskRequest(c *ctr) acpmsg.Message {
 		BranchName:   c.branch,
 		RepoURL:      c.repoURL,
 		EnvVars:      envVars(sw.m.cfg.EnvVars),
+		BranchExists: c.branchExists,
 	})
 }
 

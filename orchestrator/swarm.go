@@ -81,6 +81,10 @@ type ctr struct {
 	// leaveWave takes the container out of its swarm's start wave
 	// (startWave); nil when it is not in one.
 	leaveWave func()
+	// branchExists: whether the repository held branch when it was
+	// granted (nil: unknown, e.g. adopted after a restart, or a remote
+	// repository); it goes into the task-request.
+	branchExists *bool
 	// warm: a sandbox claimed from the warm pool, whose runner waits for
 	// its claim lines (sendClaim) before the task-request. claimEnv and
 	// claimMounts are what they carry, held in memory only until sent.

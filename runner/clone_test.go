@@ -4,6 +4,7 @@ import (
 	"context"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/aimi-tools/swarm/acpmsg"
@@ -79,6 +80,66 @@ func TestCloneTakesOnlyTheBranchTip(t *testing.T) {
 				if st != tasks.Completed {
 					t.Errorf("%s is %s", id, st)
 				}
+			}
+		})
+	}
+}
+
+// uploadSessions counts the git commands that read from the server (each
+// starts with the upload-pack ref advertisement): ls-remote and clone.
+func uploadSessions(reqs []string) int {
+	n := 0
+	for _, r := range reqs {
+		if strings.HasPrefix(r, "GET ") && strings.HasSuffix(r, "/info/refs?service=git-upload-pack") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestCloneFollowsTheBranchHint: told by the task-request whether the
+// branch exists, the runner clones the right ref at once (one session at
+// the repository, no ls-remote); without the hint it asks first, as
+// before; a wrong "exists" costs the asking, not the run. Either way the
+// branch pushed descends from where it was (a resume) or from main.
+func TestCloneFollowsTheBranchHint(t *testing.T) {
+	yes, no := true, false
+	cases := []struct {
+		name     string
+		existing bool
+		hint     *bool
+		sessions int
+	}{
+		{"a new branch with the hint", false, &no, 1},
+		{"an existing branch with the hint", true, &yes, 1},
+		{"a new branch without the hint asks first", false, nil, 2},
+		{"an existing branch without the hint asks first", true, nil, 2},
+		{"a wrong hint falls back to asking", false, &yes, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScenario(t, oneStory(t), "tok-hint-0123456789")
+			bare := s.srv.Bare
+			base := "main"
+			if tc.existing {
+				gittest.Git(t, bare, "branch", s.branch, "main")
+				gittest.AddHistory(t, bare, s.branch, 1, 16)
+				base = s.branch
+			}
+			before := gittest.Git(t, bare, "rev-parse", "refs/heads/"+base)
+			_, msgs := runScenario(t, context.Background(), s, s.requestWith(t, func(p *acpmsg.TaskRequest) { p.BranchExists = tc.hint }))
+			if c := completionOf(t, msgs); c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 {
+				t.Fatalf("completion %+v", c)
+			}
+			reqs := s.srv.Requests()
+			if got := uploadSessions(reqs); got != tc.sessions {
+				t.Errorf("%d sessions read from the repository, want %d:\n%s", got, tc.sessions, strings.Join(reqs, "\n"))
+			}
+			if base := gittest.Git(t, bare, "merge-base", before, "refs/heads/"+s.branch); base != before {
+				t.Errorf("the pushed branch does not descend from %s (merge-base %s)", before, base)
+			}
+			if got := gittest.Git(t, s.cfg.Workspace, "config", "--get", "remote.origin.url"); got != s.srv.URL {
+				t.Errorf("origin is %q, want the repository's own URL %q", got, s.srv.URL)
 			}
 		})
 	}

@@ -130,7 +130,11 @@ func (g *git) runIn(ctx context.Context, dir string, args ...string) (string, er
 		if msg == "" {
 			msg = strings.TrimSpace(stdout.String())
 		}
-		return "", fmt.Errorf("git %s: %v: %s", g.redact(args[0]), err, g.redact(msg))
+		name := args[0]
+		if name == "-c" && len(args) > 2 {
+			name = args[2] // the command, not the configuration before it
+		}
+		return "", fmt.Errorf("git %s: %v: %s", g.redact(name), err, g.redact(msg))
 	}
 	return strings.TrimSpace(stdout.String()), nil
 }
@@ -150,55 +154,74 @@ func (g *git) remote() (string, func() relaySession, error) {
 
 // clone clones into the (empty or missing) workspace only what working on
 // branch needs: its tip when the repository has it (a resume), else the tip
-// of the repository's default branch, which a new branch starts from. The
-// history behind the tip is not fetched (a shallow clone of one branch, no
-// tags): the runner only commits on top and pushes, which a tip-only clone
-// does as well, and a repository with gigabytes of history is cloned in
-// the time of its working tree. The clone's origin names the repository
-// itself (no relay session outlives its command). While the repository is
-// unreachable (the daemon killed between sending the task-request and the
-// clone, its git service not listening yet) it retries with backoff for up
-// to budget, as the last push does; any other failure is final at once.
-func (g *git) clone(ctx context.Context, branch string, budget time.Duration) error {
-	attempts, took, err := retryWhileAway(ctx, budget, func() (bool, error) { return g.cloneOnce(ctx, branch) },
-		func(attempt int, wait time.Duration, err error) {
-			g.log.Info("clone failed, retrying", "branch", branch, "attempt", attempt, "in", wait, "err", err)
-		})
+// of the repository's default branch, which a new branch starts from.
+// exists is what the task-request said of the branch (nil: not said, an
+// older daemon); then the repository is asked first (ls-remote), one more
+// round trip. The history behind the tip is not fetched (a shallow clone
+// of one branch, no tags): the runner only commits on top and pushes,
+// which a tip-only clone does as well, and a repository with gigabytes of
+// history is cloned in the time of its working tree. The clone's origin
+// names the repository itself (no relay session outlives its command).
+// While the repository is unreachable (the daemon killed between sending
+// the task-request and the clone, its git service not listening yet) it
+// retries with backoff for up to budget, as the last push does; any other
+// failure is final at once. It returns whether the branch was cloned
+// (else the default branch was).
+func (g *git) clone(ctx context.Context, branch string, exists *bool, budget time.Duration) (cloned bool, err error) {
+	attempts, took, err := retryWhileAway(ctx, budget, func() (retry bool, err error) {
+		cloned, retry, err = g.cloneOnce(ctx, branch, exists)
+		return retry, err
+	}, func(attempt int, wait time.Duration, err error) {
+		g.log.Info("clone failed, retrying", "branch", branch, "attempt", attempt, "in", wait, "err", err)
+	})
+	if err != nil && exists != nil && ctx.Err() == nil && !errors.As(err, new(*unreachableError)) {
+		// The task-request's word is a hint: a refused clone asks the
+		// repository itself before giving up.
+		g.log.Info("clone failed; asking the repository whether the branch exists", "branch", branch, "hint", *exists, "err", err)
+		return g.clone(ctx, branch, nil, budget)
+	}
 	switch {
 	case err != nil && attempts > 1:
-		return fmt.Errorf("%w (%d attempts over %s)", err, attempts, took.Round(time.Second))
+		return false, fmt.Errorf("%w (%d attempts over %s)", err, attempts, took.Round(time.Second))
 	case err == nil && attempts > 1:
 		g.log.Info("clone went through after retries", "branch", branch, "attempts", attempts, "took", took.Round(time.Millisecond))
 	}
-	return err
+	return cloned, err
 }
 
 // cloneOnce is one clone attempt; retry says whether the failure may pass
 // (the repository was unreachable). A failed git clone removes what it
 // wrote, so the next attempt finds the workspace empty again.
-func (g *git) cloneOnce(ctx context.Context, branch string) (retry bool, err error) {
-	exists, err := g.remoteHasBranch(ctx, branch)
-	if err != nil {
-		return errors.As(err, new(*unreachableError)), err
+func (g *git) cloneOnce(ctx context.Context, branch string, exists *bool) (cloned, retry bool, err error) {
+	if exists != nil {
+		cloned = *exists
+	} else if cloned, err = g.remoteHasBranch(ctx, branch); err != nil {
+		return false, errors.As(err, new(*unreachableError)), err
 	}
 	args := []string{"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags"}
-	if exists {
+	if cloned {
+		// The local branch is made at once, tracking origin's.
 		args = append(args, "--branch", branch)
 	}
 	u, end, err := g.remote()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	_, err = g.runIn(ctx, "", append(args, "--", u, g.dir)...)
+	if u != g.repoURL {
+		// The repository's own URL is what the clone records as origin;
+		// a rewrite in this command's configuration alone sends it
+		// through the relay session.
+		args = append([]string{"-c", "url." + u + ".insteadOf=" + g.repoURL}, args...)
+	}
+	_, err = g.runIn(ctx, "", append(args, "--", g.repoURL, g.dir)...)
 	s := end()
 	if err != nil {
 		if s.upstreamErr != nil {
-			return true, &unreachableError{err: err, upstream: s.upstreamErr}
+			return false, true, &unreachableError{err: err, upstream: s.upstreamErr}
 		}
-		return false, err
+		return false, false, err
 	}
-	_, err = g.run(ctx, "remote", "set-url", "origin", g.repoURL)
-	return false, err
+	return cloned, false, nil
 }
 
 // unreachableError is a git command that failed because the relay could
@@ -264,23 +287,52 @@ func (g *git) remoteHasBranch(ctx context.Context, branch string) (bool, error) 
 	return false, nil
 }
 
-// checkout switches to branch: tracking origin/branch when the remote has it,
-// else a new branch from HEAD. Either way the repository holds HEAD then.
-func (g *git) checkout(ctx context.Context, branch string) error {
-	if _, err := g.run(ctx, "rev-parse", "--verify", "--quiet", "refs/remotes/origin/"+branch); err == nil {
-		_, err := g.run(ctx, "checkout", "--quiet", "-B", branch, "--track", "origin/"+branch)
-		if err != nil {
+// checkout switches to branch after clone: the clone made it when it
+// cloned the branch (cloned), else it is made here from HEAD. Either way
+// the repository holds HEAD then.
+func (g *git) checkout(ctx context.Context, branch string, cloned bool) error {
+	if !cloned {
+		if _, err := g.run(ctx, "checkout", "--quiet", "-b", branch); err != nil {
 			return err
 		}
-	} else if _, err := g.run(ctx, "checkout", "--quiet", "-b", branch); err != nil {
-		return err
 	}
-	head, err := g.run(ctx, "rev-parse", "HEAD")
+	head, err := g.head(ctx, branch)
 	if err != nil {
 		return err
 	}
 	g.received = head
 	return nil
+}
+
+// head is the commit of branch, which HEAD names right after checkout:
+// read from the ref files the clone and checkout just wrote (a loose ref,
+// else packed-refs), or through git when they do not say (another ref
+// storage, HEAD elsewhere).
+func (g *git) head(ctx context.Context, branch string) (string, error) {
+	gitDir := filepath.Join(g.dir, ".git")
+	ref := "refs/heads/" + branch
+	if h, err := os.ReadFile(filepath.Join(gitDir, "HEAD")); err == nil && strings.TrimSpace(string(h)) == "ref: "+ref {
+		if data, err := os.ReadFile(filepath.Join(gitDir, filepath.FromSlash(ref))); err == nil {
+			if oid := strings.TrimSpace(string(data)); isOID(oid) {
+				return oid, nil
+			}
+		} else if packed, err := os.ReadFile(filepath.Join(gitDir, "packed-refs")); err == nil {
+			for _, line := range strings.Split(string(packed), "\n") {
+				if oid, name, ok := strings.Cut(line, " "); ok && name == ref && isOID(oid) {
+					return oid, nil
+				}
+			}
+		}
+	}
+	return g.run(ctx, "rev-parse", "--verify", "HEAD^{commit}")
+}
+
+// isOID: s is a full object id (SHA-1 or SHA-256, lower-case hex).
+func isOID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	return strings.Trim(s, "0123456789abcdef") == ""
 }
 
 // commitAll stages the whole tree and commits; nothing to commit is not an

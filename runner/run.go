@@ -289,10 +289,11 @@ func (r *run) prepare(ctx context.Context) error {
 	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
 	}
-	if err := r.git.clone(ctx, r.req.BranchName, r.cfg.PushRetry); err != nil {
+	cloned, err := r.git.clone(ctx, r.req.BranchName, r.req.BranchExists, r.cfg.PushRetry)
+	if err != nil {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("clone %s: %v", redactURL(r.req.RepoURL), err)}
 	}
-	if err := r.git.checkout(ctx, r.req.BranchName); err != nil {
+	if err := r.git.checkout(ctx, r.req.BranchName, cloned); err != nil {
 		return &prepError{acpmsg.CodeGitCheckoutFailed, fmt.Sprintf("check out %s: %v", r.req.BranchName, err)}
 	}
 	// The branch is the agent's and the repository's: the task file may be

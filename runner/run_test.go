@@ -90,9 +90,17 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func (s *scenario) request(t *testing.T) string {
 	t.Helper()
-	m := acpmsg.NewMessage(acpmsg.TypeTaskRequest, s.swarmID, "abc123def456", &acpmsg.TaskRequest{
+	return s.requestWith(t, func(*acpmsg.TaskRequest) {})
+}
+
+// requestWith is request with the payload changed by edit.
+func (s *scenario) requestWith(t *testing.T, edit func(*acpmsg.TaskRequest)) string {
+	t.Helper()
+	p := &acpmsg.TaskRequest{
 		TaskFilePath: s.taskPath, BranchName: s.branch, RepoURL: s.srv.URL, EnvVars: map[string]string{"STORY_ENV": "yes"},
-	})
+	}
+	edit(p)
+	m := acpmsg.NewMessage(acpmsg.TypeTaskRequest, s.swarmID, "abc123def456", p)
 	b, err := acpmsg.Marshal(m)
 	if err != nil {
 		t.Fatal(err)

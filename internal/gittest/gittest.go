@@ -20,8 +20,17 @@ type Server struct {
 	CAFile string // PEM of the server's certificate, for GIT_SSL_CAINFO
 	Token  string // when set, requests must carry it (Basic password or Bearer)
 
-	mu    sync.Mutex
-	extra map[string]http.Handler
+	mu       sync.Mutex
+	extra    map[string]http.Handler
+	requests []string
+}
+
+// Requests lists the requests served so far, "METHOD path?query" each,
+// in order.
+func (s *Server) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.requests...)
 }
 
 // Handle serves path with h instead of git (after the token check), as
@@ -85,6 +94,9 @@ func New(t testing.TB, token string, files map[string]string) *Server {
 	}
 	s := &Server{Bare: bare, Token: token}
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests = append(s.requests, r.Method+" "+r.URL.RequestURI())
+		s.mu.Unlock()
 		if token != "" {
 			_, pass, ok := r.BasicAuth()
 			bearer := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
