@@ -79,7 +79,9 @@ func (g *fakeGit) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 		g.granted = map[string]string{}
 	}
 	g.granted[name] = branch
-	return Grant{RepoURL: "https://172.30.0.1:7443/" + cb.Swarm + ".git", Token: "tok-SECRET-" + name, CAFile: "/var/lib/aimi/ca.pem"}, nil
+	// The service holds the branches whose name ends in 1 (a resume).
+	exists := strings.HasSuffix(branch, "1")
+	return Grant{RepoURL: "https://172.30.0.1:7443/" + cb.Swarm + ".git", Token: "tok-SECRET-" + name, CAFile: "/var/lib/aimi/ca.pem", BranchExists: &exists}, nil
 }
 
 func (g *fakeGit) Revoke(sb contract.Sandbox) {
@@ -181,6 +183,13 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 	for _, r := range requests {
 		if !strings.Contains(r, `"repoUrl":"https://172.30.0.1:7443/`) {
 			t.Errorf("task-request %s does not carry the git service URL", r)
+		}
+		_, req, err := acpmsg.ParseTaskRequest([]byte(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.HasSuffix(req.BranchName, "1"); req.BranchExists == nil || *req.BranchExists != want {
+			t.Errorf("task-request %s: branchExists %v, want the grant's %t", r, req.BranchExists, want)
 		}
 	}
 	if len(git.published) != 2 || len(git.revoked) < 2 {
