@@ -122,7 +122,7 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 			left[old] = true
 			continue
 		}
-		m.forgetNet(in.Labels[contract.LabelSwarmID], in.Name, dir)
+		m.forgetNet(contract.Sandbox{Swarm: in.Labels[contract.LabelSwarmID], Container: in.Name}, dir)
 		rep.Removed = append(rep.Removed, in.Name)
 		nets[networkName(old)] = true
 		if local {

@@ -157,7 +157,7 @@ func (sw *swarm) removeVerified(ctx context.Context, c *ctr) error {
 	info, err := sw.verified(ctx, c)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
-		sw.m.forgetNet(sw.id, c.name, sw.m.netDirOf(sw.idOf(c)))
+		sw.m.forgetNet(sw.sandbox(c), sw.m.netDirOf(sw.idOf(c)))
 		return nil
 	case err != nil:
 		return err
@@ -166,7 +166,7 @@ func (sw *swarm) removeVerified(ctx context.Context, c *ctr) error {
 	if err := sw.m.eng.Remove(ctx, info.ID); err != nil {
 		return err
 	}
-	sw.m.forgetNet(sw.id, c.name, dir)
+	sw.m.forgetNet(sw.sandbox(c), dir)
 	return nil
 }
 

@@ -30,11 +30,11 @@ type SandboxNet interface {
 	Open(ctx context.Context, sb NetSandbox) (NetGrant, error)
 	// Close stops serving a finished container; what the engine needs to
 	// read the stopped container (its mount's source) stays.
-	Close(swarmID, containerName string)
+	Close(sb contract.Sandbox)
 	// Forget releases all of a container the engine removed; dir is
 	// NetSandbox.Dir, where its sockets were served when not its own (a
 	// restarted daemon may never have served them).
-	Forget(swarmID, containerName, dir string)
+	Forget(sb contract.Sandbox, dir string)
 }
 
 // NetSandbox is one container as SandboxNet sees it.
@@ -90,16 +90,15 @@ func (sw *swarm) openNet(ctx context.Context, c *ctr) (*NetGrant, error) {
 // closeNet stops serving c's sockets.
 func (sw *swarm) closeNet(c *ctr) {
 	if sw.m.cfg.Net != nil {
-		sw.m.cfg.Net.Close(sw.id, c.name)
+		sw.m.cfg.Net.Close(sw.sandbox(c))
 	}
 }
 
-// forgetNet releases what remained of the sandbox of container name of
-// swarm swarmID once the engine removed it; dir is netDirOf before the
-// removal.
-func (m *Manager) forgetNet(swarmID, name, dir string) {
-	if m.cfg.Net != nil && swarmID != "" && name != "" {
-		m.cfg.Net.Forget(swarmID, name, dir)
+// forgetNet releases what remained of the sandbox of container sb once
+// the engine removed it; dir is netDirOf before the removal.
+func (m *Manager) forgetNet(sb contract.Sandbox, dir string) {
+	if m.cfg.Net != nil && sb.Swarm != "" && sb.Container != "" {
+		m.cfg.Net.Forget(sb, dir)
 	}
 }
 

@@ -211,8 +211,7 @@ func originRule(repoURL string) (egress.Rule, bool) {
 }
 
 // Close stops serving a finished container.
-func (n *sandboxNet) Close(swarmID, containerName string) {
-	sb := contract.Sandbox{Swarm: swarmID, Container: containerName}
+func (n *sandboxNet) Close(sb contract.Sandbox) {
 	if n.door != nil {
 		n.door.Close(sb)
 	} else {
@@ -227,10 +226,10 @@ func (n *sandboxNet) Close(swarmID, containerName string) {
 
 // Forget removes the socket directory of a container the engine removed
 // (dir: where it was served, when not its own).
-func (n *sandboxNet) Forget(swarmID, containerName, dir string) {
-	n.Close(swarmID, containerName)
+func (n *sandboxNet) Forget(sb contract.Sandbox, dir string) {
+	n.Close(sb)
 	if n.sockets != nil {
-		n.sockets.RemoveIn(contract.Sandbox{Swarm: swarmID, Container: containerName}, dir)
+		n.sockets.RemoveIn(sb, dir)
 	}
 }
 
