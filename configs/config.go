@@ -175,6 +175,10 @@ type Metrics struct {
 	// Listen is the host:port of /metrics and /healthz; "" turns them off.
 	// A bare port (9464 or :9464) listens on loopback only.
 	Listen string
+	// Pprof also serves Go's runtime profiles (net/http/pprof) under
+	// /debug/pprof/ on Listen: for finding where the daemon's memory and
+	// time go, off by default.
+	Pprof bool
 }
 
 // Publish is how finished branches become pull requests.
@@ -474,4 +478,8 @@ func (r *reader) publishAndMetrics(c *Config) {
 		r.bad("metrics.listen", r.str("metrics.listen"), err.Error(), "use host:port such as 127.0.0.1:9464, a bare port for loopback, or empty to turn metrics off")
 	}
 	c.Metrics.Listen = listen
+	c.Metrics.Pprof = r.boolean("metrics.pprof")
+	if c.Metrics.Pprof && listen == "" {
+		r.bad("metrics.pprof", "true", "needs metrics.listen", "set metrics.listen (e.g. 127.0.0.1:9464) or metrics.pprof: false")
+	}
 }

@@ -53,6 +53,7 @@ var scalarKeys = []key{
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
 	{"notify.board_url", "link to the board put into notices (without its token)"},
 	{"metrics.listen", "host:port of /metrics and /healthz (a bare port means loopback; empty: off)"},
+	{"metrics.pprof", "also serve Go's profiles at /debug/pprof/ on metrics.listen (for debugging)"},
 	modelKeys[0], modelKeys[1], modelKeys[2],
 }
 

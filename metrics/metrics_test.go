@@ -121,3 +121,13 @@ func TestLimitWaitsAreCountedAndGauged(t *testing.T) {
 		t.Errorf("waits %v, waiting %v; want 2 and 1", got["aimid_model_limit_waits_total"], got["aimid_model_limit_waiting"])
 	}
 }
+
+func TestProfilesOnlyWhenAskedFor(t *testing.T) {
+	m := New()
+	if code, _ := get(t, m.handler(false), "/debug/pprof/heap"); code != http.StatusNotFound {
+		t.Errorf("profiles off: /debug/pprof/heap answered %d, want 404", code)
+	}
+	if code, body := get(t, m.handler(true), "/debug/pprof/heap?debug=1"); code != 200 || !strings.Contains(body, "heap profile") {
+		t.Errorf("profiles on: /debug/pprof/heap answered %d %.80q", code, body)
+	}
+}

@@ -210,7 +210,7 @@ func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mg
 	if cfg.Metrics.Listen == "" {
 		return func() {}, nil
 	}
-	return met.Serve(life, cfg.Metrics.Listen, log)
+	return met.Serve(life, cfg.Metrics.Listen, cfg.Metrics.Pprof, log)
 }
 
 // startNotifier sends notices to notify.webhooks and notify.command, when
