@@ -328,6 +328,11 @@ func readEvents(t *testing.T, c *http.Client, u string, want int) []sseEvent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	return readEventsWhile(t, ctx, c, u, func(out []sseEvent) bool { return len(out) < want })
+}
+
+// readEventsWhile reads the events stream at u while more(events so far).
+func readEventsWhile(t *testing.T, ctx context.Context, c *http.Client, u string, more func([]sseEvent) bool) []sseEvent {
 	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
 	resp, err := c.Do(req)
 	if err != nil {
@@ -340,7 +345,8 @@ func readEvents(t *testing.T, c *http.Client, u string, want int) []sseEvent {
 	var out []sseEvent
 	var cur sseEvent
 	sc := bufio.NewScanner(resp.Body)
-	for len(out) < want && sc.Scan() {
+	sc.Buffer(nil, 16<<20) // a list of hundreds of containers is one long line
+	for more(out) && sc.Scan() {
 		line := sc.Text()
 		switch {
 		case line == "":

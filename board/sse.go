@@ -97,8 +97,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if out.send("list", "", boardList(l)) != nil {
 		return
 	}
-	const soon = 150 * time.Millisecond // a burst of structural events costs one list
 	var relist <-chan time.Time
+	listed := time.Now() // when the last list went out
 	heal := time.NewTicker(s.opts.Heal)
 	defer heal.Stop()
 	idle := time.NewTicker(keepAlive)
@@ -121,20 +121,20 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 			changed = true
 			if needList && relist == nil {
-				relist = time.After(soon)
+				relist = time.After(relistWait(time.Since(listed)))
 			}
 		case <-relist:
 			relist = nil
 			if !s.sendList(ctx, out) {
 				return
 			}
-			changed = false
+			changed, listed = false, time.Now()
 		case <-heal.C:
 			if changed && relist == nil {
 				if !s.sendList(ctx, out) {
 					return
 				}
-				changed = false
+				changed, listed = false, time.Now()
 			}
 		case <-idle.C:
 			if out.comment() != nil {
@@ -142,6 +142,26 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+const (
+	// relistSoon is the wait before the list after a structural change: a
+	// burst of them costs one list.
+	relistSoon = 150 * time.Millisecond
+	// relistGap is the least time between two lists sent for structural
+	// changes. A list is every swarm and container, and the page redraws
+	// from it: while a whole swarm stops (a structural change every few
+	// milliseconds for many seconds) one list per relistSoon kept the
+	// daemon, the board and the page busy with lists and made the changes
+	// themselves wait. The changes carry each container's status, so the
+	// page shows them at once; the list follows within relistGap.
+	relistGap = time.Second
+)
+
+// relistWait is how long to wait before the list after a structural change,
+// since the last list went out.
+func relistWait(since time.Duration) time.Duration {
+	return max(relistSoon, relistGap-since)
 }
 
 // subscribe follows the daemon's events for the board's repository until

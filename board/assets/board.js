@@ -35,9 +35,10 @@
   const terminal = new Set(['completed', 'failed', 'stopped']);
 
   // What tests and the benchmark read: how late each change reached the
-  // page (ms from the daemon's event time to the DOM update), and how many
-  // events streams the page has opened (one while the daemon stays up).
-  const probe = { loadedAt: Date.now(), lists: 0, changes: 0, latencies: [], streams: 0 };
+  // page (ms from the daemon's event time to the DOM update), how many
+  // events streams the page has opened (one while the daemon stays up), and
+  // how many times a card was drawn.
+  const probe = { loadedAt: Date.now(), lists: 0, changes: 0, latencies: [], streams: 0, renders: 0 };
   window.aimiBoard = probe;
 
   // model: repo -> swarm as the server sent it (containers by name).
@@ -245,6 +246,10 @@
     const seen = new Set();
     for (const c of s.containers) {
       seen.add(c.name);
+      // A list re-sends every container: redraw only the cards it changed,
+      // so that a list of hundreds costs a few cards, not hundreds.
+      const have = v.cards.get(c.name);
+      if (have && have.key === JSON.stringify(c)) { have.data = c; continue; }
       renderCard(s.repo, v, c);
     }
     for (const [name, card] of v.cards) {
@@ -316,7 +321,9 @@
 
   function renderCard(repo, v, data) {
     const c = card(repo, v, data.name);
+    probe.renders++;
     c.data = data;
+    c.key = JSON.stringify(data);
     c.el.dataset.status = data.status;
     c.refs.status.textContent = data.status + (data.finished ? '' : (terminal.has(data.status) ? ' (finishing)' : ''));
     c.refs.status.dataset.status = data.status;
@@ -614,6 +621,16 @@
     pending.push(e.time);
   }
 
+  // drawSoon draws once after the messages that arrived together (one read
+  // of the stream): the reader's next await runs the microtask, so a burst
+  // costs one draw per read and no change waits for a timer.
+  let drawQueued = false;
+  function drawSoon() {
+    if (drawQueued) return;
+    drawQueued = true;
+    queueMicrotask(() => { drawQueued = false; draw(); });
+  }
+
   function draw() {
     // Looked up again: a list that arrived since replaced the model.
     for (const { repo, name } of dirty.values()) {
@@ -649,7 +666,7 @@
         if (ev === 'list') setList(JSON.parse(data));
         else if (ev === 'changes') {
           for (const e of JSON.parse(data)) applyChange(e);
-          draw();
+          drawSoon();
         } else if (ev === 'gone') setConn('down', 'daemon gone: ' + JSON.parse(data).error + ' (retrying)');
       },
       close(err, status) {
