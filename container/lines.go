@@ -60,7 +60,7 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 	if err != nil {
 		return nil, fmt.Errorf("read output of container %s: %w", id, notFound(err))
 	}
-	out := make(chan engine.Line, 256)
+	out := make(chan engine.Line, enginelog.OutBuffer)
 	src := enginelog.Source{
 		Open: func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error) {
 			opts := container.LogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Tail: "all"}

@@ -9,6 +9,12 @@ import (
 	"github.com/aimi-tools/swarm/internal/ctxutil"
 )
 
+// ringBuf is the doorbell's read buffer. Any byte is a ring, so it need
+// not hold much: the stream's own buffer (the HTTP transport's) takes the
+// engine's writes, and this only empties it. Every follow holds one while
+// its container runs, hundreds at once.
+const ringBuf = 1024
+
 // doorbell is a following log stream whose bytes are discarded: it rings
 // when the container writes and ends when the container stops (or the
 // stream breaks). The lines themselves come from snapshots (see Lines), so
@@ -33,7 +39,7 @@ func openDoorbell(ctx context.Context, open func(context.Context) (io.ReadCloser
 	go func() {
 		defer close(b.ended)
 		defer rc.Close()
-		buf := make([]byte, chunkLen)
+		buf := make([]byte, ringBuf)
 		for {
 			n, err := rc.Read(buf)
 			if n > 0 {

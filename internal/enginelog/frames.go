@@ -21,9 +21,12 @@ const (
 	// maxPrefixLen bounds the search for the timestamp's terminating space
 	// (the engine's fixed layout is 30 bytes).
 	maxPrefixLen = 64
-	// chunkLen is how much of a frame's payload is handled at once, so a
-	// hostile or huge frame size never means a huge allocation.
+	// chunkLen is the most of a frame's payload handled at once (the read
+	// buffer of a streamed log), so a hostile or huge frame size never means
+	// a huge allocation.
 	chunkLen = 32 * 1024
+	// minBuf is bufio's smallest buffer.
+	minBuf = 16
 	// engineErrStream is stdcopy.Systemerr: the engine reporting an error in
 	// the middle of the stream.
 	engineErrStream = 3
@@ -64,8 +67,7 @@ type frameSplitter struct {
 	seqs    map[seqKey]int
 	pruneAt int // prune seqs when it grows past this (amortised: see pruneSeqs)
 	newest  int64
-	prev    [3]lineSum // the last line emitted per stream, for the echo rule
-	scratch []byte
+	prev    [3]lineSum             // the last line emitted per stream, for the echo rule
 	emit    func(engine.Line) bool // false: stop reading
 }
 
@@ -82,7 +84,7 @@ type lineSum struct {
 }
 
 func newFrameSplitter(max int, emit func(engine.Line) bool) *frameSplitter {
-	return &frameSplitter{max: max, seqs: map[seqKey]int{}, scratch: make([]byte, chunkLen), emit: emit}
+	return &frameSplitter{max: max, seqs: map[seqKey]int{}, emit: emit}
 }
 
 // errStopped is returned by readFrom when emit asked to stop.
@@ -91,10 +93,19 @@ var errStopped = errors.New("stopped by receiver")
 // readFrom reads frames until EOF (nil), an error, or emit returning false
 // (errStopped). Lines still open at the end stay pending: the caller decides
 // whether the output really ended (flush) or the stream merely broke.
+//
+// The payload is handled in place, in the read buffer, which is all the
+// memory a read holds besides the lines: chunkLen for a stream, no more
+// than the input for one in memory (a quiet container's snapshot is a few
+// hundred bytes, and hundreds of containers are read at once).
 func (f *frameSplitter) readFrom(r io.Reader) error {
 	br, ok := r.(*bufio.Reader)
 	if !ok {
-		br = bufio.NewReaderSize(r, chunkLen)
+		size := chunkLen
+		if in, ok := r.(interface{ Len() int }); ok {
+			size = min(chunkLen, max(in.Len(), minBuf))
+		}
+		br = bufio.NewReaderSize(r, size)
 	}
 	var hdr [FrameHeaderLen]byte
 	for {
@@ -159,10 +170,13 @@ func (f *frameSplitter) payload(br *bufio.Reader, s engine.Stream, ts time.Time,
 		f.start(s, p, ts)
 	}
 	for n > 0 {
-		chunk := f.scratch[:min(n, int64(len(f.scratch)))]
-		if _, err := io.ReadFull(br, chunk); err != nil {
+		// Peek's slice stays valid until the next read of br: the line
+		// assembly copies what it keeps (add) before the loop reads again.
+		chunk, err := br.Peek(int(min(n, int64(br.Size()))))
+		if err != nil {
 			return fmt.Errorf("read frame payload: %w", unexpectedEOF(err))
 		}
+		br.Discard(len(chunk)) // within what Peek buffered: no read
 		n -= int64(len(chunk))
 		for len(chunk) > 0 {
 			i := bytes.IndexByte(chunk, '\n')

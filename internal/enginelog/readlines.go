@@ -54,10 +54,16 @@ func Run(ctx context.Context, id string, after logcursor.Position, follow bool, 
 	r.run(ctx, follow)
 }
 
+// OutBuffer is the capacity of the channel a follow's lines go to: enough
+// that the reader and its receiver do not take turns line by line, and no
+// more, since every follow holds one for as long as its container runs (at
+// 256 lines, 22 KiB each).
+const OutBuffer = 64
+
 // Read is Run on a goroutine of its own, into a channel it closes at the
 // end.
 func Read(ctx context.Context, id string, after logcursor.Position, follow bool, src Source, log *slog.Logger) <-chan engine.Line {
-	out := make(chan engine.Line, 256)
+	out := make(chan engine.Line, OutBuffer)
 	go func() {
 		defer close(out)
 		Run(ctx, id, after, follow, src, out, log)
