@@ -24,7 +24,10 @@ type usageObserver struct {
 	// maxWait bounds a limited answer's reset (agent.limit_max_wait).
 	maxWait time.Duration
 	log     *slog.Logger
-	queue   chan usageEntry
+	// queue holds pointers: a channel's buffer is allocated whole when it
+	// is made, and 4096 entries by value were 870 KB of the daemon's
+	// memory for a queue that is almost always empty.
+	queue chan *usageEntry
 
 	mu      sync.Mutex
 	limited map[string]int // provider -> limited answers in a row
@@ -49,14 +52,14 @@ func (o *usageObserver) Waited(n gateway.WaitNote) {
 		at = n.Ended
 	}
 	select {
-	case o.queue <- usageEntry{swarm: n.Swarm, container: n.Container, at: at, wait: &n}:
+	case o.queue <- &usageEntry{swarm: n.Swarm, container: n.Container, at: at, wait: &n}:
 	default:
 		o.log.Warn("limit wait not journaled: too many calls waiting to be", "container", n.Container, "provider", n.Provider)
 	}
 }
 
 func newUsageObserver(prices map[string]usage.Prices, maxWait time.Duration, log *slog.Logger) *usageObserver {
-	return &usageObserver{prices: prices, maxWait: maxWait, log: log, queue: make(chan usageEntry, usageQueue), limited: map[string]int{}}
+	return &usageObserver{prices: prices, maxWait: maxWait, log: log, queue: make(chan *usageEntry, usageQueue), limited: map[string]int{}}
 }
 
 // Begin implements gateway.Observer. A call the gateway answered itself
@@ -77,7 +80,7 @@ func (t *usageTap) Body(p []byte) { t.m.Write(p) }
 
 func (t *usageTap) End(c *gateway.Call) {
 	u := t.m.Usage()
-	e := usageEntry{swarm: c.Swarm, container: c.Container, at: c.Started, call: usage.Call{Provider: c.Provider, Status: c.Status, Usage: u, Cost: t.o.prices[c.Provider].Cost(u)}}
+	e := &usageEntry{swarm: c.Swarm, container: c.Container, at: c.Started, call: usage.Call{Provider: c.Provider, Status: c.Status, Usage: u, Cost: t.o.prices[c.Provider].Cost(u)}}
 	t.o.noteLimit(c, &e.call)
 	t.o.mu.Lock()
 	spent := t.o.spent
