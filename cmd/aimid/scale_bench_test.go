@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,7 +32,8 @@ import (
 // Chromium (time until every card shows, and the p95 of its updates, from
 // the daemon's event to the card drawn, while all N stop at once), and the
 // time `stop` and `cleanup` of all of them take. One measurement:
-// -benchtime 1x.
+// -benchtime 1x. With $AIMI_BENCH_PROFILES set to a directory it also saves
+// the daemon's heap and goroutine profiles there while all are idle.
 func BenchmarkScale(b *testing.B) {
 	n := 200
 	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_SCALE")); err == nil && v > 0 {
@@ -49,7 +52,8 @@ func BenchmarkScale(b *testing.B) {
 	p := launchAimid(b, sock, filepath.Join(dir, "data"),
 		"agent:\n  kind: demo\n  verify_command: sleep 3600\ngit:\n  mode: local\n", "warn", os.Environ(),
 		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
-		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SWARM_STOP_GRACE=5s", "AIMI_METRICS_LISTEN="+metricsAddr)
+		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SWARM_STOP_GRACE=5s", "AIMI_METRICS_LISTEN="+metricsAddr,
+		"AIMI_METRICS_PPROF="+strconv.FormatBool(os.Getenv("AIMI_BENCH_PROFILES") != ""))
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	b.ResetTimer()
@@ -75,6 +79,9 @@ func BenchmarkScale(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(rss)/1024, "daemon-RSS-MB")
+	if dir := os.Getenv("AIMI_BENCH_PROFILES"); dir != "" {
+		saveProfiles(b, metricsAddr, dir)
+	}
 	page := scaleBoardOpen(b, ctx, actx, sock, n)
 
 	t0 := time.Now()
@@ -159,6 +166,29 @@ func scaleBoardUpdates(b *testing.B, page context.Context, n int) {
 	slices.Sort(lat)
 	b.ReportMetric(lat[int(float64(len(lat)-1)*0.95)], "board-update-p95-ms")
 	b.ReportMetric(float64(len(lat)), "board-updates")
+}
+
+// saveProfiles saves the daemon's heap and goroutine profiles into dir.
+func saveProfiles(b *testing.B, addr, dir string) {
+	b.Helper()
+	for _, name := range []string{"heap", "goroutine", "allocs", "heap?debug=1"} {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/" + name)
+		if err != nil {
+			b.Fatalf("profile %s: %v", name, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			b.Fatalf("profile %s: %d %v", name, resp.StatusCode, err)
+		}
+		file := name + ".pb.gz"
+		if strings.Contains(name, "debug=1") {
+			file = strings.ReplaceAll(name, "?debug=1", "") + ".txt" // with the runtime's MemStats
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), body, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // engineRequests is the daemon's count of engine requests, all kinds.
