@@ -194,6 +194,8 @@ func TestEveryInvalidValueIsRejectedNamingTheKeyAndTheFix(t *testing.T) {
 		{"swarm backend with local git needs an address", "AIMI_ENGINE_BACKEND", "", "swarm", "git.address", "or set git.mode: remote"},
 		{"github api not a URL", "AIMI_PUBLISH_GITHUB_API", "", "api.github.com", "publish.github_api", "https://api.github.com"},
 		{"token_env not a name", "AIMI_PUBLISH_TOKEN_ENV", "", "ghp_secret value", "publish.token_env", "GITHUB_TOKEN"},
+		{"pprof without metrics.listen", "AIMI_METRICS_PPROF", "", "true", "metrics.pprof", "set metrics.listen"},
+		{"pprof not boolean", "AIMI_METRICS_PPROF", "", "on", "metrics.pprof", "true or false"},
 		{"task env key invalid", "", "task:\n  env_vars:\n    1BAD: x\n", "", "task.env_vars", "not starting with a digit"},
 		{"agent env value not a string", "", "agent:\n  env:\n    K: [1, 2]\n", "", "agent.env", "quote it"},
 		{"unknown key in a file", "", "sandbox:\n  imgae: x\n", "", "sandbox.imgae", "known keys are listed"},
