@@ -3,7 +3,7 @@ package contract
 // KeptRefPrefix is the namespace of the refs under which aimid keeps, in
 // the user's checkout, commits it took out of a container that no branch
 // of the checkout names yet (a remote-mode rerun or fetch whose push to
-// origin failed). The full ref is KeptRef(swarmID, containerName). Work is
+// origin failed). The full ref is KeptRef(sb). Work is
 // received, and its container may go, once its tip is reachable from any
 // ref of the checkout or the swarm's mirror: a ref under this prefix is
 // one such (as publish's refs/aimi/unpublished/ of a refused publish), so
@@ -11,9 +11,9 @@ package contract
 // ref (git update-ref -d).
 const KeptRefPrefix = "refs/aimi/kept/"
 
-// KeptRef is the keep ref of one container of one swarm:
+// KeptRef is the keep ref of container sb:
 // refs/aimi/kept/<swarm id>/<container name>. Both parts are valid ref
 // components (a UUID; an engine container name).
-func KeptRef(swarmID, containerName string) string {
-	return KeptRefPrefix + swarmID + "/" + containerName
+func KeptRef(sb Sandbox) string {
+	return KeptRefPrefix + sb.Swarm + "/" + sb.Container
 }

@@ -92,7 +92,7 @@ func TestKeeperTakesARemoteModeContainersWorkToOrigin(t *testing.T) {
 	if named, err := k.NamedByRef(ctx, user, tip); err != nil || named {
 		t.Fatalf("NamedByRef before the keep = %v, %v; want false", named, err)
 	}
-	ref := contract.KeptRef("swarm-k", name)
+	ref := contract.KeptRef(contract.Sandbox{Swarm: "swarm-k", Container: name})
 	if got, err := k.Keep(ctx, user, name, branch, ref); err != nil || got != tip {
 		t.Fatalf("Keep = %q, %v; want %s", got, err, tip)
 	}

@@ -234,7 +234,7 @@ func TestObjectsNoRefNamesAreNotReceived(t *testing.T) {
 	if err != nil || len(commits) != 1 || commits[0] != tip {
 		t.Fatalf("Unreceived of a tip no ref names = %v, %v; want [%s]", commits, err, tip)
 	}
-	mustGit(t, f.user, "update-ref", contract.KeptRef("swarm-p", "aimi-silent"), tip)
+	mustGit(t, f.user, "update-ref", contract.KeptRef(contract.Sandbox{Swarm: "swarm-p", Container: "aimi-silent"}), tip)
 	if commits, err := f.s.Unreceived(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "swarm-p", Container: "aimi-silent", Branch: "feat-s"}); err != nil || len(commits) != 0 {
 		t.Fatalf("Unreceived of a tip a keep ref names = %v, %v; want none", commits, err)
 	}

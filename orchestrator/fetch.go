@@ -171,7 +171,7 @@ func (m *Manager) fetchOne(ctx context.Context, repo string, h holder, rep *api.
 // kept in the checkout, then pushed to origin.
 func (m *Manager) fetchToOrigin(ctx context.Context, repo string, h holder, commits []string, rep *api.FetchReport) {
 	w := m.cfg.Work
-	ref := contract.KeptRef(h.swarmID, h.name)
+	ref := contract.KeptRef(h.sandbox())
 	tip, err := w.Keep(ctx, repo, h.name, h.branch, ref)
 	if err != nil {
 		rep.Skipped = append(rep.Skipped, api.Kept{Name: h.name, Reason: err.Error(), Commits: commits})

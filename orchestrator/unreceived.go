@@ -165,7 +165,7 @@ func (m *Manager) takeToOrigin(ctx context.Context, repo string, h holder) error
 	if oerr == nil && on {
 		return nil
 	}
-	ref := contract.KeptRef(h.swarmID, h.name)
+	ref := contract.KeptRef(h.sandbox())
 	if _, err := w.Keep(ctx, repo, h.name, h.branch, ref); err != nil {
 		return refuseRerun(h, []string{tip}, err)
 	}

@@ -151,7 +151,7 @@ func TestRemoteModeRerunPushesTheWorkFirstOrIsRefused(t *testing.T) {
 				return err
 			}
 			err := rerun()
-			ref := contract.KeptRef(v.State.SwarmID, old.Name)
+			ref := contract.KeptRef(contract.Sandbox{Swarm: v.State.SwarmID, Container: old.Name})
 			if !errors.Is(err, api.ErrUnreceivedWork) || !strings.Contains(err.Error(), "abcd") || !strings.Contains(err.Error(), ref) || !strings.Contains(err.Error(), "aimi swarm fetch "+old.Name) {
 				t.Fatalf("rerun with the push refused = %v; want ErrUnreceivedWork naming the commit, %s and aimi swarm fetch", err, ref)
 			}
@@ -237,7 +237,7 @@ func TestRemoteModeFetchKeepsTheWorkAndPushesIt(t *testing.T) {
 	m := newTestManager(t, eng, Config{Work: work})
 	ctx := context.Background()
 	v := failedOnce(t, m, repo, files, false)
-	ref := contract.KeptRef(v.State.SwarmID, "aimi-rf")
+	ref := contract.KeptRef(contract.Sandbox{Swarm: v.State.SwarmID, Container: "aimi-rf"})
 	rep, err := m.Fetch(ctx, repo, nil)
 	if err != nil || len(rep.Fetched) != 1 {
 		t.Fatalf("fetch = %+v, %v; want the container fetched", rep, err)

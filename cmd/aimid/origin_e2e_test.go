@@ -171,7 +171,7 @@ func TestRemoteModeRefusedPushIsKeptThenTakenAsAKeepRef(t *testing.T) {
 	if code, _, errOut := run("swarm", "resume", "--retry-failed"); code == 0 || !strings.Contains(errOut, d.Name) {
 		t.Errorf("resume --retry-failed: exit %d; want it refused naming %s while origin refuses", code, d.Name)
 	}
-	ref := contract.KeptRef(v.State.SwarmID, d.Name)
+	ref := contract.KeptRef(contract.Sandbox{Swarm: v.State.SwarmID, Container: d.Name})
 	tip := gitOut(t, repo, "rev-parse", "--verify", ref)
 	if files := gitOut(t, repo, "ls-tree", "--name-only", ref); !strings.Contains(files, "US-001.txt") {
 		t.Errorf("keep ref %s (%s) holds %q, want the story's file", ref, tip, files)
