@@ -22,7 +22,7 @@ func TestAContainerThatEndedDropsItsRequests(t *testing.T) {
 	running := map[string]bool{"c1": true, "c2": true}
 	var events []api.Event
 	in := New(Config{
-		Running: func(_, c string) bool { mu.Lock(); defer mu.Unlock(); return running[c] },
+		Running: func(sb contract.Sandbox) bool { mu.Lock(); defer mu.Unlock(); return running[sb.Container] },
 		Publish: func(e api.Event) { mu.Lock(); events = append(events, e); mu.Unlock() },
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

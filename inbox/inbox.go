@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // Defaults and bounds.
@@ -37,12 +38,12 @@ type Config struct {
 	MaxTotal        int           // pending requests in all (default DefaultMaxTotal)
 	// Journal writes one line to a container's journal (the daemon's
 	// stream); nil journals nothing.
-	Journal func(ctx context.Context, swarmID, container, text string)
+	Journal func(ctx context.Context, sb contract.Sandbox, text string)
 	// Publish sends an event to the daemon's subscribers; nil drops it.
 	Publish func(api.Event)
 	// Running reports whether the container can still use an answer; a
 	// request of one that cannot is refused. nil: every container can.
-	Running func(swarmID, container string) bool
+	Running func(sb contract.Sandbox) bool
 	Logger  *slog.Logger
 	Now     func() time.Time
 }
@@ -269,7 +270,7 @@ func (in *Inbox) pruneAnsweredLocked(full bool) {
 
 func (in *Inbox) journal(ctx context.Context, r api.PermissionRequest, text string) {
 	if in.cfg.Journal != nil {
-		in.cfg.Journal(context.WithoutCancel(ctx), r.SwarmID, r.ContainerName, text)
+		in.cfg.Journal(context.WithoutCancel(ctx), contract.Sandbox{Swarm: r.SwarmID, Container: r.ContainerName}, text)
 	}
 }
 

@@ -23,10 +23,10 @@ type notes struct {
 	lines []string
 }
 
-func (n *notes) journal(_ context.Context, swarm, ctr, text string) {
+func (n *notes) journal(_ context.Context, sb contract.Sandbox, text string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.lines = append(n.lines, ctr+": "+text)
+	n.lines = append(n.lines, sb.Container+": "+text)
 }
 
 func (n *notes) all() string {

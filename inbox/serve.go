@@ -59,7 +59,7 @@ func (in *Inbox) ServeAsk(w http.ResponseWriter, r *http.Request, from gitserve.
 // take finds the request again (pending or answered) or adds it. status
 // is non-zero (with why) when it is refused.
 func (in *Inbox) take(ctx context.Context, from caller, a contract.AskRequest) (e *entry, ans *answer, status int, why string) {
-	if in.cfg.Running != nil && !in.cfg.Running(from.SwarmID, from.Container) {
+	if in.cfg.Running != nil && !in.cfg.Running(contract.Sandbox{Swarm: from.SwarmID, Container: from.Container}) {
 		return nil, nil, http.StatusGone, "the container is not running in a swarm of this daemon"
 	}
 	now := in.cfg.Now()
@@ -195,7 +195,7 @@ func (in *Inbox) dropEnded() {
 	}
 	in.mu.Unlock()
 	for k := range seen {
-		if !in.cfg.Running(k.swarm, k.name) {
+		if !in.cfg.Running(contract.Sandbox{Swarm: k.swarm, Container: k.name}) {
 			in.Drop(k.swarm, k.name)
 		}
 	}

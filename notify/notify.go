@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/termsafe"
 )
 
@@ -70,7 +71,7 @@ type Config struct {
 	Backoff  time.Duration // first wait between attempts (default 1s), doubling
 	// Journal records a failed delivery in the container's journal (when
 	// the notice names one); nil: the daemon's log only.
-	Journal func(ctx context.Context, swarmID, container, text string)
+	Journal func(ctx context.Context, sb contract.Sandbox, text string)
 	Logger  *slog.Logger
 	Client  *http.Client // default: one that refuses redirects
 }
@@ -207,7 +208,7 @@ func (n *Notifier) deliver(ctx context.Context, t *target, no Notice) {
 	msg := fmt.Sprintf("notice %s not delivered to %s after %d attempts: %v", no.Kind, t.name, n.cfg.Attempts, err)
 	n.log.Warn("notice not delivered", "target", t.name, "kind", no.Kind, "container", no.Container, "attempts", n.cfg.Attempts, "err", err)
 	if n.cfg.Journal != nil && no.Container != "" {
-		n.cfg.Journal(ctx, no.SwarmID, no.Container, msg)
+		n.cfg.Journal(ctx, contract.Sandbox{Swarm: no.SwarmID, Container: no.Container}, msg)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"unicode"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 )
 
 type receiver struct {
@@ -102,9 +103,9 @@ func TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing(t *testing.T) {
 		Command:  []string{"/bin/sh", "-c", `printf '%s\n' "$1" >> "$0"`, out},
 		Board:    func() string { return "http://127.0.0.1:8080/" },
 		Timeout:  500 * time.Millisecond, Backoff: 10 * time.Millisecond, Attempts: 2,
-		Journal: func(_ context.Context, swarm, ctr, text string) {
+		Journal: func(_ context.Context, sb contract.Sandbox, text string) {
 			jmu.Lock()
-			journal = append(journal, ctr+": "+text)
+			journal = append(journal, sb.Container+": "+text)
 			jmu.Unlock()
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -25,15 +26,16 @@ func (m *Manager) byID(swarmID string) *swarm {
 
 // Running reports whether the container is a non-terminal container of a
 // swarm this daemon holds.
-func (m *Manager) Running(swarmID, name string) bool {
-	sw := m.byID(swarmID)
-	return sw != nil && sw.find(name) != nil && !sw.terminal(name)
+func (m *Manager) Running(sb contract.Sandbox) bool {
+	sw := m.byID(sb.Swarm)
+	return sw != nil && sw.find(sb.Container) != nil && !sw.terminal(sb.Container)
 }
 
 // JournalNote writes text as a daemon line into a container's journal (the
 // inbox's requests, answers and refusals). A container no longer held is
 // skipped.
-func (m *Manager) JournalNote(ctx context.Context, swarmID, name, text string) {
+func (m *Manager) JournalNote(ctx context.Context, sb contract.Sandbox, text string) {
+	swarmID, name := sb.Swarm, sb.Container
 	sw := m.byID(swarmID)
 	if sw == nil || sw.find(name) == nil || sw.led == nil {
 		return

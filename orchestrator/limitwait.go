@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -28,7 +29,8 @@ func (m *Manager) limitWaits(swarmID string) map[string][]api.LimitWait {
 // model gateway (over false) or went on after it, as a daemon record
 // whose reason is api.EventLimitWait, and publishes it as a limit-wait
 // or limit-wait-over event. A container no longer held is skipped.
-func (m *Manager) NoteLimitWait(ctx context.Context, swarmID, name string, at time.Time, over bool, text string) {
+func (m *Manager) NoteLimitWait(ctx context.Context, sb contract.Sandbox, at time.Time, over bool, text string) {
+	swarmID, name := sb.Swarm, sb.Container
 	sw := m.byID(swarmID)
 	if sw == nil || sw.find(name) == nil || sw.led == nil {
 		return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/usage"
 )
@@ -14,7 +15,8 @@ import (
 // swarm or container the daemon no longer runs is dropped with an error.
 // The record's time is when the call began (at), so that a reader can
 // tell which story made it.
-func (m *Manager) JournalUsage(ctx context.Context, swarmID, containerName string, at time.Time, call usage.Call) error {
+func (m *Manager) JournalUsage(ctx context.Context, sb contract.Sandbox, at time.Time, call usage.Call) error {
+	swarmID, containerName := sb.Swarm, sb.Container
 	m.mu.Lock()
 	var sw *swarm
 	for _, s := range m.swarms {

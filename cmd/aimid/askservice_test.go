@@ -76,9 +76,9 @@ func TestAskSocketSaysWhoAsksAndBoundsAFlood(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var journal []string
-	in := inbox.New(inbox.Config{MaxPerContainer: 3, Journal: func(_ context.Context, swarm, ctr, text string) {
+	in := inbox.New(inbox.Config{MaxPerContainer: 3, Journal: func(_ context.Context, sb contract.Sandbox, text string) {
 		mu.Lock()
-		journal = append(journal, swarm+"/"+ctr+": "+text)
+		journal = append(journal, sb.Swarm+"/"+sb.Container+": "+text)
 		mu.Unlock()
 	}})
 	n.asks.set(in)

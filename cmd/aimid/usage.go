@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/usage"
 )
@@ -97,8 +98,8 @@ func (t *usageTap) End(c *gateway.Call) {
 
 // attach journals the queued calls through journal, and the limit waits
 // through wait, until ctx ends.
-func (o *usageObserver) attach(ctx context.Context, journal func(ctx context.Context, swarmID, container string, at time.Time, call usage.Call) error,
-	wait func(ctx context.Context, swarmID, container string, at time.Time, over bool, text string)) {
+func (o *usageObserver) attach(ctx context.Context, journal func(ctx context.Context, sb contract.Sandbox, at time.Time, call usage.Call) error,
+	wait func(ctx context.Context, sb contract.Sandbox, at time.Time, over bool, text string)) {
 	go func() {
 		for {
 			select {
@@ -106,10 +107,10 @@ func (o *usageObserver) attach(ctx context.Context, journal func(ctx context.Con
 				return
 			case e := <-o.queue:
 				if e.wait != nil {
-					wait(ctx, e.swarm, e.container, e.at, !e.wait.Ended.IsZero(), e.wait.String())
+					wait(ctx, contract.Sandbox{Swarm: e.swarm, Container: e.container}, e.at, !e.wait.Ended.IsZero(), e.wait.String())
 					continue
 				}
-				if err := journal(ctx, e.swarm, e.container, e.at, e.call); err != nil {
+				if err := journal(ctx, contract.Sandbox{Swarm: e.swarm, Container: e.container}, e.at, e.call); err != nil {
 					o.log.Debug("model call not journaled", "container", e.container, "err", err)
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/usage"
 )
@@ -17,9 +18,9 @@ func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
 	got := make(chan usage.Call, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o.attach(ctx, func(_ context.Context, swarm, container string, _ time.Time, c usage.Call) error {
-		if swarm != "s1" || container != "c1" {
-			t.Errorf("journaled for %s/%s", swarm, container)
+	o.attach(ctx, func(_ context.Context, sb contract.Sandbox, _ time.Time, c usage.Call) error {
+		if sb != (contract.Sandbox{Swarm: "s1", Container: "c1"}) {
+			t.Errorf("journaled for %+v", sb)
 		}
 		got <- c
 		return nil
@@ -64,9 +65,9 @@ func TestUsageObserverPassesLimitWaitsOn(t *testing.T) {
 	got := make(chan note, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o.attach(ctx, func(context.Context, string, string, time.Time, usage.Call) error { return nil },
-		func(_ context.Context, swarm, name string, at time.Time, over bool, text string) {
-			got <- note{name, at, over, text}
+	o.attach(ctx, func(context.Context, contract.Sandbox, time.Time, usage.Call) error { return nil },
+		func(_ context.Context, sb contract.Sandbox, at time.Time, over bool, text string) {
+			got <- note{sb.Container, at, over, text}
 		})
 	since, until := time.Now(), time.Now().Add(time.Minute)
 	w := gateway.Wait{Swarm: "s1", Container: "c1", Provider: "anthropic", Reason: gateway.WaitLimit, Until: until, Since: since, Calls: 1}
