@@ -75,13 +75,13 @@ func New(cfg Config) *Keeper {
 // Add counts one call of a container that began at at. A call that began
 // before the Keeper is left to the journal read back (Config.Seed), so
 // that none counts twice.
-func (k *Keeper) Add(swarmID, container string, at time.Time, cost float64) {
+func (k *Keeper) Add(sb contract.Sandbox, at time.Time, cost float64) {
 	if !(cost > 0) || at.Before(k.start) {
 		return
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.addLocked(k.swarm(swarmID), container, at, cost)
+	k.addLocked(k.swarm(sb.Swarm), sb.Container, at, cost)
 }
 
 func (k *Keeper) swarm(id string) *swarmSpend {
@@ -146,7 +146,8 @@ func (k *Keeper) Spent(swarmID string) float64 {
 var storyIDRE = regexp.MustCompile(acpmsg.PatternStoryID)
 
 // Check answers one container's question at a story boundary.
-func (k *Keeper) Check(ctx context.Context, repoPath, swarmID, container string, req contract.BudgetRequest) contract.BudgetAnswer {
+func (k *Keeper) Check(ctx context.Context, repoPath string, sb contract.Sandbox, req contract.BudgetRequest) contract.BudgetAnswer {
+	swarmID, container := sb.Swarm, sb.Container
 	lim := k.cfg.Limits(repoPath)
 	if lim.Swarm <= 0 && lim.Story <= 0 {
 		return contract.BudgetAnswer{State: contract.BudgetGo}
@@ -195,7 +196,7 @@ func (k *Keeper) ServeBudget(w http.ResponseWriter, r *http.Request, from gitser
 		http.Error(w, "aimi: budget question refused: not a budget request", http.StatusBadRequest)
 		return
 	}
-	ans := k.Check(r.Context(), from.RepoPath, from.SwarmID, from.Container, req)
+	ans := k.Check(r.Context(), from.RepoPath, contract.Sandbox{Swarm: from.SwarmID, Container: from.Container}, req)
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(ans)
 }

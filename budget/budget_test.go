@@ -26,23 +26,23 @@ func TestSwarmBudgetCountsEveryContainerAndHoldsWhenRaised(t *testing.T) {
 	lim := &Limits{Swarm: 0.05}
 	k := keeper(lim, nil)
 	now := time.Now()
-	k.Add("s1", "a", now, 0.03)
-	k.Add("s1", "b", now, 0.01)
-	k.Add("s2", "a", now, 5) // another swarm
-	if a := k.Check(context.Background(), "/r", "s1", "a", contract.BudgetRequest{}); a.State != contract.BudgetGo {
+	k.Add(contract.Sandbox{Swarm: "s1", Container: "a"}, now, 0.03)
+	k.Add(contract.Sandbox{Swarm: "s1", Container: "b"}, now, 0.01)
+	k.Add(contract.Sandbox{Swarm: "s2", Container: "a"}, now, 5) // another swarm
+	if a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s1", Container: "a"}, contract.BudgetRequest{}); a.State != contract.BudgetGo {
 		t.Fatalf("under budget: %+v", a)
 	}
-	k.Add("s1", "b", now, 0.01)
-	a := k.Check(context.Background(), "/r", "s1", "a", contract.BudgetRequest{})
+	k.Add(contract.Sandbox{Swarm: "s1", Container: "b"}, now, 0.01)
+	a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s1", Container: "a"}, contract.BudgetRequest{})
 	if a.State != contract.BudgetStop || !strings.HasPrefix(a.Message, "BUDGET_EXCEEDED: the swarm spent 0.0500 of its budget 0.0500 (swarm.budget") {
 		t.Fatalf("at budget: %+v", a)
 	}
 	lim.Swarm = 0.10 // raised in the configuration
-	if a := k.Check(context.Background(), "/r", "s1", "a", contract.BudgetRequest{}); a.State != contract.BudgetGo {
+	if a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s1", Container: "a"}, contract.BudgetRequest{}); a.State != contract.BudgetGo {
 		t.Fatalf("raised: %+v", a)
 	}
 	lim.Swarm = 0
-	if a := k.Check(context.Background(), "/r", "s2", "a", contract.BudgetRequest{}); a.State != contract.BudgetGo {
+	if a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s2", Container: "a"}, contract.BudgetRequest{}); a.State != contract.BudgetGo {
 		t.Fatalf("no budget: %+v", a)
 	}
 }
@@ -53,21 +53,21 @@ func TestStoryBudgetCountsTheStorysCallsOfItsContainer(t *testing.T) {
 	lim := &Limits{Story: 0.02}
 	k := keeper(lim, nil)
 	t0 := time.Now()
-	k.Add("s", "a", t0.Add(time.Second), 0.015)
-	k.Add("s", "b", t0.Add(2*time.Second), 0.015) // another container
-	k.Add("s", "a", t0.Add(5*time.Second), 0.015) // after the story
+	k.Add(contract.Sandbox{Swarm: "s", Container: "a"}, t0.Add(time.Second), 0.015)
+	k.Add(contract.Sandbox{Swarm: "s", Container: "b"}, t0.Add(2*time.Second), 0.015) // another container
+	k.Add(contract.Sandbox{Swarm: "s", Container: "a"}, t0.Add(5*time.Second), 0.015) // after the story
 	q := contract.BudgetRequest{Stories: []contract.BudgetStory{span("US-001", t0, t0.Add(3*time.Second))}}
-	if a := k.Check(context.Background(), "/r", "s", "a", q); a.State != contract.BudgetGo {
+	if a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s", Container: "a"}, q); a.State != contract.BudgetGo {
 		t.Fatalf("under: %+v", a)
 	}
-	k.Add("s", "a", t0.Add(2*time.Second), 0.006)
-	a := k.Check(context.Background(), "/r", "s", "a", q)
+	k.Add(contract.Sandbox{Swarm: "s", Container: "a"}, t0.Add(2*time.Second), 0.006)
+	a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s", Container: "a"}, q)
 	if a.State != contract.BudgetStop || !strings.Contains(a.Message, "US-001 spent 0.0210 of its budget 0.0200 (agent.story_budget") {
 		t.Fatalf("over: %+v", a)
 	}
 	// Ids are the container's: one that is not a story id is not echoed.
 	q.Stories[0].ID = "US-001\x1b[2J"
-	if a := k.Check(context.Background(), "/r", "s", "a", q); a.State != contract.BudgetGo {
+	if a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s", Container: "a"}, q); a.State != contract.BudgetGo {
 		t.Fatalf("bad id: %+v", a)
 	}
 }
@@ -81,11 +81,11 @@ func TestSeedIsReadOnceAndOnlyBeforeTheDaemon(t *testing.T) {
 		reads.Add(1)
 		return []Spend{{Container: "a", At: before.Add(-time.Hour), Cost: 0.7}, {Container: "a", At: before.Add(time.Second), Cost: 0.5}}, nil
 	})
-	if a := k.Check(context.Background(), "/r", "s", "a", contract.BudgetRequest{}); a.State != contract.BudgetGo || k.Spent("s") != 0.7 {
+	if a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s", Container: "a"}, contract.BudgetRequest{}); a.State != contract.BudgetGo || k.Spent("s") != 0.7 {
 		t.Fatalf("%+v spent %v, want go and 0.7", a, k.Spent("s"))
 	}
-	k.Add("s", "a", time.Now(), 0.3)
-	if a := k.Check(context.Background(), "/r", "s", "a", contract.BudgetRequest{}); a.State != contract.BudgetStop || reads.Load() != 1 {
+	k.Add(contract.Sandbox{Swarm: "s", Container: "a"}, time.Now(), 0.3)
+	if a := k.Check(context.Background(), "/r", contract.Sandbox{Swarm: "s", Container: "a"}, contract.BudgetRequest{}); a.State != contract.BudgetStop || reads.Load() != 1 {
 		t.Fatalf("%+v after %d reads", a, reads.Load())
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aimi-tools/swarm/budget"
 	"github.com/aimi-tools/swarm/configs"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -77,7 +78,7 @@ func journaledSpend(ctx context.Context, repoPath, swarmID string, before time.T
 }
 
 // onSpend makes o tell f every call's cost from now on.
-func (o *usageObserver) onSpend(f func(swarmID, container string, at time.Time, cost float64)) {
+func (o *usageObserver) onSpend(f func(sb contract.Sandbox, at time.Time, cost float64)) {
 	o.mu.Lock()
 	o.spent = f
 	o.mu.Unlock()

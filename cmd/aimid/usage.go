@@ -35,7 +35,7 @@ type usageObserver struct {
 
 	// spent, once set (onSpend, under mu), hears each call's cost
 	// for the budgets (package budget).
-	spent func(swarmID, container string, at time.Time, cost float64)
+	spent func(sb contract.Sandbox, at time.Time, cost float64)
 }
 
 type usageEntry struct {
@@ -87,7 +87,7 @@ func (t *usageTap) End(c *gateway.Call) {
 	spent := t.o.spent
 	t.o.mu.Unlock()
 	if spent != nil {
-		spent(c.Swarm, c.Container, c.Started, e.call.Cost)
+		spent(contract.Sandbox{Swarm: c.Swarm, Container: c.Container}, c.Started, e.call.Cost)
 	}
 	select {
 	case t.o.queue <- e:
