@@ -64,17 +64,14 @@ func TestCleanupForceDoesNotWaitWithoutEndForTheRepository(t *testing.T) {
 	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for eng.runningNow() < 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	if !waitUntil(time.Minute, func() bool { return eng.runningNow() >= 1 }) {
+		t.Fatal("the container is not running after a minute")
 	}
 	stopCtx, cancelStop := context.WithCancel(context.Background())
 	defer cancelStop()
 	go func() { _, _ = m.Stop(stopCtx, repo, nil) }()
-	for hung := 0; hung == 0 && time.Now().Before(deadline.Add(time.Minute)); time.Sleep(10 * time.Millisecond) {
-		eng.mu.Lock()
-		hung = eng.stopsHung
-		eng.mu.Unlock()
+	if !waitUntil(time.Minute, func() bool { eng.mu.Lock(); defer eng.mu.Unlock(); return eng.stopsHung > 0 }) {
+		t.Fatal("the stop never reached the engine")
 	}
 	t0 := time.Now()
 	_, err := m.Cleanup(context.Background(), repo, true)

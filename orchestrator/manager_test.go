@@ -249,10 +249,8 @@ func TestStop(t *testing.T) {
 	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Max: 2}); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the two first run.
-	deadline := time.Now().Add(5 * time.Second)
-	for eng.runningNow() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	if !waitUntil(5*time.Second, func() bool { return eng.runningNow() >= 2 }) {
+		t.Fatalf("%d containers running after 5 s, want the two first", eng.runningNow())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -292,9 +290,8 @@ func TestStopReturnsWhenTheEngineNeverAnswers(t *testing.T) {
 	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for eng.runningNow() < 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	if !waitUntil(5*time.Second, func() bool { return eng.runningNow() >= 1 }) {
+		t.Fatal("the container is not running after 5 s")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

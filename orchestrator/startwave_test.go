@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
@@ -14,9 +15,14 @@ import (
 // The containers of a fan-out are all started before any is given its
 // work: the engine's starts are the fan-out's critical path, and the
 // first containers' clones and agents would compete with them. The last
-// container's start is held back here (a slow engine) while the others
-// are long started; no task-request may be written before it.
+// container's start is held back here (a slow engine) until the others
+// are started and everything else in the bubble is blocked (synctest):
+// work that did not wait for the wave would have been written by then.
 func TestWorkBeginsOnceTheStartWaveIsStarted(t *testing.T) {
+	synctest.Test(t, testWorkBeginsOnceTheStartWaveIsStarted)
+}
+
+func testWorkBeginsOnceTheStartWaveIsStarted(t *testing.T) {
 	repo, files := testRepo(t, []string{"a", "b", "c"}, 1)
 	eng := newFakeEngine(byTask(nil, scripted(0, storiesDone(1)...)))
 	var mu sync.Mutex
@@ -32,9 +38,9 @@ func TestWorkBeginsOnceTheStartWaveIsStarted(t *testing.T) {
 		slow := strings.HasSuffix(eng.get(id).spec.Name, "-c")
 		eng.mu.Unlock()
 		if slow {
-			// The others are started and would be working by now.
+			// The others are started, and as far as they go.
 			waitUntil(10*time.Second, func() bool { s, _ := eng.counters(); return s >= 2 })
-			time.Sleep(300 * time.Millisecond)
+			synctest.Wait()
 		}
 	}
 	eng.afterStart = func(id string) {
