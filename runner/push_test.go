@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -113,21 +112,13 @@ func TestPushRetriesWhileTheRepositoryIsAway(t *testing.T) {
 			f := fixture(t, linear) // three stories in a chain
 			s := newScenario(t, f, "tok-retry")
 			front := newFlakyFront(t, s.srv.URL)
-			marker := filepath.Join(t.TempDir(), "started")
 			s.cfg.Agent = AgentExec
-			// The first story takes the service down (the daemon dies);
-			// each story commits a file of its own.
-			s.cfg.AgentCommand = `touch "` + marker + `"; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`
+			// The first story takes the service down (the daemon dies)
+			// before its push; each story commits a file of its own.
+			var once sync.Once
+			s.cfg.onAgentStart = func(int) { once.Do(front.down) }
+			s.cfg.AgentCommand = `echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`
 			s.cfg.PushRetry = tc.pushRetry
-			go func() {
-				for {
-					if _, err := os.Stat(marker); err == nil {
-						front.down()
-						return
-					}
-					time.Sleep(5 * time.Millisecond)
-				}
-			}()
 			req := strings.Replace(s.request(t), s.srv.URL, front.URL, 1)
 			done := make(chan struct{})
 			if tc.comeBack {

@@ -389,6 +389,8 @@ func TestStopMidStory(t *testing.T) {
 			f.UserStories[1].Notes = tc.notes
 			s := newScenario(t, f, "")
 			s.cfg.StopGrace = tc.grace
+			slow := filepath.Join(t.TempDir(), "slow")
+			s.cfg.Env = append(s.cfg.Env, envSlowMarker+"="+slow)
 			var mu sync.Mutex
 			var pids []int
 			s.cfg.onAgentStart = func(pid int) { mu.Lock(); pids = append(pids, pid); mu.Unlock() }
@@ -399,7 +401,7 @@ func TestStopMidStory(t *testing.T) {
 			go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
 			waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), `"storyId":"US-002","status":"in_progress"`) })
 			waitFor(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(pids) == 2 })
-			time.Sleep(200 * time.Millisecond) // let the agent reach its slow part
+			waitFor(t, 10*time.Second, func() bool { _, err := os.Stat(slow); return err == nil })
 			cancel()
 			var code int
 			select {
@@ -514,13 +516,19 @@ func TestRunErrorsBeforeWorkBegins(t *testing.T) {
 func TestStopBeforeTheRequestArrives(t *testing.T) {
 	pr, pw := io.Pipe() // stdin stays open and silent, as with the daemon's attach
 	defer pw.Close()
+	reading := make(chan struct{})
+	stdin := &firstRead{r: pr, reading: reading}
 	var out syncbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
-		done <- Run(ctx, Config{Workspace: t.TempDir(), SwarmID: uuid.NewString(), ContainerID: "abc", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, pr, &out)
+		done <- Run(ctx, Config{Workspace: t.TempDir(), SwarmID: uuid.NewString(), ContainerID: "abc", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, stdin, &out)
 	}()
-	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-reading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner never read its stdin")
+	}
 	cancel()
 	select {
 	case code := <-done:
