@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aimi-tools/swarm/engine"
@@ -12,12 +13,19 @@ import (
 
 // A reader with a doorbell takes no snapshot while the container is quiet;
 // a ring brings the new line, and the doorbell's end with the container
-// exited brings the last one and ends the reader.
+// exited brings the last one and ends the reader. It runs in a synctest
+// bubble: "quiet" is every goroutine blocked, and the quiet stretch is
+// most of idleRead on the bubble's clock.
 func TestLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise(t *testing.T) {
+	synctest.Test(t, testLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise)
+}
+
+func testLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise(t *testing.T) {
 	f := &fakeLog{status: "running"}
 	f.add(engine.Stdout, 1, "a\n")
 	bellR, bellW := io.Pipe()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer bellW.Close() // a failed test's doorbell ends too
+	ctx, cancel := context.WithTimeout(context.Background(), 10*idleRead)
 	defer cancel()
 	out := make(chan engine.Line)
 	r := &lineReader{id: "fake", out: out, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -46,12 +54,14 @@ func TestLineReaderReadsWhenTheDoorbellRingsAndNotOtherwise(t *testing.T) {
 		return f.opens
 	}
 	// Quiet: the reader settles on the doorbell after a snapshot or two,
-	// then reads no more.
-	time.Sleep(300 * time.Millisecond)
-	settled := opens()
+	// then reads no more until idleRead.
 	time.Sleep(time.Second)
+	synctest.Wait()
+	settled := opens()
+	time.Sleep(idleRead - 2*time.Second)
+	synctest.Wait()
 	if n := opens() - settled; n != 0 {
-		t.Fatalf("%d snapshots of a quiet container in a second", n)
+		t.Fatalf("%d snapshots of a quiet container in %s", n, idleRead-2*time.Second)
 	}
 	f.mu.Lock()
 	f.add(engine.Stdout, 2, "b\n")
