@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aimi-tools/swarm/internal/logcursor"
@@ -81,13 +83,20 @@ func (e *rig) testStopWhileHeldBack(t *testing.T) {
 
 // The hold-back lets the container's output flow while an engine call of
 // its reader has been outstanding for holdStall, and holds it again when
-// the call answered.
+// the call answered. On a synctest bubble's clock, so the hold-back's
+// timing is exact and "answered" is every goroutine blocked.
 func TestHoldBackReadsOnWhileTheReaderWaitsForTheEngine(t *testing.T) {
+	synctest.Test(t, testHoldBackReadsOnWhileTheReaderWaitsForTheEngine)
+}
+
+func testHoldBackReadsOnWhileTheReaderWaitsForTheEngine(t *testing.T) {
 	g := newOutputGate()
 	h := &holder{g: g, probe: func(context.Context) {}, log: slog.New(slog.NewTextHandler(io.Discard, nil)), wait: time.NewTimer(0)}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	answered := make(chan struct{})
+	answer := sync.OnceFunc(func() { close(answered) })
+	defer answer() // a failed test's call ends too
 	released := make(chan time.Duration, 1)
 	go g.Call(func() { <-answered })
 	t0 := time.Now()
@@ -97,16 +106,14 @@ func TestHoldBackReadsOnWhileTheReaderWaitsForTheEngine(t *testing.T) {
 	}()
 	select {
 	case d := <-released:
-		if d < holdStall-100*time.Millisecond {
+		if d < holdStall {
 			t.Fatalf("released after %s, before the call had been outstanding for %s", d, holdStall)
 		}
 	case <-ctx.Done():
 		t.Fatal("the hold-back kept the container blocked while the reader waited for the engine")
 	}
-	close(answered)
-	for g.readerCall.Load() != 0 {
-		time.Sleep(time.Millisecond)
-	}
+	answer()
+	synctest.Wait()
 	if g.stalled(time.Now().Add(time.Hour)) {
 		t.Fatal("stalled with no call outstanding")
 	}
