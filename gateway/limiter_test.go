@@ -157,8 +157,10 @@ func TestMaxConcurrentSerialisesFairly(t *testing.T) {
 	// a's first call holds the one place; a queues three more, then b one:
 	// b must go right after a's first waiting call, not after all of a's.
 	start("a")
-	for up.inflight.Load() != 1 {
-		time.Sleep(10 * time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); up.inflight.Load() != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls at the provider after a minute, want a's first", up.inflight.Load())
+		}
 	}
 	for i := range 3 {
 		start("a")
