@@ -28,6 +28,10 @@ const (
 // the runner mid-story, short enough that a forgotten marker ends eventually.
 const slowFor = 60 * time.Second
 
+// LogSlow is the debug log message of a [demo:slow] turn entering its
+// wait: a test that stops the agent mid-story waits for it in the log.
+const LogSlow = "demo agent taking its time"
+
 var (
 	fileRe  = regexp.MustCompile(`(?i)\bfile\s+([A-Za-z0-9_.][A-Za-z0-9_./-]*)\s+exists`)
 	storyRe = regexp.MustCompile(`\bUS-\d{3}\b`)
@@ -243,6 +247,7 @@ func (t *turn) dawdle(ctx context.Context) error {
 	if err := t.say(ctx, "Taking my time ("+MarkerSlow+"). "); err != nil && wait == ctx {
 		return err
 	}
+	t.a.log.Debug(LogSlow, "for", slowFor, "ignore_cancel", wait != ctx)
 	select {
 	case <-wait.Done():
 		return wait.Err()

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/demoagent"
 	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/syncbuf"
 	"github.com/google/uuid"
 )
 
@@ -60,7 +62,7 @@ func TestBinarySIGTERMMidStory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stderr := &strings.Builder{}
+	stderr := &syncbuf.Buffer{} // the slow part is waited for in it
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -103,7 +105,7 @@ func TestBinarySIGTERMMidStory(t *testing.T) {
 			}
 			msgs = append(msgs, m)
 			if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && p.StoryID == "US-002" && p.Status == acpmsg.StoryInProgress && !signalled {
-				time.Sleep(500 * time.Millisecond) // into the slow part
+				waitSlowPart(t, ctx, stderr)
 				if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}
@@ -170,5 +172,17 @@ func TestBinaryBadInputIsOneErrorLine(t *testing.T) {
 	}
 	if e := m.Payload.(*acpmsg.ErrorPayload); e.Code != acpmsg.CodeInvalidInput || m.ContainerID != "feedbeef0001" {
 		t.Fatalf("%+v %+v", m, e)
+	}
+}
+
+// waitSlowPart waits until the demo agent's debug log says its turn is in
+// the slow part.
+func waitSlowPart(t *testing.T, ctx context.Context, stderr *syncbuf.Buffer) {
+	t.Helper()
+	for !strings.Contains(stderr.String(), `msg="`+demoagent.LogSlow+`"`) {
+		if ctx.Err() != nil {
+			t.Fatalf("the demo agent never reached its slow part; stderr:\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
