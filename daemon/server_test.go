@@ -357,9 +357,10 @@ func TestShutdownEndsOpenStreams(t *testing.T) {
 	c, srv, _ := serve(t, fake)
 	errc := make(chan error, 1)
 	go func() { errc <- c.Events(context.Background(), "", func(api.Event) error { return nil }) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(fake.Calls()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
+	for deadline := time.Now().Add(time.Minute); len(fake.Calls()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the event stream never reached the daemon")
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
