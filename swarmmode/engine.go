@@ -179,7 +179,7 @@ func (e *Engine) Create(ctx context.Context, s engine.Spec) (string, error) {
 		labels[contract.LabelDaemon] = e.opts.Instance
 	}
 	labels[contract.LabelContainer] = s.Name
-	svc := ServiceName(labels[contract.LabelDaemon], labels[contract.LabelSwarmID], s.Name)
+	svc := ServiceName(labels[contract.LabelDaemon], contract.Sandbox{Swarm: labels[contract.LabelSwarmID], Container: s.Name})
 	if err := e.replacePrevious(ctx, s, svc); err != nil {
 		return "", err
 	}

@@ -21,7 +21,7 @@ func TestServiceNameBoundedAndDistinct(t *testing.T) {
 	long := "aimi-" + strings.Repeat("x", 120)
 	seen := map[string]bool{}
 	for _, in := range [][3]string{{"a", "s1", "aimi-t"}, {"b", "s1", "aimi-t"}, {"a", "s2", "aimi-t"}, {"a", "s1", long}, {"a", "s1", long + "y"}, {"", "", "aimi-ü"}} {
-		n := swarmmode.ServiceName(in[0], in[1], in[2])
+		n := swarmmode.ServiceName(in[0], contract.Sandbox{Swarm: in[1], Container: in[2]})
 		if len(n) > 63 || seen[n] || !strings.HasPrefix(n, "aimi-") {
 			t.Errorf("ServiceName%q = %q: too long, a repeat, or not readable", in, n)
 		}

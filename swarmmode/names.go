@@ -21,13 +21,14 @@ import (
 // maxServiceName is Swarm's limit on a service name (a DNS label).
 const maxServiceName = 63
 
-// ServiceName is the service of the sandbox named name of swarm swarmID
-// made by the daemon instance: a readable prefix of the name and a hash of
-// all three, at most 63 characters. Daemons sharing a cluster, and swarms
-// of one daemon, never share a service, or the configs, secrets and
-// network named after it.
-func ServiceName(instance, swarmID, name string) string {
-	sum := sha256.Sum256([]byte(instance + "\x00" + swarmID + "\x00" + name))
+// ServiceName is the service of sandbox sb made by the daemon instance: a
+// readable prefix of the container's name and a hash of the instance, the
+// swarm id and the name, at most 63 characters. Daemons sharing a cluster,
+// and swarms of one daemon, never share a service, or the configs, secrets
+// and network named after it.
+func ServiceName(instance string, sb contract.Sandbox) string {
+	name := sb.Container
+	sum := sha256.Sum256([]byte(instance + "\x00" + sb.Swarm + "\x00" + name))
 	suffix := "-" + hex.EncodeToString(sum[:])[:16]
 	clean := strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {

@@ -13,7 +13,6 @@ import (
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/logcursor"
-	"github.com/aimi-tools/swarm/swarmmode"
 )
 
 // absentImage is a reference no node has and none can pull (nothing
@@ -99,7 +98,7 @@ func TestStartFailureIsRetried(t *testing.T) {
 	if err := e.WriteStdin(ctx, id, request(t, map[string]any{"lines": 2, "exit": 5})); err != nil {
 		t.Fatal(err)
 	}
-	svc := swarmmode.ServiceName("", "test-"+t.Name(), "aimi-retried")
+	svc := serviceOf(t, "aimi-retried")
 	first := waitStartFailures(t, ctx, c, svc, 1)[0]
 	t.Logf("first attempt: %s on node %s: %s", first.Status.State, first.NodeID, first.Status.Err)
 	for _, n := range c.Nodes {
@@ -142,7 +141,7 @@ func TestStartFailureRetriesAreBounded(t *testing.T) {
 	if ex.Err != nil || ex.Failure != engine.CodeStartFailed || !strings.Contains(ex.FailureReason, "3 of 3 attempts") || !strings.Contains(ex.FailureReason, "aimi swarm resume --retry-failed") {
 		t.Fatalf("exit: %+v", ex)
 	}
-	svc := swarmmode.ServiceName("", "test-"+t.Name(), "aimi-never-starts")
+	svc := serviceOf(t, "aimi-never-starts")
 	if n := serviceForceUpdate(t, ctx, c, svc); n != 2 {
 		t.Fatalf("%d retries asked of the service, want 2", n)
 	}
@@ -172,7 +171,7 @@ func TestStopDuringStartRetry(t *testing.T) {
 	if err := e.WriteStdin(ctx, id, request(t, map[string]any{})); err != nil {
 		t.Fatal(err)
 	}
-	svc := swarmmode.ServiceName("", "test-"+t.Name(), "aimi-stop-retry")
+	svc := serviceOf(t, "aimi-stop-retry")
 	waitStartFailures(t, ctx, c, svc, 1)
 	if err := e.Stop(ctx, id, time.Second); err != nil {
 		t.Fatal(err)

@@ -89,7 +89,7 @@ func TestStopKeepsOutputAndExitCode(t *testing.T) {
 	// An engine that did not see the task end (a restarted daemon) finds
 	// the sandbox exited once the cluster deleted the task: with the
 	// documented fallback, at once.
-	waitOwnTaskGone(t, ctx, c, swarmmode.ServiceName("", "test-"+t.Name(), "aimi-stop"))
+	waitOwnTaskGone(t, ctx, c, serviceOf(t, "aimi-stop"))
 	fresh, _ := newEngine(t)
 	at := time.Now()
 	ex = <-fresh.Wait(ctx, id)

@@ -79,6 +79,12 @@ func spec(t *testing.T, name string, env ...string) engine.Spec {
 	}
 }
 
+// serviceOf is the service of the sandbox spec(t, name) makes, for an
+// engine of no instance.
+func serviceOf(t *testing.T, name string) string {
+	return swarmmode.ServiceName("", contract.Sandbox{Swarm: "test-" + t.Name(), Container: name})
+}
+
 func request(t *testing.T, r map[string]any) []byte {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -188,7 +194,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	if len(id) != 64 || info.ID != id {
 		t.Fatalf("sandbox id %q (inspect says %q): want 64 hex digits, the state file's containerId shape", id, info.ID)
 	}
-	svc, raw, err := m.ServiceInspectWithRaw(ctx, swarmmode.ServiceName("", "test-"+t.Name(), "aimi-lifecycle"), swarm.ServiceInspectOptions{})
+	svc, raw, err := m.ServiceInspectWithRaw(ctx, serviceOf(t, "aimi-lifecycle"), swarm.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +504,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	if err != nil || !info.ReadOnlyRootfs {
 		t.Fatalf("inspect: %+v, %v", info, err)
 	}
-	svc, _, err := c.Manager().Client.ServiceInspectWithRaw(ctx, swarmmode.ServiceName("", "test-"+t.Name(), "aimi-readonly"), swarm.ServiceInspectOptions{})
+	svc, _, err := c.Manager().Client.ServiceInspectWithRaw(ctx, serviceOf(t, "aimi-readonly"), swarm.ServiceInspectOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

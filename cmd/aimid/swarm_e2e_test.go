@@ -254,7 +254,7 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 	// Secrets: the agent.env value and the names of the secret variables
 	// are nowhere in the service specs or the task containers' env.
 	for _, sc := range sw.Containers {
-		_, raw, err := m.ServiceInspectWithRaw(ctx, swarmmode.ServiceName(testInstance(sock), sw.SwarmID, sc.ContainerName), swarm.ServiceInspectOptions{})
+		_, raw, err := m.ServiceInspectWithRaw(ctx, swarmmode.ServiceName(testInstance(sock), contract.Sandbox{Swarm: sw.SwarmID, Container: sc.ContainerName}), swarm.ServiceInspectOptions{})
 		if err != nil {
 			t.Fatalf("inspect the service of %s: %v", sc.ContainerName, err)
 		}
