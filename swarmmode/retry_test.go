@@ -13,6 +13,7 @@ import (
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/logcursor"
+	"github.com/aimi-tools/swarm/swarmmode"
 )
 
 // absentImage is a reference no node has and none can pull (nothing
@@ -23,12 +24,35 @@ func absentImage(c *clustertest.Cluster, name string) string {
 	return "127.0.0.1:1/" + name + ":" + strings.ToLower(c.RunID)
 }
 
-// startFailedSpec is a spec whose task no node can start until the image
-// is tagged on the nodes.
-func startFailedSpec(t *testing.T, c *clustertest.Cluster, name string) engine.Spec {
+// failing is a sandbox whose task no node can start until its image is
+// tagged on the nodes.
+type failing struct {
+	id    string
+	svc   string // its service, whose tasks the manager lists
+	image string // absentImage
+}
+
+// createFailing creates a failing sandbox named name, removed when the test
+// ends. Nothing reads the engine for it yet, so no start retry begins
+// before the caller reads it.
+func createFailing(t *testing.T, ctx context.Context, e *swarmmode.Engine, c *clustertest.Cluster, name string) failing {
+	t.Helper()
 	s := spec(t, name)
 	s.Image, s.User = absentImage(c, name), "0"
-	return s
+	return failing{id: create(t, ctx, e, s), svc: serviceOf(t, name), image: s.Image}
+}
+
+// startFailing creates a failing sandbox named name, waits for it and
+// delivers an empty request: Wait's reads of the engine drive the start
+// retries from the first refusal on. It returns Wait's channel.
+func startFailing(t *testing.T, ctx context.Context, e *swarmmode.Engine, c *clustertest.Cluster, name string) (failing, <-chan engine.Exit) {
+	t.Helper()
+	f := createFailing(t, ctx, e, c, name)
+	exit := e.Wait(ctx, f.id)
+	if err := e.WriteStdin(ctx, f.id, request(t, map[string]any{})); err != nil {
+		t.Fatal(err)
+	}
+	return f, exit
 }
 
 // ownTasks lists the service's tasks that Stop did not make (those
@@ -89,33 +113,29 @@ func TestStartFailureIsRetried(t *testing.T) {
 	e, c := newEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	s := startFailedSpec(t, c, "aimi-retried")
-	id, err := e.Create(ctx, s)
-	if err != nil {
+	// Not waited for: a read of the engine would retry the start before
+	// the image is on the nodes.
+	f := createFailing(t, ctx, e, c, "aimi-retried")
+	if err := e.WriteStdin(ctx, f.id, request(t, map[string]any{"lines": 2, "exit": 5})); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
-	if err := e.WriteStdin(ctx, id, request(t, map[string]any{"lines": 2, "exit": 5})); err != nil {
-		t.Fatal(err)
-	}
-	svc := serviceOf(t, "aimi-retried")
-	first := waitStartFailures(t, ctx, c, svc, 1)[0]
+	first := waitStartFailures(t, ctx, c, f.svc, 1)[0]
 	t.Logf("first attempt: %s on node %s: %s", first.Status.State, first.NodeID, first.Status.Err)
 	for _, n := range c.Nodes {
-		if err := n.Client.ImageTag(ctx, probe, s.Image); err != nil {
+		if err := n.Client.ImageTag(ctx, probe, f.image); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _, _ = n.Client.ImageRemove(context.Background(), s.Image, image.RemoveOptions{}) })
+		t.Cleanup(func() { _, _ = n.Client.ImageRemove(context.Background(), f.image, image.RemoveOptions{}) })
 	}
-	ex := <-e.Wait(ctx, id)
+	ex := <-e.Wait(ctx, f.id)
 	if ex.Err != nil || ex.Code != 5 || ex.Failure != "" {
 		t.Fatalf("exit after the node could not start the first attempt: %+v", ex)
 	}
-	got := stdout(collect(t, mustLines(t, e, ctx, id, logcursor.Position{})))
+	got := stdout(collect(t, mustLines(t, e, ctx, f.id, logcursor.Position{})))
 	if len(got) == 0 || got[len(got)-1] != "done" || !contains(got, "line 1") {
 		t.Fatalf("lines of the retried task: %q", got)
 	}
-	if n := len(ownTasks(t, ctx, c, svc)); n < 1 || serviceForceUpdate(t, ctx, c, svc) < 1 {
+	if n := len(ownTasks(t, ctx, c, f.svc)); n < 1 || serviceForceUpdate(t, ctx, c, f.svc) < 1 {
 		t.Fatalf("no retry recorded on the service (%d own tasks)", n)
 	}
 }
@@ -128,28 +148,19 @@ func TestStartFailureRetriesAreBounded(t *testing.T) {
 	e, c := newEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	id, err := e.Create(ctx, startFailedSpec(t, c, "aimi-never-starts"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
-	exit := e.Wait(ctx, id)
-	if err := e.WriteStdin(ctx, id, request(t, map[string]any{})); err != nil {
-		t.Fatal(err)
-	}
+	f, exit := startFailing(t, ctx, e, c, "aimi-never-starts")
 	ex := <-exit
 	if ex.Err != nil || ex.Failure != engine.CodeStartFailed || !strings.Contains(ex.FailureReason, "3 of 3 attempts") || !strings.Contains(ex.FailureReason, "aimi swarm resume --retry-failed") {
 		t.Fatalf("exit: %+v", ex)
 	}
-	svc := serviceOf(t, "aimi-never-starts")
-	if n := serviceForceUpdate(t, ctx, c, svc); n != 2 {
+	if n := serviceForceUpdate(t, ctx, c, f.svc); n != 2 {
 		t.Fatalf("%d retries asked of the service, want 2", n)
 	}
 	// Reading it again starts nothing more.
-	if info, err := e.Inspect(ctx, id); err != nil || info.Failure != engine.CodeStartFailed || info.Running {
+	if info, err := e.Inspect(ctx, f.id); err != nil || info.Failure != engine.CodeStartFailed || info.Running {
 		t.Fatalf("inspect after the last attempt: %+v, %v", info, err)
 	}
-	if n := serviceForceUpdate(t, ctx, c, svc); n != 2 {
+	if n := serviceForceUpdate(t, ctx, c, f.svc); n != 2 {
 		t.Fatalf("%d retries asked of the service after a read, want 2", n)
 	}
 	t.Logf("reason: %s", ex.FailureReason)
@@ -162,21 +173,12 @@ func TestStopDuringStartRetry(t *testing.T) {
 	e, c := newEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	id, err := e.Create(ctx, startFailedSpec(t, c, "aimi-stop-retry"))
-	if err != nil {
+	f, exit := startFailing(t, ctx, e, c, "aimi-stop-retry")
+	waitStartFailures(t, ctx, c, f.svc, 1)
+	if err := e.Stop(ctx, f.id, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
-	exit := e.Wait(ctx, id)
-	if err := e.WriteStdin(ctx, id, request(t, map[string]any{})); err != nil {
-		t.Fatal(err)
-	}
-	svc := serviceOf(t, "aimi-stop-retry")
-	waitStartFailures(t, ctx, c, svc, 1)
-	if err := e.Stop(ctx, id, time.Second); err != nil {
-		t.Fatal(err)
-	}
-	asked := serviceForceUpdate(t, ctx, c, svc)
+	asked := serviceForceUpdate(t, ctx, c, f.svc)
 	select {
 	case ex := <-exit:
 		if ex.Err != nil {
@@ -185,11 +187,11 @@ func TestStopDuringStartRetry(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("Wait did not return in 20 s after a stop during a start retry")
 	}
-	info, err := e.Inspect(ctx, id)
+	info, err := e.Inspect(ctx, f.id)
 	if err != nil || info.Running || info.Status != "exited" {
 		t.Fatalf("inspect after the stop: %+v, %v", info, err)
 	}
-	if n := serviceForceUpdate(t, ctx, c, svc); n != asked {
+	if n := serviceForceUpdate(t, ctx, c, f.svc); n != asked {
 		t.Fatalf("the service was updated after the stop (forced updates %d, then %d)", asked, n)
 	}
 }

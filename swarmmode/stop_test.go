@@ -27,11 +27,7 @@ func TestStopKeepsOutputAndExitCode(t *testing.T) {
 	e, c := newEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id, err := e.Create(ctx, spec(t, "aimi-stop"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
+	id := create(t, ctx, e, spec(t, "aimi-stop"))
 	exit := e.Wait(ctx, id)
 	follow, err := e.Lines(ctx, id, logcursor.Position{}, true)
 	if err != nil {
@@ -133,11 +129,7 @@ func TestStopBeforeDeliveryEndsIt(t *testing.T) {
 	e, c := newEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id, err := e.Create(ctx, spec(t, "aimi-stop-pending", "PROBE_SECRET=x"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
+	id := create(t, ctx, e, spec(t, "aimi-stop-pending", "PROBE_SECRET=x"))
 	exit := e.Wait(ctx, id)
 	if err := e.Stop(ctx, id, time.Second); err != nil {
 		t.Fatal(err)

@@ -85,6 +85,17 @@ func serviceOf(t *testing.T, name string) string {
 	return swarmmode.ServiceName("", contract.Sandbox{Swarm: "test-" + t.Name(), Container: name})
 }
 
+// create creates a sandbox of s, removed when the test ends.
+func create(t *testing.T, ctx context.Context, e *swarmmode.Engine, s engine.Spec) string {
+	t.Helper()
+	id, err := e.Create(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
+	return id
+}
+
 func request(t *testing.T, r map[string]any) []byte {
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -133,11 +144,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 	s := spec(t, "aimi-lifecycle", "PROBE_SECRET="+secret, "AIMI_AGENT=demo")
 	s.Mounts = []engine.Mount{{Source: ca, Target: "/etc/aimi/git-ca.pem", ReadOnly: true}}
-	id, err := e.Create(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
+	id := create(t, ctx, e, s)
 	info, err := e.Inspect(ctx, id)
 	if err != nil || info.Status != "created" || info.Name != "aimi-lifecycle" {
 		t.Fatalf("after create: %+v, %v", info, err)
@@ -296,11 +303,7 @@ func TestMissingImageIsStartFailed(t *testing.T) {
 	defer cancel()
 	s := spec(t, "aimi-noimage")
 	s.Image = "aimi-test/does-not-exist:never"
-	id, err := e.Create(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
+	id := create(t, ctx, e, s)
 	exit := e.Wait(ctx, id)
 	if err := e.WriteStdin(ctx, id, request(t, map[string]any{})); err != nil {
 		if !strings.Contains(err.Error(), s.Image) || !strings.Contains(err.Error(), "pull or load the image") {
@@ -322,11 +325,7 @@ func TestSandboxesAreIsolated(t *testing.T) {
 	e, c := newEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, err := e.Create(ctx, spec(t, "aimi-iso-listener"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), a) })
+	a := create(t, ctx, e, spec(t, "aimi-iso-listener"))
 	if err := e.WriteStdin(ctx, a, request(t, map[string]any{"sleep": "5m", "listen": ":8080"})); err != nil {
 		t.Fatal(err)
 	}
@@ -340,11 +339,7 @@ func TestSandboxesAreIsolated(t *testing.T) {
 	}
 	target := ip + ":8080"
 
-	b, err := e.Create(ctx, spec(t, "aimi-iso-dialer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), b) })
+	b := create(t, ctx, e, spec(t, "aimi-iso-dialer"))
 	if err := e.WriteStdin(ctx, b, request(t, map[string]any{"dial": target})); err != nil {
 		t.Fatal(err)
 	}
@@ -488,11 +483,7 @@ func TestReadOnlyRoot(t *testing.T) {
 	defer cancel()
 	s := spec(t, "aimi-readonly")
 	s.ReadOnlyRootfs, s.Scratch = true, []string{"/work"}
-	id, err := e.Create(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Remove(context.Background(), id) })
+	id := create(t, ctx, e, s)
 	exit := e.Wait(ctx, id)
 	if err := e.WriteStdin(ctx, id, request(t, map[string]any{})); err != nil {
 		t.Fatal(err)
