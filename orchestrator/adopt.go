@@ -95,7 +95,7 @@ func (m *Manager) adoptedSwarm(ctx context.Context, repo, repoID string, store *
 // tracked (its journal replayed into the ledger) and returned as a ctr;
 // one that is not (notMade, foreign) is only described.
 func (sw *swarm) observe(ctx context.Context, e *state.Container, byID map[string]engine.Info) (entryFacts, *ctr, error) {
-	jpath := sw.store.JournalPath(sw.id, e.ContainerName)
+	jpath := sw.store.JournalPath(contract.Sandbox{Swarm: sw.id, Container: e.ContainerName})
 	info, found := byID[e.ContainerID]
 	f := entryFacts{name: e.ContainerName, journal: fileExists(jpath), found: found, info: info}
 	if f.notMade() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/logcursor"
@@ -377,7 +378,7 @@ func journalLines(repo string) int {
 		return 0
 	}
 	for _, c := range sw.Containers {
-		recs, _ := state.ReadJournal(state.Open(repo).JournalPath(sw.SwarmID, c.ContainerName))
+		recs, _ := state.ReadJournal(state.Open(repo).JournalPath(contract.Sandbox{Swarm: sw.SwarmID, Container: c.ContainerName}))
 		n += len(recs)
 	}
 	return n
@@ -395,7 +396,7 @@ func stdoutLines(repo, frag string) int {
 		if !strings.Contains(c.ContainerName, frag) {
 			continue
 		}
-		recs, _ := state.ReadJournal(state.Open(repo).JournalPath(sw.SwarmID, c.ContainerName))
+		recs, _ := state.ReadJournal(state.Open(repo).JournalPath(contract.Sandbox{Swarm: sw.SwarmID, Container: c.ContainerName}))
 		for _, r := range recs {
 			if r.Stream == state.StreamStdout {
 				n++

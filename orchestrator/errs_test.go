@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/safefile"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -54,7 +55,7 @@ func TestJournalThatIsNoRegularFileIsAnError(t *testing.T) {
 	}
 	waitTerminal(t, m, repo, 30*time.Second)
 	name := detail(t, v, "quiet").Name
-	path := state.Open(repo).JournalPath(v.State.SwarmID, name)
+	path := state.Open(repo).JournalPath(contract.Sandbox{Swarm: v.State.SwarmID, Container: name})
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/spec"
 
 	"github.com/aimi-tools/swarm/state"
@@ -186,7 +187,7 @@ func detail(t testing.TB, v api.SwarmView, frag string) api.ContainerDetail {
 // journal reads a container's journal.
 func readJournal(t testing.TB, repo, swarmID, name string) []state.Record {
 	t.Helper()
-	recs, err := state.ReadJournal(state.Open(repo).JournalPath(swarmID, name))
+	recs, err := state.ReadJournal(state.Open(repo).JournalPath(contract.Sandbox{Swarm: swarmID, Container: name}))
 	if err != nil {
 		t.Fatalf("read journal of %s: %v", name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/ctxutil"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -44,7 +45,7 @@ func (m *Manager) Journal(ctx context.Context, q api.LogsRequest) (<-chan state.
 		id = st.SwarmID
 		follow = follow && !st.Container(name).Status.Terminal()
 	}
-	path := state.Open(repo).JournalPath(id, name)
+	path := state.Open(repo).JournalPath(contract.Sandbox{Swarm: id, Container: name})
 	// The tail below reads again and again and stops at what it cannot
 	// read; a journal that cannot be read at all is said once, here.
 	if err := state.CheckJournal(path); err != nil {

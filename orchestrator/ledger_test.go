@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/state"
@@ -42,7 +43,7 @@ func TestJournalOfStderrOutputStaysCloseToItsSize(t *testing.T) {
 	if err := l.flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	path := store.JournalPath("6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b", c.ContainerName)
+	path := store.JournalPath(contract.Sandbox{Swarm: "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b", Container: c.ContainerName})
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)

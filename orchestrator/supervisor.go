@@ -357,7 +357,7 @@ func fillMessage(e *api.Event, m *acpmsg.Message) {
 // near the start: the scan stops there).
 func (sw *swarm) sentRequest(c *ctr) bool {
 	sent := false
-	_ = state.ScanJournal(sw.store.JournalPath(sw.id, c.name), func(r state.Record) error {
+	_ = state.ScanJournal(sw.store.JournalPath(sw.sandbox(c)), func(r state.Record) error {
 		if r.Stream == state.StreamDaemon && r.Type == string(acpmsg.TypeTaskRequest) {
 			sent = true
 			return state.StopScan

@@ -386,7 +386,7 @@ func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 	err := sw.led.rebuild(ctx, func(context.Context) error {
 		var errs []error
 		for _, c := range retry {
-			errs = append(errs, moveAside(sw.store.JournalPath(sw.id, c.name)))
+			errs = append(errs, moveAside(sw.store.JournalPath(sw.sandbox(c))))
 		}
 		errs = append(errs, sw.reopenStopped(ctx, retry))
 		return errors.Join(errs...)
@@ -417,7 +417,7 @@ func (sw *swarm) restoreEntry(c *ctr, old *state.Container, fresh bool) (*state.
 	if fresh {
 		return sc, state.NewTracker(c.tf), nil
 	}
-	jpath := sw.store.JournalPath(sw.id, c.name)
+	jpath := sw.store.JournalPath(sw.sandbox(c))
 	t, _, err := state.RestoreTracker(jpath, rerunBase(jpath, c.tf))
 	if err != nil {
 		return nil, nil, err

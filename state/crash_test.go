@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -203,7 +204,7 @@ func TestCrashWhileRecordingNeverSavesAheadOfTheJournal(t *testing.T) {
 			t.Fatalf("kill %d: Load: %v", i, err)
 		}
 		for _, c := range sw.Containers {
-			jpath := st.JournalPath(sw.SwarmID, c.ContainerName)
+			jpath := st.JournalPath(contract.Sandbox{Swarm: sw.SwarmID, Container: c.ContainerName})
 			if _, err := ReadJournal(jpath); err != nil {
 				t.Fatalf("kill %d: journal unreadable: %v", i, err)
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -60,7 +61,7 @@ func TestJournalStopsGrowingAtItsCapAndCountsWhatItLeftOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	path := st.JournalPath(testSwarmID, "c")
+	path := st.JournalPath(contract.Sandbox{Swarm: testSwarmID, Container: "c"})
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -141,7 +142,7 @@ func (r *Recorder) now() time.Time { return r.opts.Now().UTC() }
 
 // JournalPath is the journal file of a container of this swarm.
 func (r *Recorder) JournalPath(containerName string) string {
-	return r.store.JournalPath(r.swarm.SwarmID, containerName)
+	return r.store.JournalPath(contract.Sandbox{Swarm: r.swarm.SwarmID, Container: containerName})
 }
 
 // Track starts following a container with its fold (NewTracker for a new

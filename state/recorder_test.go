@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/logcursor"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -189,7 +190,7 @@ func TestRecorderRestartRestoresTheFoldAndContinuesTheJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	// a crash mid-append leaves a torn line
-	jpath := st.JournalPath(testSwarmID, "c")
+	jpath := st.JournalPath(contract.Sandbox{Swarm: testSwarmID, Container: "c"})
 	f, _ := os.OpenFile(jpath, os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(`{"seq":5,"cursor":"2026`)
 	f.Close()

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/internal/filelock"
 )
@@ -77,9 +78,9 @@ func (s *Store) Path() string { return s.path }
 // Root is the repository root the store was opened on.
 func (s *Store) Root() string { return s.root }
 
-// JournalPath is the journal of one container of one swarm.
-func (s *Store) JournalPath(swarmID, containerName string) string {
-	return filepath.Join(s.dir, JournalDir, swarmID, containerName+".ndjson")
+// JournalPath is the journal of container sb.
+func (s *Store) JournalPath(sb contract.Sandbox) string {
+	return filepath.Join(s.dir, JournalDir, sb.Swarm, sb.Container+".ndjson")
 }
 
 // RemoveJournals deletes the journals (.aimi/swarm/<swarmId>/) of every

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/safefile"
 )
 
@@ -102,7 +103,7 @@ func TestJournalReadersReadOnlyRegularFilesInTheRepository(t *testing.T) {
 	for _, kind := range []string{"fifo", "zero", "outside"} {
 		for name, read := range readers {
 			t.Run(kind+"/"+name, func(t *testing.T) {
-				path := Open(t.TempDir()).JournalPath("s1", "aimi-a")
+				path := Open(t.TempDir()).JournalPath(contract.Sandbox{Swarm: "s1", Container: "aimi-a"})
 				plant(t, path, kind, valid, 0)
 				err := returns(t, func() error { return read(path) })
 				if err == nil {
@@ -115,7 +116,7 @@ func TestJournalReadersReadOnlyRegularFilesInTheRepository(t *testing.T) {
 		}
 	}
 	// A regular journal inside the repository still reads.
-	path := Open(t.TempDir()).JournalPath("s1", "aimi-a")
+	path := Open(t.TempDir()).JournalPath(contract.Sandbox{Swarm: "s1", Container: "aimi-a"})
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +139,7 @@ func TestOpenJournalStaysInTheRepository(t *testing.T) {
 	for _, kind := range []string{"fifo", "zero", "outside", "dirlink"} {
 		t.Run(kind, func(t *testing.T) {
 			repo := t.TempDir()
-			path := Open(repo).JournalPath("s1", "aimi-a")
+			path := Open(repo).JournalPath(contract.Sandbox{Swarm: "s1", Container: "aimi-a"})
 			if kind == "dirlink" {
 				out := t.TempDir()
 				if err := os.MkdirAll(filepath.Join(repo, DirName), 0o755); err != nil {
@@ -168,7 +169,7 @@ func TestOpenJournalStaysInTheRepository(t *testing.T) {
 			}
 		})
 	}
-	path := Open(t.TempDir()).JournalPath("s1", "aimi-a")
+	path := Open(t.TempDir()).JournalPath(contract.Sandbox{Swarm: "s1", Container: "aimi-a"})
 	j, err := openJournal(path)
 	if err != nil {
 		t.Fatalf("openJournal of a new journal: %v", err)

@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -272,7 +273,7 @@ func checkJournalStdoutIsSpec(t *testing.T, repo string) {
 	t.Helper()
 	sw := validState(t, repo)
 	for _, c := range sw.Containers {
-		recs, err := state.ReadJournal(state.Open(repo).JournalPath(sw.SwarmID, c.ContainerName))
+		recs, err := state.ReadJournal(state.Open(repo).JournalPath(contract.Sandbox{Swarm: sw.SwarmID, Container: c.ContainerName}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/cli"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -43,7 +44,7 @@ func fillJournalToItsCap(t *testing.T, repo, name string) int64 {
 	if c == nil {
 		t.Fatalf("no %s in the state file", name)
 	}
-	tr, _, err := state.RestoreTracker(store.JournalPath(sw.SwarmID, name), nil)
+	tr, _, err := state.RestoreTracker(store.JournalPath(contract.Sandbox{Swarm: sw.SwarmID, Container: name}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func fillJournalToItsCap(t *testing.T, repo, name string) int64 {
 	if err := rec.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	pos, err := state.LastPosition(store.JournalPath(sw.SwarmID, name))
+	pos, err := state.LastPosition(store.JournalPath(contract.Sandbox{Swarm: sw.SwarmID, Container: name}))
 	if err != nil {
 		t.Fatal(err)
 	}
