@@ -56,7 +56,7 @@ type Inbox struct {
 	mu       sync.Mutex
 	pending  map[string]*entry // by id
 	answered map[string]answer // by id: kept until the runner fetched it
-	refused  map[string]*refusals
+	refused  map[contract.Sandbox]*refusals
 	changed  chan struct{} // closed and replaced at every change (Watch)
 }
 
@@ -102,13 +102,13 @@ func New(cfg Config) *Inbox {
 		cfg.Now = time.Now
 	}
 	return &Inbox{cfg: cfg, log: cfg.Logger, pending: map[string]*entry{}, answered: map[string]answer{},
-		refused: map[string]*refusals{}, changed: make(chan struct{})}
+		refused: map[contract.Sandbox]*refusals{}, changed: make(chan struct{})}
 }
 
-// RequestID is the id people see for a runner's request: stable across
-// daemon restarts and resends, distinct between containers.
-func RequestID(swarmID, container, runnerID string) string {
-	h := sha256.Sum256([]byte(swarmID + "\x00" + container + "\x00" + runnerID))
+// RequestID is the id people see for request runnerID of container sb:
+// stable across daemon restarts and resends, distinct between containers.
+func RequestID(sb contract.Sandbox, runnerID string) string {
+	h := sha256.Sum256([]byte(sb.Swarm + "\x00" + sb.Container + "\x00" + runnerID))
 	return hex.EncodeToString(h[:5])
 }
 

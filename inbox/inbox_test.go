@@ -81,7 +81,7 @@ func TestAnswerReachesTheWaitingRunnerAndBadAnswersAreRefused(t *testing.T) {
 		got <- a
 	}()
 	req := waitPending(t, in, 1)[0]
-	if req.ID != RequestID("sw", "c1", "00112233aabbccdd") || req.StoryID != "US-001" || req.Deadline.Sub(req.AskedAt) != DefaultTimeout {
+	if req.ID != RequestID(contract.Sandbox{Swarm: "sw", Container: "c1"}, "00112233aabbccdd") || req.StoryID != "US-001" || req.Deadline.Sub(req.AskedAt) != DefaultTimeout {
 		t.Errorf("request %+v", req)
 	}
 	_, err := in.Answer(context.Background(), api.AnswerRequest{ID: req.ID, Option: "perhaps"})
@@ -128,7 +128,7 @@ func TestFloodIsBoundedPerContainer(t *testing.T) {
 	if c := strings.Count(n.all(), "refused"); c != 1 {
 		t.Errorf("%d refusal lines, want 1:\n%s", c, n.all())
 	}
-	in.Drop("sw", "flood")
+	in.Drop(contract.Sandbox{Swarm: "sw", Container: "flood"})
 	waitPending(t, in, 1)
 }
 
@@ -159,7 +159,7 @@ func TestTimeoutAnswersWithTheFallback(t *testing.T) {
 	}
 	go send(t, in, "c2", "8899aabbccddeeff", context.Background())
 	waitPending(t, in, 1)
-	in.Drop("sw", "c2")
+	in.Drop(contract.Sandbox{Swarm: "sw", Container: "c2"})
 	if code, _ := send(t, in, "c2", "8899aabbccddeeff", context.Background()); code != http.StatusGone {
 		t.Errorf("a dropped container's resend: HTTP %d", code)
 	}

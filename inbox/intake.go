@@ -101,7 +101,7 @@ func (in *Inbox) request(from caller, a contract.AskRequest, now time.Time) api.
 		opts[i] = api.PermissionOption{ID: o.ID, Name: o.Name, Kind: o.Kind}
 	}
 	return api.PermissionRequest{
-		ID: RequestID(from.SwarmID, from.Container, a.ID), RepoPath: from.RepoPath, SwarmID: from.SwarmID,
+		ID: RequestID(contract.Sandbox{Swarm: from.SwarmID, Container: from.Container}, a.ID), RepoPath: from.RepoPath, SwarmID: from.SwarmID,
 		ContainerName: from.Container, StoryID: a.StoryID, Title: q.Title, Kind: q.Kind, Paths: q.Paths,
 		Command: q.Command, Options: opts, AskedAt: asked.UTC(), Deadline: asked.Add(in.cfg.Timeout).UTC(),
 	}

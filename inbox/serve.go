@@ -100,7 +100,7 @@ func (in *Inbox) take(ctx context.Context, from caller, a contract.AskRequest) (
 // then one line per refusalEvery with the count, so a flood cannot flood
 // the journal.
 func (in *Inbox) refuse(ctx context.Context, from caller, why string) {
-	key := from.SwarmID + "\x00" + from.Container
+	key := contract.Sandbox{Swarm: from.SwarmID, Container: from.Container}
 	now := in.cfg.Now()
 	in.mu.Lock()
 	rf := in.refused[key]
@@ -121,18 +121,18 @@ func (in *Inbox) refuse(ctx context.Context, from caller, why string) {
 		fmt.Sprintf("%d permission request(s) refused: %s", n, why))
 }
 
-// Drop answers every request of a container that ended as gone (its
+// Drop answers every request of container sb, which ended, as gone (its
 // runner, if it is still there, rejects the tool call).
-func (in *Inbox) Drop(swarmID, container string) {
+func (in *Inbox) Drop(sb contract.Sandbox) {
 	in.mu.Lock()
 	var dropped []api.PermissionRequest
 	for _, e := range in.pending {
-		if e.req.SwarmID == swarmID && e.req.ContainerName == container {
+		if e.req.SwarmID == sb.Swarm && e.req.ContainerName == sb.Container {
 			in.answerLocked(e, answer{gone: true, at: in.cfg.Now()})
 			dropped = append(dropped, e.req)
 		}
 	}
-	delete(in.refused, swarmID+"\x00"+container)
+	delete(in.refused, sb)
 	in.mu.Unlock()
 	for _, r := range dropped {
 		in.publish(r, api.EventPermissionAnswered, "", "container-ended")
@@ -165,7 +165,7 @@ func (in *Inbox) Run(ctx context.Context, events <-chan api.Event) {
 
 func (in *Inbox) dropEvent(e api.Event) {
 	if e.ContainerName != "" {
-		in.Drop(e.SwarmID, e.ContainerName)
+		in.Drop(contract.Sandbox{Swarm: e.SwarmID, Container: e.ContainerName})
 		return
 	}
 	in.mu.Lock()
@@ -177,7 +177,7 @@ func (in *Inbox) dropEvent(e api.Event) {
 	}
 	in.mu.Unlock()
 	for n := range names {
-		in.Drop(e.SwarmID, n)
+		in.Drop(contract.Sandbox{Swarm: e.SwarmID, Container: n})
 	}
 }
 
@@ -187,16 +187,15 @@ func (in *Inbox) dropEnded() {
 	if in.cfg.Running == nil {
 		return
 	}
-	type key struct{ swarm, name string }
-	seen := map[key]bool{}
+	seen := map[contract.Sandbox]bool{}
 	in.mu.Lock()
 	for _, e := range in.pending {
-		seen[key{e.req.SwarmID, e.req.ContainerName}] = true
+		seen[contract.Sandbox{Swarm: e.req.SwarmID, Container: e.req.ContainerName}] = true
 	}
 	in.mu.Unlock()
-	for k := range seen {
-		if !in.cfg.Running(contract.Sandbox{Swarm: k.swarm, Container: k.name}) {
-			in.Drop(k.swarm, k.name)
+	for sb := range seen {
+		if !in.cfg.Running(sb) {
+			in.Drop(sb)
 		}
 	}
 }
