@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
@@ -55,7 +56,8 @@ type Result struct {
 }
 
 // IntoCheckout fetches refs/heads/<branch> of the repository at src into the
-// checkout at repoPath as refs/heads/<branch>. It creates the branch or
+// checkout as refs/heads/<branch>, where the checkout is at cb.Repo and the
+// branch is cb.Branch (its swarm and container play no part). It creates the branch or
 // fast-forwards it; it refuses (ErrCheckedOut, ErrBusy, ErrDiverged) to move
 // a branch checked out in any worktree of the checkout, one a rebase or
 // bisect in any worktree holds, or one that has diverged. On a refusal the
@@ -64,7 +66,8 @@ type Result struct {
 // once the branch holds that tip, keep is deleted again. The update is a
 // compare-and-swap against the value it read, so a concurrent commit by the
 // user makes it fail instead of being overwritten.
-func IntoCheckout(ctx context.Context, g gitcmd.Git, repoPath, src, branch, keep string) (Result, error) {
+func IntoCheckout(ctx context.Context, g gitcmd.Git, src string, cb contract.ContainerBranch, keep string) (Result, error) {
+	repoPath, branch := cb.Repo, cb.Branch
 	res := Result{Branch: branch}
 	if err := gitref.CheckBranch(branch); err != nil {
 		return res, fmt.Errorf("publish: %w: %w", ErrBadBranch, err)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // fixture: the user's checkout and a source repository (standing in for
@@ -22,6 +24,11 @@ func newFixture(t *testing.T) fixture {
 	src := filepath.Join(t.TempDir(), "src")
 	mustGit(t, "", "clone", "-q", user, src)
 	return fixture{user: user, src: src, base: mustGit(t, user, "rev-parse", "HEAD")}
+}
+
+// branch is branch of the user's checkout, for IntoCheckout.
+func (f fixture) branch(branch string) contract.ContainerBranch {
+	return contract.ContainerBranch{Repo: f.user, Branch: branch}
 }
 
 // containerWork commits n files on branch feat in the source.
@@ -114,7 +121,7 @@ func TestIntoCheckout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)
 			want := tc.setup(t, f)
-			res, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", "")
+			res, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), "")
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
@@ -149,7 +156,7 @@ func TestIntoCheckoutRefusalLeavesTheCommitsFetched(t *testing.T) {
 	f := newFixture(t)
 	mustGit(t, f.user, "checkout", "-q", "-b", "feat")
 	tip := f.containerWork(t, "a.txt")
-	_, err := IntoCheckout(t.Context(), testGit, f.user, f.src, "feat", "")
+	_, err := IntoCheckout(t.Context(), testGit, f.src, f.branch("feat"), "")
 	if !errors.Is(err, ErrCheckedOut) || !strings.Contains(err.Error(), tip) {
 		t.Fatalf("err = %v, want ErrCheckedOut naming %s", err, tip)
 	}
@@ -159,7 +166,7 @@ func TestIntoCheckoutRefusalLeavesTheCommitsFetched(t *testing.T) {
 func TestIntoCheckoutRefusesBadBranch(t *testing.T) {
 	f := newFixture(t)
 	for _, b := range []string{"", "-x", "a..b", "a b", "a//b", "a/", "x.lock", "--upload-pack=evil"} {
-		if _, err := IntoCheckout(t.Context(), testGit, f.user, f.src, b, ""); !errors.Is(err, ErrBadBranch) {
+		if _, err := IntoCheckout(t.Context(), testGit, f.src, f.branch(b), ""); !errors.Is(err, ErrBadBranch) {
 			t.Errorf("branch %q: err = %v, want ErrBadBranch", b, err)
 		}
 	}

@@ -106,14 +106,14 @@ var receivedGit = gitcmd.Hermetic
 // the user's checkout at cb.Repo as refs/heads/<branch> (created or
 // fast-forwarded; a branch checked out there, held by a rebase or bisect,
 // or diverged is not moved: the container's tip is then named
-// UnpublishedRef(swarmID, branch) there, and the error says so and how to
+// UnpublishedRef(cb) there, and the error says so and how to
 // merge by hand). Then, when the daemon's
 // environment has a GitHub token and the checkout's hosted remote is on
 // GitHub, it pushes the branch there and opens (or finds) a pull request,
 // whose URL it returns. A container that never pushed its branch has
 // nothing to publish: (nil, nil).
 func (p *Publisher) Publish(ctx context.Context, cb contract.ContainerBranch) (*string, error) {
-	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
+	repoPath, containerName, branch := cb.Repo, cb.Container, cb.Branch
 	src, tip, err := p.src.Received(cb.Sandbox(), branch)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s of %s: %w", branch, containerName, err)
@@ -125,12 +125,12 @@ func (p *Publisher) Publish(ctx context.Context, cb contract.ContainerBranch) (*
 	lock := p.checkoutLock(repoPath)
 	lock.Lock()
 	defer lock.Unlock()
-	keep := UnpublishedRef(swarmID, branch)
+	keep := UnpublishedRef(cb)
 	if err := checkKeep(keep); err != nil {
 		p.log.Warn("a refused publish cannot name the container's tip", "container", containerName, "err", err)
 		keep = ""
 	}
-	res, err := IntoCheckout(ctx, userGit, repoPath, src, branch, keep)
+	res, err := IntoCheckout(ctx, userGit, src, cb, keep)
 	if errors.Is(err, ErrNoBranch) {
 		p.log.Info("nothing to publish: the container never pushed its branch", "container", containerName, "branch", branch)
 		return nil, nil

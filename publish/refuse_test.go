@@ -105,7 +105,7 @@ func TestIntoCheckoutDoesNotMoveABranchUnderAUserOperation(t *testing.T) {
 			mine := f.userBranch(t, "u1.txt", "u2.txt")
 			dir := tc.start(t, f)
 			tip := f.containerWork(t, "a.txt")
-			_, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", "refs/aimi/unpublished/s1/feat")
+			_, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), "refs/aimi/unpublished/s1/feat")
 			t.Logf("refusal: %v", err)
 			if !errors.Is(err, ErrBusy) {
 				t.Errorf("err = %v, want ErrBusy", err)
@@ -177,7 +177,7 @@ func TestRefusalKeepsTheTipNamedUntilPublished(t *testing.T) {
 				mustGit(t, f.user, "worktree", "remove", wt)
 			}
 			tip := f.containerWork(t, "a.txt")
-			res, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", keep)
+			res, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), keep)
 			t.Logf("refusal: %v", err)
 			if !errors.Is(err, refusal) || !strings.Contains(err.Error(), keep) {
 				t.Fatalf("err = %v, want %v naming %s", err, refusal, keep)
@@ -192,11 +192,11 @@ func TestRefusalKeepsTheTipNamedUntilPublished(t *testing.T) {
 			mustGit(t, f.user, "cat-file", "-e", tip+"^{commit}")
 			// The same refusal again changes nothing; more work moves the
 			// name forward.
-			if _, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", keep); !errors.Is(err, refusal) {
+			if _, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), keep); !errors.Is(err, refusal) {
 				t.Fatalf("second publish: %v", err)
 			}
 			tip = f.containerWork(t, "b.txt")
-			if _, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", keep); !errors.Is(err, refusal) {
+			if _, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), keep); !errors.Is(err, refusal) {
 				t.Fatalf("third publish: %v", err)
 			}
 			if got := mustGit(t, f.user, "rev-parse", keep); got != tip {
@@ -211,7 +211,7 @@ func TestRefusalKeepsTheTipNamedUntilPublished(t *testing.T) {
 				wt := linked(t, f, "feat")
 				mustGit(t, wt, "merge", "-q", "--no-edit", keep)
 			}
-			if _, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", keep); err != nil {
+			if _, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), keep); err != nil {
 				t.Fatalf("publish after the user merged: %v", err)
 			}
 			if out := mustGit(t, f.user, "for-each-ref", "refs/aimi/"); out != "" {
@@ -230,12 +230,12 @@ func TestRefusalNeverOverwritesAnotherUnpublishedTip(t *testing.T) {
 	f.userBranch(t)
 	mustGit(t, f.user, "checkout", "-q", "feat")
 	other := f.containerWork(t, "a.txt")
-	if _, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", keep); !errors.Is(err, ErrCheckedOut) {
+	if _, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), keep); !errors.Is(err, ErrCheckedOut) {
 		t.Fatal(err)
 	}
 	mustGit(t, f.src, "reset", "-q", "--hard", f.base)
 	tip := f.containerWork(t, "b.txt")
-	_, err := IntoCheckout(ctx, testGit, f.user, f.src, "feat", keep)
+	_, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), keep)
 	if !errors.Is(err, ErrCheckedOut) || !strings.Contains(err.Error(), short(other)) {
 		t.Fatalf("err = %v, want ErrCheckedOut saying %s holds %s", err, keep, short(other))
 	}
@@ -252,7 +252,7 @@ func TestPublishRefusedKeepsTheTipUnderTheSwarmsName(t *testing.T) {
 	mustGit(t, f.user, "checkout", "-q", "-b", "feat-r")
 	tip := f.containerPush(t, "aimi-r", "feat-r", "r.txt")
 	_, err := f.p.Publish(ctx, contract.ContainerBranch{Repo: f.user, Swarm: "s1", Container: "aimi-r", Branch: "feat-r"})
-	keep := UnpublishedRef("s1", "feat-r")
+	keep := UnpublishedRef(contract.ContainerBranch{Swarm: "s1", Branch: "feat-r"})
 	if !errors.Is(err, ErrCheckedOut) || !strings.Contains(err.Error(), keep) {
 		t.Fatalf("err = %v, want ErrCheckedOut naming %s", err, keep)
 	}
@@ -263,7 +263,7 @@ func TestPublishRefusedKeepsTheTipUnderTheSwarmsName(t *testing.T) {
 		swarm, tip string
 		want       bool
 	}{{"s1", tip, true}, {"s2", tip, false}, {"s1", strings.Repeat("1", 40), false}} {
-		if got, err := Holds(ctx, f.user, c.swarm, "feat-r", c.tip); got != c.want || err != nil {
+		if got, err := Holds(ctx, contract.ContainerBranch{Repo: f.user, Swarm: c.swarm, Container: "aimi-r", Branch: "feat-r"}, c.tip); got != c.want || err != nil {
 			t.Errorf("Holds(%s, %s) = %v, %v; want %v", c.swarm, short(c.tip), got, err, c.want)
 		}
 	}

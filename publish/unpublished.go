@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
@@ -16,22 +17,23 @@ import (
 // appears that the user did not make, and no tool pushes it by accident.
 const UnpublishedNamespace = "refs/aimi/unpublished/"
 
-// UnpublishedRef is the ref naming the tip of branch of swarm swarmID
-// after a refused publish: refs/aimi/unpublished/<swarmID>/<branch>. One
-// per swarm and branch: within a swarm a branch only moves forward (the
-// git service refuses other pushes), so a later refusal moves the name
-// forward and never drops earlier work; another swarm's refusal of the
-// same branch gets a name of its own.
-func UnpublishedRef(swarmID, branch string) string {
-	return UnpublishedNamespace + swarmID + "/" + branch
+// UnpublishedRef is the ref naming the tip of cb's branch after a refused
+// publish: refs/aimi/unpublished/<swarm id>/<branch> (cb's repository and
+// container play no part). One per swarm and branch: within a swarm a
+// branch only moves forward (the git service refuses other pushes), so a
+// later refusal moves the name forward and never drops earlier work;
+// another swarm's refusal of the same branch gets a name of its own.
+func UnpublishedRef(cb contract.ContainerBranch) string {
+	return UnpublishedNamespace + cb.Swarm + "/" + cb.Branch
 }
 
-// Holds reports whether the checkout at repoPath names tip: it is
-// contained in refs/heads/<branch>, or in UnpublishedRef(swarmID, branch)
-// where a refused publish left it. Work a checkout holds this way survives
-// git gc and the removal of the container and the git service's copy.
-func Holds(ctx context.Context, repoPath, swarmID, branch, tip string) (bool, error) {
-	for _, ref := range []string{"refs/heads/" + branch, UnpublishedRef(swarmID, branch)} {
+// Holds reports whether the checkout at cb.Repo names tip: it is
+// contained in refs/heads/<cb.Branch>, or in UnpublishedRef(cb) where a
+// refused publish left it. Work a checkout holds this way survives git gc
+// and the removal of the container and the git service's copy.
+func Holds(ctx context.Context, cb contract.ContainerBranch, tip string) (bool, error) {
+	repoPath := cb.Repo
+	for _, ref := range []string{"refs/heads/" + cb.Branch, UnpublishedRef(cb)} {
 		at, err := receivedGit.RevParse(ctx, repoPath, ref)
 		if err != nil {
 			return false, fmt.Errorf("read %s in %s: %w", ref, repoPath, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/publish"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -84,7 +85,7 @@ func TestRefusedPublishKeepsTheWorkNamedAndSaysSo(t *testing.T) {
 	sw := validState(t, repo)
 	tips := map[string]string{}
 	for branch, stories := range map[string]int{"feat/linear": 3, "feat/diamond": 4} {
-		ref := publish.UnpublishedRef(sw.SwarmID, branch)
+		ref := publish.UnpublishedRef(contract.ContainerBranch{Swarm: sw.SwarmID, Branch: branch})
 		tips[branch] = gitOut(t, repo, "rev-parse", ref)
 		if n := gitOut(t, repo, "rev-list", "--count", base+".."+ref); n != fmt.Sprint(stories) && n != fmt.Sprint(stories+1) {
 			t.Errorf("%s holds %s commits over the base, want the container's %d", ref, n, stories)
@@ -103,7 +104,7 @@ func TestRefusedPublishKeepsTheWorkNamedAndSaysSo(t *testing.T) {
 	}
 	code, out, _ := run("swarm", "status")
 	for _, branch := range []string{"feat/linear", "feat/diamond"} {
-		if ref := publish.UnpublishedRef(sw.SwarmID, branch); code != 0 || !strings.Contains(out, acpmsg.CodePublishFailed+": publish "+branch) || !strings.Contains(out, "merge "+ref) {
+		if ref := publish.UnpublishedRef(contract.ContainerBranch{Swarm: sw.SwarmID, Branch: branch}); code != 0 || !strings.Contains(out, acpmsg.CodePublishFailed+": publish "+branch) || !strings.Contains(out, "merge "+ref) {
 			t.Errorf("status: exit %d, want the refusal of %s with 'merge %s':\n%s", code, branch, ref, out)
 		}
 	}
@@ -135,7 +136,7 @@ func TestRefusedPublishKeepsTheWorkNamedAndSaysSo(t *testing.T) {
 		if branch == "feat/diamond" {
 			where = wt
 		}
-		gitOut(t, where, "merge", "-q", "--no-edit", publish.UnpublishedRef(sw.SwarmID, branch))
+		gitOut(t, where, "merge", "-q", "--no-edit", publish.UnpublishedRef(contract.ContainerBranch{Swarm: sw.SwarmID, Branch: branch}))
 		if ok := exec.Command("git", "-C", repo, "merge-base", "--is-ancestor", tip, "refs/heads/"+branch).Run() == nil; !ok {
 			t.Errorf("%s does not hold the container's work after the merge", branch)
 		}
