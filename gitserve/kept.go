@@ -38,13 +38,13 @@ const originTimeout = 2 * time.Minute
 // credentials and remotes (origin); never on a repository of the service's.
 var userGit = gitcmd.Git{}
 
-// BranchTip is refs/heads/<branch> in the container's workspace, "" when
-// it has none.
-func (k Keeper) BranchTip(ctx context.Context, containerName, branch string) (string, error) {
+// BranchTip is refs/heads/<cb.Branch> in the workspace of container
+// cb.Container, "" when it has none.
+func (k Keeper) BranchTip(ctx context.Context, cb contract.ContainerBranch) (string, error) {
 	if k.Probe == nil {
-		return "", fmt.Errorf("read branch %s of %s: %w", branch, containerName, ErrNoTrees)
+		return "", fmt.Errorf("read branch %s of %s: %w", cb.Branch, cb.Container, ErrNoTrees)
 	}
-	return k.Probe.BranchTip(ctx, containerName, branch)
+	return k.Probe.BranchTip(ctx, cb.Container, cb.Branch)
 }
 
 // NamedByRef is the package's NamedByRef: whether a ref of repoPath
@@ -53,11 +53,13 @@ func (k Keeper) NamedByRef(ctx context.Context, repoPath, tip string) (bool, err
 	return NamedByRef(ctx, repoPath, tip)
 }
 
-// OnOrigin reports whether origin's branch, as the checkout's remote
-// "origin" serves it now (the user's credentials), holds commit tip: it
-// is tip, or it descends from it and the checkout can tell. A branch
-// origin lacks holds nothing; origin unreachable is an error.
-func (k Keeper) OnOrigin(ctx context.Context, repoPath, branch, tip string) (bool, error) {
+// OnOrigin reports whether origin's branch cb.Branch, as the remote
+// "origin" of the checkout at cb.Repo serves it now (the user's
+// credentials), holds commit tip: it is tip, or it descends from it and
+// the checkout can tell. A branch origin lacks holds nothing; origin
+// unreachable is an error.
+func (k Keeper) OnOrigin(ctx context.Context, cb contract.ContainerBranch, tip string) (bool, error) {
+	repoPath, branch := cb.Repo, cb.Branch
 	if err := gitref.CheckBranch(branch); err != nil {
 		return false, err
 	}
@@ -85,12 +87,13 @@ func (k Keeper) OnOrigin(ctx context.Context, repoPath, branch, tip string) (boo
 	return err == nil, nil
 }
 
-// Keep fetches the branch of containerName out of the container (its
+// Keep fetches branch cb.Branch out of container cb.Container (its
 // workspace's .git, read through the engine: objects and refs only, never
-// its configuration or hooks) into the checkout at repoPath as ref, which
+// its configuration or hooks) into the checkout at cb.Repo as ref, which
 // must be under contract.KeptRefPrefix and moves only forward. It returns
 // the commit ref names.
-func (k Keeper) Keep(ctx context.Context, repoPath, containerName, branch, ref string) (string, error) {
+func (k Keeper) Keep(ctx context.Context, cb contract.ContainerBranch, ref string) (string, error) {
+	repoPath, containerName, branch := cb.Repo, cb.Container, cb.Branch
 	if err := gitref.CheckBranch(branch); err != nil {
 		return "", fmt.Errorf("keep the work of %s: %w", containerName, err)
 	}
@@ -112,9 +115,11 @@ func (k Keeper) Keep(ctx context.Context, repoPath, containerName, branch, ref s
 	return tip, nil
 }
 
-// Push pushes ref of the checkout at repoPath to origin's branch, as the
-// user would (their remote "origin" and credentials), fast-forward only.
-func (k Keeper) Push(ctx context.Context, repoPath, ref, branch string) error {
+// Push pushes ref of the checkout at cb.Repo to origin's branch cb.Branch,
+// as the user would (their remote "origin" and credentials), fast-forward
+// only.
+func (k Keeper) Push(ctx context.Context, cb contract.ContainerBranch, ref string) error {
+	repoPath, branch := cb.Repo, cb.Branch
 	if err := gitref.CheckBranch(branch); err != nil {
 		return err
 	}

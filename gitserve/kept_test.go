@@ -82,18 +82,19 @@ func TestKeeperTakesARemoteModeContainersWorkToOrigin(t *testing.T) {
 	}
 	defer docker.Close()
 	k := Keeper{Probe: EngineProbe{Files: docker}, Trees: docker, Scratch: t.TempDir()}
-	tip, err := k.BranchTip(ctx, name, branch)
+	cb := contract.ContainerBranch{Repo: user, Swarm: "swarm-k", Container: name, Branch: branch}
+	tip, err := k.BranchTip(ctx, cb)
 	if err != nil || !validOID(tip) {
 		t.Fatalf("BranchTip = %q, %v", tip, err)
 	}
-	if on, err := k.OnOrigin(ctx, user, branch, tip); err != nil || on {
+	if on, err := k.OnOrigin(ctx, cb, tip); err != nil || on {
 		t.Fatalf("OnOrigin before any push = %v, %v; want false", on, err)
 	}
 	if named, err := k.NamedByRef(ctx, user, tip); err != nil || named {
 		t.Fatalf("NamedByRef before the keep = %v, %v; want false", named, err)
 	}
-	ref := contract.KeptRef(contract.Sandbox{Swarm: "swarm-k", Container: name})
-	if got, err := k.Keep(ctx, user, name, branch, ref); err != nil || got != tip {
+	ref := contract.KeptRef(cb.Sandbox())
+	if got, err := k.Keep(ctx, cb, ref); err != nil || got != tip {
 		t.Fatalf("Keep = %q, %v; want %s", got, err, tip)
 	}
 	if named, err := k.NamedByRef(ctx, user, tip); err != nil || !named {
@@ -102,14 +103,14 @@ func TestKeeperTakesARemoteModeContainersWorkToOrigin(t *testing.T) {
 	if n := mustGit(t, user, "rev-list", "--count", ref); n != "3" {
 		t.Errorf("the keep ref has %s commits, want the container's 3", n)
 	}
-	if err := k.Push(ctx, user, ref, branch); err == nil || !strings.Contains(err.Error(), "protected branch") {
+	if err := k.Push(ctx, cb, ref); err == nil || !strings.Contains(err.Error(), "protected branch") {
 		t.Fatalf("Push while origin refuses = %v, want origin's refusal", err)
 	}
 	os.Remove(hook)
-	if err := k.Push(ctx, user, ref, branch); err != nil {
+	if err := k.Push(ctx, cb, ref); err != nil {
 		t.Fatal(err)
 	}
-	if on, err := k.OnOrigin(ctx, user, branch, tip); err != nil || !on {
+	if on, err := k.OnOrigin(ctx, cb, tip); err != nil || !on {
 		t.Fatalf("OnOrigin after the push = %v, %v; want true", on, err)
 	}
 	if err := k.Drop(ctx, user, ref); err != nil {
@@ -118,7 +119,7 @@ func TestKeeperTakesARemoteModeContainersWorkToOrigin(t *testing.T) {
 	if err := k.Drop(ctx, user, "refs/heads/main"); err == nil {
 		t.Error("Drop deleted a ref outside the keep namespace")
 	}
-	if _, err := k.Keep(ctx, user, name, branch, "refs/heads/"+branch); err == nil {
+	if _, err := k.Keep(ctx, cb, "refs/heads/"+branch); err == nil {
 		t.Error("Keep wrote a ref outside the keep namespace")
 	}
 }

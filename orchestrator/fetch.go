@@ -154,7 +154,7 @@ func (m *Manager) fetchOne(ctx context.Context, repo string, h holder, rep *api.
 	}
 	f := api.Fetched{Name: h.name, Branch: h.branch, Tip: tip}
 	if m.cfg.Publisher != nil {
-		u, err := m.cfg.Publisher.Publish(ctx, contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch})
+		u, err := m.cfg.Publisher.Publish(ctx, h.branchIn(repo))
 		if err != nil {
 			if refused != nil {
 				refused(err)
@@ -171,14 +171,14 @@ func (m *Manager) fetchOne(ctx context.Context, repo string, h holder, rep *api.
 // kept in the checkout, then pushed to origin.
 func (m *Manager) fetchToOrigin(ctx context.Context, repo string, h holder, commits []string, rep *api.FetchReport) {
 	w := m.cfg.Work
-	ref := contract.KeptRef(h.sandbox())
-	tip, err := w.Keep(ctx, repo, h.name, h.branch, ref)
+	cb, ref := h.branchIn(repo), contract.KeptRef(h.sandbox())
+	tip, err := w.Keep(ctx, cb, ref)
 	if err != nil {
 		rep.Skipped = append(rep.Skipped, api.Kept{Name: h.name, Reason: err.Error(), Commits: commits})
 		return
 	}
 	f := api.Fetched{Name: h.name, Branch: h.branch, Tip: tip, Ref: ref}
-	if err := w.Push(ctx, repo, ref, h.branch); err != nil {
+	if err := w.Push(ctx, cb, ref); err != nil {
 		f.Note = fmt.Sprintf("not on origin: %v; push it with 'git push origin %s:refs/heads/%s' or merge it", err, ref, h.branch)
 	} else {
 		f.Note = "pushed to origin's branch " + h.branch

@@ -24,20 +24,21 @@ import (
 // ContainerWork reads and takes the commits inside a container, running
 // or stopped (package gitserve's Keeper).
 type ContainerWork interface {
-	// BranchTip is refs/heads/<branch> in the container's workspace, ""
-	// when it has none.
-	BranchTip(ctx context.Context, containerName, branch string) (string, error)
+	// BranchTip is refs/heads/<cb.Branch> in the workspace of container
+	// cb.Container, "" when it has none.
+	BranchTip(ctx context.Context, cb contract.ContainerBranch) (string, error)
 	// NamedByRef reports whether a ref of the repository at repoPath
 	// reaches commit tip.
 	NamedByRef(ctx context.Context, repoPath, tip string) (bool, error)
-	// OnOrigin reports whether origin's branch (the checkout's remote
-	// origin, asked now) holds commit tip.
-	OnOrigin(ctx context.Context, repoPath, branch, tip string) (bool, error)
+	// OnOrigin reports whether origin's branch cb.Branch (the remote
+	// origin of the checkout at cb.Repo, asked now) holds commit tip.
+	OnOrigin(ctx context.Context, cb contract.ContainerBranch, tip string) (bool, error)
 	// Keep fetches the container's branch into the checkout as ref (under
 	// contract.KeptRefPrefix) and returns its tip.
-	Keep(ctx context.Context, repoPath, containerName, branch, ref string) (tip string, err error)
-	// Push pushes ref of the checkout to origin's branch, fast-forward only.
-	Push(ctx context.Context, repoPath, ref, branch string) error
+	Keep(ctx context.Context, cb contract.ContainerBranch, ref string) (tip string, err error)
+	// Push pushes ref of the checkout to origin's branch cb.Branch,
+	// fast-forward only.
+	Push(ctx context.Context, cb contract.ContainerBranch, ref string) error
 	// Drop deletes a keep ref whose commits reached origin.
 	Drop(ctx context.Context, repoPath, ref string) error
 }
@@ -67,6 +68,11 @@ func (h holder) sandbox() contract.Sandbox {
 	return contract.Sandbox{Swarm: h.swarmID, Container: h.name}
 }
 
+// branchIn is h's branch in the checkout at repo.
+func (h holder) branchIn(repo string) contract.ContainerBranch {
+	return contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch}
+}
+
 func holderOf(in engine.Info) holder {
 	return holder{swarmID: in.Labels[contract.LabelSwarmID], name: in.Name, branch: in.Labels[contract.LabelBranch],
 		local: in.Labels[contract.LabelGitMode] == "local"}
@@ -83,20 +89,21 @@ func (m *Manager) unreceived(ctx context.Context, repo string, h holder) ([]stri
 		if m.cfg.Git == nil {
 			return nil, errors.New("it ran in local git mode and this daemon has no git service to ask (git.mode is remote)")
 		}
-		return m.cfg.Git.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch})
+		return m.cfg.Git.Unreceived(ctx, h.branchIn(repo))
 	}
 	w := m.cfg.Work
 	if w == nil {
 		return nil, nil // this engine cannot read a container's files
 	}
-	tip, err := w.BranchTip(ctx, h.name, h.branch)
+	cb := h.branchIn(repo)
+	tip, err := w.BranchTip(ctx, cb)
 	if err != nil || tip == "" {
 		return nil, err
 	}
 	if ok, err := w.NamedByRef(ctx, repo, tip); err != nil || ok {
 		return nil, err
 	}
-	if ok, err := w.OnOrigin(ctx, repo, h.branch, tip); err != nil || ok {
+	if ok, err := w.OnOrigin(ctx, cb, tip); err != nil || ok {
 		return nil, err
 	}
 	return []string{tip}, nil
@@ -139,10 +146,10 @@ func (m *Manager) takeWork(ctx context.Context, repo string, h holder, newSwarm 
 	if !newSwarm || m.cfg.Publisher == nil {
 		return nil
 	}
-	if ok, perr := m.cfg.Publisher.Published(ctx, contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch}); perr == nil && ok {
+	if ok, perr := m.cfg.Publisher.Published(ctx, h.branchIn(repo)); perr == nil && ok {
 		return nil
 	}
-	if _, perr := m.cfg.Publisher.Publish(ctx, contract.ContainerBranch{Repo: repo, Swarm: h.swarmID, Container: h.name, Branch: h.branch}); perr != nil {
+	if _, perr := m.cfg.Publisher.Publish(ctx, h.branchIn(repo)); perr != nil {
 		return refuseRerun(h, commits, fmt.Errorf("its branch is in the git service's repository of swarm %s but not in your checkout: %w", h.swarmID, perr))
 	}
 	return nil
@@ -154,22 +161,23 @@ func (m *Manager) takeToOrigin(ctx context.Context, repo string, h holder) error
 	if w == nil {
 		return nil // this engine cannot read a container's files
 	}
-	tip, err := w.BranchTip(ctx, h.name, h.branch)
+	cb := h.branchIn(repo)
+	tip, err := w.BranchTip(ctx, cb)
 	if err != nil {
 		return refuseRerun(h, nil, fmt.Errorf("read its branch: %w", err))
 	}
 	if tip == "" {
 		return nil
 	}
-	on, oerr := w.OnOrigin(ctx, repo, h.branch, tip)
+	on, oerr := w.OnOrigin(ctx, cb, tip)
 	if oerr == nil && on {
 		return nil
 	}
 	ref := contract.KeptRef(h.sandbox())
-	if _, err := w.Keep(ctx, repo, h.name, h.branch, ref); err != nil {
+	if _, err := w.Keep(ctx, cb, ref); err != nil {
 		return refuseRerun(h, []string{tip}, err)
 	}
-	if err := w.Push(ctx, repo, ref, h.branch); err != nil {
+	if err := w.Push(ctx, cb, ref); err != nil {
 		return refuseRerun(h, []string{tip}, fmt.Errorf("origin lacks them and %w; they are kept in your checkout as %s: push them (git push origin %s:refs/heads/%s) or merge them by hand", err, ref, ref, h.branch))
 	}
 	m.log.Info("rerun: the replaced container's commits were pushed to origin first", "container", h.name, "branch", h.branch, "tip", tip)

@@ -25,31 +25,31 @@ type fakeWork struct {
 	calls    []string // "keep NAME REF", "push REF BRANCH", "drop REF", in order
 }
 
-func (w *fakeWork) BranchTip(ctx context.Context, name, branch string) (string, error) {
+func (w *fakeWork) BranchTip(ctx context.Context, cb contract.ContainerBranch) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.tips[name], nil
+	return w.tips[cb.Container], nil
 }
 
 func (w *fakeWork) NamedByRef(ctx context.Context, repo, tip string) (bool, error) { return false, nil }
 
-func (w *fakeWork) OnOrigin(ctx context.Context, repo, branch, tip string) (bool, error) {
+func (w *fakeWork) OnOrigin(ctx context.Context, cb contract.ContainerBranch, tip string) (bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.onOrigin[tip], nil
 }
 
-func (w *fakeWork) Keep(ctx context.Context, repo, name, branch, ref string) (string, error) {
+func (w *fakeWork) Keep(ctx context.Context, cb contract.ContainerBranch, ref string) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.calls = append(w.calls, "keep "+name+" "+ref)
-	return w.tips[name], nil
+	w.calls = append(w.calls, "keep "+cb.Container+" "+ref)
+	return w.tips[cb.Container], nil
 }
 
-func (w *fakeWork) Push(ctx context.Context, repo, ref, branch string) error {
+func (w *fakeWork) Push(ctx context.Context, cb contract.ContainerBranch, ref string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.calls = append(w.calls, "push "+ref+" "+branch)
+	w.calls = append(w.calls, "push "+ref+" "+cb.Branch)
 	return w.pushErr
 }
 
