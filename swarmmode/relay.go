@@ -189,10 +189,15 @@ func (e *Engine) relayCommand(ctx context.Context, image string) ([]string, erro
 	return img.Config.Cmd[:1], nil
 }
 
-// subnetOf reads an overlay's subnet, which the managers allocate a moment
-// after the network was created (up to 15 s).
+// subnetWait bounds the wait for an overlay's subnet. The managers
+// allocate it a moment after the network was created, seconds when they
+// are busy: a sandbox whose relay gave up here fails before any of its
+// work, so the bound is generous (a busy test cluster took over 15 s).
+const subnetWait = time.Minute
+
+// subnetOf reads an overlay's subnet once the managers allocated it.
 func (e *Engine) subnetOf(ctx context.Context, netID string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, subnetWait)
 	defer cancel()
 	for {
 		n, err := e.cli.NetworkInspect(ctx, netID, network.InspectOptions{})

@@ -16,11 +16,19 @@ import (
 )
 
 // The end-to-end tests of this package wait on containers and daemons far
-// more than they compute: each starts with parallel(t) (or parallelLong),
-// and e2eSlots of them run at once. go test's own -parallel limit
-// (GOMAXPROCS, 2 here) is raised out of the way by TestMain unless the
-// command line sets one.
+// more than they compute: each starts with parallel(t) (or parallelLong,
+// or parallelCluster), and e2eSlots of them run at once. go test's own
+// -parallel limit (GOMAXPROCS, 2 here) is raised out of the way by
+// TestMain unless the command line sets one.
 const e2eSlots = 6
+
+// clusterSlots is how many of the e2eSlots the tests on the shared Swarm
+// mode cluster may hold at once. Its three engines run inside containers
+// on vfs (every task's container a full copy of its image) beside
+// everything else on two cores: six tests on it at once, next to another
+// package's tests, starved its managers until the nodes missed their
+// heartbeats and were marked down (NODE_LOST) and calls timed out.
+const clusterSlots = 3
 
 // raiseParallel sets -test.parallel high (the slots are the limit) unless
 // it was given. TestMain calls it before m.Run, which reads the flag.
@@ -33,17 +41,31 @@ func raiseParallel() {
 	}
 }
 
-// slots hands the package's e2eSlots to its parallel tests, long ones
-// first: a long test left to start last would run alone at the end.
+// testKind orders the tests for their slots: the cluster's tests first
+// (they share one cluster, at most clusterSlots at a time, so they are
+// the longest chain), then the long ones (a long test left to start last
+// would run alone at the end), then the rest.
+type testKind int
+
+const (
+	kindShort testKind = iota
+	kindLong
+	kindCluster
+)
+
+// slots hands the package's e2eSlots to its parallel tests in the order
+// of their kinds.
 type slots struct {
 	mu   sync.Mutex
 	cond *sync.Cond
 	free int
-	// longPending counts the long tests not yet given a slot. They count
-	// themselves before t.Parallel: go test starts every top-level test
-	// up to its t.Parallel, in turn, before it resumes any of them, so
-	// every long test is counted before a short one asks for a slot.
-	longPending int
+	// pending counts the tests of each kind not yet given a slot. They
+	// count themselves before t.Parallel: go test starts every top-level
+	// test up to its t.Parallel, in turn, before it resumes any of them,
+	// so every test is counted before any asks for a slot.
+	pending [3]int
+	// onCluster counts the cluster's tests holding a slot.
+	onCluster int
 }
 
 var e2e = func() *slots {
@@ -54,34 +76,59 @@ var e2e = func() *slots {
 
 // parallel runs t in parallel with the package's other tests, in one of
 // the e2eSlots.
-func parallel(t *testing.T) { e2e.run(t, false) }
+func parallel(t *testing.T) { e2e.run(t, kindShort) }
 
 // parallelLong is parallel for a test of minutes: it gets a slot before
 // the short tests.
-func parallelLong(t *testing.T) { e2e.run(t, true) }
+func parallelLong(t *testing.T) { e2e.run(t, kindLong) }
 
-func (s *slots) run(t *testing.T, long bool) {
-	if long {
-		s.mu.Lock()
-		s.longPending++
-		s.mu.Unlock()
+// parallelCluster is parallel for a test on the shared Swarm mode
+// cluster (testCluster, testClusterAlone): it gets a slot before the
+// others while fewer than clusterSlots of the cluster's tests run.
+func parallelCluster(t *testing.T) { e2e.run(t, kindCluster) }
+
+// mustWait reports whether a test of kind k waits for a slot: none is
+// free, the cluster has its share, or a test of a kind before k could
+// take the slot (a cluster test waiting for the cluster's share does not
+// hold the others back).
+func (s *slots) mustWait(k testKind) bool {
+	clusterReady := s.pending[kindCluster] > 0 && s.onCluster < clusterSlots
+	switch {
+	case s.free == 0:
+		return true
+	case k == kindCluster:
+		return s.onCluster >= clusterSlots
+	case k == kindLong:
+		return clusterReady
+	default:
+		return clusterReady || s.pending[kindLong] > 0
 	}
+}
+
+func (s *slots) run(t *testing.T, k testKind) {
+	s.mu.Lock()
+	s.pending[k]++
+	s.mu.Unlock()
 	t.Parallel()
 	s.mu.Lock()
-	for s.free == 0 || !long && s.longPending > 0 {
+	for s.mustWait(k) {
 		s.cond.Wait()
 	}
 	s.free--
-	if long {
-		s.longPending--
+	s.pending[k]--
+	if k == kindCluster {
+		s.onCluster++
 	}
 	s.mu.Unlock()
-	s.cond.Broadcast() // the last long one lets the short ones in
+	s.cond.Broadcast() // the last of a kind lets the next kind in
 	// Registered first, so it runs last: the test's daemon and containers
 	// are gone before the next test starts.
 	t.Cleanup(func() {
 		s.mu.Lock()
 		s.free++
+		if k == kindCluster {
+			s.onCluster--
+		}
 		s.mu.Unlock()
 		s.cond.Broadcast()
 	})

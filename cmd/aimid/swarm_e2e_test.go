@@ -156,10 +156,13 @@ func cleanEnv() []string {
 // agent.env secret and the git tokens are in no service spec, task
 // container environment, state file, journal, CLI answer or daemon log.
 func TestSwarmBackendEndToEnd(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	started := time.Now()
 	image := sandboxImage(t)
-	c := testCluster(t, image)
+	// Alone: the scheduler spreads services by the tasks each node holds,
+	// and other tests' tasks could leave one node the emptiest for all
+	// three.
+	c := testClusterAlone(t, image)
 	t.Logf("cluster and image ready after %s", time.Since(started).Round(time.Second))
 
 	repo := shortDir(t)
@@ -379,7 +382,7 @@ func checkSwarmJournal(t *testing.T, ctx context.Context, m interface {
 // killed with SIGKILL while its services run and started again; every
 // container completes and its journal holds each line exactly once.
 func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	image := standinImage(t)
 	c := testCluster(t, image)
 	repo := gitRepo(t, 4, "kslow1", "kslow2", "kquick")
@@ -453,7 +456,7 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 // 60 s, the others complete, and resume --retry-failed runs it again on a
 // live node to completed. The node is started again at the end.
 func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	image := standinImage(t)
 	c := testClusterAlone(t, image)
 	repo := gitRepo(t, 3, "nl1", "nl2", "nl3")

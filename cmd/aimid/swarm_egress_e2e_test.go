@@ -38,7 +38,7 @@ import (
 // an address egress.allow names answers through the proxy, and a host no
 // rule names is refused and journaled as egress-denied, on every node.
 func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	image := sandboxImage(t)
 	c := testCluster(t, image)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -30,7 +30,7 @@ import (
 // finds the real key in any process's environment or command line or any
 // readable file; the daemon's log and the CLI's answers hold no key.
 func TestSwarmBackendModelKeyStaysInTheDaemon(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var rnd [16]byte

@@ -22,7 +22,7 @@ import (
 // daemon's swarm leaves every service, secret, config and network of the
 // other's, and its own cleanup leaves nothing of either behind.
 func TestSwarmBackendTwoDaemonsSameNames(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	image := standinImage(t)
 	c := testCluster(t, image)
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"pace|1s;auto|2\"\ngit:\n  mode: remote\n"

@@ -21,7 +21,7 @@ import (
 // denied", while the run itself (clone and push with the token) completes.
 // What the agent saw is committed by the runner and read from the branch.
 func TestSwarmBackendAgentCannotReadTheGitToken(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	image := sandboxImage(t)
 	c := testCluster(t, image)
 	repo := shortDir(t)

@@ -18,7 +18,7 @@ import (
 // completion the runner wrote on SIGTERM (after which the cluster deleted
 // the task and its container).
 func TestSwarmBackendStop(t *testing.T) {
-	parallel(t)
+	parallelCluster(t)
 	image := standinImage(t)
 	c := testCluster(t, image)
 	repo := gitRepo(t, 2, "sstop1", "sstop2")
@@ -79,7 +79,7 @@ func TestSwarmBackendStop(t *testing.T) {
 // says there is nothing to fetch, and the next start of the task file
 // gets the same container name again.
 func TestSwarmBackendStoppedBeforeAnyPushIsCleanedUp(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	image := standinImage(t)
 	c := testCluster(t, image)
 	repo := gitRepo(t, 2, "nopush")

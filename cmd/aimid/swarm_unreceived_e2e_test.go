@@ -24,7 +24,7 @@ import (
 // it, listing it as lost; and the next start gets the container's own
 // name, not a suffixed one.
 func TestSwarmBackendUnpushedWorkIsKeptByName(t *testing.T) {
-	parallelLong(t)
+	parallelCluster(t)
 	image := sandboxImage(t)
 	c := testCluster(t, image)
 	name := "unpushed-" + dockertest.RunID()[:6]
