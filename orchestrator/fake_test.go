@@ -43,9 +43,11 @@ type fakeEngine struct {
 	beforeCreate func(ctx context.Context, name string) error
 	beforeStart  func(id string)
 	// afterStart runs after each successful Start, beforeStdin before each
-	// WriteStdin (both outside the lock).
+	// WriteStdin and afterStdin after each one that delivered (all outside
+	// the lock).
 	afterStart  func(id string)
 	beforeStdin func(id string)
+	afterStdin  func(id string)
 	// stopHangs, when set, makes Stop block until it is closed (an engine
 	// that never answers the stop).
 	stopHangs chan struct{}
@@ -245,6 +247,9 @@ func (f *fakeEngine) WriteStdin(ctx context.Context, id string, line []byte) err
 	}
 	select {
 	case c.stdin <- append([]byte(nil), line...):
+		if f.afterStdin != nil {
+			f.afterStdin(id)
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

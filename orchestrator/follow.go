@@ -138,13 +138,17 @@ func (f *follower) begin(start bool) bool {
 // ended.
 func (f *follower) deliver(start bool, tr *tracer) bool {
 	sw := f.sw
-	if start || !sw.sentRequest(f.c) {
+	journaled, answered := false, false
+	if !start {
+		journaled, answered = sw.requestState(f.c)
+	}
+	if !answered {
 		if start {
 			// The rest of the start wave first (startWave).
 			sw.startWave().wait(f.ctx, waveMaxWait)
 			tr.mark("start wave done")
 		}
-		if err := sw.sendRequest(f.ctx, f.c); err != nil {
+		if err := sw.sendRequest(f.ctx, f.c, !journaled); err != nil {
 			if f.ctx.Err() != nil {
 				return false
 			}

@@ -353,25 +353,33 @@ func fillMessage(e *api.Event, m *acpmsg.Message) {
 	}
 }
 
-// sentRequest reports whether the journal has the task-request (it is
-// near the start: the scan stops there).
-func (sw *swarm) sentRequest(c *ctr) bool {
-	sent := false
+// requestState is what the journal says of a container's task-request:
+// journaled, and whether the container has written anything since (it
+// then read the request: the runner writes nothing before). The scan
+// stops at the first container line after the request, near the start.
+func (sw *swarm) requestState(c *ctr) (journaled, answered bool) {
 	_ = state.ScanJournal(sw.store.JournalPath(sw.sandbox(c)), func(r state.Record) error {
-		if r.Stream == state.StreamDaemon && r.Type == string(acpmsg.TypeTaskRequest) {
-			sent = true
+		switch {
+		case r.Stream == state.StreamDaemon && r.Type == string(acpmsg.TypeTaskRequest):
+			journaled = true
+		case journaled && r.Stream != state.StreamDaemon:
+			answered = true
 			return state.StopScan
 		}
 		return nil
 	})
-	return sent
+	return journaled, answered
 }
 
-// sendRequest writes the task-request to stdin, then journals it. In this
-// order a crash in between means "not journaled" and the re-attach writes
-// it again; the runner reads only its first line, so a second copy is
-// harmless, while a lost one would leave it waiting forever.
-func (sw *swarm) sendRequest(ctx context.Context, c *ctr) error {
+// sendRequest journals the task-request, then writes it to stdin
+// (journal false: it is journaled already, and only written again). In
+// this order a container that got its request and ended while no daemon
+// ran has it in its journal like any other; a crash between the two
+// leaves it journaled and unsent, and the re-attach writes it again to a
+// container that has written nothing (deliver). The runner reads only
+// its first request, so a second copy is harmless, while a lost one
+// would leave it waiting forever.
+func (sw *swarm) sendRequest(ctx context.Context, c *ctr, journal bool) error {
 	m := sw.taskRequest(c)
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("the task-request for %s is invalid: %w", c.name, err)
@@ -392,11 +400,13 @@ func (sw *swarm) sendRequest(ctx context.Context, c *ctr) error {
 		}
 		note, lines = warmNote, append(claim, line)
 	}
+	if journal {
+		if _, err := sw.led.daemonNote(ctx, c.name, m, note); err != nil {
+			return fmt.Errorf("journal the task-request: %w", err)
+		}
+	}
 	if err := sw.writeLines(ctx, c, lines); err != nil {
 		return fmt.Errorf("write the task-request to %s: %w", c.name, err)
-	}
-	if _, err := sw.led.daemonNote(ctx, c.name, m, note); err != nil {
-		return fmt.Errorf("journal the task-request: %w", err)
 	}
 	return nil
 }
