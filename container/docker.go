@@ -423,8 +423,8 @@ func (d *Docker) Inspect(ctx context.Context, id string) (engine.Info, error) {
 		info.OOMKilled = st.OOMKilled
 		info.Error = st.Error
 		info.Pid = st.Pid
-		info.StartedAt = engineTime(st.StartedAt)
-		info.FinishedAt = engineTime(st.FinishedAt)
+		info.StartedAt = parseStateTime(st.StartedAt)
+		info.FinishedAt = parseStateTime(st.FinishedAt)
 	}
 	if hc := c.HostConfig; hc != nil {
 		info.NanoCPUs = hc.NanoCPUs
@@ -546,9 +546,9 @@ func trimSlash(name string) string {
 	return name
 }
 
-// engineTime parses the engine's RFC 3339 state times; its "never" value
+// parseStateTime parses the engine's RFC 3339 state times; its "never" value
 // (0001-01-01T00:00:00Z) becomes the zero time.
-func engineTime(s string) time.Time {
+func parseStateTime(s string) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil || t.Year() <= 1 {
 		return time.Time{}

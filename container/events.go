@@ -25,7 +25,7 @@ func (d *Docker) Events(ctx context.Context, labels map[string]string) (<-chan e
 	now := time.Now()
 	msgs, errs := d.cli.Events(ctx, events.ListOptions{
 		Filters: f,
-		Since:   enginelog.EngineTime(now),
+		Since:   enginelog.SinceParam(now),
 	})
 	out := make(chan engine.Event, 64)
 	errc := make(chan error, 1)

@@ -68,7 +68,7 @@ func (d *Docker) Lines(ctx context.Context, id string, after logcursor.Position,
 				opts.Tail = strconv.Itoa(tail)
 			}
 			if !since.IsZero() {
-				opts.Since = enginelog.EngineTime(since)
+				opts.Since = enginelog.SinceParam(since)
 			}
 			return d.openLogs(ctx, id, opts)
 		},

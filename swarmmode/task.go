@@ -357,7 +357,7 @@ func (e *Engine) Lines(ctx context.Context, id string, after logcursor.Position,
 				opts.Tail = strconv.Itoa(tail)
 			}
 			if !since.IsZero() {
-				opts.Since = enginelog.EngineTime(since)
+				opts.Since = enginelog.SinceParam(since)
 			}
 			rc, err := e.cli.TaskLogs(ctx, t.ID, opts)
 			if errdefs.IsNotFound(err) {

@@ -80,6 +80,6 @@ func (r *lineReader) call(f func()) {
 	r.gate.Call(f)
 }
 
-// EngineTime is t as the engine's Since and Until options take it: Unix
+// SinceParam is t as the engine's Since and Until options take it: Unix
 // seconds with nanoseconds.
-func EngineTime(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
+func SinceParam(t time.Time) string { return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond()) }
