@@ -18,6 +18,10 @@
 //
 // It does not start agents or choose what to prompt; the runner does.
 //
+// The Agent Client Protocol is one of two "ACP"s here: package acpmsg's
+// messages between aimid and acp-runner (the aimi tools' "Agent
+// Communication Protocol") are the other, and never reach the agent.
+//
 // "ACP" here is the Agent Client Protocol (JSON-RPC between the runner and
 // the agent), not the swarm's four message types between the runner and the
 // daemon, which the aimi tools also call ACP: those are package acpmsg.

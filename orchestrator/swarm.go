@@ -45,7 +45,10 @@ type swarm struct {
 	wave    *startWave // its containers starting now (startWave); nil until the first
 }
 
-// ctr is one container of a swarm. Fields after mu are guarded by swarm.mu.
+// ctr is one container of a swarm. Its fields from id on are guarded by
+// the swarm's mu; name, taskFile, branch and tf are set while the start
+// plans it, before any other goroutine sees it (a name taken meanwhile is
+// changed under the swarm's mu, before the container exists).
 type ctr struct {
 	name     string
 	taskFile string
