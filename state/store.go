@@ -80,7 +80,13 @@ func (s *Store) Root() string { return s.root }
 
 // JournalPath is the journal of container sb.
 func (s *Store) JournalPath(sb contract.Sandbox) string {
-	return filepath.Join(s.dir, JournalDir, sb.Swarm, sb.Container+".ndjson")
+	return filepath.Join(s.SwarmJournals(sb.Swarm), sb.Container+".ndjson")
+}
+
+// SwarmJournals is the directory of a swarm's journals (and of the
+// daemon's other per-swarm files beside them).
+func (s *Store) SwarmJournals(swarmID string) string {
+	return filepath.Join(s.dir, JournalDir, swarmID)
 }
 
 // RemoveJournals deletes the journals (.aimi/swarm/<swarmId>/) of every

@@ -51,7 +51,7 @@ func budgetLimits(global *configs.Config, base configs.LoadOptions, log *slog.Lo
 // this daemon started, those of containers rerun (journals moved aside)
 // included.
 func journaledSpend(ctx context.Context, repoPath, swarmID string, before time.Time) ([]budget.Spend, error) {
-	dir := filepath.Dir(state.Open(repoPath).JournalPath(contract.Sandbox{Swarm: swarmID, Container: "x"}))
+	dir := state.Open(repoPath).SwarmJournals(swarmID)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {

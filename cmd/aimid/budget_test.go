@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/usage"
 )
@@ -25,7 +24,7 @@ func TestJournaledSpendReadsEarlierCallsOfEveryJournal(t *testing.T) {
 	const id = "7c0e1d52-8f7b-4c1e-9a35-1f2d3e4c5b6a"
 	start := time.Now()
 	write := func(file string, recs ...state.Record) {
-		p := filepath.Join(filepath.Dir(state.Open(repo).JournalPath(contract.Sandbox{Swarm: id, Container: "x"})), file)
+		p := filepath.Join(state.Open(repo).SwarmJournals(id), file)
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		var b []byte
 		for i, r := range recs {
