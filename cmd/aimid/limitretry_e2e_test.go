@@ -210,20 +210,23 @@ func TestTwoContainersLimitedAtOnceBothFinish(t *testing.T) {
 }
 
 // TestLimitLongerThanTheTimeoutPausesTheContainer: a limit that resets
-// after the container's swarm.timeout (75 s against 60 s) does not end
+// after the container's swarm.timeout (100 s against 90 s) does not end
 // it: the time the limit held it does not count, the runner waits for the
-// reset and the story completes.
+// reset and the story completes. The timeout is as long as it can be
+// below the limit's wait: what it must cover beside the wait (the clone
+// and the agent's start before the first call, the story after the
+// reset) takes tens of seconds on a loaded machine.
 func TestLimitLongerThanTheTimeoutPausesTheContainer(t *testing.T) {
-	parallel(t)
+	parallelLong(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs a real container")
 	}
-	prov := &limitingProvider{limited: 1, retryAfter: "75", arrived: make(chan struct{})}
+	prov := &limitingProvider{limited: 1, retryAfter: "100", arrived: make(chan struct{})}
 	up := httptest.NewServer(prov)
 	t.Cleanup(up.Close)
 	name := "limlong-" + fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name())))[:6]
 	repo := limitRepo(t, name)
-	p, sock := startLimitDaemon(t, up.URL, 5, "AIMI_SWARM_TIMEOUT=60s")
+	p, sock := startLimitDaemon(t, up.URL, 5, "AIMI_SWARM_TIMEOUT=90s")
 	runLimitSwarm(t, sock, repo)
 	logs := p.logs()
 	p.stop(t)
