@@ -129,16 +129,18 @@ func TestCrashRecoveryLosesNothingAndCountsNothingTwice(t *testing.T) {
 	}
 }
 
-// A daemon that dies the moment a container got its task-request, before
-// it did anything else: the container runs to its end while no daemon
-// runs, and the recovered journal holds the request, once and first, as
-// an uninterrupted run's does.
-func TestCrashRightAfterTheRequestKeepsItInTheJournal(t *testing.T) {
+// dieAtTheRequest runs one container of three stories under a daemon that
+// dies where die (given the engine and the daemon's cancel) makes it die
+// around the task-request's write; while no daemon runs it polls between
+// (which may change the engine) until that says the recovery may begin,
+// recovers under a new daemon, and returns the container's journal (as
+// recordSignature) and its view.
+func dieAtTheRequest(t *testing.T, die func(*fakeEngine, context.CancelFunc), between func(*fakeEngine) bool) ([]string, api.ContainerDetail) {
+	t.Helper()
 	repo, files := testRepo(t, []string{"r1"}, 3)
 	eng := newFakeEngine(byTask(nil, scripted(time.Millisecond, storiesDone(3)...)))
 	ctx1, cancel1 := context.WithCancel(context.Background())
-	var once sync.Once
-	eng.afterStdin = func(string) { once.Do(cancel1) } // the daemon dies here
+	die(eng, cancel1)
 	m1, err := New(ctx1, Config{Image: "standin:test", MaxContainers: 1, Logger: testLogger(t)}, eng)
 	if err != nil {
 		t.Fatal(err)
@@ -148,22 +150,39 @@ func TestCrashRightAfterTheRequestKeepsItInTheJournal(t *testing.T) {
 	}
 	<-ctx1.Done()
 	crash(t, m1, cancel1)
-	if !waitUntil(10*time.Second, func() bool { return eng.runningNow() == 0 }) {
-		t.Fatal("the container did not run to its end while no daemon ran")
+	if !waitUntil(10*time.Second, func() bool { return between(eng) }) {
+		t.Fatal("the engine never got ready for the recovery")
 	}
 	m2 := newTestManager(t, eng, Config{MaxContainers: 1})
 	if err := m2.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	v := waitTerminal(t, m2, repo, 20*time.Second)
-	got := recordSignature(readJournal(t, repo, v.State.SwarmID, v.Containers[0].Name))
-	requests := 0
-	for _, r := range got {
+	return recordSignature(readJournal(t, repo, v.State.SwarmID, v.Containers[0].Name)), v.Containers[0]
+}
+
+// requestOnceAndFirst reports whether a journal holds the task-request
+// once, as its first record.
+func requestOnceAndFirst(sig []string) bool {
+	n := 0
+	for _, r := range sig {
 		if r == "daemon:task-request" {
-			requests++
+			n++
 		}
 	}
-	if len(got) == 0 || got[0] != "daemon:task-request" || requests != 1 {
+	return len(sig) > 0 && sig[0] == "daemon:task-request" && n == 1
+}
+
+// A daemon that dies the moment a container got its task-request, before
+// it did anything else: the container runs to its end while no daemon
+// runs, and the recovered journal holds the request, once and first, as
+// an uninterrupted run's does.
+func TestCrashRightAfterTheRequestKeepsItInTheJournal(t *testing.T) {
+	got, _ := dieAtTheRequest(t, func(eng *fakeEngine, cancel context.CancelFunc) {
+		var once sync.Once
+		eng.afterStdin = func(string) { once.Do(cancel) } // the daemon dies here
+	}, func(eng *fakeEngine) bool { return eng.runningNow() == 0 }) // ran to its end meanwhile
+	if !requestOnceAndFirst(got) {
 		t.Errorf("journal after the crash: want the task-request once and first, got %q", got)
 	}
 }
@@ -172,33 +191,19 @@ func TestCrashRightAfterTheRequestKeepsItInTheJournal(t *testing.T) {
 // container got it: the recovered daemon writes it again (and does not
 // journal it twice), so the container does not wait for it forever.
 func TestCrashBeforeTheRequestArrivedSendsItAgain(t *testing.T) {
-	repo, files := testRepo(t, []string{"r1"}, 3)
-	eng := newFakeEngine(byTask(nil, scripted(time.Millisecond, storiesDone(3)...)))
-	ctx1, cancel1 := context.WithCancel(context.Background())
-	eng.stdinFails = "r1" // the write never happens: the daemon dies first
-	eng.beforeStdin = func(string) { cancel1() }
-	m1, err := New(ctx1, Config{Image: "standin:test", MaxContainers: 1, Logger: testLogger(t)}, eng)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m1.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
-		t.Fatal(err)
-	}
-	<-ctx1.Done()
-	crash(t, m1, cancel1)
-	eng.mu.Lock()
-	eng.stdinFails, eng.beforeStdin = "", nil
-	eng.mu.Unlock()
-	m2 := newTestManager(t, eng, Config{MaxContainers: 1})
-	if err := m2.Recover(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	v := waitTerminal(t, m2, repo, 20*time.Second)
-	if c := v.Containers[0]; c.Status != string(state.StatusCompleted) {
+	got, c := dieAtTheRequest(t, func(eng *fakeEngine, cancel context.CancelFunc) {
+		eng.stdinFails = "r1" // the write never happens: the daemon dies first
+		eng.beforeStdin = func(string) { cancel() }
+	}, func(eng *fakeEngine) bool {
+		eng.mu.Lock()
+		defer eng.mu.Unlock()
+		eng.stdinFails, eng.beforeStdin = "", nil
+		return true
+	})
+	if c.Status != string(state.StatusCompleted) {
 		t.Fatalf("%s ended %s, want completed", c.Name, c.Status)
 	}
-	got := recordSignature(readJournal(t, repo, v.State.SwarmID, v.Containers[0].Name))
-	if n := strings.Count(strings.Join(got, "\n"), "daemon:task-request"); len(got) == 0 || got[0] != "daemon:task-request" || n != 1 {
+	if !requestOnceAndFirst(got) {
 		t.Errorf("journal after the crash: want the task-request once and first, got %q", got)
 	}
 }
