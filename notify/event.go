@@ -30,6 +30,9 @@ func (n *Notifier) notice(e api.Event) (Notice, bool) {
 		if e.Status == "failed" {
 			no.Kind = KindContainerFailed
 			no.Text = fmt.Sprintf("%s: %s failed (%s)", repo, no.Container, dash(no.Code))
+			if no.StoryID != "" {
+				no.Text += " at story " + no.StoryID
+			}
 		} else {
 			no.Kind = KindContainerFinished
 			no.Text = fmt.Sprintf("%s: %s finished: %s", repo, no.Container, dash(no.Status))

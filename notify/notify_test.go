@@ -57,7 +57,7 @@ func events() []api.Event {
 	req := &api.PermissionRequest{ID: "abc123", Title: hostile, Kind: "edit"}
 	return []api.Event{
 		{Time: now, Kind: api.EventPermissionRequested, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-x", StoryID: "US-001", RequestID: "abc123", Request: req, Output: hostile},
-		{Time: now, Kind: api.EventContainerExited, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-x", Status: "failed", Code: "AGENT_CRASH", Output: "agent output " + hostile},
+		{Time: now, Kind: api.EventContainerExited, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-x", StoryID: "US-002", Status: "failed", Code: "AGENT_CRASH", Output: "agent output " + hostile},
 		{Time: now, Kind: api.EventContainerExited, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-y", Status: "completed"},
 		{Time: now, Kind: api.EventSwarmFinished, RepoPath: "/home/u/repo", SwarmID: "sw1"},
 		{Time: now, Kind: api.EventProgress, RepoPath: "/home/u/repo", SwarmID: "sw1", ContainerName: "aimi-y", Output: "no notice for this"},
@@ -120,11 +120,12 @@ func TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing(t *testing.T) {
 		if err := json.Unmarshal([]byte(b), &no); err != nil || no.Kind != kinds[i] || no.Text == "" || no.Repo != "/home/u/repo" || no.SwarmID != "sw1" || no.Board != "http://127.0.0.1:8080/" {
 			t.Errorf("notice %d: %v %+v", i, err, no)
 		}
-		if wantCtr := []string{"aimi-x", "aimi-x", "aimi-y", ""}[i]; no.Container != wantCtr || (i == 0) != (no.StoryID == "US-001") {
-			t.Errorf("notice %d names container %q story %q, want %q and the request's story", i, no.Container, no.StoryID, wantCtr)
+		wantCtr, wantStory := []string{"aimi-x", "aimi-x", "aimi-y", ""}[i], []string{"US-001", "US-002", "", ""}[i]
+		if no.Container != wantCtr || no.StoryID != wantStory {
+			t.Errorf("notice %d names container %q story %q, want %q and story %q", i, no.Container, no.StoryID, wantCtr, wantStory)
 		}
-		if i == 1 && (no.Code != "AGENT_CRASH" || !strings.Contains(no.Text, "AGENT_CRASH")) {
-			t.Errorf("the failure notice lacks its code: %+v", no)
+		if i == 1 && (no.Code != "AGENT_CRASH" || !strings.Contains(no.Text, "AGENT_CRASH") || !strings.Contains(no.Text, "at story US-002")) {
+			t.Errorf("the failure notice lacks its code or story: %+v", no)
 		}
 		if strings.Contains(b, "agent output") {
 			t.Errorf("notice %d carries the agent's output: %s", i, b)

@@ -217,6 +217,11 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 		if m != nil {
 			fillMessage(e, m)
 		}
+		if e.StoryStatus == "" && e.Status != string(state.StatusCompleted) {
+			// Which story it ended on, for whoever is told (a story
+			// status beside it would change that story on the board).
+			e.StoryID = c.storyAtEnd(sw.led.stories(c.name))
+		}
 	})
 	log.Info("container finished", "status", sw.led.status(c.name), "exitCode", facts.code, "oom", facts.oom, "timedOut", facts.timedOut)
 	sw.checkFinished()

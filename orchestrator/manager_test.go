@@ -407,4 +407,41 @@ func TestEventsArePublished(t *testing.T) {
 	}
 }
 
+// A container that fails mid-story says in its exit event which story it
+// was on (a notice names it); one that completes names none.
+func TestExitEventNamesTheStoryAFailureEndedOn(t *testing.T) {
+	repo, files := testRepo(t, []string{"crash", "fine"}, 2)
+	eng := newFakeEngine(byTask(map[string]program{
+		"crash": scripted(0, step{story: "US-001", status: "completed"}, step{story: "US-002", status: "in_progress"}, exitStep(2)),
+	}, scripted(0, storiesDone(2)...)))
+	m := newTestManager(t, eng, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	evs := m.Subscribe(ctx)
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	exits := map[string]api.Event{}
+	deadline := time.After(10 * time.Second)
+	for len(exits) < 2 {
+		select {
+		case e := <-evs:
+			if e.Kind == api.EventContainerExited {
+				exits[e.ContainerName] = e
+			}
+		case <-deadline:
+			t.Fatalf("exit events: %+v", exits)
+		}
+	}
+	for name, e := range exits {
+		want := ""
+		if strings.Contains(name, "crash") {
+			want = "US-002"
+		}
+		if e.StoryID != want || e.StoryStatus != "" {
+			t.Errorf("%s (%s): exit event story %q status %q, want story %q and no status", name, e.Status, e.StoryID, e.StoryStatus, want)
+		}
+	}
+}
+
 var _ = fmt.Sprint

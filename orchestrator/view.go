@@ -25,6 +25,24 @@ func (m *Manager) List(ctx context.Context) []api.SwarmView {
 	return out
 }
 
+// storyAtEnd is the story c was on when it ended without completing: the
+// first in progress, else the first failed, in the task file's order; ""
+// when none was.
+func (c *ctr) storyAtEnd(reported map[string]tasks.Status) string {
+	failed := ""
+	for _, st := range c.storyDetails(reported) {
+		switch tasks.Status(st.Status) {
+		case tasks.InProgress:
+			return st.ID
+		case tasks.Failed:
+			if failed == "" {
+				failed = st.ID
+			}
+		}
+	}
+	return failed
+}
+
 // storyDetails is c's task file as a graph with the statuses reported.
 func (c *ctr) storyDetails(reported map[string]tasks.Status) []api.StoryDetail {
 	if c.tf == nil {
