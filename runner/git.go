@@ -291,12 +291,13 @@ func (g *git) remoteHasBranch(ctx context.Context, branch string) (bool, error) 
 // cloned the branch (cloned), else it is made here from HEAD. Either way
 // the repository holds HEAD then.
 func (g *git) checkout(ctx context.Context, branch string, cloned bool) error {
-	if !cloned {
-		if _, err := g.run(ctx, "checkout", "--quiet", "-b", branch); err != nil {
-			return err
-		}
+	var head string
+	var err error
+	if cloned {
+		head, err = g.head(ctx, branch)
+	} else {
+		head, err = g.startBranch(ctx, branch)
 	}
-	head, err := g.head(ctx, branch)
 	if err != nil {
 		return err
 	}
@@ -312,16 +313,8 @@ func (g *git) head(ctx context.Context, branch string) (string, error) {
 	gitDir := filepath.Join(g.dir, ".git")
 	ref := "refs/heads/" + branch
 	if h, err := os.ReadFile(filepath.Join(gitDir, "HEAD")); err == nil && strings.TrimSpace(string(h)) == "ref: "+ref {
-		if data, err := os.ReadFile(filepath.Join(gitDir, filepath.FromSlash(ref))); err == nil {
-			if oid := strings.TrimSpace(string(data)); isOID(oid) {
-				return oid, nil
-			}
-		} else if packed, err := os.ReadFile(filepath.Join(gitDir, "packed-refs")); err == nil {
-			for _, line := range strings.Split(string(packed), "\n") {
-				if oid, name, ok := strings.Cut(line, " "); ok && name == ref && isOID(oid) {
-					return oid, nil
-				}
-			}
+		if oid, ok := readRefFile(gitDir, ref); ok {
+			return oid, nil
 		}
 	}
 	return g.run(ctx, "rev-parse", "--verify", "HEAD^{commit}")
