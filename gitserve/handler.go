@@ -66,6 +66,12 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		deny(w, http.StatusForbidden, "aimi git service: only the smart HTTP protocol is served (info/refs, git-upload-pack, git-receive-pack)")
 		return
 	}
+	protocol, cache := cachable(r, rest, service)
+	ak := advertKey{mirror: s.mirrorPath(key), protocol: protocol}
+	if cache && s.adverts.serve(w, ak) {
+		s.log.Debug("git request answered from the kept capability list", "container", rec.Container, "path", r.URL.Path)
+		return
+	}
 	release, ok := s.slots.acquire(r.Context(), rec.sandbox())
 	if !ok {
 		s.log.Info("git request waited too long for a git process", "container", rec.Container, "path", r.URL.Path)
@@ -81,7 +87,16 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer done()
 	}
 	s.log.Debug("git request", "container", rec.Container, "method", r.Method, "path", r.URL.Path, "service", service)
-	s.cgi(rec).ServeHTTP(w, withoutCredentials(r, key, rest))
+	if !cache {
+		s.cgi(rec).ServeHTTP(w, withoutCredentials(r, key, rest))
+		return
+	}
+	stamp, stamped := stampOf(ak.mirror)
+	tee := &recorder{ResponseWriter: w}
+	s.cgi(rec).ServeHTTP(tee, withoutCredentials(r, key, rest))
+	if stamped {
+		s.adverts.keep(ak, stamp, tee)
+	}
 }
 
 // readBody reads a POST's body whole (within its limits and bodyTime) into

@@ -149,6 +149,7 @@ type Service struct {
 	ca      *daemonca.Authority
 	backend string
 	nice    string // nice(1), run in front of backend; "" when missing
+	adverts advertCache
 	bounds
 
 	// mirrorMu serializes mirror creation and refresh (git clone, fetch)
@@ -400,6 +401,7 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 	}
 
 	s.slots.forget(swarmID)
+	s.adverts.forget(s.mirrorPath(swarmID))
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()
 	delete(s.userRefs, swarmID)
