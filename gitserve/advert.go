@@ -12,18 +12,21 @@ import (
 // A clone over protocol v2 (what git asks for) begins with GET
 // info/refs?service=git-upload-pack, whose answer names no ref: it is
 // upload-pack's capability list, fixed by the git binary and the mirror's
-// config. Each such request used to cost a git http-backend and a
-// git-upload-pack at nice 10, a third of a clone's processes on the
-// daemon's host, which a fan-out of claimed sandboxes pays all at once.
-// advertCache keeps the first answer per mirror and protocol request and
-// serves it again while the mirror's config is unchanged; every other
-// request (ref lists, packs, pushes, protocol v0) still goes to git.
+// config. Asking git each time costs a nice, a git http-backend and a
+// git-upload-pack, a third of a clone's processes on the daemon's host,
+// which a fan-out of claimed sandboxes pays all at once. advertCache
+// keeps the first answer per mirror and Git-Protocol value and serves it
+// again while the mirror's config and the git binary are unchanged;
+// every other request (ref lists, packs, pushes, protocol v0) still goes
+// to git.
 type advertCache struct {
 	mu      sync.Mutex
 	entries map[advertKey]advert
 }
 
-type advertKey struct{ mirror, protocol string }
+// advertKey is a mirror, the git http-backend serving it and the client's
+// Git-Protocol header.
+type advertKey struct{ mirror, backend, protocol string }
 
 // advert is one recorded answer and the mirror config it was made under.
 type advert struct {
@@ -33,10 +36,11 @@ type advert struct {
 }
 
 // configStamp tells a mirror's config file apart from a rewritten one
-// (git config writes a new file and renames it into place).
+// (git config writes a new file and renames it into place), and the git
+// binary from an upgraded one.
 type configStamp struct {
-	mod  time.Time
-	size int64
+	mod, binMod time.Time
+	size        int64
 }
 
 // maxAdvert bounds a recorded answer: a capability list is a few hundred
@@ -47,12 +51,16 @@ const maxAdvert = 4096
 // "version 2\n"); an answer without it (a ref advertisement) is not kept.
 var v2Advert = []byte("000eversion 2\n")
 
-func stampOf(mirror string) (configStamp, bool) {
+func stampOf(mirror, backend string) (configStamp, bool) {
 	fi, err := os.Stat(filepath.Join(mirror, "config"))
 	if err != nil {
 		return configStamp{}, false
 	}
-	return configStamp{mod: fi.ModTime(), size: fi.Size()}, true
+	bin, err := os.Stat(backend)
+	if err != nil {
+		return configStamp{}, false
+	}
+	return configStamp{mod: fi.ModTime(), size: fi.Size(), binMod: bin.ModTime()}, true
 }
 
 // cachable: a GET of upload-pack's info/refs asking for protocol v2.
@@ -64,7 +72,7 @@ func cachable(r *http.Request, rest, service string) (protocol string, ok bool) 
 
 // serve answers from the cache; false when it holds nothing current.
 func (c *advertCache) serve(w http.ResponseWriter, k advertKey) bool {
-	stamp, ok := stampOf(k.mirror)
+	stamp, ok := stampOf(k.mirror, k.backend)
 	if !ok {
 		return false
 	}
@@ -117,7 +125,7 @@ func (c *advertCache) keep(k advertKey, before configStamp, rec *recorder) {
 	if rec.status != http.StatusOK || rec.over || !bytes.HasPrefix(body, v2Advert) || !bytes.HasSuffix(body, []byte("0000")) {
 		return
 	}
-	if now, ok := stampOf(k.mirror); !ok || now != before {
+	if now, ok := stampOf(k.mirror, k.backend); !ok || now != before {
 		return
 	}
 	h := rec.Header().Clone()

@@ -67,7 +67,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	protocol, cache := cachable(r, rest, service)
-	ak := advertKey{mirror: s.mirrorPath(key), protocol: protocol}
+	ak := advertKey{mirror: s.mirrorPath(key), backend: s.backend, protocol: protocol}
 	if cache && s.adverts.serve(w, ak) {
 		s.log.Debug("git request answered from the kept capability list", "container", rec.Container, "path", r.URL.Path)
 		return
@@ -91,7 +91,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.cgi(rec).ServeHTTP(w, withoutCredentials(r, key, rest))
 		return
 	}
-	stamp, stamped := stampOf(ak.mirror)
+	stamp, stamped := stampOf(ak.mirror, ak.backend)
 	tee := &recorder{ResponseWriter: w}
 	s.cgi(rec).ServeHTTP(tee, withoutCredentials(r, key, rest))
 	if stamped {
