@@ -63,11 +63,16 @@ func stampOf(mirror, backend string) (configStamp, bool) {
 	return configStamp{mod: fi.ModTime(), size: fi.Size(), binMod: bin.ModTime()}, true
 }
 
-// cachable: a GET of upload-pack's info/refs asking for protocol v2.
+// gitV2 is the Git-Protocol header git sends for protocol v2. Only that
+// exact value is kept: the header comes from the sandbox, and a key per
+// value it makes up would let it grow the cache without end.
+const gitV2 = "version=2"
+
+// cachable: a GET of upload-pack's info/refs asking for protocol v2 as
+// git does.
 func cachable(r *http.Request, rest, service string) (protocol string, ok bool) {
 	protocol = r.Header.Get("Git-Protocol")
-	return protocol, r.Method == http.MethodGet && rest == "info/refs" && service == "git-upload-pack" &&
-		bytes.Contains([]byte(protocol), []byte("version=2"))
+	return protocol, r.Method == http.MethodGet && rest == "info/refs" && service == "git-upload-pack" && protocol == gitV2
 }
 
 // serve answers from the cache; false when it holds nothing current.

@@ -3,6 +3,7 @@ package gitserve
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -78,6 +79,21 @@ func TestCapabilityListIsKept(t *testing.T) {
 		t.Fatalf("answer after the config change (kept %d):\n%s", kept(), changed)
 	}
 	mustGit(t, mirror, "config", "uploadpack.allowFilter", "true")
+
+	// Any other Git-Protocol value (the sandbox sends what it likes) goes
+	// to git: a key per made-up value would grow the cache without end.
+	for i := range 3 {
+		get(fmt.Sprintf("version=2:x-%d", i))
+	}
+	if kept() != 1 {
+		t.Fatalf("a made-up Git-Protocol value was served from the kept list (%d)", kept())
+	}
+	s.adverts.mu.Lock()
+	n := len(s.adverts.entries)
+	s.adverts.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d capability lists kept, want the one for %q", n, gitV2)
+	}
 
 	// Protocol v0's answer lists the refs: never kept.
 	v0 := get("")
