@@ -148,6 +148,15 @@ func cacheDir() (string, error) {
 // removed (docker image ls --filter label=org.aimi.browser-test-image).
 const labelBrowserImage = "org.aimi.browser-test-image"
 
+// browserCPUShares is the browser container's CPU weight: the most the
+// engine allows. The browser stands for a person's browser, a program
+// outside the engine, but its container is one more peer of the sandboxes
+// in the engine's CPU group, where each container weighs the same: with a
+// few hundred sandboxes busy (all of them stopping at once) it got one
+// share in a few hundred, and the page did not read its stream for
+// seconds while the board had long sent every change.
+const browserCPUShares = 262144
+
 func startChromium(ctx context.Context, cli client.APIClient, ref string, labels map[string]string) (*Browser, error) {
 	cfg := &container.Config{
 		Image:      ref,
@@ -164,7 +173,7 @@ func startChromium(ctx context.Context, cli client.APIClient, ref string, labels
 		Env:    []string{"HOME=/tmp"},
 		Labels: labels,
 	}
-	host := &container.HostConfig{NetworkMode: "host", ShmSize: 256 << 20}
+	host := &container.HostConfig{NetworkMode: "host", ShmSize: 256 << 20, Resources: container.Resources{CPUShares: browserCPUShares}}
 	created, err := cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
 	if err != nil {
 		return nil, fmt.Errorf("create the browser container from %s: %w", ref, err)

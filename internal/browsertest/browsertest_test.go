@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/aimi-tools/swarm/internal/dockertest"
 )
 
 func TestBrowserLoadsLoopbackPage(t *testing.T) {
@@ -30,5 +32,24 @@ func TestBrowserLoadsLoopbackPage(t *testing.T) {
 	}
 	if text != "from js" {
 		t.Fatalf("text %q", text)
+	}
+}
+
+// TestBrowserOutweighsSandboxes: the browser's container weighs as much as
+// a few hundred default containers in the engine's CPU group, so a page
+// under test keeps reading its streams while hundreds of sandboxes are
+// busy at once (BenchmarkScale's stop of all of them). With the default
+// weight it was one peer among them and stalled for seconds.
+func TestBrowserOutweighsSandboxes(t *testing.T) {
+	_, b := Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := dockertest.Client(t).ContainerInspect(ctx, b.Container)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const defaultShares, sandboxes = 1024, 256
+	if got := info.HostConfig.CPUShares; got < defaultShares*sandboxes {
+		t.Fatalf("the browser's container has CPU shares %d; want at least %d (%d default containers)", got, defaultShares*sandboxes, sandboxes)
 	}
 }
