@@ -311,7 +311,7 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 		}
 	}
 	if sw.local {
-		gr, err := sw.m.cfg.Git.Grant(ctx, contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch}, sw.gatewayIP())
+		gr, err := sw.m.cfg.Git.Grant(ctx, sw.branchOf(c), sw.gatewayIP())
 		if err != nil {
 			return fmt.Errorf("grant git access to %s: %w", c.name, err)
 		}

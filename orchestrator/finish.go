@@ -9,7 +9,6 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -86,7 +85,7 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 	if sw.led.status(c.name) != state.StatusCompleted || sw.withdrawUnreceived(ctx, c, log) || sw.m.cfg.Publisher == nil {
 		return
 	}
-	u, err := sw.m.cfg.Publisher.Publish(ctx, contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch})
+	u, err := sw.m.cfg.Publisher.Publish(ctx, sw.branchOf(c))
 	if err != nil {
 		sw.notePublishFailed(ctx, c, err, log)
 		return
@@ -133,7 +132,7 @@ func (sw *swarm) notePublishFailed(ctx context.Context, c *ctr, err error, log *
 // way to get them. It reports whether it did. A service that cannot tell
 // changes nothing (cleanup asks again before it removes anything).
 func (sw *swarm) withdrawUnreceived(ctx context.Context, c *ctr, log *slog.Logger) bool {
-	commits, err := sw.m.cfg.Git.Unreceived(ctx, contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch})
+	commits, err := sw.m.cfg.Git.Unreceived(ctx, sw.branchOf(c))
 	if err != nil || len(commits) == 0 {
 		if err != nil {
 			log.Info("cannot tell whether the git service has every commit of the branch", "branch", c.branch, "err", err)

@@ -87,7 +87,7 @@ func (sw *swarm) published(ctx context.Context, c *ctr) bool {
 	if sw.m.cfg.Publisher == nil {
 		return true
 	}
-	ok, err := sw.m.cfg.Publisher.Published(ctx, contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch})
+	ok, err := sw.m.cfg.Publisher.Published(ctx, sw.branchOf(c))
 	if err != nil {
 		sw.m.log.Warn("recover: cannot tell whether a finished container's branch was published", "container", c.name, "err", err)
 		return true

@@ -224,6 +224,12 @@ func (sw *swarm) sandbox(c *ctr) contract.Sandbox {
 	return contract.Sandbox{Swarm: sw.id, Container: c.name}
 }
 
+// branchOf is c's branch in the swarm's repository, as the git service
+// and the publisher take it.
+func (sw *swarm) branchOf(c *ctr) contract.ContainerBranch {
+	return contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch}
+}
+
 // gatewayIP is the swarm network's gateway, "" until ensureNetwork ran.
 func (sw *swarm) gatewayIP() string {
 	sw.mu.Lock()

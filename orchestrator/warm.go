@@ -202,7 +202,7 @@ func (sw *swarm) regrant(ctx context.Context, c *ctr) (engine.Spec, error) {
 	var g *Grant
 	var mg *ModelGrant
 	if sw.local {
-		gr, err := sw.m.cfg.Git.Grant(ctx, contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch}, sw.gatewayIP())
+		gr, err := sw.m.cfg.Git.Grant(ctx, sw.branchOf(c), sw.gatewayIP())
 		if err != nil {
 			return engine.Spec{}, fmt.Errorf("grant git access to %s: %w", c.name, err)
 		}
