@@ -2,11 +2,9 @@ package gitserve
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,12 +29,7 @@ func TestCapabilityListIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pem, err := os.ReadFile(g.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
+	pool := caPool(t, g.CAFile)
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	get := func(protocol string) string {
 		t.Helper()

@@ -2,6 +2,7 @@ package gitserve
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -122,3 +123,18 @@ func clientEnv(caFile, authHeader string) []string {
 func ctxT(t testing.TB) context.Context { return t.Context() }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// caPool trusts the service CA a grant names (its CAFile), as a
+// container's git does.
+func caPool(t testing.TB, caFile string) *x509.CertPool {
+	t.Helper()
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatalf("no certificate in %s", caFile)
+	}
+	return pool
+}

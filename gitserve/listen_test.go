@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -112,9 +111,7 @@ func TestTokenIsBoundToTheAddressThatUsedItFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	get := func(from string) int {
-		pem, _ := os.ReadFile(g.CAFile)
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
+		pool := caPool(t, g.CAFile)
 		c := &http.Client{Transport: &http.Transport{
 			TLSClientConfig:   &tls.Config{RootCAs: pool},
 			DialContext:       (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}).DialContext,

@@ -3,10 +3,8 @@ package gitserve
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,12 +42,7 @@ func TestSandboxSocketSaysWhoIsAsking(t *testing.T) {
 	}
 	ga, gb := grant("aimi-a"), grant("aimi-b")
 	a, b := sock("aimi-a"), sock("aimi-b")
-	pem, err := os.ReadFile(ga.CAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
+	pool := caPool(t, ga.CAFile)
 	get := func(path, token string) int {
 		t.Helper()
 		c := &http.Client{Transport: &http.Transport{
