@@ -354,9 +354,10 @@ func fillMessage(e *api.Event, m *acpmsg.Message) {
 }
 
 // requestState is what the journal says of a container's task-request:
-// journaled, and whether the container has written anything since (it
-// then read the request: the runner writes nothing before). The scan
-// stops at the first container line after the request, near the start.
+// journaled, and whether a line of the container's was journaled since.
+// The follower journals lines only once deliver returned, so such a line
+// means the request's write went through. The scan stops at the first
+// container line after the request, near the start.
 func (sw *swarm) requestState(c *ctr) (journaled, answered bool) {
 	_ = state.ScanJournal(sw.store.JournalPath(sw.sandbox(c)), func(r state.Record) error {
 		switch {
