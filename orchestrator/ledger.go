@@ -149,7 +149,9 @@ func (l *ledger) snapshot() *state.Swarm {
 }
 
 func (l *ledger) container(name string) *state.Container {
-	return l.snapshot().Container(name)
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.rec.Container(name)
 }
 
 func (l *ledger) status(name string) state.ContainerStatus {

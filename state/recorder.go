@@ -405,6 +405,16 @@ func (r *Recorder) Snapshot() *Swarm {
 	return r.swarm.Clone()
 }
 
+// Container returns a copy of the named entry as folded so far, or nil.
+// It copies that entry alone: callers asking about one container (its
+// status, once per container of a swarm) would otherwise copy the whole
+// swarm each time.
+func (r *Recorder) Container(name string) *Container {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.swarm.Container(name).Clone()
+}
+
 // Stories returns a copy of a tracked container's per-story status.
 func (r *Recorder) Stories(name string) (map[string]tasks.Status, bool) {
 	r.mu.Lock()
