@@ -19,6 +19,7 @@ type fileStamp struct {
 	mod  time.Time
 	size int64
 	ino  uint64
+	dir  bool
 }
 
 func stampOf(path string) (fileStamp, bool) {
@@ -26,7 +27,7 @@ func stampOf(path string) (fileStamp, bool) {
 	if err != nil {
 		return fileStamp{}, false
 	}
-	s := fileStamp{mod: fi.ModTime(), size: fi.Size()}
+	s := fileStamp{mod: fi.ModTime(), size: fi.Size(), dir: fi.IsDir()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		s.ino = st.Ino
 	}

@@ -19,7 +19,7 @@ import (
 // them: a reader costs a few records of memory, whatever the journal holds.
 func (m *Manager) Journal(ctx context.Context, q api.LogsRequest) (<-chan state.Record, error) {
 	name, follow := q.Name, q.Follow
-	repo, err := cleanRepo(q.RepoPath)
+	repo, err := m.cleanRepo(q.RepoPath)
 	if err != nil {
 		return nil, err
 	}

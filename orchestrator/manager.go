@@ -53,6 +53,7 @@ type Manager struct {
 	closing bool
 
 	beat heartbeat // the state-file watch's last round, for Health
+	tops repoTops  // repositories' top levels git named, for cleanRepo
 }
 
 // New checks the config and returns a Manager. It makes no engine call;
@@ -260,7 +261,7 @@ func (m *Manager) checkStart(req api.StartRequest) (string, error) {
 	if err := m.checkOpen(); err != nil {
 		return "", err
 	}
-	repo, err := cleanRepo(req.RepoPath)
+	repo, err := m.cleanRepo(req.RepoPath)
 	if err != nil {
 		return "", err
 	}
@@ -389,7 +390,7 @@ func originURL(ctx context.Context, repo string) (string, error) {
 // it yet. The caller runs unlock when done (on error the lock is already
 // released).
 func (m *Manager) lockedSwarm(ctx context.Context, repoPath string) (sw *swarm, unlock func(), err error) {
-	repo, err := cleanRepo(repoPath)
+	repo, err := m.cleanRepo(repoPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -406,7 +407,7 @@ func (m *Manager) lockedSwarm(ctx context.Context, repoPath string) (sw *swarm, 
 
 // Status reconciles the repo's swarm with the engine and returns it.
 func (m *Manager) Status(ctx context.Context, repoPath string) (api.SwarmView, error) {
-	repo, err := cleanRepo(repoPath)
+	repo, err := m.cleanRepo(repoPath)
 	if err != nil {
 		return api.SwarmView{}, err
 	}

@@ -24,6 +24,16 @@ const gitTopTimeout = 10 * time.Second
 // overwrite each other's state file. p must be an absolute path of a
 // directory.
 func ResolveRepo(ctx context.Context, p string) (string, error) {
+	real, err := resolveDir(p)
+	if err != nil {
+		return "", err
+	}
+	return checkTop(p, gitTop(ctx, real))
+}
+
+// resolveDir is the directory p names with every symlink resolved, once p
+// is known to be a name a request may use.
+func resolveDir(p string) (string, error) {
 	// A request may name the repository by an unclean path; the rule is
 	// about the name, not its spelling.
 	clean := p
@@ -40,13 +50,7 @@ func ResolveRepo(ctx context.Context, p string) (string, error) {
 	if st, err := os.Stat(real); err != nil || !st.IsDir() {
 		return "", fmt.Errorf("%w: repoPath %q is not a directory", api.ErrInvalidRequest, p)
 	}
-	top := gitTop(ctx, real)
-	// The resolved name is what the daemon keeps: the rule applies to it
-	// too (a symlink may lead to a path the request could not have named).
-	if err := api.CheckRepoPath(top); err != nil {
-		return "", fmt.Errorf("%w: repoPath %q leads to a repository it cannot serve: %v", api.ErrInvalidRequest, p, err)
-	}
-	return top, nil
+	return real, nil
 }
 
 // gitTop is the top level of the git work tree holding the directory real
@@ -72,7 +76,8 @@ func gitTop(ctx context.Context, real string) string {
 	return top
 }
 
-// cleanRepo is ResolveRepo for the Manager's entry points.
-func cleanRepo(p string) (string, error) {
-	return ResolveRepo(context.Background(), p)
+// cleanRepo is ResolveRepo for the Manager's entry points, with the
+// Manager's memory of repositories' top levels.
+func (m *Manager) cleanRepo(p string) (string, error) {
+	return m.tops.resolve(context.Background(), p)
 }
