@@ -80,17 +80,20 @@ func (p Progress) Skipped() int {
 // jsonTime writes a time as RFC 3339 in UTC (decode.go reads it).
 type jsonTime time.Time
 
-func (t jsonTime) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Time(t).UTC().Format(time.RFC3339Nano))
+// MarshalText rather than MarshalJSON: encoding/json checks and compacts
+// what a MarshalJSON returns, per value, and a state has two times per
+// container. An RFC 3339 time needs no escaping, so the JSON is the same.
+func (t jsonTime) MarshalText() ([]byte, error) {
+	return time.Time(t).UTC().AppendFormat(make([]byte, 0, len(time.RFC3339Nano)), time.RFC3339Nano), nil
 }
 
 // The wire shapes: exactly the schema's fields, prUrl and acpPid always
 // present (null when unset).
 type swarmJSON struct {
-	SwarmID    string       `json:"swarmId"`
-	CreatedAt  jsonTime     `json:"createdAt"`
-	UpdatedAt  jsonTime     `json:"updatedAt"`
-	Containers []*Container `json:"containers"`
+	SwarmID    string           `json:"swarmId"`
+	CreatedAt  jsonTime         `json:"createdAt"`
+	UpdatedAt  jsonTime         `json:"updatedAt"`
+	Containers []*containerJSON `json:"containers"`
 }
 
 type containerJSON struct {
@@ -108,9 +111,15 @@ type containerJSON struct {
 
 // MarshalJSON writes the schema's shape; a nil container list is [].
 func (s *Swarm) MarshalJSON() ([]byte, error) {
-	cs := s.Containers
-	if cs == nil {
-		cs = []*Container{}
+	// The entries' wire shapes directly, not through Container.MarshalJSON:
+	// encoding/json would check and compact each entry's bytes once more.
+	cs := make([]*containerJSON, len(s.Containers))
+	shapes := make([]containerJSON, len(s.Containers))
+	for i, c := range s.Containers {
+		if c != nil {
+			shapes[i] = c.wire()
+			cs[i] = &shapes[i]
+		}
 	}
 	return json.Marshal(swarmJSON{s.SwarmID, jsonTime(s.CreatedAt), jsonTime(s.UpdatedAt), cs})
 }
@@ -120,9 +129,11 @@ func (s *Swarm) MarshalJSON() ([]byte, error) {
 func (s *Swarm) UnmarshalJSON(b []byte) error { return decodeSwarm(b, s) }
 
 // MarshalJSON writes the schema's shape.
-func (c *Container) MarshalJSON() ([]byte, error) {
-	return json.Marshal(containerJSON{c.ContainerID, c.ContainerName, c.TaskFilePath, c.BranchName,
-		c.Status, c.PRURL, c.StoryProgress, jsonTime(c.CreatedAt), jsonTime(c.UpdatedAt), c.ACPPID})
+func (c *Container) MarshalJSON() ([]byte, error) { return json.Marshal(c.wire()) }
+
+func (c *Container) wire() containerJSON {
+	return containerJSON{c.ContainerID, c.ContainerName, c.TaskFilePath, c.BranchName,
+		c.Status, c.PRURL, c.StoryProgress, jsonTime(c.CreatedAt), jsonTime(c.UpdatedAt), c.ACPPID}
 }
 
 // UnmarshalJSON reads the schema's shape, leniently (see decode.go).
