@@ -43,7 +43,16 @@ func String(s string) string {
 // appendClean writes p, cleaned, to b. p holds whole runes (or bytes that
 // will never become one).
 func appendClean(b *strings.Builder, p []byte) {
+	b.Grow(len(p))
 	for len(p) > 0 {
+		// Printable ASCII, newline and tab pass as they are: copied in
+		// runs, since a status answer of hundreds of containers is almost
+		// all of them and a rune at a time was most of its printing.
+		if k := asciiRun(p); k > 0 {
+			b.Write(p[:k])
+			p = p[k:]
+			continue
+		}
 		r, n := utf8.DecodeRune(p)
 		switch {
 		case r == utf8.RuneError && n <= 1:
@@ -55,6 +64,16 @@ func appendClean(b *strings.Builder, p []byte) {
 		}
 		p = p[n:]
 	}
+}
+
+// asciiRun is the length of p's leading bytes that are neutral ASCII.
+func asciiRun(p []byte) int {
+	for i, c := range p {
+		if (c < 0x20 || c >= 0x7f) && c != '\n' && c != '\t' {
+			return i
+		}
+	}
+	return len(p)
 }
 
 // Writer cleans everything written through it (as String does) before it
