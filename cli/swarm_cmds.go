@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,21 +83,36 @@ func newSwarmDaemonStatusCmd(s Streams) *cobra.Command {
 		}
 		defer client.Close()
 		ctx := c.Context()
+		format := statusFormat{json: asJSON, detail: detail}
+		if asJSON && !watch {
+			body, err := client.StatusJSON(ctx, repo)
+			if errors.Is(err, daemon.ErrUnreachable) {
+				return fileFallback(c, s, fileRun, args)
+			}
+			if err != nil {
+				return swarmErr(err)
+			}
+			return printStatusJSON(s.Out, body, detail)
+		}
 		view, err := client.Status(ctx, repo)
 		if errors.Is(err, daemon.ErrUnreachable) && !watch {
-			fmt.Fprintln(s.Err, "daemon not running; showing the state file")
-			return fileRun(c, args)
+			return fileFallback(c, s, fileRun, args)
 		}
 		if err != nil {
 			return swarmErr(err)
 		}
-		format := statusFormat{json: asJSON, detail: detail}
 		if !watch {
 			return printStatus(s.Out, view, format)
 		}
 		return watchStatus(ctx, s, client, repo, view, format, interval)
 	}
 	return cmd
+}
+
+// fileFallback is status without a daemon: the state file alone.
+func fileFallback(c *cobra.Command, s Streams, fileRun func(*cobra.Command, []string) error, args []string) error {
+	fmt.Fprintln(s.Err, "daemon not running; showing the state file")
+	return fileRun(c, args)
 }
 
 // statusFormat is how status prints: the table, the state file's JSON,
@@ -108,15 +124,42 @@ func printStatus(w io.Writer, v api.SwarmView, f statusFormat) error {
 		renderSwarmView(w, v)
 		return nil
 	}
-	var doc any = v.State
-	if f.detail {
-		doc = v
-	}
-	b, err := json.MarshalIndent(doc, "", "  ")
+	b, err := json.Marshal(v)
 	if err != nil {
 		return exitf(ExitUsage, "encode state: %v", err)
 	}
-	fmt.Fprintf(w, "%s\n", b)
+	return printStatusJSON(w, b, f.detail)
+}
+
+// printStatusJSON prints the daemon's answer (an api.SwarmView as JSON),
+// indented: its state, or with detail all of it. The bytes are the
+// daemon's, re-indented, not decoded and encoded again: for hundreds of
+// containers the decoding was most of the command's time, and the daemon
+// encodes the state strictly (state.Swarm.MarshalJSON), so a round trip
+// would print the same.
+func printStatusJSON(w io.Writer, body []byte, detail bool) error {
+	doc := bytes.TrimSpace(body)
+	if !detail {
+		var v struct {
+			State json.RawMessage `json:"state"`
+		}
+		if err := json.Unmarshal(doc, &v); err != nil {
+			return swarmErr(fmt.Errorf("decode answer of GET /v1/swarms/status: %w", err))
+		}
+		doc = v.State
+		if doc == nil {
+			doc = []byte("null")
+		}
+	}
+	var out bytes.Buffer
+	out.Grow(len(doc) * 2)
+	if err := json.Indent(&out, doc, "", "  "); err != nil {
+		return swarmErr(fmt.Errorf("decode answer of GET /v1/swarms/status: %w", err))
+	}
+	out.WriteByte('\n')
+	if _, err := out.WriteTo(w); err != nil {
+		return exitf(ExitUsage, "write: %v", err)
+	}
 	return nil
 }
 
