@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,8 +78,36 @@ func BenchmarkStatus(b *testing.B) {
 			})
 			b.Run("cli-json", func(b *testing.B) { benchStatusCmd(b, sock, repo, "--json") })
 			b.Run("cli-table", func(b *testing.B) { benchStatusCmd(b, sock, repo) })
+			if bin := os.Getenv(envStatusBin); bin != "" {
+				b.Run("binary-json", func(b *testing.B) { benchStatusBinary(b, bin, sock, repo) })
+			}
 		})
 	}
+}
+
+// envStatusBin names a built aimi binary for BenchmarkStatus to run as a
+// process too (go build -o /tmp/aimi ./cmd/aimi), start-up included.
+const envStatusBin = "AIMI_BENCH_STATUS_BIN"
+
+// benchStatusBinary runs `aimi swarm status --json` as a process.
+func benchStatusBinary(b *testing.B, bin, sock, repo string) {
+	lat := make([]time.Duration, 0, b.N)
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if out, err := exec.Command(bin, "swarm", "status", "--json", "--repo", repo, "--socket", sock).CombinedOutput(); err != nil {
+			b.Fatalf("status: %v\n%.500s", err, out)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	reportPercentiles(b, lat)
+}
+
+// reportPercentiles reports the p50 and p95 of lat, as BenchmarkScale
+// does for the same command.
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds())/1000, "p95-ms")
 }
 
 // benchStatusCmd runs `aimi swarm status` with extra args as the aimi
@@ -86,11 +117,15 @@ func benchStatusCmd(b *testing.B, sock, repo string, extra ...string) {
 	var errb strings.Builder
 	s := cli.Streams{In: strings.NewReader(""), Out: io.Discard, Err: &errb}
 	b.ReportAllocs()
+	lat := make([]time.Duration, 0, b.N)
 	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
 		if code := cli.Run(context.Background(), args, s); code != 0 {
 			b.Fatalf("status: exit %d: %s", code, errb.String())
 		}
+		lat = append(lat, time.Since(t0))
 	}
+	reportPercentiles(b, lat)
 }
 
 // idleSwarm starts n containers that each report their one story in
