@@ -409,9 +409,11 @@ func TestSwarmStatusFallsBackToTheStateFileWithoutADaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	down := filepath.Join(daemontest.ShortTempDir(t), "none.sock")
-	r := runAimi(context.Background(), nil, nil, "swarm", "status", "--repo", repo, "--socket", down)
-	if r.code != 0 || !strings.Contains(r.err, "daemon not running; showing the state file") || !strings.Contains(r.out, "aimi-a") {
-		t.Fatalf("exit %d\nstdout %q\nstderr %q", r.code, r.out, r.err)
+	for _, extra := range [][]string{nil, {"--json"}} {
+		r := runAimi(context.Background(), nil, nil, append([]string{"swarm", "status", "--repo", repo, "--socket", down}, extra...)...)
+		if r.code != 0 || !strings.Contains(r.err, "daemon not running; showing the state file") || !strings.Contains(r.out, "aimi-a") {
+			t.Fatalf("%v: exit %d\nstdout %q\nstderr %q", extra, r.code, r.out, r.err)
+		}
 	}
 }
 
