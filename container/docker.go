@@ -41,6 +41,8 @@ type Docker struct {
 	owner map[string]string
 	// logMaxSize is WithLogMaxSize's size, "" for the default.
 	logMaxSize string
+	// exits reports the exits Wait asks for from one event stream.
+	exits *exitWatch
 }
 
 // networkSeenFor is how long a network seen to exist is taken to exist
@@ -112,14 +114,19 @@ func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
 
 func newDocker(cli *client.Client, opts ...Option) *Docker {
 	d := &Docker{cli: cli, log: slog.Default()}
+	d.exits = newExitWatch(d)
 	for _, o := range opts {
 		o(d)
 	}
 	return d
 }
 
-// Close releases the client's connections.
-func (d *Docker) Close() error { return d.cli.Close() }
+// Close ends the exit event stream (waiters get ErrEngineUnavailable) and
+// releases the client's connections.
+func (d *Docker) Close() error {
+	d.exits.close()
+	return d.cli.Close()
+}
 
 // HasRuntime reports whether the engine has the named OCI runtime (e.g.
 // "sysbox-runc"), so callers can use it "when available".
@@ -336,22 +343,10 @@ func (d *Docker) Start(ctx context.Context, id string) error {
 	return nil
 }
 
-// Wait reports the container's next exit on the returned channel (one value,
-// then closed). Call it before Start: the engine registers the wait before
-// Wait returns, so an exit right after start is not missed. If the wait
-// breaks (the engine restarted, the connection dropped), the container is
-// inspected: an exited container's result comes from the inspection, a
-// running one is waited on again.
-func (d *Docker) Wait(ctx context.Context, id string) <-chan engine.Exit {
-	out := make(chan engine.Exit, 1)
-	resC, errC := d.cli.ContainerWait(ctx, id, container.WaitConditionNextExit)
-	go func() {
-		defer close(out)
-		out <- d.wait(ctx, id, resC, errC)
-	}()
-	return out
-}
-
+// wait follows one ContainerWait (exitWatch.alone): if it breaks (the
+// engine restarted, the connection dropped), the container is inspected:
+// an exited container's result comes from the inspection, a running one is
+// waited on again.
 func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.WaitResponse, errC <-chan error) engine.Exit {
 	backoff := 100 * time.Millisecond
 	for {
@@ -362,7 +357,7 @@ func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.Wait
 				werr = errors.New(res.Error.Message)
 				break
 			}
-			return d.exitFromInspect(ctx, id, int(res.StatusCode))
+			return d.exitFromInspect(ctx, id, int(res.StatusCode), true)
 		case werr = <-errC:
 		}
 		if ctx.Err() != nil {
@@ -390,8 +385,9 @@ func (d *Docker) wait(ctx context.Context, id string, resC <-chan container.Wait
 	}
 }
 
-// exitFromInspect adds OOMKilled, which the wait response does not carry.
-func (d *Docker) exitFromInspect(ctx context.Context, id string, code int) engine.Exit {
+// exitFromInspect adds OOMKilled, which neither a wait response nor a die
+// event carries, and the exit code when known is false.
+func (d *Docker) exitFromInspect(ctx context.Context, id string, code int, known bool) engine.Exit {
 	ex := engine.Exit{Code: code}
 	info, err := d.Inspect(ctx, id)
 	if err != nil {
@@ -399,6 +395,9 @@ func (d *Docker) exitFromInspect(ctx context.Context, id string, code int) engin
 		return ex
 	}
 	ex.OOMKilled = info.OOMKilled
+	if !known {
+		ex.Code = info.ExitCode
+	}
 	return ex
 }
 

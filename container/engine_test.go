@@ -87,6 +87,10 @@ func TestEngine(t *testing.T) {
 		{"network is kept while a container refers to it", e.testNetworkLifecycle},
 		{"a last line without newline is read after the exit, not while running", e.testUnterminated},
 		{"a wait that breaks inspects and waits again", e.testWaitBreaks},
+		{"twenty waited containers get their exits from one event stream", e.testExitsShareOneStream},
+		{"a wait on a running or exited container gets its exit", e.testWaitOnRunning},
+		{"exits during and after a broken event stream reach their waiters", e.testExitStreamBreaks},
+		{"a container removed while waited for reports not found", e.testWaitRemoved},
 		{"a disk limit is applied where the driver can and refused clearly where not", e.testDiskLimit},
 	}
 	var wg sync.WaitGroup
