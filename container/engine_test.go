@@ -91,6 +91,7 @@ func TestEngine(t *testing.T) {
 		{"a wait on a running or exited container gets its exit", e.testWaitOnRunning},
 		{"exits during and after a broken event stream reach their waiters", e.testExitStreamBreaks},
 		{"a container removed while waited for reports not found", e.testWaitRemoved},
+		{"a container outside the event stream's labels is waited for alone", e.testWaitWithoutLabels},
 		{"a disk limit is applied where the driver can and refused clearly where not", e.testDiskLimit},
 	}
 	var wg sync.WaitGroup

@@ -216,18 +216,16 @@ func (x *exitWatch) run(ctx context.Context, since time.Time) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !last.After(since) && time.Since(opened) < time.Minute {
-			backoff = min(2*backoff, 5*time.Second)
-		} else {
+		if last.After(since) || time.Since(opened) > time.Minute {
+			// The stream worked: this break starts the backoff over.
 			backoff = 100 * time.Millisecond
-		}
-		if last.After(since) {
 			since = last
 		}
 		x.d.log.Warn("container exit events broke; asking again and inspecting every waited container", "err", err, "retryIn", backoff)
 		if ctxutil.Sleep(ctx, backoff) != nil {
 			return
 		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
@@ -292,7 +290,9 @@ func (x *exitWatch) handle(ctx context.Context, m events.Message) {
 	}()
 }
 
-// reconcile inspects every waited container after the stream broke.
+// reconcile inspects every waited container after the stream broke. It
+// gives up at the first inspection the engine does not answer (it is
+// still down): the next stream asked for reconciles again.
 func (x *exitWatch) reconcile(ctx context.Context) {
 	x.mu.Lock()
 	ids := make([]string, 0, len(x.waiters))
@@ -301,29 +301,39 @@ func (x *exitWatch) reconcile(ctx context.Context) {
 	}
 	x.mu.Unlock()
 	for _, id := range ids {
-		if ctx.Err() != nil {
+		ex, ended, err := x.ended(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil {
+				x.d.log.Warn("inspect of the waited containers after the exit events broke failed; trying again with the next stream", "container", id, "err", err)
+			}
 			return
 		}
-		if ex, ok := x.ended(ctx, id); ok {
+		if ended {
 			x.settle(id, ex)
 		}
 	}
 }
 
 // ended inspects id: its exit and true when it exited or is gone, false
-// while it is created or running (or the inspect failed otherwise).
-func (x *exitWatch) ended(ctx context.Context, id string) (engine.Exit, bool) {
+// while it is created or running; err when the inspect failed otherwise.
+func (x *exitWatch) ended(ctx context.Context, id string) (engine.Exit, bool, error) {
 	info, err := x.d.Inspect(ctx, id)
 	switch {
 	case errors.Is(err, engine.ErrNotFound):
-		return removedWhileWaiting(id), true
+		return removedWhileWaiting(id), true, nil
 	case err != nil:
-		x.d.log.Warn("inspect of a waited container failed; waiting on", "container", id, "err", err)
-		return engine.Exit{}, false
-	case !info.Running && (info.Status == "exited" || info.Status == "dead"):
-		return engine.Exit{Code: info.ExitCode, OOMKilled: info.OOMKilled}, true
+		return engine.Exit{}, false, err
 	}
-	return engine.Exit{}, false
+	ex, ok := exited(info)
+	return ex, ok, nil
+}
+
+// exited is the exit of a container inspected as exited (or dead).
+func exited(info engine.Info) (engine.Exit, bool) {
+	if info.Running || (info.Status != "exited" && info.Status != "dead") {
+		return engine.Exit{}, false
+	}
+	return engine.Exit{Code: info.ExitCode, OOMKilled: info.OOMKilled}, true
 }
 
 // check inspects w's container once after its registration (see
@@ -336,11 +346,14 @@ func (x *exitWatch) check(ctx context.Context, w *waiter) {
 		return
 	case errors.Is(err, engine.ErrNotFound):
 		x.finish(w, removedWhileWaiting(w.id))
+		return
 	case err != nil:
 		x.d.log.Warn("inspect of a container just waited for failed; its exit comes from the event stream", "container", w.id, "err", err)
-	case !info.Running && (info.Status == "exited" || info.Status == "dead"):
-		x.finish(w, engine.Exit{Code: info.ExitCode, OOMKilled: info.OOMKilled})
-	case contract.CheckLabels(info.Labels, x.d.exitFilters()) != nil:
+		return
+	}
+	if ex, ok := exited(info); ok {
+		x.finish(w, ex)
+	} else if contract.CheckLabels(info.Labels, x.d.exitFilters()) != nil {
 		x.alone(ctx, w, info.Running)
 	}
 }

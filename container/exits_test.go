@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/docker/docker/client"
 )
@@ -79,7 +80,7 @@ func (p *tap) roundTrip(inner http.RoundTripper, r *http.Request) (*http.Respons
 
 // tapped is a Docker on the rig's engine whose requests the returned tap
 // watches; it is closed when the test ends.
-func (e *rig) tapped(t *testing.T) (*Docker, *tap) {
+func (e *rig) tapped(t *testing.T, opts ...Option) (*Docker, *tap) {
 	t.Helper()
 	p := &tap{counts: map[string]int{}, opened: make(chan struct{}, 16)}
 	hc := e.cli.HTTPClient()
@@ -89,7 +90,7 @@ func (e *rig) tapped(t *testing.T) (*Docker, *tap) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDocker(cli, WithLogger(e.d.log))
+	d := newDocker(cli, append([]Option{WithLogger(e.d.log)}, opts...)...)
 	t.Cleanup(func() { d.exits.close() })
 	return d, p
 }
@@ -227,5 +228,29 @@ func (e *rig) testWaitRemoved(t *testing.T) {
 	}
 	if d.exits.streaming() {
 		t.Error("the event stream is still open with no container waited for")
+	}
+}
+
+// testWaitWithoutLabels: a container the event stream does not select
+// (not of this Docker's owner) is waited for with a ContainerWait.
+func (e *rig) testWaitWithoutLabels(t *testing.T) {
+	ctx := testCtx(t)
+	d, p := e.tapped(t, WithOwner(map[string]string{contract.LabelDaemon: "not-" + e.run}))
+	id := e.create(t, ctx, e.spec("foreign", "line:ready;readstdin;exit:9"))
+	exit := d.Wait(ctx, id)
+	if err := e.d.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); p.count("wait") == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no ContainerWait for a container the event stream does not select")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := e.d.WriteStdin(ctx, id, []byte("go")); err != nil {
+		t.Fatal(err)
+	}
+	if ex := exitWithin(t, exit, "foreign"); ex.Err != nil || ex.Code != 9 {
+		t.Fatalf("exit of a container outside the stream's labels = %+v, want code 9", ex)
 	}
 }
