@@ -52,6 +52,10 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveBudget(w, r, rec)
 		return
 	}
+	if r.URL.Path == contract.WorkspacePath {
+		s.serveWorkspace(w, r, rec)
+		return
+	}
 	key, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), ".git/")
 	if !ok || key != rec.SwarmKey {
 		deny(w, http.StatusForbidden, "aimi git service: this token grants access to its own swarm's repository only")

@@ -172,8 +172,9 @@ type Service struct {
 	closed    bool
 	stopSweep chan struct{} // closed by Close
 
-	ask    askSlot
-	budget budgetSlot
+	ask        askSlot
+	budget     budgetSlot
+	workspaces workspaces
 }
 
 // New opens (or creates) the service's data directory and CA. It does not
@@ -402,6 +403,9 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 
 	s.slots.forget(swarmID)
 	s.adverts.forget(s.mirrorPath(swarmID))
+	if err := os.RemoveAll(filepath.Join(s.dir, workspacesDir, swarmID)); err != nil {
+		s.log.Info("git service forget: the ready-made workspaces stay", "swarm", swarmID, "err", err)
+	}
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()
 	delete(s.userRefs, swarmID)

@@ -290,7 +290,7 @@ func (r *run) prepare(ctx context.Context) error {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
 	}
 	start := time.Now()
-	cloned, err := r.git.clone(ctx, r.req.BranchName, r.req.BranchExists, r.cfg.PushRetry)
+	cloned, how, err := r.fillWorkspace(ctx)
 	if err != nil {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("clone %s: %v", redactURL(r.req.RepoURL), err)}
 	}
@@ -300,7 +300,7 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	// The clone is most of a sandbox's way from its claim to its first
 	// story: its share is worth a line.
-	r.log.Info("workspace ready", "branchExisted", cloned, "clone", cloneTook.Round(time.Millisecond),
+	r.log.Info("workspace ready", "from", how, "branchExisted", cloned, "clone", cloneTook.Round(time.Millisecond),
 		"checkout", (time.Since(start) - cloneTook).Round(time.Millisecond))
 	// The branch is the agent's and the repository's: the task file may be
 	// a link, a FIFO or a blob of any size. Read it as the daemon does.

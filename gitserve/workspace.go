@@ -1,0 +1,257 @@
+package gitserve
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// A container's clone is most of its way from its start to its first
+// story, and nearly all of a clone's CPU is the client's own processes
+// (clone, remote-http, index-pack, the connectivity check, checkout): a
+// fan-out of eight clones on two cores waits its turn for a core. The
+// service therefore makes each branch's workspace once, as a tar of a
+// shallow clone checked out, and a runner unpacks it in its own process.
+// It holds exactly what the runner's clone would (the branch's tip, or the
+// default branch's when the branch is new), from the same mirror, to the
+// same token.
+const (
+	workspacesDir = "workspaces"
+	// keepWorkspaces bounds the tars kept per swarm: a swarm's
+	// containers start from a few tips at once (the default branch's, each
+	// resumed branch's), and older ones are made again if asked for.
+	keepWorkspaces = 8
+	// workspaceBuildTime bounds making one workspace; it does not end
+	// with the request that began it (others may wait on it).
+	workspaceBuildTime = 5 * time.Minute
+)
+
+// workspaces makes each (ref, tip) once however many runners ask at once.
+type workspaces struct{ group singleflight.Group }
+
+// errWorkspaceTooBig: the runner clones instead.
+var errWorkspaceTooBig = errors.New("the workspace is larger than a ready-made one may be")
+
+// serveWorkspace answers contract.WorkspacePath: the ready-made workspace
+// of rec's branch.
+func (s *Service) serveWorkspace(w http.ResponseWriter, r *http.Request, rec record) {
+	if r.Method != http.MethodGet {
+		deny(w, http.StatusMethodNotAllowed, "aimi git service: a workspace is fetched with GET")
+		return
+	}
+	if b := r.Header.Get(contract.WorkspaceBranchHeader); b != rec.Branch {
+		deny(w, http.StatusConflict, "aimi git service: this token's workspace is for another branch; clone instead")
+		return
+	}
+	release, ok := s.slots.acquire(r.Context(), rec.sandbox())
+	if !ok {
+		deny(w, http.StatusServiceUnavailable, "aimi git service: too many git requests at once; clone instead")
+		return
+	}
+	defer release()
+	f, exists, err := s.workspaceTar(r.Context(), rec.SwarmKey, rec.Branch)
+	if err != nil {
+		s.log.Info("no ready-made workspace; the runner clones", "container", rec.Container, "branch", rec.Branch, "err", err)
+		deny(w, http.StatusNotFound, "aimi git service: no ready-made workspace; clone instead")
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		deny(w, http.StatusInternalServerError, "aimi git service: cannot read the workspace; clone instead")
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	w.Header().Set(contract.WorkspaceExistsHeader, strconv.FormatBool(exists))
+	if _, err := io.Copy(w, f); err != nil {
+		s.log.Info("sending a workspace broke off", "container", rec.Container, "err", err)
+		return
+	}
+	s.log.Debug("workspace sent", "container", rec.Container, "branch", rec.Branch, "existed", exists, "bytes", st.Size())
+}
+
+// workspaceTar opens the ready-made workspace of branch in swarm key's
+// mirror, making it first if its tip has none yet. exists says whether the
+// mirror holds branch (else the workspace is the default branch's).
+func (s *Service) workspaceTar(ctx context.Context, key, branch string) (f *os.File, exists bool, err error) {
+	mirror := s.mirrorPath(key)
+	ref := "refs/heads/" + branch
+	tip, err := mirrorGit.RevParse(ctx, mirror, ref)
+	if err != nil {
+		return nil, false, err
+	}
+	exists = tip != ""
+	if !exists {
+		ref = "HEAD"
+		if tip, err = mirrorGit.RevParse(ctx, mirror, ref); err != nil || tip == "" {
+			return nil, false, fmt.Errorf("the repository's default branch has no commit (%v)", err)
+		}
+	}
+	sum := sha256.Sum256([]byte(ref + "\x00" + tip))
+	dst := filepath.Join(s.dir, workspacesDir, key, hex.EncodeToString(sum[:12])+".tar")
+	if f, err := os.Open(dst); err == nil {
+		return f, exists, nil
+	}
+	_, err, _ = s.workspaces.group.Do(dst, func() (any, error) {
+		if _, err := os.Stat(dst); err == nil {
+			return nil, nil // made by the call before this one
+		}
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workspaceBuildTime)
+		defer cancel()
+		if !exists {
+			branch = ""
+		}
+		return nil, s.buildWorkspace(bctx, mirror, branch, dst)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	f, err = os.Open(dst)
+	return f, exists, err
+}
+
+// buildWorkspace writes dst: a tar of a shallow clone of branch ("" for
+// the default branch) of mirror, whose origin is contract.WorkspaceOrigin.
+func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string) error {
+	dir := filepath.Dir(dst)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("make the workspaces directory: %w", err)
+	}
+	tmp, err := os.MkdirTemp(dir, ".build-")
+	if err != nil {
+		return fmt.Errorf("make a workspace: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	work := filepath.Join(tmp, "w")
+	// The clone records the placeholder as origin; this command alone
+	// reads it as the mirror (file:// so that --depth holds). No
+	// template: the runner's git runs no hooks anyway.
+	args := []string{"-c", "url.file://" + mirror + ".insteadOf=" + contract.WorkspaceOrigin,
+		"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags", "--template="}
+	if branch != "" {
+		args = append(args, "--branch", branch)
+	}
+	if _, err := mirrorGit.Run(ctx, tmp, append(args, "--", contract.WorkspaceOrigin, work)...); err != nil {
+		return fmt.Errorf("make a workspace: %w", err)
+	}
+	// The reflogs name the daemon's own paths; a clone starts without.
+	if err := os.RemoveAll(filepath.Join(work, ".git", "logs")); err != nil {
+		return fmt.Errorf("make a workspace: %w", err)
+	}
+	out, err := os.CreateTemp(dir, ".tar-")
+	if err != nil {
+		return fmt.Errorf("make a workspace: %w", err)
+	}
+	defer os.Remove(out.Name())
+	err = writeTar(out, work, contract.MaxWorkspaceBytes)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("make a workspace: %w", err)
+	}
+	if err := os.Rename(out.Name(), dst); err != nil {
+		return fmt.Errorf("make a workspace: %w", err)
+	}
+	pruneWorkspaces(dir, keepWorkspaces)
+	return nil
+}
+
+// writeTar writes the tree at root (directories, regular files, symbolic
+// links, never followed) to w, failing past max bytes of file content.
+func writeTar(w io.Writer, root string, max int64) error {
+	tw := tar.NewWriter(w)
+	var total int64
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == root {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		link := ""
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			if link, err = os.Readlink(path); err != nil {
+				return err
+			}
+		case info.Mode().IsRegular():
+			if total += info.Size(); total > max {
+				return errWorkspaceTooBig
+			}
+		case !info.IsDir():
+			return nil // a clone makes no other kind of file
+		}
+		h, err := tar.FileInfoHeader(info, link)
+		if err != nil {
+			return err
+		}
+		h.Name = filepath.ToSlash(rel)
+		h.Uid, h.Gid, h.Uname, h.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() {
+			return nil
+		}
+		return copyFile(tw, path, info.Size())
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+func copyFile(w io.Writer, path string, size int64) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.CopyN(w, f, size)
+	return err
+}
+
+// pruneWorkspaces keeps the newest keep tars in dir. A runner still
+// reading a removed one reads on (its file stays open).
+func pruneWorkspaces(dir string, keep int) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	type tarFile struct {
+		name string
+		mod  time.Time
+	}
+	var tars []tarFile
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && filepath.Ext(e.Name()) == ".tar" {
+			tars = append(tars, tarFile{e.Name(), info.ModTime()})
+		}
+	}
+	slices.SortFunc(tars, func(a, b tarFile) int { return b.mod.Compare(a.mod) })
+	for _, t := range tars[min(keep, len(tars)):] {
+		_ = os.Remove(filepath.Join(dir, t.name))
+	}
+}

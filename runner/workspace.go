@@ -1,0 +1,181 @@
+package runner
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// fillWorkspace makes the workspace hold the branch to work on (or the
+// default branch it starts from: cloned false). From the daemon's own git
+// service it first takes the ready-made workspace (contract.WorkspacePath):
+// one tar unpacked in this process instead of a clone's five git
+// processes, which a fan-out runs in every sandbox at once on few cores.
+// Anything amiss there (an older daemon, a workspace too big, a broken
+// answer) leaves the workspace empty again and clones as before.
+func (r *run) fillWorkspace(ctx context.Context) (cloned bool, how string, err error) {
+	if r.cfg.DaemonGit {
+		exists, err := r.fetchWorkspace(ctx)
+		if err == nil {
+			return exists, "ready-made", nil
+		}
+		r.log.Info("no ready-made workspace; cloning", "err", err)
+		if err := emptyDir(r.cfg.Workspace); err != nil {
+			return false, "", fmt.Errorf("empty the workspace after a broken ready-made one: %w", err)
+		}
+	}
+	cloned, err = r.git.clone(ctx, r.req.BranchName, r.req.BranchExists, r.cfg.PushRetry)
+	return cloned, "clone", err
+}
+
+// fetchWorkspace unpacks the daemon's ready-made workspace of the branch
+// into the (empty) workspace and names the request's repository as its
+// origin. It returns whether the workspace holds the branch itself.
+func (r *run) fetchWorkspace(ctx context.Context) (exists bool, err error) {
+	if !configSafe(r.req.RepoURL) {
+		return false, errors.New("the repository URL cannot be written into a git config as it is")
+	}
+	ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.log)
+	if err != nil {
+		return false, err
+	}
+	defer ch.client.CloseIdleConnections()
+	u, _ := url.Parse(ch.url)
+	u.Path = contract.WorkspacePath
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return false, err
+	}
+	req.Header.Set("Authorization", ch.auth)
+	req.Header.Set(contract.WorkspaceBranchHeader, r.req.BranchName)
+	resp, err := ch.client.Do(req)
+	if err != nil {
+		return false, fmt.Errorf("fetch the workspace: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return false, fmt.Errorf("fetch the workspace: HTTP %d: %s", resp.StatusCode, oneLine(string(msg), 200))
+	}
+	exists, err = strconv.ParseBool(resp.Header.Get(contract.WorkspaceExistsHeader))
+	if err != nil {
+		return false, fmt.Errorf("fetch the workspace: no %s in the answer", contract.WorkspaceExistsHeader)
+	}
+	if err := os.MkdirAll(r.cfg.Workspace, 0o755); err != nil {
+		return false, err
+	}
+	root, err := os.OpenRoot(r.cfg.Workspace)
+	if err != nil {
+		return false, err
+	}
+	defer root.Close()
+	if err := untar(root, resp.Body, contract.MaxWorkspaceBytes); err != nil {
+		return false, fmt.Errorf("unpack the workspace: %w", err)
+	}
+	return exists, setOrigin(root, r.req.RepoURL)
+}
+
+// configSafe: s can stand in a git config value without quoting.
+func configSafe(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(c rune) bool {
+		return c < 0x21 || c == 0x7f || c == '"' || c == '\\' || c == ';' || c == '#'
+	}) < 0
+}
+
+// setOrigin replaces the placeholder origin of a ready-made workspace's
+// config with repoURL (configSafe).
+func setOrigin(root *os.Root, repoURL string) error {
+	const name = ".git/config"
+	data, err := root.ReadFile(name)
+	if err != nil {
+		return fmt.Errorf("read the workspace's git config: %w", err)
+	}
+	if bytes.Count(data, []byte(contract.WorkspaceOrigin)) != 1 {
+		return errors.New("the workspace's git config does not name its origin once")
+	}
+	data = bytes.Replace(data, []byte(contract.WorkspaceOrigin), []byte(repoURL), 1)
+	return root.WriteFile(name, data, 0o644)
+}
+
+// untar unpacks directories, regular files and symbolic links into root,
+// at most max bytes of file content. Nothing is written outside root,
+// whatever the names and links say (os.Root), and nothing is overwritten.
+func untar(root *os.Root, rd io.Reader, max int64) error {
+	tr := tar.NewReader(rd)
+	var total int64
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := path.Clean(h.Name)
+		if !fs.ValidPath(name) || name == "." {
+			return fmt.Errorf("entry %q: not a relative path", h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = root.MkdirAll(name, 0o755)
+		case tar.TypeSymlink:
+			err = root.Symlink(h.Linkname, name)
+		case tar.TypeReg:
+			if total += h.Size; total > max {
+				return fmt.Errorf("more than %d bytes", max)
+			}
+			err = writeEntry(root, name, fs.FileMode(h.Mode)&0o777, tr, h.Size)
+		default:
+			err = fmt.Errorf("entry %q: type %q is not unpacked", h.Name, h.Typeflag)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func writeEntry(root *os.Root, name string, mode fs.FileMode, src io.Reader, size int64) error {
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	_, err = io.CopyN(f, src, size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// emptyDir removes what dir holds, keeping dir itself (it may be a mount).
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for _, e := range ents {
+		if err := root.RemoveAll(e.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package runner
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gitserve"
+)
+
+// serviceRepo is a repository with a file, an executable, a directory and
+// a symbolic link on main, served by a real git service on the loopback.
+func serviceRepo(t *testing.T) (repo string, s *gitserve.Service) {
+	t.Helper()
+	repo = filepath.Join(t.TempDir(), "repo")
+	gitT(t, "", "init", "-q", "-b", "main", repo)
+	must(t, os.MkdirAll(filepath.Join(repo, "src", "deep"), 0o755))
+	must(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("hello\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(repo, "src", "deep", "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755))
+	must(t, os.Symlink("src/deep/run.sh", filepath.Join(repo, "run")))
+	gitT(t, repo, "add", "-A")
+	gitT(t, repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first")
+	s, err := gitserve.New(gitserve.Options{DataDir: filepath.Join(t.TempDir(), "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	must(t, err)
+	t.Cleanup(func() { s.Close() })
+	must(t, s.ListenOn(t.Context(), "127.0.0.1"))
+	return repo, s
+}
+
+func gitT(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prepared fills a new workspace for branch as prepare does, from the
+// ready-made workspace (daemonGit) or by a clone, and returns it.
+func prepared(t *testing.T, g gitserve.Grant, branch string, daemonGit bool) (*run, string) {
+	t.Helper()
+	cfg := Config{Workspace: filepath.Join(t.TempDir(), "ws"), DaemonGit: daemonGit, GitToken: g.Token,
+		GitUsername: DefaultGitUsername, CAFile: g.CAFile, AuthorName: "T", AuthorEmail: "t@example.com",
+		PushRetry: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	r := &run{cfg: cfg, log: cfg.Logger, git: newGit(&cfg), req: &acpmsg.TaskRequest{RepoURL: g.RepoURL, BranchName: branch}}
+	must(t, r.git.connect(&cfg, g.RepoURL))
+	t.Cleanup(r.git.close)
+	cloned, how, err := r.fillWorkspace(t.Context())
+	must(t, err)
+	if want := map[bool]string{true: "ready-made", false: "clone"}[daemonGit]; how != want {
+		t.Fatalf("the workspace came from %q, want %q", how, want)
+	}
+	must(t, r.git.checkout(t.Context(), branch, cloned))
+	return r, cfg.Workspace
+}
+
+// TestReadyMadeWorkspaceIsWhatACloneMakes: the workspace a runner unpacks
+// from the daemon's git service is the one its clone would have made (the
+// same commit, branch, files with their modes and links, index, origin,
+// shallow history), for a new branch and for one the repository holds; a
+// commit made in it is pushed as from a clone.
+func TestReadyMadeWorkspaceIsWhatACloneMakes(t *testing.T) {
+	repo, s := serviceRepo(t)
+	for _, tc := range []struct {
+		name     string
+		existing bool
+	}{{"new branch", false}, {"existing branch", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			branch := "feat/" + strings.ReplaceAll(tc.name, " ", "-")
+			sb := contract.Sandbox{Swarm: "sw1", Container: "aimi-" + strings.ReplaceAll(tc.name, " ", "-")}
+			if tc.existing {
+				gitT(t, repo, "branch", branch, "main")
+			}
+			g, err := s.Grant(t.Context(), contract.ContainerBranch{Repo: repo, Swarm: sb.Swarm, Container: sb.Container, Branch: branch}, "")
+			must(t, err)
+			ready, readyDir := prepared(t, g, branch, true)
+			_, cloneDir := prepared(t, g, branch, false)
+			for _, args := range [][]string{
+				{"rev-parse", "HEAD"}, {"symbolic-ref", "HEAD"}, {"rev-parse", "--is-shallow-repository"},
+				{"ls-files", "-s", "--debug"}, {"status", "--porcelain", "--untracked-files=all"},
+				{"config", "remote.origin.url"}, {"config", "remote.origin.fetch"},
+				{"for-each-ref", "--format=%(refname) %(objectname) %(upstream)"},
+			} {
+				got, want := gitT(t, readyDir, args...), gitT(t, cloneDir, args...)
+				if args[1] == "-s" {
+					got, want = stagedOnly(got), stagedOnly(want)
+				}
+				if got != want {
+					t.Errorf("git %v: ready-made %q, clone %q", args, got, want)
+				}
+			}
+			gitT(t, readyDir, "fsck", "--strict")
+			if l, err := os.Readlink(filepath.Join(readyDir, "run")); err != nil || l != "src/deep/run.sh" {
+				t.Errorf("the link is %q %v", l, err)
+			}
+			if fi, err := os.Stat(filepath.Join(readyDir, "src", "deep", "run.sh")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+				t.Errorf("the executable lost its mode: %v %v", fi.Mode(), err)
+			}
+			must(t, os.WriteFile(filepath.Join(readyDir, "story.txt"), []byte("done\n"), 0o644))
+			if ok, err := ready.git.commitAll(t.Context(), "story"); !ok || err != nil {
+				t.Fatalf("commit: %v %v", ok, err)
+			}
+			must(t, ready.git.push(context.Background(), branch, time.Minute))
+			_, tip, err := s.Received(sb, branch)
+			must(t, err)
+			if head := gitT(t, readyDir, "rev-parse", "HEAD"); tip != head {
+				t.Errorf("the service received %q, the workspace's HEAD is %q", tip, head)
+			}
+		})
+	}
+}
+
+// stagedOnly keeps the mode, object and path of each `ls-files -s --debug`
+// entry: the stat data differ between any two checkouts.
+func stagedOnly(s string) string {
+	var keep []string
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(line, "  ") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
