@@ -94,7 +94,9 @@ func (s *Service) Close() error {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return shutdown(ctx)
+	err := shutdown(ctx)
+	s.workspaces.stop()
+	return err
 }
 
 // Port is the port the service listens on at ip (0 when it does not).

@@ -174,7 +174,7 @@ type Service struct {
 
 	ask        askSlot
 	budget     budgetSlot
-	workspaces workspaces
+	workspaces *workspaces
 }
 
 // New opens (or creates) the service's data directory and CA. It does not
@@ -191,15 +191,16 @@ func New(opts Options) (*Service, error) {
 		return nil, fmt.Errorf("git service data dir %q: %w", opts.DataDir, err)
 	}
 	s := &Service{
-		dir:       dir,
-		repos:     filepath.Join(dir, reposDir),
-		log:       opts.Logger.With("component", "gitserve"),
-		opts:      opts,
-		byName:    map[contract.Sandbox]*record{},
-		byToken:   map[string]*record{},
-		userRefs:  map[string]string{},
-		sources:   map[string]string{},
-		stopSweep: make(chan struct{}),
+		dir:        dir,
+		repos:      filepath.Join(dir, reposDir),
+		log:        opts.Logger.With("component", "gitserve"),
+		opts:       opts,
+		byName:     map[contract.Sandbox]*record{},
+		byToken:    map[string]*record{},
+		userRefs:   map[string]string{},
+		sources:    map[string]string{},
+		stopSweep:  make(chan struct{}),
+		workspaces: newWorkspaces(),
 	}
 	if err := os.MkdirAll(s.repos, 0o700); err != nil {
 		return nil, fmt.Errorf("create git service data dir %s: %w", s.repos, err)
@@ -340,6 +341,7 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 		return Grant{}, err
 	}
 	s.log.Info("git access granted", "container", containerName, "swarm", swarmID, "branch", branch)
+	s.prepareWorkspace(swarmID, branch)
 	return Grant{
 		RepoURL:      "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/" + swarmID + ".git",
 		Token:        token,

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -41,8 +43,48 @@ const (
 	workspaceBuildTime = 5 * time.Minute
 )
 
-// workspaces makes each (ref, tip) once however many runners ask at once.
-type workspaces struct{ group singleflight.Group }
+// workspaces makes each (ref, tip) once however many runners ask at once,
+// and ahead of them from Grant.
+type workspaces struct {
+	group  singleflight.Group
+	ctx    context.Context // ended by stop: no workspace is made after Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	built  atomic.Int64 // workspaces made, for tests and logs
+}
+
+func newWorkspaces() *workspaces {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &workspaces{ctx: ctx, cancel: cancel}
+}
+
+// stop ends the workspaces being made ahead and waits for them.
+func (ws *workspaces) stop() {
+	ws.cancel()
+	ws.wg.Wait()
+}
+
+// prepareWorkspace makes the workspace of a container's branch while its
+// container is created, so that its runner, once it asks, finds it made
+// (or being made: it waits on the same one).
+func (s *Service) prepareWorkspace(key, branch string) {
+	ws := s.workspaces
+	if ws.ctx.Err() != nil {
+		return
+	}
+	ws.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		ctx, cancel := context.WithTimeout(ws.ctx, workspaceBuildTime)
+		defer cancel()
+		f, _, err := s.workspaceTar(ctx, key, branch)
+		if err != nil {
+			s.log.Debug("no ready-made workspace ahead of the runner", "swarm", key, "branch", branch, "err", err)
+			return
+		}
+		_ = f.Close()
+	}()
+}
 
 // errWorkspaceTooBig: the runner clones instead.
 var errWorkspaceTooBig = errors.New("the workspace is larger than a ready-made one may be")
@@ -112,7 +154,8 @@ func (s *Service) workspaceTar(ctx context.Context, key, branch string) (f *os.F
 		if _, err := os.Stat(dst); err == nil {
 			return nil, nil // made by the call before this one
 		}
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workspaceBuildTime)
+		// Not the asking request's context: others may wait on it.
+		bctx, cancel := context.WithTimeout(s.workspaces.ctx, workspaceBuildTime)
 		defer cancel()
 		if !exists {
 			branch = ""
@@ -170,6 +213,7 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string
 		return fmt.Errorf("make a workspace: %w", err)
 	}
 	pruneWorkspaces(dir, keepWorkspaces)
+	s.workspaces.built.Add(1)
 	return nil
 }
 

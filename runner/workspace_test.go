@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -139,4 +141,88 @@ func stagedOnly(s string) string {
 		}
 	}
 	return strings.Join(keep, "\n")
+}
+
+// tarOf builds a tar of entries: a name, then "dir", "link:<target>" or
+// the file's content.
+func tarOf(t testing.TB, entries ...[2]string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, e := range entries {
+		h := &tar.Header{Name: e[0], Mode: 0o644, Typeflag: tar.TypeReg, Size: int64(len(e[1]))}
+		switch {
+		case e[1] == "dir":
+			h.Typeflag, h.Size, h.Mode = tar.TypeDir, 0, 0o755
+		case strings.HasPrefix(e[1], "link:"):
+			h.Typeflag, h.Size, h.Linkname = tar.TypeSymlink, 0, strings.TrimPrefix(e[1], "link:")
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			_, _ = tw.Write([]byte(e[1]))
+		}
+	}
+	_ = tw.Close()
+	return b.Bytes()
+}
+
+// TestUntarWritesNothingOutsideTheWorkspace: names and links that lead
+// out of the workspace are refused, and so is content past the bound.
+func TestUntarWritesNothingOutsideTheWorkspace(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries [][2]string
+	}{
+		{"dot-dot", [][2]string{{"../out", "x"}}},
+		{"absolute", [][2]string{{"/out", "x"}}},
+		{"through a link", [][2]string{{"l", "link:../outside"}, {"l/out", "x"}}},
+		{"through an absolute link", [][2]string{{"l", "link:OUTSIDE"}, {"l/out", "x"}}},
+		{"over a link", [][2]string{{"l", "link:../outside/out"}, {"l", "x"}}},
+		{"too big", [][2]string{{"big", strings.Repeat("x", 2048)}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			ws, outside := filepath.Join(base, "ws"), filepath.Join(base, "outside")
+			must(t, os.Mkdir(ws, 0o755))
+			must(t, os.Mkdir(outside, 0o755))
+			for i := range tc.entries {
+				tc.entries[i][1] = strings.ReplaceAll(tc.entries[i][1], "OUTSIDE", outside)
+			}
+			root, err := os.OpenRoot(ws)
+			must(t, err)
+			defer root.Close()
+			if err := untar(root, bytes.NewReader(tarOf(t, tc.entries...)), 1024); err == nil {
+				t.Error("untar took it")
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) > 0 {
+				t.Errorf("written outside the workspace: %v", ents)
+			}
+			if _, err := os.Lstat(filepath.Join(base, "out")); err == nil {
+				t.Error("written beside the workspace")
+			}
+		})
+	}
+}
+
+// FuzzUntar: whatever the daemon's answer holds, nothing is written
+// outside the workspace and nothing panics.
+func FuzzUntar(f *testing.F) {
+	f.Add(tarOf(f, [2]string{"a", "dir"}, [2]string{"a/b", "x"}, [2]string{"l", "link:a/b"}))
+	f.Add(tarOf(f, [2]string{"l", "link:../x"}, [2]string{"l/y", "x"}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		base := t.TempDir()
+		ws := filepath.Join(base, "ws")
+		must(t, os.Mkdir(ws, 0o755))
+		root, err := os.OpenRoot(ws)
+		must(t, err)
+		defer root.Close()
+		_ = untar(root, bytes.NewReader(data), 1<<20)
+		ents, err := os.ReadDir(base)
+		must(t, err)
+		if len(ents) != 1 {
+			t.Fatalf("written beside the workspace: %v", ents)
+		}
+	})
 }
