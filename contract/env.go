@@ -34,6 +34,12 @@ const (
 	// service in local mode; the runner's relay reads it (not SSL_CERT_FILE,
 	// which would change what the agent trusts too).
 	EnvGitSSLCAInfo = "GIT_SSL_CAINFO"
+	// EnvDaemonGit ("1") says the repository is the daemon's own git
+	// service (local git mode): the runner may then ask it for a
+	// ready-made workspace and, without sockets, ask it about budgets. A
+	// claimed warm sandbox's EnvGitSSLCAInfo names a copy of the CA, not
+	// DaemonCAPath, so the path alone cannot say so.
+	EnvDaemonGit = "AIMI_DAEMON_GIT"
 	// The trust-store variables a sandbox gets with the model gateway:
 	// Node adds EnvNodeExtraCACerts (the daemon's CA) to its roots;
 	// OpenSSL, Go and curl (EnvSSLCertFile) and Python's requests

@@ -24,6 +24,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant, mg *ModelGrant) engine.Spec {
 		if g.CAFile != "" {
 			caFile = g.CAFile
 			all[contract.EnvGitSSLCAInfo] = caMountPath
+			all[contract.EnvDaemonGit] = "1"
 		}
 	}
 	if mg != nil && len(mg.Env) > 0 {

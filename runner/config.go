@@ -72,7 +72,8 @@ type Config struct {
 	// AIMI_NET_FORWARD; "" without one): budget questions go there.
 	BudgetURL string
 	// DaemonGit says the repository is the daemon's git service
-	// (GIT_SSL_CAINFO names the daemon's CA, contract.DaemonCAPath): only
+	// (contract.EnvDaemonGit, or from an older daemon GIT_SSL_CAINFO
+	// naming the daemon's CA, contract.DaemonCAPath): only
 	// then, without a budget socket, are budget questions sent to it.
 	DaemonGit bool
 	// PushRetry bounds the retries of the run's clone and of its last
@@ -108,7 +109,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		CAFile:        getenv(contract.EnvGitSSLCAInfo),
 		AskURL:        socketURLOf(getenv(contract.EnvNetForward), contract.AskSocket, contract.AskPath),
 		BudgetURL:     socketURLOf(getenv(contract.EnvNetForward), contract.BudgetSocket, contract.BudgetPath),
-		DaemonGit:     getenv(contract.EnvGitSSLCAInfo) == contract.DaemonCAPath,
+		DaemonGit:     getenv(contract.EnvDaemonGit) == "1" || getenv(contract.EnvGitSSLCAInfo) == contract.DaemonCAPath,
 		StopGrace:     DefaultStopGrace,
 		LoopLimit:     -1,
 		LimitRetries:  -1,

@@ -256,6 +256,9 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 		if warm != poolIDs[c.ContainerID] {
 			t.Errorf("%s: warm note %v, claimed from the pool %v", c.ContainerName, warm, poolIDs[c.ContainerID])
 		}
+		if from := workspaceFrom(t, repo, sw.SwarmID, c.ContainerName); from != "from=ready-made" {
+			t.Errorf("%s (claimed %v): the workspace came %q, want ready-made from the git service", c.ContainerName, poolIDs[c.ContainerID], from)
+		}
 	}
 	if len(claimed) != 2 || len(created) != 1 {
 		t.Fatalf("%d claimed and %d created, want 2 and 1", len(claimed), len(created))
@@ -334,4 +337,24 @@ func hasWarmNote(t testing.TB, repo, swarmID, name string) bool {
 		}
 	}
 	return false
+}
+
+// workspaceFrom is the from= of the runner's "workspace ready" line in a
+// container's journal ("" when there is none).
+func workspaceFrom(t testing.TB, repo, swarmID, name string) string {
+	t.Helper()
+	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", swarmID, name+".ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if strings.Contains(r.Raw, `msg="workspace ready"`) {
+			for _, f := range strings.Fields(r.Raw) {
+				if strings.HasPrefix(f, "from=") {
+					return f
+				}
+			}
+		}
+	}
+	return ""
 }
