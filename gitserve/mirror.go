@@ -175,3 +175,40 @@ func mirrorHasBranch(ctx context.Context, mirror, branch string) *bool {
 	}
 	return nil
 }
+
+// refTip is the commit ref (a branch, or HEAD) names in mirror ("" when it
+// names none), read from the ref files the service's own git wrote, as
+// mirrorHasBranch reads them: a fan-out's runners each ask for their
+// workspace at once, and two git processes each on a loaded host came
+// before their answers. Whatever the files do not say plainly (a reftable,
+// HEAD detached, an unreadable file) is asked of git.
+func refTip(ctx context.Context, mirror, ref string) (string, error) {
+	viaGit := func() (string, error) { return mirrorGit.RevParse(ctx, mirror, ref) }
+	if _, err := os.Stat(filepath.Join(mirror, "reftable")); err == nil {
+		return viaGit()
+	}
+	name := ref
+	if ref == "HEAD" {
+		data, err := os.ReadFile(filepath.Join(mirror, "HEAD"))
+		target, ok := strings.CutPrefix(strings.TrimSpace(string(data)), "ref: ")
+		if err != nil || !ok || !strings.HasPrefix(target, "refs/heads/") {
+			return viaGit()
+		}
+		name = target
+	}
+	data, err := os.ReadFile(filepath.Join(mirror, filepath.FromSlash(name)))
+	switch {
+	case err == nil && validOID(strings.TrimSpace(string(data))):
+		return strings.TrimSpace(string(data)), nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return viaGit()
+	}
+	data, err = os.ReadFile(filepath.Join(mirror, "packed-refs"))
+	switch {
+	case err == nil:
+		return packedRef(string(data), name), nil
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	}
+	return viaGit()
+}

@@ -134,14 +134,14 @@ func (s *Service) serveWorkspace(w http.ResponseWriter, r *http.Request, rec rec
 func (s *Service) workspaceTar(ctx context.Context, key, branch string) (f *os.File, exists bool, err error) {
 	mirror := s.mirrorPath(key)
 	ref := "refs/heads/" + branch
-	tip, err := mirrorGit.RevParse(ctx, mirror, ref)
+	tip, err := refTip(ctx, mirror, ref)
 	if err != nil {
 		return nil, false, err
 	}
 	exists = tip != ""
 	if !exists {
 		ref = "HEAD"
-		if tip, err = mirrorGit.RevParse(ctx, mirror, ref); err != nil || tip == "" {
+		if tip, err = refTip(ctx, mirror, ref); err != nil || tip == "" {
 			return nil, false, fmt.Errorf("the repository's default branch has no commit (%v)", err)
 		}
 	}

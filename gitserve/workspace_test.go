@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -128,5 +129,23 @@ func TestWorkspaceOnlyOfTheTokensBranch(t *testing.T) {
 	}
 	if status, exists, _ := getWorkspace(t, gb, "feat/b"); status != http.StatusOK || exists != "true" {
 		t.Errorf("an existing branch's workspace: HTTP %d, exists %q", status, exists)
+	}
+}
+
+// TestRefTipReadsWhatGitReads: loose, packed, HEAD and missing refs read
+// from the files as git reads them.
+func TestRefTipReadsWhatGitReads(t *testing.T) {
+	repo := newRepo(t)
+	commitFile(t, repo, "a.txt", "a\n")
+	mustGit(t, repo, "branch", "packed")
+	mustGit(t, repo, "pack-refs", "--all")
+	commitFile(t, repo, "b.txt", "b\n")
+	mustGit(t, repo, "branch", "loose")
+	for _, ref := range []string{"HEAD", "refs/heads/packed", "refs/heads/loose", "refs/heads/none"} {
+		want, _ := gitOut(repo, nil, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
+		got, err := refTip(ctxT(t), filepath.Join(repo, ".git"), ref)
+		if err != nil || got != strings.TrimSpace(want) {
+			t.Errorf("%s: %q %v, git says %q", ref, got, err, want)
+		}
 	}
 }
