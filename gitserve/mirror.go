@@ -79,14 +79,18 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 	}
 	defer os.RemoveAll(tmp)
 	work := filepath.Join(tmp, "m.git")
+	// The mirror's settings are written by the clone itself (--config):
+	// a start's first grant waits for the mirror, and a git process
+	// per setting came before it.
 	steps := [][]string{
-		{"clone", "--bare", "--quiet", repoPath, work},
+		{"clone", "--bare", "--quiet",
+			"--config", "http.receivepack=true",
+			"--config", "receive.denyDeletes=true",
+			"--config", "receive.denyNonFastForwards=true",
+			"--config", "uploadpack.allowFilter=true",
+			"--config", "aimi.source=" + repoPath,
+			"--", repoPath, work},
 		{"-C", work, "remote", "remove", "origin"},
-		{"-C", work, "config", "http.receivepack", "true"},
-		{"-C", work, "config", "receive.denyDeletes", "true"},
-		{"-C", work, "config", "receive.denyNonFastForwards", "true"},
-		{"-C", work, "config", "uploadpack.allowFilter", "true"},
-		{"-C", work, "config", "aimi.source", repoPath},
 	}
 	for _, args := range steps {
 		if _, err := mirrorGit.Run(ctx, tmp, args...); err != nil {
