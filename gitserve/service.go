@@ -405,9 +405,7 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 
 	s.slots.forget(swarmID)
 	s.adverts.forget(s.mirrorPath(swarmID))
-	if err := os.RemoveAll(filepath.Join(s.dir, workspacesDir, swarmID)); err != nil {
-		s.log.Info("git service forget: the ready-made workspaces stay", "swarm", swarmID, "err", err)
-	}
+	s.forgetWorkspaces(swarmID)
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()
 	delete(s.userRefs, swarmID)

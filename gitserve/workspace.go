@@ -277,6 +277,13 @@ func copyFile(w io.Writer, path string, size int64) error {
 	return err
 }
 
+// forgetWorkspaces removes swarm's ready-made workspaces (Forget).
+func (s *Service) forgetWorkspaces(swarmID string) {
+	if err := os.RemoveAll(filepath.Join(s.dir, workspacesDir, swarmID)); err != nil {
+		s.log.Info("git service forget: the ready-made workspaces stay", "swarm", swarmID, "err", err)
+	}
+}
+
 // pruneWorkspaces keeps the newest keep tars in dir. A runner still
 // reading a removed one reads on (its file stays open).
 func pruneWorkspaces(dir string, keep int) {

@@ -14,6 +14,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aimi-tools/swarm/contract"
 )
@@ -60,10 +61,12 @@ func (r *run) fetchWorkspace(ctx context.Context) (exists bool, err error) {
 	}
 	req.Header.Set("Authorization", ch.auth)
 	req.Header.Set(contract.WorkspaceBranchHeader, r.req.BranchName)
+	start := time.Now()
 	resp, err := ch.client.Do(req)
 	if err != nil {
 		return false, fmt.Errorf("fetch the workspace: %w", err)
 	}
+	answered := time.Since(start)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -84,6 +87,9 @@ func (r *run) fetchWorkspace(ctx context.Context) (exists bool, err error) {
 	if err := untar(root, resp.Body, contract.MaxWorkspaceBytes); err != nil {
 		return false, fmt.Errorf("unpack the workspace: %w", err)
 	}
+	// Where a start's time goes between the claim and the first story.
+	r.log.Info("ready-made workspace unpacked", "answer", answered.Round(time.Millisecond),
+		"unpack", (time.Since(start) - answered).Round(time.Millisecond), "bytes", resp.ContentLength)
 	return exists, setOrigin(root, r.req.RepoURL)
 }
 
