@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
@@ -45,8 +46,10 @@ exit 0
 // once and then remembered: every grant asks, under mirrorMu, and three git
 // processes each made every create of a 16-container start wait 15-30 ms
 // more than the one before; one (the user's refs, which can change between
-// two grants) is left.
+// two grants) is left, and shared by the grants that waited for the same
+// turn (refListings).
 func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (string, error) {
+	call := s.refs.join(repoPath)
 	s.mirrorMu.Lock()
 	defer s.mirrorMu.Unlock()
 	dst := s.mirrorPath(key)
@@ -56,7 +59,7 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 			return "", fmt.Errorf("git service: %q is not a git repository: %w", repoPath, err)
 		}
 	}
-	userRefs, err := mirrorGit.Run(ctx, repoPath, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+	userRefs, err := s.refs.list(ctx, repoPath, call)
 	if err != nil {
 		return "", fmt.Errorf("git service: list the branches of %q: %w", repoPath, err)
 	}
@@ -215,4 +218,62 @@ func refTip(ctx context.Context, mirror, ref string) (string, error) {
 		return "", nil
 	}
 	return viaGit()
+}
+
+// refListings lets the grants of a fan-out, which wait in turn for
+// mirrorMu, share one listing of the user's refs: each grant joins the
+// listing of its checkout that has not begun yet, and the first to get its
+// turn runs it for all who joined. Every grant thus sees the refs as they
+// were after it asked (a commit made before a start is never missed), and
+// eight grants at once list twice, not eight times (a git process each, on
+// the way to every container's task-request).
+type refListings struct {
+	mu      sync.Mutex
+	pending map[string]*refListing // per checkout, the listing not begun yet
+}
+
+type refListing struct {
+	done chan struct{}
+	refs string
+	err  error
+}
+
+func (r *refListings) join(repoPath string) *refListing {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending == nil {
+		r.pending = map[string]*refListing{}
+	}
+	c := r.pending[repoPath]
+	if c == nil {
+		c = &refListing{done: make(chan struct{})}
+		r.pending[repoPath] = c
+	}
+	return c
+}
+
+// list returns c's refs, listing them unless a grant before this one did;
+// callers hold mirrorMu. A shared listing that failed (its grant's context
+// ended) is not taken: the caller lists again.
+func (r *refListings) list(ctx context.Context, repoPath string, c *refListing) (string, error) {
+	select {
+	case <-c.done:
+		if c.err == nil {
+			return c.refs, nil
+		}
+		return listUserRefs(ctx, repoPath)
+	default:
+	}
+	r.mu.Lock()
+	if r.pending[repoPath] == c {
+		delete(r.pending, repoPath)
+	}
+	r.mu.Unlock()
+	c.refs, c.err = listUserRefs(ctx, repoPath)
+	close(c.done)
+	return c.refs, c.err
+}
+
+func listUserRefs(ctx context.Context, repoPath string) (string, error) {
+	return mirrorGit.Run(ctx, repoPath, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
 }

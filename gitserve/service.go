@@ -153,14 +153,14 @@ type Service struct {
 	bounds
 
 	// mirrorMu serializes mirror creation and refresh (git clone, fetch)
-	// without holding mu; it guards userRefs.
+	// without holding mu. It guards userRefs and sources.
 	mirrorMu sync.Mutex
 	// userRefs is, per mirror, the user's branches and tags as last brought
 	// in, so a Grant refreshes a mirror only when the checkout changed.
 	userRefs map[string]string
-	// sources is, per mirror, the repository it was seen to be made from
-	// (guarded by mirrorMu).
+	// sources is, per mirror, the repository it was seen to be made from.
 	sources map[string]string
+	refs    refListings
 
 	// mu guards everything below; it is never held across git or network
 	// calls except the state file write.
