@@ -181,6 +181,8 @@ func TestUntarWritesNothingOutsideTheWorkspace(t *testing.T) {
 		{"through an absolute link", [][2]string{{"l", "link:OUTSIDE"}, {"l/out", "x"}}},
 		{"over a link", [][2]string{{"l", "link:../outside/out"}, {"l", "x"}}},
 		{"too big", [][2]string{{"big", strings.Repeat("x", 2048)}}},
+		{"a directory over a link", [][2]string{{"l", "link:OUTSIDE"}, {"l", "dir"}, {"l/out", "x"}}},
+		{"a file before its directory", [][2]string{{"d/out", "x"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := t.TempDir()
@@ -190,10 +192,7 @@ func TestUntarWritesNothingOutsideTheWorkspace(t *testing.T) {
 			for i := range tc.entries {
 				tc.entries[i][1] = strings.ReplaceAll(tc.entries[i][1], "OUTSIDE", outside)
 			}
-			root, err := os.OpenRoot(ws)
-			must(t, err)
-			defer root.Close()
-			if err := untar(root, bytes.NewReader(tarOf(t, tc.entries...)), 1024); err == nil {
+			if err := untar(ws, bytes.NewReader(tarOf(t, tc.entries...)), 1024); err == nil {
 				t.Error("untar took it")
 			}
 			if ents, _ := os.ReadDir(outside); len(ents) > 0 {
@@ -215,10 +214,7 @@ func FuzzUntar(f *testing.F) {
 		base := t.TempDir()
 		ws := filepath.Join(base, "ws")
 		must(t, os.Mkdir(ws, 0o755))
-		root, err := os.OpenRoot(ws)
-		must(t, err)
-		defer root.Close()
-		_ = untar(root, bytes.NewReader(data), 1<<20)
+		_ = untar(ws, bytes.NewReader(data), 1<<20)
 		ents, err := os.ReadDir(base)
 		must(t, err)
 		if len(ents) != 1 {
