@@ -15,7 +15,9 @@ type Engine interface {
 	RemoveNetworkIfUnused(ctx context.Context, name string) error
 	Create(ctx context.Context, s Spec) (id string, err error)
 	Start(ctx context.Context, id string) error
-	// Wait must be called before Start; the channel yields one Exit.
+	// Wait must be called before Start; the channel yields one Exit:
+	// the container's exit (at once if it has already exited), or
+	// ErrNotFound once it is removed.
 	Wait(ctx context.Context, id string) <-chan Exit
 	WriteStdin(ctx context.Context, id string, line []byte) error
 	// Lines yields the lines strictly after the cursor; closed at the end.
