@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/internal/gittest"
 )
 
 // serviceRepo is a repository with a file, an executable, a directory and
@@ -23,30 +23,18 @@ import (
 func serviceRepo(t *testing.T) (repo string, s *gitserve.Service) {
 	t.Helper()
 	repo = filepath.Join(t.TempDir(), "repo")
-	gitT(t, "", "init", "-q", "-b", "main", repo)
+	gittest.Git(t, "", "init", "-q", "-b", "main", repo)
 	must(t, os.MkdirAll(filepath.Join(repo, "src", "deep"), 0o755))
 	must(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("hello\n"), 0o644))
 	must(t, os.WriteFile(filepath.Join(repo, "src", "deep", "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755))
 	must(t, os.Symlink("src/deep/run.sh", filepath.Join(repo, "run")))
-	gitT(t, repo, "add", "-A")
-	gitT(t, repo, "-c", "user.name=T", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first")
+	gittest.Git(t, repo, "add", "-A")
+	gittest.Git(t, repo, "commit", "-q", "-m", "first")
 	s, err := gitserve.New(gitserve.Options{DataDir: filepath.Join(t.TempDir(), "data"), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	must(t, err)
 	t.Cleanup(func() { s.Close() })
 	must(t, s.ListenOn(t.Context(), "127.0.0.1"))
 	return repo, s
-}
-
-func gitT(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
 }
 
 func must(t *testing.T, err error) {
@@ -90,7 +78,7 @@ func TestReadyMadeWorkspaceIsWhatACloneMakes(t *testing.T) {
 			branch := "feat/" + strings.ReplaceAll(tc.name, " ", "-")
 			sb := contract.Sandbox{Swarm: "sw1", Container: "aimi-" + strings.ReplaceAll(tc.name, " ", "-")}
 			if tc.existing {
-				gitT(t, repo, "branch", branch, "main")
+				gittest.Git(t, repo, "branch", branch, "main")
 			}
 			g, err := s.Grant(t.Context(), contract.ContainerBranch{Repo: repo, Swarm: sb.Swarm, Container: sb.Container, Branch: branch}, "")
 			must(t, err)
@@ -102,7 +90,7 @@ func TestReadyMadeWorkspaceIsWhatACloneMakes(t *testing.T) {
 				{"config", "remote.origin.url"}, {"config", "remote.origin.fetch"},
 				{"for-each-ref", "--format=%(refname) %(objectname) %(upstream)"},
 			} {
-				got, want := gitT(t, readyDir, args...), gitT(t, cloneDir, args...)
+				got, want := gittest.Git(t, readyDir, args...), gittest.Git(t, cloneDir, args...)
 				if args[1] == "-s" {
 					got, want = stagedOnly(got), stagedOnly(want)
 				}
@@ -110,7 +98,7 @@ func TestReadyMadeWorkspaceIsWhatACloneMakes(t *testing.T) {
 					t.Errorf("git %v: ready-made %q, clone %q", args, got, want)
 				}
 			}
-			gitT(t, readyDir, "fsck", "--strict")
+			gittest.Git(t, readyDir, "fsck", "--strict")
 			if l, err := os.Readlink(filepath.Join(readyDir, "run")); err != nil || l != "src/deep/run.sh" {
 				t.Errorf("the link is %q %v", l, err)
 			}
@@ -124,7 +112,7 @@ func TestReadyMadeWorkspaceIsWhatACloneMakes(t *testing.T) {
 			must(t, ready.git.push(context.Background(), branch, time.Minute))
 			_, tip, err := s.Received(sb, branch)
 			must(t, err)
-			if head := gitT(t, readyDir, "rev-parse", "HEAD"); tip != head {
+			if head := gittest.Git(t, readyDir, "rev-parse", "HEAD"); tip != head {
 				t.Errorf("the service received %q, the workspace's HEAD is %q", tip, head)
 			}
 		})
