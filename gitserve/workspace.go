@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -34,10 +33,11 @@ import (
 // same token.
 const (
 	workspacesDir = "workspaces"
-	// keepWorkspaces bounds the tars kept per swarm: a swarm's
-	// containers start from a few tips at once (the default branch's, each
-	// resumed branch's), and older ones are made again if asked for.
-	keepWorkspaces = 8
+	// keepWorkspacesFor is how long a made workspace is kept after it was
+	// made: the containers of a start (and a resume's, each with a branch
+	// of its own) ask within seconds of their grants, and a repository's
+	// workspace may be large; one asked for later is made again.
+	keepWorkspacesFor = 10 * time.Minute
 	// workspaceBuildTime bounds making one workspace; it does not end
 	// with the request that began it (others may wait on it).
 	workspaceBuildTime = 5 * time.Minute
@@ -212,7 +212,7 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string
 	if err := os.Rename(out.Name(), dst); err != nil {
 		return fmt.Errorf("make a workspace: %w", err)
 	}
-	pruneWorkspaces(dir, keepWorkspaces)
+	pruneWorkspaces(dir, keepWorkspacesFor)
 	s.workspaces.built.Add(1)
 	return nil
 }
@@ -284,25 +284,17 @@ func (s *Service) forgetWorkspaces(swarmID string) {
 	}
 }
 
-// pruneWorkspaces keeps the newest keep tars in dir. A runner still
-// reading a removed one reads on (its file stays open).
-func pruneWorkspaces(dir string, keep int) {
+// pruneWorkspaces removes the tars in dir made longer than keepFor ago.
+// A runner still reading a removed one reads on (its file stays open).
+func pruneWorkspaces(dir string, keepFor time.Duration) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
-	type tarFile struct {
-		name string
-		mod  time.Time
-	}
-	var tars []tarFile
 	for _, e := range ents {
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && filepath.Ext(e.Name()) == ".tar" {
-			tars = append(tars, tarFile{e.Name(), info.ModTime()})
+		info, err := e.Info()
+		if err == nil && info.Mode().IsRegular() && filepath.Ext(e.Name()) == ".tar" && time.Since(info.ModTime()) > keepFor {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
-	}
-	slices.SortFunc(tars, func(a, b tarFile) int { return b.mod.Compare(a.mod) })
-	for _, t := range tars[min(keep, len(tars)):] {
-		_ = os.Remove(filepath.Join(dir, t.name))
 	}
 }
