@@ -81,42 +81,47 @@ func hasCommit(ctx context.Context, repo, rev string) (bool, error) {
 	return false, fmt.Errorf("read the repository with git: %w", err)
 }
 
-// containerSource finds where the container will read the task file of
-// branch: the branch if the clone will have it, else the clone's HEAD. In
-// remote mode the checkout's view of origin (refs/remotes/origin/*, as of
-// the last fetch) stands for origin.
-func containerSource(ctx context.Context, repo, branch string, local bool) (source, error) {
-	type candidate struct {
-		rev  string
-		src  source
-		when bool
+// sourceCandidates lists, best first, the revisions the container of
+// branch may start from: the branch if the clone will have it, else the
+// clone's HEAD. In remote mode the checkout's view of origin
+// (refs/remotes/origin/*, as of the last fetch) stands for origin.
+func sourceCandidates(branch string, local bool) []source {
+	if local {
+		return []source{
+			{rev: "refs/heads/" + branch, desc: "branch " + branch, branch: true},
+			{rev: "HEAD", desc: "the checkout's HEAD (branch " + branch + " does not exist yet)"},
+		}
 	}
-	remote := !local
-	for _, c := range []candidate{
-		{"refs/heads/" + branch, source{desc: "branch " + branch, branch: true}, local},
-		{"HEAD", source{desc: "the checkout's HEAD (branch " + branch + " does not exist yet)"}, local},
-		{"refs/remotes/origin/" + branch, source{desc: "origin's branch " + branch, branch: true, remote: true}, remote},
-		{"refs/remotes/origin/HEAD", source{desc: "origin's HEAD (branch " + branch + " does not exist there yet)", remote: true}, remote},
+	return []source{
+		{rev: "refs/remotes/origin/" + branch, desc: "origin's branch " + branch, branch: true, remote: true},
+		{rev: "refs/remotes/origin/HEAD", desc: "origin's HEAD (branch " + branch + " does not exist there yet)", remote: true},
 		// Nothing known of origin (never fetched): the checkout's HEAD is
 		// the best guess of what origin will serve.
-		{"HEAD", source{desc: "HEAD (nothing is known of origin's branches; run git fetch)", remote: true}, remote},
-	} {
-		if !c.when {
-			continue
-		}
+		{rev: "HEAD", desc: "HEAD (nothing is known of origin's branches; run git fetch)", remote: true},
+	}
+}
+
+// errNoCommit is containerSource's answer when no candidate is a commit.
+func errNoCommit(local bool) error {
+	if local {
+		return errors.New("the repository has no commit yet; commit the task file first (the container reads it from git)")
+	}
+	return errors.New("the repository has no commit yet; commit and push the task file first (the container clones origin)")
+}
+
+// containerSource finds where the container will read the task file of
+// branch: the first of sourceCandidates that is a commit.
+func containerSource(ctx context.Context, repo, branch string, local bool) (source, error) {
+	for _, c := range sourceCandidates(branch, local) {
 		ok, err := hasCommit(ctx, repo, c.rev)
 		if err != nil {
 			return source{}, err
 		}
 		if ok {
-			c.src.rev = c.rev
-			return c.src, nil
+			return c, nil
 		}
 	}
-	if local {
-		return source{}, errors.New("the repository has no commit yet; commit the task file first (the container reads it from git)")
-	}
-	return source{}, errors.New("the repository has no commit yet; commit and push the task file first (the container clones origin)")
+	return source{}, errNoCommit(local)
 }
 
 // readCommitted reads the task file path from rev with the rules of
@@ -136,16 +141,26 @@ func readCommitted(ctx context.Context, repo, rev, path string) ([]byte, error) 
 	if len(f) != 4 {
 		return nil, fmt.Errorf("unexpected git ls-tree answer %q", cutText(string(entry), 200))
 	}
-	switch {
-	case f[0] == "120000":
-		return nil, fmt.Errorf("it is committed as a symbolic link; commit the task file itself")
-	case f[1] != "blob" || (f[0] != "100644" && f[0] != "100755"):
-		return nil, fmt.Errorf("it is committed as a %s (mode %s), not a file", f[1], f[0])
-	}
-	if size, err := strconv.ParseInt(f[3], 10, 64); err != nil || size > tasks.MaxFileBytes {
-		return nil, fmt.Errorf("the committed file is %s bytes, over %d; split the plan into several task files", f[3], tasks.MaxFileBytes)
+	if err := checkEntry(f[0], f[1], f[3]); err != nil {
+		return nil, err
 	}
 	return gitRead(ctx, repo, tasks.MaxFileBytes, "cat-file", "blob", f[2])
+}
+
+// checkEntry applies the rules of tasks.ReadFile to a committed entry
+// given as git ls-tree --long prints it: its mode, type and size ("-" for
+// what is not a blob).
+func checkEntry(mode, typ, size string) error {
+	switch {
+	case mode == "120000":
+		return fmt.Errorf("it is committed as a symbolic link; commit the task file itself")
+	case typ != "blob" || (mode != "100644" && mode != "100755"):
+		return fmt.Errorf("it is committed as a %s (mode %s), not a file", typ, mode)
+	}
+	if n, err := strconv.ParseInt(size, 10, 64); err != nil || n > tasks.MaxFileBytes {
+		return fmt.Errorf("the committed file is %s bytes, over %d; split the plan into several task files", size, tasks.MaxFileBytes)
+	}
+	return nil
 }
 
 // samePlan reports whether a and b differ at most in story statuses and
@@ -168,11 +183,7 @@ func samePlan(a, b *tasks.File) bool {
 // and equal to the committed copy the container reads (or, on an existing
 // branch, differ only in progress). It returns the committed copy.
 func loadAsRun(ctx context.Context, repo, p string, local bool) (*tasks.File, error) {
-	wtData, err := tasks.ReadFileIn(repo, p)
-	if err != nil {
-		return nil, err
-	}
-	wt, err := tasks.Parse(wtData)
+	wtData, wt, err := readWorkingCopy(repo, p)
 	if err != nil {
 		return nil, err
 	}
@@ -180,16 +191,37 @@ func loadAsRun(ctx context.Context, repo, p string, local bool) (*tasks.File, er
 	if err != nil {
 		return nil, err
 	}
+	data, err := readCommitted(ctx, repo, src.rev, p)
+	return judgeCommitted(p, wtData, wt, src, data, err)
+}
+
+// readWorkingCopy reads and parses the working-tree copy of the task file
+// p of repo.
+func readWorkingCopy(repo, p string) ([]byte, *tasks.File, error) {
+	data, err := tasks.ReadFileIn(repo, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	tf, err := tasks.Parse(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, tf, nil
+}
+
+// judgeCommitted compares the working-tree copy of p (wtData, parsed as
+// wt) with what readCommitted answered for it on src (data, or readErr),
+// and returns the copy the container runs or why the start is refused.
+func judgeCommitted(p string, wtData []byte, wt *tasks.File, src source, data []byte, readErr error) (*tasks.File, error) {
 	commitHint := "commit it (git add " + p + " && git commit)"
 	if src.remote {
 		commitHint = "commit and push it (git add " + p + " && git commit && git push)"
 	}
-	data, err := readCommitted(ctx, repo, src.rev, p)
 	switch {
-	case errors.Is(err, errNoRev):
+	case errors.Is(readErr, errNoRev):
 		return nil, fmt.Errorf("%s is not committed on %s, and the container reads the task file from there, not from your working tree: %s, then start again", p, src.desc, commitHint)
-	case err != nil:
-		return nil, fmt.Errorf("read %s on %s: %w", p, src.desc, err)
+	case readErr != nil:
+		return nil, fmt.Errorf("read %s on %s: %w", p, src.desc, readErr)
 	}
 	if bytes.Equal(data, wtData) {
 		return wt, nil

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -114,35 +112,4 @@ func validateTasks(ctx context.Context, repo string, files []string, existing ma
 		return nil, err
 	}
 	return out, nil
-}
-
-// loadConcurrency bounds the task files read from git at once.
-const loadConcurrency = 8
-
-type loadedTask struct {
-	tf  *tasks.File
-	err error
-}
-
-// loadAllAsRun reads every task file as its container will run it
-// (loadAsRun), several at once: each takes up to four git processes, and
-// one after another they were a visible part of a large start. A
-// malformed path is not read; one named twice, or already in the swarm, is
-// read anyway and refused by the caller before its result is used.
-func loadAllAsRun(ctx context.Context, repo string, files []string, local bool) []loadedTask {
-	out := make([]loadedTask, len(files))
-	var g errgroup.Group
-	g.SetLimit(loadConcurrency)
-	for i, p := range files {
-		if checkTaskPath(p) != nil {
-			continue
-		}
-		g.Go(func() error {
-			tf, err := loadAsRun(ctx, repo, p, local)
-			out[i] = loadedTask{tf, err}
-			return nil
-		})
-	}
-	_ = g.Wait()
-	return out
 }

@@ -58,7 +58,7 @@ func TestTwoTaskFilesOnOneBranchAreRefused(t *testing.T) {
 }
 
 // gitIn runs git in repo with a test identity.
-func gitIn(t *testing.T, repo string, args ...string) {
+func gitIn(t testing.TB, repo string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=Test", "-c", "user.email=test@example.com"}, args...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
