@@ -17,44 +17,64 @@ import (
 // type and a size, or a query (a revision and a path) and "missing".
 const maxAnswerHeader = 64 << 10
 
-// catFile runs git cat-file in repo with batch (--batch-check=FORMAT or
-// --batch=FORMAT), writes it the queries, one a line (none may hold a line
-// break), and hands each answer's header line to read, which consumes from
-// r whatever content follows the header. An error of read stops git.
-func catFile(ctx context.Context, repo, batch string, queries []string, read func(q, header string, r *bufio.Reader) error) error {
+// catFile is a git cat-file in batch mode, started before its queries are
+// known: its start (a few ms on a loaded machine) then overlaps the work
+// that finds them.
+type catFile struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    io.ReadCloser
+	stderr bytes.Buffer
+	cancel context.CancelFunc
+}
+
+// startCatFile starts git cat-file in repo with batch (--batch-check=FORMAT
+// or --batch=FORMAT). Its answer must be asked for, with no queries if
+// none remain, to end it.
+func startCatFile(ctx context.Context, repo, batch string) (*catFile, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitReadTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", "-C", repo, "cat-file", batch, "--buffer")
-	in, err := cmd.StdinPipe()
+	c := &catFile{cmd: exec.CommandContext(ctx, "git", "-C", repo, "cat-file", batch, "--buffer"), cancel: cancel}
+	var err error
+	if c.in, err = c.cmd.StdinPipe(); err == nil {
+		c.out, err = c.cmd.StdoutPipe()
+	}
+	c.cmd.Stderr = &c.stderr
+	if err == nil {
+		err = c.cmd.Start()
+	}
 	if err != nil {
-		return err
+		cancel()
+		return nil, fmt.Errorf("run git: %w", err)
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("run git: %w", err)
-	}
+	return c, nil
+}
+
+// answer writes c the queries, one a line (none may hold a line break),
+// hands each answer's header line to read, which consumes from r whatever
+// content follows the header, and waits for git to end. An error of read
+// stops git.
+func (c *catFile) answer(queries []string, read func(q, header string, r *bufio.Reader) error) error {
+	defer c.cancel()
 	// Written beside the reading: git answers while it reads, and would
 	// block on a full pipe that nobody drains.
 	written := make(chan error, 1)
 	go func() {
-		_, err := io.WriteString(in, strings.Join(queries, "\n")+"\n")
-		if cerr := in.Close(); err == nil {
+		var err error
+		if len(queries) > 0 {
+			_, err = io.WriteString(c.in, strings.Join(queries, "\n")+"\n")
+		}
+		if cerr := c.in.Close(); err == nil {
 			err = cerr
 		}
 		written <- err
 	}()
-	rerr := readAnswers(bufio.NewReaderSize(out, maxAnswerHeader), queries, read)
+	rerr := readAnswers(bufio.NewReaderSize(c.out, maxAnswerHeader), queries, read)
 	if rerr != nil {
-		cmd.Process.Kill()
+		c.cmd.Process.Kill()
 	}
 	werr := <-written
-	if err := cmd.Wait(); err != nil && (rerr == nil || stderr.Len() > 0) {
-		return fmt.Errorf("git cat-file: %w: %s", err, cutText(strings.TrimSpace(stderr.String()), 300))
+	if err := c.cmd.Wait(); err != nil && (rerr == nil || c.stderr.Len() > 0) {
+		return fmt.Errorf("git cat-file: %w: %s", err, cutText(strings.TrimSpace(c.stderr.String()), 300))
 	}
 	if rerr != nil {
 		return rerr

@@ -3,9 +3,11 @@ package orchestrator
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -26,6 +28,9 @@ import (
 //     submodule from a file, as git ls-tree does) and the file's blob, only
 //     when it is a blob of at most tasks.MaxFileBytes: a larger one is
 //     refused from its size without being read.
+//
+// Both processes start before the working-tree copies are parsed, so that
+// their start overlaps that work.
 //
 // When a batch fails as a whole (not a repository, a directory git refuses
 // to read, a git that stops), every file is read again on its own by
@@ -63,6 +68,11 @@ const batchFormat = "%(objectname) %(objecttype) %(objectsize)"
 // result is used.
 func loadAllAsRun(ctx context.Context, repo string, files []string, local bool) []loadedTask {
 	out := make([]loadedTask, len(files))
+	if !slices.ContainsFunc(files, func(p string) bool { return checkTaskPath(p) == nil }) {
+		return out
+	}
+	// Both start now, while the working-tree copies are parsed.
+	check, blobs, startErr := startBatches(ctx, repo)
 	read := make([]*batchFile, len(files))
 	var alone []int
 	var g errgroup.Group
@@ -92,7 +102,7 @@ func loadAllAsRun(ctx context.Context, repo string, files []string, local bool) 
 			batch = append(batch, f)
 		}
 	}
-	if err := loadBatch(ctx, repo, batch, local, out); err != nil {
+	if err := errors.Join(startErr, loadBatch(check, blobs, batch, local, out)); err != nil {
 		for _, f := range batch {
 			alone = append(alone, f.i)
 		}
@@ -101,15 +111,29 @@ func loadAllAsRun(ctx context.Context, repo string, files []string, local bool) 
 	return out
 }
 
-// loadBatch fills out for every file of batch, or fails as a whole.
-func loadBatch(ctx context.Context, repo string, batch []*batchFile, local bool, out []loadedTask) error {
-	if len(batch) == 0 {
-		return nil
+// startBatches starts the git processes of both batches.
+func startBatches(ctx context.Context, repo string) (check, blobs *catFile, err error) {
+	if check, err = startCatFile(ctx, repo, "--batch-check="+batchFormat); err != nil {
+		return nil, nil, err
 	}
-	if err := resolveSources(ctx, repo, batch, local); err != nil {
+	if blobs, err = startCatFile(ctx, repo, "--batch="+batchFormat); err != nil {
+		check.answer(nil, nil)
+		return nil, nil, err
+	}
+	return check, blobs, nil
+}
+
+// loadBatch fills out for every file of batch, or fails as a whole. It
+// ends both git processes (none when they did not start).
+func loadBatch(check, blobGit *catFile, batch []*batchFile, local bool, out []loadedTask) error {
+	if check == nil {
+		return errors.New("git cat-file did not start")
+	}
+	if err := resolveSources(check, batch, local); err != nil {
+		blobGit.answer(nil, nil)
 		return err
 	}
-	trees, blobs, err := readTreesAndBlobs(ctx, repo, batch)
+	trees, blobs, err := readTreesAndBlobs(blobGit, batch)
 	if err != nil {
 		return err
 	}
@@ -150,7 +174,7 @@ func loadEachAsRun(ctx context.Context, repo string, files []string, which []int
 
 // resolveSources picks each file's source, as containerSource does, and
 // notes what the source holds at the file's path: batch 1.
-func resolveSources(ctx context.Context, repo string, batch []*batchFile, local bool) error {
+func resolveSources(git *catFile, batch []*batchFile, local bool) error {
 	var queries []string
 	for _, f := range batch {
 		for _, c := range f.cands {
@@ -159,7 +183,7 @@ func resolveSources(ctx context.Context, repo string, batch []*batchFile, local 
 	}
 	queries = unique(queries)
 	info := make(map[string]objInfo, len(queries))
-	err := catFile(ctx, repo, "--batch-check="+batchFormat, queries, func(q, header string, _ *bufio.Reader) error {
+	err := git.answer(queries, func(q, header string, _ *bufio.Reader) error {
 		o, err := parseHeader(q, header)
 		info[q] = o
 		return err
@@ -192,7 +216,7 @@ func treeQuery(f *batchFile) string {
 // holds it (keeping only the entries of the files) and its blob when batch
 // 1 found one within the bound: batch 2. Trees are by treeQuery, then by
 // name; blobs by object id.
-func readTreesAndBlobs(ctx context.Context, repo string, batch []*batchFile) (map[string]map[string]treeEntry, map[string][]byte, error) {
+func readTreesAndBlobs(git *catFile, batch []*batchFile) (map[string]map[string]treeEntry, map[string][]byte, error) {
 	want := map[string]map[string]bool{} // tree query -> names in it
 	var queries []string
 	for _, f := range batch {
@@ -211,10 +235,7 @@ func readTreesAndBlobs(ctx context.Context, repo string, batch []*batchFile) (ma
 	}
 	queries = unique(queries)
 	trees, blobs := map[string]map[string]treeEntry{}, map[string][]byte{}
-	if len(queries) == 0 {
-		return trees, blobs, nil
-	}
-	err := catFile(ctx, repo, "--batch="+batchFormat, queries, func(q, header string, r *bufio.Reader) error {
+	err := git.answer(queries, func(q, header string, r *bufio.Reader) error {
 		o, err := parseHeader(q, header)
 		if err != nil || !o.ok {
 			return err
