@@ -45,6 +45,8 @@ RUNS='
 ./orchestrator|^BenchmarkMessageRate$|50000x||0
 ./orchestrator|^BenchmarkRealMessageRate$|1x||1
 ./orchestrator|^BenchmarkFanOut$|1x||1
+./orchestrator|^BenchmarkStatus$|1s||0
+./orchestrator|^BenchmarkValidateTasks$|1s||0
 ./cmd/aimid|^BenchmarkDaemonRSS$|1x||1
 ./cmd/aimid|^BenchmarkBoardLiveUpdates$|1x||1
 ./cmd/aimid|^BenchmarkFanOutUser$|2x||1
