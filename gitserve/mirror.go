@@ -151,36 +151,16 @@ func branchTip(ctx context.Context, mirror, branch string) (string, error) {
 }
 
 // mirrorHasBranch reports whether the mirror holds refs/heads/<branch>
-// (nil: it cannot tell), reading the ref files the service's own git
-// wrote (a loose ref, then packed-refs) rather than starting a git for
-// every grant; a mirror whose refs are stored otherwise (reftable) is
-// asked through git. Unknown is never read as absent: a runner told
+// (nil: it cannot tell), reading the ref files rather than starting a git
+// for every grant (refTip). Unknown is never read as absent: a runner told
 // "absent" starts the branch afresh from the default branch.
 func mirrorHasBranch(ctx context.Context, mirror, branch string) *bool {
-	answer := func(b bool) *bool { return &b }
-	ref := "refs/heads/" + branch
-	data, err := os.ReadFile(filepath.Join(mirror, filepath.FromSlash(ref)))
-	switch {
-	case err == nil && validOID(strings.TrimSpace(string(data))):
-		return answer(true)
-	case !errors.Is(err, fs.ErrNotExist):
+	tip, err := refTip(ctx, mirror, "refs/heads/"+branch)
+	if err != nil {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(mirror, "reftable")); err == nil {
-		tip, err := branchTip(ctx, mirror, branch)
-		if err != nil {
-			return nil
-		}
-		return answer(tip != "")
-	}
-	data, err = os.ReadFile(filepath.Join(mirror, "packed-refs"))
-	switch {
-	case err == nil:
-		return answer(packedRef(string(data), ref) != "")
-	case errors.Is(err, fs.ErrNotExist):
-		return answer(false)
-	}
-	return nil
+	has := tip != ""
+	return &has
 }
 
 // refTip is the commit ref (a branch, or HEAD) names in mirror ("" when it

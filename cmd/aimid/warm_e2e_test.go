@@ -327,11 +327,7 @@ func checkRefillAfterWork(t testing.TB, repo string, sw *state.Swarm, refilled [
 // hasWarmNote reports whether a container's journal notes a warm claim.
 func hasWarmNote(t testing.TB, repo, swarmID, name string) bool {
 	t.Helper()
-	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", swarmID, name+".ndjson"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
+	for _, r := range journalOf(t, repo, swarmID, name) {
 		if r.Stream == state.StreamDaemon && strings.HasPrefix(r.Reason, "warm:") {
 			return true
 		}
@@ -343,11 +339,7 @@ func hasWarmNote(t testing.TB, repo, swarmID, name string) bool {
 // container's journal ("" when there is none).
 func workspaceFrom(t testing.TB, repo, swarmID, name string) string {
 	t.Helper()
-	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", swarmID, name+".ndjson"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range recs {
+	for _, r := range journalOf(t, repo, swarmID, name) {
 		if strings.Contains(r.Raw, `msg="workspace ready"`) {
 			for _, f := range strings.Fields(r.Raw) {
 				if strings.HasPrefix(f, "from=") {
@@ -357,4 +349,14 @@ func workspaceFrom(t testing.TB, repo, swarmID, name string) string {
 		}
 	}
 	return ""
+}
+
+// journalOf reads a container's journal.
+func journalOf(t testing.TB, repo, swarmID, name string) []state.Record {
+	t.Helper()
+	recs, err := state.ReadJournal(state.Open(repo).JournalPath(contract.Sandbox{Swarm: swarmID, Container: name}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
