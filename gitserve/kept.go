@@ -77,7 +77,7 @@ func (k Keeper) OnOrigin(ctx context.Context, cb contract.ContainerBranch, tip s
 	if theirs == tip {
 		return true, nil
 	}
-	if !validOID(theirs) {
+	if !gitref.ValidOID(theirs) {
 		return false, fmt.Errorf("origin's branch %s reads %q, not an object id", branch, clip(theirs))
 	}
 	if _, err := mirrorGit.Run(ctx, repoPath, "cat-file", "-e", theirs+"^{commit}"); err != nil {
@@ -109,7 +109,7 @@ func (k Keeper) Keep(ctx context.Context, cb contract.ContainerBranch, ref strin
 		return "", fmt.Errorf("keep the work of %s: fetch its branch %s into %s as %s: %w", containerName, branch, repoPath, ref, err)
 	}
 	tip, err := mirrorGit.Run(ctx, repoPath, "rev-parse", "--verify", "--quiet", ref+"^{commit}")
-	if err != nil || !validOID(tip) {
+	if err != nil || !gitref.ValidOID(tip) {
 		return "", fmt.Errorf("keep the work of %s: read %s after the fetch: %v", containerName, ref, err)
 	}
 	return tip, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 )
 
@@ -84,7 +85,7 @@ func TestKeeperTakesARemoteModeContainersWorkToOrigin(t *testing.T) {
 	k := Keeper{Probe: EngineProbe{Files: docker}, Trees: docker, Scratch: t.TempDir()}
 	cb := contract.ContainerBranch{Repo: user, Swarm: "swarm-k", Container: name, Branch: branch}
 	tip, err := k.BranchTip(ctx, cb)
-	if err != nil || !validOID(tip) {
+	if err != nil || !gitref.ValidOID(tip) {
 		t.Fatalf("BranchTip = %q, %v", tip, err)
 	}
 	if on, err := k.OnOrigin(ctx, cb, tip); err != nil || on {

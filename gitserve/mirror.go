@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
@@ -185,7 +186,7 @@ func refTip(ctx context.Context, mirror, ref string) (string, error) {
 	}
 	data, err := os.ReadFile(filepath.Join(mirror, filepath.FromSlash(name)))
 	switch {
-	case err == nil && validOID(strings.TrimSpace(string(data))):
+	case err == nil && gitref.ValidOID(strings.TrimSpace(string(data))):
 		return strings.TrimSpace(string(data)), nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return viaGit()

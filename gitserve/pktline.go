@@ -8,6 +8,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // Limits of the push command list. A push names one ref per branch it
@@ -121,7 +123,7 @@ func (p *PushCommands) addLine(line []byte) error {
 		if len(p.Updates) > 0 {
 			return errors.New("shallow line after a push command")
 		}
-		if !validOID(oid) {
+		if !gitref.ValidOID(oid) {
 			return fmt.Errorf("shallow line with invalid object id %q", clip(oid))
 		}
 		p.Shallow = append(p.Shallow, oid)
@@ -147,7 +149,7 @@ func (p *PushCommands) addLine(line []byte) error {
 		return fmt.Errorf("push command %q is not \"old-id new-id ref\"", clip(s))
 	}
 	u := RefUpdate{Old: f[0], New: f[1], Ref: f[2]}
-	if !validOID(u.Old) || !validOID(u.New) || len(u.Old) != len(u.New) {
+	if !gitref.ValidOID(u.Old) || !gitref.ValidOID(u.New) || len(u.Old) != len(u.New) {
 		return fmt.Errorf("push command for %q has invalid object ids", clip(u.Ref))
 	}
 	if zeroOID(u.Old) && zeroOID(u.New) {
@@ -158,20 +160,6 @@ func (p *PushCommands) addLine(line []byte) error {
 	}
 	p.Updates = append(p.Updates, u)
 	return nil
-}
-
-// validOID: SHA-1 or SHA-256 in lowercase hex, as git sends them.
-func validOID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func zeroOID(s string) bool { return strings.Trim(s, "0") == "" }

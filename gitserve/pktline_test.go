@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 const (
@@ -136,7 +138,7 @@ func FuzzParsePushCommands(f *testing.F) {
 			return
 		}
 		for _, u := range cmds.Updates {
-			if !validOID(u.Old) || !validOID(u.New) || !validRefName(u.Ref) || strings.ContainsAny(u.Ref, " \x00\n") {
+			if !gitref.ValidOID(u.Old) || !gitref.ValidOID(u.New) || !validRefName(u.Ref) || strings.ContainsAny(u.Ref, " \x00\n") {
 				t.Fatalf("accepted a bad update %+v", u)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // ContainerFiles reads one file out of a container, running or stopped;
@@ -56,7 +57,7 @@ func (p EngineProbe) BranchTip(ctx context.Context, containerName, branch string
 		return "", nil // no repository: nothing was cloned, nothing was made
 	}
 	h := strings.TrimSpace(string(head))
-	if validOID(h) {
+	if gitref.ValidOID(h) {
 		return h, nil // detached: what the agent made, if anything, is behind it
 	}
 	target, ok := strings.CutPrefix(h, "ref: ")
@@ -89,7 +90,7 @@ func (p EngineProbe) resolveRef(ctx context.Context, containerName, ref string) 
 	}
 	if found {
 		tip := strings.TrimSpace(string(loose))
-		if !validOID(tip) {
+		if !gitref.ValidOID(tip) {
 			return "", false, fmt.Errorf("container %s: %s in the workspace holds %q, not an object id", containerName, ref, clip(tip))
 		}
 		return tip, true, nil
@@ -110,7 +111,7 @@ func packedRef(packed, ref string) string {
 	sc.Buffer(make([]byte, 0, 4096), maxRefFile)
 	for sc.Scan() {
 		oid, name, ok := strings.Cut(sc.Text(), " ")
-		if ok && name == ref && validOID(oid) {
+		if ok && name == ref && gitref.ValidOID(oid) {
 			return oid
 		}
 	}
@@ -159,7 +160,7 @@ func (s *Service) Unreceived(ctx context.Context, cb contract.ContainerBranch) (
 	if tip == "" {
 		return nil, nil
 	}
-	if !validOID(tip) {
+	if !gitref.ValidOID(tip) {
 		return nil, fmt.Errorf("unreceived commits of %s: its branch %s reads %q, not an object id", containerName, branch, clip(tip))
 	}
 	for _, dir := range []string{s.mirrorPath(rec.SwarmKey), repoPath} {
@@ -181,7 +182,7 @@ func (s *Service) Unreceived(ctx context.Context, cb contract.ContainerBranch) (
 // refused) go with the next git gc --prune. A dir that is not a repository
 // (a mirror already forgotten) names nothing.
 func NamedByRef(ctx context.Context, dir, oid string) (bool, error) {
-	if !validOID(oid) {
+	if !gitref.ValidOID(oid) {
 		return false, fmt.Errorf("%q is not an object id", clip(oid))
 	}
 	if _, err := os.Stat(dir); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // fakeFiles serves files of one container as *container.Docker does.
@@ -58,7 +60,7 @@ func FuzzPackedRef(f *testing.F) {
 	f.Add("", "refs/heads/x")
 	f.Fuzz(func(t *testing.T, packed, ref string) {
 		got := packedRef(packed, ref)
-		if got != "" && (!validOID(got) || !strings.Contains(packed, got+" "+ref)) {
+		if got != "" && (!gitref.ValidOID(got) || !strings.Contains(packed, got+" "+ref)) {
 			t.Fatalf("packedRef = %q, not an id of %q in the input", got, ref)
 		}
 	})

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // maxAnswerHeader bounds a header line of git cat-file: an object id, a
@@ -106,19 +108,10 @@ func parseHeader(q, header string) (objInfo, error) {
 		return objInfo{}, nil
 	}
 	f := strings.Split(header, " ")
-	if len(f) != 3 || !isObjectID(f[0]) {
+	if len(f) != 3 || !gitref.ValidOID(f[0]) {
 		return objInfo{}, fmt.Errorf("unexpected git cat-file answer %q", cutText(header, 200))
 	}
 	return objInfo{ok: true, oid: f[0], typ: f[1], size: f[2]}, nil
-}
-
-// isObjectID: s is a SHA-1 or SHA-256 object id in hex.
-func isObjectID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 // errTreeFormat: a tree object git gave is not in the format of one.

@@ -86,14 +86,14 @@ func (g *git) writeBranch(branch string) (string, error) {
 func readRefFile(gitDir, ref string) (oid string, found bool) {
 	if data, err := os.ReadFile(filepath.Join(gitDir, filepath.FromSlash(ref))); err == nil {
 		oid = strings.TrimSpace(string(data))
-		return oid, isOID(oid)
+		return oid, gitref.ValidOID(oid)
 	}
 	packed, err := os.ReadFile(filepath.Join(gitDir, "packed-refs"))
 	if err != nil {
 		return "", false
 	}
 	for _, line := range strings.Split(string(packed), "\n") {
-		if o, name, ok := strings.Cut(line, " "); ok && name == ref && isOID(o) {
+		if o, name, ok := strings.Cut(line, " "); ok && name == ref && gitref.ValidOID(o) {
 			return o, true
 		}
 	}

@@ -320,14 +320,6 @@ func (g *git) head(ctx context.Context, branch string) (string, error) {
 	return g.run(ctx, "rev-parse", "--verify", "HEAD^{commit}")
 }
 
-// isOID: s is a full object id (SHA-1 or SHA-256, lower-case hex).
-func isOID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	return strings.Trim(s, "0123456789abcdef") == ""
-}
-
 // commitAll stages the whole tree and commits; nothing to commit is not an
 // error (ok is false then).
 func (g *git) commitAll(ctx context.Context, msg string) (ok bool, err error) {
