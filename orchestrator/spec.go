@@ -77,7 +77,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant, mg *ModelGrant) engine.Spec {
 		PidsLimit:       cfg.PidsLimit,
 		DiskBytes:       cfg.DiskBytes,
 		ReadOnlyRootfs:  cfg.ReadOnlyRoot,
-		Scratch:         scratchPaths(cfg.ReadOnlyRoot),
+		Scratch:         scratchPaths(cfg.ReadOnlyRoot, cfg.DiskBytes),
 		Runtime:         cfg.Runtime,
 		RequireRuntime:  cfg.RequireRuntime,
 		Network:         sw.network,
@@ -103,13 +103,22 @@ func envVars(m map[string]string) map[string]string {
 	return out
 }
 
-// scratchPaths are the directories that must stay writable on a read-only
-// root: the runner clones into its workspace, and git and agents write to
-// the sandbox user's home (the sandbox image's layout; a project image that
-// moves them sets AIMI_WORKSPACE and keeps /home/aimi or runs writable).
-func scratchPaths(readOnlyRoot bool) []string {
-	if !readOnlyRoot {
+// scratchPaths are the container directories that get a volume of their
+// own. On a read-only root they are what must stay writable: the runner
+// clones into its workspace, and git and agents write to the sandbox
+// user's home (the sandbox image's layout; a project image that moves them
+// sets AIMI_WORKSPACE and keeps /home/aimi or runs writable). On a writable
+// root the workspace still gets one: a volume is the engine's own disk,
+// where the writable layer may be a filesystem in user space
+// (fuse-overlayfs: every file a round trip to its daemon, the unpack of a
+// workspace 20 times slower with eight sandboxes at once), unless a disk
+// limit is set, which holds the writable layer only.
+func scratchPaths(readOnlyRoot bool, diskBytes int64) []string {
+	switch {
+	case readOnlyRoot:
+		return []string{contract.DefaultWorkspace, "/home/aimi"}
+	case diskBytes > 0:
 		return nil
 	}
-	return []string{"/workspace", "/home/aimi"}
+	return []string{contract.DefaultWorkspace}
 }

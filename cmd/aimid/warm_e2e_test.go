@@ -16,6 +16,7 @@ import (
 	dcontainer "github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
@@ -263,6 +264,10 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	if len(claimed) != 2 || len(created) != 1 {
 		t.Fatalf("%d claimed and %d created, want 2 and 1", len(claimed), len(created))
 	}
+	var volumes []string
+	for _, in := range append(slices.Clone(claimed), created...) {
+		volumes = append(volumes, workspaceVolume(t, in))
+	}
 	for _, c := range claimed {
 		sameIsolation(t, c, created[0])
 	}
@@ -286,6 +291,11 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 			t.Errorf("%s: the socket directory the pool mounted (%s) is left after its removal: %v", c.Name, poolDirs[c.ID], err)
 		}
 	}
+	for _, v := range volumes {
+		if _, err := cli.VolumeInspect(ctx, v); !errdefs.IsNotFound(err) {
+			t.Errorf("workspace volume %s is left after the cleanup (%v)", v, err)
+		}
+	}
 	after := waitingIn(warmSandboxes(t, ctx, cli, instance))
 	if len(after) != 2 || after[0].ID != refilled[0].ID && after[0].ID != refilled[1].ID {
 		t.Errorf("cleanup touched the pool: %d waiting after it", len(after))
@@ -294,6 +304,23 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 		t.Error("the agent.env secret is in the daemon's log")
 	}
 	p.stop(t)
+}
+
+// workspaceVolume is the name of the volume on in's workspace: the
+// sandbox's writable layer may be a filesystem in user space, and a
+// ready-made workspace is unpacked there file by file.
+func workspaceVolume(t testing.TB, in dcontainer.InspectResponse) string {
+	t.Helper()
+	for _, m := range in.Mounts {
+		if m.Destination == contract.DefaultWorkspace {
+			if m.Type != "volume" || m.Name == "" {
+				t.Errorf("%s: %s is a %s mount, want a volume", in.Name, m.Destination, m.Type)
+			}
+			return m.Name
+		}
+	}
+	t.Errorf("%s: no volume on %s (mounts %+v)", in.Name, contract.DefaultWorkspace, in.Mounts)
+	return ""
 }
 
 // checkRefillAfterWork: the pool created none of refilled before every
