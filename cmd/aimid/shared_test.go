@@ -110,10 +110,14 @@ func (s *slots) run(t *testing.T, k testKind) {
 	s.pending[k]++
 	s.mu.Unlock()
 	t.Parallel()
+	asked := time.Now()
 	s.mu.Lock()
 	for s.mustWait(k) {
 		s.cond.Wait()
 	}
+	// With -v, where the package's time goes: a test's elapsed time
+	// includes this wait.
+	t.Logf("e2e slot after %s", time.Since(asked).Round(time.Millisecond))
 	s.free--
 	s.pending[k]--
 	if k == kindCluster {
