@@ -483,3 +483,20 @@ func (r *reader) publishAndMetrics(c *Config) {
 		r.bad("metrics.pprof", "true", "needs metrics.listen", "set metrics.listen (e.g. 127.0.0.1:9464) or metrics.pprof: false")
 	}
 }
+
+// Files are the configuration files Load reads for o: the repository's
+// (with RepoPath) and the user's, whether or not they exist.
+func (o LoadOptions) Files() []string {
+	lookup := o.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	var out []string
+	if o.RepoPath != "" {
+		out = append(out, filepath.Join(o.RepoPath, RepoConfigPath))
+	}
+	if p := userConfigPath(o.UserConfigPath, lookup); p != "" {
+		out = append(out, p)
+	}
+	return out
+}

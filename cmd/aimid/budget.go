@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/aimi-tools/swarm/budget"
@@ -22,7 +25,7 @@ import (
 // at each story boundary on their own budget sockets (sandboxes without a
 // network, either git mode) or else through the daemon's git service.
 func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, meter *usageObserver, log *slog.Logger) gitserve.Budgets {
-	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log), Seed: journaledSpend, Logger: log})
+	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log, configs.Load), Seed: journaledSpend, Logger: log})
 	meter.onSpend(k.Add)
 	if git != nil {
 		git.SetBudgets(k)
@@ -33,18 +36,69 @@ func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve
 // budgetLimits reads the budgets of a repository's swarm at each question,
 // from the configuration layers as they are now (a budget raised in the
 // user's or the repository's config file holds at the next resume); a
-// layer that no longer reads keeps the daemon's own.
-func budgetLimits(global *configs.Config, base configs.LoadOptions, log *slog.Logger) func(string) budget.Limits {
+// layer that no longer reads keeps the daemon's own. Every story of every
+// container asks, so a repository's budgets are read again only when one
+// of its files changed (configStamp); load is configs.Load.
+func budgetLimits(global *configs.Config, base configs.LoadOptions, log *slog.Logger, load func(configs.LoadOptions) (*configs.Config, error)) func(string) budget.Limits {
+	type read struct {
+		stamp string
+		lim   budget.Limits
+	}
+	var mu sync.Mutex
+	last := map[string]read{} // by repository
 	return func(repoPath string) budget.Limits {
 		opts := base
 		opts.RepoPath = repoPath
-		c, err := configs.Load(opts)
+		stamp, stable := configStamp(opts.Files(), time.Now())
+		mu.Lock()
+		r, ok := last[repoPath]
+		mu.Unlock()
+		if ok && stable && r.stamp == stamp {
+			return r.lim
+		}
+		c, err := load(opts)
 		if err != nil {
 			log.Warn("budgets: the configuration does not read now; the daemon's own budgets hold", "repo", repoPath, "err", err)
 			c = global
 		}
-		return budget.Limits{Swarm: c.Swarm.Budget, Story: c.Agent.StoryBudget}
+		lim := budget.Limits{Swarm: c.Swarm.Budget, Story: c.Agent.StoryBudget}
+		mu.Lock()
+		if stable && err == nil {
+			last[repoPath] = read{stamp, lim}
+		} else {
+			delete(last, repoPath)
+		}
+		mu.Unlock()
+		return lim
 	}
+}
+
+// configStamp names what files are now (where each leads, its size, its
+// time, its inode, or that it is missing). stable is false while one
+// changed in the last two seconds: a write within the file system's time
+// granularity could leave the same stamp on other content, so such a
+// file is read every time until it is older.
+func configStamp(files []string, now time.Time) (stamp string, stable bool) {
+	var b strings.Builder
+	stable = true
+	for _, p := range files {
+		for _, stat := range []func(string) (os.FileInfo, error){os.Lstat, os.Stat} {
+			fi, err := stat(p)
+			if err != nil {
+				fmt.Fprintf(&b, "%q missing;", p)
+				continue
+			}
+			var ino uint64
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				ino = st.Ino
+			}
+			fmt.Fprintf(&b, "%q %v %d %d %d;", p, fi.Mode(), fi.Size(), fi.ModTime().UnixNano(), ino)
+			if now.Sub(fi.ModTime()) < 2*time.Second {
+				stable = false
+			}
+		}
+	}
+	return b.String(), stable
 }
 
 // journaledSpend reads back the calls a swarm's journals hold from before

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/budget"
+	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/usage"
 )
@@ -60,3 +63,56 @@ func TestJournaledSpendReadsEarlierCallsOfEveryJournal(t *testing.T) {
 		t.Fatalf("a swarm without journals: %v %v", none, err)
 	}
 }
+
+// The budgets are read from the configuration files at each question, but
+// loaded again only when a file changed: every story of every container
+// asks. A file changed in the last two seconds is read every time.
+func TestBudgetLimitsAreReadAgainOnlyWhenAFileChanged(t *testing.T) {
+	repo, home := t.TempDir(), t.TempDir()
+	user := filepath.Join(home, "config.yaml")
+	cfgPath := filepath.Join(repo, configs.RepoConfigPath)
+	if err := os.MkdirAll(filepath.Dir(cfgPath), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	write := func(p, body string, at time.Time) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(user, "agent:\n  story_budget: 2\n", old)
+	write(cfgPath, "swarm:\n  budget: 5\n", old)
+	loads := 0
+	load := func(o configs.LoadOptions) (*configs.Config, error) { loads++; return configs.Load(o) }
+	global, err := configs.Load(configs.LoadOptions{UserConfigPath: "-", LookupEnv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := budgetLimits(global, configs.LoadOptions{UserConfigPath: user, LookupEnv: noEnv}, slog.New(slog.DiscardHandler), load)
+	check := func(step string, want budget.Limits, wantLoads int) {
+		t.Helper()
+		if got := limits(repo); got != want || loads != wantLoads {
+			t.Errorf("%s: %+v after %d loads, want %+v after %d", step, got, loads, want, wantLoads)
+		}
+	}
+	check("first question", budget.Limits{Swarm: 5, Story: 2}, 1)
+	check("same files", budget.Limits{Swarm: 5, Story: 2}, 1)
+	write(cfgPath, "swarm:\n  budget: 7\n", old.Add(time.Minute))
+	check("repository's file changed", budget.Limits{Swarm: 7, Story: 2}, 2)
+	write(user, "agent:\n  story_budget: 3\n", old.Add(2*time.Minute))
+	check("user's file changed", budget.Limits{Swarm: 7, Story: 3}, 3)
+	write(cfgPath, "swarm:\n  budget: 6\n", time.Now())
+	check("a file just written", budget.Limits{Swarm: 6, Story: 3}, 4)
+	check("a file just written, again", budget.Limits{Swarm: 6, Story: 3}, 5)
+	if err := os.Remove(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	check("repository's file gone", budget.Limits{Story: 3}, 6)
+	check("repository's file gone, again", budget.Limits{Story: 3}, 6)
+}
+
+func noEnv(string) (string, bool) { return "", false }
