@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -429,7 +430,7 @@ func TestBadConfigOrFlagsStopTheDaemonBeforeItStarts(t *testing.T) {
 			var stderr bytes.Buffer
 			dir := shortDir(t)
 			args := append([]string{"--socket", filepath.Join(dir, "s.sock"), "--data-dir", filepath.Join(dir, "data"), "--config", "-"}, tt.args...)
-			code := run(context.Background(), args, &stderr)
+			code := run(context.Background(), args, &stderr, nil)
 			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
 				t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
 			}
@@ -444,7 +445,7 @@ func TestSecondDaemonOnALiveSocketRefusesAndSIGTERMCleansUp(t *testing.T) {
 	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
 
 	var stderr bytes.Buffer
-	code := run(context.Background(), []string{"--socket", sock, "--data-dir", filepath.Join(dir, "data2"), "--config", "-"}, &stderr)
+	code := run(context.Background(), []string{"--socket", sock, "--data-dir", filepath.Join(dir, "data2"), "--config", "-"}, &stderr, nil)
 	if code != 1 || !strings.Contains(stderr.String(), "already running") {
 		t.Fatalf("second daemon: exit %d\n%s", code, stderr.String())
 	}
@@ -919,7 +920,7 @@ func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) 
 	// Bounded: a daemon that wrongly starts serves until its context ends.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code := run(ctx, []string{"--socket", sockB, "--data-dir", dataB, "--config", "-", "--instance", instance, "--git-mode", "remote"}, &stderr)
+	code := run(ctx, []string{"--socket", sockB, "--data-dir", dataB, "--config", "-", "--instance", instance, "--git-mode", "remote"}, &stderr, nil)
 	if code != 1 {
 		t.Fatalf("second daemon of the instance: exit %d\n%s", code, stderr.String())
 	}
@@ -964,4 +965,18 @@ func containerOf(t testing.TB, sw *state.Swarm, name string) *state.Container {
 		t.Fatalf("no container of %s in the state: %+v", taskPath(name), sw.Containers)
 	}
 	return c
+}
+
+// A daemon run in a test's process leaves the process's default logger
+// alone: other tests' goroutines log through it, and one pointed at this
+// daemon's stderr buffer raced with them.
+func TestInProcessDaemonLeavesTheDefaultLogger(t *testing.T) {
+	before := slog.Default()
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--git-mode", "neither", "--config", "-"}, &stderr, nil); code == 0 {
+		t.Fatalf("a daemon with git.mode neither started:\n%s", stderr.String())
+	}
+	if slog.Default() != before {
+		t.Error("run replaced the default logger")
+	}
 }

@@ -46,7 +46,7 @@ type options struct {
 var instanceRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
 
 // run is the daemon's life; it returns the exit code.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
+func run(ctx context.Context, args []string, stderr io.Writer, setDefault func(*slog.Logger)) int {
 	fs := pflag.NewFlagSet("aimid", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var o options
@@ -79,8 +79,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	// Packages that log through slog.Default (or the log package) get the
-	// same handler: one format, one level on stderr.
-	slog.SetDefault(log)
+	// same handler: one format, one level on stderr. The process's main
+	// does it (slog.SetDefault); a test running a daemon in its process
+	// does not: the default is every goroutine's.
+	if setDefault != nil {
+		setDefault(log)
+	}
 	if err := serve(ctx, o, fs, log); err != nil {
 		// Plain text, not a log record: multi-line config problems must stay
 		// readable.
