@@ -268,7 +268,17 @@ func (e *Engine) removeRelay(ctx context.Context, sb sandbox) error {
 	if err == nil && !sb.own.owns(s.Spec.Labels) {
 		return nil
 	}
+	var tasks []swarm.Task
 	if err == nil {
+		// Listed while the service exists: the daemon resolves a
+		// service filter to a service, so once it is removed the list
+		// fails (not found) however many of its tasks are left, and a
+		// wait on it ran to its window. A failed list waits for none:
+		// the networks' removal is retried all the same.
+		tasks, err = e.cli.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", s.ID))})
+		if err != nil {
+			e.log.Debug("the relay's tasks could not be listed; its removal does not wait for them", "service", sb.svc, "err", err)
+		}
 		err = e.cli.ServiceRemove(ctx, s.ID)
 	}
 	if err != nil && !errdefs.IsNotFound(err) && !strings.Contains(err.Error(), "not found") {
@@ -277,12 +287,23 @@ func (e *Engine) removeRelay(ctx context.Context, sb sandbox) error {
 	if err != nil {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, removeWindow)
+	e.waitTasksGone(ctx, tasks)
+	return nil
+}
+
+// waitTasksGone waits (up to removeWindow) until the cluster deleted the
+// given tasks of a removed service. A task a restart made after they were
+// listed is not waited for: it fails the network's removal, which is
+// retried. Nor is one the window ends on: that removal says so.
+func (e *Engine) waitTasksGone(ctx context.Context, tasks []swarm.Task) {
+	ctx, cancel := context.WithTimeout(ctx, removeWindow)
 	defer cancel()
-	for {
-		tasks, err := e.cli.TaskList(wctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", s.ID))})
-		if err == nil && len(tasks) == 0 || ctxutil.Sleep(wctx, 250*time.Millisecond) != nil {
-			return nil // what is left fails the network's removal, which says so
+	for _, t := range tasks {
+		for {
+			_, _, err := e.cli.TaskInspectWithRaw(ctx, t.ID)
+			if isNotFound(err) || ctxutil.Sleep(ctx, 250*time.Millisecond) != nil {
+				break
+			}
 		}
 	}
 }
