@@ -2,6 +2,7 @@
 // its task-request and environment the way the runner does (a file named by
 // contract.EnvTaskRequestFile, secrets listed in contract.EnvSecretEnv) and does
 // what the request says: print lines, listen, dial, sleep, exit with a code.
+// Run with net-relay, it stands in for a sandbox's relay.
 package main
 
 import (
@@ -32,6 +33,9 @@ type request struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "net-relay" {
+		relay()
+	}
 	if err := runner.LoadSecretEnv(os.Getenv, os.Setenv, contract.SecretDir); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(2)
@@ -132,4 +136,14 @@ func dial(addr string, tries int) bool {
 		}
 	}
 	return false
+}
+
+// relay stands in for acp-runner net-relay (the engine runs the image's
+// program with that argument as a sandbox's relay): it runs until SIGTERM.
+func relay() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	fmt.Println("relaying")
+	<-sig
+	os.Exit(0)
 }

@@ -1,0 +1,72 @@
+package swarmmode_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/swarm"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
+)
+
+// removeBound is what removing one finished sandbox may take: the cleanup
+// of a swarm removes its sandboxes one after the other, so a wait that
+// runs to the engine's retry window (30 s) shows in every cleanup.
+const removeBound = 10 * time.Second
+
+// Removing a finished sandbox, plain or confined with a relay (what the
+// daemon makes on a cluster), takes seconds, not the retry window, and
+// leaves no service, secret, config or network of it.
+func TestRemoveFinishedIsQuick(t *testing.T) {
+	t.Parallel()
+	e, c := newEngine(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := c.Manager().Client
+	for _, tc := range []struct {
+		name  string
+		relay bool
+	}{{"aimi-rm-plain", false}, {"aimi-rm-relay", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec(t, tc.name, "PROBE_SECRET=x")
+			if tc.relay {
+				s.Relay = &engine.Relay{Door: c.Gateway + ":1", Key: "k", CA: []byte("not really a CA"), Forward: "1=door"}
+			}
+			id := create(t, ctx, e, s)
+			exit := e.Wait(ctx, id)
+			if err := e.WriteStdin(ctx, id, request(t, map[string]any{"lines": 1})); err != nil {
+				t.Fatal(err)
+			}
+			if ex := <-exit; ex.Err != nil || ex.Code != 0 {
+				t.Fatalf("exit: %+v", ex)
+			}
+			began := time.Now()
+			if err := e.Remove(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(began)
+			t.Logf("remove took %s", took.Round(time.Millisecond))
+			if took > removeBound {
+				t.Errorf("remove took %s, want under %s", took.Round(time.Millisecond), removeBound)
+			}
+			f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"="+tc.name),
+				filters.Arg("label", contract.LabelSwarmID+"=test-"+t.Name()))
+			if l, _ := m.ServiceList(ctx, swarm.ServiceListOptions{Filters: f}); len(l) != 0 {
+				t.Errorf("services left: %d", len(l))
+			}
+			if l, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f}); len(l) != 0 {
+				t.Errorf("secrets left: %d", len(l))
+			}
+			if l, _ := m.ConfigList(ctx, swarm.ConfigListOptions{Filters: f}); len(l) != 0 {
+				t.Errorf("configs left: %d", len(l))
+			}
+			if l, _ := m.NetworkList(ctx, network.ListOptions{Filters: f}); len(l) != 0 {
+				t.Errorf("networks left: %d", len(l))
+			}
+		})
+	}
+}
