@@ -34,11 +34,23 @@ type claim struct {
 }
 
 // claims is the claim records, kept in one file (written whole and
-// atomically: a crash leaves the old or the new one).
+// atomically: a crash leaves the old or the new one). Changes that arrive
+// while the file is written go into the next write together: a start
+// claims its sandboxes at once, and each record waited for the fsyncs of
+// all those before it.
 type claims struct {
-	path string
-	mu   sync.Mutex
-	m    map[string]claim // by container id
+	path  string
+	write func(data []byte) error // the file's save (atomicfile.WriteFile of path)
+	mu    sync.Mutex
+	m     map[string]claim // by container id, as the file holds them
+	queue []claimChange    // waiting for the next write
+	busy  bool             // a caller is writing the file
+}
+
+// claimChange is one update waiting for its write.
+type claimChange struct {
+	apply func(map[string]claim)
+	done  chan error
 }
 
 func openClaims(dir string) (*claims, error) {
@@ -46,6 +58,7 @@ func openClaims(dir string) (*claims, error) {
 		return nil, fmt.Errorf("warm pool: make its directory: %w", err)
 	}
 	c := &claims{path: filepath.Join(dir, "claims.json"), m: map[string]claim{}}
+	c.write = func(data []byte) error { return atomicfile.WriteFile(c.path, data, 0o600) }
 	f, err := os.Open(c.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
@@ -92,20 +105,48 @@ func (c *claims) len() int {
 }
 
 // update applies f to the records and saves them; on a failed save the
-// records are as before.
+// records are as before. It returns once a write that holds the change
+// is on disk: the caller that finds none running writes, for itself and
+// for every change queued meanwhile.
 func (c *claims) update(f func(m map[string]claim)) error {
+	ch := claimChange{apply: f, done: make(chan error, 1)}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	next := maps.Clone(c.m)
-	f(next)
-	b, err := json.Marshal(next)
+	c.queue = append(c.queue, ch)
+	if c.busy {
+		c.mu.Unlock()
+		return <-ch.done
+	}
+	c.busy = true
+	for len(c.queue) > 0 {
+		batch := c.queue
+		c.queue = nil
+		next := maps.Clone(c.m)
+		for _, b := range batch {
+			b.apply(next)
+		}
+		c.mu.Unlock()
+		err := c.save(next)
+		c.mu.Lock()
+		if err == nil {
+			c.m = next
+		}
+		for _, b := range batch {
+			b.done <- err
+		}
+	}
+	c.busy = false
+	c.mu.Unlock()
+	return <-ch.done
+}
+
+func (c *claims) save(m map[string]claim) error {
+	b, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(c.path, b, 0o600); err != nil {
+	if err := c.write(b); err != nil {
 		return fmt.Errorf("warm pool: save the claims: %w", err)
 	}
-	c.m = next
 	return nil
 }
 
