@@ -82,3 +82,39 @@ func TestCleanupForceDoesNotWaitWithoutEndForTheRepository(t *testing.T) {
 		t.Fatalf("cleanup --force = %v, want an error saying it did not finish within %s", err, wait)
 	}
 }
+
+// A cleanup removes its containers several at once: on a cluster each
+// removal waits seconds for its service and objects.
+func TestCleanupRemovesContainersAtOnce(t *testing.T) {
+	repo, files := testRepo(t, []string{"one", "two", "three", "four"}, 1)
+	eng := newFakeEngine(byTask(nil, scripted(0, storiesDone(1)...)))
+	m := newTestManager(t, eng, Config{})
+	ctx := context.Background()
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	waitTerminal(t, m, repo, time.Minute)
+	eng.removeHangs = make(chan struct{})
+	type result struct {
+		rep api.CleanupReport
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := m.Cleanup(ctx, repo, false)
+		done <- result{rep, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for eng.removesWaiting.Load() < 4 {
+		if time.Now().After(deadline) {
+			close(eng.removeHangs)
+			t.Fatalf("%d of 4 removals under way at once after 10 s, want all 4", eng.removesWaiting.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(eng.removeHangs)
+	r := <-done
+	if r.err != nil || len(r.rep.Removed) != 4 || !r.rep.StateRemoved {
+		t.Fatalf("cleanup: %+v, %v; want all 4 removed and the state gone", r.rep, r.err)
+	}
+}

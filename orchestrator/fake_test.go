@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
@@ -54,7 +55,8 @@ type fakeEngine struct {
 	stopsHung int // Stop calls blocked on stopHangs so far
 	// removeHangs, when set, makes Remove block until it is closed or the
 	// caller's context ends (an engine that does not answer the remove).
-	removeHangs chan struct{}
+	removeHangs    chan struct{}
+	removesWaiting atomic.Int32 // removes blocked on removeHangs
 }
 
 type fakeCtr struct {
@@ -361,6 +363,8 @@ func (f *fakeEngine) Stop(ctx context.Context, id string, grace time.Duration) e
 
 func (f *fakeEngine) Remove(ctx context.Context, id string) error {
 	if f.removeHangs != nil {
+		f.removesWaiting.Add(1)
+		defer f.removesWaiting.Add(-1)
 		select {
 		case <-f.removeHangs:
 		case <-ctx.Done():

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
@@ -168,6 +170,25 @@ func (sw *swarm) removeVerified(ctx context.Context, c *ctr) error {
 	}
 	sw.m.forgetNet(sw.sandbox(c), dir)
 	return nil
+}
+
+// removeConcurrency bounds the removals of one cleanup that run at once.
+const removeConcurrency = 8
+
+// removeAll removes the containers of cs (removeVerified), up to
+// removeConcurrency at once; errs[i] is cs[i]'s.
+func (sw *swarm) removeAll(ctx context.Context, cs []*ctr) (errs []error) {
+	errs = make([]error, len(cs))
+	var g errgroup.Group
+	g.SetLimit(removeConcurrency)
+	for i, c := range cs {
+		g.Go(func() error {
+			errs[i] = sw.removeVerified(ctx, c)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errs
 }
 
 // foreignEntry is why adoption left the state entry name alone, or "".

@@ -443,7 +443,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 	for _, k := range sw.foreign {
 		rep.Kept = append(rep.Kept, api.Kept{Name: k.Name, Reason: "state entry left alone: " + k.Reason})
 	}
-	var keep, drop []*ctr
+	var keep, gone []*ctr
 	for _, c := range sw.list() {
 		st := sw.led.status(c.name)
 		if !st.Terminal() {
@@ -455,7 +455,15 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 			keep = append(keep, c)
 			continue
 		}
-		if err := sw.removeVerified(ctx, c); err != nil {
+		gone = append(gone, c)
+	}
+	// Only what holds no unreceived work is removed, several at once: a
+	// removal waits on the engine (on a cluster, seconds for a service and
+	// its objects), and a swarm's containers are independent.
+	failed := sw.removeAll(ctx, gone)
+	var drop []*ctr
+	for i, c := range gone {
+		if err := failed[i]; err != nil {
 			rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "not removed: " + err.Error()})
 			keep = append(keep, c)
 			continue
