@@ -7,7 +7,6 @@ import (
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
@@ -55,15 +54,7 @@ func TestRemoveFinishedIsQuick(t *testing.T) {
 			}
 			f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"="+tc.name),
 				filters.Arg("label", contract.LabelSwarmID+"=test-"+t.Name()))
-			if l, _ := m.ServiceList(ctx, swarm.ServiceListOptions{Filters: f}); len(l) != 0 {
-				t.Errorf("services left: %d", len(l))
-			}
-			if l, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f}); len(l) != 0 {
-				t.Errorf("secrets left: %d", len(l))
-			}
-			if l, _ := m.ConfigList(ctx, swarm.ConfigListOptions{Filters: f}); len(l) != 0 {
-				t.Errorf("configs left: %d", len(l))
-			}
+			checkNothingLeft(t, ctx, m, f)
 			if l, _ := m.NetworkList(ctx, network.ListOptions{Filters: f}); len(l) != 0 {
 				t.Errorf("networks left: %d", len(l))
 			}

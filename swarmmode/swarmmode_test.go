@@ -14,6 +14,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/aimi-tools/swarm/contract"
@@ -217,15 +218,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"=aimi-lifecycle"))
-	if s, _ := m.ServiceList(ctx, swarm.ServiceListOptions{Filters: f}); len(s) != 0 {
-		t.Errorf("services left: %d", len(s))
-	}
-	if s, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f}); len(s) != 0 {
-		t.Errorf("secrets left: %d", len(s))
-	}
-	if s, _ := m.ConfigList(ctx, swarm.ConfigListOptions{Filters: f}); len(s) != 0 {
-		t.Errorf("configs left: %d", len(s))
-	}
+	checkNothingLeft(t, ctx, m, f)
 	if _, err := e.Inspect(ctx, id); err == nil {
 		t.Errorf("inspect after remove found it")
 	}
@@ -524,4 +517,18 @@ func TestReadOnlyRoot(t *testing.T) {
 		return
 	}
 	t.Fatalf("no node named %s", info.Node)
+}
+
+// checkNothingLeft: no service, secret or config matches f.
+func checkNothingLeft(t *testing.T, ctx context.Context, m *client.Client, f filters.Args) {
+	t.Helper()
+	if l, _ := m.ServiceList(ctx, swarm.ServiceListOptions{Filters: f}); len(l) != 0 {
+		t.Errorf("services left: %d", len(l))
+	}
+	if l, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f}); len(l) != 0 {
+		t.Errorf("secrets left: %d", len(l))
+	}
+	if l, _ := m.ConfigList(ctx, swarm.ConfigListOptions{Filters: f}); len(l) != 0 {
+		t.Errorf("configs left: %d", len(l))
+	}
 }
