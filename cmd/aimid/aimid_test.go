@@ -970,6 +970,9 @@ func containerOf(t testing.TB, sw *state.Swarm, name string) *state.Container {
 // A daemon run in a test's process leaves the process's default logger
 // alone: other tests' goroutines log through it, and one pointed at this
 // daemon's stderr buffer raced with them.
+//
+// Not parallel: it stops at the configuration, in microseconds, with no
+// engine or daemon to wait for; a slot would gain nothing.
 func TestInProcessDaemonLeavesTheDefaultLogger(t *testing.T) {
 	before := slog.Default()
 	var stderr bytes.Buffer

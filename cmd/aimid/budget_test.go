@@ -67,6 +67,9 @@ func TestJournaledSpendReadsEarlierCallsOfEveryJournal(t *testing.T) {
 // The budgets are read from the configuration files at each question, but
 // loaded again only when a file changed: every story of every container
 // asks. A file changed in the last two seconds is read every time.
+//
+// Not parallel: it reads files it writes itself, in milliseconds, with no
+// engine or daemon to wait for; a slot would gain nothing.
 func TestBudgetLimitsAreReadAgainOnlyWhenAFileChanged(t *testing.T) {
 	repo, home := t.TempDir(), t.TempDir()
 	user := filepath.Join(home, "config.yaml")
