@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -965,21 +964,4 @@ func containerOf(t testing.TB, sw *state.Swarm, name string) *state.Container {
 		t.Fatalf("no container of %s in the state: %+v", taskPath(name), sw.Containers)
 	}
 	return c
-}
-
-// A daemon run in a test's process leaves the process's default logger
-// alone: other tests' goroutines log through it, and one pointed at this
-// daemon's stderr buffer raced with them.
-//
-// Not parallel: it stops at the configuration, in microseconds, with no
-// engine or daemon to wait for; a slot would gain nothing.
-func TestInProcessDaemonLeavesTheDefaultLogger(t *testing.T) {
-	before := slog.Default()
-	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"--git-mode", "neither", "--config", "-"}, &stderr, nil); code == 0 {
-		t.Fatalf("a daemon with git.mode neither started:\n%s", stderr.String())
-	}
-	if slog.Default() != before {
-		t.Error("run replaced the default logger")
-	}
 }
