@@ -119,8 +119,17 @@ func startBudgetSwarmWith(t *testing.T, ctx context.Context, cfg string, remote 
 // with want(calls to the provider so far). It returns its journal.
 func (b *budgetRun) stopsAfterTheFirstStory(t *testing.T, want func(calls int32) string) string {
 	v := waitFor(t, b.sock, b.repo, 4*time.Minute, "the container exited", allExited)
-	sw := validState(t, b.repo)
-	c := sw.ContainerForTask(taskPath(b.name))
+	// The daemon answers from memory; its save of the exit to the state
+	// file may come a moment after (a loaded machine showed it).
+	var sw *state.Swarm
+	var c *state.Container
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		sw = validState(t, b.repo)
+		c = sw.ContainerForTask(taskPath(b.name))
+		if c != nil && c.Status == state.StatusStopped || time.Now().After(deadline) {
+			break
+		}
+	}
 	if c == nil || c.Status != state.StatusStopped || c.StoryProgress.Completed != 1 {
 		t.Fatalf("container %+v, want stopped with 1 story completed (provider calls: %d)", c, b.calls.Load())
 	}
