@@ -110,8 +110,8 @@ func envVars(m map[string]string) map[string]string {
 // sets AIMI_WORKSPACE and keeps /home/aimi or runs writable). On a writable
 // root the workspace still gets one: a volume is the engine's own disk,
 // where the writable layer may be a filesystem in user space
-// (fuse-overlayfs: every file a round trip to its daemon, the unpack of a
-// workspace 20 times slower with eight sandboxes at once), unless a disk
+// (fuse-overlayfs: every file a round trip to its daemon; eight sandboxes
+// unpacking their workspaces there took 250-540 ms each), unless a disk
 // limit is set, which holds the writable layer only.
 func scratchPaths(readOnlyRoot bool, diskBytes int64) []string {
 	switch {
