@@ -91,15 +91,30 @@ func strs(n int, s string) []any {
 	return out
 }
 
+// ruleMut changes a valid message m and its payload p before it is parsed.
+type ruleMut func(m, p map[string]any)
+
+// ruleCase is one case of TestParseRules: a valid message of typ changed by
+// mut, and the field and rule its parse fails on (empty field: valid).
+type ruleCase struct {
+	name      string
+	typ       Type
+	mut       ruleMut
+	wantField string // empty: valid
+	wantRule  string
+}
+
 func TestParseRules(t *testing.T) {
-	type mut func(m, p map[string]any)
-	cases := []struct {
-		name      string
-		typ       Type
-		mut       mut
-		wantField string // empty: valid
-		wantRule  string
-	}{
+	cases := append(envelopeRuleCases(), payloadRuleCases()...)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { checkParseRule(t, tc) })
+	}
+}
+
+// envelopeRuleCases are TestParseRules' cases of the four valid messages and
+// of the envelope's fields.
+func envelopeRuleCases() []ruleCase {
+	return []ruleCase{
 		{"valid task-request", TypeTaskRequest, nil, "", ""},
 		{"valid progress-update", TypeProgressUpdate, nil, "", ""},
 		{"valid completion", TypeCompletion, nil, "", ""},
@@ -126,6 +141,12 @@ func TestParseRules(t *testing.T) {
 		{"keys are case-sensitive", TypeError, func(m, p map[string]any) { m["TYPE"] = m["type"]; delete(m, "type") }, "type", "required"},
 		{"null string value is a type error", TypeError, func(m, p map[string]any) { m["containerId"] = nil }, "containerId", "type"},
 		{"unknown fields are ignored", TypeError, func(m, p map[string]any) { m["extra"] = 1; p["more"] = true }, "", ""},
+	}
+}
+
+// payloadRuleCases are TestParseRules' cases of each type's payload fields.
+func payloadRuleCases() []ruleCase {
+	return []ruleCase{
 		// task-request
 		{"task-request without envVars is valid", TypeTaskRequest, func(m, p map[string]any) { delete(p, "envVars") }, "", ""},
 		{"branch with slash underscore dash is valid", TypeTaskRequest, func(m, p map[string]any) { p["branchName"] = "a/b_c-d9" }, "", ""},
@@ -184,39 +205,40 @@ func TestParseRules(t *testing.T) {
 		{"error message of 2001 chars is rejected", TypeError, func(m, p map[string]any) { p["message"] = strings.Repeat("m", 2001) }, "payload.message", "max"},
 		{"missing error message is required", TypeError, func(m, p map[string]any) { delete(p, "message") }, "payload.message", "required"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			m := base(tc.typ)
-			if tc.mut != nil {
-				p, _ := m["payload"].(map[string]any)
-				tc.mut(m, p)
-			}
-			line, err := json.Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = Parse(line)
-			if tc.wantField == "" {
-				if err != nil {
-					t.Fatalf("want valid, got %v", err)
-				}
-				return
-			}
-			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("want *ValidationError on %s, got %v", tc.wantField, err)
-			}
-			for _, f := range ve.Fields {
-				if f.Field == tc.wantField && f.Rule == tc.wantRule {
-					if f.Message == "" {
-						t.Errorf("field error without message: %+v", f)
-					}
-					return
-				}
-			}
-			t.Fatalf("want %s/%s, got %+v", tc.wantField, tc.wantRule, ve.Fields)
-		})
+}
+
+// checkParseRule parses tc's message and checks it is valid or fails on
+// tc's field and rule with a message.
+func checkParseRule(t *testing.T, tc ruleCase) {
+	m := base(tc.typ)
+	if tc.mut != nil {
+		p, _ := m["payload"].(map[string]any)
+		tc.mut(m, p)
 	}
+	line, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Parse(line)
+	if tc.wantField == "" {
+		if err != nil {
+			t.Fatalf("want valid, got %v", err)
+		}
+		return
+	}
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("want *ValidationError on %s, got %v", tc.wantField, err)
+	}
+	for _, f := range ve.Fields {
+		if f.Field == tc.wantField && f.Rule == tc.wantRule {
+			if f.Message == "" {
+				t.Errorf("field error without message: %+v", f)
+			}
+			return
+		}
+	}
+	t.Fatalf("want %s/%s, got %+v", tc.wantField, tc.wantRule, ve.Fields)
 }
 
 func TestParseLineLevel(t *testing.T) {

@@ -57,6 +57,9 @@ type ContainerDetail struct {
 	// EgressDenied counts the requests the egress proxy refused the
 	// container (journaled as egress-denied records).
 	EgressDenied int `json:"egressDenied,omitempty"`
+	// GitRefused counts the requests the local-mode git service refused
+	// the container (journaled as git-refused records).
+	GitRefused int `json:"gitRefused,omitempty"`
 	// Finished: the daemon is done with the container. It is terminal, its
 	// process has exited and (local git mode) its branch was published. A
 	// container is terminal by its completion a moment before that.

@@ -87,6 +87,22 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 		t.Errorf("card after the change: %+v", got)
 	}
 
+	checkLimitWaitOnTheCard(t, ctx, f, card)
+	checkJournalOnThePage(t, ctx, f, card)
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("AIMI_TEST_ARTIFACTS"); dir != "" {
+		_ = os.MkdirAll(dir, 0o755)
+		_ = os.WriteFile(filepath.Join(dir, "board-fake.png"), png, 0o644)
+	}
+}
+
+// checkLimitWaitOnTheCard sends a limit wait and its end and checks the
+// card shows the wait while it lasts.
+func checkLimitWaitOnTheCard(t *testing.T, ctx context.Context, f *fakeDaemon, card string) {
+	t.Helper()
 	// A limit wait shows on the card while it lasts.
 	wait := "waiting for anthropic limit until 03:12:40"
 	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventLimitWait, Output: wait}
@@ -100,7 +116,12 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(chromedp.CSS(card+` .limit-wait`))); err != nil {
 		t.Fatalf("the limit wait stays on the card after its end: %v", err)
 	}
+}
 
+// checkJournalOnThePage opens the card's journal and checks stderr lines
+// and error codes are marked and hostile text shows as text.
+func checkJournalOnThePage(t *testing.T, ctx context.Context, f *fakeDaemon, card string) {
+	t.Helper()
 	// The journal: stderr and error codes marked, hostile text as text.
 	f.records = []state.Record{
 		{Seq: 1, Stream: state.StreamStdout, Valid: true, Type: "progress-update", Message: []byte(`{"type":"progress-update","payload":{"storyId":"US-002","status":"in_progress","output":"working"}}`)},
@@ -125,14 +146,6 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 	}
 	if j["lines"].(float64) != 3 || j["stderr"] != hostile || j["stderrTag"] != "stderr" || j["code"] != "GIT_PUSH_FAILED" || j["imgs"].(float64) != 0 {
 		t.Errorf("journal on the page = %+v, want 3 lines, the stderr line marked and as text, the error code marked", j)
-	}
-	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dir := os.Getenv("AIMI_TEST_ARTIFACTS"); dir != "" {
-		_ = os.MkdirAll(dir, 0o755)
-		_ = os.WriteFile(filepath.Join(dir, "board-fake.png"), png, 0o644)
 	}
 }
 

@@ -29,61 +29,11 @@ func TestAFloodOfParkedConnectionsLeavesThePageAnswering(t *testing.T) {
 	defer cancel()
 
 	// The owner's live stream, open before the flood.
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/events", nil)
-	req.Header.Set(TokenHeader, testToken)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != 200 {
-		t.Fatalf("open the live stream: %v %v", err, stream)
-	}
-	defer stream.Body.Close()
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(stream.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	waitLine := func(prefix string) {
-		t.Helper()
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("the owner's live stream ended while waiting for %q", prefix)
-				}
-				if strings.HasPrefix(l, prefix) {
-					return
-				}
-			case <-ctx.Done():
-				t.Fatalf("no %q on the owner's live stream", prefix)
-			}
-		}
-	}
+	waitLine := openOwnerStream(t, ctx, base)
 	waitLine("event: list")
 
 	var open atomic.Int64
-	conns := make([]net.Conn, 0, parked)
-	t.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	for i := range parked {
-		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
-		if err != nil {
-			t.Fatalf("park connection %d: %v", i, err)
-		}
-		conns = append(conns, c)
-		switch i % 3 {
-		case 1: // half a header
-			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+addr+"\r\n")
-		case 2: // a request refused, and the connection kept
-			_, _ = io.WriteString(c, "GET /api/swarms HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
-		}
-		open.Add(1)
-		go func() { _, _ = io.Copy(io.Discard, c); open.Add(-1) }()
-	}
+	parkConnections(t, addr, parked, &open)
 
 	// The owner's page and data answer on new connections, at once.
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: answerWithin}
@@ -111,4 +61,69 @@ func TestAFloodOfParkedConnectionsLeavesThePageAnswering(t *testing.T) {
 	// The owner's stream, opened before the flood, still delivers.
 	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventProgress, Status: "running", StoryID: "US-002", StoryStatus: "completed"}
 	waitLine("event: changes")
+}
+
+// openOwnerStream opens the owner's live stream; the function it returns
+// waits for a line of it starting with prefix.
+func openOwnerStream(t *testing.T, ctx context.Context, base string) func(prefix string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/api/events", nil)
+	req.Header.Set(TokenHeader, testToken)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != 200 {
+		t.Fatalf("open the live stream: %v %v", err, stream)
+	}
+	t.Cleanup(func() { stream.Body.Close() })
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stream.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return func(prefix string) {
+		t.Helper()
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("the owner's live stream ended while waiting for %q", prefix)
+				}
+				if strings.HasPrefix(l, prefix) {
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %q on the owner's live stream", prefix)
+			}
+		}
+	}
+}
+
+// parkConnections opens parked connections to addr and leaves them: a third
+// idle, a third with half a header, a third with a refused request; open
+// counts those the board has not closed.
+func parkConnections(t *testing.T, addr string, parked int, open *atomic.Int64) {
+	t.Helper()
+	conns := make([]net.Conn, 0, parked)
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := range parked {
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatalf("park connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+		switch i % 3 {
+		case 1: // half a header
+			_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: "+addr+"\r\n")
+		case 2: // a request refused, and the connection kept
+			_, _ = io.WriteString(c, "GET /api/swarms HTTP/1.1\r\nHost: "+addr+"\r\n\r\n")
+		}
+		open.Add(1)
+		go func() { _, _ = io.Copy(io.Discard, c); open.Add(-1) }()
+	}
 }

@@ -116,9 +116,13 @@ func summarize(rec state.Record) lineJSON {
 		// A container's model calls began or ended waiting at the gateway.
 		l.Kind, l.Text = "limit-wait", clean(string(rec.RawLine()), maxText)
 		return l
-	case rec.Stream == state.StreamDaemon && rec.Type == "egress-denied":
+	case rec.Stream == state.StreamDaemon && rec.Type == state.TypeEgressDenied:
 		// A request the egress proxy refused: method, host:port, why.
-		l.Kind, l.Text = "egress-denied", clean(rec.Reason, maxText)
+		l.Kind, l.Text = state.TypeEgressDenied, clean(rec.Reason, maxText)
+		return l
+	case rec.Stream == state.StreamDaemon && rec.Type == state.TypeGitRefused:
+		// A request the git service refused, in its words.
+		l.Kind, l.Text = state.TypeGitRefused, clean(rec.Reason, maxText)
 		return l
 	case !rec.Valid:
 		l.Kind, l.Text, l.Note = "invalid", clean(string(rec.RawLine()), maxText), clean(rec.Reason, maxText)

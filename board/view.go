@@ -42,8 +42,10 @@ type containerJSON struct {
 	LastOutput string      `json:"lastOutput"`
 	Errors     []errorJSON `json:"errors"`
 	Rejected   int         `json:"rejected"`
-	// EgressDenied counts the requests the egress proxy refused.
+	// EgressDenied and GitRefused count the requests the egress proxy
+	// and the git service refused.
 	EgressDenied int          `json:"egressDenied"`
+	GitRefused   int          `json:"gitRefused"`
 	Stories      []storyJSON  `json:"stories"`
 	Progress     progressJSON `json:"progress"`
 	// LimitWaits say what the container's model calls wait for at the
@@ -95,7 +97,7 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 			Name: e.ContainerName, TaskFile: clean(e.TaskFilePath, maxText), Branch: clean(e.BranchName, maxText), Status: string(e.Status),
 			Node: clean(d.Node, maxTitle), CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 			ExitCode: d.ExitCode, OOMKilled: d.OOMKilled, Finished: d.Finished,
-			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected, EgressDenied: d.EgressDenied,
+			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected, EgressDenied: d.EgressDenied, GitRefused: d.GitRefused,
 			Errors: []errorJSON{}, Stories: []storyJSON{},
 			Progress: progressJSON(e.StoryProgress), LimitWaits: []string{},
 		}

@@ -73,3 +73,19 @@ func TestContainerCardCarriesTheLimitWait(t *testing.T) {
 		t.Fatalf("journal line %+v", l)
 	}
 }
+
+// A container the git service refused requests carries the count to its
+// card; the journal shows each refusal as a git-refused line, cleaned.
+func TestContainerCardCarriesTheGitRefusals(t *testing.T) {
+	v := api.SwarmView{RepoPath: "/repo", State: &state.Swarm{SwarmID: "s", Containers: []*state.Container{
+		{ContainerName: "aimi-a", Status: state.StatusRunning}}},
+		Containers: []api.ContainerDetail{{Name: "aimi-a", GitRefused: 3}}}
+	if got := boardSwarm(v).Containers[0].GitRefused; got != 3 {
+		t.Fatalf("card's gitRefused %d, want 3", got)
+	}
+	text := "a push to refs/heads/main was refused: this container may push only refs/heads/feat/a"
+	rec := state.Record{Stream: state.StreamDaemon, Type: state.TypeGitRefused, Reason: text + "\u202e"}
+	if l := summarize(rec); l.Kind != "git-refused" || !strings.HasPrefix(l.Text, text) || strings.ContainsRune(l.Text, '\u202e') {
+		t.Fatalf("journal line %+v", l)
+	}
+}

@@ -11,19 +11,30 @@ import (
 // printEgressDenied counts, per container, the requests the egress proxy
 // refused it; `aimi swarm logs NAME` has each one (egress-denied).
 func printEgressDenied(w io.Writer, v api.SwarmView) {
+	printRefused(w, v, "Egress refused", func(c api.ContainerDetail) int { return c.EgressDenied })
+}
+
+// printGitRefused counts, per container, the requests the git service
+// refused it; `aimi swarm logs NAME` has each one (git-refused).
+func printGitRefused(w io.Writer, v api.SwarmView) {
+	printRefused(w, v, "Git requests refused", func(c api.ContainerDetail) int { return c.GitRefused })
+}
+
+// printRefused lists the containers whose count is not 0 under title.
+func printRefused(w io.Writer, v api.SwarmView, title string, count func(api.ContainerDetail) int) {
 	width := 0
 	for _, c := range v.Containers {
-		if c.EgressDenied > 0 {
+		if count(c) > 0 {
 			width = max(width, len(c.Name))
 		}
 	}
 	if width == 0 {
 		return
 	}
-	fmt.Fprintln(w, "Egress refused (aimi swarm logs NAME shows each):")
+	fmt.Fprintln(w, title+" (aimi swarm logs NAME shows each):")
 	for _, c := range v.Containers {
-		if c.EgressDenied > 0 {
-			fmt.Fprintf(w, "  %-*s  %d\n", width, c.Name, c.EgressDenied)
+		if n := count(c); n > 0 {
+			fmt.Fprintf(w, "  %-*s  %d\n", width, c.Name, n)
 		}
 	}
 }

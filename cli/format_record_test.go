@@ -22,6 +22,12 @@ func TestFormatRecordShowsWhatTheJournalCapLeftOut(t *testing.T) {
 			"2026-11-23 10:00:00  journal-cap      -         -            12 lines (3400 bytes) of output not journaled: the journal is at its cap",
 		},
 		{
+			"git refusal",
+			state.Record{Time: at, Stream: state.StreamDaemon, Type: state.TypeGitRefused,
+				Reason: "a push to refs/heads/main was refused: this container may push only refs/heads/feat/x"},
+			"2026-11-23 10:00:00  daemon:git-refused  -         refused      a push to refs/heads/main was refused: this container may push only refs/heads/feat/x",
+		},
+		{
 			"stderr line",
 			state.Record{Time: at, Stream: state.StreamStderr, Raw: "npm WARN deprecated"},
 			"2026-11-23 10:00:00  stderr           -         -            npm WARN deprecated",

@@ -25,6 +25,7 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 	}
 	printContainerNodes(w, v)
 	printEgressDenied(w, v)
+	printGitRefused(w, v)
 	printLimitWaits(w, v)
 	printContainerErrors(w, v)
 }
@@ -395,9 +396,13 @@ func formatRecord(r state.Record) string {
 		}
 		return line
 	}
-	if r.Stream == "daemon" && r.Type == "egress-denied" {
+	if r.Stream == state.StreamDaemon && r.Type == state.TypeEgressDenied {
 		// A request the egress proxy refused: method, host:port, why.
-		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "daemon:egress-denied", "-", "refused", oneLine(r.Reason, 200))
+		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "daemon:"+state.TypeEgressDenied, "-", "refused", oneLine(r.Reason, 200))
+	}
+	if r.Stream == state.StreamDaemon && r.Type == state.TypeGitRefused {
+		// A request the git service refused, in its words.
+		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "daemon:"+state.TypeGitRefused, "-", "refused", oneLine(r.Reason, 400))
 	}
 	if r.Stream == "stderr" && !r.Valid {
 		return strings.TrimRight(fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "stderr", "-", "-", oneLine(r.Raw, 200)), " ")

@@ -1,6 +1,7 @@
 package gitserve
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
@@ -33,22 +34,7 @@ func TestCapabilityListIsKept(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	get := func(protocol string) string {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.RepoURL+"/info/refs?service=git-upload-pack", nil)
-		req.Header.Set("Authorization", "Bearer "+g.Token)
-		if protocol != "" {
-			req.Header.Set("Git-Protocol", protocol)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("info/refs: %d %v %q", resp.StatusCode, err, body)
-		}
-		return strings.Join([]string{resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"),
-			resp.Header.Get("Expires"), resp.Header.Get("Pragma"), string(body)}, "\n")
+		return infoRefs(t, ctx, client, g, protocol)
 	}
 	const keptLine = "answered from the kept capability list"
 	kept := func() int { return strings.Count(logs.String(), keptLine) }
@@ -111,4 +97,27 @@ func TestCapabilityListIsKept(t *testing.T) {
 	if kept() < 3 {
 		t.Errorf("clones used the kept list %d times, want at least 3 of 4 answers", kept())
 	}
+}
+
+// infoRefs asks the service for g's upload-pack advertisement with the
+// Git-Protocol header protocol (none when empty); it returns the answer's
+// caching headers and body.
+func infoRefs(t *testing.T, ctx context.Context, client *http.Client, g Grant, protocol string) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, g.RepoURL+"/info/refs?service=git-upload-pack", nil)
+	req.Header.Set("Authorization", "Bearer "+g.Token)
+	if protocol != "" {
+		req.Header.Set("Git-Protocol", protocol)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("info/refs: %d %v %q", resp.StatusCode, err, body)
+	}
+	return strings.Join([]string{resp.Header.Get("Content-Type"), resp.Header.Get("Cache-Control"),
+		resp.Header.Get("Expires"), resp.Header.Get("Pragma"), string(body)}, "\n")
 }

@@ -111,6 +111,37 @@ func TestServiceFromAContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	id, out := runContainerScript(t, ctx, cli, tag, netName, labels, nameA, a, b, other)
+	rep := parseContainerScript(out)
+	checkContainerScriptResults(t, out, rep.results)
+	mirror := s.mirrorPath("swarm-c")
+	refs := mustGit(t, mirror, "for-each-ref", "--format=%(refname) %(objectname)")
+	wantRefs := "refs/heads/feat/ca " + rep.first + "\nrefs/heads/main " + mustGit(t, repo, "rev-parse", "main")
+	if rep.first == "" || refs != wantRefs {
+		t.Errorf("mirror refs:\n%s\nwant:\n%s", refs, wantRefs)
+	}
+	if _, err := gitOut(mirror, nil, "cat-file", "-e", rep.second); err == nil {
+		t.Errorf("the refused commit %s reached the mirror", rep.second)
+	}
+
+	checkEngineProbe(t, ctx, s, id, contract.ContainerBranch{Repo: repo, Swarm: "swarm-c", Container: nameA, Branch: "feat/ca"}, run, rep, out)
+
+	for _, secret := range []string{a.Token, b.Token, other.Token} {
+		if strings.Contains(logs.String(), secret) {
+			t.Error("a token is in the service's logs")
+		}
+	}
+	if t.Failed() {
+		t.Logf("container output:\n%s", out)
+	}
+}
+
+// runContainerScript runs containerScript in a container named nameA of
+// the sandbox image tag on the network netName, with a's, b's and other's
+// grants and a's CA mounted, until it exits; it returns the container and
+// its output, which must say DONE.
+func runContainerScript(t *testing.T, ctx context.Context, cli *client.Client, tag, netName string, labels map[string]string, nameA string, a, b, other Grant) (id, out string) {
+	t.Helper()
 	const caInContainer = "/etc/aimi/git-ca.pem"
 	created, err := cli.ContainerCreate(ctx, &container.Config{
 		Image:      tag,
@@ -146,27 +177,44 @@ func TestServiceFromAContainer(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	_, _ = stdcopy.StdCopy(&stdout, &stderr, rc)
 	rc.Close()
-	out := stdout.String() + stderr.String()
+	out = stdout.String() + stderr.String()
 	if !strings.Contains(out, "DONE") {
 		t.Fatalf("container script did not finish:\n%s", out)
 	}
-	results := map[string]string{}
-	var first, second, third, packed string
+	return created.ID, out
+}
+
+// containerScriptReport is what containerScript printed: each attempt's
+// result and the commits it made.
+type containerScriptReport struct {
+	results                      map[string]string
+	first, second, third, packed string
+}
+
+func parseContainerScript(out string) containerScriptReport {
+	r := containerScriptReport{results: map[string]string{}}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		switch {
 		case len(f) == 3 && f[0] == "RESULT":
-			results[f[1]] = f[2]
+			r.results[f[1]] = f[2]
 		case len(f) == 2 && f[0] == "FIRST":
-			first = f[1]
+			r.first = f[1]
 		case len(f) == 2 && f[0] == "SECOND":
-			second = f[1]
+			r.second = f[1]
 		case len(f) == 2 && f[0] == "THIRD":
-			third = f[1]
+			r.third = f[1]
 		case len(f) == 2 && f[0] == "PACKED":
-			packed = f[1]
+			r.packed = f[1]
 		}
 	}
+	return r
+}
+
+// checkContainerScriptResults checks which of the script's attempts went
+// through and that git's output gives the refusals' reasons.
+func checkContainerScriptResults(t *testing.T, out string, results map[string]string) {
+	t.Helper()
 	want := map[string]string{
 		"clone": "ok", "push-own-branch": "ok", "basic-auth": "ok",
 		"push-main": "refused", "push-other-branch": "refused", "push-tag": "refused",
@@ -181,43 +229,30 @@ func TestServiceFromAContainer(t *testing.T) {
 	if !strings.Contains(out, "may push only refs/heads/feat/ca") || !strings.Contains(out, "may push only refs/heads/feat-cb") {
 		t.Errorf("refusal reasons missing from git's output")
 	}
-	mirror := s.mirrorPath("swarm-c")
-	refs := mustGit(t, mirror, "for-each-ref", "--format=%(refname) %(objectname)")
-	wantRefs := "refs/heads/feat/ca " + first + "\nrefs/heads/main " + mustGit(t, repo, "rev-parse", "main")
-	if first == "" || refs != wantRefs {
-		t.Errorf("mirror refs:\n%s\nwant:\n%s", refs, wantRefs)
-	}
-	if _, err := gitOut(mirror, nil, "cat-file", "-e", second); err == nil {
-		t.Errorf("the refused commit %s reached the mirror", second)
-	}
+}
 
-	// The engine probe reads the stopped container's branches: a loose ref
-	// (newer than its stale packed entry), a packed one, a missing one (what
-	// HEAD names stands in for it: the agent may have renamed it); and
-	// Unreceived with it names the commit the service never got.
+// checkEngineProbe checks the engine probe reads the stopped container's
+// branches: a loose ref (newer than its stale packed entry), a packed one,
+// a missing one (what HEAD names stands in for it: the agent may have
+// renamed it); and Unreceived of cb with it names the commit the service
+// never got.
+func checkEngineProbe(t *testing.T, ctx context.Context, s *Service, id string, cb contract.ContainerBranch, run string, rep containerScriptReport, out string) {
+	t.Helper()
+	third, packed := rep.third, rep.packed
 	if third == "" || packed == "" {
 		t.Fatalf("script printed no THIRD/PACKED commits:\n%s", out)
 	}
 	probe := s.opts.TipProbe // the EngineProbe of newServiceWithEngine
 	for branch, want := range map[string]string{"feat/ca": third, "packed-one": packed, "nosuch": third} {
-		got, err := probe.BranchTip(ctx, created.ID, branch)
+		got, err := probe.BranchTip(ctx, id, branch)
 		if err != nil || got != want {
 			t.Errorf("BranchTip(%s) = %q, %v; want %q", branch, got, err, want)
 		}
 	}
-	if commits, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-c", Container: nameA, Branch: "feat/ca"}); err != nil || len(commits) != 1 || commits[0] != third {
+	if commits, err := s.Unreceived(ctx, cb); err != nil || len(commits) != 1 || commits[0] != third {
 		t.Errorf("Unreceived with the engine probe = %v, %v; want [%s]", commits, err, third)
 	}
 	if tip, err := probe.BranchTip(ctx, "aimi-no-such-container-"+run, "feat/ca"); err != nil || tip != "" {
 		t.Errorf("BranchTip of a missing container = %q, %v", tip, err)
-	}
-
-	for _, secret := range []string{a.Token, b.Token, other.Token} {
-		if strings.Contains(logs.String(), secret) {
-			t.Error("a token is in the service's logs")
-		}
-	}
-	if t.Failed() {
-		t.Logf("container output:\n%s", out)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/cgi"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,7 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// or from another address than its container's, it is refused
 		// like a wrong one.
 		s.log.Info("git token used from outside its container refused", "container", rec.Container, "swarm", rec.SwarmKey, "remote", r.RemoteAddr)
+		s.refused(rec, refusedOutside, "a git request with this container's token came from outside it ("+whence(r)+") and was refused")
 		ok = false
 	}
 	if !ok {
@@ -44,22 +46,14 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("git request without a valid token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 		return
 	}
-	if r.URL.Path == contract.AskPath {
-		s.serveAsk(w, r, rec)
-		return
-	}
-	if r.URL.Path == contract.BudgetPath {
-		s.serveBudget(w, r, rec)
-		return
-	}
-	if r.URL.Path == contract.WorkspacePath {
-		s.serveWorkspace(w, r, rec)
+	if s.serveDaemonPath(w, r, rec) {
 		return
 	}
 	key, rest, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), ".git/")
 	if !ok || key != rec.SwarmKey {
 		deny(w, http.StatusForbidden, "aimi git service: this token grants access to its own swarm's repository only")
 		s.log.Info("git request for another repository refused", "container", rec.Container, "path", r.URL.Path)
+		s.refused(rec, refusedRepository, "a git request for "+clip(r.URL.Path)+", not this swarm's repository, was refused")
 		return
 	}
 	service := r.URL.Query().Get("service")
@@ -101,6 +95,23 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if stamped {
 		s.adverts.keep(ak, stamp, tee)
 	}
+}
+
+// serveDaemonPath answers the daemon's own paths a container's token
+// also opens (questions, budgets, the ready-made workspace) and reports
+// whether r was one of them.
+func (s *Service) serveDaemonPath(w http.ResponseWriter, r *http.Request, rec record) bool {
+	switch r.URL.Path {
+	case contract.AskPath:
+		s.serveAsk(w, r, rec)
+	case contract.BudgetPath:
+		s.serveBudget(w, r, rec)
+	case contract.WorkspacePath:
+		s.serveWorkspace(w, r, rec)
+	default:
+		return false
+	}
+	return true
 }
 
 // readBody reads a POST's body whole (within its limits and bodyTime) into
@@ -213,6 +224,7 @@ func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) (
 	cmds, head, err := ParsePushCommands(body)
 	if err != nil {
 		s.log.Info("malformed push refused", "container", rec.Container, "err", err)
+		s.refused(rec, refusedMalformed, "a malformed push was refused: "+err.Error())
 		deny(w, http.StatusBadRequest, "aimi git service: push refused: "+err.Error())
 		return PushCommands{}, nil, false
 	}
@@ -241,8 +253,27 @@ func (s *Service) gatePush(w http.ResponseWriter, r *http.Request, rec record) (
 		refs[i] = u.Ref
 	}
 	s.log.Info("push refused", "container", rec.Container, "allowed", allowed, "refused", refs)
+	s.refused(rec, refusedRef, refusedRefReason(refs, allowed))
 	s.refusePush(w, r, cmds, reason)
 	return PushCommands{}, nil, false
+}
+
+// refusedRefReason is why a push of refs (from the sandbox) was refused,
+// for OnRefused.
+func refusedRefReason(refs []string, allowed string) string {
+	if !slices.ContainsFunc(refs, func(ref string) bool { return ref != allowed }) {
+		return "a push deleting " + allowed + " was refused: it holds this container's work"
+	}
+	return "a push to " + refusedRefs(refs) + " was refused: this container may push only " + allowed
+}
+
+// whence says where a request refused as from outside its container came
+// from, for OnRefused.
+func whence(r *http.Request) string {
+	if _, ok := r.Context().Value(sandboxKey{}).(contract.Sandbox); ok {
+		return "through another container's socket"
+	}
+	return "from " + clip(r.RemoteAddr)
 }
 
 // countPush tells OnPush about one push.

@@ -37,8 +37,8 @@ func (s *Service) newListeners() *svclisten.Set {
 // own.
 func (s *Service) ListenOn(ctx context.Context, ip string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return errors.New("git service: ListenOn after Close")
 	}
 	ip, changed, err := s.listen.Listen(ctx, ip)
@@ -47,8 +47,13 @@ func (s *Service) ListenOn(ctx context.Context, ip string) error {
 	} else if s.lastIP == ip && s.listen.Port(ip) == 0 {
 		s.lastIP = ""
 	}
+	var saved func() error
 	if changed {
-		if serr := s.saveLocked(); serr != nil {
+		saved = s.stageLocked()
+	}
+	s.mu.Unlock()
+	if saved != nil {
+		if serr := saved(); serr != nil {
 			s.log.Warn("could not persist the git service's addresses", "err", serr)
 		}
 	}
@@ -62,24 +67,24 @@ func (s *Service) Listening() []string {
 	return s.listen.Listening()
 }
 
-// forgetLastLocked clears lastIP when it was ip (stopped) and saves that
-// ip is no longer listened on.
-func (s *Service) forgetLastLocked(ip string) {
-	if s.lastIP == ip {
-		s.lastIP = ""
-	}
-	if err := s.saveLocked(); err != nil {
-		s.log.Warn("could not persist the git service's addresses", "err", err)
-	}
-}
-
 // sweep stops listening on addresses the host no longer has, or that now
 // belong to another subnet (their network was removed).
 func (s *Service) sweep() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, ip := range s.listen.Sweep() {
-		s.forgetLastLocked(ip)
+	gone := s.listen.Sweep()
+	for _, ip := range gone {
+		if s.lastIP == ip {
+			s.lastIP = ""
+		}
+	}
+	if len(gone) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	saved := s.stageLocked()
+	s.mu.Unlock()
+	if err := saved(); err != nil {
+		s.log.Warn("could not persist the git service's addresses", "err", err)
 	}
 }
 

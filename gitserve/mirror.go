@@ -40,6 +40,30 @@ done
 exit 0
 `
 
+// Prepare makes the bare mirror of swarm swarmID from repoPath, as its
+// first Grant would: a start asks while it still reads its task files, so
+// that copy (tens of milliseconds, git processes) is not on the way to its
+// first container. Forget removes it again.
+func (s *Service) Prepare(ctx context.Context, repoPath, swarmID string) error {
+	if err := checkSwarmRepo("prepare", repoPath, swarmID); err != nil {
+		return err
+	}
+	_, err := s.ensureMirror(ctx, repoPath, swarmID)
+	return err
+}
+
+// checkSwarmRepo refuses a swarm id that cannot name its repository and a
+// repository path that is not absolute; op names the call in the error.
+func checkSwarmRepo(op, repoPath, swarmID string) error {
+	switch {
+	case !swarmKeyRe.MatchString(swarmID):
+		return fmt.Errorf("git service %s: swarm id %q is not usable as a repository name", op, swarmID)
+	case !filepath.IsAbs(repoPath):
+		return fmt.Errorf("git service %s: repository path %q is not absolute", op, repoPath)
+	}
+	return nil
+}
+
 // ensureMirror returns the bare mirror of swarm key, cloning repoPath into
 // it first if it does not exist, and otherwise bringing in the user's new
 // commits. The clone is made under a temporary name and renamed, so a

@@ -55,3 +55,40 @@ func TestFanOutGrantsShareTheRefListing(t *testing.T) {
 		t.Errorf("the mirror's main is %s, want the commit made before the grants, %s", got, tip)
 	}
 }
+
+// TestPrepareMakesTheMirrorAGrantThenUses: a swarm's repository is made
+// before its first grant when asked, the grant uses it as it is, and what
+// Prepare cannot use is refused without a copy.
+func TestPrepareMakesTheMirrorAGrantThenUses(t *testing.T) {
+	repo := newRepo(t)
+	commitFile(t, repo, "a.txt", "a\n")
+	s, _ := newService(t, Options{})
+	if err := s.ListenOn(ctxT(t), "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Prepare(ctxT(t), repo, "sw1"); err != nil {
+		t.Fatal(err)
+	}
+	mirror := s.mirrorPath("sw1")
+	before, err := os.Stat(filepath.Join(mirror, "HEAD"))
+	if err != nil {
+		t.Fatalf("no mirror after Prepare: %v", err)
+	}
+	if _, err := s.Grant(ctxT(t), contract.ContainerBranch{Repo: repo, Swarm: "sw1", Container: "aimi-a", Branch: "feat/a"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(filepath.Join(mirror, "HEAD"))
+	if err != nil || !os.SameFile(before, after) {
+		t.Errorf("the grant made the mirror again (%v)", err)
+	}
+	for _, bad := range []struct{ repo, swarm string }{{"relative/path", "sw2"}, {repo, "../sw3"}, {t.TempDir(), "sw4"}} {
+		if err := s.Prepare(ctxT(t), bad.repo, bad.swarm); err == nil {
+			t.Errorf("Prepare(%q, %q) made a copy", bad.repo, bad.swarm)
+		}
+	}
+	for _, key := range []string{"sw2", "sw4"} {
+		if _, err := os.Stat(s.mirrorPath(key)); err == nil {
+			t.Errorf("a refused Prepare left %s", s.mirrorPath(key))
+		}
+	}
+}

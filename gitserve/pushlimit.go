@@ -73,6 +73,7 @@ func (s *Service) admitPush(w http.ResponseWriter, r *http.Request, rec record, 
 	switch {
 	case errors.Is(err, errOverLimit):
 		s.log.Warn("push refused: larger than git.max_push", "container", rec.Container, "limit", s.limits.MaxPush, "readBytes", n)
+		s.refused(rec, refusedMaxPush, fmt.Sprintf("a push larger than %s, the limit of one push (%s), was refused", humanBytes(s.limits.MaxPush), KeyMaxPush))
 		s.refusePush(w, r, cmds, func(RefUpdate) string {
 			return fmt.Sprintf("aimi: push refused: it is larger than %s, the limit of one push (%s); commit no build output or data, or have the user raise %s",
 				humanBytes(s.limits.MaxPush), KeyMaxPush, KeyMaxPush)
@@ -93,6 +94,8 @@ func (s *Service) admitPush(w http.ResponseWriter, r *http.Request, rec record, 
 	if !ok {
 		f.Close()
 		s.log.Warn("push refused: the swarm's mirror would pass git.max_mirror", "container", rec.Container, "swarm", rec.SwarmKey, "used", used, "push", n, "limit", s.limits.MaxMirror)
+		s.refused(rec, refusedMaxMirror, fmt.Sprintf("a push of %s was refused: the swarm's pushes hold %s of the %s they may add to its repository (%s)",
+			humanBytes(n), humanBytes(used), humanBytes(s.limits.MaxMirror), KeyMaxMirror))
 		s.refusePush(w, r, cmds, func(RefUpdate) string {
 			return fmt.Sprintf("aimi: push refused: the swarm's pushes hold %s of the %s they may add to its repository (%s) and this push is %s; have the user raise %s",
 				humanBytes(used), humanBytes(s.limits.MaxMirror), KeyMaxMirror, humanBytes(n), KeyMaxMirror)

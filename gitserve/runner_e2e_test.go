@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 
 	"github.com/aimi-tools/swarm/contract"
@@ -57,20 +58,7 @@ func TestRunnerThroughTheService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const caPath = "/etc/aimi/git-ca.pem"
-	created, err := cli.ContainerCreate(ctx, &container.Config{
-		Image:     tag,
-		Labels:    labels,
-		OpenStdin: true, StdinOnce: false, AttachStdin: true,
-		Env: []string{"AIMI_AGENT=demo", "AIMI_GIT_TOKEN=" + g.Token,
-			"GIT_SSL_CAINFO=" + caPath}, // as the orchestrator sets it: git only
-	}, &container.HostConfig{
-		NetworkMode: container.NetworkMode(netName),
-		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: g.CAFile, Target: caPath, ReadOnly: true}},
-	}, nil, nil, name)
-	if err != nil {
-		t.Fatalf("create container: %v", err)
-	}
+	created := createRunnerContainer(t, ctx, cli, tag, netName, labels, name, g)
 	req, _ := json.Marshal(map[string]any{
 		"type": "task-request", "timestamp": time.Now().UTC().Format(time.RFC3339),
 		"swarmId": swarmID, "containerId": created.ID,
@@ -114,4 +102,26 @@ func TestRunnerThroughTheService(t *testing.T) {
 			t.Errorf("the token is in the %s", where)
 		}
 	}
+}
+
+// createRunnerContainer creates the sandbox image tag's container name on
+// netName, with stdin open, the demo agent, g's token and g's CA mounted
+// where git reads it.
+func createRunnerContainer(t *testing.T, ctx context.Context, cli *client.Client, tag, netName string, labels map[string]string, name string, g Grant) container.CreateResponse {
+	t.Helper()
+	const caPath = "/etc/aimi/git-ca.pem"
+	created, err := cli.ContainerCreate(ctx, &container.Config{
+		Image:     tag,
+		Labels:    labels,
+		OpenStdin: true, StdinOnce: false, AttachStdin: true,
+		Env: []string{"AIMI_AGENT=demo", "AIMI_GIT_TOKEN=" + g.Token,
+			"GIT_SSL_CAINFO=" + caPath}, // as the orchestrator sets it: git only
+	}, &container.HostConfig{
+		NetworkMode: container.NetworkMode(netName),
+		Mounts:      []mount.Mount{{Type: mount.TypeBind, Source: g.CAFile, Target: caPath, ReadOnly: true}},
+	}, nil, nil, name)
+	if err != nil {
+		t.Fatalf("create container: %v", err)
+	}
+	return created
 }

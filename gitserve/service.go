@@ -2,7 +2,6 @@ package gitserve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
-	"github.com/aimi-tools/swarm/internal/atomicfile"
 	"github.com/aimi-tools/swarm/internal/daemonca"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
 	"github.com/aimi-tools/swarm/internal/svclisten"
@@ -151,6 +149,7 @@ type Service struct {
 	nice    string // nice(1), run in front of backend; "" when missing
 	adverts advertCache
 	bounds
+	refusals refusals
 
 	// mirrorMu serializes mirror creation and refresh (git clone, fetch)
 	// without holding mu. It guards userRefs and sources.
@@ -163,7 +162,7 @@ type Service struct {
 	refs    refListings
 
 	// mu guards everything below; it is never held across git or network
-	// calls except the state file write.
+	// calls, nor the state file's write (grants: see stageLocked).
 	mu        sync.Mutex
 	byName    map[contract.Sandbox]*record // one per container of a swarm
 	byToken   map[string]*record           // token hash -> record
@@ -172,6 +171,7 @@ type Service struct {
 	closed    bool
 	stopSweep chan struct{} // closed by Close
 
+	grants     *grantsFile
 	ask        askSlot
 	budget     budgetSlot
 	workspaces *workspaces
@@ -202,6 +202,7 @@ func New(opts Options) (*Service, error) {
 		stopSweep:  make(chan struct{}),
 		workspaces: newWorkspaces(),
 	}
+	s.grants = newGrantsFile(filepath.Join(dir, stateName))
 	if err := os.MkdirAll(s.repos, 0o700); err != nil {
 		return nil, fmt.Errorf("create git service data dir %s: %w", s.repos, err)
 	}
@@ -242,6 +243,18 @@ func New(opts Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.listenAgain(ips)
+	interval := opts.SweepInterval
+	if interval <= 0 {
+		interval = DefaultSweepInterval
+	}
+	go svclisten.Every(interval, s.stopSweep, s.sweep)
+	return s, nil
+}
+
+// listenAgain listens on the addresses of before a restart, so containers
+// running across it keep reaching the service.
+func (s *Service) listenAgain(ips []string) {
 	for _, ip := range ips {
 		// A network removed while the daemon was down took its gateway
 		// address with it: nothing to serve there.
@@ -252,12 +265,6 @@ func New(opts Options) (*Service, error) {
 			s.mu.Unlock()
 		}
 	}
-	interval := opts.SweepInterval
-	if interval <= 0 {
-		interval = DefaultSweepInterval
-	}
-	go svclisten.Every(interval, s.stopSweep, s.sweep)
-	return s, nil
 }
 
 // CAFile is the host path of the CA certificate (PEM) that containers must
@@ -284,15 +291,14 @@ var (
 // command is its clone). "" takes the address of the latest ListenOn.
 func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gateway string) (Grant, error) {
 	repoPath, swarmID, containerName, branch := cb.Repo, cb.Swarm, cb.Container, cb.Branch
+	if err := checkSwarmRepo("grant", repoPath, swarmID); err != nil {
+		return Grant{}, err
+	}
 	switch {
-	case !swarmKeyRe.MatchString(swarmID):
-		return Grant{}, fmt.Errorf("git service grant: swarm id %q is not usable as a repository name", swarmID)
 	case !containerRe.MatchString(containerName):
 		return Grant{}, fmt.Errorf("git service grant: invalid container name %q", containerName)
 	case gitref.CheckBranch(branch) != nil:
 		return Grant{}, fmt.Errorf("git service grant: %w", gitref.CheckBranch(branch))
-	case !filepath.IsAbs(repoPath):
-		return Grant{}, fmt.Errorf("git service grant: repository path %q is not absolute", repoPath)
 	}
 	s.mu.Lock()
 	ip := s.lastIP
@@ -317,27 +323,16 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 		return Grant{}, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	key := cb.Sandbox()
-	rec := s.byName[key]
-	earlier := ""
-	if rec != nil {
-		s.dropTokensLocked(rec)
-		if rec.Branch == branch && rec.Gateway == ip {
-			earlier = rec.TokenHash
+	rec := s.grantLocked(cb, ip, token)
+	saved := s.stageLocked()
+	s.mu.Unlock()
+	if err := saved(); err != nil {
+		s.mu.Lock()
+		// A grant again meanwhile (the same container) owns rec's tokens.
+		if rec.TokenHash == hashToken(token) {
+			s.dropTokensLocked(rec)
 		}
-	}
-	if rec == nil || rec.Branch != branch {
-		rec = &record{Container: containerName, SwarmKey: swarmID, Branch: branch}
-	}
-	rec.RepoPath = repoPath
-	rec.Gateway, rec.Peer = ip, "" // a rerun's container has another address
-	rec.TokenHash, rec.EarlierHash = hashToken(token), earlier
-	rec.GrantedAt = time.Now().UTC()
-	s.byName[key] = rec
-	s.addTokensLocked(rec)
-	if err := s.saveLocked(); err != nil {
-		s.dropTokensLocked(rec)
+		s.mu.Unlock()
 		return Grant{}, err
 	}
 	s.log.Info("git access granted", "container", containerName, "swarm", swarmID, "branch", branch)
@@ -350,18 +345,44 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 	}, nil
 }
 
+// grantLocked makes (or renews) the record of cb with token, valid
+// through gateway ip.
+func (s *Service) grantLocked(cb contract.ContainerBranch, ip, token string) *record {
+	key := cb.Sandbox()
+	rec := s.byName[key]
+	earlier := ""
+	if rec != nil {
+		s.dropTokensLocked(rec)
+		if rec.Branch == cb.Branch && rec.Gateway == ip {
+			earlier = rec.TokenHash
+		}
+	}
+	if rec == nil || rec.Branch != cb.Branch {
+		rec = &record{Container: cb.Container, SwarmKey: cb.Swarm, Branch: cb.Branch}
+	}
+	rec.RepoPath = cb.Repo
+	rec.Gateway, rec.Peer = ip, "" // a rerun's container has another address
+	rec.TokenHash, rec.EarlierHash = hashToken(token), earlier
+	rec.GrantedAt = time.Now().UTC()
+	s.byName[key] = rec
+	s.addTokensLocked(rec)
+	return rec
+}
+
 // Revoke ends the access of container sb. What it pushed stays (Received
 // and Unreceived still answer for it).
 func (s *Service) Revoke(sb contract.Sandbox) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	rec := s.byName[sb]
 	if rec == nil || rec.TokenHash == "" {
+		s.mu.Unlock()
 		return
 	}
 	s.dropTokensLocked(rec)
 	rec.TokenHash, rec.EarlierHash = "", ""
-	if err := s.saveLocked(); err != nil {
+	saved := s.stageLocked()
+	s.mu.Unlock()
+	if err := saved(); err != nil {
 		// The token is gone from memory; after a restart it would work
 		// again until the next save. Say so.
 		s.log.Warn("git access revoked in memory only: could not persist it", "container", sb.Container, "err", err)
@@ -394,12 +415,12 @@ func (s *Service) Forget(ctx context.Context, swarmID string) error {
 		delete(s.byName, key)
 		forgot++
 	}
-	var saveErr error
+	saved := func() error { return nil }
 	if forgot > 0 {
-		saveErr = s.saveLocked()
+		saved = s.stageLocked()
 	}
 	s.mu.Unlock()
-	if saveErr != nil {
+	if saveErr := saved(); saveErr != nil {
 		return fmt.Errorf("git service forget %s: %w", swarmID, saveErr)
 	}
 
@@ -508,20 +529,31 @@ func (s *Service) fromOwnContainer(r *http.Request, rec record) bool {
 			return false
 		}
 	}
+	return s.bindPeer(rec, peer)
+}
+
+// bindPeer reports whether rec's token is still its container's and used
+// from peer, the address it was first used from or, at its first use, is
+// now bound to.
+func (s *Service) bindPeer(rec record, peer string) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	cur := s.byName[rec.sandbox()]
 	if cur == nil || cur.TokenHash != rec.TokenHash {
+		s.mu.Unlock()
 		return false
 	}
-	if cur.Peer == "" {
-		cur.Peer = peer
-		if err := s.saveLocked(); err != nil {
-			s.log.Warn("could not persist the address a token is bound to", "container", rec.Container, "err", err)
-		}
-		return true
+	if cur.Peer != "" {
+		ok := cur.Peer == peer
+		s.mu.Unlock()
+		return ok
 	}
-	return cur.Peer == peer
+	cur.Peer = peer
+	saved := s.stageLocked()
+	s.mu.Unlock()
+	if err := saved(); err != nil {
+		s.log.Warn("could not persist the address a token is bound to", "container", rec.Container, "err", err)
+	}
+	return true
 }
 
 // current reports whether rec's token is still its container's.
@@ -545,56 +577,15 @@ func (s *Service) recordByName(sb contract.Sandbox) (record, bool) {
 // notePush records the branch value after a push from container sb.
 func (s *Service) notePush(sb contract.Sandbox, tip string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	rec := s.byName[sb]
 	if rec == nil || (rec.Pushed && rec.Tip == tip) {
+		s.mu.Unlock()
 		return
 	}
 	rec.Pushed, rec.Tip, rec.PushedAt = true, tip, time.Now().UTC()
-	if err := s.saveLocked(); err != nil {
+	saved := s.stageLocked()
+	s.mu.Unlock()
+	if err := saved(); err != nil {
 		s.log.Warn("could not persist a received push", "container", sb.Container, "err", err)
 	}
-}
-
-// load reads grants.json and returns the addresses listened on before.
-func (s *Service) load() ([]string, error) {
-	data, err := os.ReadFile(filepath.Join(s.dir, stateName))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read git service grants: %w", err)
-	}
-	var p persisted
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("git service grants %s are corrupt: %w (move the file away to start over; granted containers then lose access)", filepath.Join(s.dir, stateName), err)
-	}
-	s.listen.SetPort(p.Port)
-	for _, r := range p.Records {
-		if r == nil || r.Container == "" {
-			continue
-		}
-		s.byName[r.sandbox()] = r
-		if r.TokenHash == "" {
-			r.EarlierHash = ""
-		}
-		s.addTokensLocked(r)
-	}
-	return p.IPs, nil
-}
-
-func (s *Service) saveLocked() error {
-	p := persisted{Port: s.listen.PreferredPort(), Records: make([]*record, 0, len(s.byName))}
-	p.IPs = s.listen.IPs()
-	for _, r := range s.byName {
-		p.Records = append(p.Records, r)
-	}
-	data, err := json.MarshalIndent(p, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode git service grants: %w", err)
-	}
-	if err := atomicfile.WriteFile(filepath.Join(s.dir, stateName), data, 0o600); err != nil {
-		return fmt.Errorf("write git service grants: %w", err)
-	}
-	return nil
 }

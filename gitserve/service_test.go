@@ -1,6 +1,7 @@
 package gitserve
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/daemonca"
+	"github.com/aimi-tools/swarm/internal/syncbuf"
 )
 
 func bearer(tok string) string { return "Authorization: Bearer " + tok }
@@ -28,6 +30,40 @@ func basic(tok string) string {
 // reasons, and the repository is unchanged by every refusal.
 func TestServiceOverHTTPS(t *testing.T) {
 	ctx := ctxT(t)
+	r := newHTTPSRig(t, ctx)
+	work := r.pushTheGrantedBranch(t, ctx)
+
+	// Unpushed work, so that every refused push below has something to send.
+	commitFile(t, work, "a3.txt", "story 3\n")
+	for _, tc := range r.refusedCases(t, work) {
+		t.Run(tc.name, func(t *testing.T) { r.checkRefused(t, tc) })
+	}
+
+	t.Run("dumb http and other paths are refused", func(t *testing.T) { r.checkDumbHTTPRefused(t, ctx) })
+
+	// The user's checkout was never written by any of it.
+	if got := mustGit(t, r.repo, "for-each-ref", "--format=%(refname)"); got != "refs/heads/main" {
+		t.Errorf("user's checkout refs = %q, want only main", got)
+	}
+
+	// Secrets never reach the logs or the grants file.
+	r.checkNoSecretInLogsOrGrants(t)
+}
+
+// httpsRig is TestServiceOverHTTPS's service listening on 127.0.0.1 with
+// its grants: a and b in swarm-1 of repo, c in swarm-2 of another
+// repository, and revoked in swarm-1, revoked at once.
+type httpsRig struct {
+	s                *Service
+	logs             *syncbuf.Buffer
+	repo             string
+	a, b, c, revoked Grant
+	mirror           string
+}
+
+// newHTTPSRig starts the service and makes the grants, checking their
+// addresses and tokens.
+func newHTTPSRig(t *testing.T, ctx context.Context) *httpsRig {
 	repo := newRepo(t)
 	otherRepo := newRepo(t)
 	s, logs := newService(t, Options{})
@@ -60,47 +96,59 @@ func TestServiceOverHTTPS(t *testing.T) {
 	if a.Token == b.Token || len(a.Token) != 64 {
 		t.Fatalf("tokens not distinct 32-byte hex: %d chars", len(a.Token))
 	}
-	mirror := s.mirrorPath("swarm-1")
+	return &httpsRig{s: s, logs: logs, repo: repo, a: a, b: b, c: c, revoked: revoked, mirror: s.mirrorPath("swarm-1")}
+}
 
+// pushTheGrantedBranch clones with a's token (Bearer and Basic), commits on
+// its branch and pushes twice; it returns the workspace.
+func (r *httpsRig) pushTheGrantedBranch(t *testing.T, ctx context.Context) string {
 	// A container's workspace: clone with its token, commit on its branch.
 	work := filepath.Join(t.TempDir(), "work")
-	if out, err := gitOut("", clientEnv(a.CAFile, bearer(a.Token)), "clone", "-q", a.RepoURL, work); err != nil {
+	if out, err := gitOut("", clientEnv(r.a.CAFile, bearer(r.a.Token)), "clone", "-q", r.a.RepoURL, work); err != nil {
 		t.Fatalf("clone with a Bearer token: %v\n%s", err, out)
 	}
-	if out, err := gitOut("", clientEnv(a.CAFile, basic(a.Token)), "clone", "-q", a.RepoURL, filepath.Join(t.TempDir(), "w2")); err != nil {
+	if out, err := gitOut("", clientEnv(r.a.CAFile, basic(r.a.Token)), "clone", "-q", r.a.RepoURL, filepath.Join(t.TempDir(), "w2")); err != nil {
 		t.Fatalf("clone with a Basic token: %v\n%s", err, out)
 	}
 	mustGit(t, work, "checkout", "-q", "-b", "feat/a")
 	tip := commitFile(t, work, "a.txt", "story 1\n")
 
-	if _, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}); err == nil {
+	if _, err := r.s.Unreceived(ctx, contract.ContainerBranch{Repo: r.repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}); err == nil {
 		t.Fatal("Unreceived before any push: want ErrNothingReceived")
 	}
-	if out, err := gitOut(work, clientEnv(a.CAFile, bearer(a.Token)), "push", "-q", "origin", "HEAD:refs/heads/feat/a"); err != nil {
+	if out, err := gitOut(work, clientEnv(r.a.CAFile, bearer(r.a.Token)), "push", "-q", "origin", "HEAD:refs/heads/feat/a"); err != nil {
 		t.Fatalf("push of the granted branch: %v\n%s", err, out)
 	}
-	if got := mustGit(t, mirror, "rev-parse", "refs/heads/feat/a"); got != tip {
+	if got := mustGit(t, r.mirror, "rev-parse", "refs/heads/feat/a"); got != tip {
 		t.Fatalf("mirror feat/a = %s, want %s", got, tip)
 	}
-	if commits, err := s.Unreceived(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}); err != nil || len(commits) != 0 {
+	if commits, err := r.s.Unreceived(ctx, contract.ContainerBranch{Repo: r.repo, Swarm: "swarm-1", Container: "aimi-a", Branch: "feat/a"}); err != nil || len(commits) != 0 {
 		t.Fatalf("Unreceived after the push = %v, %v; want none", commits, err)
 	}
 	// More work on top is accepted too (fast-forward).
 	commitFile(t, work, "a2.txt", "story 2\n")
-	if out, err := gitOut(work, clientEnv(a.CAFile, bearer(a.Token)), "push", "-q", "origin", "HEAD:refs/heads/feat/a"); err != nil {
+	if out, err := gitOut(work, clientEnv(r.a.CAFile, bearer(r.a.Token)), "push", "-q", "origin", "HEAD:refs/heads/feat/a"); err != nil {
 		t.Fatalf("second push of the granted branch: %v\n%s", err, out)
 	}
+	return work
+}
 
-	// Unpushed work, so that every refused push below has something to send.
-	commitFile(t, work, "a3.txt", "story 3\n")
+// refusedCase is a git command against the service that must be refused
+// with want in git's output.
+type refusedCase struct {
+	name string
+	dir  string
+	env  []string
+	args []string
+	want string // in git's output
+}
+
+// refusedCases are the requests TestServiceOverHTTPS checks are refused;
+// the pushes run in work.
+func (r *httpsRig) refusedCases(t *testing.T, work string) []refusedCase {
+	a, b, c, revoked := r.a, r.b, r.c, r.revoked
 	otherURL := strings.Replace(a.RepoURL, "swarm-1", "swarm-2", 1)
-	refused := []struct {
-		name string
-		dir  string
-		env  []string
-		args []string
-		want string // in git's output
-	}{
+	return []refusedCase{
 		{"push to another container's branch is refused", work, clientEnv(a.CAFile, bearer(a.Token)),
 			[]string{"push", "origin", "HEAD:refs/heads/feat-b"}, "may push only refs/heads/feat/a"},
 		{"push to main is refused", work, clientEnv(a.CAFile, bearer(a.Token)),
@@ -134,50 +182,55 @@ func TestServiceOverHTTPS(t *testing.T) {
 		{"a client without the CA does not connect", "", []string{"GIT_SSL_CAINFO=" + os.DevNull},
 			[]string{"ls-remote", a.RepoURL}, "unable to access"},
 	}
-	for _, tc := range refused {
-		t.Run(tc.name, func(t *testing.T) {
-			before, beforeOther := snapshot(t, mirror), snapshot(t, s.mirrorPath("swarm-2"))
-			out, err := gitOut(tc.dir, tc.env, tc.args...)
-			if err == nil {
-				t.Fatalf("git %v succeeded, want refused\n%s", tc.args, out)
-			}
-			if !strings.Contains(out, tc.want) {
-				t.Errorf("git output lacks %q:\n%s", tc.want, out)
-			}
-			if after := snapshot(t, mirror); after != before {
-				t.Errorf("repository changed by a refused request:\nbefore %s\nafter %s", before, after)
-			}
-			if after := snapshot(t, s.mirrorPath("swarm-2")); after != beforeOther {
-				t.Errorf("other swarm's repository changed by a refused request")
-			}
-		})
-	}
+}
 
-	t.Run("dumb http and other paths are refused", func(t *testing.T) {
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(s.ca.CertPEM)
-		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		base := strings.TrimSuffix(a.RepoURL, "/swarm-1.git")
-		for _, p := range []string{"/swarm-1.git/HEAD", "/swarm-1.git/objects/info/packs", "/swarm-1.git/info/refs", "/swarm-1.git/config", "/swarm-1.git/../swarm-2.git/info/refs?service=git-upload-pack"} {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+p, nil)
-			req.Header.Set("Authorization", "Bearer "+a.Token)
-			resp, err := client.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusForbidden {
-				t.Errorf("GET %s = %d, want 403", p, resp.StatusCode)
-			}
+// checkRefused runs tc and checks git failed saying tc.want and neither
+// swarm's repository changed.
+func (r *httpsRig) checkRefused(t *testing.T, tc refusedCase) {
+	s, mirror := r.s, r.mirror
+	before, beforeOther := snapshot(t, mirror), snapshot(t, s.mirrorPath("swarm-2"))
+	out, err := gitOut(tc.dir, tc.env, tc.args...)
+	if err == nil {
+		t.Fatalf("git %v succeeded, want refused\n%s", tc.args, out)
+	}
+	if !strings.Contains(out, tc.want) {
+		t.Errorf("git output lacks %q:\n%s", tc.want, out)
+	}
+	if after := snapshot(t, mirror); after != before {
+		t.Errorf("repository changed by a refused request:\nbefore %s\nafter %s", before, after)
+	}
+	if after := snapshot(t, s.mirrorPath("swarm-2")); after != beforeOther {
+		t.Errorf("other swarm's repository changed by a refused request")
+	}
+}
+
+// checkDumbHTTPRefused checks that a valid token gets 403 for the dumb
+// http protocol's paths and for any path outside the smart protocol.
+func (r *httpsRig) checkDumbHTTPRefused(t *testing.T, ctx context.Context) {
+	s, a := r.s, r.a
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.ca.CertPEM)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	base := strings.TrimSuffix(a.RepoURL, "/swarm-1.git")
+	for _, p := range []string{"/swarm-1.git/HEAD", "/swarm-1.git/objects/info/packs", "/swarm-1.git/info/refs", "/swarm-1.git/config", "/swarm-1.git/../swarm-2.git/info/refs?service=git-upload-pack"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+p, nil)
+		req.Header.Set("Authorization", "Bearer "+a.Token)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-
-	// The user's checkout was never written by any of it.
-	if got := mustGit(t, repo, "for-each-ref", "--format=%(refname)"); got != "refs/heads/main" {
-		t.Errorf("user's checkout refs = %q, want only main", got)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("GET %s = %d, want 403", p, resp.StatusCode)
+		}
 	}
+}
 
-	// Secrets never reach the logs or the grants file.
+// checkNoSecretInLogsOrGrants checks no token and neither half of the CA
+// appears in the service's logs or its grants file, and the logs name no
+// authorization header.
+func (r *httpsRig) checkNoSecretInLogsOrGrants(t *testing.T) {
+	s, logs, a, b, c, revoked := r.s, r.logs, r.a, r.b, r.c, r.revoked
 	caKey, err := os.ReadFile(filepath.Join(s.dir, daemonca.KeyName))
 	if err != nil {
 		t.Fatal(err)

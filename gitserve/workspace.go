@@ -28,9 +28,9 @@ import (
 // fan-out of eight clones on two cores waits its turn for a core. The
 // service therefore makes each branch's workspace once, as a tar of a
 // shallow clone checked out, and a runner unpacks it in its own process.
-// It holds exactly what the runner's clone would (the branch's tip, or the
+// It holds what the runner's clone would (the branch's tip, or the
 // default branch's when the branch is new), from the same mirror, to the
-// same token.
+// same token, less what no runner uses (unusedInAClone).
 const (
 	workspacesDir = "workspaces"
 	// keepWorkspacesFor is how long a made workspace is kept after it was
@@ -197,6 +197,7 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string
 	if err := os.RemoveAll(filepath.Join(work, ".git", "logs")); err != nil {
 		return fmt.Errorf("make a workspace: %w", err)
 	}
+	leaveOutUnused(filepath.Join(work, ".git"))
 	out, err := os.CreateTemp(dir, ".tar-")
 	if err != nil {
 		return fmt.Errorf("make a workspace: %w", err)
@@ -215,6 +216,25 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string
 	pruneWorkspaces(dir, keepWorkspacesFor)
 	s.workspaces.built.Add(1)
 	return nil
+}
+
+// unusedInAClone are what a clone leaves in its .git that no runner
+// needs, children before their directories: origin's HEAD (packed-refs
+// names origin's branch, which git fetch updates) and empty directories
+// (git makes them when it writes there). Each entry of the tar is a file
+// every sandbox creates, on its way to its first story.
+var unusedInAClone = []string{
+	"refs/remotes/origin/HEAD", "refs/remotes/origin", "refs/remotes",
+	"refs/tags", "objects/info",
+}
+
+// leaveOutUnused removes unusedInAClone from gitDir. A directory that is
+// not empty stays (os.Remove fails), and so does anything else that
+// cannot go: the workspace is whole either way.
+func leaveOutUnused(gitDir string) {
+	for _, p := range unusedInAClone {
+		_ = os.Remove(filepath.Join(gitDir, filepath.FromSlash(p)))
+	}
 }
 
 // writeTar writes the tree at root (directories, regular files, symbolic

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -146,6 +147,75 @@ func TestRefTipReadsWhatGitReads(t *testing.T) {
 		got, err := refTip(ctxT(t), filepath.Join(repo, ".git"), ref)
 		if err != nil || got != strings.TrimSpace(want) {
 			t.Errorf("%s: %q %v, git says %q", ref, got, err, want)
+		}
+	}
+}
+
+// TestWorkspaceLeavesOutWhatNoRunnerNeeds: every entry of the tar is a
+// file each sandbox creates, so the clone's empty directories and origin's
+// HEAD (packed-refs names origin's branch) are left out; git still finds
+// the unpacked workspace whole and clean, commits and fetches in it.
+func TestWorkspaceLeavesOutWhatNoRunnerNeeds(t *testing.T) {
+	repo := newRepo(t)
+	s, _ := newService(t, Options{})
+	if err := s.ListenOn(ctxT(t), "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Grant(ctxT(t), contract.ContainerBranch{Repo: repo, Swarm: "sw1", Container: "aimi-a", Branch: "feat/a"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, body := getWorkspace(t, g, "feat/a")
+	if status != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", status, body)
+	}
+	ws := filepath.Join(t.TempDir(), "ws")
+	names := unpackTar(t, body, ws)
+	for _, never := range []string{".git/objects/info", ".git/refs/tags", ".git/refs/remotes", ".git/refs/remotes/origin", ".git/refs/remotes/origin/HEAD", ".git/logs"} {
+		if names[never] {
+			t.Errorf("the workspace holds %s", never)
+		}
+	}
+	if out := mustGit(t, ws, "status", "--porcelain", "--untracked-files=all"); out != "" {
+		t.Errorf("git status in the unpacked workspace: %s", out)
+	}
+	mustGit(t, ws, "fsck", "--strict")
+	commitFile(t, ws, "story.txt", "done\n")
+	main := mustGit(t, repo, "rev-parse", "main")
+	mustGit(t, ws, "-c", "url.file://"+s.mirrorPath("sw1")+".insteadOf="+contract.WorkspaceOrigin, "fetch", "--quiet", "origin")
+	if got := mustGit(t, ws, "rev-parse", "origin/main"); got != main {
+		t.Errorf("after a fetch origin/main is %s, want %s", got, main)
+	}
+	mustGit(t, ws, "fsck", "--strict")
+}
+
+// unpackTar writes the directories and regular files of a tar under dir
+// and returns every entry's name.
+func unpackTar(t *testing.T, data []byte, dir string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[strings.TrimSuffix(h.Name, "/")] = true
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeReg:
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				b, _ := io.ReadAll(tr)
+				err = os.WriteFile(p, b, os.FileMode(h.Mode)&0o777)
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

@@ -114,6 +114,40 @@ func TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing(t *testing.T) {
 		ch <- e
 	}
 	bodies := slack.wait(t, 4)
+	checkWebhookNotices(t, bodies)
+	for _, b := range ntfy.wait(t, 4) {
+		if strings.HasPrefix(b, "{") {
+			t.Errorf("ntfy got JSON: %s", b)
+		}
+		checkClean(t, "ntfy", b)
+	}
+	if ntfy.types[0] != "text/plain; charset=utf-8" || slack.types[0] != "application/json" {
+		t.Errorf("content types: ntfy %q, webhook %q", ntfy.types[0], slack.types[0])
+	}
+	deadline := time.Now().Add(time.Minute)
+	waitCommandNotices(t, out, deadline)
+	for {
+		jmu.Lock()
+		j := strings.Join(journal, "\n")
+		jmu.Unlock()
+		if strings.Contains(j, "redirect refused") && strings.Contains(j, "webhook 1") {
+			if strings.Contains(j, "SECRETTOKEN") || strings.Contains(j, "token-in-redirect") {
+				t.Errorf("the journal names a URL: %s", j)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("failed deliveries not journaled: %s", j)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// checkWebhookNotices checks the four notices the webhook got: their kinds,
+// swarm, container, story and board, the failure's code, no agent output,
+// and clean text.
+func checkWebhookNotices(t *testing.T, bodies []string) {
+	t.Helper()
 	kinds := []string{KindRequestWaiting, KindContainerFailed, KindContainerFinished, KindSwarmFinished}
 	for i, b := range bodies {
 		var no Notice
@@ -132,16 +166,12 @@ func TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing(t *testing.T) {
 		}
 		checkClean(t, "webhook", no.Text)
 	}
-	for _, b := range ntfy.wait(t, 4) {
-		if strings.HasPrefix(b, "{") {
-			t.Errorf("ntfy got JSON: %s", b)
-		}
-		checkClean(t, "ntfy", b)
-	}
-	if ntfy.types[0] != "text/plain; charset=utf-8" || slack.types[0] != "application/json" {
-		t.Errorf("content types: ntfy %q, webhook %q", ntfy.types[0], slack.types[0])
-	}
-	deadline := time.Now().Add(time.Minute)
+}
+
+// waitCommandNotices waits until deadline for the command to have written its
+// four notices to out, and checks them clean.
+func waitCommandNotices(t *testing.T, out string, deadline time.Time) {
+	t.Helper()
 	for {
 		b, _ := os.ReadFile(out)
 		if strings.Count(string(b), "\n") == 4 {
@@ -152,21 +182,6 @@ func TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the command got: %q", b)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	for {
-		jmu.Lock()
-		j := strings.Join(journal, "\n")
-		jmu.Unlock()
-		if strings.Contains(j, "redirect refused") && strings.Contains(j, "webhook 1") {
-			if strings.Contains(j, "SECRETTOKEN") || strings.Contains(j, "token-in-redirect") {
-				t.Errorf("the journal names a URL: %s", j)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("failed deliveries not journaled: %s", j)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -96,6 +96,10 @@ type GitAccess interface {
 	// ListenOn makes the service reachable on ip (the swarm network's
 	// gateway); idempotent per ip.
 	ListenOn(ctx context.Context, ip string) error
+	// Prepare makes swarmID's repository from repo ahead of its first
+	// Grant: a start asks while it reads the task files, so its first
+	// grant does not wait for the copy. Forget removes it again.
+	Prepare(ctx context.Context, repo, swarmID string) error
 	// Grant gives one container access to its branch of the repository,
 	// through gateway (the swarm network's, given to ListenOn) only.
 	Grant(ctx context.Context, cb contract.ContainerBranch, gateway string) (Grant, error)
@@ -112,6 +116,11 @@ type GitAccess interface {
 	// Forget drops a swarm's repository and grants; Cleanup calls it once
 	// none of the swarm's containers is left.
 	Forget(ctx context.Context, swarmID string) error
+	// OnRefused sets where the service reports the requests of granted
+	// containers it refuses: the container and a bounded, printable
+	// reason of the service's. New sets it, so that containers adopted
+	// after a restart are heard too (their grants outlive the daemon).
+	OnRefused(fn func(sb contract.Sandbox, reason string))
 }
 
 // ModelAccess is the daemon's model gateway: the model keys stay in the

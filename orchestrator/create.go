@@ -352,9 +352,10 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 }
 
 // discard undoes a Start that failed half-way: the containers it created
-// are removed (running or not), and the swarm, its state file and its
-// journals are forgotten.
-func (sw *swarm) discard(ctx context.Context, created []*ctr) {
+// are removed (running or not), the network and the git service's copy
+// of the repository go as a refused start's do, and the swarm, its state
+// file and its journals are forgotten.
+func (sw *swarm) discard(ctx context.Context, created []*ctr, setup *startSetup) {
 	for _, c := range created {
 		if err := sw.m.eng.Remove(context.WithoutCancel(ctx), c.id); err != nil {
 			sw.m.log.Warn("remove container of a failed start", "name", c.name, "err", err)
@@ -362,7 +363,7 @@ func (sw *swarm) discard(ctx context.Context, created []*ctr) {
 		sw.revoke(c)
 	}
 	sw.close(ctx)
-	_ = sw.m.eng.RemoveNetworkIfUnused(context.WithoutCancel(ctx), sw.network)
+	setup.undo(ctx)
 	if err := sw.store.Remove(context.WithoutCancel(ctx)); err != nil {
 		sw.m.log.Warn("remove state of a failed start", "repo", sw.repo, "err", err)
 	}

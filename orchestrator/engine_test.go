@@ -424,23 +424,7 @@ func crashOnce(t *testing.T, killAt int) {
 	d, labels := realEngine(t)
 	names := uniqueNames(labels, "short", "long1", "long2", "queued")
 	repo, files := testRepo(t, names, 10)
-	scripts := map[string]string{
-		scriptKey(files[0]): "pace|10ms;auto|10",
-		scriptKey(files[1]): "pace|60ms;auto|10",
-		scriptKey(files[2]): "pace|60ms;auto|10",
-		scriptKey(files[3]): "pace|20ms;auto|10",
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1", "ORCH_TEST_IMAGE="+standinImage, "ORCH_TEST_RUN="+labels[dockertest.LabelKey],
-		"ORCH_TEST_REPO="+repo, "ORCH_TEST_FILES="+strings.Join(files, ","))
-	for k, v := range scripts {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd := startChildDaemon(t, labels, repo, files)
 	killed := false
 	defer func() {
 		if !killed {
@@ -496,6 +480,39 @@ func crashOnce(t *testing.T, killAt int) {
 	v := waitTerminal(t, m, repo, 90*time.Second)
 	sw := validateStateFile(t, repo)
 	t.Logf("killed at %d records (%d durable), recovered to %d; a container finished while down: %v", killAt, before, journalLines(repo), finishedWhileDown)
+	checkUninterruptedJournals(t, repo, sw)
+	_ = v
+}
+
+// startChildDaemon starts this test binary as a child daemon running a
+// swarm of files in repo: the first container fast, the next two slow, the
+// last between.
+func startChildDaemon(t *testing.T, labels map[string]string, repo string, files []string) *exec.Cmd {
+	t.Helper()
+	scripts := map[string]string{
+		scriptKey(files[0]): "pace|10ms;auto|10",
+		scriptKey(files[1]): "pace|60ms;auto|10",
+		scriptKey(files[2]): "pace|60ms;auto|10",
+		scriptKey(files[3]): "pace|20ms;auto|10",
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "ORCH_TEST_IMAGE="+standinImage, "ORCH_TEST_RUN="+labels[dockertest.LabelKey],
+		"ORCH_TEST_REPO="+repo, "ORCH_TEST_FILES="+strings.Join(files, ","))
+	for k, v := range scripts {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// checkUninterruptedJournals checks every container of sw completed its 10
+// stories and journaled what an uninterrupted run journals.
+func checkUninterruptedJournals(t *testing.T, repo string, sw *state.Swarm) {
+	t.Helper()
 	want := wantSignature(10)
 	for _, c := range sw.Containers {
 		if c.Status != state.StatusCompleted || c.StoryProgress != (state.Progress{Total: 10, Completed: 10}) {
@@ -506,7 +523,6 @@ func crashOnce(t *testing.T, killAt int) {
 			t.Errorf("%s: journal differs from an uninterrupted run (%d records, want %d):\n%s", c.ContainerName, len(got), len(want), strings.Join(got, "\n"))
 		}
 	}
-	_ = v
 }
 
 // waitWentOn waits until the containers have gone on while no daemon

@@ -75,7 +75,8 @@ func (f *follower) begin(start bool) bool {
 	// task-request (see below); a re-attached container's opens at once.
 	f.exitCh = eng.Wait(f.ctx, f.id)
 	tr.mark("exit wait registered")
-	ok := !start || f.start()
+	claimed := f.takeClaimed(start)
+	ok := !start || claimed != nil || f.start()
 	// Started, refused, or already running: either way it no longer
 	// holds the wave back.
 	sw.leaveWave(f.c)
@@ -86,11 +87,8 @@ func (f *follower) begin(start bool) bool {
 	if !start {
 		f.open()
 	}
-	info, err := eng.Inspect(f.ctx, f.id)
-	if err != nil {
-		if f.ctx.Err() == nil {
-			sw.finish(f.ctx, f.c, exitFacts{missing: true})
-		}
+	info, ok := f.inspect(claimed)
+	if !ok {
 		return false
 	}
 	tr.mark("inspected")
@@ -127,9 +125,40 @@ func (f *follower) begin(start bool) bool {
 		// the last container showed running later, not sooner.)
 		f.open()
 	}
-	f.armTimeout(info.StartedAt)
+	f.armTimeout(sw.limitFrom(f.c, info.StartedAt))
 	f.stopCh, _ = sw.stopChan(f.c)
 	return true
+}
+
+// takeClaimed is a claimed sandbox's view from its claim when this start
+// is its first (nil otherwise): it runs already, and an exit since then
+// reaches the exit wait registered before (the engine's wait looks at the
+// container once registered).
+func (f *follower) takeClaimed(start bool) *engine.Info {
+	f.sw.mu.Lock()
+	defer f.sw.mu.Unlock()
+	in := f.c.claimed
+	f.c.claimed = nil
+	if !start {
+		return nil
+	}
+	return in
+}
+
+// inspect is the container as the engine shows it (known: the claim's
+// view); false when it is gone (decided) or ctx ended.
+func (f *follower) inspect(known *engine.Info) (engine.Info, bool) {
+	if known != nil {
+		return *known, true
+	}
+	info, err := f.sw.m.eng.Inspect(f.ctx, f.id)
+	if err != nil {
+		if f.ctx.Err() == nil {
+			f.sw.finish(f.ctx, f.c, exitFacts{missing: true})
+		}
+		return engine.Info{}, false
+	}
+	return info, true
 }
 
 // deliver sends the task-request unless it was sent before (a re-attached
@@ -163,8 +192,19 @@ func (f *follower) deliver(start bool, tr *tracer) bool {
 	return true
 }
 
-// armTimeout starts the container's timeout. It counts from the engine's
-// start time, so it survives a daemon restart.
+// limitFrom is when c's time limit counts from: the engine's start, so
+// that it survives a daemon restart; but a sandbox claimed from the warm
+// pool was started long before its claim (up to sandbox.warm_max_age),
+// and its limit counts from the moment the state file took it in, as a
+// created container's nearly does.
+func (sw *swarm) limitFrom(c *ctr, started time.Time) time.Time {
+	if sc := sw.led.container(c.name); sc != nil && sc.CreatedAt.After(started) {
+		return sc.CreatedAt
+	}
+	return started
+}
+
+// armTimeout starts the container's timeout, counting from started.
 func (f *follower) armTimeout(started time.Time) {
 	sw := f.sw
 	if started.IsZero() || started.Year() < 2 {

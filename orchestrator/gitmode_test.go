@@ -32,11 +32,40 @@ type fakeGit struct {
 	unreceived map[string][]string // container -> commits
 	forgotten  []string            // swarm ids
 	forgetErr  error
+	prepared   []string // swarm ids, in the order Prepare was asked
+	prepareErr error    // Prepare's answer
+	// preparedFirst: whether each grant's swarm had been prepared before it.
+	preparedFirst map[string]bool
 	// onPublish, when set, sees every Publish as it is called.
 	onPublish func(name string)
 	// salvage, when set, answers Salvage (and the container's work then
 	// counts as received); without it Salvage fails.
 	salvage func(name string) (string, error)
+	// refused is what OnRefused set (refuse calls it).
+	refused func(sb contract.Sandbox, reason string)
+}
+
+func (g *fakeGit) OnRefused(fn func(sb contract.Sandbox, reason string)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refused = fn
+}
+
+// refuse reports a refusal of sb as the service would.
+func (g *fakeGit) refuse(sb contract.Sandbox, reason string) {
+	g.mu.Lock()
+	fn := g.refused
+	g.mu.Unlock()
+	if fn != nil {
+		fn(sb, reason)
+	}
+}
+
+func (g *fakeGit) Prepare(ctx context.Context, repo, swarmID string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.prepared = append(g.prepared, swarmID)
+	return g.prepareErr
 }
 
 func (g *fakeGit) Forget(ctx context.Context, swarmID string) error {
@@ -79,6 +108,10 @@ func (g *fakeGit) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 		g.granted = map[string]string{}
 	}
 	g.granted[name] = branch
+	if g.preparedFirst == nil {
+		g.preparedFirst = map[string]bool{}
+	}
+	g.preparedFirst[name] = slices.Contains(g.prepared, cb.Swarm)
 	// The service holds the branches whose name ends in 1 (a resume).
 	exists := strings.HasSuffix(branch, "1")
 	return Grant{RepoURL: "https://172.30.0.1:7443/" + cb.Swarm + ".git", Token: "tok-SECRET-" + name, CAFile: "/var/lib/aimi/ca.pem", BranchExists: &exists}, nil
@@ -159,6 +192,32 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 	if len(git.listening) == 0 || git.listening[0] != "172.30.0.1" {
 		t.Errorf("git service listening on %v, want the network gateway", git.listening)
 	}
+	checkLocalModeContainers(t, git, specs, v)
+	checkLocalModeRequests(t, requests)
+	if len(git.published) != 2 || len(git.revoked) < 2 {
+		t.Errorf("published %v revoked %v, want both containers", git.published, git.revoked)
+	}
+	// The pull request reaches the state file, not only the API's view.
+	for _, sc := range validateStateFile(t, repo).Containers {
+		if want := "https://github.example/org/repo/pull/" + sc.BranchName; sc.PRURL == nil || *sc.PRURL != want || sc.Status != state.StatusCompleted {
+			t.Errorf("%s in the state file: status %s prUrl %v, want completed with %s", sc.ContainerName, sc.Status, sc.PRURL, want)
+		}
+	}
+
+	t.Run("secrets stay out of state, journal and API answers", func(t *testing.T) {
+		checkNoSecretInAimiOrView(t, repo, v)
+	})
+
+	t.Run("cleanup keeps a container whose work was not received", func(t *testing.T) {
+		checkCleanupKeepsUnreceivedWork(t, ctx, m, git, repo, v)
+	})
+}
+
+// checkLocalModeContainers checks each container was granted its branch,
+// got the git token, the CA and the runner's secret in its environment and
+// the CA mounted read-only, and has its pull request.
+func checkLocalModeContainers(t *testing.T, git *fakeGit, specs map[string]engine.Spec, v api.SwarmView) {
+	t.Helper()
 	for _, d := range v.Containers {
 		if git.granted[d.Name] != d.Branch {
 			t.Errorf("%s: granted %q, want its branch %q", d.Name, git.granted[d.Name], d.Branch)
@@ -180,6 +239,12 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 			t.Errorf("%s: prUrl %v, want the published PR", d.Name, d.PRURL)
 		}
 	}
+}
+
+// checkLocalModeRequests checks each task-request names the git service
+// and whether the granted branch exists.
+func checkLocalModeRequests(t *testing.T, requests []string) {
+	t.Helper()
 	for _, r := range requests {
 		if !strings.Contains(r, `"repoUrl":"https://172.30.0.1:7443/`) {
 			t.Errorf("task-request %s does not carry the git service URL", r)
@@ -192,70 +257,68 @@ func TestLocalModeGrantsPublishesAndKeepsUnreceivedWork(t *testing.T) {
 			t.Errorf("task-request %s: branchExists %v, want the grant's %t", r, req.BranchExists, want)
 		}
 	}
-	if len(git.published) != 2 || len(git.revoked) < 2 {
-		t.Errorf("published %v revoked %v, want both containers", git.published, git.revoked)
-	}
-	// The pull request reaches the state file, not only the API's view.
-	for _, sc := range validateStateFile(t, repo).Containers {
-		if want := "https://github.example/org/repo/pull/" + sc.BranchName; sc.PRURL == nil || *sc.PRURL != want || sc.Status != state.StatusCompleted {
-			t.Errorf("%s in the state file: status %s prUrl %v, want completed with %s", sc.ContainerName, sc.Status, sc.PRURL, want)
-		}
-	}
+}
 
-	t.Run("secrets stay out of state, journal and API answers", func(t *testing.T) {
-		var all bytes.Buffer
-		filepath.Walk(filepath.Join(repo, ".aimi"), func(p string, info os.FileInfo, err error) error {
-			if err == nil && !info.IsDir() {
-				b, _ := os.ReadFile(p)
-				all.Write(b)
-			}
-			return nil
-		})
-		vj, _ := json.Marshal(v)
-		all.Write(vj)
-		for _, secret := range []string{"sk-VERY-SECRET", "tok-SECRET"} {
-			if bytes.Contains(all.Bytes(), []byte(secret)) {
-				t.Errorf("secret %q found in state, journal or view", secret)
-			}
+// checkNoSecretInAimiOrView checks the secrets stay out of the state file,
+// the journals and the API's view v.
+func checkNoSecretInAimiOrView(t *testing.T, repo string, v api.SwarmView) {
+	t.Helper()
+	var all bytes.Buffer
+	filepath.Walk(filepath.Join(repo, ".aimi"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			b, _ := os.ReadFile(p)
+			all.Write(b)
 		}
+		return nil
 	})
+	vj, _ := json.Marshal(v)
+	all.Write(vj)
+	for _, secret := range []string{"sk-VERY-SECRET", "tok-SECRET"} {
+		if bytes.Contains(all.Bytes(), []byte(secret)) {
+			t.Errorf("secret %q found in state, journal or view", secret)
+		}
+	}
+}
 
-	t.Run("cleanup keeps a container whose work was not received", func(t *testing.T) {
-		keep := v.Containers[0].Name
-		git.mu.Lock()
-		git.unreceived = map[string][]string{keep: {"abc123"}}
-		git.mu.Unlock()
-		rep, err := m.Cleanup(ctx, repo, false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Kept) != 1 || rep.Kept[0].Name != keep || len(rep.Removed) != 1 || rep.StateRemoved {
-			t.Fatalf("report %+v, want %s kept and the other removed", rep, keep)
-		}
-		sw := validateStateFile(t, repo)
-		if len(sw.Containers) != 1 || sw.Containers[0].ContainerName != keep {
-			t.Errorf("state after cleanup: %+v", sw.Containers)
-		}
-		if f := git.forgottenNow(); len(f) != 0 {
-			t.Errorf("git service told to forget %v while %s still holds work", f, keep)
-		}
-		git.mu.Lock()
-		git.forgetErr = errors.New("branch(es) feat/x; the mirror is kept")
-		git.mu.Unlock()
-		rep, err = m.Cleanup(ctx, repo, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "the mirror is kept") {
-			t.Errorf("report notes %v, want the git service's reason for keeping the repository", rep.Notes)
-		}
-		if len(rep.Lost) != 1 || !rep.StateRemoved {
-			t.Errorf("forced cleanup report %+v, want the lost commits listed and the state gone", rep)
-		}
-		if f := git.forgottenNow(); len(f) != 1 || f[0] != v.State.SwarmID {
-			t.Errorf("git service forgot %v, want exactly the swarm %s once its last container is gone", f, v.State.SwarmID)
-		}
-	})
+// checkCleanupKeepsUnreceivedWork checks cleanup keeps a container whose
+// work the git service did not receive, and a forced cleanup removes it,
+// reporting the lost commits and why the git service keeps the repository.
+func checkCleanupKeepsUnreceivedWork(t *testing.T, ctx context.Context, m *Manager, git *fakeGit, repo string, v api.SwarmView) {
+	t.Helper()
+	keep := v.Containers[0].Name
+	git.mu.Lock()
+	git.unreceived = map[string][]string{keep: {"abc123"}}
+	git.mu.Unlock()
+	rep, err := m.Cleanup(ctx, repo, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Kept) != 1 || rep.Kept[0].Name != keep || len(rep.Removed) != 1 || rep.StateRemoved {
+		t.Fatalf("report %+v, want %s kept and the other removed", rep, keep)
+	}
+	sw := validateStateFile(t, repo)
+	if len(sw.Containers) != 1 || sw.Containers[0].ContainerName != keep {
+		t.Errorf("state after cleanup: %+v", sw.Containers)
+	}
+	if f := git.forgottenNow(); len(f) != 0 {
+		t.Errorf("git service told to forget %v while %s still holds work", f, keep)
+	}
+	git.mu.Lock()
+	git.forgetErr = errors.New("branch(es) feat/x; the mirror is kept")
+	git.mu.Unlock()
+	rep, err = m.Cleanup(ctx, repo, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "the mirror is kept") {
+		t.Errorf("report notes %v, want the git service's reason for keeping the repository", rep.Notes)
+	}
+	if len(rep.Lost) != 1 || !rep.StateRemoved {
+		t.Errorf("forced cleanup report %+v, want the lost commits listed and the state gone", rep)
+	}
+	if f := git.forgottenNow(); len(f) != 1 || f[0] != v.State.SwarmID {
+		t.Errorf("git service forgot %v, want exactly the swarm %s once its last container is gone", f, v.State.SwarmID)
+	}
 }
 
 func TestJournalStreamsAndFollows(t *testing.T) {
@@ -389,16 +452,7 @@ func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		v, err := m1.Status(context.Background(), repo)
-		if err == nil && allTerminal(v) && len(git.publishedNow()) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want both terminal and one published: %v published %v", describe(v), git.publishedNow())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitTerminalAndOnePublished(t, m1, git, repo, deadline)
 	crash(t, m1, cancel1)
 	late, lateID, done := "", "", git.publishedNow()[0]
 	for _, c := range validateStateFile(t, repo).Containers {
@@ -454,6 +508,22 @@ func TestRecoverPublishesWhatADaemonThatDiedTooEarlyDidNot(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after recovery: %v published %v", describe(v), git.publishedNow())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitTerminalAndOnePublished waits until deadline for every container of
+// repo to be terminal and one of them published.
+func waitTerminalAndOnePublished(t *testing.T, m *Manager, git *fakeGit, repo string, deadline time.Time) {
+	t.Helper()
+	for {
+		v, err := m.Status(context.Background(), repo)
+		if err == nil && allTerminal(v) && len(git.publishedNow()) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want both terminal and one published: %v published %v", describe(v), git.publishedNow())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

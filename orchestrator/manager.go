@@ -106,6 +106,9 @@ func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 		swarms: map[string]*swarm{}, repoMu: map[string]chan struct{}{}, oomed: map[string]bool{},
 	}
 	m.beat.beat()
+	if cfg.Git != nil {
+		cfg.Git.OnRefused(m.noteGitRefused)
+	}
 	m.wg.Go(func() { m.watchForeignStops(life) })
 	if src := engine.Capabilities(eng).Events; src != nil {
 		m.wg.Add(1)
@@ -186,20 +189,14 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		return viewOf(appended), err
 	}
 	tr.mark("adopted")
-	// The swarm's network (an engine round trip, and in local mode the
-	// git service's listener on its gateway) is made while the task files
-	// are read from git; a refused start removes it again.
+	// The swarm's network and the git service's copy of the repository
+	// are made while the task files are read; a refused start removes
+	// them again.
 	sw := &swarm{m: m, id: uuid.NewString(), repo: repo, repoID: RepoID(repo), local: req.Local, store: state.Open(repo)}
 	sw.network = networkName(sw.id)
-	netErrC := make(chan error, 1)
-	go func() { netErrC <- sw.ensureNetwork(ctx) }()
-	netErr := sync.OnceValue(func() error { return <-netErrC })
+	setup := sw.beginSetup(ctx)
 	refuse := func(err error) (api.SwarmView, error) {
-		if netErr() == nil {
-			if rerr := m.eng.RemoveNetworkIfUnused(context.WithoutCancel(ctx), sw.network); rerr != nil {
-				m.log.Warn("the network of a refused start stays", "network", sw.network, "err", rerr)
-			}
-		}
+		setup.undo(ctx)
 		return api.SwarmView{}, err
 	}
 	named, err := sw.plan(ctx, req, tr)
@@ -219,15 +216,15 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		return refuse(err)
 	}
 	tr.mark("state opened")
-	if err := netErr(); err != nil {
-		sw.close(ctx)
+	if err := setup.wait(); err != nil {
+		sw.discard(ctx, nil, setup)
 		return api.SwarmView{}, err
 	}
 	tr.mark("network ready, names planned")
 	created, err := sw.createAll(ctx, named)
 	tr.mark("all created")
 	if err != nil {
-		sw.discard(ctx, created)
+		sw.discard(ctx, created, setup)
 		return api.SwarmView{}, err
 	}
 	m.mu.Lock()

@@ -249,8 +249,11 @@ func TestStop(t *testing.T) {
 	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files, Max: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if !waitUntil(5*time.Second, func() bool { return eng.runningNow() >= 2 }) {
-		t.Fatalf("%d containers running after 5 s, want the two first", eng.runningNow())
+	// Running as the daemon sees it: a container shows running once its
+	// task-request is journaled, which is after the engine's start and
+	// before the request reaches it.
+	if !waitUntil(10*time.Second, func() bool { return eng.fedOf("trap") && eng.fedOf("ignore") }) {
+		t.Fatalf("the two first have their requests: trap %v, ignore %v; want both", eng.fedOf("trap"), eng.fedOf("ignore"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -290,8 +293,10 @@ func TestStopReturnsWhenTheEngineNeverAnswers(t *testing.T) {
 	if _, err := m.Start(context.Background(), api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
 		t.Fatal(err)
 	}
-	if !waitUntil(5*time.Second, func() bool { return eng.runningNow() >= 1 }) {
-		t.Fatal("the container is not running after 5 s")
+	// Running as the daemon sees it (its task-request journaled), not
+	// only started.
+	if !waitUntil(10*time.Second, func() bool { return eng.fedOf("stuck") }) {
+		t.Fatal("the container has no task-request after 10 s")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

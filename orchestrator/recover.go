@@ -178,8 +178,11 @@ func (sw *swarm) restoreDetail(c *ctr, r state.Record) {
 		return // the journal's cap: not a line of the container
 	case r.Usage != nil:
 		return // a model call's account: not a line of the container
-	case r.Stream == state.StreamDaemon && r.Type == TypeEgressDenied:
+	case r.Stream == state.StreamDaemon && r.Type == state.TypeEgressDenied:
 		c.egressDenied++
+		return
+	case r.Stream == state.StreamDaemon && r.Type == state.TypeGitRefused:
+		c.gitRefused++
 		return
 	case r.Stream == state.StreamDaemon && !r.Valid && r.Rejected == "":
 		return // a note of the daemon's (a limit wait, the inbox): not a line of the container

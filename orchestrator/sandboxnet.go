@@ -10,10 +10,6 @@ import (
 	"github.com/aimi-tools/swarm/state"
 )
 
-// TypeEgressDenied is the journal record of a request the egress proxy
-// refused (stream "daemon", no message).
-const TypeEgressDenied = "egress-denied"
-
 // serviceAddr is where the daemon's services listen for sandboxes without
 // a network: the host's loopback, reached through each container's own
 // sockets (package egress), never through an address the sandbox holds.
@@ -112,12 +108,16 @@ func (m *Manager) netDirOf(id string) string {
 	return m.cfg.Warm.SocketDir(id)
 }
 
-// noteDenied journals a refused egress request as a daemon record.
+// noteDenied journals a refused egress request as a daemon record and
+// counts it. As with the git service's refusals, only a journaled one is
+// counted: Recover rebuilds the count from the journal, so a restart
+// shows the count it showed before.
 func (sw *swarm) noteDenied(name, method, host string, port int, reason string) {
 	target := host + ":" + strconv.Itoa(port)
-	rec := state.Record{Stream: state.StreamDaemon, Type: TypeEgressDenied, Reason: method + " " + target + ": " + reason}
+	rec := state.Record{Stream: state.StreamDaemon, Type: state.TypeEgressDenied, Reason: method + " " + target + ": " + reason}
 	if err := sw.led.note(sw.m.life, name, rec); err != nil {
 		sw.m.log.Warn("journal an egress refusal", "container", name, "err", err)
+		return
 	}
 	if c := sw.find(name); c != nil {
 		sw.mu.Lock()

@@ -79,8 +79,9 @@ type ctr struct {
 	unpushed   []string
 	// overBudget: its run ended with BUDGET_EXCEEDED (budget.go).
 	overBudget bool
-	// egressDenied counts the requests the egress proxy refused it.
-	egressDenied int
+	// egressDenied and gitRefused count the requests the egress proxy
+	// and the git service refused it (journaled, one record each).
+	egressDenied, gitRefused int
 	// leaveWave takes the container out of its swarm's start wave
 	// (startWave); nil when it is not in one.
 	leaveWave func()
@@ -94,6 +95,10 @@ type ctr struct {
 	warm        bool
 	claimEnv    []string
 	claimMounts []engine.Mount
+	// claimed is the engine's view of a claimed sandbox at its claim
+	// (running): its start neither starts nor inspects it again. Taken
+	// once; nil otherwise.
+	claimed *engine.Info
 }
 
 // leaveWave takes c out of the start wave, if it is in one.
@@ -526,7 +531,7 @@ func (sw *swarm) view() api.SwarmView {
 	for _, c := range sw.ctrs {
 		d := api.ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
 			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: c.errorsView(), LastOutput: c.lastOutput,
-			Rejected: c.rejected, EgressDenied: c.egressDenied, PRURL: c.prURL, Node: c.node}
+			Rejected: c.rejected, EgressDenied: c.egressDenied, GitRefused: c.gitRefused, PRURL: c.prURL, Node: c.node}
 		d.Stories = c.storyDetails(reported[c.name])
 		d.LimitWaits = waits[c.name]
 		if e := snap.Container(c.name); e != nil {

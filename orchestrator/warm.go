@@ -18,9 +18,11 @@ import (
 // with their claim's labels (warmpool.Overlay).
 type WarmPool interface {
 	// Claim renames a waiting sandbox of s's settings to s.Name and joins
-	// it to s.Network (none: it stays on no network); ok false (nothing done) when none fits. A name held
-	// by another container is engine.ErrConflict, as from Create.
-	Claim(ctx context.Context, s engine.Spec) (id string, ok bool, err error)
+	// it to s.Network (none: it stays on no network); ok false (nothing
+	// done) when none fits. A name held by another container is
+	// engine.ErrConflict, as from Create. info is the engine's inspect of
+	// the running sandbox, taken by the claim.
+	Claim(ctx context.Context, s engine.Spec) (info engine.Info, ok bool, err error)
 	// Confirm says the state file holds these claimed containers.
 	Confirm(ids ...string) error
 	// Busy holds the pool's own creates back until done is called.
@@ -108,12 +110,12 @@ func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec engine.Spec) (bool,
 		// served in the pool's directory, replace any network.
 		spec.Network = engine.NetworkNone
 	}
-	id, ok, err := pool.Claim(ctx, spec)
+	info, ok, err := pool.Claim(ctx, spec)
 	if err != nil || !ok {
 		return false, err
 	}
 	sw.mu.Lock()
-	c.id, c.fresh, c.warm = id, true, true
+	c.id, c.fresh, c.warm, c.claimed = info.ID, true, true, &info
 	c.claimEnv, c.claimMounts = spec.Env, spec.Mounts
 	sw.mu.Unlock()
 	return true, nil

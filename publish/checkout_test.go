@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -46,15 +47,26 @@ func (f fixture) containerWork(t *testing.T, names ...string) string {
 	return tip
 }
 
+// intoCheckoutCase is one case of TestIntoCheckout: setup prepares the
+// fixture and returns the tip the user's feat must have afterwards.
+type intoCheckoutCase struct {
+	name    string
+	setup   func(t *testing.T, f fixture) (wantTip string)
+	action  Action
+	wantErr error
+	msg     []string // in the error
+}
+
 func TestIntoCheckout(t *testing.T) {
 	ctx := t.Context()
-	tests := []struct {
-		name    string
-		setup   func(t *testing.T, f fixture) (wantTip string)
-		action  Action
-		wantErr error
-		msg     []string // in the error
-	}{
+	for _, tc := range intoCheckoutCases() {
+		t.Run(tc.name, func(t *testing.T) { checkIntoCheckout(t, ctx, tc) })
+	}
+}
+
+// intoCheckoutCases are TestIntoCheckout's cases.
+func intoCheckoutCases() []intoCheckoutCase {
+	return []intoCheckoutCase{
 		{name: "new branch is created", action: Created,
 			setup: func(t *testing.T, f fixture) string { return f.containerWork(t, "a.txt") }},
 		{name: "branch behind is fast-forwarded", action: FastForwarded,
@@ -117,36 +129,38 @@ func TestIntoCheckout(t *testing.T) {
 		{name: "container without the branch has nothing", wantErr: ErrNoBranch,
 			setup: func(t *testing.T, f fixture) string { return "" }},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			want := tc.setup(t, f)
-			res, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), "")
-			if tc.wantErr != nil {
-				if !errors.Is(err, tc.wantErr) {
-					t.Fatalf("err = %v, want %v", err, tc.wantErr)
-				}
-				for _, m := range tc.msg {
-					if !strings.Contains(err.Error(), m) {
-						t.Errorf("error %q lacks %q", err, m)
-					}
-				}
-			} else if err != nil {
-				t.Fatal(err)
-			} else if res.Action != tc.action {
-				t.Fatalf("action = %s, want %s", res.Action, tc.action)
+}
+
+// checkIntoCheckout publishes the container's feat into the user's
+// checkout as tc sets it up and checks the action or error, where feat is
+// and that the user's worktree did not change.
+func checkIntoCheckout(t *testing.T, ctx context.Context, tc intoCheckoutCase) {
+	f := newFixture(t)
+	want := tc.setup(t, f)
+	res, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), "")
+	if tc.wantErr != nil {
+		if !errors.Is(err, tc.wantErr) {
+			t.Fatalf("err = %v, want %v", err, tc.wantErr)
+		}
+		for _, m := range tc.msg {
+			if !strings.Contains(err.Error(), m) {
+				t.Errorf("error %q lacks %q", err, m)
 			}
-			got := ""
-			if want != "" {
-				got = mustGit(t, f.user, "rev-parse", "refs/heads/feat")
-			}
-			if got != want {
-				t.Fatalf("user's feat = %q, want %q", got, want)
-			}
-			if mustGit(t, f.user, "status", "--porcelain") != "" {
-				t.Fatal("the user's worktree changed")
-			}
-		})
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	} else if res.Action != tc.action {
+		t.Fatalf("action = %s, want %s", res.Action, tc.action)
+	}
+	got := ""
+	if want != "" {
+		got = mustGit(t, f.user, "rev-parse", "refs/heads/feat")
+	}
+	if got != want {
+		t.Fatalf("user's feat = %q, want %q", got, want)
+	}
+	if mustGit(t, f.user, "status", "--porcelain") != "" {
+		t.Fatal("the user's worktree changed")
 	}
 }
 

@@ -47,16 +47,27 @@ func (f fixture) userBranch(t *testing.T, files ...string) string {
 // from it, in the main worktree or a linked one): publishing must not move
 // the branch under it, the operation must finish as it would have without
 // the daemon, and the container's tip must stay named in the checkout.
+// userOpCase is one case of
+// TestIntoCheckoutDoesNotMoveABranchUnderAUserOperation.
+type userOpCase struct {
+	name string
+	// start begins the operation in a worktree of f.user (dir "" for
+	// a linked one it makes) and returns where it runs.
+	start func(t *testing.T, f fixture) (dir string)
+	// finish ends it the usual way; feat must then be want(mine).
+	finish func(t *testing.T, dir string) error
+	msg    string
+}
+
 func TestIntoCheckoutDoesNotMoveABranchUnderAUserOperation(t *testing.T) {
-	tests := []struct {
-		name string
-		// start begins the operation in a worktree of f.user (dir "" for
-		// a linked one it makes) and returns where it runs.
-		start func(t *testing.T, f fixture) (dir string)
-		// finish ends it the usual way; feat must then be want(mine).
-		finish func(t *testing.T, dir string) error
-		msg    string
-	}{
+	for _, tc := range userOpCases() {
+		t.Run(tc.name, func(t *testing.T) { checkNotMovedUnderUserOp(t, tc) })
+	}
+}
+
+// userOpCases are the user's operations a publish must not move feat under.
+func userOpCases() []userOpCase {
+	return []userOpCase{
 		{name: "rebase stopped in a linked worktree, continued", msg: "rebase",
 			start: func(t *testing.T, f fixture) string {
 				wt := linked(t, f, "feat")
@@ -98,36 +109,38 @@ func TestIntoCheckoutDoesNotMoveABranchUnderAUserOperation(t *testing.T) {
 			},
 			finish: func(t *testing.T, dir string) error { return tryGit(t, dir, "bisect", "reset") }},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := t.Context()
-			f := newFixture(t)
-			mine := f.userBranch(t, "u1.txt", "u2.txt")
-			dir := tc.start(t, f)
-			tip := f.containerWork(t, "a.txt")
-			_, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), "refs/aimi/unpublished/s1/feat")
-			t.Logf("refusal: %v", err)
-			if !errors.Is(err, ErrBusy) {
-				t.Errorf("err = %v, want ErrBusy", err)
-			}
-			for _, m := range []string{tc.msg, "not moved", "refs/aimi/unpublished/s1/feat"} {
-				if err != nil && !strings.Contains(err.Error(), m) {
-					t.Errorf("error %q lacks %q", err, m)
-				}
-			}
-			if got, _ := testGit.RevParse(ctx, f.user, "refs/aimi/unpublished/s1/feat"); got != tip {
-				t.Errorf("the container's tip is not named: refs/aimi/unpublished/s1/feat = %s, want %s", got, tip)
-			}
-			if err := tc.finish(t, dir); err != nil {
-				t.Fatalf("the user's operation could not finish after the publish: %v", err)
-			}
-			if ok, _ := testGit.IsAncestor(ctx, f.user, mine, "refs/heads/feat"); !ok {
-				t.Errorf("feat lost the user's commit %s", mine)
-			}
-			if ok, _ := testGit.IsAncestor(ctx, f.user, tip, "refs/heads/feat"); ok {
-				t.Errorf("feat holds the container's commit: it was moved under the user's operation")
-			}
-		})
+}
+
+// checkNotMovedUnderUserOp publishes the container's feat while tc's
+// operation runs: it is refused as busy with the tip named, and the
+// operation finishes with the user's commit and without the container's.
+func checkNotMovedUnderUserOp(t *testing.T, tc userOpCase) {
+	ctx := t.Context()
+	f := newFixture(t)
+	mine := f.userBranch(t, "u1.txt", "u2.txt")
+	dir := tc.start(t, f)
+	tip := f.containerWork(t, "a.txt")
+	_, err := IntoCheckout(ctx, testGit, f.src, f.branch("feat"), "refs/aimi/unpublished/s1/feat")
+	t.Logf("refusal: %v", err)
+	if !errors.Is(err, ErrBusy) {
+		t.Errorf("err = %v, want ErrBusy", err)
+	}
+	for _, m := range []string{tc.msg, "not moved", "refs/aimi/unpublished/s1/feat"} {
+		if err != nil && !strings.Contains(err.Error(), m) {
+			t.Errorf("error %q lacks %q", err, m)
+		}
+	}
+	if got, _ := testGit.RevParse(ctx, f.user, "refs/aimi/unpublished/s1/feat"); got != tip {
+		t.Errorf("the container's tip is not named: refs/aimi/unpublished/s1/feat = %s, want %s", got, tip)
+	}
+	if err := tc.finish(t, dir); err != nil {
+		t.Fatalf("the user's operation could not finish after the publish: %v", err)
+	}
+	if ok, _ := testGit.IsAncestor(ctx, f.user, mine, "refs/heads/feat"); !ok {
+		t.Errorf("feat lost the user's commit %s", mine)
+	}
+	if ok, _ := testGit.IsAncestor(ctx, f.user, tip, "refs/heads/feat"); ok {
+		t.Errorf("feat holds the container's commit: it was moved under the user's operation")
 	}
 }
 

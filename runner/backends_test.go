@@ -311,3 +311,25 @@ func TestConcurrentStoriesAreIsolated(t *testing.T) {
 		})
 	}
 }
+
+// TestALoneStoryWorksInTheWorkspaceItself: a run with one story to do
+// cannot run two at once whatever maxConcurrency says, so the story works
+// in the workspace itself (the path agents expect) instead of a worktree
+// made, checked out and cherry-picked back for nothing.
+func TestALoneStoryWorksInTheWorkspaceItself(t *testing.T) {
+	f := twoRoots(t)
+	f.UserStories = f.UserStories[:1]
+	f.Metadata.MaxConcurrency = 3
+	s := newScenario(t, f, "")
+	s.cfg.Agent = AgentExec
+	s.cfg.AgentCommand = `pwd > "$AIMI_STORY_ID.where"`
+	_, msgs := runScenario(t, context.Background(), s, s.request(t))
+	if c := completionOf(t, msgs); c.Status != acpmsg.CompletionCompleted {
+		t.Fatalf("completion %+v", c)
+	}
+	id := f.UserStories[0].ID
+	where := strings.TrimSpace(s.srv.Show(t, s.branch, id+".where"))
+	if want, _ := filepath.EvalSymlinks(s.cfg.Workspace); where != s.cfg.Workspace && where != want {
+		t.Errorf("the lone story worked in %s, want the workspace %s", where, s.cfg.Workspace)
+	}
+}

@@ -8,12 +8,14 @@
 // to tasks and the ACP client methods to acpclient.
 //
 // Concurrency: stories that are ready together run at once up to the task
-// file's maxConcurrency. With a limit above one, each story works in its own
+// file's maxConcurrency, and never more than the run has stories to do. With
+// a limit above one, each story works in its own
 // git worktree (a detached checkout of the branch's HEAD under
 // .git/aimi-worktrees/ in the workspace), and when it completes its changes are cherry-picked onto the
 // branch: concurrent agents neither see nor commit each other's edits, a
 // story whose edits conflict with one that finished first fails, and a failed
-// story's changes stay off the branch. With a limit of one the story works in
+// story's changes stay off the branch. With a limit of one (a lone story
+// too) the story works in
 // the workspace itself and a failed story's changes are committed with its
 // status, for inspection. Git steps (task file, commit, push) run on one
 // goroutine.

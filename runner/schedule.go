@@ -31,7 +31,8 @@ type sched struct {
 	running   map[string]bool
 	blocked   map[string]bool // skipped in this run because a dependency failed
 	limit     int
-	// isolate: with more than one story at a time, each story works in
+	// isolate: with more than one story at a time (limit: maxConcurrency,
+	// at most the stories the run has to do), each story works in
 	// its own git worktree and its changes are cherry-picked onto the
 	// branch when it completes: concurrent agents neither see nor commit
 	// each other's edits, and a failed story's changes stay off the
@@ -47,15 +48,23 @@ func newSched(f *tasks.File) *sched {
 	sc := &sched{idx: make(map[string]int, len(f.UserStories)), retry: map[string]bool{},
 		attempted: map[string]bool{}, running: map[string]bool{}, blocked: map[string]bool{},
 		limit: f.Metadata.MaxConcurrency, results: make(chan storyResult)}
+	todo := 0
 	for i, s := range f.UserStories {
 		sc.idx[s.ID] = i
 		if s.Status == tasks.Failed || s.Status == tasks.InProgress {
 			sc.retry[s.ID] = true
 		}
+		if sc.eligible(s) {
+			todo++
+		}
 	}
 	if sc.limit <= 0 {
 		sc.limit = tasks.DefaultMaxConcurrency
 	}
+	// No more stories run at once than the run has to do: a lone story
+	// works in the workspace itself, not in a worktree made, checked out
+	// and cherry-picked back for nothing.
+	sc.limit = min(sc.limit, max(todo, 1))
 	sc.isolate = sc.limit > 1
 	return sc
 }

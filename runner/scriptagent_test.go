@@ -38,60 +38,18 @@ const envScriptAgent = "RUNNER_TEST_SCRIPT_AGENT"
 //	long-line       writes an 11 MiB line while prompted
 //	stall...        see stallScript
 func scriptAgent(mode string, in io.Reader, out io.Writer) {
-	w := bufio.NewWriter(out)
-	send := func(v any) {
-		b, _ := json.Marshal(v)
-		w.Write(b)
-		w.WriteByte('\n')
-		w.Flush()
-	}
-	update := func(sid, text string) {
-		send(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
-			"sessionId": sid, "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}}})
-	}
-	answer := func(id json.RawMessage, result any) {
-		send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
-	}
-	const sid = "sess-1"
-	// Answers to the agent's own requests (fs/*) arrive on the same stream.
-	var asked []string
-	got := map[string]string{}
-	nextID := 100
-	request := func(method string, params any) {
-		nextID++
-		asked = append(asked, fmt.Sprint(nextID))
-		send(map[string]any{"jsonrpc": "2.0", "id": nextID, "method": method, "params": params})
-	}
-	var promptID json.RawMessage
-	stalls := newStallScript(mode, sid, send, answer)
+	a := &scriptedAgent{mode: mode, w: bufio.NewWriter(out), sid: "sess-1", got: map[string]string{}, nextID: 100}
+	stalls := newStallScript(mode, a.sid, a.send, a.answer)
 
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Result json.RawMessage `json:"result"`
-			Error  json.RawMessage `json:"error"`
-		}
+		var m scriptMsg
 		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue
 		}
 		if m.Method == "" {
-			if len(m.Error) > 0 {
-				got[string(m.ID)] = `"refused"`
-			} else {
-				got[string(m.ID)] = `"served"`
-			}
-			if promptID != nil && len(got) == len(asked) {
-				var res []string
-				for _, id := range asked {
-					res = append(res, got[id])
-				}
-				update(sid, "fs answers: "+strings.Join(res, ","))
-				answer(promptID, map[string]any{"stopReason": "end_turn"})
-				promptID = nil
-			}
+			a.onAnswer(m)
 			continue
 		}
 		if stalls.handle(m.Method, m.ID) {
@@ -99,67 +57,141 @@ func scriptAgent(mode string, in io.Reader, out io.Writer) {
 		}
 		switch m.Method {
 		case "initialize":
-			switch {
-			case mode == "silent":
-				continue
-			case mode == "foreign":
-				update(sid, "FOREIGN before initialize")
-			case strings.HasPrefix(mode, "version="):
-				v := strings.TrimPrefix(mode, "version=")
-				r := map[string]any{"agentCapabilities": map[string]any{}}
-				if v != "none" {
-					r["protocolVersion"] = json.RawMessage(v)
-				}
-				answer(m.ID, r)
-				continue
-			}
-			answer(m.ID, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{},
-				"authMethods": []any{map[string]any{"id": "api-key", "name": "API key"}}})
+			a.initialize(m.ID)
 		case "session/new":
-			switch mode {
-			case "silent-session":
-				continue
-			case "empty-session":
-				answer(m.ID, map[string]any{})
-				continue
-			case "auth-required":
-				send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32000, "message": "Authentication required"}})
-				continue
-			case "foreign":
-				update(sid, "FOREIGN before the session exists")
-			}
-			answer(m.ID, map[string]any{"sessionId": sid})
+			a.sessionNew(m.ID)
 		case "session/prompt":
-			switch mode {
-			case "burst":
-				for i := range 20000 {
-					update(sid, fmt.Sprintf("chunk %d. ", i))
-				}
-			case "no-stop-reason":
-				answer(m.ID, map[string]any{})
-				continue
-			case "foreign":
-				update("someone-else", "FOREIGN for another session")
-				update(sid, "own update.")
-				ws, _ := os.Getwd()
-				promptID = m.ID
-				request("fs/read_text_file", map[string]any{"sessionId": "someone-else", "path": filepath.Join(ws, "secret.txt")})
-				request("fs/write_text_file", map[string]any{"sessionId": "someone-else", "path": filepath.Join(ws, "planted.txt"), "content": "x"})
-				request("fs/read_text_file", map[string]any{"sessionId": sid, "path": filepath.Join(ws, "secret.txt")})
-				continue
-			case "fatal":
-				fmt.Fprint(os.Stderr, strings.Repeat("agent: routine chatter line\n", 300))
-				fmt.Fprint(os.Stderr, "FATAL: the model endpoint refused the API key\n")
-				os.Exit(7)
-			case "long-line":
-				w.WriteString(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`)
-				w.WriteString(strings.Repeat("x", 11<<20))
-				w.WriteString("\"}}}}\n")
-				w.Flush()
-			}
-			answer(m.ID, map[string]any{"stopReason": "end_turn"})
+			a.prompt(m.ID)
 		}
 	}
+}
+
+// scriptMsg is a line the scripted agent reads: a request, a notification
+// or an answer to one of its own requests.
+type scriptMsg struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// scriptedAgent is the state of scriptAgent's conversation.
+type scriptedAgent struct {
+	mode string
+	w    *bufio.Writer
+	sid  string
+	// Answers to the agent's own requests (fs/*) arrive on the same stream.
+	asked    []string
+	got      map[string]string
+	nextID   int
+	promptID json.RawMessage
+}
+
+func (a *scriptedAgent) send(v any) {
+	b, _ := json.Marshal(v)
+	a.w.Write(b)
+	a.w.WriteByte('\n')
+	a.w.Flush()
+}
+
+func (a *scriptedAgent) update(sid, text string) {
+	a.send(map[string]any{"jsonrpc": "2.0", "method": "session/update", "params": map[string]any{
+		"sessionId": sid, "update": map[string]any{"sessionUpdate": "agent_message_chunk", "content": map[string]any{"type": "text", "text": text}}}})
+}
+
+func (a *scriptedAgent) answer(id json.RawMessage, result any) {
+	a.send(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+func (a *scriptedAgent) request(method string, params any) {
+	a.nextID++
+	a.asked = append(a.asked, fmt.Sprint(a.nextID))
+	a.send(map[string]any{"jsonrpc": "2.0", "id": a.nextID, "method": method, "params": params})
+}
+
+// onAnswer records the answer to one of the agent's own requests; with all
+// of them answered it reports them and ends the prompt that waits on them.
+func (a *scriptedAgent) onAnswer(m scriptMsg) {
+	if len(m.Error) > 0 {
+		a.got[string(m.ID)] = `"refused"`
+	} else {
+		a.got[string(m.ID)] = `"served"`
+	}
+	if a.promptID != nil && len(a.got) == len(a.asked) {
+		var res []string
+		for _, id := range a.asked {
+			res = append(res, a.got[id])
+		}
+		a.update(a.sid, "fs answers: "+strings.Join(res, ","))
+		a.answer(a.promptID, map[string]any{"stopReason": "end_turn"})
+		a.promptID = nil
+	}
+}
+
+func (a *scriptedAgent) initialize(id json.RawMessage) {
+	switch {
+	case a.mode == "silent":
+		return
+	case a.mode == "foreign":
+		a.update(a.sid, "FOREIGN before initialize")
+	case strings.HasPrefix(a.mode, "version="):
+		v := strings.TrimPrefix(a.mode, "version=")
+		r := map[string]any{"agentCapabilities": map[string]any{}}
+		if v != "none" {
+			r["protocolVersion"] = json.RawMessage(v)
+		}
+		a.answer(id, r)
+		return
+	}
+	a.answer(id, map[string]any{"protocolVersion": 1, "agentCapabilities": map[string]any{},
+		"authMethods": []any{map[string]any{"id": "api-key", "name": "API key"}}})
+}
+
+func (a *scriptedAgent) sessionNew(id json.RawMessage) {
+	switch a.mode {
+	case "silent-session":
+		return
+	case "empty-session":
+		a.answer(id, map[string]any{})
+		return
+	case "auth-required":
+		a.send(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": -32000, "message": "Authentication required"}})
+		return
+	case "foreign":
+		a.update(a.sid, "FOREIGN before the session exists")
+	}
+	a.answer(id, map[string]any{"sessionId": a.sid})
+}
+
+func (a *scriptedAgent) prompt(id json.RawMessage) {
+	switch a.mode {
+	case "burst":
+		for i := range 20000 {
+			a.update(a.sid, fmt.Sprintf("chunk %d. ", i))
+		}
+	case "no-stop-reason":
+		a.answer(id, map[string]any{})
+		return
+	case "foreign":
+		a.update("someone-else", "FOREIGN for another session")
+		a.update(a.sid, "own update.")
+		ws, _ := os.Getwd()
+		a.promptID = id
+		a.request("fs/read_text_file", map[string]any{"sessionId": "someone-else", "path": filepath.Join(ws, "secret.txt")})
+		a.request("fs/write_text_file", map[string]any{"sessionId": "someone-else", "path": filepath.Join(ws, "planted.txt"), "content": "x"})
+		a.request("fs/read_text_file", map[string]any{"sessionId": a.sid, "path": filepath.Join(ws, "secret.txt")})
+		return
+	case "fatal":
+		fmt.Fprint(os.Stderr, strings.Repeat("agent: routine chatter line\n", 300))
+		fmt.Fprint(os.Stderr, "FATAL: the model endpoint refused the API key\n")
+		os.Exit(7)
+	case "long-line":
+		a.w.WriteString(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + a.sid + `","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`)
+		a.w.WriteString(strings.Repeat("x", 11<<20))
+		a.w.WriteString("\"}}}}\n")
+		a.w.Flush()
+	}
+	a.answer(id, map[string]any{"stopReason": "end_turn"})
 }
 
 // scriptBackend runs the scripted agent in mode as an ACP backend.
@@ -297,12 +329,16 @@ func TestLastWordsKeepsTheEnd(t *testing.T) {
 
 func TestAgentThatRequiresAuthenticationSaysWhichMethods(t *testing.T) {
 	b, dir := scriptBackend(t, "auth-required", time.Minute)
-	start := time.Now()
 	o := b.runStory(context.Background(), "US-001", "go", dir)
 	if o.err == nil || !strings.Contains(o.err.Error(), "requires authentication: set "+contract.EnvAgentAuthMethod+" to one of [api-key]") {
 		t.Fatalf("outcome %+v, err %v", o, o.err)
 	}
-	if took := time.Since(start); took > processExitWait {
-		t.Errorf("took %v: an explained refusal needs no wait for a crash", took)
+	// The wait a crash gets (up to processExitWait for the agent's exit)
+	// is in the crash report's path, whose error names the step
+	// ("agent session/new: ...", "agent exited during session/new"). A
+	// bound on the time taken would count this test binary's start as the
+	// agent too, over a second on a loaded machine.
+	if strings.Contains(o.err.Error(), "session/new") {
+		t.Errorf("error %q is a crash report: an explained refusal needs no wait for a crash", o.err)
 	}
 }

@@ -66,8 +66,9 @@ func prepared(t *testing.T, g gitserve.Grant, branch string, daemonGit bool) (*r
 // TestReadyMadeWorkspaceIsWhatACloneMakes: the workspace a runner unpacks
 // from the daemon's git service is the one its clone would have made (the
 // same commit, branch, files with their modes and links, index, origin,
-// shallow history), for a new branch and for one the repository holds; a
-// commit made in it is pushed as from a clone.
+// shallow history; not origin's HEAD, which no runner uses), for a new
+// branch and for one the repository holds; a commit made in it is pushed
+// as from a clone, and a fetch from origin works in it.
 func TestReadyMadeWorkspaceIsWhatACloneMakes(t *testing.T) {
 	repo, s := serviceRepo(t)
 	for _, tc := range []struct {
@@ -91,8 +92,11 @@ func TestReadyMadeWorkspaceIsWhatACloneMakes(t *testing.T) {
 				{"for-each-ref", "--format=%(refname) %(objectname) %(upstream)"},
 			} {
 				got, want := gittest.Git(t, readyDir, args...), gittest.Git(t, cloneDir, args...)
-				if args[1] == "-s" {
+				switch args[0] {
+				case "ls-files":
 					got, want = stagedOnly(got), stagedOnly(want)
+				case "for-each-ref":
+					want = withoutOriginHead(want)
 				}
 				if got != want {
 					t.Errorf("git %v: ready-made %q, clone %q", args, got, want)
@@ -110,13 +114,32 @@ func TestReadyMadeWorkspaceIsWhatACloneMakes(t *testing.T) {
 				t.Fatalf("commit: %v %v", ok, err)
 			}
 			must(t, ready.git.push(context.Background(), branch, time.Minute))
-			_, tip, err := s.Received(sb, branch)
+			mirror, tip, err := s.Received(sb, branch)
 			must(t, err)
 			if head := gittest.Git(t, readyDir, "rev-parse", "HEAD"); tip != head {
 				t.Errorf("the service received %q, the workspace's HEAD is %q", tip, head)
 			}
+			// A fetch from origin (through the mirror: the token is the
+			// runner's) writes the remote refs the workspace came without.
+			gittest.Git(t, readyDir, "-c", "url.file://"+mirror+".insteadOf="+g.RepoURL, "fetch", "--quiet", "origin")
+			gittest.Git(t, readyDir, "fsck", "--strict")
+			if out := gittest.Git(t, readyDir, "status", "--porcelain", "--untracked-files=all"); out != "" {
+				t.Errorf("git status after a fetch: %s", out)
+			}
 		})
 	}
+}
+
+// withoutOriginHead drops origin's HEAD from a for-each-ref listing: a
+// ready-made workspace leaves it out (packed-refs names origin's branch).
+func withoutOriginHead(s string) string {
+	var keep []string
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(line, "refs/remotes/origin/HEAD ") {
+			keep = append(keep, line)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
 
 // stagedOnly keeps the mode, object and path of each `ls-files -s --debug`

@@ -3,7 +3,7 @@
 # metric, the measured value next to its target and the ratio.
 #
 #   scripts/bench.sh                 all benchmarks (Docker-backed ones need the engine)
-#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, WarmPool, ClusterFanOut, GVisor, RealMessageRate, DaemonRSS, BoardLiveUpdates)
+#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, WarmPool, WarmPoolEmpty, ClusterFanOut, GVisor, RealMessageRate, DaemonRSS, BoardLiveUpdates)
 #
 # Environment:
 #   GO                     go command (default: go)
@@ -52,6 +52,7 @@ RUNS='
 ./cmd/aimid|^BenchmarkFanOutUser$|2x||1
 ./cmd/aimid|^BenchmarkTimeToWork$|1x||1
 ./cmd/aimid|^BenchmarkWarmPool$|5x|-timeout 40m|1
+./cmd/aimid|^BenchmarkWarmPoolEmpty$|5x|-timeout 30m|1
 ./cmd/aimid|^BenchmarkClusterFanOut$|1x||1
 ./cmd/aimid|^BenchmarkGVisor$|2x||1
 ./cmd/aimid|^BenchmarkScale$|1x|-timeout 45m|1
@@ -76,6 +77,7 @@ BenchmarkClusterFanOut|ratio|<=|1.2
 BenchmarkWarmPool|warm-ratio|<=|0.30
 BenchmarkWarmPool|s-warm-first-work|<=|0.5
 BenchmarkWarmPool|MB-per-idle-sandbox|<=|15
+BenchmarkWarmPoolEmpty|empty-pool-to-cold|<=|1.10
 BenchmarkMessageRate|msgs/s|>=|20000
 BenchmarkRealMessageRate|msgs/s|>=|20000
 BenchmarkDaemonRSS|daemon-RSS-MB|<|60

@@ -53,159 +53,180 @@ func TestStoryTransitions(t *testing.T) {
 	}
 }
 
+// foldWant is what a tracker shows after a case's messages.
+type foldWant struct {
+	status   ContainerStatus
+	progress Progress
+	pr       *string
+	rejected bool   // the last message is rejected
+	code     string // with this code
+}
+
+// foldCase is one case of TestFold: a tracker on file, fed msgs.
+type foldCase struct {
+	name string
+	file *tasks.File
+	msgs []acpmsg.Message
+	want foldWant
+}
+
 func TestFold(t *testing.T) {
 	pr := ptr("https://github.com/org/repo/pull/42")
 	other := ptr("https://github.com/org/repo/pull/43")
-	type want struct {
-		status   ContainerStatus
-		progress Progress
-		pr       *string
-		rejected bool   // the last message is rejected
-		code     string // with this code
+	cases := append(foldStoryCases(), foldEndCases(pr, other)...)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { checkFold(t, tc) })
 	}
-	cases := []struct {
-		name string
-		file *tasks.File
-		msgs []acpmsg.Message
-		want want
-	}{
+}
+
+// foldStoryCases are TestFold's cases of task requests and story reports.
+func foldStoryCases() []foldCase {
+	return []foldCase{
 		{"fresh tracker is pending with the file's stories pending", pendingFile(3), nil,
-			want{status: StatusPending, progress: Progress{Total: 3, Pending: 3}}},
+			foldWant{status: StatusPending, progress: Progress{Total: 3, Pending: 3}}},
 		{"stories completed or skipped in the file start that way",
 			taskFile(tasks.Completed, tasks.Skipped, tasks.Pending, tasks.Failed), nil,
-			want{status: StatusPending, progress: Progress{Total: 4, Completed: 1, Pending: 1, Failed: 1}}},
+			foldWant{status: StatusPending, progress: Progress{Total: 4, Completed: 1, Pending: 1, Failed: 1}}},
 		{"task-request moves pending to running", pendingFile(2), []acpmsg.Message{taskRequest(1)},
-			want{status: StatusRunning, progress: Progress{Total: 2, Pending: 2}}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 2, Pending: 2}}},
 		{"progress-update moves pending to running and counts in progress", pendingFile(2),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress)},
-			want{status: StatusRunning, progress: Progress{Total: 2, InProgress: 1, Pending: 1}}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 2, InProgress: 1, Pending: 1}}},
 		{"story completion counts completed", pendingFile(2),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed)},
-			want{status: StatusRunning, progress: Progress{Total: 2, Completed: 1, Pending: 1}}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 2, Completed: 1, Pending: 1}}},
 		{"story failure counts failed and retry counts in progress again", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Failed), progress(3, "US-001", tasks.InProgress)},
-			want{status: StatusRunning, progress: Progress{Total: 1, InProgress: 1}}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 1, InProgress: 1}}},
 		{"skipped story counts in none of the four", pendingFile(2),
 			[]acpmsg.Message{progress(1, "US-002", tasks.Skipped)},
-			want{status: StatusRunning, progress: Progress{Total: 2, Pending: 1}}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 2, Pending: 1}}},
 		{"completed to in_progress is rejected", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed), progress(3, "US-001", tasks.InProgress)},
-			want{status: StatusRunning, progress: Progress{Total: 1, Completed: 1}, rejected: true}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 1, Completed: 1}, rejected: true}},
 		{"pending to completed is rejected", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.Completed)},
-			want{status: StatusPending, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusPending, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"story not in the task file is rejected", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-009", tasks.InProgress)},
-			want{status: StatusPending, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusPending, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"tracker without a task file learns stories", nil,
 			[]acpmsg.Message{progress(1, "US-009", tasks.InProgress), progress(2, "US-004", tasks.Skipped)},
-			want{status: StatusRunning, progress: Progress{Total: 2, InProgress: 1}}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 2, InProgress: 1}}},
+	}
+}
+
+// foldEndCases are TestFold's cases of completions, errors and what follows them;
+// pr and other are two pull request addresses.
+func foldEndCases(pr, other *string) []foldCase {
+	return []foldCase{
 		{"completion completed sets status and prUrl", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed), completion(3, "completed", pr)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
 		{"completion completed with a story pending is rejected with a code", pendingFile(4), []acpmsg.Message{completion(1, "completed", nil)},
-			want{status: StatusPending, progress: Progress{Total: 4, Pending: 4}, rejected: true, code: CodeCompletionContradicts}},
+			foldWant{status: StatusPending, progress: Progress{Total: 4, Pending: 4}, rejected: true, code: CodeCompletionContradicts}},
 		{"completion completed with a story in progress is rejected with a code", pendingFile(2),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed), progress(3, "US-002", tasks.InProgress), completion(4, "completed", nil)},
-			want{status: StatusRunning, progress: Progress{Total: 2, Completed: 1, InProgress: 1}, rejected: true, code: CodeCompletionContradicts}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 2, Completed: 1, InProgress: 1}, rejected: true, code: CodeCompletionContradicts}},
 		{"completion completed after stories failed or skipped is believed", pendingFile(3),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Failed), progress(3, "US-002", tasks.Skipped),
 				progress(4, "US-003", tasks.Skipped), completion(5, "completed", nil)},
-			want{status: StatusCompleted, progress: Progress{Total: 3, Failed: 1}}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 3, Failed: 1}}},
 		{"completion failed sets failed", pendingFile(1), []acpmsg.Message{completion(1, "failed", nil)},
-			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}}},
+			foldWant{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}}},
 		{"completion stopped sets stopped", pendingFile(1), []acpmsg.Message{taskRequest(1), completion(2, "stopped", nil)},
-			want{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}}},
+			foldWant{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}}},
 		{"completion with an unknown status is rejected", pendingFile(1), []acpmsg.Message{completion(1, "done", nil)},
-			want{status: StatusPending, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusPending, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"error sets failed", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), errorMsg(2, acpmsg.CodeContainerOOM)},
-			want{status: StatusFailed, progress: Progress{Total: 1, InProgress: 1}}},
+			foldWant{status: StatusFailed, progress: Progress{Total: 1, InProgress: 1}}},
 		{"duplicate completion changes nothing", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", pr), completion(1, "completed", pr)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
 		{"duplicate error changes nothing", pendingFile(1),
 			[]acpmsg.Message{errorMsg(1, "AGENT_CRASH"), errorMsg(1, "AGENT_CRASH")},
-			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}}},
+			foldWant{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}}},
 		{"second, different completion after completed is rejected", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", pr), completion(2, "failed", nil)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr, rejected: true}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr, rejected: true}},
 		{"error after completion is rejected", pendingFile(1),
 			[]acpmsg.Message{completion(1, "stopped", nil), errorMsg(2, "AGENT_CRASH")},
-			want{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"completion after error is rejected", pendingFile(1),
 			[]acpmsg.Message{errorMsg(1, "CONTAINER_OOM"), completion(2, "completed", pr)},
-			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"progress after a terminal status is rejected", pendingFile(1),
 			[]acpmsg.Message{completion(1, "failed", nil), progress(2, "US-001", tasks.InProgress)},
-			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"task-request after a terminal status is rejected", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", nil), taskRequest(2)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, rejected: true}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, rejected: true}},
 		{"a later completion of the same status adds the prUrl the first lacked", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", nil), completion(2, "completed", pr)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
 		{"the prUrl amendment applied twice changes nothing the second time", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", nil), completion(2, "completed", pr), completion(2, "completed", pr)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr}},
 		{"a prUrl never replaces another", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", pr), completion(2, "completed", other)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr, rejected: true}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}, pr: pr, rejected: true}},
 		{"a prUrl with another status is rejected", pendingFile(1),
 			[]acpmsg.Message{completion(1, "stopped", nil), completion(2, "completed", pr)},
-			want{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusStopped, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"a prUrl after an error is rejected", pendingFile(1),
 			[]acpmsg.Message{errorMsg(1, "AGENT_CRASH"), completion(2, "failed", pr)},
-			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"the daemon's publish note after completed changes nothing", taskFile(tasks.Completed),
 			[]acpmsg.Message{completion(1, "completed", nil), errorMsg(2, acpmsg.CodePublishFailed)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}}},
 		{"the daemon's publish note after failed changes nothing", pendingFile(1),
 			[]acpmsg.Message{errorMsg(1, acpmsg.CodeGitPushFailed), errorMsg(2, acpmsg.CodePublishFailed)},
-			want{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}}},
+			foldWant{status: StatusFailed, progress: Progress{Total: 1, Pending: 1}}},
 		{"a publish note before the container finished is rejected", pendingFile(1),
 			[]acpmsg.Message{taskRequest(1), errorMsg(2, acpmsg.CodePublishFailed)},
-			want{status: StatusRunning, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
+			foldWant{status: StatusRunning, progress: Progress{Total: 1, Pending: 1}, rejected: true}},
 		{"replayed story report after a terminal status changes nothing", pendingFile(1),
 			[]acpmsg.Message{progress(1, "US-001", tasks.InProgress), progress(2, "US-001", tasks.Completed),
 				completion(3, "completed", nil), progress(2, "US-001", tasks.Completed)},
-			want{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}}},
+			foldWant{status: StatusCompleted, progress: Progress{Total: 1, Completed: 1}}},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			tr := NewTracker(tc.file)
-			var last error
-			for i, m := range tc.msgs {
-				last = tr.Apply(m)
-				if last != nil && i < len(tc.msgs)-1 {
-					t.Fatalf("message %d: %v", i, last)
-				}
-			}
-			var rej *RejectedError
-			if tc.want.rejected != errors.As(last, &rej) {
-				t.Fatalf("last Apply = %v, want rejected=%v", last, tc.want.rejected)
-			}
-			if rej != nil && rej.Code != tc.want.code {
-				t.Fatalf("rejection code %q, want %q (%v)", rej.Code, tc.want.code, rej)
-			}
-			if last != nil && !tc.want.rejected {
-				t.Fatalf("last Apply: %v", last)
-			}
-			if tr.Status() != tc.want.status {
-				t.Errorf("status = %s, want %s", tr.Status(), tc.want.status)
-			}
-			if tr.Progress() != tc.want.progress {
-				t.Errorf("progress = %+v, want %+v", tr.Progress(), tc.want.progress)
-			}
-			if !eqPtr(tr.PRURL(), tc.want.pr) {
-				t.Errorf("prUrl = %v, want %v", tr.PRURL(), tc.want.pr)
-			}
-			var c Container
-			tr.CopyTo(&c)
-			if c.Status != tr.Status() || c.StoryProgress != tr.Progress() || !eqPtr(c.PRURL, tr.PRURL()) {
-				t.Errorf("CopyTo wrote %+v", c)
-			}
-		})
+}
+
+// checkFold feeds tc's messages to a tracker and checks every one but the
+// last is accepted, and the last one and the tracker's state as tc wants.
+func checkFold(t *testing.T, tc foldCase) {
+	tr := NewTracker(tc.file)
+	var last error
+	for i, m := range tc.msgs {
+		last = tr.Apply(m)
+		if last != nil && i < len(tc.msgs)-1 {
+			t.Fatalf("message %d: %v", i, last)
+		}
+	}
+	var rej *RejectedError
+	if tc.want.rejected != errors.As(last, &rej) {
+		t.Fatalf("last Apply = %v, want rejected=%v", last, tc.want.rejected)
+	}
+	if rej != nil && rej.Code != tc.want.code {
+		t.Fatalf("rejection code %q, want %q (%v)", rej.Code, tc.want.code, rej)
+	}
+	if last != nil && !tc.want.rejected {
+		t.Fatalf("last Apply: %v", last)
+	}
+	if tr.Status() != tc.want.status {
+		t.Errorf("status = %s, want %s", tr.Status(), tc.want.status)
+	}
+	if tr.Progress() != tc.want.progress {
+		t.Errorf("progress = %+v, want %+v", tr.Progress(), tc.want.progress)
+	}
+	if !eqPtr(tr.PRURL(), tc.want.pr) {
+		t.Errorf("prUrl = %v, want %v", tr.PRURL(), tc.want.pr)
+	}
+	var c Container
+	tr.CopyTo(&c)
+	if c.Status != tr.Status() || c.StoryProgress != tr.Progress() || !eqPtr(c.PRURL, tr.PRURL()) {
+		t.Errorf("CopyTo wrote %+v", c)
 	}
 }
 

@@ -25,6 +25,18 @@ const (
 	StreamDaemon = "daemon" // a decision of the daemon (OOM, crash, timeout, what it sent)
 )
 
+// TypeEgressDenied is the type of a daemon record (no message) of a
+// request the egress proxy refused the container; its reason is the
+// method, the host:port and why. The daemon writes it, the status view
+// counts it, `aimi swarm logs` and the board show it.
+const TypeEgressDenied = "egress-denied"
+
+// TypeGitRefused is the type of a daemon record (no message) of a request
+// the local-mode git service refused the container; its reason is the
+// service's (package gitserve's OnRefused). The daemon writes it, the
+// status view counts it, `aimi swarm logs` and the board show it.
+const TypeGitRefused = "git-refused"
+
 // redacted replaces task-request envVars values in the journal.
 const redacted = "[redacted]"
 

@@ -73,8 +73,24 @@ func TestJournalStopsGrowingAtItsCapAndCountsWhatItLeftOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderrLines, capNotes, progressed int
-	var omitted int64
+	stderrLines, capNotes, progressed, omitted := tallyCappedJournal(t, recs)
+	if capNotes != 1 || progressed != 1 {
+		t.Fatalf("%d cap records and %d progress-updates, want 1 and 1", capNotes, progressed)
+	}
+	if int64(stderrLines)+omitted != 399 {
+		t.Fatalf("%d stderr lines journaled + %d counted in gap records = %d, want all 399", stderrLines, omitted, int64(stderrLines)+omitted)
+	}
+	pos, err := LastPosition(path)
+	if err != nil || pos.Stderr != cursor(399) {
+		t.Fatalf("position %+v (%v): a reader must resume after the last line left out, %v", pos, err, cursor(399))
+	}
+}
+
+// tallyCappedJournal counts a capped journal's stderr lines, cap records
+// (which must name the cap), progress-updates and the lines its gap
+// records left out.
+func tallyCappedJournal(t *testing.T, recs []Record) (stderrLines, capNotes, progressed int, omitted int64) {
+	t.Helper()
 	for _, r := range recs {
 		switch {
 		case r.Omitted != nil && r.Omitted.Lines == 0:
@@ -90,14 +106,5 @@ func TestJournalStopsGrowingAtItsCapAndCountsWhatItLeftOut(t *testing.T) {
 			progressed++
 		}
 	}
-	if capNotes != 1 || progressed != 1 {
-		t.Fatalf("%d cap records and %d progress-updates, want 1 and 1", capNotes, progressed)
-	}
-	if int64(stderrLines)+omitted != 399 {
-		t.Fatalf("%d stderr lines journaled + %d counted in gap records = %d, want all 399", stderrLines, omitted, int64(stderrLines)+omitted)
-	}
-	pos, err := LastPosition(path)
-	if err != nil || pos.Stderr != cursor(399) {
-		t.Fatalf("position %+v (%v): a reader must resume after the last line left out, %v", pos, err, cursor(399))
-	}
+	return stderrLines, capNotes, progressed, omitted
 }

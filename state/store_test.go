@@ -125,6 +125,14 @@ func TestStoreLoadSave(t *testing.T) {
 			}
 		}
 	})
+	storeCorruptFileCases(t, ctx)
+	storeUpdateCases(t, ctx)
+	storeUpkeepCases(t, ctx)
+}
+
+// storeCorruptFileCases are TestStoreLoadSave's subtests of a state file that does
+// not parse: a read reports it and leaves it, a recorder's save moves it aside.
+func storeCorruptFileCases(t *testing.T, ctx context.Context) {
 	for _, tc := range []struct{ name, content string }{
 		{"empty file", ""},
 		{"whitespace only", "  \n"},
@@ -171,6 +179,10 @@ func TestStoreLoadSave(t *testing.T) {
 			}
 		})
 	}
+}
+
+// storeUpdateCases are TestStoreLoadSave's subtests of Update.
+func storeUpdateCases(t *testing.T, ctx context.Context) {
 	t.Run("update keeps edits made in between", func(t *testing.T) {
 		st := Open(t.TempDir())
 		st.Save(ctx, newTestSwarm("a"))
@@ -205,6 +217,11 @@ func TestStoreLoadSave(t *testing.T) {
 			t.Fatalf("Update = %v, file has %d containers", err, len(got.Containers))
 		}
 	})
+}
+
+// storeUpkeepCases are TestStoreLoadSave's subtests of removing the file, the
+// stale temp files of a killed writer and the lock.
+func storeUpkeepCases(t *testing.T, ctx context.Context) {
 	t.Run("remove deletes the file and tolerates a missing one", func(t *testing.T) {
 		st := Open(t.TempDir())
 		st.Save(ctx, newTestSwarm("a"))

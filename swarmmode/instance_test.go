@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -110,6 +111,14 @@ func TestInstancesKeepApartOnOneCluster(t *testing.T) {
 	if err := b.Remove(ctx, "aimi-shared"); err != nil {
 		t.Fatal(err)
 	}
+	checkBsRemovalLeftAs(t, ctx, c, a, idA)
+}
+
+// checkBsRemovalLeftAs checks that after instance B's remove by the shared
+// name, instance A's secret, network and sandbox idA are there and B left
+// no secret or config.
+func checkBsRemovalLeftAs(t *testing.T, ctx context.Context, c *clustertest.Cluster, a *swarmmode.Engine, idA string) {
+	t.Helper()
 	m := c.Manager().Client
 	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"=aimi-shared"), filters.Arg("label", contract.LabelDaemon+"=ia-"+c.RunID))
 	if s, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f}); len(s) != 1 {

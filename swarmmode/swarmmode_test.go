@@ -170,18 +170,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	if ex.Err != nil || ex.Code != 7 || ex.Failure != "" {
 		t.Fatalf("exit: %+v", ex)
 	}
-	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
-	defer ccancel()
-	var got []engine.Line
-	for l := range lines {
-		got = append(got, l)
-		if string(l.Data) == "done" {
-			ccancel()
-		}
-		if cctx.Err() != nil {
-			break
-		}
-	}
+	got := followUntilDone(ctx, lines)
 	want := []string{"request " + strings.TrimSuffix(string(req), "\n"), "secret " + secret, "line 0", "line 1", "line 2", "line 3", "line 4", "done"}
 	if g := stdout(got); strings.Join(g, "|") != strings.Join(want, "|") {
 		t.Fatalf("followed lines:\n got %q\nwant %q", g, want)
@@ -199,6 +188,41 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 
 	m := c.Manager().Client
+	checkLifecycleService(t, ctx, c, m, id, info, secret)
+
+	if err := e.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"=aimi-lifecycle"))
+	checkNothingLeft(t, ctx, m, f)
+	if _, err := e.Inspect(ctx, id); err == nil {
+		t.Errorf("inspect after remove found it")
+	}
+}
+
+// followUntilDone collects the followed lines up to the one saying done,
+// giving up after 30 seconds.
+func followUntilDone(ctx context.Context, lines <-chan engine.Line) []engine.Line {
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	var got []engine.Line
+	for l := range lines {
+		got = append(got, l)
+		if string(l.Data) == "done" {
+			ccancel()
+		}
+		if cctx.Err() != nil {
+			break
+		}
+	}
+	return got
+}
+
+// checkLifecycleService checks the sandbox id is the 64-digit shape the
+// state file keeps, and the service spec and task container hold no secret
+// value and have the memory reservation and the job mode.
+func checkLifecycleService(t *testing.T, ctx context.Context, c *clustertest.Cluster, m *client.Client, id string, info engine.Info, secret string) {
+	t.Helper()
 	if len(id) != 64 || info.ID != id {
 		t.Fatalf("sandbox id %q (inspect says %q): want 64 hex digits, the state file's containerId shape", id, info.ID)
 	}
@@ -213,15 +237,6 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Fatalf("service spec lacks the memory reservation or the job mode: %s", raw)
 	}
 	checkTaskContainer(t, ctx, c, info.Node, svc.ID, secret)
-
-	if err := e.Remove(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"=aimi-lifecycle"))
-	checkNothingLeft(t, ctx, m, f)
-	if _, err := e.Inspect(ctx, id); err == nil {
-		t.Errorf("inspect after remove found it")
-	}
 }
 
 func mustLines(t *testing.T, e *swarmmode.Engine, ctx context.Context, id string, after logcursor.Position) <-chan engine.Line {

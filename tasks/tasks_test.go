@@ -109,16 +109,28 @@ func validDoc() map[string]any {
 	}
 }
 
+// taskRuleCase is one case of TestRules: the valid document changed by mut
+// (or raw instead of it), and the field and text of the problem it has.
+type taskRuleCase struct {
+	name      string
+	mut       func(d map[string]any)
+	raw       string // used instead of the document when set
+	wantField string // empty: valid
+	wantText  string
+}
+
 func TestRules(t *testing.T) {
+	cases := append(fileRuleCases(), storyRuleCases()...)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { checkTaskRule(t, tc) })
+	}
+}
+
+// fileRuleCases are TestRules' cases of the document and its metadata
+// (rules 1 to 7).
+func fileRuleCases() []taskRuleCase {
 	md := func(d map[string]any) map[string]any { return d["metadata"].(map[string]any) }
-	st := func(d map[string]any, i int) map[string]any { return d["userStories"].([]any)[i].(map[string]any) }
-	cases := []struct {
-		name      string
-		mut       func(d map[string]any)
-		raw       string // used instead of the document when set
-		wantField string // empty: valid
-		wantText  string
-	}{
+	return []taskRuleCase{
 		{"valid file is accepted", nil, "", "", ""},
 		// 1
 		{"JSON array is not a task file", nil, `[]`, "", "not a JSON object"},
@@ -155,6 +167,13 @@ func TestRules(t *testing.T) {
 		{"missing userStories is rejected", func(d map[string]any) { delete(d, "userStories") }, "", "userStories", "missing"},
 		{"empty userStories is rejected", func(d map[string]any) { d["userStories"] = []any{} }, "", "userStories", "empty"},
 		{"userStories object is rejected", func(d map[string]any) { d["userStories"] = map[string]any{} }, "", "userStories", "not an array"},
+	}
+}
+
+// storyRuleCases are TestRules' cases of the stories (rules 8 to 12).
+func storyRuleCases() []taskRuleCase {
+	st := func(d map[string]any, i int) map[string]any { return d["userStories"].([]any)[i].(map[string]any) }
+	return []taskRuleCase{
 		// 8
 		{"story that is not an object is rejected", func(d map[string]any) { d["userStories"] = []any{"US-001"} }, "", "userStories[0]", "not an object"},
 		{"story without id is rejected", func(d map[string]any) { delete(st(d, 0), "id") }, "", "userStories[0].id", "missing"},
@@ -194,38 +213,39 @@ func TestRules(t *testing.T) {
 		{"two-story cycle gives its path", func(d map[string]any) { st(d, 0)["dependsOn"] = []any{"US-002"} }, "", "dependsOn", "US-001 -> US-002 -> US-001"},
 		{"long cycle gives its path", func(d map[string]any) { st(d, 0)["dependsOn"] = []any{"US-003"} }, "", "dependsOn", "US-001 -> US-003 -> US-001"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			data := []byte(tc.raw)
-			if tc.raw == "" {
-				d := validDoc()
-				if tc.mut != nil {
-					tc.mut(d)
-				}
-				data, _ = json.Marshal(d)
-			}
-			f, err := Parse(data)
-			if tc.wantField == "" && tc.wantText == "" {
-				if err != nil {
-					t.Fatalf("want valid, got\n%v", err)
-				}
-				if f == nil {
-					t.Fatal("nil file")
-				}
-				return
-			}
-			var ps Problems
-			if !errors.As(err, &ps) {
-				t.Fatalf("want Problems, got %v", err)
-			}
-			for _, p := range ps {
-				if p.Field == tc.wantField && strings.Contains(p.Error, tc.wantText) {
-					return
-				}
-			}
-			t.Fatalf("want %s: %q, got\n%v", tc.wantField, tc.wantText, ps)
-		})
+}
+
+// checkTaskRule parses tc's document and checks it is valid or has tc's
+// problem.
+func checkTaskRule(t *testing.T, tc taskRuleCase) {
+	data := []byte(tc.raw)
+	if tc.raw == "" {
+		d := validDoc()
+		if tc.mut != nil {
+			tc.mut(d)
+		}
+		data, _ = json.Marshal(d)
 	}
+	f, err := Parse(data)
+	if tc.wantField == "" && tc.wantText == "" {
+		if err != nil {
+			t.Fatalf("want valid, got\n%v", err)
+		}
+		if f == nil {
+			t.Fatal("nil file")
+		}
+		return
+	}
+	var ps Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("want Problems, got %v", err)
+	}
+	for _, p := range ps {
+		if p.Field == tc.wantField && strings.Contains(p.Error, tc.wantText) {
+			return
+		}
+	}
+	t.Fatalf("want %s: %q, got\n%v", tc.wantField, tc.wantText, ps)
 }
 
 func TestProblemsNameTheStory(t *testing.T) {

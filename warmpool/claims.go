@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 )
@@ -31,6 +32,9 @@ type claim struct {
 	PoolName string            `json:"poolName"`
 	Network  string            `json:"network"`
 	Labels   map[string]string `json:"labels"`
+	// ClaimedAt is the sandbox's start as its swarm sees it (Pool.dress):
+	// the engine's start is the pool's.
+	ClaimedAt time.Time `json:"claimedAt"`
 }
 
 // claims is the claim records, kept in one file (written whole and

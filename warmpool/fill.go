@@ -170,6 +170,10 @@ func (p *Pool) fill(ctx context.Context, key string, spec engine.Spec) (string, 
 		p.removeDir(s.Name)
 		return "", err
 	}
+	// A start that began during the create goes first: the engine's
+	// start of a sandbox (runtime, mounts) would take the cores and the
+	// engine from the start's own containers.
+	p.waitNotBusy(ctx)
 	if err := p.eng.Start(ctx, id); err != nil {
 		p.discard(ctx, id, "its start failed")
 		p.removeDir(s.Name)
@@ -177,4 +181,28 @@ func (p *Pool) fill(ctx context.Context, key string, spec engine.Spec) (string, 
 	}
 	p.log.Debug("warm pool: sandbox ready", "sandbox", s.Name, "image", s.Image)
 	return id, nil
+}
+
+// notBusyPoll is how often a created pool sandbox looks whether the start
+// that holds it back is over.
+const notBusyPoll = 50 * time.Millisecond
+
+// waitNotBusy returns once no start holds the pool's creates back (Busy),
+// or ctx ended.
+func (p *Pool) waitNotBusy(ctx context.Context) {
+	t := time.NewTicker(notBusyPoll)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		busy := p.busy > 0
+		p.mu.Unlock()
+		if !busy {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

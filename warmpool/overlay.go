@@ -90,7 +90,10 @@ func (o *Overlay) Remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// dress gives a claimed sandbox's info its recorded labels and network.
+// dress gives a claimed sandbox's info its recorded labels and network,
+// and its claim as its start: the time it waited in the pool is no
+// swarm's (its time limit and the newest swarm of a repository whose
+// state file is gone go by the start).
 func (p *Pool) dress(info engine.Info) engine.Info {
 	cl, ok := p.claims.get(info.ID)
 	if !ok {
@@ -102,5 +105,8 @@ func (p *Pool) dress(info engine.Info) engine.Info {
 	// The engine keeps the create's network mode ("none"); the sandbox is
 	// on its swarm's network, as a created container would be.
 	info.NetworkMode = cl.Network
+	if cl.ClaimedAt.After(info.StartedAt) {
+		info.StartedAt = cl.ClaimedAt
+	}
 	return info
 }

@@ -228,62 +228,65 @@ func (p *Pool) untake(id string) {
 // mounts of s are not applied: the caller sends them in claim lines
 // (contract.WarmClaim) before the task-request, once its state file holds
 // the container.
-func (p *Pool) Claim(ctx context.Context, s engine.Spec) (id string, ok bool, err error) {
+func (p *Pool) Claim(ctx context.Context, s engine.Spec) (info engine.Info, ok bool, err error) {
 	key := Key(s)
 	repo := s.Labels[contract.LabelProject]
 	for {
 		id, found := p.pick(repo, key)
 		if !found {
 			p.poke()
-			return "", false, nil
+			return engine.Info{}, false, nil
 		}
-		id, ok, err = p.claimOne(ctx, id, s)
-		p.untake(id)
+		info, ok, err = p.claimOne(ctx, id, s)
+		p.untake(id) // the one picked (an earlier version untook what claimOne returned, "" on a failed record)
 		if ok || err != nil {
 			p.poke()
-			return id, ok, err
+			return info, ok, err
 		}
 		if ctx.Err() != nil {
-			return "", false, nil
+			return engine.Info{}, false, nil
 		}
 	}
 }
 
 // claimOne hands sandbox id to s; ok false (and no error) when id is not
-// usable, which the caller answers by trying the next one.
-func (p *Pool) claimOne(ctx context.Context, id string, s engine.Spec) (string, bool, error) {
+// usable, which the caller answers by trying the next one. The info is the
+// engine's inspect of the running sandbox just before its claim, under
+// its new name.
+func (p *Pool) claimOne(ctx context.Context, id string, s engine.Spec) (engine.Info, bool, error) {
 	info, err := p.eng.Inspect(ctx, id)
 	if err != nil || !info.Running {
 		p.discard(ctx, id, "it is not running")
-		return id, false, nil
+		return engine.Info{ID: id}, false, nil
 	}
 	labels := maps.Clone(s.Labels)
 	labels[contract.LabelSandbox] = "true"
-	cl := claim{Phase: phaseClaiming, Name: s.Name, PoolName: info.Name, Network: s.Network, Labels: labels}
+	cl := claim{Phase: phaseClaiming, Name: s.Name, PoolName: info.Name, Network: s.Network, Labels: labels, ClaimedAt: time.Now().UTC()}
 	if err := p.claims.put(info.ID, cl); err != nil {
 		p.giveBack(info.ID, s)
-		return "", false, err
+		return engine.Info{ID: id}, false, err
 	}
 	if err := p.eng.Rename(ctx, info.ID, s.Name); err != nil {
 		_ = p.claims.drop(info.ID)
 		p.giveBack(info.ID, s)
 		if errors.Is(err, engine.ErrConflict) {
-			return "", false, err
+			return engine.Info{ID: id}, false, err
 		}
 		p.log.Warn("warm pool: rename for a claim failed; creating instead", "sandbox", info.Name, "name", s.Name, "err", err)
-		return "", false, ctx.Err()
+		return engine.Info{ID: id}, false, ctx.Err()
 	}
+	info.Name, info.StartedAt = s.Name, cl.ClaimedAt
 	if s.Network == "" || s.Network == engine.NetworkNone {
 		// Sealed: it stays on no network, and its sockets (served in its
 		// pool directory, SocketDir) replace any network.
-		return info.ID, true, nil
+		return info, true, nil
 	}
 	if err := p.eng.JoinNetwork(ctx, info.ID, s.Network); err != nil {
 		p.log.Warn("warm pool: network join for a claim failed; creating instead", "sandbox", info.Name, "network", s.Network, "err", err)
 		p.unclaim(context.WithoutCancel(ctx), info.ID, cl)
-		return "", false, ctx.Err()
+		return engine.Info{ID: id}, false, ctx.Err()
 	}
-	return info.ID, true, nil
+	return info, true, nil
 }
 
 // giveBack returns an unused sandbox to the idle list.

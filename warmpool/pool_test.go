@@ -2,6 +2,7 @@ package warmpool
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
@@ -108,14 +110,30 @@ func TestPoolReplacesAgedDeadAndOutdatedSandboxesAndTakesHalfClaimsBack(t *testi
 	claimSpec := spec
 	claimSpec.Name, claimSpec.Network = "aimi-warmtest-claimed-"+run[:8], net.Name
 	claimSpec.Labels = map[string]string{contract.LabelProject: t.TempDir()}
-	id, ok, err := p.Claim(ctx, claimSpec)
+	claimTakenName(t, ctx, d, p, claimSpec, labels)
+	claimedFrom := time.Now()
+	got, ok, err := p.Claim(ctx, claimSpec)
 	if err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
+	}
+	id := got.ID
+	claimStartsItsTime(t, ctx, p, got, claimedFrom)
+	if got.Name != claimSpec.Name || !got.Running {
+		t.Errorf("the claim answered %q running %v, want %q running", got.Name, got.Running, claimSpec.Name)
 	}
 	in, _ := cli.ContainerInspect(ctx, id)
 	if in.Name != "/"+claimSpec.Name || in.NetworkSettings.Networks[net.Name] == nil {
 		t.Fatalf("claimed sandbox %s on %v", in.Name, in.NetworkSettings.Networks)
 	}
+	checkHalfClaimTakenBack(t, ctx, cli, d, opts, id, net.Name)
+	_ = d.RemoveNetworkIfUnused(ctx, net.Name)
+}
+
+// checkHalfClaimTakenBack reconciles a new pool with opts: the sandbox id,
+// claimed but never saved in a state file, is back in the pool under a
+// warm name and off netName, and a drain removes it.
+func checkHalfClaimTakenBack(t *testing.T, ctx context.Context, cli *client.Client, d *container.Docker, opts Options, id, netName string) {
+	t.Helper()
 	p2, err := New(d, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -123,12 +141,52 @@ func TestPoolReplacesAgedDeadAndOutdatedSandboxesAndTakesHalfClaimsBack(t *testi
 	if err := p2.Reconcile(ctx); err != nil {
 		t.Fatal(err)
 	}
-	in, _ = cli.ContainerInspect(ctx, id)
-	if !strings.HasPrefix(in.Name, "/aimi-warm-") || len(in.NetworkSettings.Networks) > 1 || in.NetworkSettings.Networks[net.Name] != nil || p2.Claimed(id) {
+	in, _ := cli.ContainerInspect(ctx, id)
+	if !strings.HasPrefix(in.Name, "/aimi-warm-") || len(in.NetworkSettings.Networks) > 1 || in.NetworkSettings.Networks[netName] != nil || p2.Claimed(id) {
 		t.Fatalf("half-claimed sandbox not back in the pool: %s on %v", in.Name, in.NetworkSettings.Networks)
 	}
 	if n, err := p2.Drain(ctx); err != nil || n != 1 {
 		t.Fatalf("drain removed %d: %v", n, err)
 	}
-	_ = d.RemoveNetworkIfUnused(ctx, net.Name)
+}
+
+// claimTakenName: a claim under a name another container holds answers
+// engine.ErrConflict and leaves the sandbox free for the next claim (it
+// stayed marked as being taken, so the next Reconcile left it out of the
+// idle list for good and made another).
+func claimTakenName(t *testing.T, ctx context.Context, d *container.Docker, p *Pool, s engine.Spec, labels map[string]string) {
+	t.Helper()
+	taken := s
+	taken.Name, taken.Network, taken.Labels = s.Name+"-taken", "", labels
+	holder, err := d.Create(ctx, taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Remove(context.WithoutCancel(ctx), holder)
+	s.Name = taken.Name
+	if _, ok, err := p.Claim(ctx, s); ok || !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("a claim under a name another container holds: ok %v, err %v; want engine.ErrConflict", ok, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.taking) != 0 || len(p.idle[Key(s)]) != 1 {
+		t.Errorf("after a refused claim: %d sandboxes still being taken, %d idle; want 0 and 1", len(p.taking), len(p.idle[Key(s)]))
+	}
+}
+
+// claimStartsItsTime: a claimed sandbox shows its claim as its start, as
+// a container created for the swarm then would: the time it waited in the
+// pool is no swarm's (a swarm's time limit, and the choice of the newest
+// swarm when a state file is gone, go by it).
+func claimStartsItsTime(t *testing.T, ctx context.Context, p *Pool, got engine.Info, claimedFrom time.Time) {
+	t.Helper()
+	seen, err := p.Overlay().Inspect(ctx, got.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, at := range map[string]time.Time{"the claim's answer": got.StartedAt, "an inspect": seen.StartedAt} {
+		if at.Before(claimedFrom) {
+			t.Errorf("%s says the claimed sandbox started at %s, before its claim at %s", what, at, claimedFrom)
+		}
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,6 +81,43 @@ func TestBinarySIGTERMMidStory(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	msgs, signalled := stopAtTheSecondStory(t, ctx, cmd, stdout, stderr)
+	err = cmd.Wait()
+	if err != nil {
+		t.Fatalf("exit: %v\n%s", err, stderr.String())
+	}
+	if !signalled {
+		t.Fatalf("US-002 never started; stderr:\n%s", stderr.String())
+	}
+	last := msgs[len(msgs)-1]
+	c, ok := last.Payload.(*acpmsg.Completion)
+	if !ok || c.Status != acpmsg.CompletionStopped {
+		t.Fatalf("last message %+v", last.Payload)
+	}
+	if strings.Contains(stderr.String(), "tok@") || strings.Contains(stderr.String(), "AIMI_GIT_TOKEN=tok") {
+		t.Fatal("token in logs")
+	}
+	// The agent's process id is in the debug log; its group must be gone.
+	checkAgentGroupGone(t, stderr.String())
+	// US-001 is committed and pushed, US-002 is not.
+	var f struct {
+		UserStories []struct{ ID, Status string } `json:"userStories"`
+	}
+	if err := json.Unmarshal([]byte(srv.Show(t, "feat/stop", ".aimi/tasks/stop-tasks.json")), &f); err != nil {
+		t.Fatal(err)
+	}
+	if f.UserStories[0].Status != "completed" || f.UserStories[1].Status != "pending" {
+		t.Fatalf("pushed statuses %+v", f.UserStories)
+	}
+}
+
+// stopAtTheSecondStory reads the runner's messages from stdout until it
+// ends, sending SIGTERM once US-002 is in progress and its slow part has
+// begun (stderr says so); it returns the messages and whether it signalled.
+func stopAtTheSecondStory(t *testing.T, ctx context.Context, cmd *exec.Cmd, stdout io.Reader, stderr *syncbuf.Buffer) (msgs []acpmsg.Message, signalled bool) {
+	t.Helper()
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
@@ -88,10 +126,6 @@ func TestBinarySIGTERMMidStory(t *testing.T) {
 			lines <- sc.Text()
 		}
 	}()
-	var msgs []acpmsg.Message
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	signalled := false
 	for done := false; !done; {
 		select {
 		case l, ok := <-lines:
@@ -115,23 +149,14 @@ func TestBinarySIGTERMMidStory(t *testing.T) {
 			t.Fatalf("timeout; stderr:\n%s", stderr.String())
 		}
 	}
-	err = cmd.Wait()
-	if err != nil {
-		t.Fatalf("exit: %v\n%s", err, stderr.String())
-	}
-	if !signalled {
-		t.Fatalf("US-002 never started; stderr:\n%s", stderr.String())
-	}
-	last := msgs[len(msgs)-1]
-	c, ok := last.Payload.(*acpmsg.Completion)
-	if !ok || c.Status != acpmsg.CompletionStopped {
-		t.Fatalf("last message %+v", last.Payload)
-	}
-	if strings.Contains(stderr.String(), "tok@") || strings.Contains(stderr.String(), "AIMI_GIT_TOKEN=tok") {
-		t.Fatal("token in logs")
-	}
-	// The agent's process id is in the debug log; its group must be gone.
-	for _, l := range strings.Split(stderr.String(), "\n") {
+	return msgs, signalled
+}
+
+// checkAgentGroupGone checks the process group of every agent the debug
+// log says started is gone.
+func checkAgentGroupGone(t *testing.T, stderr string) {
+	t.Helper()
+	for _, l := range strings.Split(stderr, "\n") {
 		if !strings.Contains(l, `msg="agent started"`) {
 			continue
 		}
@@ -143,16 +168,6 @@ func TestBinarySIGTERMMidStory(t *testing.T) {
 		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("agent group %d still alive: %v", pid, err)
 		}
-	}
-	// US-001 is committed and pushed, US-002 is not.
-	var f struct {
-		UserStories []struct{ ID, Status string } `json:"userStories"`
-	}
-	if err := json.Unmarshal([]byte(srv.Show(t, "feat/stop", ".aimi/tasks/stop-tasks.json")), &f); err != nil {
-		t.Fatal(err)
-	}
-	if f.UserStories[0].Status != "completed" || f.UserStories[1].Status != "pending" {
-		t.Fatalf("pushed statuses %+v", f.UserStories)
 	}
 }
 

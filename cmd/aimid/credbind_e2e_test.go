@@ -59,8 +59,9 @@ func TestCredentialsAreBoundToTheirContainersSocket(t *testing.T) {
 	if code, out, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// Running, not only created: the checks below exec in them.
 	v := waitFor(t, sock, repo, 3*time.Minute, "both containers running", func(v api.SwarmView) bool {
-		return len(v.State.Containers) == 2 && v.State.Containers[0].ContainerID != "" && v.State.Containers[1].ContainerID != ""
+		return len(v.State.Containers) == 2 && v.State.Containers[0].Status == state.StatusRunning && v.State.Containers[1].Status == state.StatusRunning
 	})
 	one, two := v.State.ContainerForTask(taskPath("one")), v.State.ContainerForTask(taskPath("two"))
 	if one == nil || two == nil {
@@ -100,17 +101,7 @@ func TestCredentialsAreBoundToTheirContainersSocket(t *testing.T) {
 	})
 	// Its container ended: its token is revoked (the record stays, the
 	// token's hash goes).
-	sum := sha256.Sum256([]byte(tok1))
-	for deadline := time.Now().Add(time.Minute); ; {
-		grants, err := os.ReadFile(filepath.Join(dir, "data", "git", "grants.json"))
-		if err == nil && !strings.Contains(string(grants), hex.EncodeToString(sum[:])) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ended container's git token is still granted (%v)", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitTokenRevoked(t, filepath.Join(dir, "data"), tok1)
 	if out := git(two.ContainerID, tok1); strings.HasSuffix(out, "exit=0") {
 		t.Errorf("the ended container's git token was accepted:\n%s", out)
 	}
@@ -124,6 +115,23 @@ func TestCredentialsAreBoundToTheirContainersSocket(t *testing.T) {
 		if strings.Contains(p.logs(), s) {
 			t.Error("the daemon's log holds a git token")
 		}
+	}
+}
+
+// waitTokenRevoked waits up to a minute for the git service's grants in
+// dataDir to lose the hash of tok.
+func waitTokenRevoked(t *testing.T, dataDir, tok string) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(tok))
+	for deadline := time.Now().Add(time.Minute); ; {
+		grants, err := os.ReadFile(filepath.Join(dataDir, "git", "grants.json"))
+		if err == nil && !strings.Contains(string(grants), hex.EncodeToString(sum[:])) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the ended container's git token is still granted (%v)", err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

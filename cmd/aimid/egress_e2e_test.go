@@ -95,60 +95,11 @@ func probeEgress(t *testing.T, warm bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 
-	var tcpHits, udpHits atomic.Int64
-	tcpLn, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tcpLn.Close()
-	go func() {
-		for {
-			c, err := tcpLn.Accept()
-			if err != nil {
-				return
-			}
-			tcpHits.Add(1)
-			_ = c.Close()
-		}
-	}()
-	hostPort := tcpLn.Addr().(*net.TCPAddr).Port
-	udp, err := net.ListenPacket("udp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer udp.Close()
-	go func() {
-		buf := make([]byte, 64)
-		for {
-			if _, _, err := udp.ReadFrom(buf); err != nil {
-				return
-			}
-			udpHits.Add(1)
-		}
-	}()
-	udpPort := udp.LocalAddr().(*net.UDPAddr).Port
-	allowed := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "allowed") })}
-	allowedLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = allowed.Serve(allowedLn) }()
-	defer allowed.Close()
+	h := listenOnTheHost(t)
+	tcpHits, udpHits, hostPort, allowedLn := h.tcpHits, h.udpHits, h.hostPort, h.allowedLn
 
 	other := otherNetworkContainer(t, ctx, image)
-	var targets []string
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ip.To4() != nil && !ip.IsLoopback() {
-			targets = append(targets, fmt.Sprintf("tcp %s %d", ip, hostPort), fmt.Sprintf("udp %s %d", ip, udpPort))
-		}
-	}
-	targets = append(targets,
-		fmt.Sprintf("tcp %s 8080", other),
-		"tcp 169.254.169.254 80", "tcp 1.1.1.1 443", "tcp 8.8.8.8 53", "udp 8.8.8.8 53", "dns example.com",
-		"proxy http://"+allowedLn.Addr().String()+"/ok",
-		"proxy http://denied.example/",
-	)
+	targets := egressTargets(h, other)
 
 	repo := egressRepo(t, targets)
 	dir := shortDir(t)
@@ -204,6 +155,52 @@ func probeEgress(t *testing.T, warm bool) {
 	if code, st, errOut := aimi(ctx, "swarm", "status", "--repo", repo, "--socket", sock); code != 0 || !strings.Contains(st, "Egress refused") || !strings.Contains(st, name) {
 		t.Errorf("status has no count of the refusals: exit %d\n%s\n%s", code, st, errOut)
 	}
+}
+
+// egressHost is what the sandbox must not reach on the host, counting what
+// does, and the one service the egress rules allow.
+type egressHost struct {
+	tcpHits, udpHits  *atomic.Int64
+	hostPort, udpPort int
+	allowedLn         net.Listener
+}
+
+// listenOnTheHost listens on every address of the host for TCP and UDP,
+// counting connections and packets (hostListeners), and serves "allowed"
+// on loopback; all close when the test ends.
+func listenOnTheHost(t *testing.T) *egressHost {
+	t.Helper()
+	h := &egressHost{tcpHits: &atomic.Int64{}, udpHits: &atomic.Int64{}}
+	h.hostPort, h.udpPort = hostListeners(t, h.tcpHits, h.udpHits)
+	allowed := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "allowed") })}
+	allowedLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = allowed.Serve(allowedLn) }()
+	t.Cleanup(func() { allowed.Close() })
+	h.allowedLn = allowedLn
+	return h
+}
+
+// egressTargets are the probe's targets: the host's services on each of
+// its addresses, a container on another network, the outside world, and
+// through the proxy the allowed service and a host no rule names.
+func egressTargets(h *egressHost, other string) []string {
+	var targets []string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ip.To4() != nil && !ip.IsLoopback() {
+			targets = append(targets, fmt.Sprintf("tcp %s %d", ip, h.hostPort), fmt.Sprintf("udp %s %d", ip, h.udpPort))
+		}
+	}
+	targets = append(targets,
+		fmt.Sprintf("tcp %s 8080", other),
+		"tcp 169.254.169.254 80", "tcp 1.1.1.1 443", "tcp 8.8.8.8 53", "udp 8.8.8.8 53", "dns example.com",
+		"proxy http://"+h.allowedLn.Addr().String()+"/ok",
+		"proxy http://denied.example/",
+	)
+	return targets
 }
 
 // egressRepo is a repository with one task file (feat/probe), the probe

@@ -181,12 +181,12 @@ func localRepo(b *testing.B, names ...string) string {
 // startLocalSwarm launches a daemon in local git mode on the demo agent and
 // runs `aimi swarm start --all --local --max n` on repo; it returns the
 // daemon's socket, the daemon, and when the start was asked for.
-func startLocalSwarm(b *testing.B, ctx context.Context, image, repo string, n int) (string, *proc, time.Time) {
+func startLocalSwarm(b *testing.B, ctx context.Context, image, repo string, n int, extraEnv ...string) (string, *proc, time.Time) {
 	b.Helper()
 	dir := shortDir(b)
 	sock := filepath.Join(dir, "aimid.sock")
 	p := launchAimid(b, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", os.Environ(),
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s")
+		append([]string{"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s"}, extraEnv...)...)
 	start := time.Now()
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
 		p.stop(b)

@@ -70,7 +70,7 @@ func TestModelKeyStaysInTheDaemon(t *testing.T) {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
 	v := waitFor(t, sock, repo, 3*time.Minute, "both containers running", func(v api.SwarmView) bool {
-		return len(v.State.Containers) == 2 && v.State.Containers[0].ContainerID != "" && v.State.Containers[1].ContainerID != ""
+		return len(v.State.Containers) == 2 && v.State.Containers[0].Status == state.StatusRunning && v.State.Containers[1].Status == state.StatusRunning
 	})
 	cli := dockertest.Client(t)
 	one, two := v.State.ContainerForTask(taskPath("one")), v.State.ContainerForTask(taskPath("two"))

@@ -48,7 +48,7 @@ func TestModelKeyStaysInTheDaemonWithClaimedSandboxes(t *testing.T) {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
 	v := waitFor(t, sock, repo, 3*time.Minute, "both containers running", func(v api.SwarmView) bool {
-		return len(v.State.Containers) == 2 && v.State.Containers[0].ContainerID != "" && v.State.Containers[1].ContainerID != ""
+		return len(v.State.Containers) == 2 && v.State.Containers[0].Status == state.StatusRunning && v.State.Containers[1].Status == state.StatusRunning
 	})
 	for _, c := range []*state.Container{v.State.ContainerForTask(taskPath("one")), v.State.ContainerForTask(taskPath("two"))} {
 		if c == nil {

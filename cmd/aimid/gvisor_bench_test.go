@@ -26,9 +26,9 @@ const gvisorContainers = 6
 // shows every container started) and the time to the first story (start
 // until every container wrote its first in_progress progress-update, after
 // its clone through the sockets and the agent's start); and runsc's ratio
-// to runc for each. The engine keeps its images on the vfs driver, so a
-// create copies the image: the figures are the nested engine's, the
-// ratios what to expect of gVisor.
+// to runc for each. The engine is nested (inside a container, on the
+// storage driver it picks there): the figures are its own, the ratios
+// what to expect of gVisor.
 //
 //	go test -run '^$' -bench GVisor -benchtime 1x ./cmd/aimid
 func BenchmarkGVisor(b *testing.B) {

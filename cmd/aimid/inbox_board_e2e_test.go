@@ -66,16 +66,7 @@ func TestBoardAnswersRequestsInABrowser(t *testing.T) {
 
 	// Tab from the top until the request's allow button has the focus.
 	allow := req + ` button[data-kind="allow_once"]`
-	found := false
-	for i := 0; i < 40 && !found; i++ {
-		must("press Tab", chromedp.Do(page, chromedp.KeyEvent("\t")))
-		on, err := chromedp.Run(page, chromedp.Evaluate[bool](`document.activeElement.matches('`+allow+`')`))
-		must("read the focus", err)
-		found = on
-	}
-	if !found {
-		t.Fatal("Tab never reached the request's allow button")
-	}
+	tabTo(t, page, allow, must)
 	must("Enter answers", chromedp.Do(page, chromedp.KeyEvent("\r"), chromedp.WaitVisible(chromedp.CSS(`#inbox-result[data-state="ok"]`))))
 
 	x := waitInbox(t, run, 3*time.Minute, "the terminal command's request", func(r []api.PermissionRequest) bool {
@@ -92,14 +83,7 @@ func TestBoardAnswersRequestsInABrowser(t *testing.T) {
 	if d.Status != string(state.StatusCompleted) {
 		t.Errorf("container %s: %s %+v", d.Name, d.Status, d.Errors)
 	}
-	var title string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		title, err = chromedp.Run(page, chromedp.Evaluate[string](`document.title`))
-		must("read the title", err)
-		if title == baseTitle || time.Now().After(deadline) {
-			break
-		}
-	}
+	title := waitTitle(t, page, baseTitle, must)
 	if title != baseTitle {
 		t.Errorf("the title with the inbox empty: %q, want %q", title, baseTitle)
 	}
@@ -111,6 +95,38 @@ func TestBoardAnswersRequestsInABrowser(t *testing.T) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
 	}
+}
+
+// tabTo presses Tab from the top of the page, at most 40 times, until the
+// element sel has the focus; must fails the test with the page.
+func tabTo(t *testing.T, page context.Context, sel string, must func(what string, err error)) {
+	t.Helper()
+	found := false
+	for i := 0; i < 40 && !found; i++ {
+		must("press Tab", chromedp.Do(page, chromedp.KeyEvent("\t")))
+		on, err := chromedp.Run(page, chromedp.Evaluate[bool](`document.activeElement.matches('`+sel+`')`))
+		must("read the focus", err)
+		found = on
+	}
+	if !found {
+		t.Fatal("Tab never reached the request's allow button")
+	}
+}
+
+// waitTitle waits up to a minute for the page's title to be baseTitle
+// again; it returns the last title read.
+func waitTitle(t *testing.T, page context.Context, baseTitle string, must func(what string, err error)) string {
+	t.Helper()
+	var title string
+	var err error
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		title, err = chromedp.Run(page, chromedp.Evaluate[string](`document.title`))
+		must("read the title", err)
+		if title == baseTitle || time.Now().After(deadline) {
+			break
+		}
+	}
+	return title
 }
 
 // checkInboxPage: the title counts one request, and the request's line

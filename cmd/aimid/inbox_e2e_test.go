@@ -94,18 +94,7 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 	before := collectEvents(ctx, t, sock, repo)
 	reqs := waitInbox(t, run, 3*time.Minute, "the agent's write request", func(r []api.PermissionRequest) bool { return len(r) == 1 })
 	w := reqs[0]
-	if w.Kind != "edit" || !strings.Contains(w.Title, "Write") || w.StoryID != "US-001" || len(w.Options) != 2 || len(w.Paths) != 1 {
-		t.Errorf("the write request: %+v", w)
-	}
-	if code, out, errOut := run("swarm", "inbox"); code != 0 || !strings.Contains(out, w.ID) || !strings.Contains(out, "allow_once") {
-		t.Errorf("inbox: exit %d\n%s\n%s", code, out, errOut)
-	}
-	if code, _, errOut := run("swarm", "answer", w.ID, "maybe"); code == 0 || !strings.Contains(errOut, `option "maybe" is not one the agent offered`) {
-		t.Errorf("an option the agent did not offer: exit %d %s", code, errOut)
-	}
-	if code, _, errOut := run("swarm", "answer", "0123456789", "allow"); code == 0 || !strings.Contains(errOut, "no pending request 0123456789") {
-		t.Errorf("an unknown id: exit %d %s", code, errOut)
-	}
+	checkFirstRequestAndRefusals(t, run, w)
 
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	_ = p.wait(t)
@@ -142,6 +131,32 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 		}
 	}
 	checkJournalStdoutIsSpec(t, repo)
+	waitPermissionEvents(t, before, events, w, x)
+}
+
+// checkFirstRequestAndRefusals checks the agent's write request w, that
+// the inbox lists it, and that an option the agent did not offer and an
+// unknown id are refused.
+func checkFirstRequestAndRefusals(t *testing.T, run func(args ...string) (int, string, string), w api.PermissionRequest) {
+	t.Helper()
+	if w.Kind != "edit" || !strings.Contains(w.Title, "Write") || w.StoryID != "US-001" || len(w.Options) != 2 || len(w.Paths) != 1 {
+		t.Errorf("the write request: %+v", w)
+	}
+	if code, out, errOut := run("swarm", "inbox"); code != 0 || !strings.Contains(out, w.ID) || !strings.Contains(out, "allow_once") {
+		t.Errorf("inbox: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := run("swarm", "answer", w.ID, "maybe"); code == 0 || !strings.Contains(errOut, `option "maybe" is not one the agent offered`) {
+		t.Errorf("an option the agent did not offer: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := run("swarm", "answer", "0123456789", "allow"); code == 0 || !strings.Contains(errOut, "no pending request 0123456789") {
+		t.Errorf("an unknown id: exit %d %s", code, errOut)
+	}
+}
+
+// waitPermissionEvents waits for w's request on the first daemon's event
+// stream (before) and x's answer by a person on the second one (events).
+func waitPermissionEvents(t *testing.T, before, events *eventLog, w, x api.PermissionRequest) {
+	t.Helper()
 	// The first daemon's stream began before the container started; the
 	// second one may begin late, but before the last answer.
 	before.wait(t, func(es []api.Event) bool {

@@ -110,16 +110,7 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	})
 	c := v.State.ContainerForTask(taskPath("waiter"))
 	dc := dockertest.Client(t)
-	for { // created is not started yet: exec needs it running
-		info, err := dc.ContainerInspect(ctx, c.ContainerID)
-		if err == nil && info.State != nil && info.State.Running {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the container never ran: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitRunning(t, ctx, dc, c.ContainerID)
 	waitProbe(t, ctx, dc, c.ContainerID) // its own calls are done
 	env := containerEnv(t, ctx, dc, c.ContainerID)
 	call := func() string {
@@ -133,45 +124,16 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 		cliRunTo(evCtx, events, "swarm", "events", "--repo", repo, "--socket", sock)
 	}()
 
-	// A limit of 8 s: the next call waits at the gateway, visibly.
-	up.limit(8 * time.Second)
-	if got := call(); got != "429" {
-		t.Fatalf("the limited call: %q, want the provider's 429", got)
-	}
 	held := make(chan string, 1)
-	go func() { held <- call() }()
-	reset, _ := up.lastReset()
-	d := waitLimitWait(t, sock, repo, c.ContainerName, reset)
-	if code, out, _ := run("swarm", "status"); code != 0 || !strings.Contains(out, d.Text) {
-		t.Errorf("status table during the wait: exit %d\n%s", code, out)
-	}
-	if got := waitHeld(t, held); got != "200" {
-		t.Fatalf("the held call: %q, want 200 after the reset", got)
-	}
-	if _, after := up.lastReset(); len(after) != 1 || after[0].Before(reset) {
-		t.Fatalf("calls after the 429 reached the provider at %v, the reset was %v", after, reset)
-	}
-	waitFor(t, sock, repo, time.Minute, "the wait over", func(v api.SwarmView) bool { return len(detailOf(v, c.ContainerName).LimitWaits) == 0 })
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(events.String(), "limit-wait-over "+c.ContainerName) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	stopEvents()
-	<-evDone
-	if ev := events.String(); !strings.Contains(ev, "limit-wait "+c.ContainerName+": "+d.Text) || !strings.Contains(ev, "limit-wait-over "+c.ContainerName+": the wait for anthropic is over after") {
-		t.Errorf("events of the wait:\n%s", ev)
-	}
-	_, logs, _ := run("swarm", "logs", c.ContainerName)
-	if !strings.Contains(logs, "daemon:limit-wait") || !strings.Contains(logs, d.Text) || !strings.Contains(logs, "the wait for anthropic is over after") {
-		t.Errorf("the journal lacks the wait's start or end:\n%s", logs)
-	}
+	lw := limitWaitRun{up: up, call: call, run: run, sock: sock, repo: repo, name: c.ContainerName}
+	lw.shownJournaledAndOver(t, held, events, stopEvents, evDone)
 
 	// A limit of 60 s, and the daemon killed during the wait.
 	up.limit(60 * time.Second)
 	if got := call(); got != "429" {
 		t.Fatalf("the second limited call: %q", got)
 	}
-	reset, _ = up.lastReset()
+	reset, _ := up.lastReset()
 	dying := make(chan string, 1)
 	go func() { dying <- call() }()
 	waitLimitWait(t, sock, repo, c.ContainerName, reset)
@@ -187,7 +149,7 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 		t.Skipf("the restart took until %s before the reset: too late to see the wait held", time.Until(reset))
 	}
 	go func() { held <- call() }()
-	d = waitLimitWait(t, sock, repo, c.ContainerName, reset)
+	waitLimitWait(t, sock, repo, c.ContainerName, reset)
 	if got := waitHeld(t, held); got != "200" {
 		t.Fatalf("the call after the restart: %q, want 200 after the reset", got)
 	}
@@ -198,6 +160,69 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	waitFor(t, sock, repo, 3*time.Minute, "the container exited", allExited)
 	if !strings.Contains(p2.logs(), "kept across the restart") {
 		t.Errorf("the restarted daemon did not say it holds the kept reset")
+	}
+}
+
+// waitRunning waits for container id to run: created is not started yet,
+// and exec needs it running.
+func waitRunning(t *testing.T, ctx context.Context, dc *client.Client, id string) {
+	t.Helper()
+	for { // created is not started yet: exec needs it running
+		info, err := dc.ContainerInspect(ctx, id)
+		if err == nil && info.State != nil && info.State.Running {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the container never ran: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// limitWaitRun is the sandbox name of a swarm in repo under the daemon on
+// sock, calling the provider up through the gateway with call.
+type limitWaitRun struct {
+	up               *resetProvider
+	call             func() string
+	run              func(args ...string) (int, string, string)
+	sock, repo, name string
+}
+
+// shownJournaledAndOver limits the provider for 8 s: the next call is held
+// at the gateway, the wait shows in status, ends at the reset, and its
+// start and end reach the event stream (then stopped) and the journal.
+func (r limitWaitRun) shownJournaledAndOver(t *testing.T, held chan string, events *syncbuf.Buffer, stopEvents context.CancelFunc, evDone <-chan struct{}) {
+	t.Helper()
+	// A limit of 8 s: the next call waits at the gateway, visibly.
+	r.up.limit(8 * time.Second)
+	if got := r.call(); got != "429" {
+		t.Fatalf("the limited call: %q, want the provider's 429", got)
+	}
+	go func() { held <- r.call() }()
+	reset, _ := r.up.lastReset()
+	d := waitLimitWait(t, r.sock, r.repo, r.name, reset)
+	if code, out, _ := r.run("swarm", "status"); code != 0 || !strings.Contains(out, d.Text) {
+		t.Errorf("status table during the wait: exit %d\n%s", code, out)
+	}
+	if got := waitHeld(t, held); got != "200" {
+		t.Fatalf("the held call: %q, want 200 after the reset", got)
+	}
+	if _, after := r.up.lastReset(); len(after) != 1 || after[0].Before(reset) {
+		t.Fatalf("calls after the 429 reached the provider at %v, the reset was %v", after, reset)
+	}
+	waitFor(t, r.sock, r.repo, time.Minute, "the wait over", func(v api.SwarmView) bool { return len(detailOf(v, r.name).LimitWaits) == 0 })
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(events.String(), "limit-wait-over "+r.name) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopEvents()
+	<-evDone
+	if ev := events.String(); !strings.Contains(ev, "limit-wait "+r.name+": "+d.Text) || !strings.Contains(ev, "limit-wait-over "+r.name+": the wait for anthropic is over after") {
+		t.Errorf("events of the wait:\n%s", ev)
+	}
+	_, logs, _ := r.run("swarm", "logs", r.name)
+	if !strings.Contains(logs, "daemon:limit-wait") || !strings.Contains(logs, d.Text) || !strings.Contains(logs, "the wait for anthropic is over after") {
+		t.Errorf("the journal lacks the wait's start or end:\n%s", logs)
 	}
 }
 

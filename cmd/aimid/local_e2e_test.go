@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
@@ -111,28 +112,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	image := sandboxImage(t)
 	t.Logf("sandbox image ready after %s", time.Since(started).Round(time.Second))
 
-	// A fresh checkout with no origin: both task files committed on main.
-	repo := shortDir(t)
-	gitOut(t, repo, "init", "-q", "-b", "main")
-	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
-	// Container names are the engine's, global: a per-run suffix keeps
-	// parallel runs (and other tests' linear/diamond files) apart.
-	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
-	linear, diamond := "linear-"+sfx, "diamond-"+sfx
-	files := map[string]string{linear: localLinearTasks, diamond: localDiamondTasks}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.WriteFile(filepath.Join(repo, "README.md"), []byte("# local e2e\n"), 0o644)
-	gitOut(t, repo, "add", "-A")
-	gitOut(t, repo, "commit", "-q", "-m", "task files")
-	base := gitOut(t, repo, "rev-parse", "HEAD")
-	if out, err := exec.Command("git", "-C", repo, "remote").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
-		t.Fatalf("the checkout must have no remote: %q %v", out, err)
-	}
-	removeProjectContainersAtEnd(t, repo)
+	repo, linear, diamond, base := localE2ECheckout(t)
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
@@ -152,7 +132,90 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 
 	wantStories := map[string]int{"aimi-" + linear: 3, "aimi-" + diamond: 4}
 	branches := map[string]string{"aimi-" + linear: "feat/linear", "aimi-" + diamond: "feat/diamond"}
+	waitLocalPublished(t, p, sock, repo, branches)
 
+	// The tokens the daemon generated: in each container's environment
+	// (read through the Engine API before cleanup removes them).
+	sw := validState(t, repo)
+	if len(sw.Containers) != 2 {
+		t.Fatalf("%d containers in the state file, want 2", len(sw.Containers))
+	}
+	eng := dockertest.Client(t)
+	tokens, gateways := inspectLocalContainers(t, ctx, eng, sw)
+	checkLocalState(t, sw, wantStories, branches)
+	for _, c := range sw.Containers {
+		checkLocalJournal(t, repo, sw, c, wantStories[c.ContainerName], gateways[c.ContainerName], c.ContainerName == "aimi-"+diamond)
+	}
+	checkLocalBranches(t, repo, base, branches, wantStories)
+	code, out, errOut = run("swarm", "status")
+	if code != 0 || !strings.Contains(out, "feat/linear") || !strings.Contains(out, "feat/diamond") {
+		t.Errorf("status does not show the branches: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// Leaks: the tokens and the CA key are in no log, answer, journal or
+	// state file (nor anywhere else in the checkout or the daemon's data
+	// dir, the CA key file itself excepted): files are scanned before
+	// cleanup (journals and state present) and again at the end.
+	leaks := newLeakScan(t, dataDir, tokens, repo)
+	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, "aimi-"+linear+".ndjson")); err != nil {
+		t.Errorf("journal not found for the leak check: %v", err)
+	}
+	if n := leaks.scanFiles(); n == 0 {
+		t.Error("no files scanned for leaks")
+	}
+
+	checkLocalCleanup(t, ctx, eng, run, repo, dataDir, sw, linear, diamond)
+	p.stop(t)
+	if _, err := os.Stat(sock); err == nil {
+		t.Error("socket left after SIGTERM")
+	}
+
+	logText := p.logs()
+	if !strings.Contains(logText, "container finished") {
+		t.Errorf("the daemon log looks empty:\n%s", logText)
+	}
+	leaks.check("the daemon's log", logText)
+	for _, a := range *answers {
+		leaks.check("a CLI answer", a)
+	}
+	scanned := leaks.scanFiles()
+	t.Logf("leak check: %d secrets in %d files, %d bytes of daemon log, %d CLI answers; total %s",
+		len(leaks.secrets), scanned, len(logText), len(*answers)/2, time.Since(started).Round(time.Second))
+}
+
+// localE2ECheckout makes a fresh checkout with no origin: both task files
+// committed on main. It returns the checkout, the two task files' names and
+// the base commit.
+func localE2ECheckout(t *testing.T) (repo, linear, diamond, base string) {
+	t.Helper()
+	repo = shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	// Container names are the engine's, global: a per-run suffix keeps
+	// parallel runs (and other tests' linear/diamond files) apart.
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	linear, diamond = "linear-"+sfx, "diamond-"+sfx
+	files := map[string]string{linear: localLinearTasks, diamond: localDiamondTasks}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(repo, "README.md"), []byte("# local e2e\n"), 0o644)
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task files")
+	base = gitOut(t, repo, "rev-parse", "HEAD")
+	if out, err := exec.Command("git", "-C", repo, "remote").Output(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("the checkout must have no remote: %q %v", out, err)
+	}
+	removeProjectContainersAtEnd(t, repo)
+	return repo, linear, diamond, base
+}
+
+// waitLocalPublished waits for every container to exit and every branch to
+// be published into the checkout, and checks each container ended cleanly.
+func waitLocalPublished(t *testing.T, p *proc, sock, repo string, branches map[string]string) {
+	t.Helper()
 	// --follow ends when every container is terminal by its completion
 	// message; the process exit and the publication into the checkout come
 	// a moment later.
@@ -174,16 +237,14 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 			t.Errorf("%s: exit %d errors %+v rejected %d", d.Name, *d.ExitCode, d.Errors, d.Rejected)
 		}
 	}
+}
 
-	// The tokens the daemon generated: in each container's environment
-	// (read through the Engine API before cleanup removes them).
-	sw := validState(t, repo)
-	if len(sw.Containers) != 2 {
-		t.Fatalf("%d containers in the state file, want 2", len(sw.Containers))
-	}
-	eng := dockertest.Client(t)
-	var tokens []string
-	gateways := map[string]string{}
+// inspectLocalContainers checks each container's environment, network and
+// exit through the Engine API; it returns the git tokens the daemon gave
+// them and the address each reaches the git service on.
+func inspectLocalContainers(t *testing.T, ctx context.Context, eng *client.Client, sw *state.Swarm) (tokens []string, gateways map[string]string) {
+	t.Helper()
+	gateways = map[string]string{}
 	for _, c := range sw.Containers {
 		info, err := eng.ContainerInspect(ctx, c.ContainerID)
 		if err != nil {
@@ -225,8 +286,13 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 			t.Errorf("%s: running=%v exit=%d", c.ContainerName, info.State.Running, info.State.ExitCode)
 		}
 	}
+	return tokens, gateways
+}
 
-	// State: both completed, counters exact, acpPid cleared.
+// checkLocalState checks the state file: both completed, counters exact,
+// acpPid cleared.
+func checkLocalState(t *testing.T, sw *state.Swarm, wantStories map[string]int, branches map[string]string) {
+	t.Helper()
 	for _, c := range sw.Containers {
 		n, ok := wantStories[c.ContainerName]
 		if !ok {
@@ -237,102 +303,128 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 			t.Errorf("%s: status %s progress %+v (want %+v) acpPid %v branch %s", c.ContainerName, c.Status, c.StoryProgress, want, c.ACPPID, c.BranchName)
 		}
 	}
+}
 
-	// Journals: every line the container wrote to stdout is a valid
-	// acpmsg message; each story in_progress then completed, in dependency
-	// order, then exactly one completion.
-	for _, c := range sw.Containers {
-		recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		started, done := map[string]int{}, map[string]int{}
-		var completions, stdoutLines, stderrLines, requests int
-		for i, r := range recs {
-			switch r.Stream {
-			case state.StreamDaemon:
-				// The task-request the daemon sent: the repository is the
-				// git service, over https on the swarm network's gateway.
-				if r.Type == string(acpmsg.TypeTaskRequest) {
-					_, req, err := acpmsg.ParseTaskRequest(r.Message)
-					if err != nil {
-						t.Errorf("%s: journaled task-request: %v", c.ContainerName, err)
-					} else if u, err := url.Parse(req.RepoURL); err != nil || u.Scheme != "https" || u.Hostname() != gateways[c.ContainerName] || u.Port() == "" || u.User != nil {
-						t.Errorf("%s: repoUrl %q is not the git service on the gateway %s", c.ContainerName, req.RepoURL, gateways[c.ContainerName])
-					} else {
-						requests++
-					}
-				}
-				continue
-			case state.StreamStderr:
-				stderrLines++ // the runner's log lines (checked for leaks below)
-				continue
-			}
-			stdoutLines++
-			if !r.Valid || r.Reason != "" || r.Rejected != "" {
-				t.Errorf("%s: stdout record %d invalid: %s %s %s", c.ContainerName, r.Seq, r.Reason, r.Rejected, r.RawLine())
-				continue
-			}
-			m, err := acpmsg.ParseFromContainer(r.Message)
-			if err != nil {
-				t.Errorf("%s: record %d does not re-validate: %v\n%s", c.ContainerName, r.Seq, err, r.Message)
-				continue
-			}
-			if m.SwarmID != sw.SwarmID || m.ContainerID == "" || !(strings.HasPrefix(c.ContainerID, m.ContainerID) || strings.HasPrefix(m.ContainerID, c.ContainerID)) {
-				t.Errorf("%s: record %d ids swarm=%s container=%s", c.ContainerName, r.Seq, m.SwarmID, m.ContainerID)
-			}
-			switch pl := m.Payload.(type) {
-			case *acpmsg.ProgressUpdate:
-				switch pl.Status {
-				case acpmsg.StoryInProgress:
-					started[pl.StoryID] = i
-				case acpmsg.StoryCompleted:
-					done[pl.StoryID] = i
-				default:
-					t.Errorf("%s: %s %s: %s", c.ContainerName, pl.StoryID, pl.Status, pl.Output)
-				}
-			case *acpmsg.Completion:
-				completions++
-				if pl.Status != acpmsg.CompletionCompleted || len(pl.Errors) != 0 {
-					t.Errorf("%s: completion %+v", c.ContainerName, pl)
-				}
-				if i != len(recs)-1 && !onlyDaemonAfter(recs[i+1:]) {
-					t.Errorf("%s: container lines after the completion", c.ContainerName)
-				}
-			default:
-				t.Errorf("%s: unexpected %s message", c.ContainerName, m.Type)
-			}
-		}
-		n := wantStories[c.ContainerName]
-		if requests != 1 {
-			t.Errorf("%s: %d task-requests journaled, want 1", c.ContainerName, requests)
-		}
-		if len(started) != n || len(done) != n || completions != 1 {
-			t.Errorf("%s: %d started, %d completed, %d completions; want %d, %d, 1", c.ContainerName, len(started), len(done), completions, n, n)
-			for _, r := range recs {
-				t.Logf("  seq=%d cursor=%s stream=%s type=%s %s", r.Seq, r.Cursor, r.Stream, r.Type, bytes.TrimSpace(append(r.Message, r.RawLine()...)))
-			}
-		}
-		// Dependency order: a story starts after its dependencies completed.
-		deps := map[string][]string{"US-002": {"US-001"}, "US-003": {"US-002"}}
-		if c.ContainerName == "aimi-"+diamond {
-			deps = map[string][]string{"US-002": {"US-001"}, "US-003": {"US-001"}, "US-004": {"US-002", "US-003"}}
-		}
-		for s, ds := range deps {
-			for _, d := range ds {
-				if started[s] < done[d] {
-					t.Errorf("%s: %s started before its dependency %s completed", c.ContainerName, s, d)
-				}
-			}
-		}
-		t.Logf("%s: %d stdout lines (all valid), %d stderr log lines journaled", c.ContainerName, stdoutLines, stderrLines)
+// localJournalTally is what checkLocalJournal counts in a journal: the
+// record index each story started and completed at, and the lines.
+type localJournalTally struct {
+	started, done                                   map[string]int
+	completions, stdoutLines, stderrLines, requests int
+}
+
+// checkLocalJournal checks a container's journal: every line the container
+// wrote to stdout is a valid acpmsg message; each of its n stories
+// in_progress then completed, in dependency order (the diamond's or the
+// linear chain's), then exactly one completion.
+func checkLocalJournal(t *testing.T, repo string, sw *state.Swarm, c *state.Container, n int, gateway string, isDiamond bool) {
+	t.Helper()
+	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	tl := localJournalTally{started: map[string]int{}, done: map[string]int{}}
+	for i, r := range recs {
+		switch r.Stream {
+		case state.StreamDaemon:
+			tallyLocalTaskRequest(t, c.ContainerName, r, gateway, &tl)
+			continue
+		case state.StreamStderr:
+			tl.stderrLines++ // the runner's log lines (checked for leaks elsewhere)
+			continue
+		}
+		tallyLocalContainerLine(t, sw, c, recs, i, &tl)
+	}
+	started, done := tl.started, tl.done
+	if tl.requests != 1 {
+		t.Errorf("%s: %d task-requests journaled, want 1", c.ContainerName, tl.requests)
+	}
+	if len(started) != n || len(done) != n || tl.completions != 1 {
+		t.Errorf("%s: %d started, %d completed, %d completions; want %d, %d, 1", c.ContainerName, len(started), len(done), tl.completions, n, n)
+		for _, r := range recs {
+			t.Logf("  seq=%d cursor=%s stream=%s type=%s %s", r.Seq, r.Cursor, r.Stream, r.Type, bytes.TrimSpace(append(r.Message, r.RawLine()...)))
+		}
+	}
+	// Dependency order: a story starts after its dependencies completed.
+	deps := map[string][]string{"US-002": {"US-001"}, "US-003": {"US-002"}}
+	if isDiamond {
+		deps = map[string][]string{"US-002": {"US-001"}, "US-003": {"US-001"}, "US-004": {"US-002", "US-003"}}
+	}
+	for s, ds := range deps {
+		for _, d := range ds {
+			if started[s] < done[d] {
+				t.Errorf("%s: %s started before its dependency %s completed", c.ContainerName, s, d)
+			}
+		}
+	}
+	t.Logf("%s: %d stdout lines (all valid), %d stderr log lines journaled", c.ContainerName, tl.stdoutLines, tl.stderrLines)
+}
 
-	// Branches in the checkout: exactly one commit per completed story on
-	// top of the base (the runner commits once per story: the story's work
-	// and its task-file status together; its final push adds no commit),
-	// the last one holding every status completed. The checkout's own
-	// branch did not move.
+// tallyLocalTaskRequest counts the task-request the daemon sent, checking
+// the repository is the git service, over https on the swarm network's
+// gateway.
+func tallyLocalTaskRequest(t *testing.T, name string, r state.Record, gateway string, tl *localJournalTally) {
+	t.Helper()
+	if r.Type != string(acpmsg.TypeTaskRequest) {
+		return
+	}
+	_, req, err := acpmsg.ParseTaskRequest(r.Message)
+	if err != nil {
+		t.Errorf("%s: journaled task-request: %v", name, err)
+	} else if u, err := url.Parse(req.RepoURL); err != nil || u.Scheme != "https" || u.Hostname() != gateway || u.Port() == "" || u.User != nil {
+		t.Errorf("%s: repoUrl %q is not the git service on the gateway %s", name, req.RepoURL, gateway)
+	} else {
+		tl.requests++
+	}
+}
+
+// tallyLocalContainerLine checks the container's stdout record recs[i] is
+// a valid message of this swarm and container and counts it.
+func tallyLocalContainerLine(t *testing.T, sw *state.Swarm, c *state.Container, recs []state.Record, i int, tl *localJournalTally) {
+	t.Helper()
+	r := recs[i]
+	tl.stdoutLines++
+	if !r.Valid || r.Reason != "" || r.Rejected != "" {
+		t.Errorf("%s: stdout record %d invalid: %s %s %s", c.ContainerName, r.Seq, r.Reason, r.Rejected, r.RawLine())
+		return
+	}
+	m, err := acpmsg.ParseFromContainer(r.Message)
+	if err != nil {
+		t.Errorf("%s: record %d does not re-validate: %v\n%s", c.ContainerName, r.Seq, err, r.Message)
+		return
+	}
+	if m.SwarmID != sw.SwarmID || m.ContainerID == "" || !(strings.HasPrefix(c.ContainerID, m.ContainerID) || strings.HasPrefix(m.ContainerID, c.ContainerID)) {
+		t.Errorf("%s: record %d ids swarm=%s container=%s", c.ContainerName, r.Seq, m.SwarmID, m.ContainerID)
+	}
+	switch pl := m.Payload.(type) {
+	case *acpmsg.ProgressUpdate:
+		switch pl.Status {
+		case acpmsg.StoryInProgress:
+			tl.started[pl.StoryID] = i
+		case acpmsg.StoryCompleted:
+			tl.done[pl.StoryID] = i
+		default:
+			t.Errorf("%s: %s %s: %s", c.ContainerName, pl.StoryID, pl.Status, pl.Output)
+		}
+	case *acpmsg.Completion:
+		tl.completions++
+		if pl.Status != acpmsg.CompletionCompleted || len(pl.Errors) != 0 {
+			t.Errorf("%s: completion %+v", c.ContainerName, pl)
+		}
+		if i != len(recs)-1 && !onlyDaemonAfter(recs[i+1:]) {
+			t.Errorf("%s: container lines after the completion", c.ContainerName)
+		}
+	default:
+		t.Errorf("%s: unexpected %s message", c.ContainerName, m.Type)
+	}
+}
+
+// checkLocalBranches checks the branches in the checkout: exactly one
+// commit per completed story on top of the base (the runner commits once
+// per story: the story's work and its task-file status together; its final
+// push adds no commit), the last one holding every status completed. The
+// checkout's own branch did not move.
+func checkLocalBranches(t *testing.T, repo, base string, branches map[string]string, wantStories map[string]int) {
+	t.Helper()
 	for name, b := range branches {
 		n := wantStories[name]
 		if got := gitOut(t, repo, "rev-list", "--count", base+".."+b); got != strconv.Itoa(n) {
@@ -363,15 +455,21 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	if head := gitOut(t, repo, "rev-parse", "HEAD"); head != base || gitOut(t, repo, "symbolic-ref", "--short", "HEAD") != "main" {
 		t.Errorf("the checkout's HEAD moved: %s", head)
 	}
-	code, out, errOut = run("swarm", "status")
-	if code != 0 || !strings.Contains(out, "feat/linear") || !strings.Contains(out, "feat/diamond") {
-		t.Errorf("status does not show the branches: exit %d\n%s\n%s", code, out, errOut)
-	}
+}
 
-	// Leaks: the tokens and the CA key are in no log, answer, journal or
-	// state file (nor anywhere else in the checkout or the daemon's data
-	// dir, the CA key file itself excepted): files are scanned before
-	// cleanup (journals and state present) and again at the end.
+// leakScan looks for the git tokens and the CA key's lines in texts and in
+// the files under the checkout and the daemon's data dir.
+type leakScan struct {
+	t       *testing.T
+	secrets map[string]string
+	keyFile string
+	roots   []string
+}
+
+// newLeakScan reads the CA key where the git service keeps it in dataDir,
+// checking its mode, and takes the tokens and the key's body as secrets.
+func newLeakScan(t *testing.T, dataDir string, tokens []string, repo string) *leakScan {
+	t.Helper()
 	keyFile := filepath.Join(dataDir, "git", "ca-key.pem")
 	key, err := os.ReadFile(keyFile)
 	if err != nil {
@@ -397,42 +495,46 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	if len(body) == 0 {
 		t.Fatal("CA key file holds no PEM body")
 	}
-	check := func(where, text string) {
-		for what, s := range secrets {
-			if strings.Contains(text, s) {
-				t.Errorf("%s holds the %s", where, what)
-			}
-		}
-	}
-	scanFiles := func() int {
-		scanned := 0
-		for _, root := range []string{repo, dataDir} {
-			filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-				if err != nil || d.IsDir() || path == keyFile {
-					return nil
-				}
-				b, err := os.ReadFile(path)
-				if err == nil {
-					scanned++
-					check(path, string(b))
-				}
-				return nil
-			})
-		}
-		return scanned
-	}
-	if _, err := os.Stat(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, "aimi-"+linear+".ndjson")); err != nil {
-		t.Errorf("journal not found for the leak check: %v", err)
-	}
-	if n := scanFiles(); n == 0 {
-		t.Error("no files scanned for leaks")
-	}
+	return &leakScan{t: t, secrets: secrets, keyFile: keyFile, roots: []string{repo, dataDir}}
+}
 
-	// Cleanup: the branches were received, so nothing is kept.
+func (l *leakScan) check(where, text string) {
+	for what, s := range l.secrets {
+		if strings.Contains(text, s) {
+			l.t.Errorf("%s holds the %s", where, what)
+		}
+	}
+}
+
+// scanFiles checks every file under the roots but the CA key file; it
+// returns how many it read.
+func (l *leakScan) scanFiles() int {
+	scanned := 0
+	for _, root := range l.roots {
+		filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || path == l.keyFile {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err == nil {
+				scanned++
+				l.check(path, string(b))
+			}
+			return nil
+		})
+	}
+	return scanned
+}
+
+// checkLocalCleanup runs `aimi swarm cleanup`: the branches were received,
+// so nothing is kept, and no container, network or git service data of the
+// swarm is left.
+func checkLocalCleanup(t *testing.T, ctx context.Context, eng *client.Client, run func(args ...string) (int, string, string), repo, dataDir string, sw *state.Swarm, linear, diamond string) {
+	t.Helper()
 	if _, err := os.Stat(filepath.Join(dataDir, "git", "repos", sw.SwarmID+".git", "HEAD")); err != nil {
 		t.Errorf("the git service's mirror of the swarm before cleanup: %v", err)
 	}
-	code, out, errOut = run("swarm", "cleanup")
+	code, out, errOut := run("swarm", "cleanup")
 	if code != 0 || !strings.Contains(out, "aimi-"+linear) || !strings.Contains(out, "aimi-"+diamond) || strings.Contains(out, "kept") {
 		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -459,22 +561,6 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	if len(mirrors) != 0 {
 		t.Errorf("git service data left after cleanup: %v", mirrors)
 	}
-	p.stop(t)
-	if _, err := os.Stat(sock); err == nil {
-		t.Error("socket left after SIGTERM")
-	}
-
-	logText := p.logs()
-	if !strings.Contains(logText, "container finished") {
-		t.Errorf("the daemon log looks empty:\n%s", logText)
-	}
-	check("the daemon's log", logText)
-	for _, a := range *answers {
-		check("a CLI answer", a)
-	}
-	scanned := scanFiles()
-	t.Logf("leak check: %d secrets in %d files, %d bytes of daemon log, %d CLI answers; total %s",
-		len(secrets), scanned, len(logText), len(*answers)/2, time.Since(started).Round(time.Second))
 }
 
 // onlyDaemonAfter reports whether the records after a completion are the

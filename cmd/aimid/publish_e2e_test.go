@@ -35,26 +35,7 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	github := gittest.NewGitHubPulls(t, hostedToken, "acme/widgets", "")
 	host := strings.TrimPrefix(github.URL, "http://") // the web host of a non-default API is the API's host
 
-	// The hosted side: a bare repository standing in for acme/widgets.
-	root := t.TempDir()
-	hosted := filepath.Join(root, "acme", "widgets.git")
-	os.MkdirAll(filepath.Dir(hosted), 0o755)
-	gitOut(t, "", "init", "-q", "--bare", "-b", "main", hosted)
-
-	repo := shortDir(t)
-	gitOut(t, repo, "init", "-q", "-b", "main")
-	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
-	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
-	linear := "hosted-" + sfx
-	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", linear+"-tasks.json"), []byte(localLinearTasks), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitOut(t, repo, "add", "-A")
-	gitOut(t, repo, "commit", "-q", "-m", "task files")
-	gitOut(t, repo, "remote", "add", "origin", "https://"+host+"/acme/widgets.git")
-	gitOut(t, repo, "config", "url.file://"+root+"/.insteadOf", "https://"+host+"/")
-	gitOut(t, repo, "push", "-q", "origin", "main")
-	removeProjectContainersAtEnd(t, repo)
+	hosted, repo, linear := hostedRemoteCheckout(t, host)
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
@@ -120,4 +101,33 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 	if strings.Contains(seen.String(), hostedToken) {
 		t.Error("the GitHub token leaked into the state file, a journal, a CLI answer or the daemon's log")
 	}
+}
+
+// hostedRemoteCheckout makes a bare repository standing for acme/widgets
+// on host and a checkout whose origin it is (through an insteadOf), with a
+// linear task file pushed on main; it returns both and the task file's
+// name.
+func hostedRemoteCheckout(t *testing.T, host string) (hosted, repo, linear string) {
+	t.Helper()
+	// The hosted side: a bare repository standing in for acme/widgets.
+	root := t.TempDir()
+	hosted = filepath.Join(root, "acme", "widgets.git")
+	os.MkdirAll(filepath.Dir(hosted), 0o755)
+	gitOut(t, "", "init", "-q", "--bare", "-b", "main", hosted)
+
+	repo = shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	linear = "hosted-" + sfx
+	if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", linear+"-tasks.json"), []byte(localLinearTasks), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task files")
+	gitOut(t, repo, "remote", "add", "origin", "https://"+host+"/acme/widgets.git")
+	gitOut(t, repo, "config", "url.file://"+root+"/.insteadOf", "https://"+host+"/")
+	gitOut(t, repo, "push", "-q", "origin", "main")
+	removeProjectContainersAtEnd(t, repo)
+	return hosted, repo, linear
 }

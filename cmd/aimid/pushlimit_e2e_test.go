@@ -20,7 +20,8 @@ import (
 // exec agent whose first story commits 1 MB and whose second commits 20 MB.
 // The first push goes through; the second is refused by the git service
 // with a message naming git.max_push, which the runner reports in the
-// container's errors and its journal; the swarm's mirror holds the first
+// container's errors and its journal, and the service's own report is a
+// git-refused record counted in the view; the swarm's mirror holds the first
 // story and nothing of the second, and grew by less than git.max_mirror.
 func TestPushOverGitMaxPushIsRefusedAndReported(t *testing.T) {
 	parallel(t)
@@ -60,6 +61,21 @@ func TestPushOverGitMaxPushIsRefusedAndReported(t *testing.T) {
 	}
 	if !strings.Contains(string(journal), "git.max_push") {
 		t.Error("the refusal is not in the container's journal")
+	}
+	// The service's own report, not only the runner's: a git-refused
+	// daemon record, counted in the view.
+	refused := 0
+	for line := range strings.Lines(string(journal)) {
+		var r state.Record
+		if json.Unmarshal([]byte(line), &r) == nil && r.Stream == state.StreamDaemon && r.Type == state.TypeGitRefused {
+			refused++
+			if !strings.Contains(r.Reason, "git.max_push") {
+				t.Errorf("git-refused record %q does not name git.max_push", r.Reason)
+			}
+		}
+	}
+	if refused == 0 || d.GitRefused != refused {
+		t.Errorf("%d git-refused records in the journal, view counts %d; want at least one, the same", refused, d.GitRefused)
 	}
 
 	mirror := filepath.Join(dataDir, "git", "repos", sw.SwarmID+".git")

@@ -24,11 +24,15 @@ const e2eSlots = 6
 
 // clusterSlots is how many of the e2eSlots the tests on the shared Swarm
 // mode cluster may hold at once. Its three engines run inside containers
-// on vfs (every task's container a full copy of its image) beside
-// everything else on two cores: six tests on it at once, next to another
-// package's tests, starved its managers until the nodes missed their
+// beside everything else on two cores: six tests on it at once, next to
+// another package's tests (when its engines still used vfs), starved its managers until the nodes missed their
 // heartbeats and were marked down (NODE_LOST) and calls timed out.
 const clusterSlots = 3
+
+// clusterWork bounds a cluster test's wait for its containers' work: a
+// few seconds on a quiet machine, minutes when the suite's other packages
+// load the two cores (the nodes' engines run inside containers there).
+const clusterWork = 6 * time.Minute
 
 // raiseParallel sets -test.parallel high (the slots are the limit) unless
 // it was given. TestMain calls it before m.Run, which reads the flag.
@@ -43,14 +47,17 @@ func raiseParallel() {
 
 // testKind orders the tests for their slots: the cluster's tests first
 // (they share one cluster, at most clusterSlots at a time, so they are
-// the longest chain), then the long ones (a long test left to start last
-// would run alone at the end), then the rest.
+// the longest chain), those that need the cluster to themselves before
+// those that share it, then the long ones (a long test left to start
+// last would run alone at the end), then the rest.
 type testKind int
 
 const (
 	kindShort testKind = iota
 	kindLong
 	kindCluster
+	kindClusterAlone
+	kinds
 )
 
 // slots hands the package's e2eSlots to its parallel tests in the order
@@ -63,9 +70,11 @@ type slots struct {
 	// count themselves before t.Parallel: go test starts every top-level
 	// test up to its t.Parallel, in turn, before it resumes any of them,
 	// so every test is counted before any asks for a slot.
-	pending [3]int
-	// onCluster counts the cluster's tests holding a slot.
+	pending [kinds]int
+	// onCluster counts the cluster's tests holding a slot; alone says
+	// one of them has the cluster to itself.
 	onCluster int
+	alone     bool
 }
 
 var e2e = func() *slots {
@@ -83,21 +92,38 @@ func parallel(t *testing.T) { e2e.run(t, kindShort) }
 func parallelLong(t *testing.T) { e2e.run(t, kindLong) }
 
 // parallelCluster is parallel for a test on the shared Swarm mode
-// cluster (testCluster, testClusterAlone): it gets a slot before the
-// others while fewer than clusterSlots of the cluster's tests run.
+// cluster (testCluster): it gets a slot before the others while fewer
+// than clusterSlots of the cluster's tests run.
 func parallelCluster(t *testing.T) { e2e.run(t, kindCluster) }
 
+// parallelClusterAlone is parallel for a test that needs the cluster to
+// itself (testClusterAlone): it gets a slot when no other test is on the
+// cluster, and no test sharing the cluster starts before it. Waiting for
+// the cluster before the slot keeps the slot from being held idle (by a
+// test blocked in testClusterAlone) while the cluster's other tests end.
+func parallelClusterAlone(t *testing.T) { e2e.run(t, kindClusterAlone) }
+
+// clusterWaits reports whether a test of kind k (a cluster kind) must
+// wait for the cluster.
+func (s *slots) clusterWaits(k testKind) bool {
+	if k == kindClusterAlone {
+		return s.alone || s.onCluster > 0
+	}
+	return s.alone || s.pending[kindClusterAlone] > 0 || s.onCluster >= clusterSlots
+}
+
 // mustWait reports whether a test of kind k waits for a slot: none is
-// free, the cluster has its share, or a test of a kind before k could
-// take the slot (a cluster test waiting for the cluster's share does not
+// free, the cluster is not its to take, or a test of a kind before k
+// could take the slot (a cluster test waiting for the cluster does not
 // hold the others back).
 func (s *slots) mustWait(k testKind) bool {
-	clusterReady := s.pending[kindCluster] > 0 && s.onCluster < clusterSlots
+	clusterReady := (s.pending[kindClusterAlone] > 0 && !s.clusterWaits(kindClusterAlone)) ||
+		(s.pending[kindCluster] > 0 && !s.clusterWaits(kindCluster))
 	switch {
 	case s.free == 0:
 		return true
-	case k == kindCluster:
-		return s.onCluster >= clusterSlots
+	case k == kindCluster || k == kindClusterAlone:
+		return s.clusterWaits(k)
 	case k == kindLong:
 		return clusterReady
 	default:
@@ -120,8 +146,9 @@ func (s *slots) run(t *testing.T, k testKind) {
 	t.Logf("e2e slot after %s", time.Since(asked).Round(time.Millisecond))
 	s.free--
 	s.pending[k]--
-	if k == kindCluster {
+	if k == kindCluster || k == kindClusterAlone {
 		s.onCluster++
+		s.alone = k == kindClusterAlone
 	}
 	s.mu.Unlock()
 	s.cond.Broadcast() // the last of a kind lets the next kind in
@@ -130,8 +157,9 @@ func (s *slots) run(t *testing.T, k testKind) {
 	t.Cleanup(func() {
 		s.mu.Lock()
 		s.free++
-		if k == kindCluster {
+		if k == kindCluster || k == kindClusterAlone {
 			s.onCluster--
+			s.alone = s.alone && k != kindClusterAlone
 		}
 		s.mu.Unlock()
 		s.cond.Broadcast()

@@ -156,7 +156,7 @@ func cleanEnv() []string {
 // agent.env secret and the git tokens are in no service spec, task
 // container environment, state file, journal, CLI answer or daemon log.
 func TestSwarmBackendEndToEnd(t *testing.T) {
-	parallelCluster(t)
+	parallelClusterAlone(t)
 	started := time.Now()
 	image := sandboxImage(t)
 	// Alone: the scheduler spreads services by the tasks each node holds,
@@ -165,25 +165,7 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 	c := testClusterAlone(t, image)
 	t.Logf("cluster and image ready after %s", time.Since(started).Round(time.Second))
 
-	repo := shortDir(t)
-	gitOut(t, repo, "init", "-q", "-b", "main")
-	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
-	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
-	files := map[string]string{
-		"linear-" + sfx:  localLinearTasks,
-		"diamond-" + sfx: localDiamondTasks,
-		"second-" + sfx:  strings.ReplaceAll(localLinearTasks, "feat/linear", "feat/second"),
-	}
-	wantStories := map[string]int{"aimi-linear-" + sfx: 3, "aimi-diamond-" + sfx: 4, "aimi-second-" + sfx: 3}
-	branches := map[string]string{"aimi-linear-" + sfx: "feat/linear", "aimi-diamond-" + sfx: "feat/diamond", "aimi-second-" + sfx: "feat/second"}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	gitOut(t, repo, "add", "-A")
-	gitOut(t, repo, "commit", "-q", "-m", "task files")
-	base := gitOut(t, repo, "rev-parse", "HEAD")
+	repo, base, wantStories, branches := swarmE2ERepo(t)
 
 	secret := "e2e-secret-" + dockertest.RunID()
 	dir := shortDir(t)
@@ -201,37 +183,11 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 		t.Fatalf("start --all --local --follow: exit %d\n%s\n%s", code, out, errOut)
 	}
 	t.Logf("swarm followed to the end in %s", time.Since(swarmStart).Round(time.Second))
-	view := waitFor(t, sock, repo, 3*time.Minute, "every container exited", func(v api.SwarmView) bool {
+	view := waitFor(t, sock, repo, clusterWork, "every container exited", func(v api.SwarmView) bool {
 		return len(v.Containers) == 3 && allExited(v)
 	})
-	nodes := map[string]bool{}
-	for _, d := range view.Containers {
-		if d.Node == "" {
-			t.Errorf("%s: no node in the API's answer", d.Name)
-		}
-		nodes[d.Node] = true
-		if d.ExitCode == nil || *d.ExitCode != 0 || len(d.Errors) != 0 || d.Rejected != 0 {
-			t.Errorf("%s: exit %v errors %+v rejected %d", d.Name, d.ExitCode, d.Errors, d.Rejected)
-		}
-	}
-	if len(nodes) < 2 {
-		t.Errorf("the containers ran on %d node(s) %v, want at least 2", len(nodes), nodes)
-	}
-	code, out, _ = run("swarm", "status")
-	for n := range nodes {
-		if code != 0 || !strings.Contains(out, "Nodes:") || !strings.Contains(out, "  "+n+"\n") {
-			t.Errorf("status does not show node %s: exit %d\n%s", n, code, out)
-		}
-	}
-	deadline := time.Now().Add(time.Minute)
-	for _, b := range branches {
-		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("branch %s was never published into the checkout", b)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	checkSwarmNodes(t, run, view)
+	waitSwarmBranchesPublished(t, repo, branches)
 
 	sw := validState(t, repo)
 	if len(sw.Containers) != 3 {
@@ -254,8 +210,97 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 		}
 	}
 
-	// Secrets: the agent.env value and the names of the secret variables
-	// are nowhere in the service specs or the task containers' env.
+	checkSwarmSecretsNotInSpecs(t, ctx, c, sock, sw, secret)
+	code, out, errOut = run("swarm", "cleanup")
+	if code != 0 {
+		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
+	}
+	f := filters.NewArgs(filters.Arg("label", contract.LabelSwarmID+"="+sw.SwarmID))
+	if s, _ := m.ServiceList(ctx, swarm.ServiceListOptions{Filters: f}); len(s) != 0 {
+		t.Errorf("%d services left after cleanup", len(s))
+	}
+	if s, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f}); len(s) != 0 {
+		t.Errorf("%d secrets left after cleanup", len(s))
+	}
+	p.stop(t)
+	checkSwarmSecretNowhere(t, secret, p.logs(), *answers, repo, dataDir)
+	t.Logf("total %s", time.Since(started).Round(time.Second))
+}
+
+// swarmE2ERepo makes a checkout with three task files committed on main;
+// it returns it, the base commit, and the stories and branch of each
+// container.
+func swarmE2ERepo(t *testing.T) (repo, base string, wantStories map[string]int, branches map[string]string) {
+	t.Helper()
+	repo = shortDir(t)
+	gitOut(t, repo, "init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	files := map[string]string{
+		"linear-" + sfx:  localLinearTasks,
+		"diamond-" + sfx: localDiamondTasks,
+		"second-" + sfx:  strings.ReplaceAll(localLinearTasks, "feat/linear", "feat/second"),
+	}
+	wantStories = map[string]int{"aimi-linear-" + sfx: 3, "aimi-diamond-" + sfx: 4, "aimi-second-" + sfx: 3}
+	branches = map[string]string{"aimi-linear-" + sfx: "feat/linear", "aimi-diamond-" + sfx: "feat/diamond", "aimi-second-" + sfx: "feat/second"}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", name+"-tasks.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gitOut(t, repo, "add", "-A")
+	gitOut(t, repo, "commit", "-q", "-m", "task files")
+	base = gitOut(t, repo, "rev-parse", "HEAD")
+	return repo, base, wantStories, branches
+}
+
+// checkSwarmNodes checks every container of view ran on a node the API
+// names, exited cleanly, that they ran on at least two nodes and that
+// `aimi swarm status` lists the nodes.
+func checkSwarmNodes(t *testing.T, run func(args ...string) (int, string, string), view api.SwarmView) {
+	t.Helper()
+	nodes := map[string]bool{}
+	for _, d := range view.Containers {
+		if d.Node == "" {
+			t.Errorf("%s: no node in the API's answer", d.Name)
+		}
+		nodes[d.Node] = true
+		if d.ExitCode == nil || *d.ExitCode != 0 || len(d.Errors) != 0 || d.Rejected != 0 {
+			t.Errorf("%s: exit %v errors %+v rejected %d", d.Name, d.ExitCode, d.Errors, d.Rejected)
+		}
+	}
+	if len(nodes) < 2 {
+		t.Errorf("the containers ran on %d node(s) %v, want at least 2", len(nodes), nodes)
+	}
+	code, out, _ := run("swarm", "status")
+	for n := range nodes {
+		if code != 0 || !strings.Contains(out, "Nodes:") || !strings.Contains(out, "  "+n+"\n") {
+			t.Errorf("status does not show node %s: exit %d\n%s", n, code, out)
+		}
+	}
+}
+
+// waitSwarmBranchesPublished waits up to a minute for each branch to be
+// published into the checkout.
+func waitSwarmBranchesPublished(t *testing.T, repo string, branches map[string]string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for _, b := range branches {
+		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("branch %s was never published into the checkout", b)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// checkSwarmSecretsNotInSpecs checks the agent.env value and the names of
+// the secret variables are nowhere in the service specs or the task
+// containers' env, and the task containers carry the swarm's label.
+func checkSwarmSecretsNotInSpecs(t *testing.T, ctx context.Context, c *clustertest.Cluster, sock string, sw *state.Swarm, secret string) {
+	t.Helper()
+	m := c.Manager().Client
 	for _, sc := range sw.Containers {
 		_, raw, err := m.ServiceInspectWithRaw(ctx, swarmmode.ServiceName(testInstance(sock), contract.Sandbox{Swarm: sw.SwarmID, Container: sc.ContainerName}), swarm.ServiceInspectOptions{})
 		if err != nil {
@@ -287,25 +332,20 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 			}
 		}
 	}
-	code, out, errOut = run("swarm", "cleanup")
-	if code != 0 {
-		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
-	}
-	f := filters.NewArgs(filters.Arg("label", contract.LabelSwarmID+"="+sw.SwarmID))
-	if s, _ := m.ServiceList(ctx, swarm.ServiceListOptions{Filters: f}); len(s) != 0 {
-		t.Errorf("%d services left after cleanup", len(s))
-	}
-	if s, _ := m.SecretList(ctx, swarm.SecretListOptions{Filters: f}); len(s) != 0 {
-		t.Errorf("%d secrets left after cleanup", len(s))
-	}
-	p.stop(t)
+}
+
+// checkSwarmSecretNowhere checks the agent.env secret is not in the
+// daemon's log, the CLI's answers or any file under the checkout and the
+// data dir but the config.
+func checkSwarmSecretNowhere(t *testing.T, secret, logs string, answers []string, repo, dataDir string) {
+	t.Helper()
 	check := func(where, text string) {
 		if strings.Contains(text, secret) {
 			t.Errorf("%s holds the agent.env secret", where)
 		}
 	}
-	check("the daemon's log", p.logs())
-	for _, a := range *answers {
+	check("the daemon's log", logs)
+	for _, a := range answers {
 		check("a CLI answer", a)
 	}
 	for _, root := range []string{repo, dataDir} {
@@ -318,7 +358,6 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 			return nil
 		})
 	}
-	t.Logf("total %s", time.Since(started).Round(time.Second))
 }
 
 // checkSwarmJournal: the journal holds one task-request, equal byte for byte
@@ -393,7 +432,7 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 		return launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
 	}
 	p := start()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)
@@ -402,7 +441,7 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 	// run: all three usually, but a loaded cluster starts services seconds
 	// apart, and the first may have finished by the time the last begins.
 	running, started := 0, 0
-	waitFor(t, sock, repo, 3*time.Minute, "the containers started, one running with progress", func(v api.SwarmView) bool {
+	waitFor(t, sock, repo, clusterWork, "the containers started, one running with progress", func(v api.SwarmView) bool {
 		running, started = 0, 0
 		for _, sc := range v.State.Containers {
 			if sc.Status != state.StatusPending && sc.StoryProgress.Pending < sc.StoryProgress.Total {
@@ -420,7 +459,7 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 	// The services run on without the daemon for a while.
 	time.Sleep(3 * time.Second)
 	p2 := start()
-	view := waitFor(t, sock, repo, 3*time.Minute, "every container terminal and exited", allExited)
+	view := waitFor(t, sock, repo, clusterWork, "every container terminal and exited", allExited)
 	p2.stop(t)
 	// A daemon started after they finished still says where each ran.
 	p3 := start()
@@ -456,7 +495,7 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 // 60 s, the others complete, and resume --retry-failed runs it again on a
 // live node to completed. The node is started again at the end.
 func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
-	parallelCluster(t)
+	parallelClusterAlone(t)
 	image := standinImage(t)
 	c := testClusterAlone(t, image)
 	repo := gitRepo(t, 3, "nl1", "nl2", "nl3")
@@ -465,13 +504,13 @@ func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"pace|3s;auto|3\"\ngit:\n  mode: remote\n"
 	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
 	defer p.stop(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)
 	}
 	victim, node := "", -1
-	waitFor(t, sock, repo, 2*time.Minute, "a container running on a worker", func(v api.SwarmView) bool {
+	waitFor(t, sock, repo, clusterWork, "a container running on a worker", func(v api.SwarmView) bool {
 		for _, d := range v.Containers {
 			for i, n := range c.Nodes[1:] {
 				if d.Node != "" && strings.HasSuffix(n.Name, "-"+d.Node) && d.Status == string(state.StatusRunning) {
@@ -500,7 +539,37 @@ func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
 		return false
 	})
 	lost := time.Since(stopped)
-	view := waitFor(t, sock, repo, 3*time.Minute, "every container terminal", allExited)
+	view := waitFor(t, sock, repo, clusterWork, "every container terminal", allExited)
+	retried := checkNodeLossEnds(t, c, node, victim, view)
+	t.Logf("NODE_LOST recorded %s after the node stopped", lost.Round(time.Second))
+	if lost > 60*time.Second {
+		t.Errorf("NODE_LOST took %s, want at most 60 s", lost)
+	}
+	if code, out, errOut := aimi(ctx, "swarm", "resume", "--retry-failed", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("resume --retry-failed: exit %d\n%s\n%s", code, out, errOut)
+	}
+	view = waitFor(t, sock, repo, clusterWork, "the retried containers completed", func(v api.SwarmView) bool {
+		done := 0
+		for _, d := range v.Containers {
+			if retried[d.Name] && d.Status == string(state.StatusCompleted) && d.Finished {
+				done++
+			}
+		}
+		return done == len(retried)
+	})
+	for _, d := range view.Containers {
+		if retried[d.Name] && strings.HasSuffix(c.Nodes[node].Name, "-"+d.Node) {
+			t.Errorf("%s ran again on the stopped node %s", d.Name, d.Node)
+		}
+	}
+	validState(t, repo)
+}
+
+// checkNodeLossEnds checks the containers on the stopped node (victim and
+// any placed there) failed and the others completed; it returns the
+// failed ones, to be retried.
+func checkNodeLossEnds(t *testing.T, c *clustertest.Cluster, node int, victim string, view api.SwarmView) map[string]bool {
+	t.Helper()
 	// Another container placed on the stopped node ends too: NODE_LOST if
 	// it ran, a start failure if the node went down while it started.
 	onStopped := func(d api.ContainerDetail) bool {
@@ -523,26 +592,5 @@ func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
 			t.Errorf("%s on a live node %s: %s %+v", d.Name, d.Node, d.Status, d.Errors)
 		}
 	}
-	t.Logf("NODE_LOST recorded %s after the node stopped", lost.Round(time.Second))
-	if lost > 60*time.Second {
-		t.Errorf("NODE_LOST took %s, want at most 60 s", lost)
-	}
-	if code, out, errOut := aimi(ctx, "swarm", "resume", "--retry-failed", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("resume --retry-failed: exit %d\n%s\n%s", code, out, errOut)
-	}
-	view = waitFor(t, sock, repo, 3*time.Minute, "the retried containers completed", func(v api.SwarmView) bool {
-		done := 0
-		for _, d := range v.Containers {
-			if retried[d.Name] && d.Status == string(state.StatusCompleted) && d.Finished {
-				done++
-			}
-		}
-		return done == len(retried)
-	})
-	for _, d := range view.Containers {
-		if retried[d.Name] && strings.HasSuffix(c.Nodes[node].Name, "-"+d.Node) {
-			t.Errorf("%s ran again on the stopped node %s", d.Name, d.Node)
-		}
-	}
-	validState(t, repo)
+	return retried
 }

@@ -64,22 +64,7 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 		t.Fatalf("the daemon keeps no door port: %v", err)
 	}
 
-	targets := []string{fmt.Sprintf("tcp %s %s", c.Gateway, strings.TrimSpace(string(door)))}
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ip.To4() != nil && !ip.IsLoopback() {
-			targets = append(targets, fmt.Sprintf("tcp %s %d", ip, hostPort), fmt.Sprintf("udp %s %d", ip, udpPort))
-		}
-	}
-	for _, n := range c.Nodes {
-		targets = append(targets, "tcp "+n.Addr+" 2377", "tcp "+n.Addr+" 7946")
-	}
-	targets = append(targets,
-		fmt.Sprintf("tcp %s 8080", otherNetworkContainer(t, ctx, image)),
-		"tcp 169.254.169.254 80", "tcp 1.1.1.1 443", "tcp 8.8.8.8 53", "udp 8.8.8.8 53", "dns example.com",
-		"proxy http://"+allowedLn.Addr().String()+"/ok",
-		"proxy http://denied.example/",
-	)
+	targets := swarmEgressTargets(t, ctx, c, image, strings.TrimSpace(string(door)), hostPort, udpPort, allowedLn.Addr().String())
 	repo, branches := swarmProbeRepo(t, targets, 3)
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -122,6 +107,31 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 			t.Errorf("remove %s: %v", d.Name, err)
 		}
 	}
+}
+
+// swarmEgressTargets are the probes' targets: the daemon's door on the
+// cluster's gateway, the host's services on each of its addresses, every
+// node's swarm ports, a container on another network, the outside world,
+// and through the proxy the allowed service and a host no rule names.
+func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluster, image, door string, hostPort, udpPort int, allowed string) []string {
+	t.Helper()
+	targets := []string{fmt.Sprintf("tcp %s %s", c.Gateway, door)}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ip, _, err := net.ParseCIDR(a.String()); err == nil && ip.To4() != nil && !ip.IsLoopback() {
+			targets = append(targets, fmt.Sprintf("tcp %s %d", ip, hostPort), fmt.Sprintf("udp %s %d", ip, udpPort))
+		}
+	}
+	for _, n := range c.Nodes {
+		targets = append(targets, "tcp "+n.Addr+" 2377", "tcp "+n.Addr+" 7946")
+	}
+	targets = append(targets,
+		fmt.Sprintf("tcp %s 8080", otherNetworkContainer(t, ctx, image)),
+		"tcp 169.254.169.254 80", "tcp 1.1.1.1 443", "tcp 8.8.8.8 53", "udp 8.8.8.8 53", "dns example.com",
+		"proxy http://"+allowed+"/ok",
+		"proxy http://denied.example/",
+	)
+	return targets
 }
 
 // checkProbe fails t for every way out the probe of branch found open, and

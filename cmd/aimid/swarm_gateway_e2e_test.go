@@ -31,7 +31,7 @@ import (
 // readable file; the daemon's log and the CLI's answers hold no key.
 func TestSwarmBackendModelKeyStaysInTheDaemon(t *testing.T) {
 	parallelCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var rnd [16]byte
 	rand.Read(rnd[:])
@@ -54,7 +54,7 @@ func TestSwarmBackendModelKeyStaysInTheDaemon(t *testing.T) {
 	if code, out, errOut := run("swarm", "start", "--all"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
-	v := waitFor(t, sock, repo, 3*time.Minute, "both containers created", func(v api.SwarmView) bool {
+	v := waitFor(t, sock, repo, clusterWork, "both containers created", func(v api.SwarmView) bool {
 		return len(v.State.Containers) == 2 && v.State.Containers[0].ContainerID != "" && v.State.Containers[1].ContainerID != ""
 	})
 	for _, task := range []string{"one", "two"} {
@@ -68,7 +68,7 @@ func TestSwarmBackendModelKeyStaysInTheDaemon(t *testing.T) {
 		}
 		execIn(t, ctx, cli, id, "/probe", "release")
 	}
-	waitFor(t, sock, repo, 3*time.Minute, "all finished", allExited)
+	waitFor(t, sock, repo, clusterWork, "all finished", allExited)
 	p.stop(t)
 	if strings.Contains(p.logs(), key) {
 		t.Error("the daemon's log holds the key")

@@ -40,12 +40,12 @@ func TestSwarmBackendAgentCannotReadTheGitToken(t *testing.T) {
 	env := append(swarmSettings(c, image), "AIMI_AGENT_KIND=exec", agent)
 	p := launchAimid(t, sock, filepath.Join(dir, "data"), "git:\n  mode: local\n", "info", cleanEnv(), env...)
 	defer p.stop(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
-	view := waitFor(t, sock, repo, 3*time.Minute, "the container exited", allExited)
+	view := waitFor(t, sock, repo, clusterWork, "the container exited", allExited)
 	deadline := time.Now().Add(time.Minute)
 	for exec.Command("git", "-C", repo, "cat-file", "-e", branch+":probe.txt").Run() != nil {
 		if time.Now().After(deadline) {

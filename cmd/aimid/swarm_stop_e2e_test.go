@@ -27,12 +27,12 @@ func TestSwarmBackendStop(t *testing.T) {
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"trap;progress|US-001|in_progress|working;sleep|5m\"\ngit:\n  mode: remote\n"
 	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
 	defer p.stop(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)
 	}
-	waitFor(t, sock, repo, 2*time.Minute, "every container running with progress", func(v api.SwarmView) bool {
+	waitFor(t, sock, repo, clusterWork, "every container running with progress", func(v api.SwarmView) bool {
 		for _, sc := range v.State.Containers {
 			if sc.Status != state.StatusRunning || sc.StoryProgress.InProgress == 0 {
 				return false
@@ -88,7 +88,7 @@ func TestSwarmBackendStoppedBeforeAnyPushIsCleanedUp(t *testing.T) {
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"trap;progress|US-001|in_progress|working;sleep|5m\"\ngit:\n  mode: local\n"
 	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
 	defer p.stop(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	run := func(args ...string) (int, string, string) {
 		return aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
@@ -96,7 +96,7 @@ func TestSwarmBackendStoppedBeforeAnyPushIsCleanedUp(t *testing.T) {
 	if code, _, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)
 	}
-	waitFor(t, sock, repo, 2*time.Minute, "the container running a story", func(v api.SwarmView) bool {
+	waitFor(t, sock, repo, clusterWork, "the container running a story", func(v api.SwarmView) bool {
 		return len(v.State.Containers) == 1 && v.State.Containers[0].StoryProgress.InProgress == 1
 	})
 	if code, _, errOut := run("swarm", "stop"); code != 0 {
@@ -114,7 +114,7 @@ func TestSwarmBackendStoppedBeforeAnyPushIsCleanedUp(t *testing.T) {
 	if code, _, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
 		t.Fatalf("start again: exit %d %s", code, errOut)
 	}
-	v = waitFor(t, sock, repo, time.Minute, "the container started again", func(v api.SwarmView) bool { return len(v.Containers) == 1 })
+	v = waitFor(t, sock, repo, 3*time.Minute, "the container started again", func(v api.SwarmView) bool { return len(v.Containers) == 1 })
 	if v.Containers[0].Name != name {
 		t.Errorf("the second start named the container %s, want %s again", v.Containers[0].Name, name)
 	}

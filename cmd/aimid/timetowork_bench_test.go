@@ -66,21 +66,34 @@ func BenchmarkTimeToWork(b *testing.B) {
 // start`, when the first and when the last container's first in_progress
 // progress-update was written (read from the journals once all are done).
 func userTimeToWork(b *testing.B, image string, n, blobs, blob int) (first, all time.Duration) {
+	first, all, _ = timeToWorkOn(b, image, "work", n, blobs, blob, nil)
+	return first, all
+}
+
+// timeToWorkOn is userTimeToWork's run with task files named after
+// prefix, the daemon's extra settings, and check (when set), which sees
+// the daemon's socket, the repository and its swarm once every container
+// is done, before the cleanup. It returns the daemon's socket too.
+func timeToWorkOn(b *testing.B, image, prefix string, n, blobs, blob int, check func(sock, repo string, sw *state.Swarm), extraEnv ...string) (first, all time.Duration, sock string) {
 	b.Helper()
 	names := make([]string, n)
 	sfx := dockertest.RunID()[:4]
 	for i := range names {
-		names[i] = fmt.Sprintf("work%02d-%s", i, sfx)
+		names[i] = fmt.Sprintf("%s%02d-%s", prefix, i, sfx)
 	}
 	repo := historyRepo(b, blobs, blob, names...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	sock, p, start := startLocalSwarm(b, ctx, image, repo, n)
+	sock, p, start := startLocalSwarm(b, ctx, image, repo, n, extraEnv...)
 	defer p.stop(b)
 	waitStatus(b, ctx, repo, sock, "done", terminalIn, n)
-	at := firstWork(b, repo, validState(b, repo))
+	sw := validState(b, repo)
+	at := firstWork(b, repo, sw)
 	if len(at) != n {
 		b.Fatalf("%d of %d containers wrote an in_progress update; daemon log:\n%s", len(at), n, p.logs())
+	}
+	if check != nil {
+		check(sock, repo, sw)
 	}
 	first = time.Duration(1<<63 - 1)
 	for _, t := range at {
@@ -88,7 +101,7 @@ func userTimeToWork(b *testing.B, image string, n, blobs, blob int) (first, all 
 		all = max(all, t.Sub(start))
 	}
 	aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock)
-	return first, all
+	return first, all, sock
 }
 
 // terminalIn counts the containers that finished (completed, failed or

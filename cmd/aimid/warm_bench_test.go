@@ -17,6 +17,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/state"
 )
 
 // BenchmarkWarmPool measures what the warm pool saves the user: `aimi swarm
@@ -112,6 +113,63 @@ func warmTimeToWork(b *testing.B, sock string, p *proc, n, round int) (first, al
 	phases = phaseTimes(b, repo, sw, start)
 	aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock)
 	return first, all, phases
+}
+
+// BenchmarkWarmPoolEmpty measures what a start pays for trying a pool that
+// has nothing waiting: the cold path's start of 8 one-story task files on
+// a daemon with sandbox.warm_pool 8 whose pool is still empty, next to the
+// same start on a daemon without a pool, alternated in each round
+// (empty-pool-to-cold, medians over b.N rounds; target: no worse than the
+// cold path). Apart from BenchmarkWarmPool: the empty pool's daemon fills
+// its pool after its start and those sandboxes are removed again, which
+// the warm rounds must not follow.
+//
+//	go test -run '^$' -bench WarmPoolEmpty -benchtime 5x ./cmd/aimid
+func BenchmarkWarmPoolEmpty(b *testing.B) {
+	image := sandboxtest.Image(b)
+	run := dockertest.RunID()
+	dockertest.Cleanup(b, dockertest.LabelKey, run)
+	n := timeToWorkContainers
+	var cold, empty []time.Duration
+	for i := 0; i < b.N; i++ {
+		if i%2 == 0 {
+			_, c := userTimeToWork(b, image, n, 0, 0)
+			cold, empty = append(cold, c), append(empty, emptyPoolTimeToWork(b, image, n))
+		} else {
+			e := emptyPoolTimeToWork(b, image, n)
+			_, c := userTimeToWork(b, image, n, 0, 0)
+			cold, empty = append(cold, c), append(empty, e)
+		}
+	}
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	b.ReportMetric(med(cold).Seconds(), "s-cold-all-work")
+	b.ReportMetric(med(empty).Seconds(), "s-empty-pool-all-work")
+	b.ReportMetric(float64(med(empty))/float64(med(cold)), "empty-pool-to-cold")
+}
+
+// emptyPoolTimeToWork is the cold path's start on a daemon with a pool of
+// n that has no sandbox waiting yet (the start follows the daemon's own at
+// once, while the pool's first sandbox is still being made): every
+// container is created after the pool was asked; returned is when the
+// last one's first in_progress was written, counted from the start.
+func emptyPoolTimeToWork(b *testing.B, image string, n int) (all time.Duration) {
+	b.Helper()
+	noClaims := func(sock, repo string, sw *state.Swarm) {
+		// Its pool's sandboxes, made once the start's containers worked,
+		// if the run ends here.
+		dockertest.Cleanup(b, contract.LabelDaemon, testInstance(sock))
+		for _, c := range sw.Containers {
+			if hasWarmNote(b, repo, sw.SwarmID, c.ContainerName) {
+				b.Fatalf("%s was claimed from the pool: it was not empty at the start", c.ContainerName)
+			}
+		}
+	}
+	_, all, sock := timeToWorkOn(b, image, "empty", n, 0, 0, noClaims, "AIMI_SANDBOX_WARM_POOL="+strconv.Itoa(n))
+	// Removed now, so that the next round does not run beside them.
+	if err := dockertest.CleanupByLabel(context.Background(), contract.LabelDaemon, testInstance(sock)); err != nil {
+		b.Error(err)
+	}
+	return all
 }
 
 // idleMemoryMB is the mean memory use of the pool sandboxes, as the

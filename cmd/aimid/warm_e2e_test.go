@@ -236,31 +236,7 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 		return len(v.State.Containers) == 3 && allExited(v)
 	})
 	sw := validState(t, repo)
-	var claimed, created []dcontainer.InspectResponse
-	for _, c := range sw.Containers {
-		if c.Status != state.StatusCompleted {
-			t.Errorf("%s: %s, want completed", c.ContainerName, c.Status)
-		}
-		in, err := cli.ContainerInspect(ctx, c.ContainerID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if in.Name != "/"+c.ContainerName {
-			t.Errorf("container %s is named %s on the engine", c.ContainerName, in.Name)
-		}
-		warm := hasWarmNote(t, repo, sw.SwarmID, c.ContainerName)
-		if poolIDs[c.ContainerID] {
-			claimed = append(claimed, in)
-		} else {
-			created = append(created, in)
-		}
-		if warm != poolIDs[c.ContainerID] {
-			t.Errorf("%s: warm note %v, claimed from the pool %v", c.ContainerName, warm, poolIDs[c.ContainerID])
-		}
-		if from := workspaceFrom(t, repo, sw.SwarmID, c.ContainerName); from != "from=ready-made" {
-			t.Errorf("%s (claimed %v): the workspace came %q, want ready-made from the git service", c.ContainerName, poolIDs[c.ContainerID], from)
-		}
-	}
+	claimed, created := claimedAndCreated(t, ctx, cli, repo, sw, poolIDs)
 	if len(claimed) != 2 || len(created) != 1 {
 		t.Fatalf("%d claimed and %d created, want 2 and 1", len(claimed), len(created))
 	}
@@ -304,6 +280,39 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 		t.Error("the agent.env secret is in the daemon's log")
 	}
 	p.stop(t)
+}
+
+// claimedAndCreated checks each container of sw completed under its own
+// name, with a warm note if and only if it was claimed from the pool (one
+// of poolIDs), and a ready-made workspace; it returns the claimed ones and
+// the created ones.
+func claimedAndCreated(t *testing.T, ctx context.Context, cli *client.Client, repo string, sw *state.Swarm, poolIDs map[string]bool) (claimed, created []dcontainer.InspectResponse) {
+	t.Helper()
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusCompleted {
+			t.Errorf("%s: %s, want completed", c.ContainerName, c.Status)
+		}
+		in, err := cli.ContainerInspect(ctx, c.ContainerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if in.Name != "/"+c.ContainerName {
+			t.Errorf("container %s is named %s on the engine", c.ContainerName, in.Name)
+		}
+		warm := hasWarmNote(t, repo, sw.SwarmID, c.ContainerName)
+		if poolIDs[c.ContainerID] {
+			claimed = append(claimed, in)
+		} else {
+			created = append(created, in)
+		}
+		if warm != poolIDs[c.ContainerID] {
+			t.Errorf("%s: warm note %v, claimed from the pool %v", c.ContainerName, warm, poolIDs[c.ContainerID])
+		}
+		if from := workspaceFrom(t, repo, sw.SwarmID, c.ContainerName); from != "from=ready-made" {
+			t.Errorf("%s (claimed %v): the workspace came %q, want ready-made from the git service", c.ContainerName, poolIDs[c.ContainerID], from)
+		}
+	}
+	return claimed, created
 }
 
 // workspaceVolume is the name of the volume on in's workspace: the

@@ -23,20 +23,7 @@ func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repoWith := func(yaml string, origin bool) string {
-		repo := t.TempDir()
-		if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
-			t.Fatalf("git init: %v %s", err, out)
-		}
-		if origin {
-			exec.Command("git", "-C", repo, "remote", "add", "origin", "https://example.com/o/r.git").Run()
-		}
-		if yaml != "" {
-			os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755)
-			os.WriteFile(filepath.Join(repo, ".aimi", "config.yaml"), []byte(yaml), 0o644)
-		}
-		return repo
-	}
+	repoWith := func(yaml string, origin bool) string { return repoWithConfig(t, yaml, origin) }
 	tests := []struct {
 		name      string
 		yaml      string
@@ -96,4 +83,21 @@ func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
 			}
 		})
 	}
+}
+
+// repoWithConfig makes a git checkout, with an origin if asked, and yaml
+// as its .aimi/config.yaml unless empty.
+func repoWithConfig(t *testing.T, yaml string, origin bool) string {
+	repo := t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	if origin {
+		exec.Command("git", "-C", repo, "remote", "add", "origin", "https://example.com/o/r.git").Run()
+	}
+	if yaml != "" {
+		os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755)
+		os.WriteFile(filepath.Join(repo, ".aimi", "config.yaml"), []byte(yaml), 0o644)
+	}
+	return repo
 }

@@ -9,7 +9,8 @@
 // content so repeated runs reuse it. Nodes run without --privileged (which
 // fails on the project's machines): SYS_ADMIN and NET_ADMIN, seccomp and
 // AppArmor unconfined, the host's cgroup namespace with /sys/fs/cgroup bound
-// read-write, and the vfs storage driver. Each node's API is a unix socket
+// read-write, and the storage driver dockerd picks on the node's volume
+// (overlay2 where the kernel allows it). Each node's API is a unix socket
 // in a host directory bound into the node, so tests reach it without
 // exposing an unauthenticated TCP port. Images reach the nodes by ImageSave
 // on the host engine and ImageLoad on each node.

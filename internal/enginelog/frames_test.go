@@ -56,14 +56,25 @@ func show(ls []engine.Line) string {
 	return strings.Join(parts, " ")
 }
 
+// frameCase is one case of TestFrameSplitter: frames split with a line
+// limit of max (0: engine.MaxLineBytes) give the lines want shows.
+type frameCase struct {
+	name   string
+	max    int
+	frames [][]byte
+	want   string
+}
+
 func TestFrameSplitter(t *testing.T) {
-	big := strings.Repeat("x", 16*1024)
-	tests := []struct {
-		name   string
-		max    int
-		frames [][]byte
-		want   string
-	}{
+	for _, tt := range append(frameOrderCases(), frameLineCases()...) {
+		t.Run(tt.name, func(t *testing.T) { checkFrameSplit(t, tt) })
+	}
+}
+
+// frameOrderCases are TestFrameSplitter's cases of order, numbering,
+// repeated entries and partial entries.
+func frameOrderCases() []frameCase {
+	return []frameCase{
 		{
 			name:   "one frame per line keeps order and streams",
 			frames: [][]byte{frame(engine.Stdout, at(1), "a\n"), frame(engine.Stderr, at(2), "e\n"), frame(engine.Stdout, at(3), "b\n")},
@@ -100,6 +111,14 @@ func TestFrameSplitter(t *testing.T) {
 			},
 			want: "stderr@6#0:err stdout@5#0:left right",
 		},
+	}
+}
+
+// frameLineCases are TestFrameSplitter's cases of line lengths, several
+// lines in a frame and the stream's end.
+func frameLineCases() []frameCase {
+	big := strings.Repeat("x", 16*1024)
+	return []frameCase{
 		{
 			name: "oversized line between two good ones is reported and skipped",
 			max:  engine.MaxLineBytes,
@@ -133,25 +152,24 @@ func TestFrameSplitter(t *testing.T) {
 			want:   "",
 		},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			max := tt.max
-			if max == 0 {
-				max = engine.MaxLineBytes
-			}
-			got, err := split(t, max, tt.frames...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s := show(got); s != tt.want {
-				t.Fatalf("got  %s\nwant %s", s, tt.want)
-			}
-			for _, l := range got {
-				if l.Err != nil && !errors.Is(l.Err, engine.ErrLineTooLong) {
-					t.Fatalf("unexpected line error %v", l.Err)
-				}
-			}
-		})
+}
+
+func checkFrameSplit(t *testing.T, tt frameCase) {
+	max := tt.max
+	if max == 0 {
+		max = engine.MaxLineBytes
+	}
+	got, err := split(t, max, tt.frames...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := show(got); s != tt.want {
+		t.Fatalf("got  %s\nwant %s", s, tt.want)
+	}
+	for _, l := range got {
+		if l.Err != nil && !errors.Is(l.Err, engine.ErrLineTooLong) {
+			t.Fatalf("unexpected line error %v", l.Err)
+		}
 	}
 }
 

@@ -39,15 +39,18 @@ func serialTests(t *testing.T, name string, src []byte) []string {
 	return out
 }
 
-// callsParallel reports whether body calls parallel(t), parallelLong(t)
-// or parallelCluster(t)
-// as a statement of its own.
+// parallelCalls are cmd/aimid's helpers that run a test in one of its
+// slots (shared_test.go).
+var parallelCalls = map[string]bool{"parallel": true, "parallelLong": true, "parallelCluster": true, "parallelClusterAlone": true}
+
+// callsParallel reports whether body calls one of parallelCalls as a
+// statement of its own.
 func callsParallel(body *ast.BlockStmt) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
 		if es, ok := n.(*ast.ExprStmt); ok {
 			if call, ok := es.X.(*ast.CallExpr); ok {
-				if id, ok := call.Fun.(*ast.Ident); ok && (id.Name == "parallel" || id.Name == "parallelLong" || id.Name == "parallelCluster") {
+				if id, ok := call.Fun.(*ast.Ident); ok && parallelCalls[id.Name] {
 					found = true
 				}
 			}
@@ -73,7 +76,7 @@ func TestAimidTestsRunInParallelOrSayWhyNot(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range serialTests(t, path, src) {
-			t.Errorf("%s: %s neither calls parallel(t) (or parallelLong(t), parallelCluster(t)) nor says why not in a %q line of its doc comment", filepath.Base(path), name, notParallel)
+			t.Errorf("%s: %s neither calls parallel(t) (or parallelLong, parallelCluster, parallelClusterAlone) nor says why not in a %q line of its doc comment", filepath.Base(path), name, notParallel)
 		}
 	}
 }

@@ -89,7 +89,23 @@ func merged(t *testing.T, pkgs ...*bytes.Buffer) (map[string]*tar.Header, map[st
 	return readAll(t, &out)
 }
 
+// mergeCheck is one subtest of TestMergerLaysOutRootfsAsDpkgWould.
+type mergeCheck struct {
+	name  string
+	check func(t *testing.T)
+}
+
 func TestMergerLaysOutRootfsAsDpkgWould(t *testing.T) {
+	hdrs, bodies, order := merged(t, dpkgLikePackages(t)...)
+	tests := append(mergeLayoutChecks(hdrs, bodies), mergeContentChecks(hdrs, bodies, order)...)
+	for _, tc := range tests {
+		t.Run(tc.name, tc.check)
+	}
+}
+
+// dpkgLikePackages are three packages' data archives as dpkg would unpack
+// them: dash, libc and the CA certificates.
+func dpkgLikePackages(t *testing.T) []*bytes.Buffer {
 	dash := pkgTar(t,
 		entry{name: "./", typ: tar.TypeDir},
 		entry{name: "./bin/", typ: tar.TypeDir},
@@ -112,12 +128,13 @@ func TestMergerLaysOutRootfsAsDpkgWould(t *testing.T) {
 		entry{name: "./usr/share/ca-certificates/mozilla/B.crt", typ: tar.TypeReg, body: "-----B-----"},
 		entry{name: "./usr/share/ca-certificates/mozilla/A.crt", typ: tar.TypeReg, body: "-----A-----\n"},
 	)
-	hdrs, bodies, order := merged(t, dash, libc, certs)
+	return []*bytes.Buffer{dash, libc, certs}
+}
 
-	tests := []struct {
-		name  string
-		check func(t *testing.T)
-	}{
+// mergeLayoutChecks are the subtests of where the merged entries go: the
+// merged /usr, moved files and links.
+func mergeLayoutChecks(hdrs map[string]*tar.Header, bodies map[string]string) []mergeCheck {
+	return []mergeCheck{
 		{"top-level bin, sbin, lib, lib64 are links into /usr", func(t *testing.T) {
 			for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
 				h := hdrs[d]
@@ -156,6 +173,13 @@ func TestMergerLaysOutRootfsAsDpkgWould(t *testing.T) {
 				t.Errorf("hard link: %+v", h)
 			}
 		}},
+	}
+}
+
+// mergeContentChecks are the subtests of what is dropped, modes, owners,
+// order and the generated files.
+func mergeContentChecks(hdrs map[string]*tar.Header, bodies map[string]string, order []string) []mergeCheck {
+	return []mergeCheck{
 		{"docs and manuals dropped, copyright kept", func(t *testing.T) {
 			if hdrs["usr/share/doc/dash/copyright"] == nil {
 				t.Error("copyright dropped")
@@ -204,9 +228,6 @@ func TestMergerLaysOutRootfsAsDpkgWould(t *testing.T) {
 				t.Errorf("group: %q", bodies["etc/group"])
 			}
 		}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, tc.check)
 	}
 }
 

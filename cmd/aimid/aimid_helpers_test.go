@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/errdefs"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/spec"
+
+	"github.com/aimi-tools/swarm/cli"
+	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/daemon/instancelock"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// proc is a running aimid.
+type proc struct {
+	cmd    *exec.Cmd
+	sock   string
+	stderr *bytes.Buffer // read it after the daemon exited, or via logs
+	log    *lockedWriter
+	done   chan error
+}
+
+// logs is the daemon's stderr so far, safe to read while it runs.
+func (p *proc) logs() string {
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	return p.stderr.String()
+}
+
+// startAimid runs the built daemon with its own socket, data dir and user
+// config (scripts is written as agent.env: the stand-in's scripts).
+func startAimid(t testing.TB, sock, dataDir, image string, scripts map[string]string) *proc {
+	t.Helper()
+	return startAimidEnv(t, sock, dataDir, image, scripts)
+}
+
+// startAimidEnv is startAimid with extra environment settings for the
+// daemon (tests run in parallel: none sets its own process's environment).
+func startAimidEnv(t testing.TB, sock, dataDir, image string, scripts map[string]string, extraEnv ...string) *proc {
+	t.Helper()
+	var y strings.Builder
+	y.WriteString("agent:\n  env:\n")
+	for k, v := range scripts {
+		fmt.Fprintf(&y, "    %s: %q\n", k, v)
+	}
+	settings := []string{
+		"AIMI_SANDBOX_IMAGE=" + image,
+		"AIMI_SANDBOX_MEMORY=128m",
+		"AIMI_SANDBOX_SWAP=128m",
+		"AIMI_SANDBOX_CPUS=0.5",
+		"AIMI_SANDBOX_PIDS=64",
+		"AIMI_SWARM_STOP_GRACE=2s",
+		"AIMI_GIT_MODE=remote",
+	}
+	return launchAimid(t, sock, dataDir, y.String(), "info", os.Environ(), append(settings, extraEnv...)...)
+}
+
+// launchAimid starts the built aimid with config as its config file, base
+// plus extra as its environment, and waits until it answers its health
+// check; the test's cleanup kills it if it still runs.
+func launchAimid(t testing.TB, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
+	t.Helper()
+	// An instance per socket: this daemon adopts only its own test's
+	// containers, never those of other tests running on the engine.
+	return launchAimidWrapped(t, nil, testInstance(sock), sock, dataDir, config, logLevel, base, extra...)
+}
+
+// testInstance is the --instance launchAimid gives the daemon of sock.
+func testInstance(sock string) string {
+	return fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
+}
+
+// launchAimidAs is launchAimid with the daemon's --instance.
+func launchAimidAs(t testing.TB, instance, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
+	t.Helper()
+	return launchAimidWrapped(t, nil, instance, sock, dataDir, config, logLevel, base, extra...)
+}
+
+// envDaemonLogs set (to anything) prints every test daemon's stderr when
+// its test ends, passed or not: where a slow test's time went.
+const envDaemonLogs = "AIMI_TEST_DAEMON_LOGS"
+
+// launchAimidWrapped is launchAimidAs with wrap, when not nil, changing the
+// daemon's command before it starts (running it under prlimit).
+func launchAimidWrapped(t testing.TB, wrap func(*exec.Cmd), instance, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
+	t.Helper()
+	cfgDir := filepath.Join(dataDir, "cfg")
+	os.MkdirAll(cfgDir, 0o755)
+	cfgFile := filepath.Join(cfgDir, "config.yaml")
+	os.WriteFile(cfgFile, []byte(config), 0o644)
+	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", logLevel, "--instance", instance)
+	cmd.Env = append(append(append([]string(nil), base...), "XDG_CONFIG_HOME="+cfgDir), extra...)
+	if wrap != nil {
+		wrap(cmd)
+	}
+	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
+	p.log = &lockedWriter{w: p.stderr}
+	cmd.Stderr = p.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// exited, not cmd.ProcessState: reading that races with Wait.
+	exited := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		close(exited)
+		p.done <- err
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+		removeInstanceMarker(t, instance, cmd.Process.Pid)
+		if t.Failed() || os.Getenv(envDaemonLogs) != "" {
+			t.Logf("aimid stderr:\n%s", p.logs())
+		}
+	})
+	c := daemon.NewClient(sock)
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Health(ctx)
+		cancel()
+		if err == nil {
+			return p
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("aimid exited before it was ready: %v\n%s", err, p.logs())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("aimid not ready: %v\n%s", err, p.logs())
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// stop ends the daemon with SIGTERM, as systemd does, and fails the test
+// unless it exits cleanly.
+func (p *proc) stop(t testing.TB) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.wait(t); err != nil {
+		t.Errorf("aimid exit: %v", err)
+	}
+}
+
+func (p *proc) wait(t testing.TB) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("aimid did not exit")
+		return nil
+	}
+}
+
+func aimi(ctx context.Context, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := cli.Run(ctx, args, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+// recordingAimi returns a runner of aimi commands against repo and the
+// daemon at sock, and the list of every answer (stdout, stderr) it gave,
+// for the leak checks.
+func recordingAimi(ctx context.Context, repo, sock string) (run func(args ...string) (int, string, string), answers *[]string) {
+	answers = &[]string{}
+	run = func(args ...string) (int, string, string) {
+		code, out, errOut := aimi(ctx, append(args, "--repo", repo, "--socket", sock)...)
+		*answers = append(*answers, out, errOut)
+		return code, out, errOut
+	}
+	return run, answers
+}
+
+// allExited: every container is terminal and its process has exited (a
+// container is terminal by its completion a moment before its process exits
+// and acpPid goes null).
+func allExited(v api.SwarmView) bool {
+	for _, c := range v.State.Containers {
+		if !c.Status.Terminal() {
+			return false
+		}
+	}
+	for _, d := range v.Containers {
+		if d.ExitCode == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// validState reads the repo's state file and validates it against the
+// schema (spec/swarm-state.schema.json).
+func validState(t testing.TB, repo string) *state.Swarm {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repo, ".aimi", "swarm-state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spec.ValidateState(b); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	sw, err := state.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sw
+}
+
+// waitFor polls the daemon's status until cond holds.
+func waitFor(t testing.TB, sock, repo string, d time.Duration, what string, cond func(api.SwarmView) bool) api.SwarmView {
+	t.Helper()
+	c := daemon.NewClient(sock)
+	defer c.Close()
+	deadline := time.Now().Add(d)
+	var last api.SwarmView
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		v, err := c.Status(ctx, repo)
+		cancel()
+		if err == nil {
+			last = v
+			if cond(v) {
+				return v
+			}
+		}
+		lastErr = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	b, _ := json.Marshal(last)
+	t.Fatalf("timed out waiting for %s: %v\n%s", what, lastErr, b)
+	return last
+}
+
+// checkExactJournals checks that every container completed its stories and
+// that its journal holds what an uninterrupted run journals (each story
+// in_progress then completed, then one completion), every line once.
+func checkExactJournals(t *testing.T, repo string, sw *state.Swarm, stories int) {
+	t.Helper()
+	// What an uninterrupted run journals: each story in_progress then
+	// completed, then one completion.
+	var want []string
+	for i := 1; i <= stories; i++ {
+		want = append(want, fmt.Sprintf("US-%03d:in_progress", i), fmt.Sprintf("US-%03d:completed", i))
+	}
+	want = append(want, "completion:completed")
+	for _, c := range sw.Containers {
+		if c.Status != state.StatusCompleted || c.StoryProgress.Completed != stories || c.StoryProgress.Total != stories || c.ACPPID != nil {
+			t.Errorf("%s: %s %+v acpPid=%v", c.ContainerName, c.Status, c.StoryProgress, c.ACPPID)
+		}
+		recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, c.ContainerName+".ndjson"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		cursors := map[string]bool{}
+		for _, r := range recs {
+			if r.Stream == "daemon" {
+				continue
+			}
+			key := r.Stream + " " + r.Cursor.String()
+			if cursors[key] {
+				t.Errorf("%s: %s cursor %s journaled twice", c.ContainerName, r.Stream, r.Cursor)
+			}
+			cursors[key] = true
+			var m struct {
+				Type    string `json:"type"`
+				Payload struct {
+					StoryID string `json:"storyId"`
+					Status  string `json:"status"`
+				} `json:"payload"`
+			}
+			if err := json.Unmarshal(r.Message, &m); err != nil || !r.Valid {
+				t.Errorf("%s: record %d: valid=%v %v", c.ContainerName, r.Seq, r.Valid, err)
+			}
+			if m.Type == "completion" {
+				got = append(got, "completion:"+m.Payload.Status)
+			} else {
+				got = append(got, m.Payload.StoryID+":"+m.Payload.Status)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s journal:\n%s\nwant\n%s", c.ContainerName, strings.Join(got, " "), strings.Join(want, " "))
+			for _, r := range recs {
+				t.Logf("  seq=%d cursor=%s time=%s stream=%s type=%s", r.Seq, r.Cursor, r.Time.Format("15:04:05.000"), r.Stream, r.Type)
+			}
+		}
+	}
+}
+
+// removeInstanceMarker removes the instance marker a killed daemon (pid)
+// left on the engine; a marker of any other process stays.
+func removeInstanceMarker(t testing.TB, instance string, pid int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli := dockertest.Client(t)
+	insp, err := cli.ContainerInspect(ctx, instancelock.MarkerName(instance))
+	if err != nil || insp.Config == nil || insp.Config.Labels[instancelock.LabelInstance] != instance || insp.Config.Labels[contract.LabelInstanceLockPID] != strconv.Itoa(pid) {
+		return
+	}
+	if err := cli.ContainerRemove(ctx, insp.ID, container.RemoveOptions{Force: true}); err != nil && !errdefs.IsNotFound(err) {
+		t.Errorf("remove the instance marker of killed aimid %d: %v", pid, err)
+	}
+}
+
+// taskPath is the state file's path of gitRepo's task file name. Tests
+// find containers by it: packages run in parallel, so a container name
+// such as aimi-first may be held by another test and get a suffix.
+func taskPath(name string) string { return ".aimi/tasks/" + name + "-tasks.json" }
+
+// containerOf is sw's container of gitRepo's task file name; the test
+// fails when there is none (a nil would panic the whole parallel run).
+func containerOf(t testing.TB, sw *state.Swarm, name string) *state.Container {
+	t.Helper()
+	c := sw.ContainerForTask(taskPath(name))
+	if c == nil {
+		t.Fatalf("no container of %s in the state: %+v", taskPath(name), sw.Containers)
+	}
+	return c
+}

@@ -1,0 +1,110 @@
+package warmpool
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+)
+
+// startDuringCreate is the engine with a start of the user's beginning
+// while the pool's create is under way: Busy is taken as the create
+// returns, and each Start notes whether that start was still holding.
+type startDuringCreate struct {
+	Engine
+	pool    func() *Pool
+	mu      sync.Mutex
+	done    func()
+	started []bool // per Start: the user's start still held the pool
+}
+
+func (e *startDuringCreate) Create(ctx context.Context, s engine.Spec) (string, error) {
+	id, err := e.Engine.Create(ctx, s)
+	e.mu.Lock()
+	if e.done == nil {
+		e.done = e.pool().Busy()
+	}
+	e.mu.Unlock()
+	return id, err
+}
+
+func (e *startDuringCreate) Start(ctx context.Context, id string) error {
+	e.mu.Lock()
+	e.started = append(e.started, e.done != nil)
+	e.mu.Unlock()
+	return e.Engine.Start(ctx, id)
+}
+
+func (e *startDuringCreate) release() {
+	e.mu.Lock()
+	done := e.done
+	e.done = nil
+	e.mu.Unlock()
+	done()
+}
+
+// TestAPoolSandboxCreatedAsAStartBeganWaitsForIt: a pool sandbox whose
+// create was under way when a start began is started only once that start
+// lets the pool go: its engine start would compete with the start's own.
+func TestAPoolSandboxCreatedAsAStartBeganWaitsForIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real engine")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run := dockertest.RunID()
+	labels := map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: "warmpool-hold-" + run}
+	img := dockertest.BuildGoImage(t, ctx, map[string]string{"/standin": standin}, nil, nil)
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+	d, err := container.NewDocker(ctx, container.WithOwner(map[string]string{contract.LabelDaemon: labels[contract.LabelDaemon]}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p *Pool
+	eng := &startDuringCreate{Engine: d, pool: func() *Pool { return p }}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err = New(eng, Options{Dir: t.TempDir(), Labels: labels, MaxAge: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := engine.Spec{Name: "aimi-x", Image: img, MemoryBytes: 64 << 20, MemorySwapBytes: 64 << 20}
+	p.SetTarget(spec, 1)
+	pctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); p.Run(pctx) }()
+	defer func() { stop(); <-done }()
+
+	// Created, held: it must not start while the start holds the pool.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		eng.mu.Lock()
+		held := eng.done != nil
+		eng.mu.Unlock()
+		if held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pool made no sandbox")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	eng.release()
+	waitIdle(t, p, spec, 1, nil)
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if len(eng.started) == 0 {
+		t.Fatal("no sandbox was started")
+	}
+	for i, held := range eng.started {
+		if held {
+			t.Errorf("start %d of a pool sandbox came while a start held the pool", i+1)
+		}
+	}
+}
