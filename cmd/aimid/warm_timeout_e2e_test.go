@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,8 +61,37 @@ func TestWarmPoolClaimedSandboxHasItsWholeTimeLimit(t *testing.T) {
 	if !hasWarmNote(t, repo, sw.SwarmID, c.ContainerName) {
 		t.Fatalf("%s was not claimed from the pool", c.ContainerName)
 	}
-	if c.Status != state.StatusCompleted {
-		t.Errorf("%s: %s after a pool wait of more than swarm.timeout (%s), want completed: the limit counts from the claim; daemon log:\n%s",
+	if c.Status == state.StatusCompleted {
+		return
+	}
+	// Under a loaded machine the story itself may outlast the limit. The
+	// claim then holds if the timeout came no sooner than the whole limit
+	// after the claim; counted from the pool's start it would come at once.
+	at, ok := timeoutReachedAt(p.logs(), c.ContainerName)
+	if !ok {
+		t.Fatalf("%s: %s after a pool wait of more than swarm.timeout (%s), want completed or timed out: daemon log:\n%s",
 			c.ContainerName, c.Status, limit, p.logs())
 	}
+	if ran := at.Sub(c.CreatedAt); ran < limit-time.Second {
+		t.Errorf("%s timed out %s after its claim, want the whole limit (%s) from the claim on; daemon log:\n%s",
+			c.ContainerName, ran.Round(time.Millisecond), limit, p.logs())
+	}
+}
+
+// timeoutReachedAt is the time of the daemon's "timeout reached" line for a
+// container in its log (slog's text format).
+func timeoutReachedAt(log, name string) (time.Time, bool) {
+	for _, ln := range strings.Split(log, "\n") {
+		if !strings.Contains(ln, `msg="timeout reached`) || !strings.Contains(ln, " container="+name) {
+			continue
+		}
+		f := strings.Fields(ln)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "time=") {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[0], "time=")); err == nil {
+			return at, true
+		}
+	}
+	return time.Time{}, false
 }
