@@ -43,6 +43,9 @@ type Docker struct {
 	logMaxSize string
 	// exits reports the exits Wait asks for from one event stream.
 	exits *exitWatch
+	// sealedHosts is WithSealedHosts's file, "" for none; defaultRuntime
+	// is the engine's default runtime when there is one (prepareSealed).
+	sealedHosts, defaultRuntime string
 }
 
 // networkSeenFor is how long a network seen to exist is taken to exist
@@ -109,6 +112,10 @@ func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
 	// their first calls at the same time (go test -race saw it).
 	cli.NegotiateAPIVersion(ctx)
 	d.cli = cli
+	if err := d.prepareSealed(ctx); err != nil {
+		cli.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -187,6 +194,7 @@ func (d *Docker) Create(ctx context.Context, s engine.Spec) (string, error) {
 		}
 	}
 	cfg, hc, nc := engineConfig(&s, runtime, d.logMaxSize)
+	d.sealOff(&s, runtime, cfg, hc)
 	resp, err := d.cli.ContainerCreate(ctx, cfg, hc, nc, nil, s.Name)
 	if errdefs.IsConflict(err) {
 		if err := d.replaceStale(ctx, s.Name, s.Labels); err != nil {

@@ -84,6 +84,7 @@ func TestEngine(t *testing.T) {
 		{"a container removed while waited for reports not found", e.testWaitRemoved},
 		{"a container outside the event stream's labels is waited for alone", e.testWaitWithoutLabels},
 		{"a disk limit is applied where the driver can and refused clearly where not", e.testDiskLimit},
+		{"a sealed sandbox starts without network setup and has its loopback and localhost only", e.testSealed},
 	}
 	var wg sync.WaitGroup
 	for _, c := range cases {

@@ -62,7 +62,13 @@ type Spec struct {
 	// Network is the network to join (from EnsureNetwork). "" joins the
 	// engine's default bridge, which does NOT isolate containers from each
 	// other; "host" is refused; NetworkNone gives it a loopback only.
-	Network    string
+	Network string
+	// Sealed: the sandbox stays on NetworkNone for its whole life (its
+	// services come through sockets, Mounts), so an engine may leave out
+	// the network setup a later JoinNetwork would need (Docker: no
+	// network sandbox, whose hook re-runs the engine at every start).
+	// JoinNetwork on a sealed sandbox fails.
+	Sealed     bool
 	Mounts     []Mount  // bind mounts
 	ExtraHosts []string // "name:ip" or "name:host-gateway"
 	User       string   // user[:group] inside the container; "" = image default
@@ -184,6 +190,9 @@ func (s *Spec) validatePlacement() error {
 	}
 	if s.Network != "" && !ValidNetwork(s.Network) {
 		return s.bad("network %q must match %s", s.Network, networkRE)
+	}
+	if s.Sealed && s.Network != NetworkNone {
+		return s.bad("a sealed sandbox stays on network %q, not %q", NetworkNone, s.Network)
 	}
 	for i, m := range s.Mounts {
 		if !cleanAbs(m.Source) || !cleanAbs(m.Target) {

@@ -51,6 +51,8 @@ func TestSpecValidate(t *testing.T) {
 		{"required runtime without a name is refused", func(s *Spec) { s.RequireRuntime = true }, ErrInvalidSpec},
 		{"runtime with a space is refused", func(s *Spec) { s.Runtime = "sysbox runc" }, ErrInvalidSpec},
 		{"host network is refused", func(s *Spec) { s.Network = "host" }, ErrInvalidSpec},
+		{"sealed on no network is valid", func(s *Spec) { s.Network, s.Sealed = NetworkNone, true }, nil},
+		{"sealed on a network is refused", func(s *Spec) { s.Network, s.Sealed = "aimi-net", true }, ErrInvalidSpec},
 		{"relative mount source is refused", func(s *Spec) { s.Mounts = []Mount{{Source: "repo", Target: "/w"}} }, ErrInvalidSpec},
 		{"mount target with .. is refused", func(s *Spec) { s.Mounts = []Mount{{Source: "/r", Target: "/w/../etc"}} }, ErrInvalidSpec},
 		{"mount over / is refused", func(s *Spec) { s.Mounts = []Mount{{Source: "/r", Target: "/"}} }, ErrInvalidSpec},

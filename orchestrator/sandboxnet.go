@@ -133,6 +133,9 @@ func applyNet(s *engine.Spec, ng *NetGrant) {
 		return
 	}
 	s.Network = engine.NetworkNone
+	// On one engine it stays there (its sockets are its way out); a
+	// cluster's relay puts it on an overlay of its own instead.
+	s.Sealed = ng.Relay == nil
 	if ng.Dir != "" {
 		s.Mounts = append(s.Mounts, engine.Mount{Source: ng.Dir, Target: contract.NetDir})
 	}

@@ -95,6 +95,9 @@ func (m *Manager) WarmSpec(image string) engine.Spec {
 	sw := &swarm{m: m, image: image, network: engine.NetworkNone}
 	s := sw.createSpec(&ctr{name: "aimi-warm"}, nil, nil)
 	s.Labels, s.Env, s.Mounts = m.selector(nil), nil, nil
+	// A pool runs on one engine, where a sandbox of Net is sealed (a
+	// claim keeps it on no network); the key tells the two kinds apart.
+	s.Sealed = m.cfg.Net != nil
 	return s
 }
 
@@ -108,7 +111,7 @@ func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec engine.Spec) (bool,
 	if sw.m.cfg.Net != nil {
 		// It stays on no network, as a created one is: its sockets,
 		// served in the pool's directory, replace any network.
-		spec.Network = engine.NetworkNone
+		spec.Network, spec.Sealed = engine.NetworkNone, true
 	}
 	info, ok, err := pool.Claim(ctx, spec)
 	if err != nil || !ok {

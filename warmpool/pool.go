@@ -109,15 +109,16 @@ func New(eng Engine, opts Options) (*Pool, error) {
 
 // Key is the digest of what a sandbox is created with and cannot change
 // later: a claim takes only a sandbox of its spec's key. The name, labels,
-// environment, mounts and network are given at the claim instead.
+// environment, mounts and network are given at the claim instead; whether
+// it is sealed is not (a sealed sandbox cannot join a network).
 func Key(s engine.Spec) string {
 	b, _ := json.Marshal(struct {
-		Image                           string
-		NanoCPUs, Mem, Swap, Pids, Disk int64
-		ReadOnly, RequireRuntime        bool
-		Scratch, ExtraHosts, Cmd        []string
-		Runtime, User, WorkDir          string
-	}{s.Image, s.NanoCPUs, s.MemoryBytes, s.MemorySwapBytes, s.PidsLimit, s.DiskBytes, s.ReadOnlyRootfs, s.RequireRuntime,
+		Image                            string
+		NanoCPUs, Mem, Swap, Pids, Disk  int64
+		ReadOnly, RequireRuntime, Sealed bool
+		Scratch, ExtraHosts, Cmd         []string
+		Runtime, User, WorkDir           string
+	}{s.Image, s.NanoCPUs, s.MemoryBytes, s.MemorySwapBytes, s.PidsLimit, s.DiskBytes, s.ReadOnlyRootfs, s.RequireRuntime, s.Sealed,
 		s.Scratch, s.ExtraHosts, s.Cmd, s.Runtime, s.User, s.WorkingDir})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:12])

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/container"
@@ -30,11 +31,16 @@ type backend struct {
 	docker *container.Docker
 }
 
+// sealedHostsFile is the sealed sandboxes' /etc/hosts in the data dir
+// (container.WithSealedHosts).
+const sealedHostsFile = "sandbox-hosts"
+
 // openBackend connects to the engine.backend at engine.host (DOCKER_HOST
 // and friends when empty). An engine that does not answer, or a swarm
 // backend whose endpoint is not a manager of an active swarm, stops the
 // daemon with the key and the fix.
-func openBackend(ctx context.Context, cfg *configs.Config, instance string, log *slog.Logger, wrap func(http.RoundTripper) http.RoundTripper) (backend, error) {
+func openBackend(ctx context.Context, cfg *configs.Config, o options, log *slog.Logger, wrap func(http.RoundTripper) http.RoundTripper) (backend, error) {
+	instance := o.instance
 	if cfg.Engine.Host != "" {
 		// Every engine client of this process (the backend, the instance
 		// marker) follows the Docker client's conventions, DOCKER_HOST
@@ -68,7 +74,12 @@ func openBackend(ctx context.Context, cfg *configs.Config, instance string, log 
 		}
 		return backend{eng: eng, checkDisk: noDiskLimit, close: cli.Close}, nil
 	default:
-		docker, err := container.NewDocker(ctx, container.WithLogger(log), container.WithTransport(wrap), container.WithOwner(map[string]string{contract.LabelDaemon: instance}))
+		hosts, err := filepath.Abs(filepath.Join(o.dataDir, sealedHostsFile))
+		if err != nil {
+			return backend{}, fmt.Errorf("--data-dir: %w", err)
+		}
+		docker, err := container.NewDocker(ctx, container.WithLogger(log), container.WithTransport(wrap),
+			container.WithOwner(map[string]string{contract.LabelDaemon: instance}), container.WithSealedHosts(hosts))
 		if err != nil {
 			return backend{}, err
 		}

@@ -113,7 +113,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	defer ln.Release()
 
 	met := metrics.New()
-	be, err := openBackend(ctx, cfg, o.instance, log, met.EngineTransport)
+	be, err := openBackend(ctx, cfg, o, log, met.EngineTransport)
 	if err != nil {
 		return err
 	}

@@ -126,16 +126,19 @@ func checkReachesNothing(t testing.TB, in dcontainer.InspectResponse, secret str
 	checkEmptySocketDir(t, in)
 }
 
-// checkEmptySocketDir: a waiting pool sandbox has one mount, its socket
-// directory at contract.NetDir, and nothing in it (no service answers
-// before a claim).
+// checkEmptySocketDir: a waiting pool sandbox has one mount of its own,
+// its socket directory at contract.NetDir, and nothing in it (no service
+// answers before a claim); besides it only the loopback's names that
+// every sealed sandbox reads.
 func checkEmptySocketDir(t testing.TB, in dcontainer.InspectResponse) {
 	t.Helper()
 	src := ""
 	for _, m := range in.Mounts {
-		if m.Type == "bind" && m.Destination == contract.NetDir {
+		switch {
+		case m.Type == "bind" && m.Destination == contract.NetDir:
 			src = m.Source
-		} else if m.Type == "bind" {
+		case m.Type == "bind" && m.Destination == "/etc/hosts" && !m.RW && filepath.Base(m.Source) == sealedHostsFile:
+		case m.Type == "bind":
 			t.Errorf("%s: bind mount %s at %s before any claim", in.Name, m.Source, m.Destination)
 		}
 	}
@@ -164,6 +167,7 @@ func sameIsolation(t testing.TB, claimed, created dcontainer.InspectResponse) {
 		ReadOnly        bool
 		Runtime, Image  string
 		Networks        []string
+		Sealed          bool
 		LogType         string
 		Mounts          []string
 	}
@@ -187,7 +191,7 @@ func sameIsolation(t testing.TB, claimed, created dcontainer.InspectResponse) {
 			}
 		}
 		slices.Sort(mounts)
-		return iso{h.NanoCPUs, h.Memory, h.MemorySwap, pids, h.CapAdd, h.CapDrop, h.SecurityOpt, h.ReadonlyRootfs, h.Runtime, in.Image, nets, h.LogConfig.Type, mounts}
+		return iso{h.NanoCPUs, h.Memory, h.MemorySwap, pids, h.CapAdd, h.CapDrop, h.SecurityOpt, h.ReadonlyRootfs, h.Runtime, in.Image, nets, in.Config.NetworkDisabled, h.LogConfig.Type, mounts}
 	}
 	a, b := of(claimed), of(created)
 	if fmt.Sprint(a) != fmt.Sprint(b) {
@@ -246,6 +250,9 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	}
 	for _, c := range claimed {
 		sameIsolation(t, c, created[0])
+	}
+	if !created[0].Config.NetworkDisabled {
+		t.Errorf("%s has the engine's network setup, want it sealed (networking disabled)", created[0].Name)
 	}
 	for _, d := range v.Containers {
 		if len(d.Errors) != 0 {
