@@ -248,6 +248,16 @@ func validState(t testing.TB, repo string) *state.Swarm {
 // waitFor polls the daemon's status until cond holds.
 func waitFor(t testing.TB, sock, repo string, d time.Duration, what string, cond func(api.SwarmView) bool) api.SwarmView {
 	t.Helper()
+	return pollStatus(t, sock, repo, d, what, cond, func(last api.SwarmView) string {
+		b, _ := json.Marshal(last)
+		return "\n" + string(b)
+	})
+}
+
+// pollStatus polls the daemon's status every 100 ms until cond holds, and
+// fails with what the last view was (told) once d has passed.
+func pollStatus(t testing.TB, sock, repo string, d time.Duration, what string, cond func(api.SwarmView) bool, told func(api.SwarmView) string) api.SwarmView {
+	t.Helper()
 	c := daemon.NewClient(sock)
 	defer c.Close()
 	deadline := time.Now().Add(d)
@@ -266,8 +276,7 @@ func waitFor(t testing.TB, sock, repo string, d time.Duration, what string, cond
 		lastErr = err
 		time.Sleep(100 * time.Millisecond)
 	}
-	b, _ := json.Marshal(last)
-	t.Fatalf("timed out waiting for %s: %v\n%s", what, lastErr, b)
+	t.Fatalf("timed out waiting for %s: %v %s", what, lastErr, told(last))
 	return last
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -192,31 +191,15 @@ func inspectWithin(repo string, d time.Duration) string {
 	return fmt.Sprintf("docker inspect: %s %v", out, err)
 }
 
-// waitForOr is waitFor that adds diag() to the failure.
+// waitForOr is waitFor that adds the containers' statuses and diag() to
+// the failure.
 func waitForOr(t testing.TB, sock, repo string, d time.Duration, what string, cond func(api.SwarmView) bool, diag func(api.SwarmView) string) api.SwarmView {
 	t.Helper()
-	c := daemon.NewClient(sock)
-	defer c.Close()
-	deadline := time.Now().Add(d)
-	var last api.SwarmView
-	var lastErr error
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		v, err := c.Status(ctx, repo)
-		cancel()
-		if err == nil {
-			last = v
-			if cond(v) {
-				return v
-			}
+	return pollStatus(t, sock, repo, d, what, cond, func(last api.SwarmView) string {
+		var st []string
+		for _, c := range last.State.Containers {
+			st = append(st, fmt.Sprintf("%s %s", c.ContainerName, c.Status))
 		}
-		lastErr = err
-		time.Sleep(200 * time.Millisecond)
-	}
-	var st []string
-	for _, c := range last.State.Containers {
-		st = append(st, fmt.Sprintf("%s %s", c.ContainerName, c.Status))
-	}
-	t.Fatalf("timed out waiting for %s: %v; containers %v; %s", what, lastErr, st, diag(last))
-	return last
+		return fmt.Sprintf("containers %v; %s", st, diag(last))
+	})
 }
