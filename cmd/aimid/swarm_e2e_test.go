@@ -280,11 +280,11 @@ func checkSwarmNodes(t *testing.T, run func(args ...string) (int, string, string
 	}
 }
 
-// waitSwarmBranchesPublished waits up to a minute for each branch to be
-// published into the checkout.
+// waitSwarmBranchesPublished waits up to three minutes (a loaded cluster)
+// for each branch to be published into the checkout.
 func waitSwarmBranchesPublished(t *testing.T, repo string, branches map[string]string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for _, b := range branches {
 		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
 			if time.Now().After(deadline) {

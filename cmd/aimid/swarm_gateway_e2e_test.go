@@ -93,7 +93,7 @@ func taskContainer(t *testing.T, ctx context.Context, c *clustertest.Cluster, in
 	t.Helper()
 	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"="+sc.ContainerName), filters.Arg("label", contract.LabelDaemon+"="+instance),
 		filters.Arg("label", contract.LabelSandbox+"=true"))
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline := time.Now().Add(clusterWork)
 	for time.Now().Before(deadline) {
 		for _, n := range c.Nodes {
 			cs, err := n.Client.ContainerList(ctx, container.ListOptions{Filters: f})

@@ -46,7 +46,7 @@ func TestSwarmBackendAgentCannotReadTheGitToken(t *testing.T) {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
 	view := waitFor(t, sock, repo, clusterWork, "the container exited", allExited)
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for exec.Command("git", "-C", repo, "cat-file", "-e", branch+":probe.txt").Run() != nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("probe.txt never reached %s; containers: %+v", branch, view.Containers)
