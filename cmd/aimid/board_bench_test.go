@@ -89,16 +89,7 @@ func BenchmarkBoardLiveUpdates(b *testing.B) {
 	for i := 0; i < 2*rounds+1; i++ {
 		open := i%2 == 1
 		if open {
-			err := chromedp.Do(page, chromedp.Navigate(u), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)),
-				chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-b000"]`)),
-				chromedp.Click(chromedp.CSS(`[data-container="aimi-b000"] button[data-action="journal"]`)),
-				chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-b000"] .journal li.line`)))
-			if err == nil {
-				_, err = chromedp.Run(page, chromedp.Evaluate[float64](`window.aimiBoard.latencies.length = 0`))
-			}
-			if err != nil {
-				b.Fatalf("open the board: %v", err)
-			}
+			openBoardOnAJournal(b, page, u)
 		}
 		cpu, err := cpuPercent(ctx, pid, window)
 		if err != nil {
@@ -106,19 +97,55 @@ func BenchmarkBoardLiveUpdates(b *testing.B) {
 		}
 		if open {
 			on = append(on, cpu)
-			l, err := chromedp.Run(page, chromedp.Evaluate[[]float64](`window.aimiBoard.latencies.slice()`))
-			if err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, l...)
-			if err := chromedp.Do(page, chromedp.Navigate("about:blank")); err != nil {
-				b.Fatal(err)
-			}
+			lat = append(lat, closeBoard(b, page)...)
 		} else {
 			off = append(off, cpu)
 		}
 	}
 	b.StopTimer()
+	reportBoardMetrics(b, off, on, lat)
+	if code, _, errOut := aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock); code != 0 {
+		b.Errorf("stop: exit %d %s", code, errOut)
+	}
+}
+
+// openBoardOnAJournal loads the board at u in page, waits for its live
+// connection and opens one container's journal, so that the measured
+// window costs the daemon both the event stream and a followed journal.
+// It empties the page's update latencies, so that only the window's count.
+func openBoardOnAJournal(b *testing.B, page context.Context, u string) {
+	b.Helper()
+	err := chromedp.Do(page, chromedp.Navigate(u), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-b000"]`)),
+		chromedp.Click(chromedp.CSS(`[data-container="aimi-b000"] button[data-action="journal"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-container="aimi-b000"] .journal li.line`)))
+	if err == nil {
+		_, err = chromedp.Run(page, chromedp.Evaluate[float64](`window.aimiBoard.latencies.length = 0`))
+	}
+	if err != nil {
+		b.Fatalf("open the board: %v", err)
+	}
+}
+
+// closeBoard returns the update latencies (ms) the page measured since it
+// was opened and leaves the board, so that the next window has none open.
+func closeBoard(b *testing.B, page context.Context) []float64 {
+	b.Helper()
+	l, err := chromedp.Run(page, chromedp.Evaluate[[]float64](`window.aimiBoard.latencies.slice()`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := chromedp.Do(page, chromedp.Navigate("about:blank")); err != nil {
+		b.Fatal(err)
+	}
+	return l
+}
+
+// reportBoardMetrics reports the daemon's CPU with the board closed (off)
+// and open (on) and the page's update latencies lat, and fails when the
+// page applied no update, as then the latency figures would mean nothing.
+func reportBoardMetrics(b *testing.B, off, on, lat []float64) {
+	b.Helper()
 	if len(lat) == 0 {
 		b.Fatal("the page applied no update while open")
 	}
@@ -133,9 +160,6 @@ func BenchmarkBoardLiveUpdates(b *testing.B) {
 	b.ReportMetric(float64(len(lat)), "updates")
 	b.Logf("daemon CPU per window (%% of a core), off: %.1f, on: %.1f; %d updates, p50 %.0f ms, p95 %.0f ms, max %.0f ms",
 		off, on, len(lat), lat[len(lat)/2], p95, lat[len(lat)-1])
-	if code, _, errOut := aimi(ctx, "swarm", "stop", "--repo", repo, "--socket", sock); code != 0 {
-		b.Errorf("stop: exit %d %s", code, errOut)
-	}
 }
 
 func mean(xs []float64) float64 {
