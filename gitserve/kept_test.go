@@ -9,6 +9,7 @@ import (
 	"time"
 
 	dcontainer "github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/container"
 	"github.com/aimi-tools/swarm/contract"
@@ -47,36 +48,8 @@ func TestKeeperTakesARemoteModeContainersWorkToOrigin(t *testing.T) {
 	dockertest.Cleanup(t, dockertest.LabelKey, run)
 	name := "aimi-keeper-test-" + run
 	const branch = "feat/kept"
-	created, err := cli.ContainerCreate(ctx, &dcontainer.Config{
-		Image: sandboxImage(t), Entrypoint: []string{"/bin/sh", "-c", workScript},
-		Labels: map[string]string{dockertest.LabelKey: run}, Env: []string{"BRANCH=" + branch},
-	}, &dcontainer.HostConfig{NetworkMode: "none"}, nil, nil, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitC, errC := cli.ContainerWait(ctx, created.ID, dcontainer.WaitConditionNextExit)
-	if err := cli.ContainerStart(ctx, created.ID, dcontainer.StartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case w := <-waitC:
-		if w.StatusCode != 0 {
-			t.Fatalf("work script exited %d", w.StatusCode)
-		}
-	case err := <-errC:
-		t.Fatal(err)
-	}
-
-	// origin: a bare repository refusing every push for now.
-	origin := filepath.Join(t.TempDir(), "origin.git")
-	mustGit(t, "", "init", "-q", "--bare", origin)
-	hook := filepath.Join(origin, "hooks", "pre-receive")
-	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho protected branch >&2\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	user := newRepo(t)
-	mustGit(t, user, "remote", "add", "origin", origin)
-
+	stoppedContainerWithWork(t, ctx, cli, run, name, branch)
+	user, hook := userWithRefusingOrigin(t)
 	docker, err := container.NewDocker(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -123,4 +96,47 @@ func TestKeeperTakesARemoteModeContainersWorkToOrigin(t *testing.T) {
 	if _, err := k.Keep(ctx, cb, "refs/heads/"+branch); err == nil {
 		t.Error("Keep wrote a ref outside the keep namespace")
 	}
+}
+
+// stoppedContainerWithWork runs workScript in a container called name of
+// the sandbox image, labelled with run for the test's cleanup, and waits
+// for its exit, so that the Keeper reads the work of branch from a
+// stopped container, as it does after a swarm.
+func stoppedContainerWithWork(t *testing.T, ctx context.Context, cli *client.Client, run, name, branch string) {
+	t.Helper()
+	created, err := cli.ContainerCreate(ctx, &dcontainer.Config{
+		Image: sandboxImage(t), Entrypoint: []string{"/bin/sh", "-c", workScript},
+		Labels: map[string]string{dockertest.LabelKey: run}, Env: []string{"BRANCH=" + branch},
+	}, &dcontainer.HostConfig{NetworkMode: "none"}, nil, nil, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitC, errC := cli.ContainerWait(ctx, created.ID, dcontainer.WaitConditionNextExit)
+	if err := cli.ContainerStart(ctx, created.ID, dcontainer.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-waitC:
+		if w.StatusCode != 0 {
+			t.Fatalf("work script exited %d", w.StatusCode)
+		}
+	case err := <-errC:
+		t.Fatal(err)
+	}
+}
+
+// userWithRefusingOrigin makes a user's checkout whose origin is a bare
+// repository refusing every push, as a protected branch would, until the
+// returned pre-receive hook is removed.
+func userWithRefusingOrigin(t *testing.T) (user, hook string) {
+	t.Helper()
+	origin := filepath.Join(t.TempDir(), "origin.git")
+	mustGit(t, "", "init", "-q", "--bare", origin)
+	hook = filepath.Join(origin, "hooks", "pre-receive")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho protected branch >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	user = newRepo(t)
+	mustGit(t, user, "remote", "add", "origin", origin)
+	return user, hook
 }
