@@ -248,17 +248,7 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	for _, in := range append(slices.Clone(claimed), created...) {
 		volumes = append(volumes, workspaceVolume(t, in))
 	}
-	for _, c := range claimed {
-		sameIsolation(t, c, created[0])
-	}
-	if !created[0].Config.NetworkDisabled {
-		t.Errorf("%s has the engine's network setup, want it sealed (networking disabled)", created[0].Name)
-	}
-	for _, d := range v.Containers {
-		if len(d.Errors) != 0 {
-			t.Errorf("%s: errors %+v", d.Name, d.Errors)
-		}
-	}
+	checkClaimedAsSealedAsCreated(t, claimed, created[0], v)
 
 	refilled := waitPool(t, ctx, cli, instance, 2, p)
 	checkRefillAfterWork(t, repo, sw, refilled, started)
@@ -269,16 +259,7 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	if code, out, errOut := aimi(ctx, "swarm", "cleanup", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, c := range claimed {
-		if _, err := os.Stat(poolDirs[c.ID]); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s: the socket directory the pool mounted (%s) is left after its removal: %v", c.Name, poolDirs[c.ID], err)
-		}
-	}
-	for _, v := range volumes {
-		if _, err := cli.VolumeInspect(ctx, v); !errdefs.IsNotFound(err) {
-			t.Errorf("workspace volume %s is left after the cleanup (%v)", v, err)
-		}
-	}
+	checkCleanupLeftNoneOfTheClaimed(t, ctx, cli, claimed, poolDirs, volumes)
 	after := waitingIn(warmSandboxes(t, ctx, cli, instance))
 	if len(after) != 2 || after[0].ID != refilled[0].ID && after[0].ID != refilled[1].ID {
 		t.Errorf("cleanup touched the pool: %d waiting after it", len(after))
@@ -293,6 +274,43 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 // name, with a warm note if and only if it was claimed from the pool (one
 // of poolIDs), and a ready-made workspace; it returns the claimed ones and
 // the created ones.
+// checkClaimedAsSealedAsCreated checks each container claimed from the
+// pool is isolated as the one created for the swarm, which is sealed
+// (no network setup by the engine), and that no container of v reported
+// an error: a claim must cost a task nothing of its isolation or its run.
+func checkClaimedAsSealedAsCreated(t *testing.T, claimed []dcontainer.InspectResponse, created dcontainer.InspectResponse, v api.SwarmView) {
+	t.Helper()
+	for _, c := range claimed {
+		sameIsolation(t, c, created)
+	}
+	if !created.Config.NetworkDisabled {
+		t.Errorf("%s has the engine's network setup, want it sealed (networking disabled)", created.Name)
+	}
+	for _, d := range v.Containers {
+		if len(d.Errors) != 0 {
+			t.Errorf("%s: errors %+v", d.Name, d.Errors)
+		}
+	}
+}
+
+// checkCleanupLeftNoneOfTheClaimed checks the cleanup removed, with the
+// claimed containers, the socket directories the pool had mounted in them
+// (poolDirs, by container ID) and the workspace volumes: a claimed
+// sandbox leaves nothing the created ones would not.
+func checkCleanupLeftNoneOfTheClaimed(t *testing.T, ctx context.Context, cli *client.Client, claimed []dcontainer.InspectResponse, poolDirs map[string]string, volumes []string) {
+	t.Helper()
+	for _, c := range claimed {
+		if _, err := os.Stat(poolDirs[c.ID]); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: the socket directory the pool mounted (%s) is left after its removal: %v", c.Name, poolDirs[c.ID], err)
+		}
+	}
+	for _, v := range volumes {
+		if _, err := cli.VolumeInspect(ctx, v); !errdefs.IsNotFound(err) {
+			t.Errorf("workspace volume %s is left after the cleanup (%v)", v, err)
+		}
+	}
+}
+
 func claimedAndCreated(t *testing.T, ctx context.Context, cli *client.Client, repo string, sw *state.Swarm, poolIDs map[string]bool) (claimed, created []dcontainer.InspectResponse) {
 	t.Helper()
 	for _, c := range sw.Containers {
