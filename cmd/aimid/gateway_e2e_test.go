@@ -116,11 +116,20 @@ func TestModelKeyStaysInTheDaemon(t *testing.T) {
 	execIn(t, ctx, cli, two.ContainerID, "/probe", "release")
 	waitFor(t, sock, repo, 3*time.Minute, "all finished", allExited)
 	p.stop(t)
-	for _, s := range []string{key, e1["ANTHROPIC_API_KEY"], e2["ANTHROPIC_API_KEY"]} {
-		if strings.Contains(p.logs(), s) {
+	checkNoKeyOrPlaceholderLeft(t, p.logs(), *answers, repo, key, e1["ANTHROPIC_API_KEY"], e2["ANTHROPIC_API_KEY"])
+}
+
+// checkNoKeyOrPlaceholderLeft checks none of secrets (the model key and
+// the sandboxes' placeholders) is in the daemon's log logs, in the CLI's
+// answers or in a file under repo's .aimi: each is read by people and
+// tools the key must not reach.
+func checkNoKeyOrPlaceholderLeft(t *testing.T, logs string, answers []string, repo string, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
 			t.Error("the daemon's log holds a key or placeholder")
 		}
-		for _, a := range *answers {
+		for _, a := range answers {
 			if strings.Contains(a, s) {
 				t.Error("a CLI answer holds a key or placeholder")
 			}
