@@ -193,44 +193,7 @@ func (e *rig) removeFifty(t *testing.T, ids, nets []string) {
 func (e *rig) testCreateErrors(t *testing.T) {
 	ctx := testCtx(t)
 
-	// A running holder of the name: conflict, holder untouched.
-	holder := e.spec("holder", "sleep:60s")
-	hid, _, _ := e.launch(t, ctx, holder)
-	if _, err := e.d.Create(ctx, holder); !errors.Is(err, engine.ErrConflict) {
-		t.Fatalf("create over a running container = %v, want ErrConflict", err)
-	}
-	if info, err := e.d.Inspect(ctx, holder.Name); err != nil || info.ID != hid || !info.Running {
-		t.Fatalf("holder after the conflict: %+v %v", info, err)
-	}
-
-	// An exited holder: removed and replaced.
-	stale := e.spec("stale", "exit:0")
-	sid, exit, _ := e.launch(t, ctx, stale)
-	waitExit(t, exit)
-	nid := e.create(t, ctx, stale)
-	if nid == sid {
-		t.Fatal("recreate returned the old container")
-	}
-	if _, err := e.d.Inspect(ctx, sid); !errors.Is(err, engine.ErrNotFound) {
-		t.Fatalf("old container still there: %v", err)
-	}
-
-	// An exited holder of another repository (whose swarm may have made
-	// it a moment ago): a conflict, and it stays.
-	theirs := e.spec("theirs", "exit:0")
-	theirs.Labels = maps.Clone(theirs.Labels)
-	theirs.Labels[contract.LabelProject] = "/repo/theirs"
-	tid, texit, _ := e.launch(t, ctx, theirs)
-	waitExit(t, texit)
-	mine := theirs
-	mine.Labels = maps.Clone(theirs.Labels)
-	mine.Labels[contract.LabelProject] = "/repo/mine"
-	if _, err := e.d.Create(ctx, mine); !errors.Is(err, engine.ErrConflict) {
-		t.Fatalf("create over another repository's exited container = %v, want ErrConflict", err)
-	}
-	if info, err := e.d.Inspect(ctx, theirs.Name); err != nil || info.ID != tid {
-		t.Fatalf("the other repository's container after the conflict: %+v %v", info, err)
-	}
+	e.checkCreateOverAHeldName(t, ctx)
 
 	tests := []struct {
 		name     string
@@ -269,6 +232,53 @@ func (e *rig) testCreateErrors(t *testing.T) {
 	}
 	if _, err := e.d.Lines(ctx, "aimi-ct-"+e.run+"-nothing", logcursor.Position{}, false); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("Lines of a missing container = %v, want ErrNotFound", err)
+	}
+}
+
+// checkCreateOverAHeldName checks what Create does when a container holds
+// the name already: a running one is a conflict and stays, an exited one
+// of the same repository is replaced, and an exited one of another
+// repository is a conflict and stays, since its swarm may have made it a
+// moment ago.
+func (e *rig) checkCreateOverAHeldName(t *testing.T, ctx context.Context) {
+	t.Helper()
+	// A running holder of the name: conflict, holder untouched.
+	holder := e.spec("holder", "sleep:60s")
+	hid, _, _ := e.launch(t, ctx, holder)
+	if _, err := e.d.Create(ctx, holder); !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("create over a running container = %v, want ErrConflict", err)
+	}
+	if info, err := e.d.Inspect(ctx, holder.Name); err != nil || info.ID != hid || !info.Running {
+		t.Fatalf("holder after the conflict: %+v %v", info, err)
+	}
+
+	// An exited holder: removed and replaced.
+	stale := e.spec("stale", "exit:0")
+	sid, exit, _ := e.launch(t, ctx, stale)
+	waitExit(t, exit)
+	nid := e.create(t, ctx, stale)
+	if nid == sid {
+		t.Fatal("recreate returned the old container")
+	}
+	if _, err := e.d.Inspect(ctx, sid); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("old container still there: %v", err)
+	}
+
+	// An exited holder of another repository (whose swarm may have made
+	// it a moment ago): a conflict, and it stays.
+	theirs := e.spec("theirs", "exit:0")
+	theirs.Labels = maps.Clone(theirs.Labels)
+	theirs.Labels[contract.LabelProject] = "/repo/theirs"
+	tid, texit, _ := e.launch(t, ctx, theirs)
+	waitExit(t, texit)
+	mine := theirs
+	mine.Labels = maps.Clone(theirs.Labels)
+	mine.Labels[contract.LabelProject] = "/repo/mine"
+	if _, err := e.d.Create(ctx, mine); !errors.Is(err, engine.ErrConflict) {
+		t.Fatalf("create over another repository's exited container = %v, want ErrConflict", err)
+	}
+	if info, err := e.d.Inspect(ctx, theirs.Name); err != nil || info.ID != tid {
+		t.Fatalf("the other repository's container after the conflict: %+v %v", info, err)
 	}
 }
 
