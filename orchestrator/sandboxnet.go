@@ -109,19 +109,25 @@ func (m *Manager) netDirOf(id string) string {
 }
 
 // noteDenied journals a refused egress request as a daemon record and
-// counts it. As with the git service's refusals, only a journaled one is
-// counted: Recover rebuilds the count from the journal, so a restart
-// shows the count it showed before.
+// counts it (noteRefusal).
 func (sw *swarm) noteDenied(name, method, host string, port int, reason string) {
 	target := host + ":" + strconv.Itoa(port)
 	rec := state.Record{Stream: state.StreamDaemon, Type: state.TypeEgressDenied, Reason: method + " " + target + ": " + reason}
+	sw.noteRefusal(name, rec, func(c *ctr) { c.egressDenied++ })
+}
+
+// noteRefusal journals rec, a daemon record of a refusal of container
+// name, and then counts it (count, under sw.mu). Only a journaled refusal
+// is counted: Recover rebuilds the counts from the journal, so a restart
+// shows the count it showed before.
+func (sw *swarm) noteRefusal(name string, rec state.Record, count func(*ctr)) {
 	if err := sw.led.note(sw.m.life, name, rec); err != nil {
-		sw.m.log.Warn("journal an egress refusal", "container", name, "err", err)
+		sw.m.log.Warn("journal a refusal", "type", rec.Type, "swarm", sw.id, "container", name, "err", err)
 		return
 	}
 	if c := sw.find(name); c != nil {
 		sw.mu.Lock()
-		c.egressDenied++
+		count(c)
 		sw.mu.Unlock()
 	}
 }
