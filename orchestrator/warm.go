@@ -95,11 +95,17 @@ func (m *Manager) WarmSpec(image string) engine.Spec {
 	sw := &swarm{m: m, image: image, network: engine.NetworkNone}
 	s := sw.createSpec(&ctr{name: "aimi-warm"}, nil, nil)
 	s.Labels, s.Env, s.Mounts = m.selector(nil), nil, nil
-	// A pool runs on one engine, where a sandbox of Net is sealed (a
-	// claim keeps it on no network); the key tells the two kinds apart.
-	s.Sealed = m.cfg.Net != nil
+	// The key tells sealed pool sandboxes from those a claim joins to a
+	// network.
+	s.Sealed = m.poolSealed()
 	return s
 }
+
+// poolSealed says whether a pool's sandboxes stay on no network for good:
+// with a SandboxNet their sockets, served in the pool's directory, replace
+// any network (a pool runs on one engine only, where Net's sandboxes are
+// sealed, applyNet).
+func (m *Manager) poolSealed() bool { return m.cfg.Net != nil }
 
 // claimWarm gives c a sandbox of the warm pool when one fits spec; false
 // when c must be created.
@@ -108,9 +114,8 @@ func (sw *swarm) claimWarm(ctx context.Context, c *ctr, spec engine.Spec) (bool,
 	if pool == nil {
 		return false, nil
 	}
-	if sw.m.cfg.Net != nil {
-		// It stays on no network, as a created one is: its sockets,
-		// served in the pool's directory, replace any network.
+	if sw.m.poolSealed() {
+		// It stays on no network, as a created one is.
 		spec.Network, spec.Sealed = engine.NetworkNone, true
 	}
 	info, ok, err := pool.Claim(ctx, spec)
