@@ -133,6 +133,9 @@ func launchAimidWrapped(t testing.TB, wrap func(*exec.Cmd), instance, sock, data
 			<-exited
 		}
 		removeInstanceMarker(t, instance, cmd.Process.Pid)
+		if r := raceReport(p.logs()); r != "" {
+			t.Errorf("the daemon raced (its race detector's report):\n%s", r)
+		}
 		if t.Failed() || os.Getenv(envDaemonLogs) != "" {
 			t.Logf("aimid stderr:\n%s", p.logs())
 		}
@@ -157,6 +160,19 @@ func launchAimidWrapped(t testing.TB, wrap func(*exec.Cmd), instance, sock, data
 			t.Fatalf("aimid not ready: %v\n%s", err, p.logs())
 		}
 	}
+}
+
+// raceMark opens each report of the race detector in a Go program's stderr.
+const raceMark = "WARNING: DATA RACE"
+
+// raceReport is the race detector's reports in a daemon's log, or "".
+func raceReport(log string) string {
+	i := strings.Index(log, raceMark)
+	if i < 0 {
+		return ""
+	}
+	const most = 16 << 10 // a report is a few KiB; the first ones say enough
+	return log[i:min(len(log), i+most)]
 }
 
 type lockedWriter struct {

@@ -32,7 +32,9 @@ var (
 	buildErr  error
 )
 
-// aimidBinary builds cmd/aimid once per test run.
+// aimidBinary builds cmd/aimid once per test run, with the race detector
+// when the tests have it: the daemon's own goroutines are then raced by
+// every end-to-end test, and raceReport fails the test that saw a race.
 func aimidBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -42,7 +44,11 @@ func aimidBinary(t testing.TB) string {
 			return
 		}
 		aimidBin = filepath.Join(dir, "aimid")
-		out, err := exec.Command("go", "build", "-o", aimidBin, ".").CombinedOutput()
+		args := []string{"build", "-o", aimidBin}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
