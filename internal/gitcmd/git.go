@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Hermetic runs git without the system and global config of the user it
@@ -21,26 +23,50 @@ var Hermetic = Git{Env: []string{"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" +
 // local user could read them in ps.
 type Git struct {
 	Env []string
+	// Nice, when above 0, lowers git's CPU priority by that much (the
+	// radar's merges: work that must never slow a push or an agent).
+	Nice int
 }
 
 // Run runs git in dir and returns its stdout without the trailing newline.
 // The error carries git's stderr (which never holds the Env values: git does
 // not echo config it was given) so it says why git refused.
 func (g Git) Run(ctx context.Context, dir string, args ...string) (string, error) {
+	out, err := g.RunEnv(ctx, dir, nil, args...)
+	if err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// RunEnv is Run with env appended to g.Env, and stdout returned whatever
+// git's exit: some commands answer through both (merge-tree exits 1 on a
+// conflict and lists the conflicted files on stdout).
+func (g Git) RunEnv(ctx context.Context, dir string, env []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
-	cmd.Env = append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"), g.Env...)
+	cmd.Env = append(append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"), g.Env...), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	err := cmd.Start()
+	if err == nil {
+		if g.Nice > 0 {
+			// Best effort: a git that runs at the default priority is slower
+			// for others, not wrong.
+			_ = unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, g.Nice)
+		}
+		err = cmd.Wait()
+	}
+	out := strings.TrimRight(stdout.String(), "\n")
+	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = err.Error()
 		}
-		return "", &GitError{Args: args, Dir: dir, Stderr: msg, Err: err}
+		return out, &GitError{Args: args, Dir: dir, Stderr: msg, Err: err}
 	}
-	return strings.TrimRight(stdout.String(), "\n"), nil
+	return out, nil
 }
 
 // GitError is a failed git command.
