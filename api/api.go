@@ -35,6 +35,9 @@ type SwarmView struct {
 	RepoPath   string            `json:"repoPath"`
 	State      *state.Swarm      `json:"state"`
 	Containers []ContainerDetail `json:"containers"`
+	// Conflicts is the conflict radar's last look: the pairs of branches
+	// (or a branch and the landing target) that would conflict or overlap.
+	Conflicts []Conflict `json:"conflicts,omitempty"`
 }
 
 // ContainerDetail is the daemon's extra knowledge of one container.
@@ -207,6 +210,8 @@ type Event struct {
 	Request    *PermissionRequest `json:"request,omitempty"`
 	Option     string             `json:"option,omitempty"`
 	AnsweredBy string             `json:"answeredBy,omitempty"`
+	// Conflict is the pair of a conflict-detected or conflict-cleared event.
+	Conflict *Conflict `json:"conflict,omitempty"`
 }
 
 // Errors the daemon maps to HTTP codes (errors.Is / errors.As).

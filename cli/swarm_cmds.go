@@ -27,6 +27,7 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 	printEgressDenied(w, v)
 	printGitRefused(w, v)
 	printLimitWaits(w, v)
+	printConflicts(w, v)
 	printContainerErrors(w, v)
 }
 
@@ -142,7 +143,8 @@ func printStatusJSON(w io.Writer, body []byte, detail bool) error {
 	doc := bytes.TrimSpace(body)
 	if !detail {
 		var v struct {
-			State json.RawMessage `json:"state"`
+			State     json.RawMessage `json:"state"`
+			Conflicts json.RawMessage `json:"conflicts"`
 		}
 		if err := json.Unmarshal(doc, &v); err != nil {
 			return swarmErr(fmt.Errorf("decode answer of GET /v1/swarms/status: %w", err))
@@ -151,6 +153,7 @@ func printStatusJSON(w io.Writer, body []byte, detail bool) error {
 		if doc == nil {
 			doc = []byte("null")
 		}
+		doc = withConflicts(bytes.TrimSpace(doc), v.Conflicts)
 	}
 	var out bytes.Buffer
 	out.Grow(len(doc) * 2)

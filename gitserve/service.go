@@ -150,6 +150,7 @@ type Service struct {
 	adverts advertCache
 	bounds
 	refusals refusals
+	tips     tips
 
 	// mirrorMu serializes mirror creation and refresh (git clone, fetch)
 	// without holding mu. It guards userRefs and sources.
@@ -588,4 +589,5 @@ func (s *Service) notePush(sb contract.Sandbox, tip string) {
 	if err := saved(); err != nil {
 		s.log.Warn("could not persist a received push", "container", sb.Container, "err", err)
 	}
+	s.tips.moved(sb)
 }

@@ -85,6 +85,10 @@ type Config struct {
 	Warm WarmPool
 	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
+	// RadarDir is where the conflict radar writes its merges' trees (one
+	// directory per swarm, emptied after every look); "": the system's
+	// temporary directory.
+	RadarDir string
 	// Observer, when set, hears every event, state save and journal record
 	// (the daemon's metrics).
 	Observer Observer

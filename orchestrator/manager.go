@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"maps"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -97,6 +99,9 @@ func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.RadarDir == "" {
+		cfg.RadarDir = filepath.Join(os.TempDir(), "aimi-radar")
+	}
 	cfg.EnvVars = maps.Clone(cfg.EnvVars)
 	cfg.RunnerEnv = maps.Clone(cfg.RunnerEnv)
 	life, cancel := context.WithCancel(ctx)
@@ -108,6 +113,9 @@ func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 	m.beat.beat()
 	if cfg.Git != nil {
 		cfg.Git.OnRefused(m.noteGitRefused)
+		if src, ok := cfg.Git.(TipSource); ok {
+			src.OnTip(m.noteTip)
+		}
 	}
 	m.wg.Go(func() { m.watchForeignStops(life) })
 	if src := engine.Capabilities(eng).Events; src != nil {

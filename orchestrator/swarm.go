@@ -43,6 +43,7 @@ type swarm struct {
 	ctrs    []*ctr
 	gateway string     // local mode: the network's gateway, where git is served
 	wave    *startWave // its containers starting now (startWave); nil until the first
+	radar   *swarmRadar // the conflict radar, from the first push on (radarKick)
 }
 
 // ctr is one container of a swarm. Its fields from id on are guarded by
@@ -526,6 +527,7 @@ func (sw *swarm) view() api.SwarmView {
 	}
 	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}}
 	waits := sw.m.limitWaits(sw.id)
+	v.Conflicts = sw.radarView()
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {

@@ -405,6 +405,7 @@ func managerConfig(cfg *configs.Config, o options, be backend, git *gitserve.Ser
 	oc := orchestratorConfig(cfg, git, log)
 	oc.Models = models
 	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
+	oc.RadarDir = filepath.Join(o.dataDir, "radar")
 	if be.probe != nil && be.trees != nil {
 		// Whatever the git mode, what only a container holds is read and
 		// taken out of it before it is removed or replaced.

@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/aimi-tools/swarm/api"
+)
+
+func TestStatusShowsConflictsUnderTheTable(t *testing.T) {
+	v := api.SwarmView{Conflicts: []api.Conflict{
+		{Containers: []string{"aimi-a", "aimi-b"}, Files: []string{"f.go", "g.go"}, Kind: "conflict"},
+		{Containers: []string{"aimi-c"}, Onto: "main", Files: []string{"1", "2", "3", "4", "5", "6", "7"}, Kind: "conflict"},
+		{Containers: []string{"aimi-a", "aimi-c"}, Files: []string{"h"}, Kind: "overlap"},
+		{Containers: []string{"aimi-\x1b[2Jx", "y"}, Files: []string{"z\x07"}, Kind: "conflict"},
+	}}
+	var b bytes.Buffer
+	printConflicts(&b, v)
+	out := b.String()
+	for _, want := range []string{"aimi-a and aimi-b  f.go, g.go", "aimi-c onto main  1, 2, 3, 4, 5 and 2 more", "Overlaps: 1 pair(s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status says:\n%s\nwant a line with %q", out, want)
+		}
+	}
+	if strings.ContainsAny(out, "\x1b\x07") {
+		t.Errorf("control characters reached the terminal: %q", out)
+	}
+	b.Reset()
+	printConflicts(&b, api.SwarmView{})
+	if b.Len() != 0 {
+		t.Errorf("no conflicts printed %q, want nothing", b.String())
+	}
+}
+
+func TestStatusJSONCarriesTheConflicts(t *testing.T) {
+	view := `{"repoPath":"/r","state":{"swarmId":"x","containers":[]},"containers":[],"conflicts":[{"containers":["a","b"],"files":["f"],"kind":"conflict"}]}`
+	var b bytes.Buffer
+	if err := printStatusJSON(&b, []byte(view), false); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		SwarmID   string         `json:"swarmId"`
+		Conflicts []api.Conflict `json:"conflicts"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil || got.SwarmID != "x" || len(got.Conflicts) != 1 || got.Conflicts[0].Kind != "conflict" {
+		t.Errorf("status --json: %s (%v), want the state with the conflict", b.String(), err)
+	}
+	b.Reset()
+	if err := printStatusJSON(&b, []byte(`{"state":{}}`), false); err != nil || strings.TrimSpace(b.String()) != "{}" {
+		t.Errorf("status --json without conflicts: %q %v", b.String(), err)
+	}
+}

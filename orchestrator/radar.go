@@ -1,0 +1,181 @@
+package orchestrator
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
+	"github.com/aimi-tools/swarm/radar"
+)
+
+// TipSource is the side of GitAccess the conflict radar reads: the
+// service says when a container's branch moved, and where it is now. A
+// GitAccess without it (remote mode) has no radar.
+type TipSource interface {
+	OnTip(fn func(sb contract.Sandbox))
+	Received(sb contract.Sandbox, branch string) (repo, tip string, err error)
+}
+
+// radarNice is how much lower the radar's git runs than the daemon: its
+// merges must never slow a push, a story or a status.
+const radarNice = 10
+
+// radarGit is the git of the radar's merges.
+var radarGit = gitcmd.Git{Env: gitcmd.Hermetic.Env, Nice: radarNice}
+
+// swarmRadar is one swarm's conflict radar: one look at a time, on its
+// own goroutine, woken by kick (a push while a look runs leaves one kick
+// for the next look; any number of pushes coalesce into it).
+type swarmRadar struct {
+	kick chan struct{}
+
+	mu    sync.Mutex
+	pairs []api.Conflict
+}
+
+// noteTip wakes the radar of sb's swarm (TipSource.OnTip): it returns at
+// once, so a push's answer never waits for a merge.
+func (m *Manager) noteTip(sb contract.Sandbox) {
+	if sw := m.byID(sb.Swarm); sw != nil {
+		sw.radarKick()
+	}
+}
+
+func (sw *swarm) radarKick() {
+	src, ok := sw.m.cfg.Git.(TipSource)
+	if !ok {
+		return
+	}
+	sw.mu.Lock()
+	r := sw.radar
+	if r == nil {
+		r = &swarmRadar{kick: make(chan struct{}, 1)}
+		sw.radar = r
+		sw.m.wg.Go(func() { sw.m.runRadar(sw, r, src) })
+	}
+	sw.mu.Unlock()
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// runRadar looks each time it is kicked, until the daemon stops or the
+// swarm is gone.
+func (m *Manager) runRadar(sw *swarm, r *swarmRadar, src TipSource) {
+	scratch := filepath.Join(m.cfg.RadarDir, sw.id)
+	var rd *radar.Radar
+	for {
+		select {
+		case <-m.life.Done():
+			return
+		case <-r.kick:
+		}
+		if m.byID(sw.id) != sw {
+			return
+		}
+		tips, repo := sw.radarTips(src)
+		if repo == "" {
+			continue
+		}
+		if rd == nil {
+			rd = radar.New(radarGit, repo, scratch)
+		}
+		rep, err := rd.Look(m.life, radarTarget(m.life, repo), tips)
+		if err != nil {
+			if m.life.Err() == nil {
+				m.log.Warn("conflict radar: the look failed; it looks again at the next push", "swarm", sw.id, "err", err)
+			}
+			continue
+		}
+		r.mu.Lock()
+		r.pairs = conflictsView(rep.Pairs)
+		r.mu.Unlock()
+		sw.publishRadar(rep)
+	}
+}
+
+// radarTips is every container's received tip, and the repository they
+// are in ("" while none has pushed).
+func (sw *swarm) radarTips(src TipSource) (map[string]string, string) {
+	sw.mu.Lock()
+	type nb struct{ name, branch string }
+	var all []nb
+	for _, c := range sw.ctrs {
+		all = append(all, nb{c.name, c.branch})
+	}
+	sw.mu.Unlock()
+	tips, repo := map[string]string{}, ""
+	for _, c := range all {
+		r, tip, err := src.Received(contract.Sandbox{Swarm: sw.id, Container: c.name}, c.branch)
+		if err == nil && tip != "" {
+			tips[c.name], repo = tip, r
+		}
+	}
+	return tips, repo
+}
+
+// radarTarget is the branch the swarm's branches will land on: the one
+// the service's repository's HEAD names (the user's checked-out branch
+// when the swarm began), with its commit there. Empty when unknown.
+func radarTarget(ctx context.Context, repo string) radar.Target {
+	name, err := radarGit.Run(ctx, repo, "symbolic-ref", "--short", "HEAD")
+	if err != nil {
+		return radar.Target{}
+	}
+	commit, err := radarGit.RevParse(ctx, repo, "refs/heads/"+name)
+	if err != nil {
+		return radar.Target{}
+	}
+	return radar.Target{Name: strings.TrimSpace(name), Commit: commit}
+}
+
+// publishRadar tells subscribers of every conflict that appeared or
+// cleared (overlaps are only in the view).
+func (sw *swarm) publishRadar(rep radar.Report) {
+	for _, p := range rep.Cleared {
+		if p.Kind == radar.KindConflict {
+			sw.m.publish(sw.radarEvent(api.EventConflictCleared, p))
+		}
+	}
+	for _, p := range rep.Detected {
+		if p.Kind == radar.KindConflict {
+			sw.m.publish(sw.radarEvent(api.EventConflictDetected, p))
+		}
+	}
+}
+
+func (sw *swarm) radarEvent(kind api.EventKind, p radar.Pair) api.Event {
+	c := conflictView(p)
+	return api.Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: p.Containers[0], Kind: kind, Conflict: &c}
+}
+
+// radarView is the radar's last look, for the swarm's view.
+func (sw *swarm) radarView() []api.Conflict {
+	sw.mu.Lock()
+	r := sw.radar
+	sw.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]api.Conflict(nil), r.pairs...)
+}
+
+func conflictsView(ps []radar.Pair) []api.Conflict {
+	out := make([]api.Conflict, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, conflictView(p))
+	}
+	return out
+}
+
+func conflictView(p radar.Pair) api.Conflict {
+	return api.Conflict{Containers: append([]string(nil), p.Containers...), Onto: p.Onto,
+		Files: append([]string(nil), p.Files...), Kind: string(p.Kind)}
+}
