@@ -37,6 +37,12 @@ func (n *Notifier) notice(e api.Event) (Notice, bool) {
 			no.Kind = KindContainerFinished
 			no.Text = fmt.Sprintf("%s: %s finished: %s", repo, no.Container, dash(no.Status))
 		}
+	case api.EventConflictDetected:
+		if e.Conflict == nil {
+			return Notice{}, false
+		}
+		no.Kind = KindConflict
+		no.Text = fmt.Sprintf("%s: %s would conflict on %s", repo, conflictPair(e.Conflict), conflictFiles(e.Conflict.Files))
 	case api.EventSwarmFinished:
 		no.Kind = KindSwarmFinished
 		no.Text = fmt.Sprintf("%s: swarm %s finished", repo, no.SwarmID)
@@ -94,6 +100,31 @@ func (n *Notifier) LimitWait(l Limit) {
 		no.Text += " " + no.Board
 	}
 	n.Send(no)
+}
+
+// conflictPair names the pair of a conflict: "a and b", or "a onto main".
+func conflictPair(c *api.Conflict) string {
+	names := make([]string, 0, 2)
+	for _, n := range c.Containers[:min(len(c.Containers), 2)] {
+		names = append(names, clean(n))
+	}
+	if c.Onto != "" {
+		return strings.Join(names, " and ") + " onto " + clean(c.Onto)
+	}
+	return strings.Join(names, " and ")
+}
+
+// conflictFiles is the first of a conflict's files, and how many more.
+func conflictFiles(files []string) string {
+	shown := make([]string, 0, maxListed)
+	for _, f := range files[:min(len(files), maxListed)] {
+		shown = append(shown, clean(f))
+	}
+	s := strings.Join(shown, ", ")
+	if more := len(files) - len(shown); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return dash(s)
 }
 
 // clean makes agent or container text one bounded line with no control

@@ -26,6 +26,7 @@ const (
 	KindContainerFinished = "container-finished"
 	KindSwarmFinished     = "swarm-finished"
 	KindLimitWait         = "limit-wait-started"
+	KindConflict          = "conflict-detected"
 )
 
 // NtfyPrefix marks a webhook URL that gets plain text (an ntfy topic).

@@ -243,3 +243,15 @@ func TestLimitWaitNoticeNamesProviderResetAndContainers(t *testing.T) {
 		checkClean(t, "container", c)
 	}
 }
+
+func TestConflictNotice(t *testing.T) {
+	n := &Notifier{}
+	no, ok := n.notice(api.Event{Kind: api.EventConflictDetected, RepoPath: "/r/proj", SwarmID: "s",
+		Conflict: &api.Conflict{Containers: []string{"aimi-a", "aimi-b\x1b[2J"}, Files: []string{"f.go"}, Kind: "conflict"}})
+	if !ok || no.Kind != KindConflict || no.Text != "proj: aimi-a and aimi-b[2J would conflict on f.go" {
+		t.Errorf("notice %+v %v", no, ok)
+	}
+	if _, ok := n.notice(api.Event{Kind: api.EventConflictCleared, Conflict: &api.Conflict{}}); ok {
+		t.Error("a cleared conflict is not a notice")
+	}
+}

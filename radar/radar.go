@@ -45,8 +45,10 @@ func (p Pair) Same(q Pair) bool {
 // changed since the look before.
 type Report struct {
 	Pairs []Pair
-	// Detected are pairs that are new, or whose kind or files changed.
+	// Detected are pairs that are new, or whose kind changed.
 	Detected []Pair
+	// Changed are pairs of the same kind as before whose files changed.
+	Changed []Pair
 	// Cleared are the outcomes that no longer hold: the pair has none now,
 	// or one of another kind (a conflict that became an overlap is in
 	// Cleared as the conflict and in Detected as the overlap).
@@ -169,8 +171,11 @@ func diff(prev, now []Pair) Report {
 	}
 	for _, p := range now {
 		q, ok := was[p.Key()]
-		if !ok || !q.Same(p) {
+		switch {
+		case !ok || q.Kind != p.Kind:
 			rep.Detected = append(rep.Detected, p)
+		case !q.Same(p):
+			rep.Changed = append(rep.Changed, p)
 		}
 		if !ok || q.Kind == p.Kind {
 			delete(was, p.Key())

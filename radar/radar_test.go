@@ -138,6 +138,27 @@ func TestIncrementalAndCleared(t *testing.T) {
 	}
 }
 
+// A pair whose files change but not its kind is Changed, not Detected
+// again (a notice per new conflict, not per push).
+func TestFilesChangedIsNotDetectedAgain(t *testing.T) {
+	r := newRepo(t)
+	tips := map[string]string{
+		"a": r.write("a", map[string]string{"f": "one\nTWO-a\nthree\n"}),
+		"b": r.write("b", map[string]string{"f": "one\nTWO-b\nthree\n"}),
+	}
+	rd := r.radar()
+	ctx := context.Background()
+	if rep, err := rd.Look(ctx, Target{}, tips); err != nil || len(rep.Detected) != 1 {
+		t.Fatalf("first look: %+v %v", rep, err)
+	}
+	tips["a"] = r.write("a", map[string]string{"g": "g-a\n"})
+	tips["b"] = r.write("b", map[string]string{"g": "g-b\n"})
+	rep, err := rd.Look(ctx, Target{}, tips)
+	if err != nil || len(rep.Detected) != 0 || len(rep.Cleared) != 0 || len(rep.Changed) != 1 || !slices.Equal(rep.Changed[0].Files, []string{"f", "g"}) {
+		t.Errorf("look after both moved: %+v %v, want the conflict changed to f and g, nothing detected", rep, err)
+	}
+}
+
 // A branch that would conflict with what has landed on the target since
 // it forked is reported against the target.
 func TestAgainstTheTarget(t *testing.T) {
