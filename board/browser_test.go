@@ -88,6 +88,7 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 	}
 
 	checkLimitWaitOnTheCard(t, ctx, f, card)
+	checkConflictBadge(t, ctx, f, card)
 	checkJournalOnThePage(t, ctx, f, card)
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
@@ -115,6 +116,28 @@ func checkLimitWaitOnTheCard(t *testing.T, ctx context.Context, f *fakeDaemon, c
 	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventLimitWaitOver, Output: "over"}
 	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(chromedp.CSS(card+` .limit-wait`))); err != nil {
 		t.Fatalf("the limit wait stays on the card after its end: %v", err)
+	}
+}
+
+// checkConflictBadge sends a conflict of the card's container with the
+// landing target and its end, and checks the badge shows while it lasts.
+func checkConflictBadge(t *testing.T, ctx context.Context, f *fakeDaemon, card string) {
+	t.Helper()
+	k := &api.Conflict{Containers: []string{"aimi-web"}, Onto: "main", Files: []string{"<img src=x>.go"}, Kind: "conflict"}
+	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventConflictDetected, Conflict: k}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(card+` .conflict-badge`))); err != nil {
+		t.Fatalf("no conflict badge on the card: %v", err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
+		const b = document.querySelector('[data-container="aimi-web"] .conflict-badge');
+		return {text: b.textContent, title: b.title, imgs: document.querySelectorAll('img').length};
+	})()`))
+	if err != nil || got["text"] != "conflicts with main (the landing target)" || !strings.Contains(got["title"].(string), "<img src=x>.go") || got["imgs"].(float64) != 0 {
+		t.Fatalf("conflict badge: %+v %v", got, err)
+	}
+	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventConflictCleared, Conflict: k}
+	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(chromedp.CSS(card+` .conflict-badge`))); err != nil {
+		t.Fatalf("the conflict badge stays after the conflict cleared: %v", err)
 	}
 }
 

@@ -51,6 +51,15 @@ type containerJSON struct {
 	// LimitWaits say what the container's model calls wait for at the
 	// gateway now ("waiting for anthropic limit until 15:04:05").
 	LimitWaits []string `json:"limitWaits"`
+	// Conflicts name what the container's branch would conflict with (the
+	// conflict radar): another container, or "main (the landing target)".
+	Conflicts []conflictJSON `json:"conflicts"`
+}
+
+// conflictJSON is one conflict of a container's branch, for its badge.
+type conflictJSON struct {
+	With  string   `json:"with"`
+	Files []string `json:"files"`
 }
 
 type errorJSON struct {
@@ -101,6 +110,7 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 			Errors: []errorJSON{}, Stories: []storyJSON{},
 			Progress: progressJSON(e.StoryProgress), LimitWaits: []string{},
 		}
+		c.Conflicts = conflictsOf(v.Conflicts, e.ContainerName)
 		for _, w := range d.LimitWaits {
 			c.LimitWaits = append(c.LimitWaits, clean(w.Text, maxTitle))
 		}
@@ -124,6 +134,37 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 		s.Containers = append(s.Containers, c)
 	}
 	return s
+}
+
+// maxBadgeFiles bounds the files a conflict badge names.
+const maxBadgeFiles = 5
+
+// conflictsOf is what name's branch would conflict with (overlaps, which
+// merge cleanly, get no badge).
+func conflictsOf(all []api.Conflict, name string) []conflictJSON {
+	out := []conflictJSON{}
+	for _, k := range all {
+		if k.Kind != "conflict" {
+			continue
+		}
+		with := ""
+		switch {
+		case k.Onto != "" && len(k.Containers) == 1 && k.Containers[0] == name:
+			with = k.Onto + " (the landing target)"
+		case len(k.Containers) == 2 && k.Containers[0] == name:
+			with = k.Containers[1]
+		case len(k.Containers) == 2 && k.Containers[1] == name:
+			with = k.Containers[0]
+		default:
+			continue
+		}
+		cj := conflictJSON{With: clean(with, maxTitle), Files: []string{}}
+		for _, f := range k.Files[:min(len(k.Files), maxBadgeFiles)] {
+			cj.Files = append(cj.Files, clean(f, maxTitle))
+		}
+		out = append(out, cj)
+	}
+	return out
 }
 
 func cleanText(rep api.CleanupReport) api.CleanupReport {
@@ -151,13 +192,25 @@ type eventJSON struct {
 	StoryStatus string    `json:"storyStatus,omitempty"`
 	Output      string    `json:"output,omitempty"`
 	Code        string    `json:"code,omitempty"`
+	// Badges are the conflict badges a conflict-detected or -cleared
+	// event adds or removes, by card: both cards of a pair.
+	Badges map[string]conflictJSON `json:"badges,omitempty"`
 }
 
 func boardEvent(e api.Event) eventJSON {
-	return eventJSON{
+	ej := eventJSON{
 		Time: e.Time, Repo: e.RepoPath, Container: e.ContainerName, Kind: string(e.Kind), Status: e.Status, MessageType: e.MessageType,
 		StoryID: clean(e.StoryID, maxTitle), StoryStatus: e.StoryStatus, Output: clean(e.Output, maxText), Code: clean(e.Code, maxTitle),
 	}
+	if e.Conflict != nil {
+		ej.Badges = map[string]conflictJSON{}
+		for _, name := range e.Conflict.Containers {
+			if b := conflictsOf([]api.Conflict{*e.Conflict}, name); len(b) == 1 {
+				ej.Badges[name] = b[0]
+			}
+		}
+	}
+	return ej
 }
 
 // webURL keeps only http and https links: a javascript: or data: URL from

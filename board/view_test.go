@@ -89,3 +89,27 @@ func TestContainerCardCarriesTheGitRefusals(t *testing.T) {
 		t.Fatalf("journal line %+v", l)
 	}
 }
+
+// Both cards of a conflicting pair carry a badge naming the other; a
+// branch that would conflict with the landing target names it; overlaps
+// get none.
+func TestContainerCardsCarryTheConflictBadge(t *testing.T) {
+	v := api.SwarmView{RepoPath: "/repo", State: &state.Swarm{SwarmID: "s", Containers: []*state.Container{
+		{ContainerName: "aimi-a"}, {ContainerName: "aimi-b"}, {ContainerName: "aimi-c"}}},
+		Conflicts: []api.Conflict{
+			{Containers: []string{"aimi-a", "aimi-b"}, Files: []string{"f.go\u202e"}, Kind: "conflict"},
+			{Containers: []string{"aimi-c"}, Onto: "main", Files: []string{"g.go"}, Kind: "conflict"},
+			{Containers: []string{"aimi-a", "aimi-c"}, Files: []string{"h.go"}, Kind: "overlap"},
+		}}
+	s := boardSwarm(v)
+	want := map[string]string{"aimi-a": "aimi-b", "aimi-b": "aimi-a", "aimi-c": "main (the landing target)"}
+	for _, c := range s.Containers {
+		if len(c.Conflicts) != 1 || c.Conflicts[0].With != want[c.Name] {
+			t.Errorf("card %s: %+v, want one badge naming %s", c.Name, c.Conflicts, want[c.Name])
+			continue
+		}
+		if strings.ContainsRune(c.Conflicts[0].Files[0], '\u202e') {
+			t.Errorf("card %s: a bidi control reached the page: %q", c.Name, c.Conflicts[0].Files)
+		}
+	}
+}

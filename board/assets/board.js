@@ -274,7 +274,9 @@
     const head = t('div', 'card-head');
     const h3 = t('h3', null, name);
     const status = t('span', 'status');
-    head.append(h3, status);
+    const conflict = t('span', 'conflict-badge');
+    conflict.hidden = true;
+    head.append(h3, status, conflict);
     const bar = t('div', 'bar');
     const prog = t('progress');
     prog.max = 1;
@@ -283,7 +285,7 @@
     bar.append(prog, progLabel);
     const dl = t('dl', 'fields');
     const refs = {
-      status, prog, progLabel,
+      status, prog, progLabel, conflict,
       story: field(dl, 'story'), elapsed: field(dl, 'elapsed'), branch: field(dl, 'branch'),
       node: field(dl, 'node'), task: field(dl, 'task file'), pr: field(dl, 'pull request'), exit: field(dl, 'exit'),
     };
@@ -356,6 +358,10 @@
     }
     c.refs.exit.textContent = data.exitCode === null || data.exitCode === undefined ? '—' : String(data.exitCode) + (data.oomKilled ? ' (OOM killed)' : '');
     c.output.textContent = data.lastOutput || '';
+    const conflicts = data.conflicts || [];
+    c.refs.conflict.textContent = conflicts.length ? 'conflicts with ' + conflicts.map((k) => k.with).join(', ') : '';
+    c.refs.conflict.title = conflicts.map((k) => k.with + ': ' + k.files.join(', ')).join('\n');
+    c.refs.conflict.hidden = !conflicts.length;
     const waits = data.limitWaits || [];
     c.wait.textContent = waits.join('; ');
     c.wait.hidden = !waits.length;
@@ -619,7 +625,20 @@
       c.updatedAt = e.time;
       dirty.set(e.repo + '\n' + e.container, { repo: e.repo, name: e.container });
     }
+    if (s && e.badges) applyBadges(s, e);
     pending.push(e.time);
+  }
+
+  // applyBadges adds (conflict-detected) or removes (conflict-cleared) the
+  // conflict badge of both cards of a pair.
+  function applyBadges(s, e) {
+    for (const [name, b] of Object.entries(e.badges)) {
+      const c = s.containers.find((x) => x.name === name);
+      if (!c) continue;
+      const rest = (c.conflicts || []).filter((k) => k.with !== b.with);
+      c.conflicts = e.kind === 'conflict-detected' ? rest.concat([b]) : rest;
+      dirty.set(e.repo + '\n' + name, { repo: e.repo, name });
+    }
   }
 
   // drawSoon draws once after the messages that arrived together (one read
