@@ -40,8 +40,8 @@ type Result struct {
 	Outcome   Outcome  `json:"outcome"`
 	Reason    string   `json:"reason,omitempty"`
 	Tip       string   `json:"tip"`
-	Merge     string   `json:"merge,omitempty"` // the merge commit on the integration branch
-	Files     []string `json:"files,omitempty"` // a conflict's files
+	Merge     string   `json:"merge,omitempty"`  // the merge commit on the integration branch
+	Files     []string `json:"files,omitempty"`  // a conflict's files
 	Verify    string   `json:"verify,omitempty"` // "passed", "failed", "" (no check)
 }
 
