@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
@@ -126,6 +127,13 @@ func (c *Client) Resume(ctx context.Context, repoPath string, retryFailed bool) 
 func (c *Client) Fetch(ctx context.Context, repoPath string, names []string) (api.FetchReport, error) {
 	var rep api.FetchReport
 	return rep, c.do(ctx, http.MethodPost, "/v1/swarms/fetch", nil, api.FetchRequest{RepoPath: repoPath, Names: names}, &rep)
+}
+
+// Land lands the swarm's completed branches onto one integration branch.
+func (c *Client) Land(ctx context.Context, req api.LandRequest) (api.LandReport, error) {
+	var rep api.LandReport
+	err := c.do(ctx, http.MethodPost, strings.TrimPrefix(api.RouteLand, http.MethodPost+" "), nil, req, &rep)
+	return rep, err
 }
 
 // Cleanup removes the swarm's finished containers.

@@ -54,6 +54,9 @@ type ServerOptions struct {
 	// Inbox serves the permission requests waiting for a person; nil: none
 	// ever waits (the policy asks nobody).
 	Inbox Inbox
+	// Land lands a swarm's branches (the orchestrator's Manager.Land);
+	// nil: the daemon cannot land (answered 400, saying why).
+	Land func(ctx context.Context, req api.LandRequest) (api.LandReport, error)
 }
 
 // Server serves the API over HTTP.
@@ -78,7 +81,7 @@ func NewServer(opts ServerOptions) *Server {
 	handlers := map[string]http.HandlerFunc{
 		api.RouteHealth: s.health, api.RouteList: s.list, api.RouteStart: s.start, api.RouteStatus: s.status, api.RouteStop: s.stop,
 		api.RouteResume: s.resume, api.RouteCleanup: s.cleanup, api.RouteFetch: s.fetch, api.RouteLogs: s.logs, api.RouteEvents: s.events,
-		api.RouteInbox: s.inbox, api.RouteAnswer: s.answerRequest,
+		api.RouteInbox: s.inbox, api.RouteAnswer: s.answerRequest, api.RouteLand: s.land,
 	}
 	for pattern, h := range handlers {
 		s.mux.HandleFunc(pattern, h)
@@ -272,6 +275,19 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 	}
 	view, err := s.opts.Swarms.Resume(r.Context(), req.RepoPath, req.RetryFailed)
 	s.answer(w, r, view, err)
+}
+
+func (s *Server) land(w http.ResponseWriter, r *http.Request) {
+	var req api.LandRequest
+	if !s.decodeRepo(w, r, &req, &req.RepoPath) || !s.namesGiven(w, r, req.Order, "empty in the order; give container names from 'aimi swarm status'") {
+		return
+	}
+	if s.opts.Land == nil {
+		s.writeError(w, r, &api.FieldError{Field: "repoPath", Reason: "this daemon cannot land branches (it has no local git service: git.mode is remote)"})
+		return
+	}
+	rep, err := s.opts.Land(r.Context(), req)
+	s.answer(w, r, rep, err)
 }
 
 func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {

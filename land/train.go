@@ -276,3 +276,6 @@ func (t *Train) revParse(ctx context.Context, ref string) (string, error) {
 }
 
 func short(oid string) string { return oid[:min(len(oid), 12)] }
+
+// Tip is the integration branch's commit ("" before the first Land).
+func (t *Train) Tip(ctx context.Context) (string, error) { return t.revParse(ctx, t.Ref) }

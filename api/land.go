@@ -1,0 +1,49 @@
+package api
+
+// RouteLand lands a swarm's completed branches (LandRequest, LandReport).
+const RouteLand = "POST /v1/swarms/land"
+
+// LandRequest asks to land the swarm of RepoPath.
+type LandRequest struct {
+	RepoPath string `json:"repoPath"`
+	// Onto is the branch to land on; "": the branch the swarm started
+	// from (its repository's checked-out branch then).
+	Onto string `json:"onto,omitempty"`
+	// Order names containers in the order to land them; none: the order
+	// the containers completed. Completed containers it leaves out come
+	// after it, in that order too.
+	Order []string `json:"order,omitempty"`
+}
+
+// LandReport is what a land did.
+type LandReport struct {
+	RepoPath string `json:"repoPath"`
+	// Branch is the integration branch (aimi/land/<swarm id, first 8>), in
+	// the checkout; Onto is the branch it started from, OntoCommit its
+	// commit then, and Tip the integration branch's commit at the end.
+	Branch     string `json:"branch"`
+	Onto       string `json:"onto"`
+	OntoCommit string `json:"ontoCommit"`
+	Tip        string `json:"tip"`
+	// Results has one entry per container, in landing order.
+	Results []LandResult `json:"results"`
+	// Skipped are the containers not landed because they did not complete.
+	Skipped []Kept `json:"skipped"`
+	// Take is the one command that moves Onto to the landed work (a
+	// fast-forward), "" when nothing landed.
+	Take string `json:"take,omitempty"`
+}
+
+// LandResult is one container's outcome: "landed", "fixed" or "held"
+// (Reason says why; a held branch keeps its commits).
+type LandResult struct {
+	Container string   `json:"container"`
+	TaskFile  string   `json:"taskFile"`
+	Branch    string   `json:"branch"`
+	Outcome   string   `json:"outcome"`
+	Reason    string   `json:"reason,omitempty"`
+	Tip       string   `json:"tip"`
+	Merge     string   `json:"merge,omitempty"`
+	Files     []string `json:"files,omitempty"`
+	Verify    string   `json:"verify,omitempty"`
+}

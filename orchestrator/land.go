@@ -1,0 +1,169 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
+	"github.com/aimi-tools/swarm/land"
+	"github.com/aimi-tools/swarm/publish"
+	"github.com/aimi-tools/swarm/state"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// LandBranchPrefix starts the name of a swarm's integration branch:
+// aimi/land/<swarm id, first 8>.
+const LandBranchPrefix = "aimi/land/"
+
+// landGit is the git of a land: the daemon's own repository, hermetic.
+var landGit = gitcmd.Hermetic
+
+// Land lands the swarm's completed containers' branches (local mode):
+// one merge commit each onto the integration branch started at the
+// landing target, in the service's repository, then the integration
+// branch into the checkout. A branch that would conflict with what landed
+// before it is held with its files; the rest go on.
+func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport, error) {
+	src, ok := m.cfg.Git.(TipSource)
+	if !ok {
+		return api.LandReport{}, &api.FieldError{Field: "repoPath", Reason: "landing needs the daemon's git service (git.mode: local); in remote mode merge the pushed branches on origin"}
+	}
+	sw, unlock, err := m.lockedSwarm(ctx, req.RepoPath)
+	if err != nil {
+		return api.LandReport{}, err
+	}
+	defer unlock()
+	queue, skipped, err := sw.landQueue(req.Order)
+	if err != nil {
+		return api.LandReport{}, err
+	}
+	branch := LandBranchPrefix + sw.id[:min(8, len(sw.id))]
+	rep := api.LandReport{RepoPath: sw.repo, Branch: branch, Results: []api.LandResult{}, Skipped: skipped}
+	mirror, tr, err := sw.landTrain(ctx, src, req.Onto, branch, &rep)
+	if err != nil {
+		return rep, err
+	}
+	for _, c := range queue {
+		res, err := sw.landOne(ctx, src, tr, c)
+		if err != nil {
+			return rep, err
+		}
+		rep.Results = append(rep.Results, res)
+		m.log.Info("land", "swarm", sw.id, "container", c.name, "outcome", res.Outcome, "reason", res.Reason)
+	}
+	if rep.Tip, err = tr.Tip(ctx); err != nil {
+		return rep, err
+	}
+	if rep.Tip != rep.OntoCommit {
+		cb := contract.ContainerBranch{Repo: sw.repo, Branch: branch}
+		if _, err := publish.IntoCheckout(ctx, landGit, mirror, cb, ""); err != nil {
+			return rep, fmt.Errorf("land: bring %s into %s: %w", branch, sw.repo, err)
+		}
+		rep.Take = fmt.Sprintf("git checkout %s && git merge --ff-only %s", rep.Onto, branch)
+	}
+	return rep, nil
+}
+
+// landQueue is the completed containers in landing order (order first,
+// then by completion), and the others with why they are not landed.
+func (sw *swarm) landQueue(order []string) ([]*ctr, []api.Kept, error) {
+	snap := sw.led.snapshot()
+	done := map[string]time.Time{}
+	var skipped []api.Kept
+	for _, e := range snap.Containers {
+		if e.Status == state.StatusCompleted {
+			done[e.ContainerName] = e.UpdatedAt
+		} else {
+			skipped = append(skipped, api.Kept{Name: e.ContainerName, Reason: fmt.Sprintf("%s, not completed: only completed containers land", e.Status)})
+		}
+	}
+	for _, n := range order {
+		if _, ok := done[n]; !ok {
+			return nil, nil, &api.FieldError{Field: "order", Reason: fmt.Sprintf("%q is not a completed container of the swarm; 'aimi swarm status' lists them", n)}
+		}
+	}
+	var queue []*ctr
+	for _, c := range sw.list() {
+		if _, ok := done[c.name]; ok {
+			queue = append(queue, c)
+		}
+	}
+	rank := func(c *ctr) int {
+		if i := slices.Index(order, c.name); i >= 0 {
+			return i
+		}
+		return len(order)
+	}
+	slices.SortStableFunc(queue, func(a, b *ctr) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		return done[a.name].Compare(done[b.name])
+	})
+	return queue, skipped, nil
+}
+
+// landTrain is the train of the swarm's repository: the landing target
+// (onto, or the repository's HEAD branch) fetched from the checkout, so
+// the integration branch starts at what the user has now.
+func (sw *swarm) landTrain(ctx context.Context, src TipSource, onto, branch string, rep *api.LandReport) (string, *land.Train, error) {
+	var mirror string
+	for _, c := range sw.list() {
+		if repo, _, err := src.Received(contract.Sandbox{Swarm: sw.id, Container: c.name}, c.branch); err == nil {
+			mirror = repo
+			break
+		}
+	}
+	if mirror == "" {
+		return "", nil, fmt.Errorf("land: the swarm of %s has no repository in the git service (were its containers cleaned up?)", sw.repo)
+	}
+	if onto == "" {
+		name, err := landGit.Run(ctx, sw.repo, "symbolic-ref", "--short", "HEAD")
+		if err != nil {
+			return "", nil, &api.FieldError{Field: "onto", Reason: "the checkout has no branch checked out; give one with --onto"}
+		}
+		onto = strings.TrimSpace(name)
+	}
+	ontoRef := "refs/aimi/land-onto/" + strings.TrimPrefix(branch, LandBranchPrefix)
+	if _, err := landGit.Run(ctx, mirror, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", sw.repo, "+refs/heads/"+onto+":"+ontoRef); err != nil {
+		return "", nil, &api.FieldError{Field: "onto", Reason: fmt.Sprintf("branch %q of %s could not be read: %v", onto, sw.repo, err)}
+	}
+	tr := &land.Train{Git: landGit, Dir: mirror, Ref: "refs/heads/" + branch, Onto: ontoRef}
+	commit, err := landGit.RevParse(ctx, mirror, ontoRef)
+	if err != nil {
+		return "", nil, err
+	}
+	rep.Onto, rep.OntoCommit = onto, commit
+	return mirror, tr, nil
+}
+
+// landOne lands one container's branch as the service received it.
+func (sw *swarm) landOne(ctx context.Context, src TipSource, tr *land.Train, c *ctr) (api.LandResult, error) {
+	out := api.LandResult{Container: c.name, TaskFile: c.taskFile, Branch: c.branch}
+	_, tip, err := src.Received(contract.Sandbox{Swarm: sw.id, Container: c.name}, c.branch)
+	if err != nil || tip == "" {
+		out.Outcome, out.Reason = string(land.Held), "the git service holds no push of its branch"
+		return out, nil
+	}
+	b := land.Branch{Container: c.name, TaskFile: c.taskFile, Title: c.branch, Tip: tip}
+	if c.tf != nil {
+		b.Title = c.tf.Metadata.Title
+	}
+	for id, st := range sw.led.stories(c.name) {
+		if st == tasks.Completed {
+			b.Stories = append(b.Stories, id)
+		}
+	}
+	slices.Sort(b.Stories)
+	res, err := tr.Land(ctx, b)
+	if err != nil {
+		return out, err
+	}
+	out.Outcome, out.Reason, out.Tip, out.Merge, out.Files, out.Verify = string(res.Outcome), res.Reason, res.Tip, res.Merge, res.Files, res.Verify
+	return out, nil
+}
