@@ -44,6 +44,9 @@ type Denial struct {
 type Options struct {
 	Resolver Resolver            // default net.DefaultResolver
 	OwnAddrs func() []netip.Addr // the host's addresses; default its interfaces'
+	// OwnNets are the engine's networks, whose addresses are containers'
+	// or the host's; default the networks of the host's bridges.
+	OwnNets func() []netip.Prefix
 	// OnDeny is told of refusals: at most one per container, method, host
 	// and port every ten seconds (a flooding sandbox floods no journal).
 	OnDeny func(Denial)
@@ -67,6 +70,9 @@ func NewProxy(o Options) *Proxy {
 	}
 	if o.OwnAddrs == nil {
 		o.OwnAddrs = hostAddrs
+	}
+	if o.OwnNets == nil {
+		o.OwnNets = engineNets
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -189,7 +195,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.p.deny(w, d, http.StatusForbidden)
 		return
 	}
-	addrs, err := target(r.Context(), h.p.opts.Resolver, h.p.opts.OwnAddrs, rule, q.Host)
+	addrs, err := target(r.Context(), h.p.opts.Resolver, local{h.p.opts.OwnAddrs, h.p.opts.OwnNets}, rule, q.Host)
 	if err != nil {
 		d.Reason = err.Error()
 		h.p.deny(w, d, http.StatusForbidden)
