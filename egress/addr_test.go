@@ -2,11 +2,11 @@ package egress
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/aimi-tools/swarm/internal/nstest"
@@ -51,18 +51,23 @@ func TestReachOfJudgesTheIPv4AddressAnIPv6FormCarries(t *testing.T) {
 // range (a company's server on its LAN: a test host in a network namespace
 // on 10.x) is reached through the proxy; the same name in a rule the user
 // did not write (a repository's) is refused, and this machine's own
-// addresses, loopback, link-local and metadata addresses, IPv6 forms of
-// the loopback and the engine's networks stay refused for the user's
-// rules too.
+// addresses, loopback, link-local addresses (the namespace's own: were
+// one dialled, it would arrive there, not leave the machine), IPv6 forms
+// of the loopback and the engine's networks stay refused for the user's
+// rules too; nothing of theirs arrives at the namespace's server.
 func TestProxyReachesAPrivateAddressOfAHostTheUserNamed(t *testing.T) {
 	lan := nstest.New(t)
 	ln := lan.Listen(t, 0)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "company") })}
+	var hits atomic.Int64
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.WriteString(w, "company")
+	})}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	port := strconv.Itoa(nstest.Port(ln.Addr()))
 	names := fakeResolver{"git.corp.test": lan.Addr.String(), "repo.corp.test": lan.Addr.String(),
-		"peer.corp.test": lan.Peer.String(), "loop.corp.test": "127.0.0.1", "meta.corp.test": "169.254.169.254",
+		"peer.corp.test": lan.Peer.String(), "loop.corp.test": "127.0.0.1", "meta.corp.test": lan.LinkLocal.String(),
 		"compat.corp.test": "::127.0.0.1", "link.corp.test": "fe80::1"}
 	refused := []string{"peer.corp.test", "loop.corp.test", "meta.corp.test", "compat.corp.test", "link.corp.test"}
 	if nets := engineNets(); len(nets) > 0 {
@@ -102,5 +107,8 @@ func TestProxyReachesAPrivateAddressOfAHostTheUserNamed(t *testing.T) {
 		if code, body := get(name); code != http.StatusForbidden {
 			t.Errorf("%s (%s): %d %q, want 403", name, names[name], code, body)
 		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("the namespace's server answered %d requests, want 1 (the allowed one)", n)
 	}
 }

@@ -43,7 +43,11 @@ type Host struct {
 	// addresses from then on.
 	Peer   netip.Addr
 	Prefix netip.Prefix // the pair's network
-	path   string
+	// LinkLocal is a second address of the namespace, in 169.254.0.0/16
+	// (never 169.254.169.0/24): it stands in for a link-local or metadata
+	// address, reached from this machine through the pair.
+	LinkLocal netip.Addr
+	path      string
 }
 
 // New makes a namespace with a veth pair to this machine on a free /30
@@ -86,8 +90,15 @@ func (h *Host) link() error {
 	h.Prefix = netip.PrefixFrom(netip.AddrFrom4(a), 30)
 	h.Peer = h.Prefix.Addr().Next()
 	h.Addr = h.Peer.Next()
-	if taken, err := routed(h.Prefix); err != nil || taken {
-		return fmt.Errorf("%s is routed already (%v)", h.Prefix, err)
+	third := 1 + b[2]%254
+	if third == 169 {
+		third = 170
+	}
+	h.LinkLocal = netip.AddrFrom4([4]byte{169, 254, third, b[3]})
+	for _, p := range []netip.Prefix{h.Prefix, netip.PrefixFrom(h.LinkLocal, 32)} {
+		if taken, err := routed(p); err != nil || taken {
+			return fmt.Errorf("%s is routed already (%v)", p, err)
+		}
 	}
 	id := hex.EncodeToString(b[:])
 	outer, inner := "ait"+id+"o", "ait"+id+"i" // at most 15 bytes, the kernel's limit
@@ -98,6 +109,8 @@ func (h *Host) link() error {
 		{"-n", h.Name, "addr", "add", netip.PrefixFrom(h.Addr, 30).String(), "dev", inner},
 		{"-n", h.Name, "link", "set", inner, "up"},
 		{"-n", h.Name, "link", "set", "lo", "up"},
+		{"-n", h.Name, "addr", "add", netip.PrefixFrom(h.LinkLocal, 32).String(), "dev", inner},
+		{"route", "add", netip.PrefixFrom(h.LinkLocal, 32).String(), "dev", outer},
 	}
 	for i, s := range steps {
 		if out, err := exec.Command("ip", s...).CombinedOutput(); err != nil {
@@ -163,13 +176,13 @@ func (h *Host) Do(fn func() error) error {
 	return <-errc
 }
 
-// Listen listens for TCP on port (0: any) at the host's address; the
-// listener closes when t ends.
+// Listen listens for TCP on port (0: any) at every address of the
+// namespace (Addr and LinkLocal); the listener closes when t ends.
 func (h *Host) Listen(t testing.TB, port int) net.Listener {
 	t.Helper()
 	var ln net.Listener
 	if err := h.Do(func() (err error) {
-		ln, err = net.Listen("tcp", net.JoinHostPort(h.Addr.String(), strconv.Itoa(port)))
+		ln, err = net.Listen("tcp4", ":"+strconv.Itoa(port))
 		return err
 	}); err != nil {
 		t.Fatalf("nstest: listen in %s: %v", h.Name, err)
@@ -178,13 +191,13 @@ func (h *Host) Listen(t testing.TB, port int) net.Listener {
 	return ln
 }
 
-// ListenPacket listens for UDP on port (0: any) at the host's address;
-// it closes when t ends.
+// ListenPacket listens for UDP on port (0: any) at every address of the
+// namespace; it closes when t ends.
 func (h *Host) ListenPacket(t testing.TB, port int) net.PacketConn {
 	t.Helper()
 	var pc net.PacketConn
 	if err := h.Do(func() (err error) {
-		pc, err = net.ListenPacket("udp", net.JoinHostPort(h.Addr.String(), strconv.Itoa(port)))
+		pc, err = net.ListenPacket("udp4", ":"+strconv.Itoa(port))
 		return err
 	}); err != nil {
 		t.Fatalf("nstest: listen for UDP in %s: %v", h.Name, err)
@@ -223,4 +236,15 @@ func ownerPID(name string) (int, bool) {
 func alive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// Port is the port a listener of Listen or ListenPacket has.
+func Port(a net.Addr) int {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.Port
+	case *net.UDPAddr:
+		return a.Port
+	}
+	return 0
 }

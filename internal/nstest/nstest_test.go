@@ -29,23 +29,32 @@ func TestHostIsReachedAtItsAddressAndRemoved(t *testing.T) {
 				_ = c.Close()
 			}
 		}()
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
-		if err != nil {
-			t.Fatalf("dial the host in %s: %v", h.Name, err)
+		port := Port(ln.Addr())
+		for _, a := range []string{h.Addr.String(), h.LinkLocal.String()} {
+			c, err := net.DialTimeout("tcp", net.JoinHostPort(a, strconv.Itoa(port)), 5*time.Second)
+			if err != nil {
+				t.Fatalf("dial the host in %s at %s: %v", h.Name, a, err)
+			}
+			b, _ := io.ReadAll(c)
+			_ = c.Close()
+			if string(b) != "inside" {
+				t.Fatalf("read %q from %s", b, a)
+			}
 		}
-		b, _ := io.ReadAll(c)
-		_ = c.Close()
-		if string(b) != "inside" {
-			t.Fatalf("read %q", b)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
 		if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second); err == nil {
 			_ = c.Close()
 			t.Errorf("the namespace's listener answers on this machine's loopback")
 		}
 		pc := h.ListenPacket(t, 0)
-		if pc.LocalAddr().(*net.UDPAddr).IP.String() != h.Addr.String() {
-			t.Errorf("UDP listens at %s, want %s", pc.LocalAddr(), h.Addr)
+		c, err := net.Dial("udp", net.JoinHostPort(h.Addr.String(), strconv.Itoa(Port(pc.LocalAddr()))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("x"))
+		_ = pc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, _, err := pc.ReadFrom(make([]byte, 8)); err != nil {
+			t.Errorf("no UDP packet arrived in %s: %v", h.Name, err)
 		}
 	})
 	if _, err := os.Stat(filepath.Join(netnsDir, name)); !os.IsNotExist(err) {
