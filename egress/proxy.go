@@ -52,12 +52,18 @@ type Options struct {
 	OnDeny func(Denial)
 	Limits Limits
 	Log    *slog.Logger
+	// LogFirst refusals of a container are logged one by one in each
+	// LogInterval, the rest summed up in one line when it ends (default
+	// 5 a minute).
+	LogFirst    int
+	LogInterval time.Duration
 }
 
 // Proxy is the sandboxes' HTTP(S) proxy.
 type Proxy struct {
 	opts      Options
 	transport *http.Transport
+	refusals  *refusalLog
 
 	mu     sync.Mutex
 	recent map[Denial]time.Time
@@ -93,7 +99,7 @@ func NewProxy(o Options) *Proxy {
 		d.HeaderBytes = o.Limits.HeaderBytes
 	}
 	o.Limits = d
-	p := &Proxy{opts: o, recent: map[Denial]time.Time{}}
+	p := &Proxy{opts: o, recent: map[Denial]time.Time{}, refusals: newRefusalLog(o.Log, o.LogFirst, o.LogInterval)}
 	p.transport = &http.Transport{
 		Proxy:                  nil, // never chain to the daemon's own proxy settings
 		DialContext:            p.dialChecked,
@@ -147,9 +153,9 @@ func (p *Proxy) dialAny(ctx context.Context, addrs []netip.Addr, port string) (n
 	return nil, last
 }
 
-// deny reports d (rate-limited) and answers the sandbox.
+// deny logs and reports d (both rate-limited) and answers the sandbox.
 func (p *Proxy) deny(w http.ResponseWriter, d Denial, status int) {
-	p.opts.Log.Info("egress denied", "container", d.Container, "method", d.Method, "host", d.Host, "port", d.Port, "reason", d.Reason)
+	p.refusals.note(d)
 	if p.opts.OnDeny != nil && p.fresh(d) {
 		p.opts.OnDeny(d)
 	}
