@@ -14,10 +14,13 @@
 // reach the hosts an allowlist names (Rule, the egress.allow key): it
 // matches the name the sandbox asked for (the CONNECT target or the
 // request's host), resolves it itself, refuses names resolving to
-// loopback, private, link-local or the host's own addresses unless the rule
-// names that address, and dials exactly the address it checked, so a name
-// cannot be rebound into the host between check and use. Every refusal is
-// reported (Denial) for the container's journal. What a sandbox can make
+// loopback, link-local, the host's own addresses or its engine's networks
+// (and into private ranges unless the user named the host: Rule.Private),
+// judging an IPv6 address by the IPv4 address it carries too (ranges, one
+// definition), and dials exactly the address it checked, so a name cannot
+// be rebound into the host between check and use. A rule naming an
+// address allows that address. Every refusal is reported (Denial) for the
+// container's journal, and logged with a bound per container. What a sandbox can make
 // the proxy hold is bounded per container: connections, header sizes and
 // idle time; a sandbox flooding it waits on its own socket only.
 package egress

@@ -44,17 +44,26 @@ type Denial struct {
 type Options struct {
 	Resolver Resolver            // default net.DefaultResolver
 	OwnAddrs func() []netip.Addr // the host's addresses; default its interfaces'
+	// OwnNets are the engine's networks, whose addresses are containers'
+	// or the host's; default the networks of the host's bridges.
+	OwnNets func() []netip.Prefix
 	// OnDeny is told of refusals: at most one per container, method, host
 	// and port every ten seconds (a flooding sandbox floods no journal).
 	OnDeny func(Denial)
 	Limits Limits
 	Log    *slog.Logger
+	// LogFirst refusals of a container are logged one by one in each
+	// LogInterval, the rest summed up in one line when it ends (default
+	// 5 a minute).
+	LogFirst    int
+	LogInterval time.Duration
 }
 
 // Proxy is the sandboxes' HTTP(S) proxy.
 type Proxy struct {
 	opts      Options
 	transport *http.Transport
+	refusals  *refusalLog
 
 	mu     sync.Mutex
 	recent map[Denial]time.Time
@@ -67,6 +76,9 @@ func NewProxy(o Options) *Proxy {
 	}
 	if o.OwnAddrs == nil {
 		o.OwnAddrs = hostAddrs
+	}
+	if o.OwnNets == nil {
+		o.OwnNets = engineNets
 	}
 	if o.Log == nil {
 		o.Log = slog.Default()
@@ -87,7 +99,7 @@ func NewProxy(o Options) *Proxy {
 		d.HeaderBytes = o.Limits.HeaderBytes
 	}
 	o.Limits = d
-	p := &Proxy{opts: o, recent: map[Denial]time.Time{}}
+	p := &Proxy{opts: o, recent: map[Denial]time.Time{}, refusals: newRefusalLog(o.Log, o.LogFirst, o.LogInterval)}
 	p.transport = &http.Transport{
 		Proxy:                  nil, // never chain to the daemon's own proxy settings
 		DialContext:            p.dialChecked,
@@ -141,9 +153,9 @@ func (p *Proxy) dialAny(ctx context.Context, addrs []netip.Addr, port string) (n
 	return nil, last
 }
 
-// deny reports d (rate-limited) and answers the sandbox.
+// deny logs and reports d (both rate-limited) and answers the sandbox.
 func (p *Proxy) deny(w http.ResponseWriter, d Denial, status int) {
-	p.opts.Log.Info("egress denied", "container", d.Container, "method", d.Method, "host", d.Host, "port", d.Port, "reason", d.Reason)
+	p.refusals.note(d)
 	if p.opts.OnDeny != nil && p.fresh(d) {
 		p.opts.OnDeny(d)
 	}
@@ -189,7 +201,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.p.deny(w, d, http.StatusForbidden)
 		return
 	}
-	addrs, err := target(r.Context(), h.p.opts.Resolver, h.p.opts.OwnAddrs, rule, q.Host)
+	addrs, err := target(r.Context(), h.p.opts.Resolver, local{h.p.opts.OwnAddrs, h.p.opts.OwnNets}, rule, q.Host)
 	if err != nil {
 		d.Reason = err.Error()
 		h.p.deny(w, d, http.StatusForbidden)

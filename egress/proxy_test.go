@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/nstest"
 )
 
 // fakeResolver answers every name with one address.
@@ -43,6 +44,11 @@ func startProxy(t *testing.T, res Resolver, allow ...string) *proxyRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startProxyRules(t, res, rules)
+}
+
+func startProxyRules(t *testing.T, res Resolver, rules []Rule) *proxyRig {
+	t.Helper()
 	rig := &proxyRig{}
 	p := NewProxy(Options{Resolver: res, OnDeny: func(d Denial) {
 		rig.mu.Lock()
@@ -102,8 +108,11 @@ func TestProxyRefusesAndReports(t *testing.T) {
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	// rebind.example is allowed by name but resolves to the loopback: a
-	// rule naming a name never reaches the host.
-	rig := startProxy(t, fakeResolver{"rebind.example": "127.0.0.1", "meta.example": "169.254.169.254"},
+	// rule naming a name never reaches the host. meta.example resolves to
+	// a link-local address of a namespace of the test's own, which stands
+	// in for the metadata address.
+	meta := nstest.New(t)
+	rig := startProxy(t, fakeResolver{"rebind.example": "127.0.0.1", "meta.example": meta.LinkLocal.String()},
 		"rebind.example:"+port, "meta.example:"+port, "GET allowed.example/ok/")
 	for _, u := range []string{
 		"http://rebind.example:" + port + "/",
@@ -140,5 +149,29 @@ func TestProxyRefusesAndReports(t *testing.T) {
 	}
 	if last := d[6]; last.Method != "CONNECT" || last.Port != 443 {
 		t.Errorf("last denial %+v", last)
+	}
+}
+
+// A name resolving to an IPv6 form of the loopback or the metadata
+// address (IPv4-compatible, NAT64, 6to4, Teredo, IPv4-translated) is
+// refused like the IPv4 address it carries, never dialled.
+func TestProxyRefusesIPv6FormsOfInwardAddresses(t *testing.T) {
+	names := fakeResolver{"compat.test": "::127.0.0.1", "nat64.test": "64:ff9b::7f00:1",
+		"sixtofour.test": "2002:7f00:1::1", "teredo.test": "2001:0:7f00:1::1", "siit.test": "::ffff:0:7f00:1"}
+	var allow []string
+	for name := range names {
+		allow = append(allow, name)
+	}
+	rig := startProxy(t, names, allow...)
+	for name, addr := range names {
+		resp, err := rig.client.Get("http://" + name + "/")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s (%s): %d %q, want 403 (refused, not dialled)", name, addr, resp.StatusCode, b)
+		}
 	}
 }

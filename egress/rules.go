@@ -34,7 +34,19 @@ type Rule struct {
 	Addr    netip.Addr // valid when Host is an IP address
 	Port    int        // 0 = 443 and 80
 	Path    string     // "" = any; else a prefix starting with "/"
+	// Private: the user named this host (the daemon's own egress.allow,
+	// the remote origin), so its name may resolve into a private range
+	// (a company's server on its LAN); never into this machine, its
+	// loopback, link-local addresses or the engine's networks. A
+	// repository's entries stay outside private ranges.
+	Private bool
 	raw     string
+}
+
+// UserNamed is r for a host the user named (Private).
+func (r Rule) UserNamed() Rule {
+	r.Private = true
+	return r
 }
 
 // String is the rule as written (normalised).

@@ -23,12 +23,17 @@ import (
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/nstest"
 )
 
 // probeScript runs in the sandbox as the exec agent (the image has perl,
 // not curl): it tries every way out named in targets.txt ("tcp ADDR PORT",
-// "udp ADDR PORT", "dns NAME", "proxy URL") and writes one line per try to
-// probe-out.txt, which the runner commits and pushes.
+// "udp ADDR PORT", "proxy URL") and writes one line per try to
+// probe-out.txt, which the runner commits and pushes. "routes" writes the
+// sandbox's routes but the loopback's ("ROUTE ...", a default route
+// "OPEN default route ...") and its resolvers ("resolver ADDR"): the probe
+// asks no resolver, since one it had a route to would be off this
+// machine.
 const probeScript = `use strict; use IO::Socket::INET; use Socket;
 open(my $out, '>', 'probe-out.txt') or die; select($out); $| = 1;
 my @gw;
@@ -45,9 +50,18 @@ for (@targets) {
 		my $c = IO::Socket::INET->new(PeerAddr => $a, PeerPort => $p, Proto => 'udp');
 		my $sent = $c && $c->send("aimi-probe");
 		print $sent ? "OPEN udp $a:$p sent\n" : "closed udp $a:$p ($!)\n";
-	} elsif ($kind eq 'dns') {
-		my @addr = gethostbyname($a);
-		print @addr ? "OPEN dns $a\n" : "closed dns $a\n";
+	} elsif ($kind eq 'routes') {
+		for my $f ('/proc/net/route', '/proc/net/ipv6_route') {
+			open(my $r, '<', $f) or do { print "closed routes $f ($!)\n"; next };
+			while (<$r>) {
+				my @f = split; next if $f[0] eq 'Iface';
+				my ($if, $dst) = $f =~ /ipv6/ ? ($f[-1], $f[0] . '/' . $f[1]) : ($f[0], $f[1] . '/' . $f[7]);
+				next if $if eq 'lo';
+				print $dst =~ /^0+\/0+$/ ? "OPEN default route $f: $_" : "ROUTE $f: $_";
+			}
+		}
+		if (open(my $r, '<', '/etc/resolv.conf')) { while (<$r>) { print "resolver $1\n" if /^\s*nameserver\s+(\S+)/; } }
+		print "routes read\n";
 	} elsif ($kind eq 'proxy') {
 		my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => 3128, Proto => 'tcp', Timeout => 5);
 		if (!$c) { print "closed proxy $a (no proxy: $@)\n"; next; }
@@ -59,13 +73,16 @@ for (@targets) {
 
 // TestSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist: a host
 // service listens on every interface (TCP and UDP), a container runs on
-// another network, and the sandbox's agent tries each way out: the host's
-// addresses (the engine's bridge gateways among them), its own default
-// gateway, the other container, the metadata address, the internet by
-// TCP, UDP and DNS. None answers; the git service still does (the branch
-// comes back), a local HTTP server named by an explicit egress.allow
-// address answers through the proxy, and a host no rule names is refused
-// and journaled as egress-denied.
+// another network, a test host in a network namespace stands in for the
+// outside (HTTPS, a resolver's port, a link-local address for the
+// metadata service: a container with a network reaches it), and the
+// sandbox's agent tries each way out: the host's addresses (the engine's
+// bridge gateways among them), its own default gateway, the other
+// container, the outside by TCP and UDP; it has no route but the
+// loopback's, so no resolver it names is reached either. None answers;
+// the git service still does (the branch comes back), a local HTTP server
+// named by an explicit egress.allow address answers through the proxy,
+// and a host no rule names is refused and journaled as egress-denied.
 func TestSandboxReachesNothingButTheDaemonsServicesAndTheAllowlist(t *testing.T) {
 	parallel(t)
 	if testing.Short() {
@@ -96,9 +113,10 @@ func probeEgress(t *testing.T, warm bool) {
 	defer cancel()
 
 	h := listenOnTheHost(t)
-	tcpHits, udpHits, hostPort, allowedLn := h.tcpHits, h.udpHits, h.hostPort, h.allowedLn
+	hostPort, allowedLn := h.hostPort, h.allowedLn
 
-	other := otherNetworkContainer(t, ctx, image)
+	other, otherID := otherNetwork(t, ctx, image)
+	reachedWithARoute(t, ctx, otherID, h)
 	targets := egressTargets(h, other)
 
 	repo := egressRepo(t, targets)
@@ -129,20 +147,7 @@ func probeEgress(t *testing.T, warm bool) {
 	waitBranch(t, repo, "feat/probe", 5*time.Minute)
 	out := gittest.Git(t, repo, "show", "feat/probe:probe-out.txt")
 	t.Logf("probe:\n%s", out)
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if strings.HasPrefix(line, "OPEN") {
-			t.Errorf("the sandbox got out: %s", line)
-		}
-	}
-	if !strings.Contains(out, "/ok -> HTTP/1.1 200") && !strings.Contains(out, "/ok -> HTTP/1.0 200") {
-		t.Errorf("the allowed host through the proxy did not answer 200")
-	}
-	if !strings.Contains(out, "denied.example/ -> HTTP/1.1 403") && !strings.Contains(out, "denied.example/ -> HTTP/1.0 403") {
-		t.Errorf("the host no rule names was not refused with 403")
-	}
-	if n, m := tcpHits.Load(), udpHits.Load(); n != 0 || m != 0 {
-		t.Errorf("the host service got %d TCP connections and %d UDP packets from the sandbox", n, m)
-	}
+	checkSealedProbe(t, "feat/probe", out, h)
 	sw := validState(t, repo)
 	name := sw.Containers[0].ContainerName
 	if warm && !hasWarmNote(t, repo, sw.SwarmID, name) {
@@ -157,12 +162,17 @@ func probeEgress(t *testing.T, warm bool) {
 	}
 }
 
-// egressHost is what the sandbox must not reach on the host, counting what
-// does, and the one service the egress rules allow.
+// egressHost is what the sandbox must not reach on the host and outside,
+// counting what does, and the one service the egress rules allow.
 type egressHost struct {
 	tcpHits, udpHits  *atomic.Int64
 	hostPort, udpPort int
 	allowedLn         net.Listener
+	// outside is a test host standing in for the internet and the
+	// metadata service (its link-local address), listening on 443 (TCP)
+	// and 53 (UDP); outHits counts what reaches it.
+	outside *nstest.Host
+	outHits *atomic.Int64
 }
 
 // listenOnTheHost listens on every address of the host for TCP and UDP,
@@ -180,12 +190,44 @@ func listenOnTheHost(t *testing.T) *egressHost {
 	go func() { _ = allowed.Serve(allowedLn) }()
 	t.Cleanup(func() { allowed.Close() })
 	h.allowedLn = allowedLn
+	h.outside, h.outHits = nstest.New(t), &atomic.Int64{}
+	countAccepts(h.outside.Listen(t, 443), h.outHits)
+	countPackets(h.outside.ListenPacket(t, 53), h.outHits)
 	return h
 }
 
+// countAccepts counts and closes ln's connections until it closes.
+func countAccepts(ln net.Listener, hits *atomic.Int64) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			hits.Add(1)
+			_ = c.Close()
+		}
+	}()
+}
+
+// countPackets counts pc's packets until it closes.
+func countPackets(pc net.PacketConn, hits *atomic.Int64) {
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			if _, _, err := pc.ReadFrom(buf); err != nil {
+				return
+			}
+			hits.Add(1)
+		}
+	}()
+}
+
 // egressTargets are the probe's targets: the host's services on each of
-// its addresses, a container on another network, the outside world, and
-// through the proxy the allowed service and a host no rule names.
+// its addresses, a container on another network, the stand-in for the
+// outside (HTTPS, a resolver's port, a link-local address), the sandbox's
+// routes and resolvers, and through the proxy the allowed service and a
+// host no rule names.
 func egressTargets(h *egressHost, other string) []string {
 	var targets []string
 	addrs, _ := net.InterfaceAddrs()
@@ -196,7 +238,8 @@ func egressTargets(h *egressHost, other string) []string {
 	}
 	targets = append(targets,
 		fmt.Sprintf("tcp %s 8080", other),
-		"tcp 169.254.169.254 80", "tcp 1.1.1.1 443", "tcp 8.8.8.8 53", "udp 8.8.8.8 53", "dns example.com",
+		fmt.Sprintf("tcp %s 443", h.outside.Addr), fmt.Sprintf("udp %s 53", h.outside.Addr),
+		fmt.Sprintf("tcp %s 443", h.outside.LinkLocal), "routes",
 		"proxy http://"+h.allowedLn.Addr().String()+"/ok",
 		"proxy http://denied.example/",
 	)
@@ -207,29 +250,83 @@ func egressTargets(h *egressHost, other string) []string {
 // script and its targets.
 func egressRepo(t *testing.T, targets []string) string {
 	t.Helper()
+	return scriptRepo(t, "feat/probe", map[string]string{"probe.pl": probeScript, "targets.txt": strings.Join(targets, "\n") + "\n"})
+}
+
+// scriptRepo is a repository with one task file (branch) and files, whose
+// containers go when the test ends.
+func scriptRepo(t *testing.T, branch string, files map[string]string) string {
+	t.Helper()
 	repo := shortDir(t)
 	if err := os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range map[string][]byte{
-		".aimi/tasks/probe-tasks.json": taskFileJSON("feat/probe", 1),
-		"probe.pl":                     []byte(probeScript),
-		"targets.txt":                  []byte(strings.Join(targets, "\n") + "\n"),
-	} {
+	all := map[string][]byte{".aimi/tasks/" + strings.ReplaceAll(branch, "/", "-") + "-tasks.json": taskFileJSON(branch, 1)}
+	for name, body := range files {
+		all[name] = []byte(body)
+	}
+	for name, body := range all {
 		if err := os.WriteFile(filepath.Join(repo, name), body, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "probe"}} {
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "script"}} {
 		gittest.Git(t, repo, args...)
 	}
 	removeProjectContainersAtEnd(t, repo)
 	return repo
 }
 
+// checkSealedProbe fails t for every way out the probe of a sandbox on
+// one engine found (checkProbe), for any route of it but the loopback's,
+// and for whatever reached the host's services or the outside.
+func checkSealedProbe(t *testing.T, branch, out string, h *egressHost) {
+	t.Helper()
+	checkProbe(t, branch, out)
+	if !strings.Contains(out, "routes read") {
+		t.Errorf("%s: the probe did not read the sandbox's routes", branch)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "ROUTE") {
+			t.Errorf("%s: the sandbox has a route: %s", branch, line)
+		}
+	}
+	if n, m, o := h.tcpHits.Load(), h.udpHits.Load(), h.outHits.Load(); n != 0 || m != 0 || o != 0 {
+		t.Errorf("the host's service got %d TCP connections and %d UDP packets from the sandbox, the outside %d", n, m, o)
+	}
+}
+
+// reachedWithARoute shows that the stand-in for the outside is one a
+// sandbox with a route would reach: the container on another network
+// (the engine's bridge, masqueraded) connects to it. The count of what
+// reached the outside starts again at zero afterwards.
+func reachedWithARoute(t *testing.T, ctx context.Context, id string, h *egressHost) {
+	t.Helper()
+	cli := dockertest.Client(t)
+	script := fmt.Sprintf(`print IO::Socket::INET->new(PeerAddr => "%s", PeerPort => 443, Timeout => 10) ? "OPEN" : "closed $@"`, h.outside.Addr)
+	if out := execIn(t, ctx, cli, id, "perl", "-MIO::Socket::INET", "-e", script); out != "OPEN" {
+		t.Fatalf("a container with a network does not reach the stand-in for the outside at %s: %s", h.outside.Addr, out)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for h.outHits.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stand-in for the outside counted no connection")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.outHits.Store(0)
+}
+
 // otherNetworkContainer runs a container listening on 8080 on a network of
 // the test's own and returns its address.
 func otherNetworkContainer(t *testing.T, ctx context.Context, image string) string {
+	t.Helper()
+	ip, _ := otherNetwork(t, ctx, image)
+	return ip
+}
+
+// otherNetwork is otherNetworkContainer, with the container's ID.
+func otherNetwork(t *testing.T, ctx context.Context, image string) (ip, id string) {
 	t.Helper()
 	cli := dockertest.Client(t)
 	run := dockertest.RunID()
@@ -257,11 +354,11 @@ func otherNetworkContainer(t *testing.T, ctx context.Context, image string) stri
 	}
 	for _, ep := range info.NetworkSettings.Networks {
 		if ep.IPAddress != "" {
-			return ep.IPAddress
+			return ep.IPAddress, c.ID
 		}
 	}
 	t.Fatal("the other network's container has no address")
-	return ""
+	return "", ""
 }
 
 // probeWaiting runs the probe in a pool sandbox waiting for its claim, by
@@ -280,7 +377,7 @@ func probeWaiting(t *testing.T, ctx context.Context, cli *client.Client, in cont
 		t.Fatalf("the probe did not run in the pool sandbox:\n%s", out)
 	}
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "OPEN") || strings.HasPrefix(line, "proxy ") && !strings.Contains(line, "closed") {
+		if strings.HasPrefix(line, "OPEN") || strings.HasPrefix(line, "ROUTE") || strings.HasPrefix(line, "proxy ") && !strings.Contains(line, "closed") {
 			t.Errorf("a pool sandbox before its claim got out: %s", line)
 		}
 		if rest, ok := strings.CutPrefix(line, "sockets:"); ok && strings.TrimSpace(rest) != "" {

@@ -120,11 +120,14 @@ func sandboxNetDir(dataDir string) string { return filepath.Join(dataDir, "net")
 const serviceIP = "127.0.0.1"
 
 // defaultEgress is egress.allow: nothing else by default. Model APIs are
-// reached through the model gateway, from the daemon.
+// reached through the model gateway, from the daemon. The user wrote these
+// (a repository's entries are added per sandbox): their names may resolve
+// into a private range.
 func defaultEgress(cfg *configs.Config, log *slog.Logger) []egress.Rule {
-	rules := slices.Clone(cfg.Egress.Allow)
+	rules := make([]egress.Rule, 0, len(cfg.Egress.Allow))
 	var names []string
-	for _, r := range rules {
+	for _, r := range cfg.Egress.Allow {
+		rules = append(rules, r.UserNamed())
 		names = append(names, r.String())
 	}
 	log.Info("egress allowed", "rules", names)
@@ -192,7 +195,8 @@ func (n *sandboxNet) Open(_ context.Context, s orchestrator.NetSandbox) (orchest
 	return g, nil
 }
 
-// originRule allows a remote-mode container's origin (its host and port).
+// originRule allows a remote-mode container's origin (its host and port),
+// a host the user named: a git server on the company's LAN is reached.
 func originRule(repoURL string) (egress.Rule, bool) {
 	u, err := url.Parse(repoURL)
 	if err != nil || u.Hostname() == "" || (u.Scheme != "https" && u.Scheme != "http") {
@@ -207,7 +211,7 @@ func originRule(repoURL string) (egress.Rule, bool) {
 		host = "[" + host + "]"
 	}
 	r, err := egress.ParseRule(host + ":" + port)
-	return r, err == nil
+	return r.UserNamed(), err == nil
 }
 
 // Close stops serving a finished container.

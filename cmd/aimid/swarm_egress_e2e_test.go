@@ -23,6 +23,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/nstest"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -33,8 +34,10 @@ import (
 // every interface (at git.address, where the daemon's door is, and the
 // machine's other addresses, TCP and UDP), the door itself, each node's
 // address at its Swarm port (a service of the node), a container on
-// another network, the metadata address, the internet by TCP, UDP and DNS.
-// None answers; each probe's branch comes back through the git service,
+// another network, and a test host in a network namespace of this machine
+// standing in for the outside (HTTPS, a resolver's port, a link-local
+// address for the metadata service), and read their routes (no default
+// route) and resolvers. None answers; each probe's branch comes back through the git service,
 // an address egress.allow names answers through the proxy, and a host no
 // rule names is refused and journaled as egress-denied, on every node.
 func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
@@ -44,8 +47,11 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	var tcpHits, udpHits atomic.Int64
+	var tcpHits, udpHits, outHits atomic.Int64
 	hostPort, udpPort := hostListeners(t, &tcpHits, &udpHits)
+	outside := nstest.New(t)
+	countAccepts(outside.Listen(t, 443), &outHits)
+	countPackets(outside.ListenPacket(t, 53), &outHits)
 	allowed := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "allowed") })}
 	allowedLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -64,7 +70,7 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 		t.Fatalf("the daemon keeps no door port: %v", err)
 	}
 
-	targets := swarmEgressTargets(t, ctx, c, image, strings.TrimSpace(string(door)), hostPort, udpPort, allowedLn.Addr().String())
+	targets := swarmEgressTargets(t, ctx, c, image, strings.TrimSpace(string(door)), hostPort, udpPort, allowedLn.Addr().String(), outside)
 	repo, branches := swarmProbeRepo(t, targets, 3)
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -89,8 +95,8 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 		}
 		checkProbe(t, b, gittest.Git(t, repo, "show", b+":probe-out.txt"))
 	}
-	if n, m := tcpHits.Load(), udpHits.Load(); n != 0 || m != 0 {
-		t.Errorf("the test machine's service got %d TCP connections and %d UDP packets from the sandboxes", n, m)
+	if n, m, o := tcpHits.Load(), udpHits.Load(), outHits.Load(); n != 0 || m != 0 || o != 0 {
+		t.Errorf("the test machine's service got %d TCP connections and %d UDP packets from the sandboxes, the outside %d", n, m, o)
 	}
 	for _, d := range view.Containers {
 		code, logs, errOut := aimi(ctx, "swarm", "logs", d.Name, "--repo", repo, "--socket", sock)
@@ -111,9 +117,10 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 
 // swarmEgressTargets are the probes' targets: the daemon's door on the
 // cluster's gateway, the host's services on each of its addresses, every
-// node's swarm ports, a container on another network, the outside world,
-// and through the proxy the allowed service and a host no rule names.
-func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluster, image, door string, hostPort, udpPort int, allowed string) []string {
+// node's swarm ports, a container on another network, the stand-in for
+// the outside, the sandbox's routes and resolvers, and through the proxy
+// the allowed service and a host no rule names.
+func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluster, image, door string, hostPort, udpPort int, allowed string, outside *nstest.Host) []string {
 	t.Helper()
 	targets := []string{fmt.Sprintf("tcp %s %s", c.Gateway, door)}
 	addrs, _ := net.InterfaceAddrs()
@@ -127,7 +134,8 @@ func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluste
 	}
 	targets = append(targets,
 		fmt.Sprintf("tcp %s 8080", otherNetworkContainer(t, ctx, image)),
-		"tcp 169.254.169.254 80", "tcp 1.1.1.1 443", "tcp 8.8.8.8 53", "udp 8.8.8.8 53", "dns example.com",
+		fmt.Sprintf("tcp %s 443", outside.Addr), fmt.Sprintf("udp %s 53", outside.Addr),
+		fmt.Sprintf("tcp %s 443", outside.LinkLocal), "routes",
 		"proxy http://"+allowed+"/ok",
 		"proxy http://denied.example/",
 	)
