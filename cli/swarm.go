@@ -45,6 +45,7 @@ Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
 		newSwarmResumeCmd(s),
 		newSwarmCleanupCmd(s),
 		newSwarmFetchCmd(s),
+		newSwarmLandCmd(s),
 		newSwarmLogsCmd(s),
 		newSwarmUsageCmd(s),
 		newSwarmEventsCmd(s),

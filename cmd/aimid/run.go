@@ -171,6 +171,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
 		Version:      version,
 		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, log),
+		Land:         mgr.Land, // it says why in remote mode
 	})
 }
 

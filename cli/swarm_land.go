@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/daemon"
+)
+
+// newSwarmLandCmd is `aimi swarm land`: the swarm's work as one branch.
+func newSwarmLandCmd(s Streams) *cobra.Command {
+	var t swarmTarget
+	var onto, order string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "land",
+		Short: "merge the swarm's completed branches into one integration branch, aimi/land/<swarm>",
+		Long: `Start the integration branch aimi/land/<swarm id, first 8> at --onto (default:
+the branch checked out in your checkout) and merge each completed container's
+branch into it, one merge commit each ("Land <task file>: <title>", its stories
+in the body), in the --order given (container names, comma-separated), then in
+the order the containers completed. The merges happen in the daemon's own
+repository, never in your checkout. A branch that would conflict with what
+landed before it is held: left out with the files, its commits kept, and the
+rest go on. The integration branch is then brought into your checkout; your
+branch is never moved: the command to take the work is printed.
+
+Exit status: 0 when every completed branch landed, 1 when one was held.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return t.withClient(func(repo string, client *daemon.Client) error {
+				req := api.LandRequest{RepoPath: repo, Onto: onto}
+				if order != "" {
+					req.Order = strings.Split(order, ",")
+				}
+				rep, err := client.Land(cmd.Context(), req)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(s.Out)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(rep); err != nil {
+						return exitf(ExitUsage, "write: %v", err)
+					}
+				} else {
+					printLand(s.Out, rep)
+				}
+				for _, r := range rep.Results {
+					if r.Outcome == "held" {
+						return &ExitError{Code: ExitInvalid} // the report says which and why
+					}
+				}
+				return nil
+			})
+		},
+	}
+	t.addFlags(cmd)
+	cmd.Flags().StringVar(&onto, "onto", "", "the branch to land on (default: the branch checked out now)")
+	cmd.Flags().StringVar(&order, "order", "", "container names in the order to land them, comma-separated")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func printLand(w io.Writer, rep api.LandReport) {
+	fmt.Fprintf(w, "Landing onto %s (%.12s) as %s\n", oneLine(rep.Onto, 120), rep.OntoCommit, oneLine(rep.Branch, 120))
+	for _, r := range rep.Results {
+		line := fmt.Sprintf("  %-8s %s (%s)", r.Outcome, oneLine(r.Container, 80), oneLine(r.Branch, 120))
+		if r.Merge != "" {
+			line += fmt.Sprintf(" merge %.12s", r.Merge)
+		}
+		if r.Verify != "" {
+			line += ", verify " + r.Verify
+		}
+		fmt.Fprintln(w, line)
+		if r.Reason != "" {
+			fmt.Fprintf(w, "           %s\n", oneLine(r.Reason, 400))
+		}
+	}
+	for _, k := range rep.Skipped {
+		fmt.Fprintf(w, "  skipped  %s: %s\n", oneLine(k.Name, 80), oneLine(k.Reason, 200))
+	}
+	if rep.Take != "" {
+		fmt.Fprintf(w, "The landed work is in your checkout as %s. To take it:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 300))
+	} else {
+		fmt.Fprintln(w, "Nothing landed.")
+	}
+}
