@@ -12,6 +12,8 @@ import (
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 // Markers recognized in a prompt.
@@ -22,6 +24,9 @@ const (
 	// MarkerAskExec makes the agent ask permission (kind execute) before
 	// its terminal command too; rejected, it skips the command.
 	MarkerAskExec = "[demo:ask-exec]"
+	// MarkerRefuseFix makes the agent refuse a land's fix-up whose prompt
+	// quotes it (a story's criteria carry it); its own story runs as usual.
+	MarkerRefuseFix = "[demo:refuse-fix]"
 )
 
 // slowFor is how long [demo:slow] waits: long enough for any test to stop
@@ -200,6 +205,9 @@ func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
 	}
 	if err := t.say(ctx, fmt.Sprintf("Demo agent (no model) working on %s. ", story)); err != nil {
 		return "", err
+	}
+	if files := contract.NoMarkerPattern.FindAllStringSubmatch(t.prompt, -1); files != nil {
+		return t.resolveAll(ctx, story, files)
 	}
 	if strings.Contains(t.prompt, MarkerFail) {
 		if err := t.say(ctx, fmt.Sprintf("The story carries %s, so I refuse it without changing anything.", MarkerFail)); err != nil {

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -37,7 +38,16 @@ func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport
 	if err != nil {
 		return api.LandReport{}, err
 	}
-	defer unlock()
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
+	if !sw.landing.TryLock() {
+		return api.LandReport{}, fmt.Errorf("%w: a land of this swarm is running; wait for it to end", api.ErrInvalidRequest)
+	}
+	defer sw.landing.Unlock()
 	queue, skipped, err := sw.landQueue(req.Order)
 	if err != nil {
 		return api.LandReport{}, err
@@ -48,8 +58,22 @@ func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport
 	if err != nil {
 		return rep, err
 	}
+	lr := &landRun{sw: sw, src: src, tr: tr, scratch: m.landScratch(sw),
+		unlock: func() { locked = false; unlock() },
+		relock: func(ctx context.Context) error {
+			u, err := m.lockRepoCtx(ctx, sw.repo)
+			if err != nil {
+				return err
+			}
+			unlock, locked = u, true
+			if m.getSwarm(sw.repo) != sw {
+				return fmt.Errorf("land: the swarm of %s was replaced or cleaned up while a fix-up ran", sw.repo)
+			}
+			return nil
+		}}
+	defer os.RemoveAll(lr.scratch)
 	for _, c := range queue {
-		res, err := sw.landOne(ctx, src, tr, c)
+		res, err := lr.landOne(ctx, c)
 		if err != nil {
 			return rep, err
 		}
@@ -76,6 +100,9 @@ func (sw *swarm) landQueue(order []string) ([]*ctr, []api.Kept, error) {
 	done := map[string]time.Time{}
 	var skipped []api.Kept
 	for _, e := range snap.Containers {
+		if land.IsFixup(e.TaskFilePath) {
+			continue // a land's own run, not work to land
+		}
 		if e.Status == state.StatusCompleted {
 			done[e.ContainerName] = e.UpdatedAt
 		} else {
@@ -143,9 +170,10 @@ func (sw *swarm) landTrain(ctx context.Context, src TipSource, onto, branch stri
 }
 
 // landOne lands one container's branch as the service received it.
-func (sw *swarm) landOne(ctx context.Context, src TipSource, tr *land.Train, c *ctr) (api.LandResult, error) {
+func (lr *landRun) landOne(ctx context.Context, c *ctr) (api.LandResult, error) {
+	sw := lr.sw
 	out := api.LandResult{Container: c.name, TaskFile: c.taskFile, Branch: c.branch}
-	_, tip, err := src.Received(contract.Sandbox{Swarm: sw.id, Container: c.name}, c.branch)
+	_, tip, err := lr.src.Received(contract.Sandbox{Swarm: sw.id, Container: c.name}, c.branch)
 	if err != nil || tip == "" {
 		out.Outcome, out.Reason = string(land.Held), "the git service holds no push of its branch"
 		return out, nil
@@ -160,9 +188,13 @@ func (sw *swarm) landOne(ctx context.Context, src TipSource, tr *land.Train, c *
 		}
 	}
 	slices.Sort(b.Stories)
-	res, err := tr.Land(ctx, b)
+	lr.tr.Fix = lr.fixer(c)
+	res, err := lr.tr.Land(ctx, b)
 	if err != nil {
 		return out, err
+	}
+	if res.Outcome != land.Held {
+		lr.landed = append(lr.landed, c)
 	}
 	out.Outcome, out.Reason, out.Tip, out.Merge, out.Files, out.Verify = string(res.Outcome), res.Reason, res.Tip, res.Merge, res.Files, res.Verify
 	return out, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/gitcmd"
+	"github.com/aimi-tools/swarm/land"
 	"github.com/aimi-tools/swarm/radar"
 )
 
@@ -106,7 +107,9 @@ func (sw *swarm) radarTips(src TipSource) (map[string]string, string) {
 	type nb struct{ name, branch string }
 	var all []nb
 	for _, c := range sw.ctrs {
-		all = append(all, nb{c.name, c.branch})
+		if !land.IsFixup(c.taskFile) { // a land's own run: not the swarm's work
+			all = append(all, nb{c.name, c.branch})
+		}
 	}
 	sw.mu.Unlock()
 	tips, repo := map[string]string{}, ""

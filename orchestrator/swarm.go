@@ -44,6 +44,9 @@ type swarm struct {
 	gateway string     // local mode: the network's gateway, where git is served
 	wave    *startWave // its containers starting now (startWave); nil until the first
 	radar   *swarmRadar // the conflict radar, from the first push on (radarKick)
+
+	// landing is held by the swarm's one land at a time (Land).
+	landing sync.Mutex
 }
 
 // ctr is one container of a swarm. Its fields from id on are guarded by

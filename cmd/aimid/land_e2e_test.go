@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"os"
@@ -12,35 +13,43 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/demoagent"
 )
 
-// landTaskFile is a one-story task file whose story writes file.
-func landTaskFile(name, file, id string) []byte {
+// landTaskFile is a one-story task file whose story writes file (and
+// has the extra criteria).
+func landTaskFile(name, file, id string, extra ...string) []byte {
 	b, _ := json.MarshalIndent(map[string]any{
 		"schemaVersion": "3.0",
 		"metadata":      map[string]any{"title": "feat: " + name, "type": "feat", "branchName": "feat/" + name, "createdAt": "2026-12-07", "planPath": nil},
 		"userStories": []map[string]any{{"id": id, "title": "write " + file, "description": "As a developer, I want " + file + " so that the feature grows.",
-			"acceptanceCriteria": []string{"File " + file + " exists"}, "priority": 1, "status": "pending", "dependsOn": []string{}, "notes": ""}},
+			"acceptanceCriteria": append([]string{"File " + file + " exists"}, extra...), "priority": 1, "status": "pending", "dependsOn": []string{}, "notes": ""}},
 	}, "", "  ")
 	return b
 }
 
-// TestLandMergesTheSwarmAndHoldsTheConflict: four task files on the real
-// daemon, engine and runner, two of which write one file differently.
-// `aimi swarm land --order` lands the three that merge, one merge commit
-// each onto aimi/land/<swarm> started at the checked-out branch, holds the
-// second of the conflicting pair naming the file (exit 1), brings the
-// integration branch into the checkout holding every landed story's
-// commit, and moves no branch of the user's.
-func TestLandMergesTheSwarmAndHoldsTheConflict(t *testing.T) {
+// TestLandMergesFixesAndHolds: six task files on the real daemon, engine
+// and runner: two pairs write one file each differently, two are
+// independent. `aimi swarm land --order` lands the four that merge, one
+// merge commit each onto aimi/land/<swarm> started at the checked-out
+// branch; the second of the first pair conflicts and its fix-up agent
+// (the demo agent, in a sandbox of the swarm) keeps both sides: fixed;
+// the second pair's fix-up agent refuses: held naming the file (exit 1).
+// The integration branch in the checkout holds every landed story's
+// commit and no marker, and no branch of the user's moved.
+func TestLandMergesFixesAndHolds(t *testing.T) {
 	parallel(t)
 	img := sandboxImage(t)
 	repo := gitRepo(t, 1)
 	dir := filepath.Join(repo, ".aimi", "tasks")
-	files := map[string]string{"left": "shared.txt", "right": "shared.txt", "one": "one.txt", "two": "two.txt"}
-	ids := map[string]string{"left": "US-101", "right": "US-201", "one": "US-301", "two": "US-401"}
+	files := map[string]string{"left": "shared.txt", "right": "shared.txt", "red": "colour.txt", "blue": "colour.txt", "one": "one.txt", "two": "two.txt"}
+	ids := map[string]string{"left": "US-101", "right": "US-201", "red": "US-301", "blue": "US-401", "one": "US-501", "two": "US-601"}
 	for name, file := range files {
-		if err := os.WriteFile(filepath.Join(dir, name+"-tasks.json"), landTaskFile(name, file, ids[name]), 0o644); err != nil {
+		var extra []string
+		if name == "blue" {
+			extra = append(extra, "The colour stays blue "+demoagent.MarkerRefuseFix)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+"-tasks.json"), landTaskFile(name, file, ids[name], extra...), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,28 +65,34 @@ func TestLandMergesTheSwarmAndHoldsTheConflict(t *testing.T) {
 	}
 	t.Cleanup(func() { aimi(context.Background(), "swarm", "cleanup", "--repo", repo, "--socket", sock, "--force") })
 	sw := validState(t, repo)
-	name := func(tf string) string { return containerOf(t, sw, tf).ContainerName }
-	order := strings.Join([]string{name("right"), name("one"), name("left"), name("two")}, ",")
-	code, out, errOut := aimi(ctx, "swarm", "land", "--order", order, "--json", "--repo", repo, "--socket", sock)
+	var order []string
+	for _, tf := range []string{"right", "red", "one", "left", "blue", "two"} {
+		order = append(order, containerOf(t, sw, tf).ContainerName)
+	}
+	code, out, errOut := aimi(ctx, "swarm", "land", "--order", strings.Join(order, ","), "--json", "--repo", repo, "--socket", sock)
 	var rep api.LandReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 {
 		t.Fatalf("land: %d %v, want exit 1 (one held)\n%s\n%s", code, err, out, errOut)
 	}
-	checkLandReport(t, rep, []string{name("right"), name("one"), name("left"), name("two")}, name("left"))
+	checkLandReport(t, rep, order, map[string]string{order[3]: "fixed", order[4]: "held"})
 	checkLandedCheckout(t, repo, base, rep, ids)
 }
 
-// checkLandReport: the containers landed in order, held the one.
-func checkLandReport(t *testing.T, rep api.LandReport, order []string, held string) {
+// checkLandReport: the containers landed in order, each with the
+// outcome want gives it ("landed" when it gives none).
+func checkLandReport(t *testing.T, rep api.LandReport, order []string, want map[string]string) {
 	t.Helper()
 	var got []string
 	for _, r := range rep.Results {
 		got = append(got, r.Container)
+		w := cmp.Or(want[r.Container], "landed")
 		switch {
-		case r.Container == held && (r.Outcome != "held" || !slices.Equal(r.Files, []string{"shared.txt"}) || r.Merge != ""):
-			t.Errorf("%s: %+v, want held for a conflict on shared.txt", r.Container, r)
-		case r.Container != held && (r.Outcome != "landed" || r.Merge == ""):
-			t.Errorf("%s: %+v, want landed with a merge", r.Container, r)
+		case r.Outcome != w:
+			t.Errorf("%s: %+v, want %s", r.Container, r, w)
+		case w == "held" && (!slices.Equal(r.Files, []string{"colour.txt"}) || r.Merge != "" || !strings.Contains(r.Reason, "fix-up")):
+			t.Errorf("%s: %+v, want held for a conflict on colour.txt its fix-up did not resolve", r.Container, r)
+		case w != "held" && r.Merge == "":
+			t.Errorf("%s: %+v, want a merge", r.Container, r)
 		}
 	}
 	if !slices.Equal(got, order) {
@@ -99,17 +114,21 @@ func checkLandedCheckout(t *testing.T, repo, base string, rep api.LandReport, id
 	if got := gitOut(t, repo, "rev-parse", "HEAD"); got != base {
 		t.Errorf("the checked-out branch moved to %s", got)
 	}
-	if n := gitOut(t, repo, "rev-list", "--count", "--first-parent", base+".."+rep.Branch); n != "3" {
-		t.Errorf("%s holds %s merges, want 3", rep.Branch, n)
+	if n := gitOut(t, repo, "rev-list", "--count", "--first-parent", base+".."+rep.Branch); n != "5" {
+		t.Errorf("%s holds %s merges, want 5", rep.Branch, n)
 	}
 	log := gitOut(t, repo, "log", "--format=%B", base+".."+rep.Branch)
-	for _, id := range []string{ids["right"], ids["one"], ids["two"]} {
+	for _, id := range []string{ids["right"], ids["red"], ids["one"], ids["left"], ids["two"]} {
 		if !strings.Contains(log, id) {
 			t.Errorf("no commit of %s on %s:\n%s", id, rep.Branch, log)
 		}
 	}
-	if strings.Contains(log, ids["left"]) {
-		t.Errorf("the held branch's story %s is on %s", ids["left"], rep.Branch)
+	if strings.Contains(log, ids["blue"]) {
+		t.Errorf("the held branch's story %s is on %s", ids["blue"], rep.Branch)
+	}
+	shared := gitOut(t, repo, "show", rep.Branch+":shared.txt")
+	if !strings.Contains(shared, ids["left"]) || !strings.Contains(shared, ids["right"]) {
+		t.Errorf("shared.txt after the fix-up keeps one side only:\n%s", shared)
 	}
 	// git grep exits 1 when nothing matches.
 	if out, err := exec.Command("git", "-C", repo, "grep", "-n", "-e", "<<<<<<<", rep.Branch, "--", ".", ":!.aimi").CombinedOutput(); err == nil {

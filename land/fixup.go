@@ -1,0 +1,195 @@
+package land
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/tasks"
+)
+
+// FixupStoryID is the one story of a fix-up task file.
+const FixupStoryID = "US-001"
+
+// Side is one task file whose branch took part in a conflict.
+type Side struct {
+	Container string
+	TaskFile  string
+	File      *tasks.File // nil when the daemon no longer has it
+}
+
+// FixupTaskFile is the task file of the fix-up run of b's merge: one
+// story whose description quotes both sides' plans (titles, stories and
+// acceptance criteria) and whose criteria ask for every conflicted file
+// resolved and both sides' criteria kept. branch is the fix-up's branch.
+func FixupTaskFile(branch string, b Side, landed []Side, c Conflict) *tasks.File {
+	var d strings.Builder
+	if len(c.Files) > 0 {
+		fmt.Fprintf(&d, "Merging the branch of %s into the integration branch conflicts on %s. The merge is in your working directory with git's conflict markers written into those files. Resolve it so that both sides' work stays and every acceptance criterion below still holds.\n\n", b.Container, strings.Join(c.Files, ", "))
+	} else {
+		fmt.Fprintf(&d, "Merging the branch of %s into the integration branch is in your working directory, and the verify command fails on it: %s. Fix the merged code so that it passes and every acceptance criterion below still holds.\n\n", b.Container, oneLine(c.Why, 600))
+	}
+	for _, s := range append([]Side{b}, landed...) {
+		quote(&d, s)
+	}
+	criteria := []string{}
+	for _, f := range c.Files {
+		criteria = append(criteria, contract.NoMarkerCriterion(f))
+	}
+	criteria = append(criteria, "Every acceptance criterion of both task files quoted above still holds")
+	return &tasks.File{
+		SchemaVersion: "3.0",
+		Metadata: tasks.Metadata{Title: "fix: land " + b.Container, Type: "bug", BranchName: branch,
+			CreatedAt: time.Now().UTC().Format(time.DateOnly)},
+		UserStories: []tasks.Story{{ID: FixupStoryID, Title: "Resolve the merge of " + b.Container, Description: d.String(),
+			AcceptanceCriteria: criteria, Priority: 1, Status: tasks.Pending, DependsOn: []string{}}},
+	}
+}
+
+// quote writes one side's plan into a fix-up's description, bounded.
+func quote(d *strings.Builder, s Side) {
+	if s.File == nil {
+		fmt.Fprintf(d, "Task file %s (of %s): no longer readable.\n\n", s.TaskFile, s.Container)
+		return
+	}
+	fmt.Fprintf(d, "Task file %s (of %s): %q\n", s.TaskFile, s.Container, oneLine(s.File.Metadata.Title, 200))
+	for i, st := range s.File.UserStories {
+		if i == 20 {
+			fmt.Fprintf(d, "- and %d more stories\n", len(s.File.UserStories)-i)
+			break
+		}
+		fmt.Fprintf(d, "- %s %s: %s\n", st.ID, oneLine(st.Title, 200), oneLine(strings.Join(st.AcceptanceCriteria, "; "), 600))
+	}
+	d.WriteString("\n")
+}
+
+// PrepareFixup makes the fix-up's branch ref at a commit on top of base
+// whose tree is the conflicted merge plus the fix-up task file at
+// taskPath; scratch holds a temporary index.
+func (t *Train) PrepareFixup(ctx context.Context, ref, base string, c Conflict, taskPath string, task []byte, scratch string) (string, error) {
+	idx, done, err := tempIndex(scratch)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	env := indexEnv(idx)
+	if _, err := t.Git.RunEnv(ctx, t.Dir, env, "read-tree", c.Tree); err != nil {
+		return "", fmt.Errorf("land: read the conflicted tree: %w", err)
+	}
+	blob, err := t.hashBlob(ctx, task, scratch)
+	if err != nil {
+		return "", err
+	}
+	if _, err := t.Git.RunEnv(ctx, t.Dir, env, "update-index", "--add", "--cacheinfo", "100644,"+blob+","+taskPath); err != nil {
+		return "", fmt.Errorf("land: add the fix-up task file: %w", err)
+	}
+	tree, err := t.Git.RunEnv(ctx, t.Dir, env, "write-tree")
+	if err != nil {
+		return "", fmt.Errorf("land: write the fix-up tree: %w", err)
+	}
+	commit, err := t.Git.RunEnv(ctx, t.Dir, identity, "commit-tree", strings.TrimSpace(tree), "-p", base, "-m", "Land fix-up: the merge to resolve")
+	if err != nil {
+		return "", fmt.Errorf("land: make the fix-up commit: %w", err)
+	}
+	commit = strings.TrimSpace(commit)
+	if _, err := t.Git.RunEnv(ctx, t.Dir, nil, "update-ref", ref, commit); err != nil {
+		return "", fmt.Errorf("land: make the fix-up branch %s: %w", ref, err)
+	}
+	return commit, nil
+}
+
+// ErrMarkersLeft: a fix-up ended with a conflict marker still in a file.
+var ErrMarkersLeft = errors.New("a conflict marker is left")
+
+// FixedTree is the tree of a fix-up's tip without its task file, once no
+// conflicted file holds a marker.
+func (t *Train) FixedTree(ctx context.Context, tip string, c Conflict, taskPath, scratch string) (string, error) {
+	if len(c.Files) > 0 {
+		args := append([]string{"grep", "-l", "-E", "-e", "^(<<<<<<<|>>>>>>>)( |$)", tip, "--"}, c.Files...)
+		out, err := t.Git.RunEnv(ctx, t.Dir, nil, args...)
+		var ec ExitCoder
+		switch {
+		case err == nil:
+			return "", fmt.Errorf("land: %w in %s", ErrMarkersLeft, oneLine(strings.ReplaceAll(out, tip+":", ""), 400))
+		case !errors.As(err, &ec) || ec.ExitCode() != 1:
+			return "", fmt.Errorf("land: look for conflict markers: %w", err)
+		}
+	}
+	idx, done, err := tempIndex(scratch)
+	if err != nil {
+		return "", err
+	}
+	defer done()
+	env := indexEnv(idx)
+	if _, err := t.Git.RunEnv(ctx, t.Dir, env, "read-tree", tip); err != nil {
+		return "", fmt.Errorf("land: read the fix-up's tree: %w", err)
+	}
+	if _, err := t.Git.RunEnv(ctx, t.Dir, env, "update-index", "--force-remove", taskPath); err != nil {
+		return "", fmt.Errorf("land: drop the fix-up task file: %w", err)
+	}
+	tree, err := t.Git.RunEnv(ctx, t.Dir, env, "write-tree")
+	return strings.TrimSpace(tree), err
+}
+
+func (t *Train) hashBlob(ctx context.Context, data []byte, scratch string) (string, error) {
+	f, err := os.CreateTemp(scratch, "blob")
+	if err != nil {
+		return "", fmt.Errorf("land: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("land: %w", err)
+	}
+	out, err := t.Git.RunEnv(ctx, t.Dir, nil, "hash-object", "-w", "--", f.Name())
+	if err != nil {
+		return "", fmt.Errorf("land: store the fix-up task file: %w", err)
+	}
+	return strings.TrimSpace(out), nil
+}
+
+// tempIndex is a fresh index file's path under scratch, and its removal.
+func tempIndex(scratch string) (string, func(), error) {
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return "", nil, fmt.Errorf("land: scratch: %w", err)
+	}
+	dir, err := os.MkdirTemp(scratch, "index")
+	if err != nil {
+		return "", nil, fmt.Errorf("land: scratch: %w", err)
+	}
+	return filepath.Join(dir, "index"), func() { os.RemoveAll(dir) }, nil
+}
+
+// indexEnv is the environment of git commands on a temporary index: a
+// bare repository has no work tree, which some of them ask for (one that
+// is never written, as nothing is checked out).
+func indexEnv(idx string) []string {
+	return []string{"GIT_INDEX_FILE=" + idx, "GIT_WORK_TREE=" + filepath.Dir(idx)}
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// fixupTaskPrefix starts the path of every fix-up task file.
+const fixupTaskPrefix = ".aimi/tasks/land-fix-"
+
+// FixupTaskPath is where the fix-up of container's merge keeps its task
+// file (in its own branch only, never in the user's checkout).
+func FixupTaskPath(container string) string { return fixupTaskPrefix + container + "-tasks.json" }
+
+// IsFixup reports whether a task file is a land's fix-up (not the user's
+// work to land or to foresee conflicts of).
+func IsFixup(taskPath string) bool { return strings.HasPrefix(taskPath, fixupTaskPrefix) }
