@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/state"
@@ -87,6 +88,11 @@ func TestGitChannelBurstLeavesTheRunnersPushThrough(t *testing.T) {
 	if strings.Contains(journal, "push after a story failed") {
 		t.Errorf("the runner's push after the story failed for 15 s after the burst; journal:\n%s", journal)
 	}
+	if took := burstToCompletion(t, repo, v); took > 30*time.Second {
+		t.Errorf("the completion came %s after the burst's end, want seconds; journal:\n%s", took, journal)
+	} else {
+		t.Logf("completed %s after the burst's end", took.Round(time.Millisecond))
+	}
 	waitBranch(t, repo, "feat/"+name, time.Minute)
 	t.Logf("from the burst's end on:\n%s", journal)
 	p.stop(t)
@@ -115,4 +121,27 @@ func channelJournal(t testing.TB, repo string, v api.SwarmView) string {
 		fmt.Fprintf(&b, "%s %s %s%s\n", r.Time.Format("15:04:05.000"), r.Stream, r.Type, tail(r.Raw+string(r.Message), 400))
 	}
 	return tail(b.String(), 8000)
+}
+
+// burstToCompletion is the time from the agent's "burst over" to the
+// runner's completion message (the last push is before it).
+func burstToCompletion(t testing.TB, repo string, v api.SwarmView) time.Duration {
+	t.Helper()
+	recs, err := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", v.State.SwarmID, v.State.Containers[0].ContainerName+".ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var over, done time.Time
+	for _, r := range recs {
+		switch {
+		case strings.Contains(r.Raw, "burst over"):
+			over = r.Time
+		case r.Type == string(acpmsg.TypeCompletion):
+			done = r.Time
+		}
+	}
+	if over.IsZero() || done.IsZero() {
+		t.Fatalf("no burst end (%v) or no completion (%v) in the journal", over, done)
+	}
+	return done.Sub(over)
 }
