@@ -28,7 +28,7 @@ type Limits struct {
 }
 
 // DefaultLimits are the proxy's bounds unless Options say otherwise.
-var DefaultLimits = Limits{ConnsPerContainer: 32, HeaderBytes: 32 << 10, HeaderTime: 15 * time.Second, Idle: 2 * time.Minute, Dial: 15 * time.Second}
+var DefaultLimits = Limits{ConnsPerContainer: contract.ChannelConns(contract.ServiceProxy), HeaderBytes: 32 << 10, HeaderTime: 15 * time.Second, Idle: 2 * time.Minute, Dial: 15 * time.Second}
 
 // Denial is one refused request, for the container's journal (no header,
 // no body, no credential: the method, the name and port asked for, why).

@@ -43,7 +43,7 @@ type askChannel struct {
 
 // newAskChannel reaches the service that serves repoURL. It fails for a
 // repository that is not the daemon's own service (remote git mode).
-func newAskChannel(repoURL, token, caFile string, log *slog.Logger) (*askChannel, error) {
+func newAskChannel(repoURL, token, caFile string, dial dialFunc, log *slog.Logger) (*askChannel, error) {
 	u, err := url.Parse(repoURL)
 	if err != nil || u.Scheme != "https" || u.Host == "" || token == "" || caFile == "" {
 		return nil, errors.New("no channel to the daemon: permission requests reach a person through the container's ask socket (a sandbox without a network) or the local-mode git service, and this container has neither")
@@ -57,7 +57,7 @@ func newAskChannel(repoURL, token, caFile string, log *slog.Logger) (*askChannel
 		return nil, fmt.Errorf("ask channel: no certificate in the CA bundle %s", caFile)
 	}
 	transport := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialWithin(dial, 10*time.Second),
 		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool},
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
@@ -73,16 +73,16 @@ func newAskChannel(repoURL, token, caFile string, log *slog.Logger) (*askChannel
 // container one (askURL), else the local-mode git service when the
 // repository is the daemon's (daemonGit). Never a remote origin: a question
 // for the daemon, with the origin's token on it, would go to a third party.
-func openAskChannel(askURL, repoURL, token, caFile string, daemonGit bool, log *slog.Logger) (*askChannel, error) {
+func openAskChannel(askURL, repoURL, token, caFile string, daemonGit bool, dial dialFunc, log *slog.Logger) (*askChannel, error) {
 	if askURL != "" {
 		// No proxy: the loopback forward is the way to the daemon.
-		transport := &http.Transport{DialContext: (&net.Dialer{Timeout: 10 * time.Second}).DialContext}
+		transport := &http.Transport{DialContext: dialWithin(dial, 10*time.Second)}
 		return &askChannel{url: askURL, client: &http.Client{Transport: transport, Timeout: 2 * time.Minute}, log: log, retry: 2 * time.Second}, nil
 	}
 	if !daemonGit {
 		return nil, errors.New("no channel to the daemon: permission requests reach a person through the container's ask socket or the local-mode git service, and this container has neither (its repository is not the daemon's git service)")
 	}
-	return newAskChannel(repoURL, token, caFile, log)
+	return newAskChannel(repoURL, token, caFile, dial, log)
 }
 
 // socketURLOf is the URL of path on the loopback forward of the daemon's

@@ -42,7 +42,7 @@ func TestAskGoesToTheAskSocketWhenThereIsOne(t *testing.T) {
 	}))
 	defer srv.Close()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ch, err := openAskChannel(srv.URL+contract.AskPath, "https://git.example:8443/repo.git", "token", "/nonexistent", false, log)
+	ch, err := openAskChannel(srv.URL+contract.AskPath, "https://git.example:8443/repo.git", "token", "/nonexistent", false, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestAskGoesToTheAskSocketWhenThereIsOne(t *testing.T) {
 	if err != nil || opt != "yes" || auth != "" {
 		t.Errorf("answer %q %v, Authorization %q: want yes, and no token", opt, err, auth)
 	}
-	if _, err := openAskChannel("", "https://origin.example/repo.git", "", "", false, log); err == nil {
+	if _, err := openAskChannel("", "https://origin.example/repo.git", "", "", false, nil, log); err == nil {
 		t.Error("a channel without an ask socket or a git service")
 	}
 	// A remote origin with a token and a CA of its own is no way to the
@@ -62,7 +62,7 @@ func TestAskGoesToTheAskSocketWhenThereIsOne(t *testing.T) {
 	if err := os.WriteFile(originCA, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: origin.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := openAskChannel("", origin.URL+"/repo.git", "origin-token", originCA, false, log); err == nil {
+	if _, err := openAskChannel("", origin.URL+"/repo.git", "origin-token", originCA, false, nil, log); err == nil {
 		t.Error("a permission request would go to a remote origin")
 	}
 }

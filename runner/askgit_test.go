@@ -57,7 +57,7 @@ func TestAskThroughTheLocalGitService(t *testing.T) {
 	heard := &heardAsks{}
 	s.SetAsks(heard)
 	q := acpclient.Question{Title: "Write a.md", Kind: "edit", Options: []contract.AskOption{{ID: "yes", Kind: "allow_once"}}}
-	ch, err := openAskChannel("", g.RepoURL, g.Token, g.CAFile, true, log)
+	ch, err := openAskChannel("", g.RepoURL, g.Token, g.CAFile, true, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestAskThroughTheLocalGitService(t *testing.T) {
 		t.Errorf("the inbox heard %+v, want aimi-a of sw1 in %s", heard.callers, repo)
 	}
 	heard.mu.Unlock()
-	bad, err := openAskChannel("", g.RepoURL, "not-the-token", g.CAFile, true, log)
+	bad, err := openAskChannel("", g.RepoURL, "not-the-token", g.CAFile, true, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,13 +57,13 @@ func (r *run) newBudgetGate() *budgetGate {
 // budgetChannel is the channel and URL of the budget question.
 func (r *run) budgetChannel() (*askChannel, string, error) {
 	if r.cfg.BudgetURL != "" {
-		ch, err := openAskChannel(r.cfg.BudgetURL, "", "", "", false, r.log)
+		ch, err := openAskChannel(r.cfg.BudgetURL, "", "", "", false, r.cfg.Dial, r.log)
 		return ch, r.cfg.BudgetURL, err
 	}
 	if !r.cfg.DaemonGit {
 		return nil, "", errors.New("no channel to the daemon's budgets: no budget socket, and the repository is not the daemon's git service")
 	}
-	ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.log)
+	ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.cfg.Dial, r.log)
 	if err != nil {
 		return nil, "", err
 	}

@@ -1,8 +1,10 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -85,6 +87,11 @@ type Config struct {
 	// nil means os.Environ() without the git token.
 	Env    []string
 	Logger *slog.Logger
+	// Dial is how the runner's own requests (git, permission requests,
+	// budgets, the gateway's limits) reach the daemon's services:
+	// acp-runner's forward.Channels, past the share of each channel the
+	// agent's processes may hold; nil dials every address as it is.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// onAgentStart, when set, is told each agent process id (tests use it to
 	// check that the process group is gone after a stop).
@@ -204,6 +211,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Dial == nil {
+		c.Dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
 	if c.Env == nil {
 		for _, kv := range os.Environ() {

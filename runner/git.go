@@ -95,7 +95,7 @@ func (g *git) connect(cfg *Config, repoURL string) error {
 		auth = "Basic " + basic
 		g.secret = []string{cfg.GitToken, basic}
 	}
-	r, err := newRelay(repoURL, auth, cfg.CAFile, g.log)
+	r, err := newRelay(repoURL, auth, cfg.CAFile, cfg.Dial, g.log)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ type gatewayClient struct {
 // newGatewayClient finds the gateway, a placeholder and the trust store
 // in env (the container's, as the daemon set it); nil when the container
 // has no model gateway.
-func newGatewayClient(env []string) (*gatewayClient, error) {
+func newGatewayClient(env []string, dial dialFunc) (*gatewayClient, error) {
 	get := func(name string) string {
 		v := ""
 		for _, kv := range env {
@@ -69,6 +69,7 @@ func newGatewayClient(env []string) (*gatewayClient, error) {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // the gateway is reached directly, never through the egress proxy
+	tr.DialContext = dialWithin(dial, 30*time.Second)
 	for _, name := range []string{contract.EnvSSLCertFile, contract.EnvNodeExtraCACerts} {
 		f := get(name)
 		if f == "" {

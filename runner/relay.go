@@ -53,8 +53,10 @@ type relaySession struct {
 
 // newRelay listens on the loopback and forwards to repoURL (http or https).
 // caFile, when set, is the only CA the upstream's certificate may chain to
-// (as GIT_SSL_CAINFO is for git); else the system roots.
-func newRelay(repoURL, authHeader, caFile string, log *slog.Logger) (*relay, error) {
+// (as GIT_SSL_CAINFO is for git); else the system roots. dial reaches the
+// upstream (Config.Dial: the runner's own way, which the agent's burst of
+// connections to the same forward cannot take).
+func newRelay(repoURL, authHeader, caFile string, dial dialFunc, log *slog.Logger) (*relay, error) {
 	u, err := url.Parse(repoURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return nil, fmt.Errorf("git relay: %q is not an http(s) repository URL", redactURL(repoURL))
@@ -79,7 +81,7 @@ func newRelay(repoURL, authHeader, caFile string, log *slog.Logger) (*relay, err
 	r := &relay{upstream: u, auth: authHeader, log: log, ln: ln, sessions: map[string]*relaySession{}}
 	transport := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialWithin(dial, 10*time.Second),
 		TLSClientConfig:     tlsCfg,
 		TLSHandshakeTimeout: 10 * time.Second,
 		ForceAttemptHTTP2:   false, // git http-backend speaks HTTP/1.1; so does git
@@ -214,4 +216,19 @@ func (b *brokenOff) Read(p []byte) (int, error) {
 		b.note(err)
 	}
 	return n, err
+}
+
+// dialFunc dials like net.Dialer.DialContext (Config.Dial).
+type dialFunc = func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// dialWithin bounds each dial of dial to d; a nil dial is net.Dialer's.
+func dialWithin(dial dialFunc, d time.Duration) dialFunc {
+	if dial == nil {
+		dial = (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return dial(ctx, network, addr)
+	}
 }

@@ -24,7 +24,7 @@ func TestRelayNotesAnAnswerThatBreaksOff(t *testing.T) {
 		}
 	}))
 	defer upstream.Close()
-	r, err := newRelay(upstream.URL+"/repo.git", "", "", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r, err := newRelay(upstream.URL+"/repo.git", "", "", nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func (r *run) main(ctx context.Context, stdin io.Reader) int {
 	r.req = req
 	r.log = r.log.With("swarm", r.swarmID, "container", r.containerID, "branch", req.BranchName)
 	r.env = childEnv(r.cfg.Env, req.EnvVars)
-	if g, err := newGatewayClient(r.env); err != nil {
+	if g, err := newGatewayClient(r.env, r.cfg.Dial); err != nil {
 		r.log.Warn("the model gateway cannot be asked about limits: a story a limit ends fails as any other", "err", err)
 	} else {
 		r.gateway = g
@@ -341,7 +341,7 @@ func (r *run) backend() (backend, error) {
 			grace: r.cfg.StopGrace, handshakeTimeout: r.cfg.HandshakeTimeout,
 			stallTimeout: r.cfg.StallTimeout, loopLimit: r.cfg.LoopLimit, log: r.log, onAgentStart: r.cfg.onAgentStart}
 		if r.cfg.Policy.AsksAnyone() {
-			ch, err := openAskChannel(r.cfg.AskURL, r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.cfg.DaemonGit, r.log)
+			ch, err := openAskChannel(r.cfg.AskURL, r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.cfg.DaemonGit, r.cfg.Dial, r.log)
 			if err != nil {
 				// Asked calls are rejected then; the rest of the policy holds.
 				r.log.Warn("permission policy asks a person, but nobody can be asked: asked tool calls are rejected", "err", err)

@@ -50,7 +50,7 @@ func (r *run) fetchWorkspace(ctx context.Context) (exists bool, err error) {
 	if !configSafe(r.req.RepoURL) {
 		return false, errors.New("the repository URL cannot be written into a git config as it is")
 	}
-	ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.log)
+	ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.cfg.Dial, r.log)
 	if err != nil {
 		return false, err
 	}

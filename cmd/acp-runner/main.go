@@ -83,12 +83,15 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// A sandbox without a network reaches the daemon's services (git, the
-	// egress proxy) through these loopback ports only.
-	if err := forward.FromEnv(context.WithoutCancel(ctx), os.Getenv, log); err != nil {
+	// egress proxy) through these loopback ports only; the runner's own
+	// requests take their way past the agent's share of each.
+	channels, err := forward.FromEnv(context.WithoutCancel(ctx), os.Getenv, log)
+	if err != nil {
 		log.Error("configuration", "err", err)
 		reportConfigError(cfg, err)
 		return 2
 	}
+	cfg.Dial = channels.DialContext
 	in, err := runner.RequestInput(os.Getenv, runner.SkipClaims(stdin))
 	if err != nil {
 		log.Error("configuration", "err", err)

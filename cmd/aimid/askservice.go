@@ -13,10 +13,6 @@ import (
 	"github.com/aimi-tools/swarm/gitserve"
 )
 
-// asksPerSandbox bounds one sandbox's open connections to its ask socket:
-// a runner holds one per waiting story.
-const asksPerSandbox = 16
-
 // asksAPerson reports whether agent.permission_policy asks a person.
 func asksAPerson(cfg *configs.Config) bool {
 	return strings.HasPrefix(cfg.Agent.PermissionPolicy, "ask")
@@ -68,7 +64,7 @@ func (n *sandboxNet) serveOwn(ln net.Listener, sb contract.Sandbox, path, what s
 
 // serveAsk answers permission requests on sb's own ask socket.
 func (n *sandboxNet) serveAsk(ln net.Listener, sb contract.Sandbox) error {
-	return n.serveOwn(ln, sb, contract.AskPath, "permission requests", asksPerSandbox,
+	return n.serveOwn(ln, sb, contract.AskPath, "permission requests", contract.ChannelConns(contract.AskSocket),
 		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
 			if a := n.asks.get(); a != nil {
 				return a.ServeAsk
@@ -77,10 +73,9 @@ func (n *sandboxNet) serveAsk(ln net.Listener, sb contract.Sandbox) error {
 		})
 }
 
-// serveBudget answers budget questions on sb's own budget socket. The
-// runner asks once per story boundary, so a few connections are enough.
+// serveBudget answers budget questions on sb's own budget socket.
 func (n *sandboxNet) serveBudget(ln net.Listener, sb contract.Sandbox) error {
-	return n.serveOwn(ln, sb, contract.BudgetPath, "budget questions", 4,
+	return n.serveOwn(ln, sb, contract.BudgetPath, "budget questions", contract.ChannelConns(contract.BudgetSocket),
 		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
 			if b := n.budgets.get(); b != nil {
 				return b.ServeBudget

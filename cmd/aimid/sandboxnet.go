@@ -19,11 +19,6 @@ import (
 	"github.com/aimi-tools/swarm/orchestrator"
 )
 
-// forwardsPerSandbox bounds one sandbox's open connections to the git
-// service and to the model gateway (each sees them all coming from the
-// loopback, so the bound per sandbox is here).
-const forwardsPerSandbox = 32
-
 // sandboxNet is the orchestrator's SandboxNet: containers without a
 // network, the git service, the model gateway and the egress proxy on
 // sockets of their own (one engine), or through a relay of their own to
@@ -67,7 +62,7 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 	log := n.log
 	proxy := egress.NewProxy(egress.Options{Log: log, OnDeny: n.denied})
 	services := []egress.Service{{
-		Name: "proxy",
+		Name: contract.ServiceProxy,
 		Port: func() int { return contract.ProxyPort },
 		Serve: func(ln net.Listener, sb contract.Sandbox) error {
 			return proxy.Serve(ln, sb, func() []egress.Rule { return n.rulesOf(sb) })
@@ -75,24 +70,21 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 	}}
 	if git != nil {
 		// Served on the socket itself: the socket says which container
-		// calls, and a token works from its own container only.
+		// calls, and a token works from its own container only. The
+		// service bounds the sandbox's connections (its channel's).
 		services = append(services, egress.Service{
-			Name: "git",
-			Port: func() int { return git.Port(serviceIP) },
-			Serve: func(ln net.Listener, sb contract.Sandbox) error {
-				return git.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb)
-			},
+			Name:  contract.ServiceGit,
+			Port:  func() int { return git.Port(serviceIP) },
+			Serve: git.ServeSandbox,
 		})
 	}
 	if models != nil {
 		// Served on the socket itself: the socket says which container
 		// calls, and a placeholder works from its own container only.
 		services = append(services, egress.Service{
-			Name: "models",
-			Port: func() int { return gateway.SandboxPort },
-			Serve: func(ln net.Listener, sb contract.Sandbox) error {
-				return models.ServeSandbox(egress.LimitListener(ln, forwardsPerSandbox), sb)
-			},
+			Name:  contract.ServiceModels,
+			Port:  func() int { return gateway.SandboxPort },
+			Serve: models.ServeSandbox,
 		})
 	}
 	// Always: a repository's own config may set a budget.

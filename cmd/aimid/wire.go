@@ -227,13 +227,10 @@ func daemonWideDiffs(g, r *configs.Config) []string {
 	return keys
 }
 
-// gatewayLimits: on one engine every sandbox's connections reach the
-// gateway from the loopback, through its own socket, which bounds them per
-// sandbox; the gateway's bound per source address would be shared by all.
+// gatewayLimits are the gateway's bounds of the config. A sandbox's own
+// socket is bounded per sandbox (contract.ChannelConns), the listeners on
+// a network's gateway per source address (MaxConnsPerPeer): neither is
+// shared by all sandboxes, so neither is lifted.
 func gatewayLimits(c *configs.Config) gateway.Limits {
-	l := gateway.Limits{LimitMaxWait: c.Agent.LimitMaxWait}
-	if c.Engine.Backend == configs.BackendDocker {
-		l.MaxConnsPerPeer = 1 << 20
-	}
-	return l
+	return gateway.Limits{LimitMaxWait: c.Agent.LimitMaxWait}
 }

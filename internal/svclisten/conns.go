@@ -33,17 +33,21 @@ func NewConns(name string, max, perPeer int, log *slog.Logger) *Conns {
 }
 
 // Admit takes a place for a connection from peer, or says there is none.
-func (c *Conns) Admit(peer string) bool {
+func (c *Conns) Admit(peer string) bool { return c.AdmitUpTo(peer, c.perPeer) }
+
+// AdmitUpTo is Admit with peer's own bound instead of the bound per
+// source address (a sandbox's channel: contract.ChannelConns).
+func (c *Conns) AdmitUpTo(peer string, perPeer int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.total >= c.max || c.peers[peer] >= c.perPeer {
+	if c.total >= c.max || c.peers[peer] >= perPeer {
 		c.refused++
 		if len(c.refusedPeers) < 16 {
 			c.refusedPeers[peer]++
 		}
 		if time.Since(c.lastRefuseLog) >= refusedLogEvery {
-			c.log.Warn(c.name+": connections refused: over the limit per source address or in total",
-				"refused", c.refused, "from", c.refusedPeers, "perSource", c.perPeer, "total", c.max, "held", c.total)
+			c.log.Warn(c.name+": connections refused: over the limit per source address or sandbox, or in total",
+				"refused", c.refused, "from", c.refusedPeers, "perSource", perPeer, "total", c.max, "held", c.total)
 			c.refused, c.refusedPeers, c.lastRefuseLog = 0, map[string]int{}, time.Now()
 		}
 		return false
@@ -89,20 +93,29 @@ func (c *heldConn) Close() error {
 }
 
 // PeerListener admits every connection it accepts as from one peer (a
-// socket only one container reaches), within conns' limits.
+// socket only one container reaches), within conns' total and at most Max
+// at once (a sandbox's channel: contract.ChannelConns; 0: conns' bound
+// per source). One past them is closed as it is accepted, never left to
+// wait in the socket's backlog: a burst held there would queue ahead of
+// every later connection, the runner's own included, long after it ended.
 type PeerListener struct {
 	net.Listener
 	Conns *Conns
 	Peer  string
+	Max   int
 }
 
 func (l *PeerListener) Accept() (net.Conn, error) {
+	max := l.Max
+	if max <= 0 {
+		max = l.Conns.perPeer
+	}
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if !l.Conns.Admit(l.Peer) {
+		if !l.Conns.AdmitUpTo(l.Peer, max) {
 			c.Close()
 			continue
 		}

@@ -100,3 +100,58 @@ func TestConnsHoldOnlyTheirShare(t *testing.T) {
 		t.Fatal("freed place not given")
 	}
 }
+
+// A sandbox's listener holds at most Max connections of its own: one past
+// it is closed as it is accepted (not left in the socket's backlog, where
+// a burst would queue ahead of every later connection), and a closed one
+// gives its place back at once.
+func TestPeerListenerRefusesPastItsMax(t *testing.T) {
+	ln, err := net.Listen("unix", t.TempDir()+"/s.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := NewConns("test service", 100, 50, slog.New(slog.DiscardHandler))
+	pl := &PeerListener{Listener: ln, Conns: conns, Peer: "sandbox:s/c", Max: 2}
+	defer pl.Close()
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := pl.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial := func() net.Conn {
+		c, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	held := []net.Conn{<-withConn(t, dial, accepted), <-withConn(t, dial, accepted)}
+	third := dial()
+	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := third.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the third connection past Max 2: read %v, want it closed (EOF)", err)
+	}
+	held[0].Close()
+	select {
+	case c := <-withConn(t, dial, accepted):
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the place of a closed connection was not given back")
+	}
+	if got := conns.Held(); got != 1 {
+		t.Errorf("held %d, want 1", got)
+	}
+}
+
+// withConn dials and returns the channel the accepted side arrives on.
+func withConn(t *testing.T, dial func() net.Conn, accepted chan net.Conn) chan net.Conn {
+	t.Helper()
+	dial()
+	return accepted
+}

@@ -2,12 +2,11 @@ package forward
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,18 +18,21 @@ import (
 // FromEnv starts the forwards getenv's AIMI_NET_FORWARD names (sockets in
 // contract.NetDir, or on a cluster the relay AIMI_NET_RELAY names), until
 // ctx ends; none when it is empty. Through a relay it returns once the
-// relay accepts (or after relayReady): see WaitRelay.
-func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) error {
+// relay accepts (or after relayReady): see WaitRelay. The Channels are
+// the runner's own way to the services (nil without forwards: every
+// address is dialled as it is).
+func FromEnv(ctx context.Context, getenv func(string) string, log *slog.Logger) (*Channels, error) {
 	fws, err := Parse(getenv(contract.EnvNetForward), contract.NetDir)
 	fws = ViaRelay(fws, getenv(contract.EnvNetRelay))
+	var ch *Channels
 	if err == nil {
-		err = Start(ctx, fws, log)
+		ch, err = Start(ctx, fws, log)
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", contract.EnvNetForward, err)
+		return nil, fmt.Errorf("%s: %w", contract.EnvNetForward, err)
 	}
 	WaitRelay(ctx, fws, relayReady, log)
-	return nil
+	return ch, nil
 }
 
 // relayReady bounds WaitRelay in FromEnv: on a loaded cluster the relay's
@@ -84,6 +86,9 @@ type Forward struct {
 	Name   string // the service (NAME of PORT=NAME)
 	Socket string
 	Addr   string // HOST:PORT dialled over TCP instead of Socket
+	// Limits of the connections to Port; zero fields take DefaultLimits
+	// of Name.
+	Limits Limits
 }
 
 // ViaRelay has each forward dial host at its own port instead of its
@@ -130,21 +135,24 @@ func Parse(spec, dir string) ([]Forward, error) {
 }
 
 // Start listens on 127.0.0.1:PORT of each forward and copies every
-// connection to its socket, until ctx ends. A container without a network
-// reaches the daemon's services only so.
-func Start(ctx context.Context, fws []Forward, log *slog.Logger) error {
+// connection to its socket within the forward's Limits, until ctx ends. A
+// container without a network reaches the daemon's services only so. The
+// Channels it returns are the runner's own way to the same services.
+func Start(ctx context.Context, fws []Forward, log *slog.Logger) (*Channels, error) {
+	fws = slices.Clone(fws)
 	var lns []net.Listener
-	for _, f := range fws {
+	for i, f := range fws {
 		var lc net.ListenConfig
 		ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(f.Port)))
 		if err != nil {
 			for _, l := range lns {
 				_ = l.Close()
 			}
-			return fmt.Errorf("forward 127.0.0.1:%d to %s: %w", f.Port, f.Socket, err)
+			return nil, fmt.Errorf("forward 127.0.0.1:%d to %s: %w", f.Port, f.Socket, err)
 		}
 		lns = append(lns, ln)
-		go serveForward(ln, f, &quietLog{log: log})
+		fws[i].Limits = f.Limits.orDefaults(f.Name)
+		go serveForward(ln, fws[i], &quietLog{log: log})
 	}
 	go func() {
 		<-ctx.Done()
@@ -152,7 +160,7 @@ func Start(ctx context.Context, fws []Forward, log *slog.Logger) error {
 			_ = l.Close()
 		}
 	}()
-	return nil
+	return &Channels{fws: fws}, nil
 }
 
 // quietLog logs a failure at most once a minute: a sandbox opening
@@ -174,60 +182,44 @@ func (q *quietLog) Warn(msg string, args ...any) {
 }
 
 func serveForward(ln net.Listener, f Forward, log *quietLog) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				log.Warn("forward stopped", "service", f.Name, "err", err)
-			}
-			return
-		}
-		go func() {
+	g := newGate(f.Limits)
+	acceptLoop(ln, f.Name, log, func(c net.Conn) {
+		g.admit(c, func(c net.Conn) {
 			defer func() { _ = c.Close() }()
-			up, err := dialForward(f)
+			ctx, cancel := context.WithTimeout(context.Background(), relayWait)
+			up, err := dialForward(ctx, f)
+			cancel()
 			if err != nil {
 				log.Warn("the daemon's service is unreachable", "service", f.Name, "err", err)
 				return
 			}
 			defer func() { _ = up.Close() }()
-			copyBoth(c, up)
-		}()
-	}
+			copyBoth(c, up, f.Limits, false)
+		}, log, f.Name)
+	})
 }
 
 // relayWait is how long a forward through a relay retries: the relay's
 // task may start after the sandbox's, or come back on another node.
 const relayWait = time.Minute
 
-// dialForward dials f's socket, or its relay (retrying for relayWait).
-func dialForward(f Forward) (net.Conn, error) {
+// dialForward dials f's socket, or its relay (retrying until ctx ends).
+func dialForward(ctx context.Context, f Forward) (net.Conn, error) {
+	var d net.Dialer
 	if f.Addr == "" {
-		return net.Dial("unix", f.Socket)
+		return d.DialContext(ctx, "unix", f.Socket)
 	}
-	deadline := time.Now().Add(relayWait)
 	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
-		c, err := net.DialTimeout("tcp", f.Addr, 15*time.Second)
-		if err == nil || time.Now().Add(wait).After(deadline) {
-			return c, err
+		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		c, err := d.DialContext(dctx, "tcp", f.Addr)
+		cancel()
+		if err == nil {
+			return c, nil
 		}
-		time.Sleep(wait)
-	}
-}
-
-// copyBoth copies both ways until both directions ended.
-func copyBoth(a, b net.Conn) {
-	var wg sync.WaitGroup
-	half := func(dst, src net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(dst, src)
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		} else {
-			_ = dst.Close()
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
 		}
 	}
-	wg.Add(2)
-	go half(a, b)
-	go half(b, a)
-	wg.Wait()
 }

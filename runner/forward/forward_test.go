@@ -43,7 +43,7 @@ func TestForwardCopiesToTheSocket(t *testing.T) {
 	_ = probe.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := Start(ctx, []Forward{{Port: port, Socket: sock}}, slog.Default()); err != nil {
+	if _, err := Start(ctx, []Forward{{Port: port, Socket: sock}}, slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))

@@ -37,7 +37,7 @@ func TestFromEnvWaitsForALateRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	if err := FromEnv(ctx, func(k string) string { return env[k] }, slog.Default()); err != nil {
+	if _, err := FromEnv(ctx, func(k string) string { return env[k] }, slog.Default()); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); took < late {

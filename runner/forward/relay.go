@@ -93,35 +93,31 @@ func (r *Relay) Run(ctx context.Context) error {
 			return fmt.Errorf("relay: listen for %s: %w", f.Name, err)
 		}
 		lns = append(lns, ln)
-		go r.serve(ln, f.Name, sem, &quietLog{log: log})
+		go r.serve(ln, f, sem, &quietLog{log: log})
 	}
 	log.Info("relay serving", "addr", ip.String(), "door", r.Door, "forwards", len(r.Forwards))
 	<-ctx.Done()
 	return nil
 }
 
-func (r *Relay) serve(ln net.Listener, service string, sem chan struct{}, log *quietLog) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				log.Warn("relay stopped", "service", service, "err", err)
-			}
-			return
-		}
+func (r *Relay) serve(ln net.Listener, f Forward, sem chan struct{}, log *quietLog) {
+	lim := f.Limits.orDefaults(f.Name)
+	acceptLoop(ln, f.Name, log, func(c net.Conn) {
 		select {
 		case sem <- struct{}{}:
 		default:
 			_ = c.Close() // the sandbox has too many open: it waits, nobody else
-			continue
+			return
 		}
 		go func() {
 			defer func() { <-sem }()
 			defer func() { _ = c.Close() }()
 			// Every service behind the door hears the client first (HTTP,
 			// TLS): a connection closed before its first byte (the
-			// runner's WaitRelay) never reaches the daemon.
+			// runner's WaitRelay) never reaches the daemon, and one that
+			// says nothing gives its place back.
 			first := make([]byte, 16<<10)
+			_ = c.SetReadDeadline(time.Now().Add(lim.FirstByte))
 			n, _ := c.Read(first)
 			if n == 0 {
 				return
@@ -135,12 +131,12 @@ func (r *Relay) serve(ln net.Listener, service string, sem chan struct{}, log *q
 				return
 			}
 			defer func() { _ = up.Close() }()
-			if _, err := fmt.Fprintf(up, "%s %s %s\n%s", contract.NetDoorHello, service, r.Key, first[:n]); err != nil {
+			if _, err := fmt.Fprintf(up, "%s %s %s\n%s", contract.NetDoorHello, f.Name, r.Key, first[:n]); err != nil {
 				return
 			}
-			copyBoth(c, up)
+			copyBoth(c, up, lim, true)
 		}()
-	}
+	})
 }
 
 // addressIn waits (up to 30 s) for this container's address in subnet.

@@ -63,7 +63,7 @@ func TestForwardThroughTheRelayReachesTheDoorWithTheKey(t *testing.T) {
 	go func() { _ = r.Run(ctx) }()
 	fws := ViaRelay([]Forward{{Port: relayPort, Name: "git"}}, "127.0.0.1")
 	fws[0].Port = fwdPort // the runner listens on its own loopback port
-	if err := Start(ctx, fws, slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := Start(ctx, fws, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(fwdPort), 5*time.Second)

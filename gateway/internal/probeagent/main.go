@@ -63,7 +63,7 @@ func main() {
 	}
 	// As acp-runner does: a sandbox without a network reaches the
 	// daemon's services through these loopback forwards.
-	if err := forward.FromEnv(context.Background(), os.Getenv, slog.Default()); err != nil {
+	if _, err := forward.FromEnv(context.Background(), os.Getenv, slog.Default()); err != nil {
 		fmt.Fprintln(os.Stderr, "probe:", err)
 		os.Exit(2)
 	}

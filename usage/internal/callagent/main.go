@@ -31,7 +31,7 @@ func main() {
 	}
 	// As acp-runner does: a sandbox without a network reaches the model
 	// gateway only through these loopback forwards to its own sockets.
-	if err := forward.FromEnv(context.Background(), os.Getenv, slog.Default()); err != nil {
+	if _, err := forward.FromEnv(context.Background(), os.Getenv, slog.Default()); err != nil {
 		fmt.Fprintln(os.Stderr, "callagent:", err)
 		os.Exit(2)
 	}
