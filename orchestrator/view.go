@@ -58,3 +58,35 @@ func (c *ctr) storyDetails(reported map[string]tasks.Status) []api.StoryDetail {
 	}
 	return out
 }
+
+// view is the swarm as the API shows it.
+func (sw *swarm) view() api.SwarmView {
+	snap := sw.led.snapshot()
+	// Story statuses are read before sw.mu, as the snapshot is: the ledger
+	// is never locked under sw.mu here.
+	reported := make(map[string]map[string]tasks.Status, len(snap.Containers))
+	for _, e := range snap.Containers {
+		reported[e.ContainerName] = sw.led.stories(e.ContainerName)
+	}
+	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}}
+	waits := sw.m.limitWaits(sw.id)
+	v.Conflicts = sw.radarView()
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	for _, c := range sw.ctrs {
+		d := api.ContainerDetail{Name: c.name, ContainerID: c.id, TaskFile: c.taskFile, Branch: c.branch,
+			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: c.errorsView(), LastOutput: c.lastOutput,
+			Rejected: c.rejected, EgressDenied: c.egressDenied, GitRefused: c.gitRefused, PRURL: c.prURL, Node: c.node}
+		d.Stories = c.storyDetails(reported[c.name])
+		d.LimitWaits = waits[c.name]
+		if e := snap.Container(c.name); e != nil {
+			d.Status = string(e.Status)
+			if d.PRURL == nil {
+				d.PRURL = e.PRURL
+			}
+			d.Finished = e.Status.Terminal() && !c.supervisedLocked()
+		}
+		v.Containers = append(v.Containers, d)
+	}
+	return v
+}
