@@ -30,26 +30,38 @@ type Side struct {
 func FixupTaskFile(branch string, b Side, landed []Side, c Conflict) *tasks.File {
 	var d strings.Builder
 	if len(c.Files) > 0 {
-		fmt.Fprintf(&d, "Merging the branch of %s into the integration branch conflicts on %s. The merge is in your working directory with git's conflict markers written into those files. Resolve it so that both sides' work stays and every acceptance criterion below still holds.\n\n", b.Container, strings.Join(c.Files, ", "))
+		fmt.Fprintf(&d, "Merging the branch of %s into the integration branch conflicts on %s. Git's conflict markers are written into those files in your working directory. Resolve them so that both sides' work stays and both task files' acceptance criteria still hold (their plans are in the notes).",
+			b.Container, oneLine(strings.Join(c.Files, ", "), 200))
 	} else {
-		fmt.Fprintf(&d, "Merging the branch of %s into the integration branch is in your working directory, and the verify command fails on it: %s. Fix the merged code so that it passes and every acceptance criterion below still holds.\n\n", b.Container, oneLine(c.Why, 600))
+		fmt.Fprintf(&d, "Merging the branch of %s into the integration branch is in your working directory, and the verify command fails on it: %s. Fix it so that it passes and both task files' acceptance criteria still hold (their plans are in the notes).",
+			b.Container, oneLine(c.Why, 200))
 	}
+	var notes strings.Builder
 	for _, s := range append([]Side{b}, landed...) {
-		quote(&d, s)
+		quote(&notes, s)
 	}
-	criteria := []string{}
-	for _, f := range c.Files {
-		criteria = append(criteria, contract.NoMarkerCriterion(f))
+	var criteria []string
+	for i, f := range c.Files {
+		if cr := contract.NoMarkerCriterion(f); i < maxFixupFiles && len(cr) <= tasks.MaxCriterionChars {
+			criteria = append(criteria, cr)
+		} else {
+			criteria = append(criteria, "No conflict marker is left in any other conflicted file")
+			break
+		}
 	}
-	criteria = append(criteria, "Every acceptance criterion of both task files quoted above still holds")
+	criteria = append(criteria, "Every acceptance criterion of both task files quoted in the notes still holds")
 	return &tasks.File{
 		SchemaVersion: "3.0",
-		Metadata: tasks.Metadata{Title: "fix: land " + b.Container, Type: "bug", BranchName: branch,
+		Metadata: tasks.Metadata{Title: oneLine("fix: land "+b.Container, tasks.MaxTitleChars), Type: "bug", BranchName: branch,
 			CreatedAt: time.Now().UTC().Format(time.DateOnly)},
-		UserStories: []tasks.Story{{ID: FixupStoryID, Title: "Resolve the merge of " + b.Container, Description: d.String(),
-			AcceptanceCriteria: criteria, Priority: 1, Status: tasks.Pending, DependsOn: []string{}}},
+		UserStories: []tasks.Story{{ID: FixupStoryID, Title: oneLine("Resolve the merge of "+b.Container, tasks.MaxTitleChars),
+			Description: oneLine(d.String(), tasks.MaxDescriptionChars), AcceptanceCriteria: criteria, Priority: 1,
+			Status: tasks.Pending, DependsOn: []string{}, Notes: notes.String()}},
 	}
 }
+
+// maxFixupFiles bounds the files a fix-up's criteria name one by one.
+const maxFixupFiles = 20
 
 // quote writes one side's plan into a fix-up's description, bounded.
 func quote(d *strings.Builder, s Side) {

@@ -39,9 +39,15 @@ func TestFixupBranchAndFixedTree(t *testing.T) {
 	if err := tf.Validate(); err != nil {
 		t.Fatalf("the fix-up task file is invalid: %v", err)
 	}
-	desc := tf.UserStories[0].Description
-	if !strings.Contains(desc, "f says TWO-a") || tf.UserStories[0].AcceptanceCriteria[0] != contract.NoMarkerCriterion("f") {
+	notes := tf.UserStories[0].Notes
+	if !strings.Contains(notes, "f says TWO-a") || tf.UserStories[0].AcceptanceCriteria[0] != contract.NoMarkerCriterion("f") {
 		t.Errorf("fix-up story %+v", tf.UserStories[0])
+	}
+	long := Conflict{Tree: got.Tree, Files: []string{strings.Repeat("d/", 300) + "f"}}
+	for _, bad := range []Conflict{long, {Files: make([]string, 50)}, {Why: strings.Repeat("fail ", 500)}} {
+		if err := FixupTaskFile("aimi/land/x--fix-y", Side{Container: strings.Repeat("c", 300)}, nil, bad).Validate(); err != nil {
+			t.Errorf("a fix-up of long names is invalid: %v", err)
+		}
 	}
 	data, _ := tf.Marshal()
 	const taskPath = ".aimi/tasks/land-fix-aimi-b-tasks.json"

@@ -34,6 +34,9 @@ func (lr *landRun) fixer(b *ctr) land.Fixer {
 		branch := strings.TrimPrefix(lr.tr.Ref, "refs/heads/") + "--fix-" + lb.Container
 		taskPath := land.FixupTaskPath(lb.Container)
 		tf := land.FixupTaskFile(branch, side(b), lr.sides(ctx, base, lb.Tip, c.Files), c)
+		if err := tf.Validate(); err != nil {
+			return "", fmt.Errorf("the fix-up's task file would be invalid: %w", err)
+		}
 		data, err := tf.Marshal()
 		if err != nil {
 			return "", err

@@ -2,12 +2,15 @@
 # make demo: a whole swarm on this machine, with no API key and no network.
 #
 # Builds the binaries and the sandbox image, makes a fresh demo repository in
-# .demo/repo with three task files (a linear chain, a diamond, independent
-# roots), starts aimid in the background on a socket and data dir under
-# .demo/, runs `aimi swarm start --all --local --follow` on the built-in demo
-# agent, then prints the swarm status, the branches the containers pushed and
-# one container's journal, and checks that every container completed and the
-# state file is valid. On exit (also on failure or Ctrl-C) it removes the
+# .demo/repo with five task files (a linear chain, a diamond, independent
+# roots, and a pair that writes one file two ways), starts aimid in the
+# background on a socket and data dir under .demo/, runs `aimi swarm start
+# --all --local --follow` on the built-in demo agent, then prints the swarm
+# status (with the conflict radar's line for the pair), the branches the
+# containers pushed and one container's journal, checks that every container
+# completed and the state file is valid, and lands the five branches with
+# `aimi swarm land`: the pair's conflict goes to a fix-up sandbox whose demo
+# agent keeps both sides, and the integration branch holds all the work. On exit (also on failure or Ctrl-C) it removes the
 # demo containers and stops aimid; .demo/ stays for inspection (aimid.log,
 # repo/) until the next run or `make demo-clean`.
 #
@@ -38,6 +41,7 @@ export AIMI_SOCKET="$SOCK"
 # caller's AIMI_* variables.
 DEMO_AGENT_KIND="${DEMO_AGENT_KIND:-demo}"
 SANDBOX_IMAGE="${SANDBOX_IMAGE:-aimi-sandbox:latest}"
+DEMO_BRANCHES="demo/linear demo/diamond demo/roots demo/greeting-en demo/greeting-fr"
 CONFIG="$DEMO/aimid.yaml"
 # --------------------------------------------------------------------------
 
@@ -196,8 +200,14 @@ EOF
 		"US-201||diamond-top.md" "US-202|US-201|diamond-left.md" "US-203|US-201|diamond-right.md" "US-204|US-202,US-203|diamond-bottom.md"
 	write_task "$REPO/.aimi/tasks/$day-demo-roots-tasks.json" demo/roots "demo: independent roots" ref 0 \
 		"US-301||roots-a.md" "US-302||roots-b.md" "US-303|US-301,US-302|roots-joined.md"
+	# A pair that writes one file two ways: the radar sees the conflict
+	# while they work, and the land hands it to a fix-up agent.
+	write_task "$REPO/.aimi/tasks/$day-demo-greeting-en-tasks.json" demo/greeting-en "demo: greeting in English" feat 1 \
+		"US-401||greeting.md"
+	write_task "$REPO/.aimi/tasks/$day-demo-greeting-fr-tasks.json" demo/greeting-fr "demo: greeting in French" feat 1 \
+		"US-501||greeting.md"
 	git -C "$REPO" add -A
-	git -C "$REPO" commit -q -m "demo: README and three task files"
+	git -C "$REPO" commit -q -m "demo: README and five task files"
 }
 
 clean() {
@@ -240,17 +250,22 @@ main() {
 	# the daemon adopts them at start, so clear them before the new swarm.
 	cleanup_swarm
 
-	say "run the swarm: three containers, demo agent, local git service"
+	say "run the swarm: five containers, demo agent, local git service"
 	local rc=0
 	run aimi swarm start --all --local --follow --repo "$REPO" --socket "$SOCK" || rc=$?
 
-	say "aimi swarm status"
+	say "aimi swarm status (the conflict radar's line is under the table)"
+	# The radar looks right after each push; give its last look a moment.
+	for _ in $(seq 1 50); do
+		aimi swarm status --json --repo "$REPO" --socket "$SOCK" 2>/dev/null | grep -q '"kind": "conflict"' && break
+		sleep 0.2
+	done
 	run aimi swarm status --repo "$REPO" --socket "$SOCK" || true
 
 	say "branches the containers pushed (fetched into the demo repository)"
 	# The daemon publishes a branch into the checkout just after its
 	# container completes; give it a moment.
-	for b in demo/linear demo/diamond demo/roots; do
+	for b in $DEMO_BRANCHES; do
 		for _ in $(seq 1 150); do
 			git -C "$REPO" rev-parse -q --verify "refs/heads/$b" >/dev/null && break
 			sleep 0.2
@@ -258,7 +273,7 @@ main() {
 	done
 	run git -C "$REPO" branch -v
 	local missing=""
-	for b in demo/linear demo/diamond demo/roots; do
+	for b in $DEMO_BRANCHES; do
 		if git -C "$REPO" rev-parse -q --verify "refs/heads/$b" >/dev/null; then
 			echo "-- $b:"
 			git -C "$REPO" log --format='   %h %s' "main..$b"
@@ -275,7 +290,17 @@ main() {
 	fi
 
 	say "check: every container completed, state file valid"
-	run go run ./scripts/checkstate -repo "$REPO" -want 3
+	run go run ./scripts/checkstate -repo "$REPO" -want 5
+
+	say "land the swarm: one branch, its conflict fixed by an agent in a sandbox"
+	local lrc=0
+	run aimi swarm land --repo "$REPO" --socket "$SOCK" || lrc=$?
+	local landed
+	landed=$(git -C "$REPO" for-each-ref --format='%(refname:short)' 'refs/heads/aimi/land/*' | grep -v -- '--fix-' | head -n 1)
+	if [ -n "$landed" ]; then
+		run git -C "$REPO" log --oneline --first-parent "main..$landed"
+		run git -C "$REPO" show "$landed:greeting.md"
+	fi
 
 	if [ "$rc" -ne 0 ]; then
 		echo "aimi swarm start exited $rc" >&2
@@ -283,6 +308,10 @@ main() {
 	fi
 	if [ -n "$missing" ]; then
 		echo "branches not published into $REPO:$missing (see $LOG)" >&2
+		return 1
+	fi
+	if [ "$lrc" -ne 0 ] || [ -z "$landed" ]; then
+		echo "aimi swarm land exited $lrc (integration branch: ${landed:-none}; see $LOG)" >&2
 		return 1
 	fi
 	say "demo done in $((SECONDS - t0))s; files in $DEMO (aimid.log, repo/); 'make demo-clean' removes them"

@@ -12,8 +12,9 @@ import (
 )
 
 // TestDemoTaskFilesAreValidAndShaped runs demo.sh's make_repo (the script
-// is sourced, not run) and checks the three task files against the tasks
-// package: valid, with the linear, diamond and independent-roots shapes,
+// is sourced, not run) and checks the five task files against the tasks
+// package: valid, with the linear, diamond, independent-roots and one-story
+// shapes (the last two write one file two ways, for the land),
 // ids and branches of their own, and committed.
 func TestDemoTaskFilesAreValidAndShaped(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
@@ -27,16 +28,18 @@ func TestDemoTaskFilesAreValidAndShaped(t *testing.T) {
 	}
 	repo := filepath.Join(dir, "repo")
 	files, _ := filepath.Glob(filepath.Join(repo, ".aimi", "tasks", "*-tasks.json"))
-	if len(files) != 3 {
-		t.Fatalf("task files: %v, want 3", files)
+	if len(files) != 5 {
+		t.Fatalf("task files: %v, want 5", files)
 	}
 	want := map[string]struct {
 		branch string
 		deps   map[string][]string
 	}{
-		"linear":  {"demo/linear", map[string][]string{"US-101": nil, "US-102": {"US-101"}, "US-103": {"US-102"}}},
-		"diamond": {"demo/diamond", map[string][]string{"US-201": nil, "US-202": {"US-201"}, "US-203": {"US-201"}, "US-204": {"US-202", "US-203"}}},
-		"roots":   {"demo/roots", map[string][]string{"US-301": nil, "US-302": nil, "US-303": {"US-301", "US-302"}}},
+		"linear":      {"demo/linear", map[string][]string{"US-101": nil, "US-102": {"US-101"}, "US-103": {"US-102"}}},
+		"diamond":     {"demo/diamond", map[string][]string{"US-201": nil, "US-202": {"US-201"}, "US-203": {"US-201"}, "US-204": {"US-202", "US-203"}}},
+		"roots":       {"demo/roots", map[string][]string{"US-301": nil, "US-302": nil, "US-303": {"US-301", "US-302"}}},
+		"greeting-en": {"demo/greeting-en", map[string][]string{"US-401": nil}},
+		"greeting-fr": {"demo/greeting-fr", map[string][]string{"US-501": nil}},
 	}
 	for _, path := range files {
 		f, err := tasks.Load(path)
