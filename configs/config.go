@@ -157,6 +157,9 @@ type Git struct {
 	// MaxPush and MaxMirror bound one push and what one swarm's pushes add
 	// to the git service's copy of the repository (bytes).
 	MaxPush, MaxMirror int64
+	// MaxWorkspace bounds a ready-made workspace the git service writes
+	// (bytes, at most contract.MaxWorkspaceBytes).
+	MaxWorkspace int64
 }
 
 // Engine is where the sandboxes run.
@@ -448,6 +451,10 @@ func (r *reader) gitAndEngine(c *Config) {
 	c.Git.MaxPush, c.Git.MaxMirror = r.size("git.max_push", false, false), r.size("git.max_mirror", false, false)
 	if c.Git.MaxPush > 0 && c.Git.MaxMirror > 0 && c.Git.MaxMirror < c.Git.MaxPush {
 		r.bad("git.max_mirror", r.str("git.max_mirror"), "is smaller than git.max_push "+r.str("git.max_push"), "raise git.max_mirror or lower git.max_push: a swarm must fit one push")
+	}
+	c.Git.MaxWorkspace = r.size("git.max_workspace", false, false)
+	if c.Git.MaxWorkspace > contract.MaxWorkspaceBytes {
+		r.bad("git.max_workspace", r.str("git.max_workspace"), "is larger than a runner unpacks (1g)", "use 1g or less: a larger workspace is cloned by its runner anyway")
 	}
 	c.Git.OriginCA = originCA(r.str("git.origin_ca"), r.bad)
 	c.Engine.Backend = r.oneOf("engine.backend", BackendDocker, BackendSwarm)

@@ -48,6 +48,7 @@ var scalarKeys = []key{
 	{"git.address", "IP of this machine every cluster node reaches (swarm backend, local git)"},
 	{"git.max_push", "largest push a container may send to the local git service (e.g. 100m)"},
 	{"git.max_mirror", "what one swarm's pushes may add to the local git service's disk (e.g. 1g)"},
+	{"git.max_workspace", "largest ready-made workspace the local git service writes to disk for a runner (at most 1g; larger: the runner clones)"},
 	{"git.origin_ca", "PEM CA bundle origin's certificate chains to (remote mode; empty: system roots)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},

@@ -35,7 +35,9 @@ type Call struct {
 // cost and usage accounting. Begin is called once the upstream's answer
 // headers are in (or the gateway refused the call); the Tap it returns
 // (nil: none) sees every chunk of the answer body as it passes to the
-// sandbox (token usage in JSON answers and SSE events) and then End.
+// sandbox (token usage in JSON answers and SSE events), decoded from its
+// Content-Encoding (gzip, deflate, br, zstd; see upstreamEncoding), and
+// then End.
 // Neither may block: the answer streams through the same goroutine.
 type Observer interface {
 	Begin(c *Call) Tap

@@ -199,12 +199,14 @@ func (s *Service) newProxy(tr http.RoundTripper) http.Handler {
 				pr.Out.Header.Del(h)
 			}
 			setKey(pr.Out.Header, cl.upAuth, cl.upKey)
+			// The Observer reads the answer: see upstreamEncoding.
+			pr.Out.Header.Set("Accept-Encoding", upstreamEncoding)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			cl := resp.Request.Context().Value(callKey{}).(*call)
 			cl.c.Status, cl.c.Header = resp.StatusCode, resp.Header.Clone()
 			s.noteUpstream(&cl.c, resp.StatusCode, resp.Header)
-			cl.tap = observe(s.observer, &cl.c, false)
+			cl.tap = s.decodeFor(observe(s.observer, &cl.c, false), cl, resp.Header)
 			resp.Body = &tapBody{ReadCloser: resp.Body, cl: cl, req: resp.Request}
 			return nil
 		},

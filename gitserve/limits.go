@@ -65,6 +65,12 @@ type Limits struct {
 	// processes at once, in total and per container token; a request
 	// waits for a slot (backendWait), then gets 503.
 	MaxBackends, MaxBackendsPerContainer int
+	// MaxWorkspace bounds a ready-made workspace on the daemon's disk (its
+	// files and .git, counted from git before any is written; see
+	// workspaceCost): a larger one is not made and the runner clones in
+	// its own sandbox instead. At most contract.MaxWorkspaceBytes (the
+	// runner's own bound), which is the default.
+	MaxWorkspace int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -80,6 +86,8 @@ func (l Limits) withDefaults() Limits {
 	}
 	def(&l.MaxPush, DefaultMaxPush)
 	def(&l.MaxMirror, DefaultMaxMirror)
+	def(&l.MaxWorkspace, contract.MaxWorkspaceBytes)
+	l.MaxWorkspace = min(l.MaxWorkspace, contract.MaxWorkspaceBytes)
 	defInt(&l.MaxConns, DefaultMaxConns)
 	defInt(&l.MaxConnsPerPeer, DefaultMaxConnsPerPeer)
 	defInt(&l.MaxBackends, DefaultMaxBackends)
@@ -176,6 +184,7 @@ func (s *Service) initBounds(l Limits) error {
 	}
 	s.log.Info("git service limits", "maxPush", s.limits.MaxPush, "maxMirror", s.limits.MaxMirror,
 		"maxConns", s.limits.MaxConns, "maxConnsPerSource", s.limits.MaxConnsPerPeer,
-		"maxBackends", s.limits.MaxBackends, "maxBackendsPerContainer", s.limits.MaxBackendsPerContainer)
+		"maxBackends", s.limits.MaxBackends, "maxBackendsPerContainer", s.limits.MaxBackendsPerContainer,
+		"maxWorkspace", s.limits.MaxWorkspace)
 	return nil
 }

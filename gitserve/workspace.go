@@ -160,7 +160,7 @@ func (s *Service) workspaceTar(ctx context.Context, key, branch string) (f *os.F
 		if !exists {
 			branch = ""
 		}
-		return nil, s.buildWorkspace(bctx, mirror, branch, dst)
+		return nil, s.buildWorkspace(bctx, mirror, branch, tip, dst)
 	})
 	if err != nil {
 		return nil, false, err
@@ -170,8 +170,14 @@ func (s *Service) workspaceTar(ctx context.Context, key, branch string) (f *os.F
 }
 
 // buildWorkspace writes dst: a tar of a shallow clone of branch ("" for
-// the default branch) of mirror, whose origin is contract.WorkspaceOrigin.
-func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string) error {
+// the default branch, whose tip is tip) of mirror, whose origin is
+// contract.WorkspaceOrigin. Nothing is written for a workspace past
+// Limits.MaxWorkspace (errWorkspaceTooBig).
+func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, tip, dst string) error {
+	// Counted in the mirror first: a tree past the bound is not cloned.
+	if _, err := workspaceCost(ctx, mirror, tip, s.limits.MaxWorkspace); err != nil {
+		return fmt.Errorf("make a workspace: %w", err)
+	}
 	dir := filepath.Dir(dst)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("make the workspaces directory: %w", err)
@@ -182,15 +188,7 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string
 	}
 	defer os.RemoveAll(tmp)
 	work := filepath.Join(tmp, "w")
-	// The clone records the placeholder as origin; this command alone
-	// reads it as the mirror (file:// so that --depth holds). No
-	// template: the runner's git runs no hooks anyway.
-	args := []string{"-c", "url.file://" + mirror + ".insteadOf=" + contract.WorkspaceOrigin,
-		"clone", "--quiet", "--depth", "1", "--single-branch", "--no-tags", "--template="}
-	if branch != "" {
-		args = append(args, "--branch", branch)
-	}
-	if _, err := mirrorGit.Run(ctx, tmp, append(args, "--", contract.WorkspaceOrigin, work)...); err != nil {
+	if err := cloneWithin(ctx, mirror, branch, work, s.limits.MaxWorkspace); err != nil {
 		return fmt.Errorf("make a workspace: %w", err)
 	}
 	// The reflogs name the daemon's own paths; a clone starts without.
@@ -203,7 +201,7 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string
 		return fmt.Errorf("make a workspace: %w", err)
 	}
 	defer os.Remove(out.Name())
-	err = writeTar(out, work, contract.MaxWorkspaceBytes)
+	err = writeTar(out, work, s.limits.MaxWorkspace)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -216,6 +214,35 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, dst string
 	pruneWorkspaces(dir, keepWorkspacesFor)
 	s.workspaces.built.Add(1)
 	return nil
+}
+
+// cloneWithin makes work a shallow clone of branch of mirror and checks
+// it out, if its .git and the files of its tip (counted again in the
+// clone: the branch may have moved) take at most limit bytes.
+func cloneWithin(ctx context.Context, mirror, branch, work string, limit int64) error {
+	// The clone records the placeholder as origin; this command alone
+	// reads it as the mirror (file:// so that --depth holds). No
+	// template: the runner's git runs no hooks anyway.
+	args := []string{"-c", "url.file://" + mirror + ".insteadOf=" + contract.WorkspaceOrigin,
+		"clone", "--quiet", "--no-checkout", "--depth", "1", "--single-branch", "--no-tags", "--template="}
+	if branch != "" {
+		args = append(args, "--branch", branch)
+	}
+	if _, err := mirrorGit.Run(ctx, filepath.Dir(work), append(args, "--", contract.WorkspaceOrigin, work)...); err != nil {
+		return err
+	}
+	gitBytes, err := diskUsage(filepath.Join(work, ".git"))
+	if err != nil {
+		return err
+	}
+	if gitBytes > limit {
+		return fmt.Errorf("its .git takes %d bytes, more than %d (%s): %w", gitBytes, limit, KeyMaxWorkspace, errWorkspaceTooBig)
+	}
+	if _, err := workspaceCost(ctx, work, "HEAD", limit-gitBytes); err != nil {
+		return err
+	}
+	_, err = mirrorGit.Run(ctx, work, "checkout", "--quiet")
+	return err
 }
 
 // unusedInAClone are what a clone leaves in its .git that no runner

@@ -67,13 +67,26 @@ func startBudgetSwarm(t *testing.T, ctx context.Context, cfg string) *budgetRun 
 // environment, and the swarm starts in the configuration's git mode
 // (without --local).
 func startBudgetSwarmWith(t *testing.T, ctx context.Context, cfg string, remote func(b *budgetRun) []string) *budgetRun {
+	return startBudgetSwarmServing(t, ctx, cfg, remote, func(h http.Handler) http.Handler { return h })
+}
+
+// budgetAnswer is the fake provider's answer to every call: a million
+// input tokens.
+func budgetAnswer(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprint(w, `{"type":"message","content":[],"usage":{"input_tokens":1000000,"output_tokens":0}}`)
+}
+
+// startBudgetSwarmServing is startBudgetSwarmWith with the fake
+// provider's budgetAnswer wrapped by wrap (to encode it, say).
+func startBudgetSwarmServing(t *testing.T, ctx context.Context, cfg string, remote func(b *budgetRun) []string, wrap func(http.Handler) http.Handler) *budgetRun {
 	image := sandboxImage(t)
 	b := &budgetRun{calls: &atomic.Int32{}}
+	answer := wrap(http.HandlerFunc(budgetAnswer))
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 		b.calls.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"type":"message","content":[],"usage":{"input_tokens":1000000,"output_tokens":0}}`)
+		answer.ServeHTTP(w, r)
 	}))
 	t.Cleanup(up.Close)
 	b.repo = shortDir(t)

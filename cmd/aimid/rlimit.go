@@ -36,7 +36,7 @@ func raiseFileLimit(log *slog.Logger) uint64 {
 // work (its socket, the engine's streams, journals, state), which no
 // sandbox can take however it floods the git service.
 func gitLimits(cfg *configs.Config, nofile uint64, log *slog.Logger) gitserve.Limits {
-	l := gitserve.Limits{MaxPush: cfg.Git.MaxPush, MaxMirror: cfg.Git.MaxMirror}
+	l := gitserve.Limits{MaxPush: cfg.Git.MaxPush, MaxMirror: cfg.Git.MaxMirror, MaxWorkspace: cfg.Git.MaxWorkspace}
 	if cfg.Engine.Backend == configs.BackendDocker {
 		// Every sandbox's connections reach the service from the loopback
 		// (through its own socket, which bounds them per sandbox).
