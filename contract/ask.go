@@ -31,8 +31,9 @@ const (
 type AskRequest struct {
 	ID      string `json:"id"`
 	StoryID string `json:"storyId"`
-	// AskedAt is when the agent asked (RFC 3339); the daemon takes no time
-	// in the future.
+	// AskedAt is when the agent asked (RFC 3339), for the runner's logs:
+	// the daemon dates a request at its arrival (a date in the past would
+	// have it expire at once).
 	AskedAt  string      `json:"askedAt"`
 	Question AskQuestion `json:"question"`
 }

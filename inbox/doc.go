@@ -10,7 +10,10 @@
 // the same ids. A container that ended drops its requests.
 //
 // Everything in a request comes from the agent and is bounded here (sizes,
-// counts, pending requests per container and in total); presenters filter
-// control characters. Requests, answers, fallbacks and refusals are
-// journaled in the container's journal and published as events.
+// counts, pending requests per container and in total, the journal lines
+// of one container's requests a minute); it is dated at its arrival, and
+// the secrets the daemon knows are replaced in its text before anyone sees
+// it (package redact); presenters filter control characters. Requests,
+// answers, fallbacks and refusals are journaled in the container's journal
+// and published as events.
 package inbox

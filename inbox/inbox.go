@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/redact"
 )
 
 // Defaults and bounds.
@@ -44,8 +45,11 @@ type Config struct {
 	// Running reports whether the container can still use an answer; a
 	// request of one that cannot is refused. nil: every container can.
 	Running func(sb contract.Sandbox) bool
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// Redact replaces the secrets the daemon knows in the agent's text
+	// before anyone sees it (nil: none known).
+	Redact *redact.Redactor
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Inbox is the set of pending requests. It is safe for concurrent use.
@@ -57,6 +61,7 @@ type Inbox struct {
 	pending  map[string]*entry // by id
 	answered map[string]answer // by id: kept until the runner fetched it
 	refused  map[contract.Sandbox]*refusals
+	lines    map[contract.Sandbox]*lineBudget
 	changed  chan struct{} // closed and replaced at every change (Watch)
 }
 
@@ -102,7 +107,7 @@ func New(cfg Config) *Inbox {
 		cfg.Now = time.Now
 	}
 	return &Inbox{cfg: cfg, log: cfg.Logger, pending: map[string]*entry{}, answered: map[string]answer{},
-		refused: map[contract.Sandbox]*refusals{}, changed: make(chan struct{})}
+		refused: map[contract.Sandbox]*refusals{}, lines: map[contract.Sandbox]*lineBudget{}, changed: make(chan struct{})}
 }
 
 // RequestID is the id people see for request runnerID of container sb:
@@ -194,7 +199,7 @@ func (in *Inbox) Answer(ctx context.Context, req api.AnswerRequest) (api.AnswerR
 	}
 	in.mu.Unlock()
 	for i, e := range targets {
-		in.journal(ctx, e.req, fmt.Sprintf("permission request %s (%s): a person chose %q", e.req.ID, e.req.Title, chosen[i]))
+		in.note(ctx, e.req, fmt.Sprintf("permission request %s (%s): a person chose %q", e.req.ID, e.req.Title, chosen[i]), func() {})
 		in.publish(e.req, api.EventPermissionAnswered, chosen[i], "person")
 	}
 	return rep, nil
@@ -268,9 +273,12 @@ func (in *Inbox) pruneAnsweredLocked(full bool) {
 	}
 }
 
+// journal writes text to r's container's journal, redacted once more:
+// besides the request's own fields (redacted at intake), a refusal quotes
+// what the agent sent.
 func (in *Inbox) journal(ctx context.Context, r api.PermissionRequest, text string) {
 	if in.cfg.Journal != nil {
-		in.cfg.Journal(context.WithoutCancel(ctx), contract.Sandbox{Swarm: r.SwarmID, Container: r.ContainerName}, text)
+		in.cfg.Journal(context.WithoutCancel(ctx), contract.Sandbox{Swarm: r.SwarmID, Container: r.ContainerName}, in.cfg.Redact.String(text))
 	}
 }
 

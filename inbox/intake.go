@@ -89,20 +89,39 @@ func cut(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// request builds the pending request of an AskRequest from a caller.
+// request builds the pending request of an AskRequest from a caller, its
+// text redacted. It is dated at its arrival (now), whatever the AskedAt
+// the agent sent: a date in the past would let every request expire at
+// once and free its place for the next one.
 func (in *Inbox) request(from caller, a contract.AskRequest, now time.Time) api.PermissionRequest {
-	asked, err := time.Parse(time.RFC3339Nano, a.AskedAt)
-	if err != nil || asked.After(now) {
-		asked = now
-	}
+	red := in.cfg.Redact.String
 	q := a.Question
 	opts := make([]api.PermissionOption, len(q.Options))
 	for i, o := range q.Options {
-		opts[i] = api.PermissionOption{ID: o.ID, Name: o.Name, Kind: o.Kind}
+		opts[i] = api.PermissionOption{ID: o.ID, Name: red(o.Name), Kind: o.Kind}
+	}
+	paths := make([]string, len(q.Paths))
+	for i, p := range q.Paths {
+		paths[i] = red(p)
+	}
+	if len(paths) == 0 {
+		paths = nil
 	}
 	return api.PermissionRequest{
 		ID: RequestID(contract.Sandbox{Swarm: from.SwarmID, Container: from.Container}, a.ID), RepoPath: from.RepoPath, SwarmID: from.SwarmID,
-		ContainerName: from.Container, StoryID: a.StoryID, Title: q.Title, Kind: q.Kind, Paths: q.Paths,
-		Command: q.Command, Options: opts, AskedAt: asked.UTC(), Deadline: asked.Add(in.cfg.Timeout).UTC(),
+		ContainerName: from.Container, StoryID: red(a.StoryID), Title: red(q.Title), Kind: red(q.Kind), Paths: paths,
+		Command: red(q.Command), Options: opts, AskedAt: now.UTC(), Deadline: now.Add(in.cfg.Timeout).UTC(),
 	}
+}
+
+// secretOption reports whether an option's id holds a secret: the id goes
+// back to the runner as the answer, so it cannot be redacted, and the
+// request is refused instead.
+func (in *Inbox) secretOption(a contract.AskRequest) bool {
+	for _, o := range a.Question.Options {
+		if in.cfg.Redact.String(o.ID) != o.ID {
+			return true
+		}
+	}
+	return false
 }

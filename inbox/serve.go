@@ -28,6 +28,12 @@ func (in *Inbox) ServeAsk(w http.ResponseWriter, r *http.Request, from gitserve.
 		http.Error(w, "aimi: permission request refused: "+err.Error(), http.StatusBadRequest)
 		return
 	}
+	if in.secretOption(a) {
+		const why = "an option's id holds a secret value of the daemon's (agent.env): the id goes back as the answer, so it cannot be hidden from people"
+		in.refuse(r.Context(), from, why)
+		http.Error(w, "aimi: permission request refused: "+why, http.StatusBadRequest)
+		return
+	}
 	e, ans, status, why := in.take(r.Context(), from, a)
 	switch {
 	case status != 0:
@@ -89,9 +95,10 @@ func (in *Inbox) take(ctx context.Context, from caller, a contract.AskRequest) (
 	in.pending[req.ID] = e
 	in.notifyLocked()
 	in.mu.Unlock()
-	in.log.Info("permission request waits for a person", "id", req.ID, "swarm", req.SwarmID, "container", req.ContainerName, "story", req.StoryID)
-	in.journal(ctx, req, fmt.Sprintf("permission request %s waits for a person: %s (kind %s; answer with 'aimi swarm answer %s allow|reject'; after %v: %s)",
-		req.ID, req.Title, req.Kind, req.ID, in.cfg.Timeout, in.cfg.Fallback))
+	in.note(ctx, req, fmt.Sprintf("permission request %s waits for a person: %s (kind %s; answer with 'aimi swarm answer %s allow|reject'; after %v: %s)",
+		req.ID, req.Title, req.Kind, req.ID, in.cfg.Timeout, in.cfg.Fallback), func() {
+		in.log.Info("permission request waits for a person", "id", req.ID, "swarm", req.SwarmID, "container", req.ContainerName, "story", req.StoryID)
+	})
 	in.publish(req, api.EventPermissionRequested, "", "")
 	return e, nil, 0, ""
 }
@@ -116,7 +123,7 @@ func (in *Inbox) refuse(ctx context.Context, from caller, why string) {
 	n := rf.n
 	rf.n, rf.last = 0, now
 	in.mu.Unlock()
-	in.log.Warn("permission requests refused", "swarm", from.SwarmID, "container", from.Container, "count", n, "why", why)
+	in.log.Warn("permission requests refused", "swarm", from.SwarmID, "container", from.Container, "count", n, "why", in.cfg.Redact.String(why))
 	in.journal(ctx, api.PermissionRequest{SwarmID: from.SwarmID, ContainerName: from.Container},
 		fmt.Sprintf("%d permission request(s) refused: %s", n, why))
 }
@@ -133,7 +140,10 @@ func (in *Inbox) Drop(sb contract.Sandbox) {
 		}
 	}
 	delete(in.refused, sb)
+	held := in.lines[sb]
+	delete(in.lines, sb)
 	in.mu.Unlock()
+	in.tellHeld(context.Background(), sb, held)
 	for _, r := range dropped {
 		in.publish(r, api.EventPermissionAnswered, "", "container-ended")
 	}
@@ -159,6 +169,7 @@ func (in *Inbox) Run(ctx context.Context, events <-chan api.Event) {
 		case <-tick.C:
 			in.expire(ctx)
 			in.dropEnded()
+			in.flushLines(ctx, false)
 		}
 	}
 }
@@ -226,9 +237,10 @@ func (in *Inbox) expire(ctx context.Context) {
 		if d.option == "" {
 			what = "no matching option: the runner rejects it"
 		}
-		in.log.Info("permission request timed out; fallback answers it", "id", d.req.ID, "container", d.req.ContainerName, "fallback", in.cfg.Fallback)
-		in.journal(ctx, d.req, fmt.Sprintf("permission request %s (%s): nobody answered within %v (agent.ask_timeout); the fallback %s chose %s",
-			d.req.ID, d.req.Title, in.cfg.Timeout, in.cfg.Fallback, what))
+		in.note(ctx, d.req, fmt.Sprintf("permission request %s (%s): nobody answered within %v (agent.ask_timeout); the fallback %s chose %s",
+			d.req.ID, d.req.Title, in.cfg.Timeout, in.cfg.Fallback, what), func() {
+			in.log.Info("permission request timed out; fallback answers it", "id", d.req.ID, "container", d.req.ContainerName, "fallback", in.cfg.Fallback)
+		})
 		in.publish(d.req, api.EventPermissionAnswered, d.option, "timeout")
 	}
 }

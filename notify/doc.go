@@ -12,6 +12,9 @@
 // attempt has a time limit, redirects are refused, failures are retried
 // with backoff a few times and then given up and journaled. A notice holds
 // the repository, swarm, container, story, what happened and a link to the
-// board when one is known; never a secret or token, and agent text only as
-// a bounded line with control characters removed.
+// board when one is known; never a secret or token (known values are
+// redacted as a notice is queued), and agent text only as a bounded line
+// with control characters removed. Notices of waiting requests are bounded
+// per container and per swarm in each window; the rest are told in one
+// coalesced notice per swarm when the window ends.
 package notify

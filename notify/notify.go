@@ -9,13 +9,16 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/redact"
 	"github.com/aimi-tools/swarm/internal/termsafe"
 )
 
@@ -57,7 +60,10 @@ type Notice struct {
 	Provider   string    `json:"provider,omitempty"`
 	Until      time.Time `json:"until,omitzero"`
 	Containers []string  `json:"containers,omitempty"`
-	Board      string    `json:"board,omitempty"`
+	// More counts the waiting requests a coalesced notice tells of (the
+	// bound of notices of waiting requests held them back).
+	More  int    `json:"more,omitempty"`
+	Board string `json:"board,omitempty"`
 }
 
 // Config configures a Notifier.
@@ -73,8 +79,17 @@ type Config struct {
 	// Journal records a failed delivery in the container's journal (when
 	// the notice names one); nil: the daemon's log only.
 	Journal func(ctx context.Context, sb contract.Sandbox, text string)
-	Logger  *slog.Logger
-	Client  *http.Client // default: one that refuses redirects
+	// Redact replaces the secrets the daemon knows in every notice's text
+	// (nil: none known). The inbox redacts at intake already; this is the
+	// second line, for whatever else reaches a notice.
+	Redact *redact.Redactor
+	// RequestWindow, RequestsPerContainer and RequestsPerSwarm bound the
+	// notices of waiting requests (defaults DefaultRequestWindow...).
+	RequestWindow        time.Duration
+	RequestsPerContainer int
+	RequestsPerSwarm     int
+	Logger               *slog.Logger
+	Client               *http.Client // default: one that refuses redirects
 }
 
 // Notifier sends notices to its targets.
@@ -109,6 +124,15 @@ func New(cfg Config) (*Notifier, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.RequestWindow <= 0 {
+		cfg.RequestWindow = DefaultRequestWindow
+	}
+	if cfg.RequestsPerContainer <= 0 {
+		cfg.RequestsPerContainer = DefaultRequestsPerContainer
+	}
+	if cfg.RequestsPerSwarm <= 0 {
+		cfg.RequestsPerSwarm = DefaultRequestsPerSwarm
+	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error {
 			return errors.New("redirect refused: give the webhook's final URL")
@@ -130,9 +154,9 @@ func New(cfg Config) (*Notifier, error) {
 		if cfg.Command[0] == "" {
 			return nil, errors.New("notify.command: the first word (the program) is empty")
 		}
-		argv := cfg.Command
+		argv, env := cfg.Command, commandEnv(os.Environ(), cfg.Redact)
 		n.targets = append(n.targets, &target{name: "command " + argv[0], queue: make(chan Notice, cfg.Queue),
-			send: func(ctx context.Context, no Notice) error { return run(ctx, argv, no) }})
+			send: func(ctx context.Context, no Notice) error { return run(ctx, argv, env, no) }})
 	}
 	return n, nil
 }
@@ -141,31 +165,41 @@ func New(cfg Config) (*Notifier, error) {
 func (n *Notifier) Enabled() bool { return len(n.targets) > 0 }
 
 // Run turns events into notices and delivers them until ctx ends (the
-// workers stop then; notices still queued are dropped).
+// workers stop then; notices still queued are dropped). Notices of
+// waiting requests past their bound are held and told together when the
+// window ends.
 func (n *Notifier) Run(ctx context.Context, events <-chan api.Event) {
 	for _, t := range n.targets {
 		n.wg.Go(func() { n.work(ctx, t) })
 	}
 	defer n.wg.Wait()
+	g := newGate(n.cfg.RequestsPerContainer, n.cfg.RequestsPerSwarm)
+	window := time.NewTicker(n.cfg.RequestWindow)
+	defer window.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-window.C:
+			for _, no := range g.flush() {
+				n.Send(no)
+			}
 		case e, ok := <-events:
 			if !ok {
-				<-ctx.Done()
-				return
+				events = nil
+				continue
 			}
-			if no, ok := n.notice(e); ok {
+			if no, ok := n.notice(e); ok && g.admit(no) {
 				n.Send(no)
 			}
 		}
 	}
 }
 
-// Send queues a notice for every target; a full queue drops it for that
-// target (logged), so a slow target never holds the daemon.
+// Send queues a notice, redacted, for every target; a full queue drops it
+// for that target (logged), so a slow target never holds the daemon.
 func (n *Notifier) Send(no Notice) {
+	no = n.redacted(no)
 	for _, t := range n.targets {
 		select {
 		case t.queue <- no:
@@ -173,6 +207,19 @@ func (n *Notifier) Send(no Notice) {
 			n.log.Warn("notice dropped: its target's queue is full", "target", t.name, "kind", no.Kind, "container", no.Container)
 		}
 	}
+}
+
+// redacted is no with the known secrets replaced in every text field.
+func (n *Notifier) redacted(no Notice) Notice {
+	r := n.cfg.Redact
+	for _, f := range []*string{&no.Text, &no.Repo, &no.SwarmID, &no.Container, &no.StoryID, &no.Status, &no.Code, &no.RequestID, &no.Provider} {
+		*f = r.String(*f)
+	}
+	no.Containers = slices.Clone(no.Containers)
+	for i := range no.Containers {
+		no.Containers[i] = r.String(no.Containers[i])
+	}
+	return no
 }
 
 func (n *Notifier) work(ctx context.Context, t *target) {
@@ -245,9 +292,25 @@ func (n *Notifier) post(ctx context.Context, endpoint string, plain bool, no Not
 	return nil
 }
 
-// run starts argv with the text as its last argument: no shell sees it.
-func run(ctx context.Context, argv []string, no Notice) error {
+// commandEnv is the daemon's environment without the variables that hold
+// a known secret (a model key agent.env takes from ${VAR}, the publish
+// token): notify.command needs none of them.
+func commandEnv(environ []string, r *redact.Redactor) []string {
+	env := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		_, v, _ := strings.Cut(kv, "=")
+		if r.String(v) == v {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// run starts argv with the text as its last argument (no shell sees it)
+// and env as its environment.
+func run(ctx context.Context, argv, env []string, no Notice) error {
 	cmd := exec.CommandContext(ctx, argv[0], append(append([]string{}, argv[1:]...), no.Text)...)
+	cmd.Env = env
 	cmd.WaitDelay = time.Second
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("%w: %s", err, termsafe.Line(string(out), 200))

@@ -21,6 +21,7 @@ import (
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/inbox"
+	"github.com/aimi-tools/swarm/internal/redact"
 	"github.com/aimi-tools/swarm/metrics"
 	"github.com/aimi-tools/swarm/notify"
 	"github.com/aimi-tools/swarm/orchestrator"
@@ -159,18 +160,16 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 		return err
 	}
 	meter.attach(life, mgr.JournalUsage, mgr.NoteLimitWait)
-	stopMetrics, err := observe(life, cfg, met, mgr, limits, log)
+	secrets := knownSecrets(cfg, os.Getenv, log)
+	stopMetrics, err := observe(life, cfg, met, mgr, limits, secrets, log)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
 	return serveAPI(ctx, o, ln, mgr, daemon.ServerOptions{
-		ResolveRepo:  orchestrator.ResolveRepo,
-		Swarms:       mgr,
-		Logger:       log,
+		ResolveRepo: orchestrator.ResolveRepo, Swarms: mgr, Logger: log, Version: version,
 		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
-		Version:      version,
-		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, log),
+		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, secrets, log),
 		Land:         mgr.Land, // it says why in remote mode
 	})
 }
@@ -179,7 +178,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 // person and the containers have a channel to it: their ask sockets
 // (sandboxes without a network, either git mode) or the local-mode git
 // service. Else nil.
-func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, sbNet orchestrator.SandboxNet, mgr *orchestrator.Manager, log *slog.Logger) daemon.Inbox {
+func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, sbNet orchestrator.SandboxNet, mgr *orchestrator.Manager, secrets *redact.Redactor, log *slog.Logger) daemon.Inbox {
 	sn, _ := sbNet.(*sandboxNet)
 	if !asksAPerson(cfg) {
 		return nil
@@ -192,7 +191,7 @@ func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service,
 	}
 	in := inbox.New(inbox.Config{
 		Timeout: cfg.Agent.AskTimeout, Fallback: cfg.Agent.AskFallback, Logger: log,
-		Journal: mgr.JournalNote, Publish: mgr.Publish, Running: mgr.Running,
+		Journal: mgr.JournalNote, Publish: mgr.Publish, Running: mgr.Running, Redact: secrets,
 	})
 	events := mgr.Subscribe(life)
 	go in.Run(life, events)
@@ -207,8 +206,8 @@ func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service,
 
 // observe starts the notifier, attaches the metrics to mgr and serves them
 // when metrics.listen is set.
-func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mgr *orchestrator.Manager, limits *limitNotices, log *slog.Logger) (stop func(), err error) {
-	if err := startNotifier(life, cfg, mgr, limits, log); err != nil {
+func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mgr *orchestrator.Manager, limits *limitNotices, secrets *redact.Redactor, log *slog.Logger) (stop func(), err error) {
+	if err := startNotifier(life, cfg, mgr, limits, secrets, log); err != nil {
 		return nil, err
 	}
 	met.Attach(mgr)
@@ -220,10 +219,10 @@ func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mg
 
 // startNotifier sends notices to notify.webhooks and notify.command, when
 // any is set, until life ends.
-func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.Manager, limits *limitNotices, log *slog.Logger) error {
+func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.Manager, limits *limitNotices, secrets *redact.Redactor, log *slog.Logger) error {
 	board := cfg.Notify.BoardURL
 	n, err := notify.New(notify.Config{Webhooks: cfg.Notify.Webhooks, Command: cfg.Notify.Command,
-		Board: func() string { return board }, Journal: mgr.JournalNote, Logger: log})
+		Board: func() string { return board }, Journal: mgr.JournalNote, Redact: secrets, Logger: log})
 	if err != nil {
 		return err
 	}
