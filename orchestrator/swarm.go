@@ -348,13 +348,14 @@ func notDone(waits []chan struct{}, names []string) []string {
 }
 
 // resume starts what has no supervisor and, with retryFailed, reruns the
-// failed containers in new containers with a fresh fold.
+// failed containers and those completed with failed stories (retryable) in
+// new containers with a fresh fold.
 func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 	var retry []*ctr
 	for _, c := range sw.list() {
 		st := sw.led.status(c.name)
 		switch {
-		case st == state.StatusFailed && retryFailed, sw.overBudget(st, c):
+		case retryFailed && sw.retryable(c), sw.overBudget(st, c):
 			retry = append(retry, c)
 		case !st.Terminal() && !sw.supervised(c):
 			sw.launch(c, modeFresh)
@@ -524,7 +525,7 @@ func (sw *swarm) view() api.SwarmView {
 	for _, e := range snap.Containers {
 		reported[e.ContainerName] = sw.led.stories(e.ContainerName)
 	}
-	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}}
+	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}, Summary: summaryOf(snap)}
 	waits := sw.m.limitWaits(sw.id)
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -535,7 +536,7 @@ func (sw *swarm) view() api.SwarmView {
 		d.Stories = c.storyDetails(reported[c.name])
 		d.LimitWaits = waits[c.name]
 		if e := snap.Container(c.name); e != nil {
-			d.Status = string(e.Status)
+			d.Status, d.CompletedWithFailures = string(e.Status), e.CompletedWithFailures()
 			if d.PRURL == nil {
 				d.PRURL = e.PRURL
 			}
