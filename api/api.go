@@ -38,6 +38,9 @@ type SwarmView struct {
 	// Conflicts is the conflict radar's last look: the pairs of branches
 	// (or a branch and the landing target) that would conflict or overlap.
 	Conflicts []Conflict `json:"conflicts,omitempty"`
+	// Summary counts the containers by status, those completed with
+	// failed stories apart (state.Summarize); derived from State.
+	Summary *state.Summary `json:"summary,omitempty"`
 }
 
 // ContainerDetail is the daemon's extra knowledge of one container.
@@ -67,6 +70,10 @@ type ContainerDetail struct {
 	// process has exited and (local git mode) its branch was published. A
 	// container is terminal by its completion a moment before that.
 	Finished bool `json:"finished,omitempty"`
+	// CompletedWithFailures: the container is completed (Status, as the
+	// message spec says: every story finished) but some of its stories
+	// failed; `aimi swarm resume --retry-failed` reruns them.
+	CompletedWithFailures bool `json:"completedWithFailures,omitempty"`
 	// Node is the machine the container runs on; empty while every
 	// container runs on the daemon's one engine.
 	Node string `json:"node"`

@@ -97,10 +97,6 @@ func findStateRoot(dir string) (string, error) {
 	}
 }
 
-// statusOrder is the order of the summary line.
-var statusOrder = []state.ContainerStatus{state.StatusCompleted, state.StatusRunning, state.StatusPending,
-	state.StatusFailed, state.StatusStopped}
-
 // RenderStatus prints the swarm as the status table:
 //
 //	Swarm 6f1c2a3b-...  updated 2026-11-22T10:31:00Z
@@ -110,14 +106,14 @@ var statusOrder = []state.ContainerStatus{state.StatusCompleted, state.StatusRun
 //
 // PROGRESS is completed/total; STORIES lists the stories that are not
 // completed (failed, running, pending, skipped: skipped stories count in no
-// storyProgress counter, so they are derived as the rest of total).
+// storyProgress counter, so they are derived as the rest of total). The
+// summary counts a completed container with failed stories as "completed
+// with failures" (state.Summarize); its STATUS stays the file's completed.
 func RenderStatus(w io.Writer, s *state.Swarm) {
 	fmt.Fprintf(w, "Swarm %s  updated %s\n", s.SwarmID, s.UpdatedAt.UTC().Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tCONTAINER\tTASK FILE\tBRANCH\tSTATUS\tPROGRESS\tSTORIES\tPR")
-	counts := map[state.ContainerStatus]int{}
 	for i, c := range s.Containers {
-		counts[c.Status]++
 		pr := "-"
 		if c.PRURL != nil {
 			pr = *c.PRURL
@@ -127,21 +123,7 @@ func RenderStatus(w io.Writer, s *state.Swarm) {
 			c.BranchName, c.Status, p.Completed, p.Total, storiesCell(p), pr)
 	}
 	tw.Flush()
-	var parts []string
-	for _, st := range statusOrder {
-		if n := counts[st]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", n, st))
-		}
-	}
-	for st, n := range counts { // a status another tool wrote that we do not know
-		if !st.Terminal() && st != state.StatusRunning && st != state.StatusPending {
-			parts = append(parts, fmt.Sprintf("%d %s", n, st))
-		}
-	}
-	if len(parts) == 0 {
-		parts = []string{"no containers"}
-	}
-	fmt.Fprintf(w, "Summary: %s (%d total)\n", strings.Join(parts, ", "), len(s.Containers))
+	fmt.Fprintf(w, "Summary: %s\n", state.Summarize(s))
 }
 
 // storiesCell lists the non-zero counts other than completed.

@@ -246,7 +246,7 @@ func newSwarmResumeCmd(s Streams) *cobra.Command {
 		view, err := client.Resume(ctx, repo, retry)
 		return renderAnswer(s.Out, view, err)
 	})
-	cmd.Flags().BoolVar(&retry, "retry-failed", false, "also recreate and rerun failed containers")
+	cmd.Flags().BoolVar(&retry, "retry-failed", false, "also rerun failed containers, and the failed stories of containers completed with failures (on their branch)")
 	return cmd
 }
 

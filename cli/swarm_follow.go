@@ -31,7 +31,8 @@ const followSettle = time.Minute
 // the daemon trigger a refresh; the refresh interval covers a lost event
 // stream. Once every container is terminal it goes on for at most settle
 // until the daemon is finished with them (see followSettle). It returns an
-// exit code 1 error if any container failed.
+// exit code 1 error if any container failed or completed with failed
+// stories.
 func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo string, interval, settle time.Duration) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -56,7 +57,7 @@ func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo str
 		}
 		lastDraw = time.Now()
 		r.render(view)
-		done, failed := swarmDone(view)
+		done := swarmDone(view)
 		if done && allTerminal.IsZero() {
 			allTerminal = time.Now()
 		}
@@ -66,10 +67,7 @@ func followSwarm(ctx context.Context, s Streams, client *daemon.Client, repo str
 				fmt.Fprintf(s.Err, "the daemon is still finishing %s (process exit, publishing); see 'aimi swarm status'\n", strings.Join(busy, ", "))
 			}
 			printContainerErrors(s.Out, view)
-			if failed > 0 {
-				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d container(s) failed; see 'aimi swarm logs NAME'", failed)}
-			}
-			return nil
+			return followOutcome(view)
 		}
 		select {
 		case <-ctx.Done():
@@ -104,21 +102,36 @@ func swarmChanges(ctx context.Context, client *daemon.Client, repo string) <-cha
 	return changed
 }
 
-// swarmDone reports whether every container is terminal, and how many failed.
-func swarmDone(v api.SwarmView) (done bool, failed int) {
+// swarmDone reports whether every container is terminal.
+func swarmDone(v api.SwarmView) bool {
 	if v.State == nil || len(v.State.Containers) == 0 {
-		return false, 0
+		return false
 	}
-	done = true
 	for _, c := range v.State.Containers {
 		if !c.Status.Terminal() {
-			done = false
-		}
-		if c.Status == state.StatusFailed {
-			failed++
+			return false
 		}
 	}
-	return done, failed
+	return true
+}
+
+// followOutcome is how following a finished swarm ends: an exit code 1
+// error when a container failed or completed with failed stories (the
+// message spec's completed), nil otherwise.
+func followOutcome(v api.SwarmView) error {
+	sum := state.Summarize(v.State)
+	if sum.Unsuccessful() == 0 {
+		return nil
+	}
+	var what []string
+	if sum.Failed > 0 {
+		what = append(what, fmt.Sprintf("%d container(s) failed", sum.Failed))
+	}
+	if n := sum.CompletedWithFailures; n > 0 {
+		what = append(what, fmt.Sprintf("%d completed with failed stories", n))
+	}
+	return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%s; see 'aimi swarm logs NAME', and rerun what failed with 'aimi swarm resume --retry-failed'",
+		strings.Join(what, ", "))}
 }
 
 // unsettled names the containers the daemon is not finished with.

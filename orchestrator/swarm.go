@@ -352,13 +352,14 @@ func notDone(waits []chan struct{}, names []string) []string {
 }
 
 // resume starts what has no supervisor and, with retryFailed, reruns the
-// failed containers in new containers with a fresh fold.
+// failed containers and those completed with failed stories (retryable) in
+// new containers with a fresh fold.
 func (sw *swarm) resume(ctx context.Context, retryFailed bool) error {
 	var retry []*ctr
 	for _, c := range sw.list() {
 		st := sw.led.status(c.name)
 		switch {
-		case st == state.StatusFailed && retryFailed, sw.overBudget(st, c):
+		case retryFailed && sw.retryable(c), sw.overBudget(st, c):
 			retry = append(retry, c)
 		case !st.Terminal() && !sw.supervised(c):
 			sw.launch(c, modeFresh)

@@ -31,10 +31,12 @@ func (sw *swarm) failRejected(ctx context.Context, c *ctr, res lineResult) {
 }
 
 // keepFinished is the task file a rerun's fold starts from: the stories
-// the previous run finished (completed or skipped) stay so. The rerun's
-// runner clones the branch, whose task file has them finished, and never
-// reports them again; without this its completion would contradict a fold
-// that still has them pending.
+// the previous run finished (completed, skipped or failed) stay so, as the
+// branch's task file has them. The rerun's runner clones the branch and
+// never reports its completed stories again; without this its completion
+// would contradict a fold that still has them pending. It retries the
+// failed ones (failed -> in_progress) and reopens those skipped behind
+// them, which the fold does too (state.NewTracker).
 func keepFinished(tf *tasks.File, prev map[string]tasks.Status) *tasks.File {
 	if tf == nil || len(prev) == 0 {
 		return tf
@@ -42,7 +44,7 @@ func keepFinished(tf *tasks.File, prev map[string]tasks.Status) *tasks.File {
 	out := *tf
 	out.UserStories = slices.Clone(tf.UserStories)
 	for i, s := range out.UserStories {
-		if p := prev[s.ID]; p == tasks.Completed || p == tasks.Skipped {
+		if p := prev[s.ID]; p == tasks.Completed || p == tasks.Skipped || p == tasks.Failed {
 			out.UserStories[i].Status = p
 		}
 	}

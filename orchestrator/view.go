@@ -68,7 +68,7 @@ func (sw *swarm) view() api.SwarmView {
 	for _, e := range snap.Containers {
 		reported[e.ContainerName] = sw.led.stories(e.ContainerName)
 	}
-	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}}
+	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}, Summary: summaryOf(snap)}
 	waits := sw.m.limitWaits(sw.id)
 	v.Conflicts = sw.radarView()
 	sw.mu.Lock()
@@ -80,7 +80,7 @@ func (sw *swarm) view() api.SwarmView {
 		d.Stories = c.storyDetails(reported[c.name])
 		d.LimitWaits = waits[c.name]
 		if e := snap.Container(c.name); e != nil {
-			d.Status = string(e.Status)
+			d.Status, d.CompletedWithFailures = string(e.Status), e.CompletedWithFailures()
 			if d.PRURL == nil {
 				d.PRURL = e.PRURL
 			}

@@ -60,6 +60,14 @@ func demoRunCases() []demoRunCase {
 			wantOrder: []string{"US-003", "US-004"},
 		},
 		{
+			name: "a rerun retries the failed story and reopens those skipped behind it", fixture: linear,
+			mutate: func(f *tasks.File) {
+				f.UserStories[0].Status, f.UserStories[1].Status, f.UserStories[2].Status = tasks.Completed, tasks.Failed, tasks.Skipped
+			},
+			want:      map[string]tasks.Status{"US-001": tasks.Completed, "US-002": tasks.Completed, "US-003": tasks.Completed},
+			wantOrder: []string{"US-002", "US-003"},
+		},
+		{
 			name: "stories completed or skipped before the run are left alone", fixture: linear,
 			mutate:    func(f *tasks.File) { f.UserStories[0].Status = tasks.Completed },
 			want:      map[string]tasks.Status{"US-001": tasks.Completed, "US-002": tasks.Completed, "US-003": tasks.Completed},

@@ -82,6 +82,7 @@ func (sc *sched) eligible(s tasks.Story) bool {
 // it reports whether the run was stopped. Only this goroutine touches
 // r.file and git; workers only drive agents and verify.
 func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
+	r.reopenSkipped()
 	sc := newSched(r.file)
 	done := ctx.Done()
 	for {
@@ -127,6 +128,18 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 		}
 	}
 	return stopped
+}
+
+// reopenSkipped puts the stories an earlier run skipped behind a failed
+// one back to pending (tasks.File.SkippedBehindFailure): this run retries
+// the failed ones, so these may run after all. The daemon's fold of the
+// run starts with them pending by the same rule; nothing is reported.
+func (r *run) reopenSkipped() {
+	for _, id := range r.file.SkippedBehindFailure(nil) {
+		s, _ := r.file.Story(id)
+		r.setStatus(id, tasks.Pending, appendNote(s.Notes, "Reopened: the failed dependency it was skipped for is retried."))
+		r.log.Info("story reopened: the failed dependency it was skipped for is retried", "story", id)
+	}
 }
 
 // skipBlocked skips the stories behind a failed dependency, commits that

@@ -16,6 +16,13 @@
 // the schema (Swarm.Validate), so a pending container needs its engine ID
 // (create it, start it later) before it is saved.
 //
+// A completed container with failed stories keeps the spec's completed
+// (every story finished); Container.CompletedWithFailures and Summarize
+// tell it apart from storyProgress.failed, for the status summary, the
+// daemon's view and `start --follow`'s exit code. A new run reopens the
+// stories skipped behind a failed one (tasks.File.SkippedBehindFailure),
+// and NewTracker starts them pending.
+//
 // # Fold
 //
 // A Tracker folds one container's messages (see Tracker.Apply). Story status

@@ -46,20 +46,26 @@ type Tracker struct {
 
 // NewTracker starts a container's fold from its task file: every story
 // begins with the status the file gives it (so stories already completed or
-// skipped stay so). With a nil file the tracker learns story ids from the
-// messages, each starting pending.
+// skipped stay so), except the skipped stories the run reopens
+// (tasks.File.SkippedBehindFailure: it retries the failed dependency), which
+// begin pending, as in the runner's own copy. With a nil file the tracker
+// learns story ids from the messages, each starting pending.
 func NewTracker(tf *tasks.File) *Tracker {
 	t := &Tracker{stories: map[string]tasks.Status{}, status: StatusPending}
 	if tf == nil {
 		t.open = true
 		return t
 	}
+	reopened := map[string]bool{}
+	for _, id := range tf.SkippedBehindFailure(nil) {
+		reopened[id] = true
+	}
 	for _, s := range tf.UserStories {
 		if _, dup := t.stories[s.ID]; dup {
 			continue
 		}
 		st := s.Status
-		if st == "" {
+		if st == "" || reopened[s.ID] {
 			st = tasks.Pending
 		}
 		t.order = append(t.order, s.ID)

@@ -159,9 +159,23 @@
     }
   }
 
+  // withFailures: completed (every story finished, as the message spec
+  // says) but some stories failed; retry failed reruns them.
+  // The stories, kept current by events, win over the progress counters.
+  function withFailures(c) {
+    if (c.status !== 'completed') return false;
+    if (c.stories && c.stories.length) return counts(c.stories).failed > 0;
+    return !!c.progress && c.progress.failed > 0;
+  }
+
+  // summary counts the containers by status, those completed with failures
+  // apart (the CLI's summary line says the same).
   function summary(view) {
     const counts = {};
-    for (const c of view.containers || []) counts[c.status] = (counts[c.status] || 0) + 1;
+    for (const c of view.containers || []) {
+      const k = withFailures(c) ? 'completed with failures' : c.status;
+      counts[k] = (counts[k] || 0) + 1;
+    }
     return Object.keys(counts).sort().map((k) => counts[k] + ' ' + k).join(', ') || 'no container';
   }
 
@@ -224,7 +238,7 @@
     stop.dataset.action = 'stop-swarm';
     const res = button('Resume', 'start the pending containers that have no supervisor', () => resume(repo, false, result, [res]));
     res.dataset.action = 'resume';
-    const retry = button('Retry failed', 'recreate and rerun the failed containers', () => resume(repo, true, result, [retry]));
+    const retry = button('Retry failed', 'rerun the failed containers, and the failed stories of completed ones', () => resume(repo, true, result, [retry]));
     retry.dataset.action = 'retry-failed';
     const clean = button('Clean up', 'remove finished containers; keeps any holding commits nobody received', () => cleanup(repo, result, [clean]));
     clean.dataset.action = 'cleanup';
@@ -597,7 +611,7 @@
       const s = model.get(repo);
       if (!s) continue;
       v.buttons.stop.disabled = !s.containers.some((c) => !terminal.has(c.status));
-      v.buttons.retry.disabled = !s.containers.some((c) => c.status === 'failed');
+      v.buttons.retry.disabled = !s.containers.some((c) => c.status === 'failed' || withFailures(c));
     }
   }
 
