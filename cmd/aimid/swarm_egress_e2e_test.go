@@ -98,7 +98,7 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 			t.Errorf("%s (node %s): the refusal is not in the journal: exit %d\n%s\n%s", d.Name, d.Node, code, logs, errOut)
 		}
 	}
-	eng, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock)})
+	eng, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock), NodeHost: c.NodeHostTemplate()})
 	if err != nil {
 		t.Fatal(err)
 	}
