@@ -117,13 +117,6 @@ type Cluster struct {
 // Manager returns the manager node.
 func (c *Cluster) Manager() *Node { return c.Nodes[0] }
 
-// NodeHostTemplate is the Engine API endpoint of every node with the
-// node's hostname as {node} (the daemon's engine.node_host): each node's
-// socket is in a directory named after its hostname.
-func (c *Cluster) NodeHostTemplate() string {
-	return "unix://" + filepath.Join(c.dir, "{node}", "docker.sock")
-}
-
 // Start builds (or reuses) the node image, starts the nodes, forms the
 // swarm and loads opts.Images into every node. On error everything already
 // created is removed.
