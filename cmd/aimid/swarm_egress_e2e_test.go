@@ -33,10 +33,15 @@ import (
 // every interface (at git.address, where the daemon's door is, and the
 // machine's other addresses, TCP and UDP), the door itself, each node's
 // address at its Swarm port (a service of the node), a container on
-// another network, the metadata address, the internet by TCP, UDP and DNS.
-// None answers; each probe's branch comes back through the git service,
-// an address egress.allow names answers through the proxy, and a host no
-// rule names is refused and journaled as egress-denied, on every node.
+// another network, and a stand-in for everything beyond the nodes (a
+// container on the nodes' own network, at the ports of the web, DNS and
+// the metadata service, by TCP, UDP and by its name, which the nodes
+// resolve): every target is on this machine. None answers; each probe's
+// branch comes back through the git service, an address egress.allow
+// names answers through the proxy, and a host no rule names is refused
+// and journaled as egress-denied, on every node. Each sandbox's resolver
+// is the engine's own in its namespace, whose only upstream is a loopback
+// address of that namespace, and it has no default route.
 func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 	parallelCluster(t)
 	image := sandboxImage(t)
@@ -56,7 +61,7 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 
 	dir := shortDir(t)
 	sock, dataDir := filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")
-	config := "agent:\n  kind: exec\n  command: HOSTPORT=" + strconv.Itoa(hostPort) + " perl probe.pl\ngit:\n  mode: local\negress:\n  allow:\n    - \"" + allowedLn.Addr().String() + "\"\n"
+	config := "agent:\n  kind: exec\n  command: " + sandboxNetCommand + "; HOSTPORT=" + strconv.Itoa(hostPort) + " perl probe.pl\ngit:\n  mode: local\negress:\n  allow:\n    - \"" + allowedLn.Addr().String() + "\"\n"
 	p := launchAimid(t, sock, dataDir, config, "debug", cleanEnv(), swarmSettings(c, image)...)
 	defer p.stop(t)
 	door, err := os.ReadFile(filepath.Join(dataDir, "net", "door.port"))
@@ -64,7 +69,8 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 		t.Fatalf("the daemon keeps no door port: %v", err)
 	}
 
-	targets := swarmEgressTargets(t, ctx, c, image, strings.TrimSpace(string(door)), hostPort, udpPort, allowedLn.Addr().String())
+	w := startWorld(t, ctx, c, image)
+	targets := swarmEgressTargets(t, ctx, c, image, w, strings.TrimSpace(string(door)), hostPort, udpPort, allowedLn.Addr().String())
 	repo, branches := swarmProbeRepo(t, targets, 3)
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -88,6 +94,10 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 			continue
 		}
 		checkProbe(t, b, gittest.Git(t, repo, "show", b+":probe-out.txt"))
+		checkSandboxNet(t, b, func(f string) string { return gittest.Git(t, repo, "show", b+":"+f) })
+	}
+	if hits := w.hits(t, ctx); len(hits) != 0 {
+		t.Errorf("the stand-in for the world off the sandboxes' network (%s) got: %s", w.name, strings.Join(hits, "; "))
 	}
 	if n, m := tcpHits.Load(), udpHits.Load(); n != 0 || m != 0 {
 		t.Errorf("the test machine's service got %d TCP connections and %d UDP packets from the sandboxes", n, m)
@@ -111,9 +121,11 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 
 // swarmEgressTargets are the probes' targets: the daemon's door on the
 // cluster's gateway, the host's services on each of its addresses, every
-// node's swarm ports, a container on another network, the outside world,
-// and through the proxy the allowed service and a host no rule names.
-func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluster, image, door string, hostPort, udpPort int, allowed string) []string {
+// node's swarm ports, a container on another network, the stand-in for
+// the world beyond the nodes (w: its web, DNS and metadata ports, and its
+// name, which every node resolves), and through the proxy the allowed
+// service and a host no rule names.
+func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluster, image string, w *world, door string, hostPort, udpPort int, allowed string) []string {
 	t.Helper()
 	targets := []string{fmt.Sprintf("tcp %s %s", c.Gateway, door)}
 	addrs, _ := net.InterfaceAddrs()
@@ -127,7 +139,9 @@ func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluste
 	}
 	targets = append(targets,
 		fmt.Sprintf("tcp %s 8080", otherNetworkContainer(t, ctx, image)),
-		"tcp 169.254.169.254 80", "tcp 1.1.1.1 443", "tcp 8.8.8.8 53", "udp 8.8.8.8 53", "dns example.com",
+		// The world off the sandboxes' network, on this machine: every
+		// node reaches it, and resolves its name.
+		"tcp "+w.addr+" 80", "tcp "+w.addr+" 443", "tcp "+w.addr+" 53", "udp "+w.addr+" 53", "dns "+w.name,
 		"proxy http://"+allowed+"/ok",
 		"proxy http://denied.example/",
 	)
@@ -217,10 +231,10 @@ func swarmProbeRepo(t *testing.T, targets []string, n int) (string, []string) {
 	return repo, branches
 }
 
-// checkSandboxResolver: the test machine has no outside DNS to leak to, so
-// the closure is checked where it is made: every sandbox service of repo
-// sends names its overlay does not know to an upstream nobody can reach,
-// never to the node's resolver.
+// checkSandboxResolver: every sandbox service of the swarm sends names its
+// overlay does not know to the upstream swarmmode gives it (a loopback
+// address of the sandbox's own namespace: checkSandboxNet), never to the
+// node's resolver.
 func checkSandboxResolver(t *testing.T, ctx context.Context, c *clustertest.Cluster, swarmID string, want int) {
 	t.Helper()
 	svcs, err := c.Manager().Client.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelSwarmID+"="+swarmID))})
@@ -234,8 +248,8 @@ func checkSandboxResolver(t *testing.T, ctx context.Context, c *clustertest.Clus
 			continue // a relay: it dials the door by address
 		}
 		sandboxes++
-		if cs.DNSConfig == nil || !slices.Equal(cs.DNSConfig.Nameservers, []string{swarmmode.UnreachableResolver}) {
-			t.Errorf("sandbox service %s resolves outside names through %+v, want only %s", s.Spec.Name, cs.DNSConfig, swarmmode.UnreachableResolver)
+		if cs.DNSConfig == nil || !slices.Equal(cs.DNSConfig.Nameservers, []string{swarmmode.SandboxResolver}) {
+			t.Errorf("sandbox service %s resolves outside names through %+v, want only %s", s.Spec.Name, cs.DNSConfig, swarmmode.SandboxResolver)
 		}
 	}
 	if sandboxes != want {
