@@ -171,6 +171,10 @@ type Engine struct {
 	// Docker client's conventions (DOCKER_HOST, DOCKER_TLS_VERIFY,
 	// DOCKER_CERT_PATH, else the local socket).
 	Host string
+	// NodeHost is the swarm backend's template of each node's Engine API
+	// endpoint ({node}: the node's hostname, {addr}: its address as the
+	// manager lists it); "" when the nodes' engines are not reachable.
+	NodeHost string
 }
 
 // Metrics is the daemon's Prometheus endpoint.
@@ -462,6 +466,13 @@ func (r *reader) gitAndEngine(c *Config) {
 	if h := c.Engine.Host; h != "" {
 		if _, err := client.ParseHostURL(h); err != nil || !strings.Contains(h, "://") {
 			r.bad("engine.host", h, "is not an Engine API endpoint", "use unix:///path/docker.sock, tcp://host:2376 or ssh://user@host, or leave it empty for DOCKER_HOST")
+		}
+	}
+	c.Engine.NodeHost = r.str("engine.node_host")
+	if h := c.Engine.NodeHost; h != "" {
+		probe := strings.NewReplacer("{node}", "node", "{addr}", "10.0.0.1").Replace(h)
+		if _, err := client.ParseHostURL(probe); err != nil || !strings.Contains(h, "://") {
+			r.bad("engine.node_host", h, "is not an Engine API endpoint template", "use e.g. tcp://{addr}:2376 or tcp://{node}.example:2376, or leave it empty")
 		}
 	}
 	if c.Engine.Backend == BackendSwarm && c.Git.Mode != GitRemote && c.Git.Address == "" {

@@ -17,6 +17,7 @@ type key struct {
 var scalarKeys = []key{
 	{"engine.backend", "docker (one engine) or swarm (a Swarm mode cluster)"},
 	{"engine.host", "Engine API endpoint, e.g. tcp://manager:2376 (default: DOCKER_HOST)"},
+	{"engine.node_host", "swarm backend: each node's Engine API endpoint, {node} its hostname, {addr} its address, e.g. tcp://{addr}:2376 (empty: none; cleanup then lists what it left on the nodes)"},
 	{"sandbox.image", "image every sandbox container runs"},
 	{"sandbox.cpus", "CPUs per container"},
 	{"sandbox.memory", "memory limit per container (e.g. 4g)"},

@@ -28,6 +28,10 @@ var (
 	ErrDiskLimitUnsupported = errors.New("the engine's storage driver cannot limit a container's writable layer")
 	// ErrEngineUnavailable: no Docker engine answers.
 	ErrEngineUnavailable = errors.New("docker engine unavailable")
+	// ErrLeftOnNode: a sandbox was removed from its cluster, but a node kept
+	// its container (the error names them); the sandbox is gone all the
+	// same, and its name is free.
+	ErrLeftOnNode = errors.New("removed, but a node kept its container")
 	// ErrLineTooLong: a log line exceeded MaxLineBytes; it is reported (with
 	// its cursor and size) and skipped.
 	ErrLineTooLong = errors.New("line exceeds the 64 KiB limit")

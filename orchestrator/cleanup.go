@@ -9,6 +9,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
 )
 
 // Cleanup removes the repo's terminal containers (and the swarm network when
@@ -117,10 +118,12 @@ func (m *Manager) cleanupReplaced(ctx context.Context, sw *swarm, force bool, re
 			}
 		}
 		dir := m.netDirOf(in.ID)
-		if err := m.eng.Remove(ctx, in.ID); err != nil {
+		if err := m.eng.Remove(ctx, in.ID); err != nil && !errors.Is(err, engine.ErrLeftOnNode) {
 			rep.Kept = append(rep.Kept, api.Kept{Name: in.Name, Reason: "remove failed: " + err.Error()})
 			left[old] = true
 			continue
+		} else if err != nil {
+			rep.Notes = append(rep.Notes, err.Error())
 		}
 		m.forgetNet(contract.Sandbox{Swarm: in.Labels[contract.LabelSwarmID], Container: in.Name}, dir)
 		rep.Removed = append(rep.Removed, in.Name)

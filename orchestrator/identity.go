@@ -165,11 +165,12 @@ func (sw *swarm) removeVerified(ctx context.Context, c *ctr) error {
 		return err
 	}
 	dir := sw.m.netDirOf(info.ID)
-	if err := sw.m.eng.Remove(ctx, info.ID); err != nil {
+	err = sw.m.eng.Remove(ctx, info.ID)
+	if err != nil && !errors.Is(err, engine.ErrLeftOnNode) {
 		return err
 	}
 	sw.m.forgetNet(sw.sandbox(c), dir)
-	return nil
+	return err // ErrLeftOnNode: removed, with what a node kept
 }
 
 // removeConcurrency bounds the removals of one cleanup that run at once.

@@ -473,10 +473,12 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 	failed := sw.removeAll(ctx, gone)
 	var drop []*ctr
 	for i, c := range gone {
-		if err := failed[i]; err != nil {
+		if err := failed[i]; err != nil && !errors.Is(err, engine.ErrLeftOnNode) {
 			rep.Kept = append(rep.Kept, api.Kept{Name: c.name, Reason: "not removed: " + err.Error()})
 			keep = append(keep, c)
 			continue
+		} else if err != nil {
+			rep.Notes = append(rep.Notes, err.Error())
 		}
 		sw.revoke(c)
 		drop = append(drop, c)

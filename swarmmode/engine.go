@@ -68,6 +68,15 @@ type Options struct {
 	// 30 s. A manager that does not answer cannot hang a stop or a
 	// cleanup.
 	CallTimeout time.Duration
+	// NodeHost is every node's Engine API endpoint, {node} standing for
+	// its hostname and {addr} for its address (the daemon's
+	// engine.node_host); "" when the nodes' engines are not reachable.
+	// Remove uses it for the task containers the cluster leaves on the
+	// nodes (leftover.go).
+	NodeHost string
+	// NodeClient connects to a node's engine at an endpoint; default: the
+	// Docker client with DOCKER_TLS_VERIFY and DOCKER_CERT_PATH.
+	NodeClient func(host string) (client.APIClient, error)
 }
 
 // Engine runs sandboxes as Swarm mode services through a manager's API. It
@@ -77,9 +86,10 @@ type Engine struct {
 	opts Options
 	log  *slog.Logger
 
-	mu    sync.Mutex
-	nodes map[string]string // node id -> hostname
-	memos map[string]*memo  // service name -> its own task as last seen
+	mu          sync.Mutex
+	nodes       map[string]string           // node id -> hostname
+	memos       map[string]*memo            // service name -> its own task as last seen
+	nodeClients map[string]client.APIClient // node engine endpoint -> its client
 }
 
 // New checks that cli talks to a manager of an active swarm and returns an
@@ -97,6 +107,9 @@ func New(ctx context.Context, cli client.APIClient, opts Options) (*Engine, erro
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = 30 * time.Second
 	}
+	if opts.NodeClient == nil {
+		opts.NodeClient = defaultNodeClient
+	}
 	cli = timedClient{APIClient: cli, d: opts.CallTimeout}
 	info, err := cli.Info(ctx)
 	if err != nil {
@@ -108,7 +121,7 @@ func New(ctx context.Context, cli client.APIClient, opts Options) (*Engine, erro
 	if !info.Swarm.ControlAvailable {
 		return nil, fmt.Errorf("the engine at %s is a swarm worker: point engine.host at a manager node (docker node ls there shows the managers)", cli.DaemonHost())
 	}
-	return &Engine{cli: cli, opts: opts, log: opts.Logger, nodes: map[string]string{}, memos: map[string]*memo{}}, nil
+	return &Engine{cli: cli, opts: opts, log: opts.Logger, nodes: map[string]string{}, memos: map[string]*memo{}, nodeClients: map[string]client.APIClient{}}, nil
 }
 
 // idRE is the shape of a sandbox id: the state file's containerId pattern
@@ -281,7 +294,12 @@ func (e *Engine) replacePrevious(ctx context.Context, s engine.Spec, svc string)
 		if info.Running || info.Status == "created" && info.Labels[contract.LabelProject] != s.Labels[contract.LabelProject] {
 			return fmt.Errorf("create %s: %w (status %s); stop it first or pick another name", s.Name, engine.ErrConflict, info.Status)
 		}
-		if err := e.Remove(ctx, info.ID); err != nil {
+		err = e.Remove(ctx, info.ID)
+		if errors.Is(err, engine.ErrLeftOnNode) {
+			// Gone from the cluster; what a node kept does not hold the name.
+			continue
+		}
+		if err != nil {
 			return fmt.Errorf("create %s: remove the previous sandbox of that name: %w", s.Name, err)
 		}
 	}
@@ -387,8 +405,10 @@ func (e *Engine) List(ctx context.Context, labels map[string]string) ([]engine.I
 }
 
 // Remove removes the service (killing its task), its configs, secrets and
-// network: only objects carrying the sandbox's instance, swarm and name. A
-// sandbox that does not exist is not an error.
+// network: only objects carrying the sandbox's instance, swarm and name,
+// and then the task containers the cluster leaves on the nodes
+// (leftover.go); those it could not remove are an error wrapping
+// engine.ErrLeftOnNode. A sandbox that does not exist is not an error.
 func (e *Engine) Remove(ctx context.Context, id string) error {
 	sb, err := e.serviceOf(ctx, id)
 	if errors.Is(err, engine.ErrNotFound) {
@@ -402,13 +422,18 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	s, err := e.inspectService(ctx, sb)
+	var left []taskContainer
 	if err == nil {
+		left = e.taskContainers(ctx, s.ID)
 		err = e.cli.ServiceRemove(ctx, s.ID)
 	}
 	if err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("remove service %s: %w", sb.svc, err)
 	}
-	return e.removeObjects(ctx, sb)
+	if err := e.removeObjects(ctx, sb); err != nil {
+		return err
+	}
+	return e.removeLeftovers(ctx, sb, left)
 }
 
 // removeWindow is how long removeObjects retries, in all: Swarm refuses to

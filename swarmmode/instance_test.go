@@ -34,7 +34,7 @@ func instanceEngine(t *testing.T, instance string) *swarmmode.Engine {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e, err := swarmmode.New(ctx, cluster.Manager().Client, swarmmode.Options{HostAddr: cluster.Gateway, StopGrace: 5 * time.Second, Poll: 200 * time.Millisecond, Instance: instance})
+	e, err := swarmmode.New(ctx, cluster.Manager().Client, swarmmode.Options{HostAddr: cluster.Gateway, StopGrace: 5 * time.Second, Poll: 200 * time.Millisecond, Instance: instance, NodeHost: cluster.NodeHostTemplate()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -287,18 +287,25 @@ func (e *Engine) removeRelay(ctx context.Context, sb sandbox) error {
 	if err != nil {
 		return nil
 	}
-	e.waitTasksGone(ctx, tasks)
+	e.waitTasksGone(ctx, sb, tasks)
 	return nil
 }
 
 // waitTasksGone waits (up to removeWindow) until the cluster deleted the
 // given tasks of a removed service. A task a restart made after they were
 // listed is not waited for: it fails the network's removal, which is
-// retried. Nor is one the window ends on: that removal says so.
-func (e *Engine) waitTasksGone(ctx context.Context, tasks []swarm.Task) {
+// retried. Nor is one the window ends on: that removal says so. Nor is
+// one on a node that is down: the cluster deletes it only once its node
+// is back, and its desired state no longer holds the networks.
+func (e *Engine) waitTasksGone(ctx context.Context, sb sandbox, tasks []swarm.Task) {
 	ctx, cancel := context.WithTimeout(ctx, removeWindow)
 	defer cancel()
 	for _, t := range tasks {
+		if down, why := e.nodeDown(ctx, t.NodeID); t.NodeID != "" && down {
+			e.log.Warn("not waiting for the relay's task on a lost node: the cluster deletes it once the node is back",
+				"container", sb.own.name, "node", e.nodeName(ctx, t.NodeID), "nodeState", why, "task", t.ID)
+			continue
+		}
 		for {
 			_, _, err := e.cli.TaskInspectWithRaw(ctx, t.ID)
 			if isNotFound(err) || ctxutil.Sleep(ctx, 250*time.Millisecond) != nil {

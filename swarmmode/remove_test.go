@@ -2,14 +2,19 @@ package swarmmode_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/clustertest"
+	"github.com/aimi-tools/swarm/swarmmode"
 )
 
 // removeBound is what removing one finished sandbox may take: a wait that
@@ -71,4 +76,58 @@ func TestRemoveFinishedIsQuick(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A finished sandbox removed by an engine that cannot reach the nodes'
+// engines (no NodeHost): Swarm mode on engine 20.10 leaves its task
+// container on its node, and Remove says so, by node and container,
+// wrapping engine.ErrLeftOnNode; the container is there, as it says.
+func TestRemoveSaysWhichContainerANodeKept(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Need(t, cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{HostAddr: c.Gateway, Poll: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := create(t, ctx, e, spec(t, "aimi-rm-kept"))
+	exit := e.Wait(ctx, id)
+	if err := e.WriteStdin(ctx, id, request(t, map[string]any{"lines": 1})); err != nil {
+		t.Fatal(err)
+	}
+	if ex := <-exit; ex.Err != nil || ex.Code != 0 {
+		t.Fatalf("exit: %+v", ex)
+	}
+	info, err := e.Inspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"=aimi-rm-kept"), filters.Arg("label", contract.LabelSwarmID+"=test-"+t.Name()))
+	var on *clustertest.Node
+	var ctrID string
+	for _, n := range c.Nodes {
+		cs, err := n.Client.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ct := range cs {
+			on, ctrID = n, ct.ID
+			t.Cleanup(func() {
+				_ = n.Client.ContainerRemove(context.Background(), ct.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
+			})
+		}
+	}
+	if on == nil {
+		t.Fatal("the finished task's container is on no node")
+	}
+	err = e.Remove(ctx, id)
+	t.Logf("remove: %v", err)
+	if !errors.Is(err, engine.ErrLeftOnNode) || !strings.Contains(err.Error(), "node "+info.Node+": container "+ctrID[:12]) || !strings.Contains(err.Error(), "engine.node_host") {
+		t.Fatalf("remove: %v; want engine.ErrLeftOnNode naming node %s and container %.12s, and engine.node_host", err, info.Node, ctrID)
+	}
+	if _, err := on.Client.ContainerInspect(ctx, ctrID); err != nil {
+		t.Errorf("the container Remove says its node kept: %v", err)
+	}
+	checkNothingLeft(t, ctx, c.Manager().Client, f)
 }

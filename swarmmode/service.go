@@ -171,10 +171,19 @@ func (e *Engine) networksOf(ctx context.Context, sb sandbox) ([]string, error) {
 	return out, nil
 }
 
-// UnreachableResolver is the upstream DNS server of a confined sandbox: an
-// address of TEST-NET-1 (RFC 5737), routed nowhere, and no loopback address
-// (an engine would ask a loopback upstream from the node's namespace).
-const UnreachableResolver = "192.0.2.1"
+// SandboxResolver is the upstream DNS server of a confined sandbox: a
+// loopback address, which the engine asks from the sandbox's own network
+// namespace (libnetwork: a --dns 127.0.0.x "refers to the loopback in the
+// container namespace"; only loopback servers of the node's own
+// resolv.conf are asked from the node's), where nothing listens on it. It
+// routes nowhere on any host: a packet to it never leaves the namespace
+// it is sent in. An address that is merely meant to be unrouted is not:
+// TEST-NET-1's 192.0.2.1, used before, was one machine's real default
+// gateway. Not 127.0.0.1, where local resolvers and the runner's forwards
+// listen, nor the engine's own resolver 127.0.0.11, nor systemd-resolved's
+// 127.0.0.53 and 127.0.0.54. Engines since the fix for CVE-2024-29018
+// ask no upstream at all for a container only on internal networks.
+const SandboxResolver = "127.0.0.254"
 
 // serviceSpec translates a stored spec into the service: replicated job of
 // one task, no restart, the same labels on service and container, limits
@@ -201,11 +210,12 @@ func (e *Engine) serviceSpec(ctx context.Context, svc string, st storedSpec, req
 	if st.Relay != nil {
 		cs.Env = append(cs.Env, contract.EnvNetRelay+"="+contract.NetRelayHost)
 		// The engine's resolver still answers the overlay's own names (the
-		// relay's); every other name goes to this upstream, which no
-		// sandbox can reach, instead of the node's resolver: an engine
-		// without the fix for CVE-2024-29018 would ask a loopback resolver
-		// from the node's namespace, a way out for names.
-		cs.DNSConfig = &swarm.DNSConfig{Nameservers: []string{UnreachableResolver}}
+		// relay's); every other name goes to this upstream, in the
+		// sandbox's own namespace, instead of the node's resolver: an
+		// engine without the fix for CVE-2024-29018 would ask a loopback
+		// resolver of the node's from the node's namespace, a way out for
+		// names.
+		cs.DNSConfig = &swarm.DNSConfig{Nameservers: []string{SandboxResolver}}
 	}
 	for _, h := range st.ExtraHosts {
 		name, addr, _ := strings.Cut(h, ":")

@@ -65,7 +65,7 @@ func newEngine(t *testing.T) (*swarmmode.Engine, *clustertest.Cluster) {
 	c := clustertest.Need(t, cluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{HostAddr: c.Gateway, StopGrace: 5 * time.Second, Poll: 200 * time.Millisecond})
+	e, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{HostAddr: c.Gateway, StopGrace: 5 * time.Second, Poll: 200 * time.Millisecond, NodeHost: c.NodeHostTemplate()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,8 @@ import (
 
 // probeScript runs in the sandbox as the exec agent (the image has perl,
 // not curl): it tries every way out named in targets.txt ("tcp ADDR PORT",
-// "udp ADDR PORT", "proxy URL") and writes one line per try to
+// "udp ADDR PORT", "proxy URL", "dns NAME": only for a name of a test's
+// own stand-in) and writes one line per try to
 // probe-out.txt, which the runner commits and pushes. "routes" writes the
 // sandbox's routes but the loopback's ("ROUTE ...", a default route
 // "OPEN default route ...") and its resolvers ("resolver ADDR"): the probe
@@ -62,6 +63,9 @@ for (@targets) {
 		}
 		if (open(my $r, '<', '/etc/resolv.conf')) { while (<$r>) { print "resolver $1\n" if /^\s*nameserver\s+(\S+)/; } }
 		print "routes read\n";
+	} elsif ($kind eq 'dns') {
+		my @addrs = gethostbyname($a);
+		print @addrs ? "OPEN dns $a\n" : "closed dns $a\n";
 	} elsif ($kind eq 'proxy') {
 		my $c = IO::Socket::INET->new(PeerAddr => '127.0.0.1', PeerPort => 3128, Proto => 'tcp', Timeout => 5);
 		if (!$c) { print "closed proxy $a (no proxy: $@)\n"; next; }

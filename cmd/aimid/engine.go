@@ -63,7 +63,7 @@ func openBackend(ctx context.Context, cfg *configs.Config, o options, log *slog.
 			return backend{}, fmt.Errorf("engine.backend is swarm but no engine answers at %s: %w (set engine.host to a Swarm mode manager's endpoint, or DOCKER_HOST)", cli.DaemonHost(), err)
 		}
 		cli.NegotiateAPIVersion(ctx)
-		eng, err := swarmmode.New(ctx, cli, swarmmode.Options{HostAddr: cfg.Git.Address, StopGrace: cfg.Swarm.StopGrace, Logger: log, Instance: instance})
+		eng, err := swarmmode.New(ctx, cli, swarmmode.Options{HostAddr: cfg.Git.Address, StopGrace: cfg.Swarm.StopGrace, Logger: log, Instance: instance, NodeHost: cfg.Engine.NodeHost})
 		if err != nil {
 			cli.Close()
 			return backend{}, fmt.Errorf("engine.backend is swarm: %w", err)

@@ -120,12 +120,14 @@ func closeCluster() {
 }
 
 // swarmSettings are the daemon's settings for the cluster: the swarm
-// backend on the manager, the git service where the nodes reach the test
-// machine.
+// backend on the manager, the nodes' engines (so that cleanups take the
+// task containers off the shared cluster's nodes), the git service where
+// the nodes reach the test machine.
 func swarmSettings(c *clustertest.Cluster, image string) []string {
 	return []string{
 		"AIMI_ENGINE_BACKEND=swarm",
 		"AIMI_ENGINE_HOST=" + c.Manager().Host,
+		"AIMI_ENGINE_NODE_HOST=" + c.NodeHostTemplate(),
 		"AIMI_GIT_ADDRESS=" + c.Gateway,
 		"AIMI_SANDBOX_IMAGE=" + image,
 		"AIMI_SANDBOX_MEMORY=256m",
@@ -481,7 +483,7 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 	checkExactJournals(t, repo, sw, 4)
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()
-	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock)})
+	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock), NodeHost: c.NodeHostTemplate()})
 	if err != nil {
 		t.Fatal(err)
 	}

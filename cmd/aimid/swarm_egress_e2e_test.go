@@ -23,7 +23,6 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
-	"github.com/aimi-tools/swarm/internal/nstest"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -34,12 +33,15 @@ import (
 // every interface (at git.address, where the daemon's door is, and the
 // machine's other addresses, TCP and UDP), the door itself, each node's
 // address at its Swarm port (a service of the node), a container on
-// another network, and a test host in a network namespace of this machine
-// standing in for the outside (HTTPS, a resolver's port, a link-local
-// address for the metadata service), and read their routes (no default
-// route) and resolvers. None answers; each probe's branch comes back through the git service,
-// an address egress.allow names answers through the proxy, and a host no
-// rule names is refused and journaled as egress-denied, on every node.
+// another network, and a stand-in for everything beyond the nodes (a
+// container on the nodes' own network, at the ports of the web, DNS and
+// the metadata service, by TCP, UDP and by its name, which the nodes
+// resolve): every target is on this machine. None answers; each probe's
+// branch comes back through the git service, an address egress.allow
+// names answers through the proxy, and a host no rule names is refused
+// and journaled as egress-denied, on every node. Each sandbox's resolver
+// is the engine's own in its namespace, whose only upstream is a loopback
+// address of that namespace, and it has no default route.
 func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 	parallelCluster(t)
 	image := sandboxImage(t)
@@ -47,11 +49,8 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
-	var tcpHits, udpHits, outHits atomic.Int64
+	var tcpHits, udpHits atomic.Int64
 	hostPort, udpPort := hostListeners(t, &tcpHits, &udpHits)
-	outside := nstest.New(t)
-	countAccepts(outside.Listen(t, 443), &outHits)
-	countPackets(outside.ListenPacket(t, 53), &outHits)
 	allowed := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "allowed") })}
 	allowedLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -62,7 +61,7 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 
 	dir := shortDir(t)
 	sock, dataDir := filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")
-	config := "agent:\n  kind: exec\n  command: HOSTPORT=" + strconv.Itoa(hostPort) + " perl probe.pl\ngit:\n  mode: local\negress:\n  allow:\n    - \"" + allowedLn.Addr().String() + "\"\n"
+	config := "agent:\n  kind: exec\n  command: " + sandboxNetCommand + "; HOSTPORT=" + strconv.Itoa(hostPort) + " perl probe.pl\ngit:\n  mode: local\negress:\n  allow:\n    - \"" + allowedLn.Addr().String() + "\"\n"
 	p := launchAimid(t, sock, dataDir, config, "debug", cleanEnv(), swarmSettings(c, image)...)
 	defer p.stop(t)
 	door, err := os.ReadFile(filepath.Join(dataDir, "net", "door.port"))
@@ -70,7 +69,8 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 		t.Fatalf("the daemon keeps no door port: %v", err)
 	}
 
-	targets := swarmEgressTargets(t, ctx, c, image, strings.TrimSpace(string(door)), hostPort, udpPort, allowedLn.Addr().String(), outside)
+	w := startWorld(t, ctx, c, image)
+	targets := swarmEgressTargets(t, ctx, c, image, w, strings.TrimSpace(string(door)), hostPort, udpPort, allowedLn.Addr().String())
 	repo, branches := swarmProbeRepo(t, targets, 3)
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -94,9 +94,13 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 			continue
 		}
 		checkProbe(t, b, gittest.Git(t, repo, "show", b+":probe-out.txt"))
+		checkSandboxNet(t, b, func(f string) string { return gittest.Git(t, repo, "show", b+":"+f) })
 	}
-	if n, m, o := tcpHits.Load(), udpHits.Load(), outHits.Load(); n != 0 || m != 0 || o != 0 {
-		t.Errorf("the test machine's service got %d TCP connections and %d UDP packets from the sandboxes, the outside %d", n, m, o)
+	if hits := w.hits(t, ctx); len(hits) != 0 {
+		t.Errorf("the stand-in for the world off the sandboxes' network (%s) got: %s", w.name, strings.Join(hits, "; "))
+	}
+	if n, m := tcpHits.Load(), udpHits.Load(); n != 0 || m != 0 {
+		t.Errorf("the test machine's service got %d TCP connections and %d UDP packets from the sandboxes", n, m)
 	}
 	for _, d := range view.Containers {
 		code, logs, errOut := aimi(ctx, "swarm", "logs", d.Name, "--repo", repo, "--socket", sock)
@@ -104,7 +108,7 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 			t.Errorf("%s (node %s): the refusal is not in the journal: exit %d\n%s\n%s", d.Name, d.Node, code, logs, errOut)
 		}
 	}
-	eng, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock)})
+	eng, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock), NodeHost: c.NodeHostTemplate()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,9 +122,10 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 // swarmEgressTargets are the probes' targets: the daemon's door on the
 // cluster's gateway, the host's services on each of its addresses, every
 // node's swarm ports, a container on another network, the stand-in for
-// the outside, the sandbox's routes and resolvers, and through the proxy
-// the allowed service and a host no rule names.
-func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluster, image, door string, hostPort, udpPort int, allowed string, outside *nstest.Host) []string {
+// the world beyond the nodes (w: its web, DNS and metadata ports, and its
+// name, which every node resolves), and through the proxy the allowed
+// service and a host no rule names.
+func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluster, image string, w *world, door string, hostPort, udpPort int, allowed string) []string {
 	t.Helper()
 	targets := []string{fmt.Sprintf("tcp %s %s", c.Gateway, door)}
 	addrs, _ := net.InterfaceAddrs()
@@ -134,8 +139,9 @@ func swarmEgressTargets(t *testing.T, ctx context.Context, c *clustertest.Cluste
 	}
 	targets = append(targets,
 		fmt.Sprintf("tcp %s 8080", otherNetworkContainer(t, ctx, image)),
-		fmt.Sprintf("tcp %s 443", outside.Addr), fmt.Sprintf("udp %s 53", outside.Addr),
-		fmt.Sprintf("tcp %s 443", outside.LinkLocal), "routes",
+		// The world off the sandboxes' network, on this machine: every
+		// node reaches it, and resolves its name.
+		"tcp "+w.addr+" 80", "tcp "+w.addr+" 443", "tcp "+w.addr+" 53", "udp "+w.addr+" 53", "dns "+w.name,
 		"proxy http://"+allowed+"/ok",
 		"proxy http://denied.example/",
 	)
@@ -225,10 +231,10 @@ func swarmProbeRepo(t *testing.T, targets []string, n int) (string, []string) {
 	return repo, branches
 }
 
-// checkSandboxResolver: the test machine has no outside DNS to leak to, so
-// the closure is checked where it is made: every sandbox service of repo
-// sends names its overlay does not know to an upstream nobody can reach,
-// never to the node's resolver.
+// checkSandboxResolver: every sandbox service of the swarm sends names its
+// overlay does not know to the upstream swarmmode gives it (a loopback
+// address of the sandbox's own namespace: checkSandboxNet), never to the
+// node's resolver.
 func checkSandboxResolver(t *testing.T, ctx context.Context, c *clustertest.Cluster, swarmID string, want int) {
 	t.Helper()
 	svcs, err := c.Manager().Client.ServiceList(ctx, swarm.ServiceListOptions{Filters: filters.NewArgs(filters.Arg("label", contract.LabelSwarmID+"="+swarmID))})
@@ -242,8 +248,8 @@ func checkSandboxResolver(t *testing.T, ctx context.Context, c *clustertest.Clus
 			continue // a relay: it dials the door by address
 		}
 		sandboxes++
-		if cs.DNSConfig == nil || !slices.Equal(cs.DNSConfig.Nameservers, []string{swarmmode.UnreachableResolver}) {
-			t.Errorf("sandbox service %s resolves outside names through %+v, want only %s", s.Spec.Name, cs.DNSConfig, swarmmode.UnreachableResolver)
+		if cs.DNSConfig == nil || !slices.Equal(cs.DNSConfig.Nameservers, []string{swarmmode.SandboxResolver}) {
+			t.Errorf("sandbox service %s resolves outside names through %+v, want only %s", s.Spec.Name, cs.DNSConfig, swarmmode.SandboxResolver)
 		}
 	}
 	if sandboxes != want {

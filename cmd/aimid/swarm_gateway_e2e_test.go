@@ -78,7 +78,7 @@ func TestSwarmBackendModelKeyStaysInTheDaemon(t *testing.T) {
 			t.Error("a CLI answer holds the key")
 		}
 	}
-	eng, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock)})
+	eng, err := swarmmode.New(ctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock), NodeHost: c.NodeHostTemplate()})
 	if err != nil {
 		t.Fatal(err)
 	}

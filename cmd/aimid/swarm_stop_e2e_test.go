@@ -63,7 +63,7 @@ func TestSwarmBackendStop(t *testing.T) {
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
 	defer ccancel()
-	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock)})
+	eng, err := swarmmode.New(cctx, c.Manager().Client, swarmmode.Options{Instance: testInstance(sock), NodeHost: c.NodeHostTemplate()})
 	if err != nil {
 		t.Fatal(err)
 	}
