@@ -38,6 +38,8 @@ type SwarmView struct {
 	// Conflicts is the conflict radar's last look: the pairs of branches
 	// (or a branch and the landing target) that would conflict or overlap.
 	Conflicts []Conflict `json:"conflicts,omitempty"`
+	// Land is the swarm's last land (aimi swarm land), nil before one.
+	Land *LandReport `json:"land,omitempty"`
 	// Summary counts the containers by status, those completed with
 	// failed stories apart (state.Summarize); derived from State.
 	Summary *state.Summary `json:"summary,omitempty"`

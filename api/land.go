@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // RouteLand lands a swarm's completed branches (LandRequest, LandReport).
 const RouteLand = "POST /v1/swarms/land"
 
@@ -32,6 +34,11 @@ type LandReport struct {
 	// Take is the one command that moves Onto to the landed work (a
 	// fast-forward), "" when nothing landed.
 	Take string `json:"take,omitempty"`
+	// Running is true while the land goes on (the record the daemon keeps
+	// beside the swarm's journals says so after a crash, too); Updated is
+	// when the record last changed.
+	Running bool      `json:"running,omitempty"`
+	Updated time.Time `json:"updated"`
 }
 
 // LandResult is one container's outcome: "landed", "fixed" or "held"
@@ -46,4 +53,9 @@ type LandResult struct {
 	Merge     string   `json:"merge,omitempty"`
 	Files     []string `json:"files,omitempty"`
 	Verify    string   `json:"verify,omitempty"`
+	// Fixup names the fix-up container of a conflict or failed check.
+	Fixup string `json:"fixup,omitempty"`
 }
+
+// LandFixing is the outcome of a branch whose fix-up runs now.
+const LandFixing = "fixing"

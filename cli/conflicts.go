@@ -60,20 +60,33 @@ func conflictFiles(files []string) string {
 	return s
 }
 
-// withConflicts is the state document doc with the view's conflicts
-// added as its "conflicts" member (status --json: the state file's shape,
-// plus what the radar saw, which the file does not keep).
-func withConflicts(doc, conflicts []byte) []byte {
-	conflicts = bytes.TrimSpace(conflicts)
-	if len(conflicts) == 0 || bytes.Equal(conflicts, []byte("null")) || len(doc) < 2 || doc[0] != '{' || doc[len(doc)-1] != '}' {
+// withMembers is the state document doc with the view's members the
+// state file does not keep (the radar's conflicts, the last land) added,
+// in order, as members of its own object: status --json prints the state
+// file's shape plus what only the daemon knows.
+func withMembers(doc []byte, members ...member) []byte {
+	if len(doc) < 2 || doc[0] != '{' || doc[len(doc)-1] != '}' {
 		return doc
 	}
-	out := make([]byte, 0, len(doc)+len(conflicts)+16)
-	out = append(out, doc[:len(doc)-1]...)
-	if len(bytes.TrimSpace(doc[1:len(doc)-1])) > 0 {
-		out = append(out, ',')
+	out := append([]byte(nil), doc[:len(doc)-1]...)
+	empty := len(bytes.TrimSpace(doc[1:len(doc)-1])) == 0
+	for _, m := range members {
+		v := bytes.TrimSpace(m.value)
+		if len(v) == 0 || bytes.Equal(v, []byte("null")) {
+			continue
+		}
+		if !empty {
+			out = append(out, ',')
+		}
+		empty = false
+		out = append(append(append(out, '"'), m.name...), `":`...)
+		out = append(out, v...)
 	}
-	out = append(out, `"conflicts":`...)
-	out = append(out, conflicts...)
 	return append(out, '}')
+}
+
+// member is one named JSON value for withMembers.
+type member struct {
+	name  string
+	value []byte
 }

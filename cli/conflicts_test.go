@@ -52,3 +52,22 @@ func TestStatusJSONCarriesTheConflicts(t *testing.T) {
 		t.Errorf("status --json without conflicts: %q %v", b.String(), err)
 	}
 }
+
+func TestStatusSumsTheLandUp(t *testing.T) {
+	var b bytes.Buffer
+	printLandLine(&b, &api.LandReport{Onto: "main", Branch: "aimi/land/x", Running: true, Results: []api.LandResult{
+		{Outcome: "landed"}, {Outcome: "landed"}, {Outcome: api.LandFixing}, {Outcome: "held"}}})
+	if got := b.String(); got != "Land (land running): onto main as aimi/land/x: 2 landed, 1 fixing, 1 held\n" {
+		t.Errorf("land line %q", got)
+	}
+	b.Reset()
+	printLandLine(&b, nil)
+	if b.Len() != 0 {
+		t.Errorf("no land printed %q", b.String())
+	}
+	b.Reset()
+	view := `{"state":{"swarmId":"x"},"land":{"branch":"aimi/land/x","results":[]}}`
+	if err := printStatusJSON(&b, []byte(view), false); err != nil || !strings.Contains(b.String(), `"land": {`) {
+		t.Errorf("status --json: %q %v, want the land member", b.String(), err)
+	}
+}

@@ -28,6 +28,7 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 	printGitRefused(w, v)
 	printLimitWaits(w, v)
 	printConflicts(w, v)
+	printLandLine(w, v.Land)
 	printContainerErrors(w, v)
 }
 
@@ -145,6 +146,7 @@ func printStatusJSON(w io.Writer, body []byte, detail bool) error {
 		var v struct {
 			State     json.RawMessage `json:"state"`
 			Conflicts json.RawMessage `json:"conflicts"`
+			Land      json.RawMessage `json:"land"`
 		}
 		if err := json.Unmarshal(doc, &v); err != nil {
 			return swarmErr(fmt.Errorf("decode answer of GET /v1/swarms/status: %w", err))
@@ -153,7 +155,7 @@ func printStatusJSON(w io.Writer, body []byte, detail bool) error {
 		if doc == nil {
 			doc = []byte("null")
 		}
-		doc = withConflicts(bytes.TrimSpace(doc), v.Conflicts)
+		doc = withMembers(bytes.TrimSpace(doc), member{"conflicts", v.Conflicts}, member{"land", v.Land})
 	}
 	var out bytes.Buffer
 	out.Grow(len(doc) * 2)

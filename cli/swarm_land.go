@@ -91,3 +91,28 @@ func printLand(w io.Writer, rep api.LandReport) {
 		fmt.Fprintln(w, "Nothing landed.")
 	}
 }
+
+// printLandLine sums the swarm's last land up under the status table.
+func printLandLine(w io.Writer, rep *api.LandReport) {
+	if rep == nil {
+		return
+	}
+	counts := map[string]int{}
+	for _, r := range rep.Results {
+		counts[r.Outcome]++
+	}
+	var parts []string
+	for _, o := range []string{"landed", "fixed", api.LandFixing, "held"} {
+		if counts[o] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[o], o))
+		}
+	}
+	if len(parts) == 0 {
+		parts = []string{"nothing landed yet"}
+	}
+	state := "last land"
+	if rep.Running {
+		state = "land running"
+	}
+	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "))
+}

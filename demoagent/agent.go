@@ -27,7 +27,13 @@ const (
 	// MarkerRefuseFix makes the agent refuse a land's fix-up whose prompt
 	// quotes it (a story's criteria carry it); its own story runs as usual.
 	MarkerRefuseFix = "[demo:refuse-fix]"
+	// MarkerSlowFix makes the agent take slowFixFor over a land's fix-up
+	// whose prompt quotes it (a test stops the daemon meanwhile).
+	MarkerSlowFix = "[demo:slow-fix]"
 )
+
+// slowFixFor is how long [demo:slow-fix] waits before it resolves.
+const slowFixFor = 20 * time.Second
 
 // slowFor is how long [demo:slow] waits: long enough for any test to stop
 // the runner mid-story, short enough that a forgotten marker ends eventually.

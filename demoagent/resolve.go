@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -18,6 +19,14 @@ func (t *turn) resolveAll(ctx context.Context, story string, files [][]string) (
 	}
 	if err := t.say(ctx, fmt.Sprintf("Demo agent (no model) resolving %d conflicted file(s) for %s. ", len(files), story)); err != nil {
 		return "", err
+	}
+	if strings.Contains(t.prompt, MarkerSlowFix) {
+		t.a.log.Debug(LogSlow, "story", story, "for", slowFixFor)
+		select {
+		case <-time.After(slowFixFor):
+		case <-ctx.Done():
+			return acp.StopReasonCancelled, nil
+		}
 	}
 	for _, m := range files {
 		target := filepath.Clean(m[1])

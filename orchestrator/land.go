@@ -72,12 +72,16 @@ func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport
 			return nil
 		}}
 	defer os.RemoveAll(lr.scratch)
+	lr.progress = func(r api.LandResult) { rep.Results = withResult(rep.Results, r); sw.noteLand(&rep) }
+	rep.Running = true
+	sw.noteLand(&rep)
+	defer func() { rep.Running = false; sw.noteLand(&rep) }()
 	for _, c := range queue {
 		res, err := lr.landOne(ctx, c)
 		if err != nil {
 			return rep, err
 		}
-		rep.Results = append(rep.Results, res)
+		lr.progress(res)
 		m.log.Info("land", "swarm", sw.id, "container", c.name, "outcome", res.Outcome, "reason", res.Reason)
 	}
 	if rep.Tip, err = tr.Tip(ctx); err != nil {
@@ -90,7 +94,28 @@ func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport
 		}
 		rep.Take = fmt.Sprintf("git checkout %s && git merge --ff-only %s", rep.Onto, branch)
 	}
+	rep.Running = false // the deferred save writes it; the answer is a copy
 	return rep, nil
+}
+
+// withResult is rs with r in place of the container's earlier entry (a
+// fix-up's "fixing"), or added.
+func withResult(rs []api.LandResult, r api.LandResult) []api.LandResult {
+	for i := range rs {
+		if rs[i].Container == r.Container {
+			rs[i] = r
+			return rs
+		}
+	}
+	return append(rs, r)
+}
+
+// noteLand saves the land's record; a record that cannot be written is
+// logged (the land itself is in git, and goes on).
+func (sw *swarm) noteLand(rep *api.LandReport) {
+	if err := sw.saveLand(rep); err != nil {
+		sw.m.log.Warn("land: the record was not written; status may show an older one", "swarm", sw.id, "err", err)
+	}
 }
 
 // landQueue is the completed containers in landing order (order first,

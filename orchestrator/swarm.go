@@ -45,8 +45,10 @@ type swarm struct {
 	wave    *startWave  // its containers starting now (startWave); nil until the first
 	radar   *swarmRadar // the conflict radar, from the first push on (radarKick)
 
-	// landing is held by the swarm's one land at a time (Land).
-	landing sync.Mutex
+	// landing is held by the swarm's one land at a time (Land); lastLand
+	// is its record (guarded by mu).
+	landing  sync.Mutex
+	lastLand *api.LandReport
 }
 
 // ctr is one container of a swarm. Its fields from id on are guarded by
