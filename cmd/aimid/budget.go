@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,10 +30,44 @@ import (
 func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, meter *usageObserver, log *slog.Logger) gitserve.Budgets {
 	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log, configs.Load), Seed: journaledSpend, Logger: log})
 	meter.onSpend(k.Add)
-	if git != nil {
-		git.SetBudgets(k)
+	var b gitserve.Budgets = k
+	if d, err := time.ParseDuration(os.Getenv(envBudgetDelay)); err == nil && d > 0 {
+		log.Warn("budget answers are delayed (a test hook)", "env", envBudgetDelay, "delay", d)
+		b = slowBudgets{Budgets: k, delay: d}
 	}
-	return k
+	if git != nil {
+		git.SetBudgets(b)
+	}
+	return b
+}
+
+// envBudgetDelay, a duration, delays every budget answer: a test hook
+// that stands in for a daemon slow to answer (loaded, or just restarted).
+const envBudgetDelay = "AIMI_TEST_BUDGET_DELAY"
+
+// slowBudgets answers after delay, or not at all when the question is
+// given up meanwhile.
+type slowBudgets struct {
+	gitserve.Budgets
+	delay time.Duration
+}
+
+func (s slowBudgets) ServeBudget(w http.ResponseWriter, r *http.Request, from gitserve.Caller) {
+	// The question is read first: the socket bounds the time a request
+	// may take to arrive, and the delay is the daemon's, not the sender's.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, contract.BudgetMaxBody))
+	if err != nil {
+		http.Error(w, "aimi: budget question refused: not a budget request", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		s.Budgets.ServeBudget(w, r, from)
+	case <-r.Context().Done():
+	}
 }
 
 // budgetLimits reads the budgets of a repository's swarm at each question,
