@@ -15,6 +15,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/tasks"
 )
 
 // budgetAttempt bounds one budget question: a daemon that takes longer
@@ -138,9 +139,9 @@ func (r *run) budgetAllows(ctx context.Context, sc *sched, id string) bool {
 	return true
 }
 
-// check asks until the daemon answers (or the run is stopped). A wait
-// longer than g.note is said in next's status, once.
-func (g *budgetGate) check(ctx context.Context, r *run, next string) {
+// question is what the daemon is asked: the stories finished (the latest
+// ones, within the bound) and those in flight.
+func (g *budgetGate) question() contract.BudgetRequest {
 	q := contract.BudgetRequest{Stories: g.finished}
 	if len(q.Stories) > contract.BudgetMaxStories {
 		q.Stories = q.Stories[len(q.Stories)-contract.BudgetMaxStories:]
@@ -148,11 +149,27 @@ func (g *budgetGate) check(ctx context.Context, r *run, next string) {
 	if q.Stories == nil {
 		q.Stories = []contract.BudgetStory{}
 	}
+	for id, start := range g.started {
+		if len(q.Running) < contract.BudgetMaxStories {
+			q.Running = append(q.Running, contract.BudgetStory{ID: id, Start: start.Format(time.RFC3339Nano)})
+		}
+	}
+	return q
+}
+
+// check asks until the daemon answers (or the run is stopped). A wait
+// longer than g.note is said in next's status, once (next is "" when no
+// story waits to begin).
+func (g *budgetGate) check(ctx context.Context, r *run, next string) {
+	q := g.question()
 	start := time.Now()
 	var noted sync.Once
 	say := func(why string) {
+		if next == "" {
+			return
+		}
 		noted.Do(func() {
-			r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: next, Status: acpmsg.StoryPending,
+			r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: next, Status: r.storyStatus(next),
 				Output: acpmsg.TruncateOutput(fmt.Sprintf("%s waits for the daemon's answer to the budget question (swarm.budget, agent.story_budget) before it begins: %s; asking again until it answers.", next, why))})
 		})
 	}
@@ -223,4 +240,56 @@ func (r *run) budgetStopped(sc *sched) bool {
 	}
 	r.errs = append(r.errs, sc.gate.stop)
 	return true
+}
+
+// budgetCut asks the daemon, when a story ended failed, whether the budget
+// ended it (the model gateway refuses the calls of a container past its
+// budget's grace, and an agent so refused ends its turn in error). If the
+// budget is reached the story is not failed but cut off: finish commits
+// its work so far and puts it back to be done, as after a stop, and the
+// run begins nothing more.
+func (r *run) budgetCut(ctx context.Context, sc *sched, res storyResult) storyResult {
+	g := sc.gate
+	if res.status != tasks.Failed || g == nil || g.off {
+		return res
+	}
+	if g.stop == "" {
+		g.check(ctx, r, "")
+	}
+	if g.stop != "" {
+		res.overBudget = true
+	}
+	return res
+}
+
+// finishOverBudget records a story the budget cut off: its work so far is
+// committed and pushed (from its worktree, when isolated) and it is put
+// back as it was before this run, to go on after a resume.
+func (r *run) finishOverBudget(ctx context.Context, res storyResult, s *tasks.Story, stopped bool) {
+	msg := fmt.Sprintf("%s: %s (work so far; %s)", s.ID, s.Title, acpmsg.CodeBudgetExceeded)
+	if res.dir != "" {
+		gctx, cancel := gitContext(ctx, stopped)
+		defer cancel()
+		defer r.git.removeWorktree(gctx, res.dir)
+		if _, err := r.git.applyWorktree(gctx, res.dir, r.req.TaskFilePath, msg); err != nil {
+			r.log.Warn("the work so far of a story the budget cut off could not be kept", "story", s.ID, "err", err)
+		}
+	}
+	r.setStatus(s.ID, res.prev, appendNote(s.Notes, "cut off by the budget ("+acpmsg.CodeBudgetExceeded+"); its work so far is committed"))
+	r.persist(ctx, msg, stopped)
+	// Reported as still in progress, as a story a stop cut off (the
+	// put-back is the task file's, never a report's).
+	r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: s.ID, Status: acpmsg.StoryInProgress,
+		Output: acpmsg.TruncateOutput(fmt.Sprintf("%s was cut off: its container's model calls are past the budget (%s); its work so far is committed and it goes on after 'aimi swarm resume'. The agent's last word: %s", s.ID, acpmsg.CodeBudgetExceeded, oneLine(res.output, 600)))})
+}
+
+// storyStatus is story id's status in the task file (pending when it is
+// not there): a report that changes nothing.
+func (r *run) storyStatus(id string) string {
+	for _, s := range r.file.UserStories {
+		if s.ID == id {
+			return string(s.Status)
+		}
+	}
+	return acpmsg.StoryPending
 }

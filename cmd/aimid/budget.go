@@ -19,6 +19,7 @@ import (
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -26,10 +27,14 @@ import (
 // model gateway's meter tells it the cost of every call that began after
 // it (earlier ones it reads back from the journals), and the runners ask it
 // at each story boundary on their own budget sockets (sandboxes without a
-// network, either git mode) or else through the daemon's git service.
-func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, meter *usageObserver, log *slog.Logger) gitserve.Budgets {
+// network, either git mode) or else through the daemon's git service. The
+// model gateway asks it before every call (the budgets' hard cap).
+func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, models orchestrator.ModelAccess, meter *usageObserver, log *slog.Logger) gitserve.Budgets {
 	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log, configs.Load), Seed: journaledSpend, Logger: log})
 	meter.onSpend(k.Add)
+	if ma, ok := models.(modelAdapter); ok && ma.Service != nil {
+		ma.Service.SetBudget(k)
+	}
 	var b gitserve.Budgets = k
 	if d, err := time.ParseDuration(os.Getenv(envBudgetDelay)); err == nil && d > 0 {
 		log.Warn("budget answers are delayed (a test hook)", "env", envBudgetDelay, "delay", d)
@@ -98,7 +103,7 @@ func budgetLimits(global *configs.Config, base configs.LoadOptions, log *slog.Lo
 			log.Warn("budgets: the configuration does not read now; the daemon's own budgets hold", "repo", repoPath, "err", err)
 			c = global
 		}
-		lim := budget.Limits{Swarm: c.Swarm.Budget, Story: c.Agent.StoryBudget}
+		lim := budget.Limits{Swarm: c.Swarm.Budget, Story: c.Agent.StoryBudget, Grace: c.Swarm.BudgetGrace}
 		mu.Lock()
 		if stable && err == nil {
 			last[repoPath] = read{stamp, lim}
