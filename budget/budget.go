@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +24,10 @@ const maxPoints = 1 << 18
 type Limits struct {
 	Swarm float64 // swarm.budget: all containers of the swarm together
 	Story float64 // agent.story_budget: one story of one container
+	// Grace is how far past a budget, as a fraction of it, a container's
+	// model calls still go through (swarm.budget_grace); past it the
+	// gateway refuses them (Refusal).
+	Grace float64
 }
 
 // Spend is one model call's cost, as a journal read back holds it.
@@ -55,8 +60,13 @@ type Keeper struct {
 
 type swarmSpend struct {
 	seeded bool
+	repo   string // the repository, as its runners' questions name it
 	total  float64
 	calls  map[string][]point // container -> calls, oldest first
+	// open is when the oldest story in flight of each container began,
+	// as its last question said (its story budget's hard cap counts from
+	// there).
+	open map[string]time.Time
 }
 
 type point struct {
@@ -87,7 +97,7 @@ func (k *Keeper) Add(sb contract.Sandbox, at time.Time, cost float64) {
 func (k *Keeper) swarm(id string) *swarmSpend {
 	s := k.swarms[id]
 	if s == nil {
-		s = &swarmSpend{calls: map[string][]point{}}
+		s = &swarmSpend{calls: map[string][]point{}, open: map[string]time.Time{}}
 		k.swarms[id] = s
 	}
 	return s
@@ -145,8 +155,83 @@ func (k *Keeper) Spent(swarmID string) float64 {
 // container).
 var storyIDRE = regexp.MustCompile(acpmsg.PatternStoryID)
 
-// Check answers one container's question at a story boundary.
+// Check answers one container's question at a story boundary, and notes
+// its stories in flight for Refusal.
 func (k *Keeper) Check(ctx context.Context, repoPath string, sb contract.Sandbox, req contract.BudgetRequest) contract.BudgetAnswer {
+	now := time.Now()
+	ans := k.decide(ctx, repoPath, sb, req)
+	k.noteOpen(repoPath, sb, req.Running, now, ans.State == contract.BudgetGo)
+	return ans
+}
+
+// noteOpen keeps when sb's oldest story in flight began: of running, and
+// now for the story a go lets begin.
+func (k *Keeper) noteOpen(repoPath string, sb contract.Sandbox, running []contract.BudgetStory, now time.Time, begins bool) {
+	var oldest time.Time
+	if begins {
+		oldest = now
+	}
+	for _, st := range running {
+		start, err := time.Parse(time.RFC3339Nano, st.Start)
+		if err == nil && storyIDRE.MatchString(st.ID) && (oldest.IsZero() || start.Before(oldest)) {
+			oldest = start
+		}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	s := k.swarm(sb.Swarm)
+	s.repo = repoPath
+	if oldest.IsZero() {
+		delete(s.open, sb.Container)
+		return
+	}
+	s.open[sb.Container] = oldest
+}
+
+// Refusal says why the model gateway must refuse a call of sb ("" when
+// it may pass): its swarm's spend is past swarm.budget, or its story's
+// past agent.story_budget, by more than the grace. Until the container
+// asked its first question since the daemon started, nothing is refused
+// (the repository and its stories are not known yet).
+func (k *Keeper) Refusal(sb contract.Sandbox) string {
+	k.mu.Lock()
+	s := k.swarms[sb.Swarm]
+	repo := ""
+	if s != nil {
+		repo = s.repo
+	}
+	k.mu.Unlock()
+	if repo == "" {
+		return ""
+	}
+	lim := k.cfg.Limits(repo)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if limit := lim.Swarm * (1 + lim.Grace); lim.Swarm > 0 && s.total > limit {
+		return fmt.Sprintf("%s: the swarm spent %s, past its budget %s and its grace (swarm.budget, swarm.budget_grace %s%%): its model calls are refused. Raise swarm.budget and run 'aimi swarm resume' to go on.",
+			acpmsg.CodeBudgetExceeded, money(s.total), money(lim.Swarm), percent(lim.Grace))
+	}
+	start, ok := s.open[sb.Container]
+	if lim.Story <= 0 || !ok {
+		return ""
+	}
+	spent := 0.0
+	for _, p := range s.calls[sb.Container] {
+		if !p.at.Before(start) {
+			spent += p.cost
+		}
+	}
+	if limit := lim.Story * (1 + lim.Grace); spent > limit {
+		return fmt.Sprintf("%s: the story in flight spent %s, past its budget %s and its grace (agent.story_budget, swarm.budget_grace %s%%): its model calls are refused. Raise agent.story_budget and run 'aimi swarm resume' to go on.",
+			acpmsg.CodeBudgetExceeded, money(spent), money(lim.Story), percent(lim.Grace))
+	}
+	return ""
+}
+
+func percent(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) }
+
+// decide is Check's answer.
+func (k *Keeper) decide(ctx context.Context, repoPath string, sb contract.Sandbox, req contract.BudgetRequest) contract.BudgetAnswer {
 	swarmID, container := sb.Swarm, sb.Container
 	lim := k.cfg.Limits(repoPath)
 	if lim.Swarm <= 0 && lim.Story <= 0 {
@@ -178,7 +263,7 @@ func (k *Keeper) Check(ctx context.Context, repoPath string, sb contract.Sandbox
 			}
 		}
 		if spent >= lim.Story {
-			msg := fmt.Sprintf("%s: %s spent %s of its budget %s (agent.story_budget; model calls through the gateway at models.<provider>.prices); it finished and its work is kept, no further story was begun. See 'aimi swarm usage', raise agent.story_budget if stories like it need more, and run 'aimi swarm resume' to go on.",
+			msg := fmt.Sprintf("%s: %s spent %s of its budget %s (agent.story_budget; model calls through the gateway at models.<provider>.prices); it ended and its work is kept, no further story was begun. See 'aimi swarm usage', raise agent.story_budget if stories like it need more, and run 'aimi swarm resume' to go on.",
 				acpmsg.CodeBudgetExceeded, st.ID, money(spent), money(lim.Story))
 			k.cfg.Logger.Warn("story budget reached: the container begins no further story", "swarm", swarmID, "container", container, "story", st.ID, "spent", spent, "budget", lim.Story, "key", "agent.story_budget")
 			return contract.BudgetAnswer{State: contract.BudgetStop, Message: msg}

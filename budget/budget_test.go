@@ -100,3 +100,44 @@ func TestServeBudgetRefusesWhatIsNotARequest(t *testing.T) {
 		}
 	}
 }
+
+// The hard cap: past a budget by more than its grace, Refusal names it.
+// The swarm's counts all its calls; a story's counts the container's calls
+// since its oldest story in flight began, as its last question said.
+func TestRefusalPastTheBudgetAndItsGrace(t *testing.T) {
+	lim := &Limits{Swarm: 10, Grace: 0.1}
+	k := keeper(lim, nil)
+	a, b := contract.Sandbox{Swarm: "s", Container: "a"}, contract.Sandbox{Swarm: "s", Container: "b"}
+	if why := k.Refusal(a); why != "" {
+		t.Fatalf("before any question: %q", why)
+	}
+	k.Check(context.Background(), "/r", a, contract.BudgetRequest{})
+	k.Add(a, time.Now(), 6)
+	k.Add(b, time.Now(), 5)
+	if why := k.Refusal(a); why != "" {
+		t.Fatalf("11 of 10 within the grace of 1: %q", why)
+	}
+	k.Add(b, time.Now(), 0.5)
+	if why := k.Refusal(b); !strings.HasPrefix(why, "BUDGET_EXCEEDED: the swarm spent 11.5000, past its budget 10.0000 and its grace (swarm.budget, swarm.budget_grace 10%)") {
+		t.Fatalf("11.5 of 10: %q", why)
+	}
+	lim.Swarm, lim.Story = 0, 2
+	t0 := time.Now()
+	k.Check(context.Background(), "/r", a, contract.BudgetRequest{Running: []contract.BudgetStory{{ID: "US-001", Start: t0.Add(-time.Hour).Format(time.RFC3339Nano)}}})
+	if why := k.Refusal(a); !strings.HasPrefix(why, "BUDGET_EXCEEDED: the story in flight spent 6.0000, past its budget 2.0000") {
+		t.Fatalf("story since an hour ago: %q", why)
+	}
+	// A go for a new story, none in flight: it counts from now.
+	c := contract.Sandbox{Swarm: "s", Container: "c"}
+	k.Add(c, k.start, 5) // before the story: not its
+	if ans := k.Check(context.Background(), "/r", c, contract.BudgetRequest{}); ans.State != contract.BudgetGo {
+		t.Fatalf("c: %+v", ans)
+	}
+	if why := k.Refusal(c); why != "" {
+		t.Fatalf("new story: %q", why)
+	}
+	k.Add(c, time.Now().Add(time.Second), 2.3)
+	if why := k.Refusal(c); !strings.Contains(why, "spent 2.3000, past its budget 2.0000") {
+		t.Fatalf("2.3 of 2 past its grace 0.2: %q", why)
+	}
+}

@@ -15,4 +15,9 @@
 // aside are not read back. The limits are read again at every question
 // (Config.Limits), so a budget raised in the configuration takes effect at
 // the next `aimi swarm resume` without a daemon restart.
+//
+// A budget is also a hard cap: the model gateway asks Refusal before every
+// call, and a container past a budget by more than its grace
+// (swarm.budget_grace) has its calls refused; the runner, whose agent then
+// ends its turn in error, asks again and ends the story BUDGET_EXCEEDED.
 package budget

@@ -20,8 +20,11 @@ func TestBudgetsAreAmounts(t *testing.T) {
 		t.Fatalf("budgets %v %v, want 12.5 0.75", c.Swarm.Budget, c.Agent.StoryBudget)
 	}
 	d, err := Load(LoadOptions{UserConfigPath: "-", LookupEnv: env()})
-	if err != nil || d.Swarm.Budget != 0 || d.Agent.StoryBudget != 0 {
-		t.Fatalf("defaults: %v %v %v, want no budgets", d.Swarm.Budget, d.Agent.StoryBudget, err)
+	if err != nil || d.Swarm.Budget != 0 || d.Agent.StoryBudget != 0 || d.Swarm.BudgetGrace != 0.1 {
+		t.Fatalf("defaults: %v %v grace %v %v, want no budgets and a grace of 10%%", d.Swarm.Budget, d.Agent.StoryBudget, d.Swarm.BudgetGrace, err)
+	}
+	if g, err := Load(LoadOptions{UserConfigPath: "-", LookupEnv: env("AIMI_SWARM_BUDGET_GRACE", "2.5%")}); err != nil || g.Swarm.BudgetGrace != 0.025 {
+		t.Fatalf("grace 2.5%%: %v %v", g.Swarm.BudgetGrace, err)
 	}
 	r, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env("AIMI_GIT_MODE", "remote")})
 	if err != nil || r.Swarm.Budget != 12.5 || len(r.Warnings) != 0 {
@@ -42,6 +45,8 @@ func TestBudgetsAreAmounts(t *testing.T) {
 		{"story budget from the environment", "", []string{"AIMI_AGENT_STORY_BUDGET", "NaN"}, "agent.story_budget"},
 		{"negative story budget", "agent:\n  story_budget: -0.5\n", nil, "agent.story_budget"},
 		{"story budget infinite", "agent:\n  story_budget: .inf\n", nil, "agent.story_budget"},
+		{"grace without its sign", "swarm:\n  budget_grace: 0.1\n", nil, "swarm.budget_grace"},
+		{"negative grace", "", []string{"AIMI_SWARM_BUDGET_GRACE", "-5%"}, "swarm.budget_grace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			repo := t.TempDir()

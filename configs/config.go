@@ -109,6 +109,10 @@ type Swarm struct {
 	// Budget is what the swarm's model calls may spend (in the prices'
 	// currency) before its containers begin no further story; 0: none.
 	Budget float64
+	// BudgetGrace is how far past Budget or Agent.StoryBudget, as a
+	// fraction of that budget, the model gateway still lets a container's
+	// calls through (0.1: 10 %).
+	BudgetGrace float64
 }
 
 // Agent is what the runner inside each container drives.

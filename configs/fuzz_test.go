@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,6 +19,7 @@ func FuzzRepoConfig(f *testing.F) {
 	f.Add([]byte("sandbox: [1, 2]\n"))
 	f.Add([]byte("sandbox:\n  cpus: .5e1\n  pids: 0x20\n"))
 	f.Add([]byte("&a [*a]"))
+	f.Add([]byte("swarm:\n  budget: 5\n  budget_grace: 12.5%\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		repo := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755); err != nil {
@@ -44,6 +46,8 @@ func FuzzRepoConfig(f *testing.F) {
 			t.Fatalf("accepted max_containers %d", c.Swarm.MaxContainers)
 		case c.Swarm.Timeout <= 0 || c.Swarm.StopGrace <= 0:
 			t.Fatalf("accepted durations %+v", c.Swarm)
+		case !(c.Swarm.BudgetGrace >= 0) || math.IsInf(c.Swarm.BudgetGrace, 0) || !(c.Swarm.Budget >= 0) || !(c.Agent.StoryBudget >= 0):
+			t.Fatalf("accepted budgets %v %v grace %v", c.Swarm.Budget, c.Agent.StoryBudget, c.Swarm.BudgetGrace)
 		}
 		for k := range c.Task.EnvVars {
 			if !contract.ValidEnvKey(k) {

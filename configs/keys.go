@@ -33,6 +33,7 @@ var scalarKeys = []key{
 	{"swarm.timeout", "time limit per container"},
 	{"swarm.stop_grace", "time between SIGTERM and SIGKILL on stop"},
 	{"swarm.budget", "spend of a swarm's model calls after which its containers begin no further story (0: none)"},
+	{"swarm.budget_grace", "how far past swarm.budget or agent.story_budget (a percentage of it) the model gateway still passes a container's calls before it refuses them"},
 	{"agent.kind", "agent kind: demo, acp or exec"},
 	{"agent.command", "agent command line (acp, exec)"},
 	{"agent.verify_command", "command run after each story"},

@@ -6,8 +6,9 @@ package contract
 // (BudgetSocket) in either git mode, or, for a container without one, on
 // the daemon's git service's listener with its git token (never on a
 // remote origin). The body is a BudgetRequest as JSON; the answer a
-// BudgetAnswer. Any other answer (404, 503: a daemon without budgets or
-// one that is starting) lets the runner go on.
+// BudgetAnswer. Budgets fail closed: any other answer (503 from a daemon
+// that is starting), or none, is asked again until the daemon answers,
+// and the story waits.
 const BudgetPath = "/_aimi/budget"
 
 // BudgetSocket names the socket (BudgetSocket.sock in NetDir) on which a
@@ -42,6 +43,10 @@ const (
 // made meanwhile against agent.story_budget.
 type BudgetRequest struct {
 	Stories []BudgetStory `json:"stories"`
+	// Running are the stories in flight (Start only): with the story the
+	// question is for, when the answer is go, they are what the model
+	// gateway holds to agent.story_budget until the next question.
+	Running []BudgetStory `json:"running,omitempty"`
 }
 
 // BudgetStory is one finished story of the run.

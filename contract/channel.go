@@ -23,7 +23,7 @@ func ChannelConns(service string) int {
 	case AskSocket:
 		return 16 // a runner holds one per waiting story
 	case BudgetSocket:
-		return 4 // the runner asks once per story boundary
+		return 8 // the runner asks once per story boundary; held ones give way (aimid's takeover listener)
 	}
 	return 32
 }

@@ -104,6 +104,9 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, cl, http.StatusForbidden, "placeholder of another provider", "this key variable is for the "+rec.Provider+" provider")
 		return
 	}
+	if s.refuseOverBudget(w, cl, rec.sandbox()) {
+		return
+	}
 	release, ok := s.slot(r.Context(), rec.sandbox())
 	if !ok {
 		w.Header().Set("Retry-After", "5")

@@ -175,6 +175,7 @@ type Service struct {
 	limits    Limits
 	limiter   *limiter
 	met       metLimits // the limits each container's calls met
+	budget    budgetSlot
 	conns     *svclisten.Conns
 	proxy     http.Handler
 	sandboxServers

@@ -19,8 +19,8 @@ type budgetSlot struct {
 	b  Budgets
 }
 
-// SetBudgets makes the service pass contract.BudgetPath to b; before (or
-// with none), such requests get 404 and the runner goes on.
+// SetBudgets makes the service pass contract.BudgetPath to b; before,
+// such requests get 503 and the runner asks again (budgets fail closed).
 func (s *Service) SetBudgets(b Budgets) {
 	s.budget.mu.Lock()
 	s.budget.b = b
@@ -31,8 +31,12 @@ func (s *Service) serveBudget(w http.ResponseWriter, r *http.Request, rec record
 	s.budget.mu.Lock()
 	b := s.budget.b
 	s.budget.mu.Unlock()
-	if b == nil || r.Method != http.MethodPost {
-		deny(w, http.StatusNotFound, "aimi: no budgets are kept here")
+	switch {
+	case r.Method != http.MethodPost:
+		deny(w, http.StatusMethodNotAllowed, "aimi: budget questions are POSTed")
+		return
+	case b == nil:
+		deny(w, http.StatusServiceUnavailable, "aimi: budget questions are not taken yet (the daemon is starting); try again")
 		return
 	}
 	b.ServeBudget(w, r, Caller{RepoPath: rec.RepoPath, SwarmID: rec.SwarmKey, Container: rec.Container, Branch: rec.Branch})

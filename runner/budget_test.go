@@ -81,16 +81,52 @@ func TestBudgetStopsTheRunAtTheStoryBoundary(t *testing.T) {
 	}
 }
 
-// A git service that keeps no budgets (404) lets every story run.
-func TestNoBudgetServiceLetsTheRunGoOn(t *testing.T) {
+// Budgets fail closed: a daemon that does not answer the question (503
+// while it starts, 404, a refusal) holds the story at its boundary, which
+// says so in its status, and the question is asked until the daemon
+// answers; no story begins before.
+func TestBudgetQuestionWithoutAnAnswerHoldsTheStory(t *testing.T) {
 	f := fixture(t, linear)
 	s := newScenario(t, f, "budget-token")
 	s.cfg.CAFile, s.cfg.DaemonGit = s.srv.CAFile, true
-	s.srv.Handle(contract.BudgetPath, http.NotFoundHandler())
+	var mu sync.Mutex
+	asked := 0
+	s.srv.Handle(contract.BudgetPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked++
+		n := asked
+		mu.Unlock()
+		switch n {
+		case 1:
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+		case 2:
+			http.NotFound(w, r)
+		default:
+			json.NewEncoder(w).Encode(contract.BudgetAnswer{State: contract.BudgetGo})
+		}
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	var out syncbuf.Buffer
-	Run(context.Background(), s.cfg, strings.NewReader(s.request(t)), &out)
-	if c := completionOf(t, parseAll(t, out.String())); c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 {
+	Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out)
+	msgs := parseAll(t, out.String())
+	if c := completionOf(t, msgs); c.Status != acpmsg.CompletionCompleted || len(c.Errors) != 0 {
 		t.Fatalf("completion %+v", c)
+	}
+	ps := progressOf(msgs)
+	if len(ps) == 0 || ps[0].story != "US-001" || ps[0].status != acpmsg.StoryPending ||
+		!strings.Contains(ps[0].output, "US-001 waits for the daemon's answer to the budget question") || !strings.Contains(ps[0].output, "HTTP 503") {
+		t.Fatalf("first progress %+v, want US-001 pending, waiting for the budget answer", ps)
+	}
+	for _, p := range ps[1:] {
+		if p.status == acpmsg.StoryPending {
+			t.Errorf("the wait was said again: %+v", p)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if asked != 2+len(f.UserStories) {
+		t.Fatalf("asked %d times, want 2 unanswered and one per story", asked)
 	}
 }
 

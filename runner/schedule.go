@@ -21,6 +21,8 @@ type storyResult struct {
 	errText string       // for completion.errors, when failed
 	prev    tasks.Status // status before the story started
 	dir     string       // the story's worktree, when isolated
+	// overBudget: the budget cut the story off (budgetCut)
+	overBudget bool
 }
 
 // sched is one schedule call's bookkeeping.
@@ -109,7 +111,7 @@ func (r *run) schedule(ctx context.Context, be backend) (stopped bool) {
 		case res := <-sc.results:
 			delete(sc.running, res.id)
 			r.budgetEnded(sc, res.id)
-			r.finish(ctx, res, sc.idx, stopped)
+			r.finish(ctx, r.budgetCut(ctx, sc, res), sc.idx, stopped)
 		}
 	}
 	if !stopped && ctx.Err() != nil {
@@ -351,6 +353,10 @@ func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt, dir s
 func (r *run) finish(ctx context.Context, res storyResult, idx map[string]int, stopped bool) {
 	i := idx[res.id]
 	s := &r.file.UserStories[i]
+	if res.overBudget {
+		r.finishOverBudget(ctx, res, s, stopped)
+		return
+	}
 	if res.dir != "" {
 		gctx, cancel := gitContext(ctx, stopped)
 		defer cancel()

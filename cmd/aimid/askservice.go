@@ -44,22 +44,27 @@ func (s *slot[T]) get() T {
 // while the daemon is starting; at most conns connections are served.
 func (n *sandboxNet) serveOwn(ln net.Listener, sb contract.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) error {
 	srv := &http.Server{ReadHeaderTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			f := serve()
-			switch {
-			case r.URL.Path != path || r.Method != http.MethodPost:
-				http.Error(w, "aimi: not found (POST "+path+")", http.StatusNotFound)
-				return
-			case f == nil:
-				http.Error(w, "aimi: "+what+" are not taken yet (the daemon is starting); try again", http.StatusServiceUnavailable)
-				return
-			}
-			n.mu.Lock()
-			repo := n.repos[sb]
-			n.mu.Unlock()
-			f(w, r, gitserve.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
-		})}
+		Handler: n.ownHandler(sb, path, what, serve)}
 	return srv.Serve(egress.LimitListener(ln, conns))
+}
+
+// ownHandler answers POST path for sb with serve (see serveOwn).
+func (n *sandboxNet) ownHandler(sb contract.Sandbox, path, what string, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f := serve()
+		switch {
+		case r.URL.Path != path || r.Method != http.MethodPost:
+			http.Error(w, "aimi: not found (POST "+path+")", http.StatusNotFound)
+			return
+		case f == nil:
+			http.Error(w, "aimi: "+what+" are not taken yet (the daemon is starting); try again", http.StatusServiceUnavailable)
+			return
+		}
+		n.mu.Lock()
+		repo := n.repos[sb]
+		n.mu.Unlock()
+		f(w, r, gitserve.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
+	})
 }
 
 // serveAsk answers permission requests on sb's own ask socket.
@@ -68,17 +73,6 @@ func (n *sandboxNet) serveAsk(ln net.Listener, sb contract.Sandbox) error {
 		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
 			if a := n.asks.get(); a != nil {
 				return a.ServeAsk
-			}
-			return nil
-		})
-}
-
-// serveBudget answers budget questions on sb's own budget socket.
-func (n *sandboxNet) serveBudget(ln net.Listener, sb contract.Sandbox) error {
-	return n.serveOwn(ln, sb, contract.BudgetPath, "budget questions", contract.ChannelConns(contract.BudgetSocket),
-		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
-			if b := n.budgets.get(); b != nil {
-				return b.ServeBudget
 			}
 			return nil
 		})

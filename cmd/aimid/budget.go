@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +19,7 @@ import (
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -23,14 +27,52 @@ import (
 // model gateway's meter tells it the cost of every call that began after
 // it (earlier ones it reads back from the journals), and the runners ask it
 // at each story boundary on their own budget sockets (sandboxes without a
-// network, either git mode) or else through the daemon's git service.
-func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, meter *usageObserver, log *slog.Logger) gitserve.Budgets {
+// network, either git mode) or else through the daemon's git service. The
+// model gateway asks it before every call (the budgets' hard cap).
+func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, models orchestrator.ModelAccess, meter *usageObserver, log *slog.Logger) gitserve.Budgets {
 	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log, configs.Load), Seed: journaledSpend, Logger: log})
 	meter.onSpend(k.Add)
-	if git != nil {
-		git.SetBudgets(k)
+	if ma, ok := models.(modelAdapter); ok && ma.Service != nil {
+		ma.Service.SetBudget(k)
 	}
-	return k
+	var b gitserve.Budgets = k
+	if d, err := time.ParseDuration(os.Getenv(envBudgetDelay)); err == nil && d > 0 {
+		log.Warn("budget answers are delayed (a test hook)", "env", envBudgetDelay, "delay", d)
+		b = slowBudgets{Budgets: k, delay: d}
+	}
+	if git != nil {
+		git.SetBudgets(b)
+	}
+	return b
+}
+
+// envBudgetDelay, a duration, delays every budget answer: a test hook
+// that stands in for a daemon slow to answer (loaded, or just restarted).
+const envBudgetDelay = "AIMI_TEST_BUDGET_DELAY"
+
+// slowBudgets answers after delay, or not at all when the question is
+// given up meanwhile.
+type slowBudgets struct {
+	gitserve.Budgets
+	delay time.Duration
+}
+
+func (s slowBudgets) ServeBudget(w http.ResponseWriter, r *http.Request, from gitserve.Caller) {
+	// The question is read first: the socket bounds the time a request
+	// may take to arrive, and the delay is the daemon's, not the sender's.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, contract.BudgetMaxBody))
+	if err != nil {
+		http.Error(w, "aimi: budget question refused: not a budget request", http.StatusBadRequest)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		s.Budgets.ServeBudget(w, r, from)
+	case <-r.Context().Done():
+	}
 }
 
 // budgetLimits reads the budgets of a repository's swarm at each question,
@@ -61,7 +103,7 @@ func budgetLimits(global *configs.Config, base configs.LoadOptions, log *slog.Lo
 			log.Warn("budgets: the configuration does not read now; the daemon's own budgets hold", "repo", repoPath, "err", err)
 			c = global
 		}
-		lim := budget.Limits{Swarm: c.Swarm.Budget, Story: c.Agent.StoryBudget}
+		lim := budget.Limits{Swarm: c.Swarm.Budget, Story: c.Agent.StoryBudget, Grace: c.Swarm.BudgetGrace}
 		mu.Lock()
 		if stable && err == nil {
 			last[repoPath] = read{stamp, lim}

@@ -67,7 +67,7 @@ func startBudgetSwarm(t *testing.T, ctx context.Context, cfg string) *budgetRun 
 // environment, and the swarm starts in the configuration's git mode
 // (without --local).
 func startBudgetSwarmWith(t *testing.T, ctx context.Context, cfg string, remote func(b *budgetRun) []string) *budgetRun {
-	return startBudgetSwarmServing(t, ctx, cfg, remote, func(h http.Handler) http.Handler { return h })
+	return startBudgetSwarmSetup(t, ctx, cfg, budgetSetup{remote: remote})
 }
 
 // budgetAnswer is the fake provider's answer to every call: a million
@@ -81,6 +81,29 @@ func budgetAnswer(w http.ResponseWriter, r *http.Request) {
 // startBudgetSwarmServing is startBudgetSwarmWith with the fake
 // provider's budgetAnswer wrapped by wrap (to encode it, say).
 func startBudgetSwarmServing(t *testing.T, ctx context.Context, cfg string, remote func(b *budgetRun) []string, wrap func(http.Handler) http.Handler) *budgetRun {
+	return startBudgetSwarmSetup(t, ctx, cfg, budgetSetup{remote: remote, wrap: wrap})
+}
+
+// budgetSetup is what a budget test adds to startBudgetSwarm's swarm.
+type budgetSetup struct {
+	// remote, when set, gives the repository an origin (see
+	// startBudgetSwarmWith).
+	remote func(b *budgetRun) []string
+	// settings are the daemon's extra environment.
+	settings []string
+	// files are committed into the repository beside the agent (name ->
+	// content, executable).
+	files map[string][]byte
+	// wrap, when set, wraps the fake provider's budgetAnswer.
+	wrap func(http.Handler) http.Handler
+}
+
+// startBudgetSwarmSetup is startBudgetSwarm with set's additions.
+func startBudgetSwarmSetup(t *testing.T, ctx context.Context, cfg string, set budgetSetup) *budgetRun {
+	remote, wrap := set.remote, set.wrap
+	if wrap == nil {
+		wrap = func(h http.Handler) http.Handler { return h }
+	}
 	image := sandboxImage(t)
 	b := &budgetRun{calls: &atomic.Int32{}}
 	answer := wrap(http.HandlerFunc(budgetAnswer))
@@ -99,6 +122,11 @@ func startBudgetSwarmServing(t *testing.T, ctx context.Context, cfg string, remo
 	}
 	if err := os.WriteFile(filepath.Join(b.repo, "budget-agent.sh"), []byte(budgetAgent), 0o755); err != nil {
 		t.Fatal(err)
+	}
+	for name, content := range set.files {
+		if err := os.WriteFile(filepath.Join(b.repo, name), content, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	gitOut(t, b.repo, "add", "-A")
 	gitOut(t, b.repo, "commit", "-q", "-m", "task file and agent")
@@ -119,7 +147,7 @@ func startBudgetSwarmServing(t *testing.T, ctx context.Context, cfg string, remo
 	}
 	settings := append([]string{"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
 		"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_SWARM_STOP_GRACE=2s",
-		"AIMI_MODELS_ANTHROPIC_URL=" + up.URL}, extra...)
+		"AIMI_MODELS_ANTHROPIC_URL=" + up.URL}, append(extra, set.settings...)...)
 	b.p = launchAimidWrapped(t, nil, testInstance(b.sock), b.sock, b.dataDir, cfg, "debug", env, settings...)
 	if code, out, errOut := aimi(ctx, append(start, b.sock)...); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)

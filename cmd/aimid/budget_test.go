@@ -102,20 +102,20 @@ func TestBudgetLimitsAreReadAgainOnlyWhenAFileChanged(t *testing.T) {
 			t.Errorf("%s: %+v after %d loads, want %+v after %d", step, got, loads, want, wantLoads)
 		}
 	}
-	check("first question", budget.Limits{Swarm: 5, Story: 2}, 1)
-	check("same files", budget.Limits{Swarm: 5, Story: 2}, 1)
+	check("first question", budget.Limits{Swarm: 5, Story: 2, Grace: 0.1}, 1)
+	check("same files", budget.Limits{Swarm: 5, Story: 2, Grace: 0.1}, 1)
 	write(cfgPath, "swarm:\n  budget: 7\n", old.Add(time.Minute))
-	check("repository's file changed", budget.Limits{Swarm: 7, Story: 2}, 2)
+	check("repository's file changed", budget.Limits{Swarm: 7, Story: 2, Grace: 0.1}, 2)
 	write(user, "agent:\n  story_budget: 3\n", old.Add(2*time.Minute))
-	check("user's file changed", budget.Limits{Swarm: 7, Story: 3}, 3)
+	check("user's file changed", budget.Limits{Swarm: 7, Story: 3, Grace: 0.1}, 3)
 	write(cfgPath, "swarm:\n  budget: 6\n", time.Now())
-	check("a file just written", budget.Limits{Swarm: 6, Story: 3}, 4)
-	check("a file just written, again", budget.Limits{Swarm: 6, Story: 3}, 5)
+	check("a file just written", budget.Limits{Swarm: 6, Story: 3, Grace: 0.1}, 4)
+	check("a file just written, again", budget.Limits{Swarm: 6, Story: 3, Grace: 0.1}, 5)
 	if err := os.Remove(cfgPath); err != nil {
 		t.Fatal(err)
 	}
-	check("repository's file gone", budget.Limits{Story: 3}, 6)
-	check("repository's file gone, again", budget.Limits{Story: 3}, 6)
+	check("repository's file gone", budget.Limits{Story: 3, Grace: 0.1}, 6)
+	check("repository's file gone, again", budget.Limits{Story: 3, Grace: 0.1}, 6)
 }
 
 func noEnv(string) (string, bool) { return "", false }

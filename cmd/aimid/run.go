@@ -145,7 +145,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	life, cancelLife := context.WithCancel(context.Background())
 	defer cancelLife()
 	oc := managerConfig(cfg, o, be, git, models, log)
-	closeNet, err := sealSandboxes(cfg, o.dataDir, git, models, openBudgets(cfg, loadOpts, git, meter, log), &oc, log)
+	closeNet, err := sealSandboxes(cfg, o.dataDir, git, models, openBudgets(cfg, loadOpts, git, models, meter, log), &oc, log)
 	if err != nil {
 		return err
 	}
