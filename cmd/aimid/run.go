@@ -25,6 +25,7 @@ import (
 	"github.com/aimi-tools/swarm/metrics"
 	"github.com/aimi-tools/swarm/notify"
 	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/sandboxnet"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -179,8 +180,8 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 // (sandboxes without a network, either git mode) or the local-mode git
 // service. Else nil.
 func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, sbNet orchestrator.SandboxNet, mgr *orchestrator.Manager, secrets *redact.Redactor, log *slog.Logger) daemon.Inbox {
-	sn, _ := sbNet.(*sandboxNet)
-	if !asksAPerson(cfg) {
+	sn, _ := sbNet.(*sandboxnet.Net)
+	if !sandboxnet.AsksAPerson(cfg) {
 		return nil
 	}
 	if sn == nil && (git == nil || cfg.Git.Mode != configs.GitLocal) {
@@ -199,7 +200,7 @@ func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service,
 		git.SetAsks(in)
 	}
 	if sn != nil {
-		sn.asks.set(in)
+		sn.SetAsks(in)
 	}
 	return in
 }
@@ -368,35 +369,19 @@ func takeInstance(ctx context.Context, o options, log *slog.Logger) (release fun
 	}, nil
 }
 
-// sealSandboxes gives the sandboxes no network: the daemon's services come
-// through sockets of their own on one engine (package egress), through a
-// relay of their own to the daemon's door on a Swarm mode cluster. Their
+// sealSandboxes gives the sandboxes no network (package sandboxnet); their
 // budget sockets answer with budgets (the keeper of openBudgets).
 func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, models orchestrator.ModelAccess, budgets gitserve.Budgets, oc *orchestrator.Config, log *slog.Logger) (closeAll func(), err error) {
 	var gw *gateway.Service
 	if ma, ok := models.(modelAdapter); ok {
 		gw = ma.Service
 	}
-	if cfg.Engine.Backend == configs.BackendSwarm {
-		if cfg.Git.Address == "" {
-			log.Warn("git.address is empty: the cluster's sandboxes keep a route out (no egress proxy, no default-deny); set git.address to an IP of this machine every node reaches to confine them")
-			return func() {}, nil
-		}
-		sn, err := newSwarmNet(cfg, dataDir, git, gw, log)
-		if err != nil {
-			return nil, err
-		}
-		sn.budgets.set(budgets)
-		oc.Net = sn
-		return sn.closeAll, nil
+	sn, err := sandboxnet.New(sandboxnet.Options{Config: cfg, DataDir: dataDir, Git: git, Models: gw, Budgets: budgets, Log: log})
+	if err != nil || sn == nil {
+		return func() {}, err
 	}
-	sn, err := newSandboxNet(cfg, dataDir, git, gw, log)
-	if err != nil {
-		return nil, err
-	}
-	sn.budgets.set(budgets)
 	oc.Net = sn
-	return sn.closeAll, nil
+	return sn.CloseAll, nil
 }
 
 // managerConfig is the Manager's configuration: the config's keys, the

@@ -11,6 +11,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/orchestrator"
+	"github.com/aimi-tools/swarm/sandboxnet"
 	"github.com/aimi-tools/swarm/warmpool"
 )
 
@@ -21,9 +22,9 @@ func daemonLabels(o options) map[string]string {
 }
 
 // poolSocketRoot is where pool sandboxes' socket directories are: under
-// the sandboxes' socket directory (sandboxNet serves only there).
+// the sandboxes' socket directory (sandboxnet serves only there).
 func poolSocketRoot(dataDir string) string {
-	return filepath.Join(sandboxNetDir(dataDir), "warm")
+	return filepath.Join(sandboxnet.Dir(dataDir), "warm")
 }
 
 // openPool makes the warm pool of the docker backend and settles the

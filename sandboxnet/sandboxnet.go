@@ -1,4 +1,4 @@
-package main
+package sandboxnet
 
 import (
 	"context"
@@ -19,11 +19,29 @@ import (
 	"github.com/aimi-tools/swarm/orchestrator"
 )
 
-// sandboxNet is the orchestrator's SandboxNet: containers without a
-// network, the git service, the model gateway and the egress proxy on
-// sockets of their own (one engine), or through a relay of their own to
-// the door (Docker Swarm mode; door set).
-type sandboxNet struct {
+// Options are what the sandboxes' network serves and where.
+type Options struct {
+	// Config gives egress.allow, agent.permission_policy (an ask socket
+	// when it asks a person), engine.backend and, on a Swarm mode
+	// cluster, git.address (the door's).
+	Config *configs.Config
+	// DataDir is the daemon's data directory: the sockets are under
+	// Dir(DataDir), the door's certificate is the git service's CA.
+	DataDir string
+	// Git is the local-mode git service; nil in remote mode.
+	Git *gitserve.Service
+	// Models is the model gateway; nil without model keys.
+	Models *gateway.Service
+	// Budgets answers each sandbox's budget socket.
+	Budgets gitserve.Budgets
+	Log     *slog.Logger
+}
+
+// Net is the orchestrator's SandboxNet: containers without a network, the
+// git service, the model gateway and the egress proxy on sockets of their
+// own (one engine), or through a relay of their own to the door (Docker
+// Swarm mode; door set).
+type Net struct {
 	sockets *egress.Sockets
 	door    *egress.Door
 	caPEM   []byte // the door's CA, for the relays
@@ -39,11 +57,27 @@ type sandboxNet struct {
 	repos map[contract.Sandbox]string // the repository of each open sandbox
 }
 
-// newSandboxNet serves the sandboxes' sockets under dataDir/net: the
-// egress proxy, and the git service and the model gateway when they run.
-func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, models *gateway.Service, log *slog.Logger) (*sandboxNet, error) {
-	n := newNet(cfg, log)
-	s, err := egress.NewSockets(sandboxNetDir(dataDir), log, n.services(cfg, git, models)...)
+// New serves the sandboxes' sockets under Dir(o.DataDir): the egress
+// proxy, the budget endpoint, the ask endpoint when the policy asks a
+// person, and the git service and the model gateway when they run. On a
+// Swarm mode cluster (engine.backend swarm) they are served behind the
+// door on git.address; without one the cluster's sandboxes cannot be
+// sealed, and New logs so and returns nil: they keep their network.
+func New(o Options) (*Net, error) {
+	if o.Config.Engine.Backend == configs.BackendSwarm {
+		if o.Config.Git.Address == "" {
+			o.Log.Warn("git.address is empty: the cluster's sandboxes keep a route out (no egress proxy, no default-deny); set git.address to an IP of this machine every node reaches to confine them")
+			return nil, nil
+		}
+		return newSwarmNet(o)
+	}
+	return newSandboxNet(o)
+}
+
+// newSandboxNet serves the sandboxes of one engine on sockets of their own.
+func newSandboxNet(o Options) (*Net, error) {
+	n := newNet(o)
+	s, err := egress.NewSockets(Dir(o.DataDir), o.Log, n.services(o.Config, o.Git, o.Models)...)
 	if err != nil {
 		return nil, err
 	}
@@ -51,14 +85,16 @@ func newSandboxNet(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 	return n, nil
 }
 
-func newNet(cfg *configs.Config, log *slog.Logger) *sandboxNet {
-	return &sandboxNet{base: defaultEgress(cfg, log), log: log, rules: map[contract.Sandbox][]egress.Rule{},
+func newNet(o Options) *Net {
+	n := &Net{base: defaultEgress(o.Config, o.Log), log: o.Log, rules: map[contract.Sandbox][]egress.Rule{},
 		deny: map[contract.Sandbox]func(string, string, int, string){}, repos: map[contract.Sandbox]string{}}
+	n.budgets.set(o.Budgets)
+	return n
 }
 
 // services are what a sandbox reaches: the egress proxy, and the git
 // service and the model gateway when they run.
-func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models *gateway.Service) []egress.Service {
+func (n *Net) services(cfg *configs.Config, git *gitserve.Service, models *gateway.Service) []egress.Service {
 	log := n.log
 	proxy := egress.NewProxy(egress.Options{Log: log, OnDeny: n.denied})
 	services := []egress.Service{{
@@ -93,7 +129,7 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 		Port:  func() int { return contract.BudgetPort },
 		Serve: func(ln net.Listener, sb contract.Sandbox) error { return n.serveBudget(ln, sb) },
 	})
-	if asksAPerson(cfg) {
+	if AsksAPerson(cfg) {
 		services = append(services, egress.Service{
 			Name:  contract.AskSocket,
 			Port:  func() int { return contract.AskPort },
@@ -103,8 +139,9 @@ func (n *sandboxNet) services(cfg *configs.Config, git *gitserve.Service, models
 	return services
 }
 
-// sandboxNetDir is where the sandboxes' socket directories are.
-func sandboxNetDir(dataDir string) string { return filepath.Join(dataDir, "net") }
+// Dir is where the sandboxes' socket directories are under the daemon's
+// data directory (the warm pool's are below it).
+func Dir(dataDir string) string { return filepath.Join(dataDir, "net") }
 
 // serviceIP is where the git service listens for sandboxes without a
 // network (the orchestrator's choice): the address their grants name, and
@@ -126,13 +163,13 @@ func defaultEgress(cfg *configs.Config, log *slog.Logger) []egress.Rule {
 	return rules
 }
 
-func (n *sandboxNet) rulesOf(sb contract.Sandbox) []egress.Rule {
+func (n *Net) rulesOf(sb contract.Sandbox) []egress.Rule {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.rules[sb]
 }
 
-func (n *sandboxNet) denied(d egress.Denial) {
+func (n *Net) denied(d egress.Denial) {
 	n.mu.Lock()
 	f := n.deny[d.Sandbox]
 	n.mu.Unlock()
@@ -143,7 +180,7 @@ func (n *sandboxNet) denied(d egress.Denial) {
 
 // Open serves the container's sockets with its rules: egress.allow, what
 // its repository's .aimi/config.yaml adds, and in remote mode its origin.
-func (n *sandboxNet) Open(_ context.Context, s orchestrator.NetSandbox) (orchestrator.NetGrant, error) {
+func (n *Net) Open(_ context.Context, s orchestrator.NetSandbox) (orchestrator.NetGrant, error) {
 	sb := contract.Sandbox{Swarm: s.SwarmID, Container: s.Container}
 	rules := slices.Clone(n.base)
 	if extra, err := configs.RepoEgressAllow(s.Repo); err != nil {
@@ -207,7 +244,7 @@ func originRule(repoURL string) (egress.Rule, bool) {
 }
 
 // Close stops serving a finished container.
-func (n *sandboxNet) Close(sb contract.Sandbox) {
+func (n *Net) Close(sb contract.Sandbox) {
 	if n.door != nil {
 		n.door.Close(sb)
 	} else {
@@ -222,15 +259,15 @@ func (n *sandboxNet) Close(sb contract.Sandbox) {
 
 // Forget removes the socket directory of a container the engine removed
 // (dir: where it was served, when not its own).
-func (n *sandboxNet) Forget(sb contract.Sandbox, dir string) {
+func (n *Net) Forget(sb contract.Sandbox, dir string) {
 	n.Close(sb)
 	if n.sockets != nil {
 		n.sockets.RemoveIn(sb, dir)
 	}
 }
 
-// closeAll stops serving every sandbox (the daemon stops).
-func (n *sandboxNet) closeAll() {
+// CloseAll stops serving every sandbox (the daemon stops).
+func (n *Net) CloseAll() {
 	if n.door != nil {
 		n.door.CloseAll()
 	} else {
@@ -238,4 +275,4 @@ func (n *sandboxNet) closeAll() {
 	}
 }
 
-var _ orchestrator.SandboxNet = (*sandboxNet)(nil)
+var _ orchestrator.SandboxNet = (*Net)(nil)

@@ -1,4 +1,4 @@
-package main
+package sandboxnet
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -49,14 +50,14 @@ func askOver(ctx context.Context, dir, path, id string) (int, error) {
 // container's flood past its bound gets 429 and one journal line while
 // another container's request is still taken.
 func TestAskSocketSaysWhoAsksAndBoundsAFlood(t *testing.T) {
-	parallel(t)
+	t.Parallel()
 	cfg := &configs.Config{}
 	cfg.Agent.PermissionPolicy = "ask-kinds:edit"
-	n, err := newSandboxNet(cfg, shortDir(t), nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	n, err := New(Options{Config: cfg, DataDir: shortDir(t), Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(n.sockets.CloseAll)
+	t.Cleanup(n.CloseAll)
 	repo := shortDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -81,7 +82,7 @@ func TestAskSocketSaysWhoAsksAndBoundsAFlood(t *testing.T) {
 		journal = append(journal, sb.Swarm+"/"+sb.Container+": "+text)
 		mu.Unlock()
 	}})
-	n.asks.set(in)
+	n.SetAsks(in)
 	held, stop := context.WithCancel(ctx)
 	defer stop()
 	for i := range 3 {
@@ -113,6 +114,18 @@ func TestAskSocketSaysWhoAsksAndBoundsAFlood(t *testing.T) {
 	if j := strings.Join(journal, "\n"); strings.Count(j, "refused") != 1 || !strings.Contains(j, "sw1/aimi-flood: ") {
 		t.Errorf("want one refusal line in aimi-flood's journal:\n%s", j)
 	}
+}
+
+// shortDir is a temp dir with a short path (unix socket paths: 108 bytes).
+func shortDir(t testing.TB) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "sbnet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	d, _ = filepath.EvalSymlinks(d)
+	return d
 }
 
 func waitPendingList(t *testing.T, in *inbox.Inbox, repo string, n int) []api.PermissionRequest {

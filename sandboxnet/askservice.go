@@ -1,4 +1,4 @@
-package main
+package sandboxnet
 
 import (
 	"net"
@@ -13,14 +13,16 @@ import (
 	"github.com/aimi-tools/swarm/gitserve"
 )
 
-// asksAPerson reports whether agent.permission_policy asks a person.
-func asksAPerson(cfg *configs.Config) bool {
+// AsksAPerson reports whether agent.permission_policy asks a person: the
+// sandboxes then get an ask socket, and the daemon an inbox behind it.
+func AsksAPerson(cfg *configs.Config) bool {
 	return strings.HasPrefix(cfg.Agent.PermissionPolicy, "ask")
 }
 
-// slot holds a service the daemon builds after the sockets (the Manager
-// needs those first): the inbox, the keeper of budgets. Before it is set,
-// requests get 503 and the runner sends them again.
+// slot holds a service behind the sandboxes' sockets that may come after
+// them: the inbox (built after the Manager, which needs the sockets
+// first), the keeper of budgets. Before it is set, requests get 503 and
+// the runner sends them again.
 type slot[T any] struct {
 	mu sync.Mutex
 	v  T
@@ -38,18 +40,23 @@ func (s *slot[T]) get() T {
 	return s.v
 }
 
+// SetAsks puts the inbox behind every sandbox's ask socket (the inbox is
+// built after the Manager, which needs the Net first); until then the ask
+// socket answers 503 and the runner asks again.
+func (n *Net) SetAsks(a gitserve.Asks) { n.asks.set(a) }
+
 // serveOwn answers POST path on one of sb's own sockets, in either git
 // mode: the socket is bind-mounted into sb's container only, so it says who
 // asks (as the model gateway's does), and no token is needed. serve is nil
 // while the daemon is starting; at most conns connections are served.
-func (n *sandboxNet) serveOwn(ln net.Listener, sb contract.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) error {
+func (n *Net) serveOwn(ln net.Listener, sb contract.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) error {
 	srv := &http.Server{ReadHeaderTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		Handler: n.ownHandler(sb, path, what, serve)}
 	return srv.Serve(egress.LimitListener(ln, conns))
 }
 
 // ownHandler answers POST path for sb with serve (see serveOwn).
-func (n *sandboxNet) ownHandler(sb contract.Sandbox, path, what string, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) http.Handler {
+func (n *Net) ownHandler(sb contract.Sandbox, path, what string, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f := serve()
 		switch {
@@ -68,7 +75,7 @@ func (n *sandboxNet) ownHandler(sb contract.Sandbox, path, what string, serve fu
 }
 
 // serveAsk answers permission requests on sb's own ask socket.
-func (n *sandboxNet) serveAsk(ln net.Listener, sb contract.Sandbox) error {
+func (n *Net) serveAsk(ln net.Listener, sb contract.Sandbox) error {
 	return n.serveOwn(ln, sb, contract.AskPath, "permission requests", contract.ChannelConns(contract.AskSocket),
 		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
 			if a := n.asks.get(); a != nil {

@@ -1,16 +1,12 @@
-package main
+package sandboxnet
 
 import (
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 
-	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/egress"
-	"github.com/aimi-tools/swarm/gateway"
-	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/internal/daemonca"
 )
 
@@ -19,7 +15,8 @@ import (
 // (package swarmmode) connects to the door on git.address, over TLS with
 // the daemon's CA, and presents the sandbox's key. Behind the door the
 // services are those of one engine's sockets.
-func newSwarmNet(cfg *configs.Config, dataDir string, git *gitserve.Service, models *gateway.Service, log *slog.Logger) (*sandboxNet, error) {
+func newSwarmNet(o Options) (*Net, error) {
+	cfg, dataDir := o.Config, o.DataDir
 	ip := net.ParseIP(cfg.Git.Address)
 	if ip == nil {
 		return nil, fmt.Errorf("git.address %q: not an IP address; set it to an IP of this machine every node reaches", cfg.Git.Address)
@@ -36,8 +33,8 @@ func newSwarmNet(cfg *configs.Config, dataDir string, git *gitserve.Service, mod
 	if err != nil {
 		return nil, fmt.Errorf("the sandboxes' door: %w", err)
 	}
-	n := newNet(cfg, log)
-	d, err := egress.NewDoor(filepath.Join(dataDir, "net"), ip.String(), cert, log, n.services(cfg, git, models)...)
+	n := newNet(o)
+	d, err := egress.NewDoor(Dir(dataDir), ip.String(), cert, o.Log, n.services(cfg, o.Git, o.Models)...)
 	if err != nil {
 		return nil, err
 	}

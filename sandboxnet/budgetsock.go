@@ -1,4 +1,4 @@
-package main
+package sandboxnet
 
 import (
 	"bytes"
@@ -32,7 +32,7 @@ const (
 )
 
 // serveBudget answers budget questions on sb's own budget socket.
-func (n *sandboxNet) serveBudget(ln net.Listener, sb contract.Sandbox) error {
+func (n *Net) serveBudget(ln net.Listener, sb contract.Sandbox) error {
 	// contract.ChannelConns places at once; past them a new connection
 	// takes the place of the one that has waited longest without a whole
 	// question (or idle), and is refused only when every place holds a

@@ -1,4 +1,4 @@
-package main
+package sandboxnet
 
 import (
 	"bufio"
@@ -28,7 +28,7 @@ func (goBudgets) ServeBudget(w http.ResponseWriter, r *http.Request, _ gitserve.
 // sandbox and returns its path.
 func serveTestBudgetSocket(t *testing.T) string {
 	t.Helper()
-	n := newNet(&configs.Config{}, slog.New(slog.DiscardHandler))
+	n := newNet(Options{Config: &configs.Config{}, Log: slog.New(slog.DiscardHandler)})
 	n.budgets.set(goBudgets{})
 	sock := filepath.Join(shortDir(t), "budget.sock")
 	ln, err := net.Listen("unix", sock)
@@ -83,7 +83,7 @@ func askBudgetSocket(sock string) bool {
 // once, and every held connection is closed within the bound on a whole
 // question's arrival.
 func TestHeldBudgetSocketStillAnswersAQuestion(t *testing.T) {
-	parallel(t)
+	t.Parallel()
 	sock := serveTestBudgetSocket(t)
 	var held []<-chan struct{}
 	for range contract.ChannelConns(contract.BudgetSocket) + 4 {
