@@ -159,7 +159,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	meter.attach(life, mgr.JournalUsage, mgr.NoteLimitWait)
+	meter.Attach(life, mgr.JournalUsage, mgr.NoteLimitWait)
 	secrets := knownSecrets(cfg, os.Getenv, log)
 	stopMetrics, err := observe(life, cfg, met, mgr, limits, secrets, log)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package ledger
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"github.com/aimi-tools/swarm/usage"
 )
 
-func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
-	parallel(t)
-	o := newUsageObserver(usage.DefaultPrices(), usage.DefaultLimitMaxWait, slog.New(slog.DiscardHandler))
+func TestLedgerJournalsUsageAndLimits(t *testing.T) {
+	t.Parallel()
+	o := New(usage.DefaultPrices(), usage.DefaultLimitMaxWait, slog.New(slog.DiscardHandler))
 	got := make(chan usage.Call, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o.attach(ctx, func(_ context.Context, sb contract.Sandbox, _ time.Time, c usage.Call) error {
+	o.Attach(ctx, func(_ context.Context, sb contract.Sandbox, _ time.Time, c usage.Call) error {
 		if sb != (contract.Sandbox{Swarm: "s1", Container: "c1"}) {
 			t.Errorf("journaled for %+v", sb)
 		}
@@ -53,9 +53,9 @@ func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
 
 // The gateway's wait notes reach the journal through the same queue as
 // the calls, in order, with the note's time and text.
-func TestUsageObserverPassesLimitWaitsOn(t *testing.T) {
-	parallel(t)
-	o := newUsageObserver(usage.DefaultPrices(), usage.DefaultLimitMaxWait, slog.New(slog.DiscardHandler))
+func TestLedgerPassesLimitWaitsOn(t *testing.T) {
+	t.Parallel()
+	o := New(usage.DefaultPrices(), usage.DefaultLimitMaxWait, slog.New(slog.DiscardHandler))
 	type note struct {
 		name string
 		at   time.Time
@@ -65,7 +65,7 @@ func TestUsageObserverPassesLimitWaitsOn(t *testing.T) {
 	got := make(chan note, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o.attach(ctx, func(context.Context, contract.Sandbox, time.Time, usage.Call) error { return nil },
+	o.Attach(ctx, func(context.Context, contract.Sandbox, time.Time, usage.Call) error { return nil },
 		func(_ context.Context, sb contract.Sandbox, at time.Time, over bool, text string) {
 			got <- note{sb.Container, at, over, text}
 		})
