@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/gateway"
-	"github.com/aimi-tools/swarm/usage"
 )
 
 // limitBatch is how long the notice of a provider's limit waits for the
@@ -17,8 +16,8 @@ import (
 const limitBatch = 2 * time.Second
 
 // LimitNotices turns the start of a provider's limit into a
-// limit-wait-started notice: a limited answer (429 or 529, with its reset)
-// seen by the gateway's Observer, or calls the gateway began to hold for
+// limit-wait-started notice: a limited answer (429 or 529, with the reset
+// the gateway decided for it) seen by the gateway's Observer, or calls the gateway began to hold for
 // the reset (its wait notes). One notice per limit and swarm: each names
 // its swarm's repository and containers limited or held within limitBatch
 // of the first, and its time is when the limit was first seen (of any
@@ -27,10 +26,9 @@ const limitBatch = 2 * time.Second
 // ends are no notice. The notifier and the swarms' repositories are set
 // once they are built (after the gateway).
 type LimitNotices struct {
-	log     *slog.Logger
-	maxWait time.Duration // agent.limit_max_wait: bounds a reset
-	batch   time.Duration
-	now     func() time.Time
+	log   *slog.Logger
+	batch time.Duration
+	now   func() time.Time
 
 	mu      sync.Mutex
 	n       *Notifier
@@ -45,8 +43,8 @@ type limitNotice struct {
 }
 
 // NewLimitNotices makes the limit notices; Set gives them their notifier.
-func NewLimitNotices(maxWait time.Duration, log *slog.Logger) *LimitNotices {
-	return &LimitNotices{log: log, maxWait: maxWait, batch: limitBatch, now: time.Now,
+func NewLimitNotices(log *slog.Logger) *LimitNotices {
+	return &LimitNotices{log: log, batch: limitBatch, now: time.Now,
 		pending: map[string]*limitNotice{}, told: map[string]time.Time{}}
 }
 
@@ -58,13 +56,13 @@ func (l *LimitNotices) Set(n *Notifier, repoOf func(swarmID string) string) {
 	l.mu.Unlock()
 }
 
-// limited hears a call's answer (it must not block).
+// limited hears a call's answer (it must not block): a limited one tells
+// the reset the gateway decided for it.
 func (l *LimitNotices) limited(c *gateway.Call) {
-	if c.Refused != "" || !usage.Limited(c.Status) {
+	if c.Refused != "" || c.Limit == nil {
 		return
 	}
-	until, _ := usage.LimitReset(c.Header, l.now(), 0, l.maxWait)
-	l.add(c.Provider, l.now(), until, c.Swarm, c.Container)
+	l.add(c.Provider, l.now(), c.Limit.Until, c.Swarm, c.Container)
 }
 
 // waited hears one of the gateway's wait notes (it must not block).

@@ -37,7 +37,7 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 	hook := &receiver{}
 	srv := httptest.NewServer(http.HandlerFunc(hook.handler))
 	defer srv.Close()
-	l := NewLimitNotices(0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	l := NewLimitNotices(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.batch = 200 * time.Millisecond
 	var mu sync.Mutex
 	now := time.Now().UTC().Truncate(time.Second)
@@ -55,12 +55,14 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 		}
 		return w
 	}
-	limited := func(ctr, retryAfter string) *gateway.Call {
+	// limited is a 429 whose reset the gateway decided retryAfter from now.
+	limited := func(ctr string, retryAfter time.Duration) *gateway.Call {
 		swarm := "sw1"
 		if ctr == "aimi-z" {
 			swarm = "sw2"
 		}
-		return &gateway.Call{Swarm: swarm, Container: ctr, Provider: "anthropic", Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {retryAfter}}}
+		return &gateway.Call{Swarm: swarm, Container: ctr, Provider: "anthropic", Status: http.StatusTooManyRequests,
+			Limit: &gateway.Limit{Until: l.now().Add(retryAfter), Source: "retry-after"}}
 	}
 	tee.Waited(note("aimi-early", gateway.WaitLimit, until, false))
 	n, err := New(Config{Webhooks: []string{srv.URL + "/hooks/T0"}})
@@ -74,8 +76,8 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 	repos := map[string]string{"sw1": "/home/u/repo1", "sw2": "/home/u/repo2"}
 	l.Set(n, func(swarm string) string { return repos[swarm] })
 	tee.Begin(&gateway.Call{Swarm: "sw1", Container: "aimi-ok", Provider: "anthropic", Status: 200})
-	tee.Begin(limited("aimi-b", "30"))
-	tee.Begin(limited("aimi-z", "30"))
+	tee.Begin(limited("aimi-b", 30*time.Second))
+	tee.Begin(limited("aimi-z", 30*time.Second))
 	for _, w := range []gateway.WaitNote{note("aimi-a", gateway.WaitLimit, until, false),
 		note("aimi-c", gateway.WaitConcurrency, time.Time{}, false), note("aimi-b", gateway.WaitLimit, until, true)} {
 		tee.Waited(w)
@@ -92,11 +94,11 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 		}
 	}
 	tee.Waited(note("aimi-d", gateway.WaitLimit, until.Add(time.Second), false)) // within the limit told
-	tee.Begin(limited("aimi-d", "31"))
+	tee.Begin(limited("aimi-d", 31*time.Second))
 	mu.Lock()
 	now = until.Add(time.Second) // past the reset: a new limit
 	mu.Unlock()
-	tee.Begin(limited("aimi-e", "60"))
+	tee.Begin(limited("aimi-e", 60*time.Second))
 	h := waitNotices(t, hook, 3)
 	if len(h) != 3 {
 		t.Fatalf("notices %+v: want a third one for the new limit only", h)

@@ -133,7 +133,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil || o.drainPool {
 		return err
 	}
-	meter, limits := newUsageObserver(cfg.Prices, cfg.Agent.LimitMaxWait, log), notify.NewLimitNotices(cfg.Agent.LimitMaxWait, log)
+	meter, limits := newUsageObserver(cfg.Prices, log), notify.NewLimitNotices(log)
 	git, models, closeServices, err := openServices(cfg, o, be, met, limits.Tee(meter), log)
 	if err != nil {
 		return err

@@ -19,8 +19,8 @@ type usageObserver struct {
 	spent func(sb contract.Sandbox, at time.Time, cost float64)
 }
 
-func newUsageObserver(prices map[string]usage.Prices, maxWait time.Duration, log *slog.Logger) *usageObserver {
-	o := &usageObserver{Ledger: ledger.New(prices, maxWait, log)}
+func newUsageObserver(prices map[string]usage.Prices, log *slog.Logger) *usageObserver {
+	o := &usageObserver{Ledger: ledger.New(prices, log)}
 	o.OnSpend(func(sb contract.Sandbox, at time.Time, cost float64) {
 		o.mu.Lock()
 		f := o.spent

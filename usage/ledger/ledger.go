@@ -22,17 +22,13 @@ const queueLen = 4096
 // container's journal.
 type Ledger struct {
 	prices map[string]usage.Prices
-	// maxWait bounds a limited answer's reset (agent.limit_max_wait).
-	maxWait time.Duration
-	log     *slog.Logger
+	log    *slog.Logger
 	// queue holds pointers: a channel's buffer is allocated whole when it
 	// is made, and 4096 entries by value were 870 KB of the daemon's
 	// memory for a queue that is almost always empty.
 	queue chan *entry
 
-	mu      sync.Mutex
-	limited map[string]int // provider -> limited answers in a row
-
+	mu sync.Mutex
 	// spent, once set (OnSpend, under mu), hears each call's cost
 	// for the budgets (package budget).
 	spent func(sb contract.Sandbox, at time.Time, cost float64)
@@ -46,8 +42,8 @@ type entry struct {
 }
 
 // New makes a Ledger pricing calls at prices; Attach starts its journaling.
-func New(prices map[string]usage.Prices, maxWait time.Duration, log *slog.Logger) *Ledger {
-	return &Ledger{prices: prices, maxWait: maxWait, log: log, queue: make(chan *entry, queueLen), limited: map[string]int{}}
+func New(prices map[string]usage.Prices, log *slog.Logger) *Ledger {
+	return &Ledger{prices: prices, log: log, queue: make(chan *entry, queueLen)}
 }
 
 // OnSpend makes o tell f every call's cost from now on.
@@ -126,20 +122,14 @@ func (o *Ledger) Attach(ctx context.Context, journal func(ctx context.Context, s
 	}()
 }
 
-// noteLimit records a provider's limit on a limited answer: until when it
-// holds (its headers, else a backoff growing with the limits in a row).
+// noteLimit records the gateway's limit on a limited answer: until when
+// it holds the provider's calls, and from what (a header or "backoff").
 func (o *Ledger) noteLimit(c *gateway.Call, call *usage.Call) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !usage.Limited(c.Status) {
-		if c.Status < 300 {
-			delete(o.limited, c.Provider)
-		}
+	if c.Limit == nil {
 		return
 	}
-	until, src := usage.LimitReset(c.Header, time.Now(), o.limited[c.Provider], o.maxWait)
-	o.limited[c.Provider]++
-	call.LimitedUntil, call.LimitSource = &until, src
+	until := c.Limit.Until
+	call.LimitedUntil, call.LimitSource = &until, c.Limit.Source
 	o.log.Warn(fmt.Sprintf("waiting for %s limit until %s", c.Provider, until.Local().Format(time.TimeOnly)),
-		"container", c.Container, "status", c.Status, "from", src)
+		"container", c.Container, "status", c.Status, "from", c.Limit.Source)
 }
