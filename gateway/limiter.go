@@ -87,12 +87,13 @@ func newLimiter(maxWait time.Duration, maxQueue int) *limiter {
 		waits: map[waitKey]*waiting{}, now: time.Now, log: slog.Default()}
 }
 
-// acquire waits until a call of c may go upstream. done must be called
-// with the answer's status and header once the call is over. A wait past
+// acquire waits until a call of c may go upstream. The pass's done must
+// be called with the answer's status and header once the call is over
+// (and its decide as the answer's headers arrive). A wait past
 // the limiter's bound, a full queue, a reset further than the bound, or
 // ctx ending is an error wrapping ErrLimitWait (or ctx's error) that says
 // until when the limit holds.
-func (l *limiter) acquire(ctx context.Context, c caller) (done func(status int, h http.Header), err error) {
+func (l *limiter) acquire(ctx context.Context, c caller) (_ *pass, err error) {
 	defer l.flush()
 	l.mu.Lock()
 	g := l.gate(gateKey{c.provider, c.account}, c.maxConcurrent, c.perMinute)
@@ -100,7 +101,7 @@ func (l *limiter) acquire(ctx context.Context, c caller) (done func(status int, 
 	if g.queued == 0 && l.open(g, now) {
 		l.admit(g, now)
 		l.mu.Unlock()
-		return l.doneFunc(g), nil
+		return &pass{l: l, g: g}, nil
 	}
 	if g.until.Sub(now) > l.maxWait {
 		until := g.until
@@ -125,7 +126,7 @@ func (l *limiter) acquire(ctx context.Context, c caller) (done func(status int, 
 	defer t.Stop()
 	select {
 	case <-w.ready:
-		return l.doneFunc(g), nil
+		return &pass{l: l, g: g}, nil
 	case <-t.C:
 		err = &WaitError{Provider: c.provider, Why: fmt.Sprintf("it did not let the call through within %s", l.maxWait)}
 	case <-ctx.Done():
@@ -279,33 +280,57 @@ func (l *limiter) remove(g *gate, c who, w *waiter) {
 	}
 }
 
-// doneFunc ends a call of g: a limited answer closes g until its reset
-// (kept in the store); a place of the provider is free for any of its
-// gates.
-func (l *limiter) doneFunc(g *gate) func(int, http.Header) {
-	var once sync.Once
-	return func(status int, h http.Header) {
-		once.Do(func() {
-			l.mu.Lock()
-			now := l.now()
-			switch {
-			case usage.Limited(status):
-				until, _ := usage.LimitReset(h, now, g.attempt, l.maxReset)
-				g.attempt++
-				if until.After(g.until) {
-					g.until = until
-					l.dirty = true
-				}
-			case status > 0 && status < 400:
-				g.attempt = 0
-			}
-			l.inflight[g.key.provider]--
-			l.dispatchProvider(g.key.provider)
-			l.mu.Unlock()
-			l.flush()
-			l.save()
-		})
+// pass is a call of g let through to the provider.
+type pass struct {
+	l     *limiter
+	g     *gate
+	limit *Limit // decided (under l.mu)
+	once  sync.Once
+}
+
+// decide settles, once, until when a limited answer (429, 529) holds its
+// provider and account: its reset headers, else a backoff growing with
+// the limits in a row, bounded by agent.limit_max_wait. From then on the
+// gate holds its calls until that reset (or a later one it holds
+// already; kept in the store at done). nil for any other answer. This is
+// the only place a reset is worked out: the Observer, the journal, the
+// notices and the runner's limits query are all told this one.
+func (p *pass) decide(status int, h http.Header) *Limit {
+	if !usage.Limited(status) {
+		return nil
 	}
+	l, g := p.l, p.g
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p.limit == nil {
+		until, src := usage.LimitReset(h, l.now(), g.attempt, l.maxReset)
+		g.attempt++
+		if until.After(g.until) {
+			g.until = until
+			l.dirty = true
+		}
+		p.limit = &Limit{Until: until, Source: src}
+	}
+	return p.limit
+}
+
+// done ends the call: a limited answer not decided yet is decided now, a
+// successful one ends the limits in a row, and a place of the provider is
+// free for any of its gates.
+func (p *pass) done(status int, h http.Header) {
+	p.once.Do(func() {
+		p.decide(status, h)
+		l, g := p.l, p.g
+		l.mu.Lock()
+		if status > 0 && status < 400 {
+			g.attempt = 0
+		}
+		l.inflight[g.key.provider]--
+		l.dispatchProvider(g.key.provider)
+		l.mu.Unlock()
+		l.flush()
+		l.save()
+	})
 }
 
 // resetOf says until when provider and account are limited (zero when

@@ -60,7 +60,7 @@ func (u *limitedUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func front(t *testing.T, l *limiter, up string, maxConc int) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c := r.Header.Get("X-Container")
-		done, err := l.acquire(r.Context(), caller{provider: "anthropic", account: "ANTHROPIC_API_KEY", who: who{Swarm: "sw", Container: c}, maxConcurrent: maxConc})
+		pass, err := l.acquire(r.Context(), caller{provider: "anthropic", account: "ANTHROPIC_API_KEY", who: who{Swarm: "sw", Container: c}, maxConcurrent: maxConc})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusTooManyRequests)
 			return
@@ -69,7 +69,7 @@ func front(t *testing.T, l *limiter, up string, maxConc int) *httptest.Server {
 		req.Header.Set("X-Container", c)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			done(http.StatusBadGateway, nil)
+			pass.done(http.StatusBadGateway, nil)
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
@@ -79,7 +79,7 @@ func front(t *testing.T, l *limiter, up string, maxConc int) *httptest.Server {
 		}
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(w, resp.Body)
-		done(resp.StatusCode, resp.Header)
+		pass.done(resp.StatusCode, resp.Header)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -188,12 +188,12 @@ func TestMaxConcurrentSerialisesFairly(t *testing.T) {
 
 func TestCancelledWaitReturnsPromptly(t *testing.T) {
 	l := newLimiter(2*time.Hour, 64)
-	done, err := l.acquire(context.Background(), callOf("a"))
+	pass, err := l.acquire(context.Background(), callOf("a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := http.Header{"Retry-After": {"3600"}}
-	done(http.StatusTooManyRequests, h)
+	pass.done(http.StatusTooManyRequests, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -219,7 +219,7 @@ func TestCancelledWaitReturnsPromptly(t *testing.T) {
 	// A reset past the wait bound is refused at once, with the reset.
 	short := newLimiter(time.Minute, 64)
 	d, _ := short.acquire(context.Background(), callOf("a"))
-	d(529, h)
+	d.done(529, h)
 	if _, err := short.acquire(context.Background(), callOf("b")); !errors.Is(err, ErrLimitWait) {
 		t.Errorf("a reset in an hour with a 1m bound: %v, want ErrLimitWait at once", err)
 	}

@@ -108,17 +108,16 @@ func (s *Service) noteAnswer(rec record, provider string, status int, err error)
 	}
 }
 
-// noteUpstream records a provider's limited answer for its container as
-// soon as its headers arrive, before the sandbox reads it: the runner may
-// ask the moment its agent gave up, before the call is over (noteAnswer
-// then puts in the limiter's reset).
-func (s *Service) noteUpstream(c *Call, status int, h http.Header) {
-	if !usage.Limited(status) {
+// noteUpstream settles a provider's limited answer as soon as its headers
+// arrive, before the Observer and the sandbox read it: the limiter decides
+// its reset (c.Limit, for the Observer) and the container's limits record
+// it, since the runner may ask the moment its agent gave up, before the
+// call is over (noteAnswer then puts in the limiter's reset).
+func (s *Service) noteUpstream(p *pass, c *Call, status int, h http.Header) {
+	if c.Limit = p.decide(status, h); c.Limit == nil {
 		return
 	}
-	now := time.Now()
-	until, _ := usage.LimitReset(h, now, 0, s.limits.LimitMaxWait)
-	s.met.note(contract.Sandbox{Swarm: c.Swarm, Container: c.Container}, c.Provider, now, until)
+	s.met.note(contract.Sandbox{Swarm: c.Swarm, Container: c.Container}, c.Provider, time.Now(), c.Limit.Until)
 }
 
 // serveLimits answers the container whose placeholder the request

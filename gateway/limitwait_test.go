@@ -57,7 +57,7 @@ func waitQueuedN(t *testing.T, l *limiter, n int) {
 func callThrough(l *limiter, c caller, got chan<- error) {
 	d, err := l.acquire(context.Background(), c)
 	if err == nil {
-		d(http.StatusOK, nil)
+		d.done(http.StatusOK, nil)
 	}
 	got <- err
 }
@@ -102,22 +102,22 @@ func TestRequestsPerMinuteHoldsCallsFairly(t *testing.T) {
 		return caller{provider: "anthropic", account: "K", who: who{Swarm: "sw", Container: c}, perMinute: 2}
 	}
 	for _, c := range []string{"a", "b"} {
-		done, err := l.acquire(context.Background(), rpm(c))
+		pass, err := l.acquire(context.Background(), rpm(c))
 		if err != nil {
 			t.Fatal(err)
 		}
-		done(http.StatusOK, nil) // over, but it began within the minute
+		pass.done(http.StatusOK, nil) // over, but it began within the minute
 	}
 	granted := make(chan string, 3)
 	for i, c := range []string{"a", "a", "b"} {
 		go func() {
-			done, err := l.acquire(context.Background(), rpm(c))
+			pass, err := l.acquire(context.Background(), rpm(c))
 			if err != nil {
 				t.Errorf("%s: %v", c, err)
 				granted <- "error"
 				return
 			}
-			done(http.StatusOK, nil)
+			pass.done(http.StatusOK, nil)
 			granted <- c
 		}()
 		waitQueuedN(t, l, i+1)
@@ -159,8 +159,8 @@ func TestWaitsAreToldAndListed(t *testing.T) {
 	l := newLimiter(time.Hour, 64)
 	rec := &noteRecorder{}
 	l.onWait = rec.add
-	done, _ := l.acquire(context.Background(), callOf("a"))
-	done(http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})
+	pass, _ := l.acquire(context.Background(), callOf("a"))
+	pass.done(http.StatusTooManyRequests, http.Header{"Retry-After": {"1"}})
 	got := make(chan error, 1)
 	go callThrough(l, callOf("b"), got)
 	notes := rec.waitFor(t, 1)
@@ -193,7 +193,7 @@ func TestWaitsAreToldAndListed(t *testing.T) {
 	if n := notes[2]; n.Reason != WaitConcurrency || n.String() != "waiting for a anthropic call slot (max_concurrent 1)" {
 		t.Fatalf("slot note %+v", n)
 	}
-	hold(http.StatusOK, nil)
+	hold.done(http.StatusOK, nil)
 	if err := <-got; err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestWaitsAreToldAndListed(t *testing.T) {
 	hold2, _ := l.acquire(context.Background(), slot("a"))
 	go callThrough(l, slot("b"), got)
 	waitQueuedN(t, l, 1)
-	hold2(http.StatusOK, nil)
+	hold2.done(http.StatusOK, nil)
 	<-got
 	// Let through: its wait is gone, and its report timer with it.
 	l.mu.Lock()
@@ -229,8 +229,8 @@ func TestLimitMaxWaitBoundsTheReset(t *testing.T) {
 		l := newLimiter(time.Hour, 64)
 		l.maxReset = 3 * time.Second
 		before := time.Now()
-		done, _ := l.acquire(context.Background(), callOf("a"))
-		done(http.StatusTooManyRequests, h)
+		pass, _ := l.acquire(context.Background(), callOf("a"))
+		pass.done(http.StatusTooManyRequests, h)
 		g := l.gates[gateKey{"anthropic", "K"}]
 		if g.until.Before(before) || g.until.After(time.Now().Add(3*time.Second)) {
 			t.Errorf("%v: reset in %s, want at most 3s (agent.limit_max_wait)", h, time.Until(g.until))
@@ -261,11 +261,11 @@ func FuzzLimiterReset(f *testing.F) {
 		l := newLimiter(time.Hour, 4)
 		l.maxReset = time.Hour
 		before := time.Now()
-		done, err := l.acquire(context.Background(), callOf("a"))
+		pass, err := l.acquire(context.Background(), callOf("a"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		done(529, h)
+		pass.done(529, h)
 		g := l.gates[gateKey{"anthropic", "K"}]
 		if g.until.Before(before) || g.until.After(time.Now().Add(time.Hour)) {
 			t.Fatalf("%v: reset in %s", h, time.Until(g.until))
@@ -281,8 +281,8 @@ func TestResetKeptAcrossRestart(t *testing.T) {
 	path := filepath.Join(dir, limitsName)
 	l := newLimiter(time.Hour, 64)
 	l.load(path, nopLog())
-	done, _ := l.acquire(context.Background(), callOf("a"))
-	done(http.StatusTooManyRequests, http.Header{"Retry-After": {"600"}})
+	pass, _ := l.acquire(context.Background(), callOf("a"))
+	pass.done(http.StatusTooManyRequests, http.Header{"Retry-After": {"600"}})
 	until := l.gates[gateKey{"anthropic", "K"}].until
 	info, err := os.Stat(path)
 	if err != nil || info.Mode().Perm() != 0o600 {

@@ -29,6 +29,19 @@ type Call struct {
 	// byte, and why the answer ended early ("" when it did not).
 	Duration time.Duration
 	Err      string
+	// Limit is the gateway's decision on a limited answer (429, 529),
+	// made once as its headers arrive: the gateway holds the provider's
+	// calls at least until then. nil for any other answer.
+	Limit *Limit
+}
+
+// Limit is a provider's limit as the gateway decided it from one limited
+// answer.
+type Limit struct {
+	Until time.Time
+	// Source names the header the reset was read from, or "backoff"
+	// when the answer named none.
+	Source string
 }
 
 // Observer hears every call through the gateway: the place for limits,

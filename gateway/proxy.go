@@ -79,6 +79,7 @@ type call struct {
 	prov    Provider
 	tap     Tap
 	started time.Time
+	pass    *pass // the limiter's
 }
 
 // ServeHTTP checks the placeholder and forwards the request to its
@@ -120,15 +121,16 @@ func (s *Service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.refuse(w, cl, http.StatusRequestEntityTooLarge, "body too large", fmt.Sprintf("the request body is larger than %d bytes", s.limits.MaxBodyBytes))
 		return
 	}
-	done, err := s.limiter.acquire(r.Context(), caller{provider: name, account: rec.Var, who: rec.sandbox(),
+	pass, err := s.limiter.acquire(r.Context(), caller{provider: name, account: rec.Var, who: rec.sandbox(),
 		maxConcurrent: cl.prov.MaxConcurrent, perMinute: cl.prov.RequestsPerMinute})
 	if err != nil {
 		s.noteAnswer(rec, name, 0, err)
 		s.refuseWait(w, cl, err)
 		return
 	}
+	cl.pass = pass
 	defer func() {
-		done(cl.c.Status, cl.c.Header)
+		pass.done(cl.c.Status, cl.c.Header)
 		s.noteAnswer(rec, name, cl.c.Status, nil)
 	}()
 	r.Body = http.MaxBytesReader(w, r.Body, s.limits.MaxBodyBytes)
@@ -208,7 +210,7 @@ func (s *Service) newProxy(tr http.RoundTripper) http.Handler {
 		ModifyResponse: func(resp *http.Response) error {
 			cl := resp.Request.Context().Value(callKey{}).(*call)
 			cl.c.Status, cl.c.Header = resp.StatusCode, resp.Header.Clone()
-			s.noteUpstream(&cl.c, resp.StatusCode, resp.Header)
+			s.noteUpstream(cl.pass, &cl.c, resp.StatusCode, resp.Header)
 			cl.tap = s.decodeFor(observe(s.observer, &cl.c, false), cl, resp.Header)
 			resp.Body = &tapBody{ReadCloser: resp.Body, cl: cl, req: resp.Request}
 			return nil

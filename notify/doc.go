@@ -16,5 +16,7 @@
 // redacted as a notice is queued), and agent text only as a bounded line
 // with control characters removed. Notices of waiting requests are bounded
 // per container and per swarm in each window; the rest are told in one
-// coalesced notice per swarm when the window ends.
+// coalesced notice per swarm when the window ends. LimitNotices hears the
+// model gateway's limited answers and limit waits and gathers those of one
+// limit into one notice per swarm.
 package notify

@@ -89,7 +89,8 @@ type Call struct {
 	Usage    Usage   `json:"tokens"`
 	Cost     float64 `json:"cost"`
 	// LimitedUntil is set on a limited answer (Limited): when the
-	// provider's limit resets (LimitReset), and from which header.
+	// provider's limit resets as the model gateway decided it
+	// (LimitReset), and from which header (or "backoff").
 	LimitedUntil *time.Time `json:"limitedUntil,omitempty"`
 	LimitSource  string     `json:"limitSource,omitempty"`
 }

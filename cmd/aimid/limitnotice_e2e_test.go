@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -80,4 +81,23 @@ func TestLimitWaitIsNotifiedThroughTheDaemon(t *testing.T) {
 	if c.StoryProgress.Completed != 1 {
 		t.Errorf("container %s: %s %+v, want its story completed", c.ContainerName, c.Status, c.StoryProgress)
 	}
+}
+
+func decodeNotices(t *testing.T, bodies []string) []notify.Notice {
+	t.Helper()
+	var out []notify.Notice
+	for _, b := range bodies {
+		var no notify.Notice
+		if err := json.Unmarshal([]byte(b), &no); err != nil {
+			t.Fatalf("notice %q: %v", b, err)
+		}
+		out = append(out, no)
+	}
+	return out
+}
+
+func (h *hookReceiver) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.bodies...)
 }

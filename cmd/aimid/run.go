@@ -134,8 +134,8 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil || o.drainPool {
 		return err
 	}
-	meter, limits := newUsageObserver(cfg.Prices, cfg.Agent.LimitMaxWait, log), newLimitNotices(cfg.Agent.LimitMaxWait, log)
-	git, models, closeServices, err := openServices(cfg, o, be, met, waitTee{meter, limits}, log)
+	meter, limits := newUsageObserver(cfg.Prices, log), notify.NewLimitNotices(log)
+	git, models, closeServices, err := openServices(cfg, o, be, met, limits.Tee(meter), log)
 	if err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil {
 		return err
 	}
-	meter.attach(life, mgr.JournalUsage, mgr.NoteLimitWait)
+	meter.Attach(life, mgr.JournalUsage, mgr.NoteLimitWait)
 	secrets := knownSecrets(cfg, os.Getenv, log)
 	stopMetrics, err := observe(life, cfg, met, mgr, limits, secrets, log)
 	if err != nil {
@@ -207,7 +207,7 @@ func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service,
 
 // observe starts the notifier, attaches the metrics to mgr and serves them
 // when metrics.listen is set.
-func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mgr *orchestrator.Manager, limits *limitNotices, secrets *redact.Redactor, log *slog.Logger) (stop func(), err error) {
+func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mgr *orchestrator.Manager, limits *notify.LimitNotices, secrets *redact.Redactor, log *slog.Logger) (stop func(), err error) {
 	if err := startNotifier(life, cfg, mgr, limits, secrets, log); err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func observe(life context.Context, cfg *configs.Config, met *metrics.Metrics, mg
 
 // startNotifier sends notices to notify.webhooks and notify.command, when
 // any is set, until life ends.
-func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.Manager, limits *limitNotices, secrets *redact.Redactor, log *slog.Logger) error {
+func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.Manager, limits *notify.LimitNotices, secrets *redact.Redactor, log *slog.Logger) error {
 	board := cfg.Notify.BoardURL
 	n, err := notify.New(notify.Config{Webhooks: cfg.Notify.Webhooks, Command: cfg.Notify.Command,
 		Board: func() string { return board }, Journal: mgr.JournalNote, Redact: secrets, Logger: log})
@@ -231,7 +231,7 @@ func startNotifier(life context.Context, cfg *configs.Config, mgr *orchestrator.
 		return nil
 	}
 	log.Info("notifications on", "webhooks", len(cfg.Notify.Webhooks), "command", len(cfg.Notify.Command) > 0)
-	limits.set(n, mgr.RepoOf)
+	limits.Set(n, mgr.RepoOf)
 	go n.Run(life, mgr.Subscribe(life))
 	return nil
 }

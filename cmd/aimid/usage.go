@@ -1,137 +1,33 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/usage"
+	"github.com/aimi-tools/swarm/usage/ledger"
 )
 
-// usageQueue bounds the calls waiting to be journaled: the gateway's
-// answers never wait for the journal; past the bound a call's account is
-// dropped with a warning.
-const usageQueue = 4096
-
-// usageObserver is the model gateway's Observer that meters every answer's
-// token usage as it streams and journals each call, with its cost, in its
-// container's journal.
+// usageObserver is the gateway's ledger as openBudgets takes it: its
+// onSpend (budget.go) sets spent, which the ledger calls with every
+// call's cost.
 type usageObserver struct {
-	prices map[string]usage.Prices
-	// maxWait bounds a limited answer's reset (agent.limit_max_wait).
-	maxWait time.Duration
-	log     *slog.Logger
-	// queue holds pointers: a channel's buffer is allocated whole when it
-	// is made, and 4096 entries by value were 870 KB of the daemon's
-	// memory for a queue that is almost always empty.
-	queue chan *usageEntry
-
-	mu      sync.Mutex
-	limited map[string]int // provider -> limited answers in a row
-
-	// spent, once set (onSpend, under mu), hears each call's cost
-	// for the budgets (package budget).
+	*ledger.Ledger
+	mu    sync.Mutex
 	spent func(sb contract.Sandbox, at time.Time, cost float64)
 }
 
-type usageEntry struct {
-	swarm, container string
-	at               time.Time
-	call             usage.Call
-	wait             *gateway.WaitNote // a limit wait's note instead of a call
-}
-
-// Waited implements gateway.WaitObserver: the note is journaled and
-// published in order with the calls.
-func (o *usageObserver) Waited(n gateway.WaitNote) {
-	at := n.Since
-	if !n.Ended.IsZero() {
-		at = n.Ended
-	}
-	select {
-	case o.queue <- &usageEntry{swarm: n.Swarm, container: n.Container, at: at, wait: &n}:
-	default:
-		o.log.Warn("limit wait not journaled: too many calls waiting to be", "container", n.Container, "provider", n.Provider)
-	}
-}
-
-func newUsageObserver(prices map[string]usage.Prices, maxWait time.Duration, log *slog.Logger) *usageObserver {
-	return &usageObserver{prices: prices, maxWait: maxWait, log: log, queue: make(chan *usageEntry, usageQueue), limited: map[string]int{}}
-}
-
-// Begin implements gateway.Observer. A call the gateway answered itself
-// reached no provider: nothing to count.
-func (o *usageObserver) Begin(c *gateway.Call) gateway.Tap {
-	if c.Refused != "" {
-		return nil
-	}
-	return &usageTap{o: o, m: usage.NewMeter(c.Header.Get("Content-Type"))}
-}
-
-type usageTap struct {
-	o *usageObserver
-	m *usage.Meter
-}
-
-func (t *usageTap) Body(p []byte) { t.m.Write(p) }
-
-func (t *usageTap) End(c *gateway.Call) {
-	u := t.m.Usage()
-	e := &usageEntry{swarm: c.Swarm, container: c.Container, at: c.Started, call: usage.Call{Provider: c.Provider, Status: c.Status, Usage: u, Cost: t.o.prices[c.Provider].Cost(u)}}
-	t.o.noteLimit(c, &e.call)
-	t.o.mu.Lock()
-	spent := t.o.spent
-	t.o.mu.Unlock()
-	if spent != nil {
-		spent(contract.Sandbox{Swarm: c.Swarm, Container: c.Container}, c.Started, e.call.Cost)
-	}
-	select {
-	case t.o.queue <- e:
-	default:
-		t.o.log.Warn("model call not journaled: too many waiting", "container", c.Container, "provider", c.Provider)
-	}
-}
-
-// attach journals the queued calls through journal, and the limit waits
-// through wait, until ctx ends.
-func (o *usageObserver) attach(ctx context.Context, journal func(ctx context.Context, sb contract.Sandbox, at time.Time, call usage.Call) error,
-	wait func(ctx context.Context, sb contract.Sandbox, at time.Time, over bool, text string)) {
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e := <-o.queue:
-				if e.wait != nil {
-					wait(ctx, contract.Sandbox{Swarm: e.swarm, Container: e.container}, e.at, !e.wait.Ended.IsZero(), e.wait.String())
-					continue
-				}
-				if err := journal(ctx, contract.Sandbox{Swarm: e.swarm, Container: e.container}, e.at, e.call); err != nil {
-					o.log.Debug("model call not journaled", "container", e.container, "err", err)
-				}
-			}
+func newUsageObserver(prices map[string]usage.Prices, log *slog.Logger) *usageObserver {
+	o := &usageObserver{Ledger: ledger.New(prices, log)}
+	o.OnSpend(func(sb contract.Sandbox, at time.Time, cost float64) {
+		o.mu.Lock()
+		f := o.spent
+		o.mu.Unlock()
+		if f != nil {
+			f(sb, at, cost)
 		}
-	}()
-}
-
-// noteLimit records a provider's limit on a limited answer: until when it
-// holds (its headers, else a backoff growing with the limits in a row).
-func (o *usageObserver) noteLimit(c *gateway.Call, call *usage.Call) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !usage.Limited(c.Status) {
-		if c.Status < 300 {
-			delete(o.limited, c.Provider)
-		}
-		return
-	}
-	until, src := usage.LimitReset(c.Header, time.Now(), o.limited[c.Provider], o.maxWait)
-	o.limited[c.Provider]++
-	call.LimitedUntil, call.LimitSource = &until, src
-	o.log.Warn(fmt.Sprintf("waiting for %s limit until %s", c.Provider, until.Local().Format(time.TimeOnly)),
-		"container", c.Container, "status", c.Status, "from", src)
+	})
+	return o
 }

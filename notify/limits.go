@@ -1,4 +1,4 @@
-package main
+package notify
 
 import (
 	"log/slog"
@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/gateway"
-	"github.com/aimi-tools/swarm/notify"
-	"github.com/aimi-tools/swarm/usage"
 )
 
 // limitBatch is how long the notice of a provider's limit waits for the
@@ -17,9 +15,9 @@ import (
 // notice names them all.
 const limitBatch = 2 * time.Second
 
-// limitNotices turns the start of a provider's limit into a
-// limit-wait-started notice: a limited answer (429 or 529, with its reset)
-// seen by the gateway's Observer, or calls the gateway began to hold for
+// LimitNotices turns the start of a provider's limit into a
+// limit-wait-started notice: a limited answer (429 or 529, with the reset
+// the gateway decided for it) seen by the gateway's Observer, or calls the gateway began to hold for
 // the reset (its wait notes). One notice per limit and swarm: each names
 // its swarm's repository and containers limited or held within limitBatch
 // of the first, and its time is when the limit was first seen (of any
@@ -27,14 +25,13 @@ const limitBatch = 2 * time.Second
 // has passed. Waits for a place (max_concurrent, requests_per_minute) and
 // ends are no notice. The notifier and the swarms' repositories are set
 // once they are built (after the gateway).
-type limitNotices struct {
-	log     *slog.Logger
-	maxWait time.Duration // agent.limit_max_wait: bounds a reset
-	batch   time.Duration
-	now     func() time.Time
+type LimitNotices struct {
+	log   *slog.Logger
+	batch time.Duration
+	now   func() time.Time
 
 	mu      sync.Mutex
-	n       *notify.Notifier
+	n       *Notifier
 	repoOf  func(swarmID string) string // "" when unknown
 	pending map[string]*limitNotice     // provider -> the notice being gathered
 	told    map[string]time.Time        // provider -> the reset last told
@@ -45,28 +42,31 @@ type limitNotice struct {
 	swarms       map[string][]string // swarm -> its containers limited
 }
 
-func newLimitNotices(maxWait time.Duration, log *slog.Logger) *limitNotices {
-	return &limitNotices{log: log, maxWait: maxWait, batch: limitBatch, now: time.Now,
+// NewLimitNotices makes the limit notices; Set gives them their notifier.
+func NewLimitNotices(log *slog.Logger) *LimitNotices {
+	return &LimitNotices{log: log, batch: limitBatch, now: time.Now,
 		pending: map[string]*limitNotice{}, told: map[string]time.Time{}}
 }
 
-func (l *limitNotices) set(n *notify.Notifier, repoOf func(swarmID string) string) {
+// Set gives l the notifier to send through and the repository of each
+// swarm; until then nothing is told.
+func (l *LimitNotices) Set(n *Notifier, repoOf func(swarmID string) string) {
 	l.mu.Lock()
 	l.n, l.repoOf = n, repoOf
 	l.mu.Unlock()
 }
 
-// limited hears a call's answer (it must not block).
-func (l *limitNotices) limited(c *gateway.Call) {
-	if c.Refused != "" || !usage.Limited(c.Status) {
+// limited hears a call's answer (it must not block): a limited one tells
+// the reset the gateway decided for it.
+func (l *LimitNotices) limited(c *gateway.Call) {
+	if c.Refused != "" || c.Limit == nil {
 		return
 	}
-	until, _ := usage.LimitReset(c.Header, l.now(), 0, l.maxWait)
-	l.add(c.Provider, l.now(), until, c.Swarm, c.Container)
+	l.add(c.Provider, l.now(), c.Limit.Until, c.Swarm, c.Container)
 }
 
 // waited hears one of the gateway's wait notes (it must not block).
-func (l *limitNotices) waited(w gateway.WaitNote) {
+func (l *LimitNotices) waited(w gateway.WaitNote) {
 	if w.Reason != gateway.WaitLimit || !w.Ended.IsZero() || w.Until.IsZero() {
 		return
 	}
@@ -77,7 +77,7 @@ func (l *limitNotices) waited(w gateway.WaitNote) {
 	l.add(w.Provider, since, w.Until, w.Swarm, w.Container)
 }
 
-func (l *limitNotices) add(provider string, since, until time.Time, swarm, container string) {
+func (l *LimitNotices) add(provider string, since, until time.Time, swarm, container string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n == nil || l.now().Before(l.told[provider]) {
@@ -100,7 +100,7 @@ func (l *limitNotices) add(provider string, since, until time.Time, swarm, conta
 	}
 }
 
-func (l *limitNotices) flush(provider string) {
+func (l *LimitNotices) flush(provider string) {
 	l.mu.Lock()
 	p, n, repoOf := l.pending[provider], l.n, l.repoOf
 	delete(l.pending, provider)
@@ -112,7 +112,7 @@ func (l *limitNotices) flush(provider string) {
 		return
 	}
 	for _, swarm := range slices.Sorted(maps.Keys(p.swarms)) {
-		lim := notify.Limit{Provider: provider, Since: p.since, Until: p.until, SwarmID: swarm, Containers: slices.Sorted(slices.Values(p.swarms[swarm]))}
+		lim := Limit{Provider: provider, Since: p.since, Until: p.until, SwarmID: swarm, Containers: slices.Sorted(slices.Values(p.swarms[swarm]))}
 		if repoOf != nil && swarm != "" {
 			lim.Repo = repoOf(swarm)
 		}
@@ -122,11 +122,14 @@ func (l *limitNotices) flush(provider string) {
 	}
 }
 
-// waitTee is the gateway's Observer: the usage observer, with every answer
-// and wait note also heard by the limit notices.
+// Tee is the gateway's Observer o with every answer and wait note also
+// heard by l.
+func (l *LimitNotices) Tee(o gateway.Observer) gateway.Observer { return waitTee{o, l} }
+
+// waitTee is Tee's Observer.
 type waitTee struct {
 	gateway.Observer
-	limits *limitNotices
+	limits *LimitNotices
 }
 
 // Begin implements gateway.Observer.

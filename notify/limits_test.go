@@ -1,4 +1,4 @@
-package main
+package notify
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/gateway"
-	"github.com/aimi-tools/swarm/notify"
 )
 
 type waitsHeard struct {
@@ -33,15 +33,20 @@ func (w *waitsHeard) Waited(n gateway.WaitNote)         { w.notes = append(w.not
 // and notes within the limit told, and those heard before the notifier
 // exists are no notice; after the reset a new limit is told again.
 func TestLimitWaitReachesTheWebhooks(t *testing.T) {
-	parallel(t)
-	hook := newHookReceiver(t)
-	l := newLimitNotices(0, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Parallel()
+	hook := &receiver{}
+	srv := httptest.NewServer(http.HandlerFunc(hook.handler))
+	defer srv.Close()
+	l := NewLimitNotices(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	l.batch = 200 * time.Millisecond
 	var mu sync.Mutex
 	now := time.Now().UTC().Truncate(time.Second)
 	l.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	inner := &waitsHeard{}
-	tee := waitTee{inner, l}
+	tee := l.Tee(inner).(interface {
+		gateway.Observer
+		gateway.WaitObserver
+	})
 	until := now.Add(30 * time.Second)
 	note := func(ctr, reason string, until time.Time, ended bool) gateway.WaitNote {
 		w := gateway.WaitNote{Wait: gateway.Wait{Swarm: "sw1", Container: ctr, Provider: "anthropic", Reason: reason, Until: until, Since: now.Add(-2 * time.Second)}}
@@ -50,15 +55,17 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 		}
 		return w
 	}
-	limited := func(ctr, retryAfter string) *gateway.Call {
+	// limited is a 429 whose reset the gateway decided retryAfter from now.
+	limited := func(ctr string, retryAfter time.Duration) *gateway.Call {
 		swarm := "sw1"
 		if ctr == "aimi-z" {
 			swarm = "sw2"
 		}
-		return &gateway.Call{Swarm: swarm, Container: ctr, Provider: "anthropic", Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {retryAfter}}}
+		return &gateway.Call{Swarm: swarm, Container: ctr, Provider: "anthropic", Status: http.StatusTooManyRequests,
+			Limit: &gateway.Limit{Until: l.now().Add(retryAfter), Source: "retry-after"}}
 	}
 	tee.Waited(note("aimi-early", gateway.WaitLimit, until, false))
-	n, err := notify.New(notify.Config{Webhooks: []string{hook.url + "/hooks/T0"}})
+	n, err := New(Config{Webhooks: []string{srv.URL + "/hooks/T0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +74,10 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 	go func() { defer close(done); n.Run(ctx, make(chan api.Event)) }()
 	defer func() { cancel(); <-done }()
 	repos := map[string]string{"sw1": "/home/u/repo1", "sw2": "/home/u/repo2"}
-	l.set(n, func(swarm string) string { return repos[swarm] })
+	l.Set(n, func(swarm string) string { return repos[swarm] })
 	tee.Begin(&gateway.Call{Swarm: "sw1", Container: "aimi-ok", Provider: "anthropic", Status: 200})
-	tee.Begin(limited("aimi-b", "30"))
-	tee.Begin(limited("aimi-z", "30"))
+	tee.Begin(limited("aimi-b", 30*time.Second))
+	tee.Begin(limited("aimi-z", 30*time.Second))
 	for _, w := range []gateway.WaitNote{note("aimi-a", gateway.WaitLimit, until, false),
 		note("aimi-c", gateway.WaitConcurrency, time.Time{}, false), note("aimi-b", gateway.WaitLimit, until, true)} {
 		tee.Waited(w)
@@ -87,11 +94,11 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 		}
 	}
 	tee.Waited(note("aimi-d", gateway.WaitLimit, until.Add(time.Second), false)) // within the limit told
-	tee.Begin(limited("aimi-d", "31"))
+	tee.Begin(limited("aimi-d", 31*time.Second))
 	mu.Lock()
 	now = until.Add(time.Second) // past the reset: a new limit
 	mu.Unlock()
-	tee.Begin(limited("aimi-e", "60"))
+	tee.Begin(limited("aimi-e", 60*time.Second))
 	h := waitNotices(t, hook, 3)
 	if len(h) != 3 {
 		t.Fatalf("notices %+v: want a third one for the new limit only", h)
@@ -102,7 +109,7 @@ func TestLimitWaitReachesTheWebhooks(t *testing.T) {
 }
 
 // waitNotices waits (a minute at most) for n notices, in their order.
-func waitNotices(t *testing.T, hook *hookReceiver, n int) []notify.Notice {
+func waitNotices(t *testing.T, hook *receiver, n int) []Notice {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -117,11 +124,11 @@ func waitNotices(t *testing.T, hook *hookReceiver, n int) []notify.Notice {
 	}
 }
 
-func decodeNotices(t *testing.T, bodies []string) []notify.Notice {
+func decodeNotices(t *testing.T, bodies []string) []Notice {
 	t.Helper()
-	var out []notify.Notice
+	var out []Notice
 	for _, b := range bodies {
-		var no notify.Notice
+		var no Notice
 		if err := json.Unmarshal([]byte(b), &no); err != nil {
 			t.Fatalf("notice %q: %v", b, err)
 		}
@@ -130,8 +137,8 @@ func decodeNotices(t *testing.T, bodies []string) []notify.Notice {
 	return out
 }
 
-func (h *hookReceiver) all() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.bodies...)
+func (r *receiver) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.bodies...)
 }

@@ -1,4 +1,4 @@
-package main
+package ledger
 
 import (
 	"context"
@@ -12,21 +12,24 @@ import (
 	"github.com/aimi-tools/swarm/usage"
 )
 
-func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
-	parallel(t)
-	o := newUsageObserver(usage.DefaultPrices(), usage.DefaultLimitMaxWait, slog.New(slog.DiscardHandler))
+// TestLedgerJournalsUsageAndLimits: a call is journaled with its tokens
+// and cost; a limited one with the reset the gateway decided for it (a
+// backoff here: the answer names no reset), never one of its own.
+func TestLedgerJournalsUsageAndLimits(t *testing.T) {
+	t.Parallel()
+	o := New(usage.DefaultPrices(), slog.New(slog.DiscardHandler))
 	got := make(chan usage.Call, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o.attach(ctx, func(_ context.Context, sb contract.Sandbox, _ time.Time, c usage.Call) error {
+	o.Attach(ctx, func(_ context.Context, sb contract.Sandbox, _ time.Time, c usage.Call) error {
 		if sb != (contract.Sandbox{Swarm: "s1", Container: "c1"}) {
 			t.Errorf("journaled for %+v", sb)
 		}
 		got <- c
 		return nil
 	}, nil)
-	call := func(status int, h http.Header, body string) usage.Call {
-		c := &gateway.Call{Swarm: "s1", Container: "c1", Provider: "anthropic", Status: status, Header: h, Started: time.Now()}
+	call := func(status int, h http.Header, lim *gateway.Limit, body string) usage.Call {
+		c := &gateway.Call{Swarm: "s1", Container: "c1", Provider: "anthropic", Status: status, Header: h, Started: time.Now(), Limit: lim}
 		tap := o.Begin(c)
 		tap.Body([]byte(body))
 		tap.End(c)
@@ -38,13 +41,14 @@ func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
 		}
 		return usage.Call{}
 	}
-	ok := call(200, http.Header{"Content-Type": {"application/json"}}, `{"usage":{"input_tokens":1000000,"output_tokens":0}}`)
+	ok := call(200, http.Header{"Content-Type": {"application/json"}}, nil, `{"usage":{"input_tokens":1000000,"output_tokens":0}}`)
 	if ok.Usage.Input != 1000000 || ok.Cost != 3 || ok.LimitedUntil != nil {
 		t.Fatalf("a 200: %+v", ok)
 	}
-	lim := call(429, http.Header{"Retry-After": {"30"}, "Content-Type": {"application/json"}}, `{"type":"error"}`)
-	if lim.LimitedUntil == nil || lim.LimitSource != "retry-after" || time.Until(*lim.LimitedUntil) > 31*time.Second || time.Until(*lim.LimitedUntil) < 20*time.Second {
-		t.Fatalf("a 429: %+v", lim)
+	decided := gateway.Limit{Until: time.Now().Add(1234 * time.Millisecond), Source: "backoff"}
+	lim := call(429, http.Header{"Content-Type": {"application/json"}}, &decided, `{"type":"error"}`)
+	if lim.LimitedUntil == nil || lim.LimitSource != "backoff" || !lim.LimitedUntil.Equal(decided.Until) {
+		t.Fatalf("a 429: %+v, want the gateway's decision %+v", lim, decided)
 	}
 	if c := o.Begin(&gateway.Call{Refused: "too many requests at once", Status: 429}); c != nil {
 		t.Error("a call the gateway answered itself is metered")
@@ -53,9 +57,9 @@ func TestUsageObserverJournalsUsageAndLimits(t *testing.T) {
 
 // The gateway's wait notes reach the journal through the same queue as
 // the calls, in order, with the note's time and text.
-func TestUsageObserverPassesLimitWaitsOn(t *testing.T) {
-	parallel(t)
-	o := newUsageObserver(usage.DefaultPrices(), usage.DefaultLimitMaxWait, slog.New(slog.DiscardHandler))
+func TestLedgerPassesLimitWaitsOn(t *testing.T) {
+	t.Parallel()
+	o := New(usage.DefaultPrices(), slog.New(slog.DiscardHandler))
 	type note struct {
 		name string
 		at   time.Time
@@ -65,7 +69,7 @@ func TestUsageObserverPassesLimitWaitsOn(t *testing.T) {
 	got := make(chan note, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	o.attach(ctx, func(context.Context, contract.Sandbox, time.Time, usage.Call) error { return nil },
+	o.Attach(ctx, func(context.Context, contract.Sandbox, time.Time, usage.Call) error { return nil },
 		func(_ context.Context, sb contract.Sandbox, at time.Time, over bool, text string) {
 			got <- note{sb.Container, at, over, text}
 		})
