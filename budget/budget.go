@@ -13,7 +13,6 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gitserve"
 )
 
 // maxPoints bounds the calls kept with their time per container (for the
@@ -274,8 +273,8 @@ func (k *Keeper) decide(ctx context.Context, repoPath string, sb contract.Sandbo
 
 func money(v float64) string { return fmt.Sprintf("%.4f", v) }
 
-// ServeBudget implements gitserve.Budgets.
-func (k *Keeper) ServeBudget(w http.ResponseWriter, r *http.Request, from gitserve.Caller) {
+// ServeBudget implements contract.Budgets.
+func (k *Keeper) ServeBudget(w http.ResponseWriter, r *http.Request, from contract.Caller) {
 	var req contract.BudgetRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, contract.BudgetMaxBody)).Decode(&req); err != nil || len(req.Stories) > contract.BudgetMaxStories {
 		http.Error(w, "aimi: budget question refused: not a budget request", http.StatusBadRequest)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gitserve"
 )
 
 func keeper(lim *Limits, seed func(context.Context, string, string, time.Time) ([]Spend, error)) *Keeper {
@@ -94,7 +93,7 @@ func TestServeBudgetRefusesWhatIsNotARequest(t *testing.T) {
 	k := keeper(&Limits{Swarm: 1}, nil)
 	for body, want := range map[string]int{`{"stories":[]}`: 200, `not json`: 400, `{"stories":` + strings.Repeat(`x`, contract.BudgetMaxBody) + `}`: 400} {
 		w := httptest.NewRecorder()
-		k.ServeBudget(w, httptest.NewRequest(http.MethodPost, contract.BudgetPath, strings.NewReader(body)), gitserve.Caller{SwarmID: "s", Container: "a"})
+		k.ServeBudget(w, httptest.NewRequest(http.MethodPost, contract.BudgetPath, strings.NewReader(body)), contract.Caller{SwarmID: "s", Container: "a"})
 		if w.Code != want {
 			t.Errorf("%.20q: HTTP %d, want %d", body, w.Code, want)
 		}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gitserve"
 )
 
 // FuzzServeBudget sends arbitrary bodies as a container's budget question
@@ -27,7 +26,7 @@ func FuzzServeBudget(f *testing.F) {
 		sb := contract.Sandbox{Swarm: "s", Container: "a"}
 		k.Add(sb, time.Now(), 0.3)
 		w := httptest.NewRecorder()
-		k.ServeBudget(w, httptest.NewRequest(http.MethodPost, contract.BudgetPath, strings.NewReader(body)), gitserve.Caller{RepoPath: "/r", SwarmID: "s", Container: "a"})
+		k.ServeBudget(w, httptest.NewRequest(http.MethodPost, contract.BudgetPath, strings.NewReader(body)), contract.Caller{RepoPath: "/r", SwarmID: "s", Container: "a"})
 		if w.Code != http.StatusOK && w.Code != http.StatusBadRequest {
 			t.Fatalf("HTTP %d", w.Code)
 		}

@@ -3,34 +3,20 @@ package gitserve
 import (
 	"net/http"
 	"sync"
+
+	"github.com/aimi-tools/swarm/contract"
 )
-
-// Caller is the container a request on the service came from, as its
-// token says (never as the request says).
-type Caller struct {
-	RepoPath  string
-	SwarmID   string
-	Container string
-	Branch    string
-}
-
-// Asks serves contract.AskPath: a container's permission request for a
-// person. The service has checked the caller's token and address; the
-// handler owns the rest (body limits, how long it holds the request).
-type Asks interface {
-	ServeAsk(w http.ResponseWriter, r *http.Request, from Caller)
-}
 
 // askSlot holds the Asks the daemon sets once it has built its inbox
 // (after the service, which the orchestrator needs first).
 type askSlot struct {
 	mu   sync.Mutex
-	asks Asks
+	asks contract.Asks
 }
 
 // SetAsks makes the service pass contract.AskPath to a; before, such
 // requests get 503 (the runner sends them again).
-func (s *Service) SetAsks(a Asks) {
+func (s *Service) SetAsks(a contract.Asks) {
 	s.ask.mu.Lock()
 	s.ask.asks = a
 	s.ask.mu.Unlock()
@@ -44,5 +30,5 @@ func (s *Service) serveAsk(w http.ResponseWriter, r *http.Request, rec record) {
 		deny(w, http.StatusServiceUnavailable, "aimi: permission requests are not taken (the daemon's policy does not ask, or it is starting); try again")
 		return
 	}
-	a.ServeAsk(w, r, Caller{RepoPath: rec.RepoPath, SwarmID: rec.SwarmKey, Container: rec.Container, Branch: rec.Branch})
+	a.ServeAsk(w, r, contract.Caller{RepoPath: rec.RepoPath, SwarmID: rec.SwarmKey, Container: rec.Container, Branch: rec.Branch})
 }

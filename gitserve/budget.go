@@ -3,25 +3,19 @@ package gitserve
 import (
 	"net/http"
 	"sync"
-)
 
-// Budgets serves contract.BudgetPath: a container's question, at a story
-// boundary, whether its swarm's budgets let it begin another story. The
-// service has checked the caller's token and address; the handler owns the
-// rest.
-type Budgets interface {
-	ServeBudget(w http.ResponseWriter, r *http.Request, from Caller)
-}
+	"github.com/aimi-tools/swarm/contract"
+)
 
 // budgetSlot holds the Budgets the daemon sets once it has built them.
 type budgetSlot struct {
 	mu sync.Mutex
-	b  Budgets
+	b  contract.Budgets
 }
 
 // SetBudgets makes the service pass contract.BudgetPath to b; before,
 // such requests get 503 and the runner asks again (budgets fail closed).
-func (s *Service) SetBudgets(b Budgets) {
+func (s *Service) SetBudgets(b contract.Budgets) {
 	s.budget.mu.Lock()
 	s.budget.b = b
 	s.budget.mu.Unlock()
@@ -39,5 +33,5 @@ func (s *Service) serveBudget(w http.ResponseWriter, r *http.Request, rec record
 		deny(w, http.StatusServiceUnavailable, "aimi: budget questions are not taken yet (the daemon is starting); try again")
 		return
 	}
-	b.ServeBudget(w, r, Caller{RepoPath: rec.RepoPath, SwarmID: rec.SwarmKey, Container: rec.Container, Branch: rec.Branch})
+	b.ServeBudget(w, r, contract.Caller{RepoPath: rec.RepoPath, SwarmID: rec.SwarmKey, Container: rec.Container, Branch: rec.Branch})
 }

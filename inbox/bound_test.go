@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gitserve"
 	"github.com/aimi-tools/swarm/internal/redact"
 )
 
@@ -36,7 +35,7 @@ func sendAsk(t *testing.T, in *Inbox, ctr string, a contract.AskRequest, ctx con
 	b, _ := json.Marshal(a)
 	w := httptest.NewRecorder()
 	in.ServeAsk(w, httptest.NewRequestWithContext(ctx, http.MethodPost, contract.AskPath, bytes.NewReader(b)),
-		gitserve.Caller{RepoPath: "/repo", SwarmID: "sw", Container: ctr})
+		contract.Caller{RepoPath: "/repo", SwarmID: "sw", Container: ctr})
 	return w.Code
 }
 

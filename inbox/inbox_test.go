@@ -15,7 +15,6 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gitserve"
 )
 
 type notes struct {
@@ -48,7 +47,7 @@ func send(t *testing.T, in *Inbox, ctr, id string, ctx context.Context) (int, co
 	t.Helper()
 	r := httptest.NewRequestWithContext(ctx, http.MethodPost, contract.AskPath, bytes.NewReader(askBody(id)))
 	w := httptest.NewRecorder()
-	in.ServeAsk(w, r, gitserve.Caller{RepoPath: "/repo", SwarmID: "sw", Container: ctr})
+	in.ServeAsk(w, r, contract.Caller{RepoPath: "/repo", SwarmID: "sw", Container: ctr})
 	var a contract.AskAnswer
 	_ = json.Unmarshal(w.Body.Bytes(), &a)
 	return w.Code, a

@@ -9,7 +9,6 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gitserve"
 )
 
 // hold is how long one send waits for an answer before it is told
@@ -17,11 +16,11 @@ import (
 // enough that a waiting runner costs a request every half minute.
 const hold = 25 * time.Second
 
-type caller = gitserve.Caller
+type caller = contract.Caller
 
-// ServeAsk implements gitserve.Asks: it takes (or finds again) the
+// ServeAsk implements contract.Asks: it takes (or finds again) the
 // caller's request and answers once it is answered or after hold.
-func (in *Inbox) ServeAsk(w http.ResponseWriter, r *http.Request, from gitserve.Caller) {
+func (in *Inbox) ServeAsk(w http.ResponseWriter, r *http.Request, from contract.Caller) {
 	a, err := ParseAsk(http.MaxBytesReader(w, r.Body, contract.AskMaxBody+1))
 	if err != nil {
 		in.refuse(r.Context(), from, "malformed: "+err.Error())

@@ -19,10 +19,10 @@ import (
 
 type heardAsks struct {
 	mu      sync.Mutex
-	callers []gitserve.Caller
+	callers []contract.Caller
 }
 
-func (h *heardAsks) ServeAsk(w http.ResponseWriter, r *http.Request, from gitserve.Caller) {
+func (h *heardAsks) ServeAsk(w http.ResponseWriter, r *http.Request, from contract.Caller) {
 	h.mu.Lock()
 	h.callers = append(h.callers, from)
 	h.mu.Unlock()

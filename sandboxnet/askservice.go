@@ -10,7 +10,6 @@ import (
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/egress"
-	"github.com/aimi-tools/swarm/gitserve"
 )
 
 // AsksAPerson reports whether agent.permission_policy asks a person: the
@@ -43,20 +42,20 @@ func (s *slot[T]) get() T {
 // SetAsks puts the inbox behind every sandbox's ask socket (the inbox is
 // built after the Manager, which needs the Net first); until then the ask
 // socket answers 503 and the runner asks again.
-func (n *Net) SetAsks(a gitserve.Asks) { n.asks.set(a) }
+func (n *Net) SetAsks(a contract.Asks) { n.asks.set(a) }
 
 // serveOwn answers POST path on one of sb's own sockets, in either git
 // mode: the socket is bind-mounted into sb's container only, so it says who
 // asks (as the model gateway's does), and no token is needed. serve is nil
 // while the daemon is starting; at most conns connections are served.
-func (n *Net) serveOwn(ln net.Listener, sb contract.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) error {
+func (n *Net) serveOwn(ln net.Listener, sb contract.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, contract.Caller)) error {
 	srv := &http.Server{ReadHeaderTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		Handler: n.ownHandler(sb, path, what, serve)}
 	return srv.Serve(egress.LimitListener(ln, conns))
 }
 
 // ownHandler answers POST path for sb with serve (see serveOwn).
-func (n *Net) ownHandler(sb contract.Sandbox, path, what string, serve func() func(http.ResponseWriter, *http.Request, gitserve.Caller)) http.Handler {
+func (n *Net) ownHandler(sb contract.Sandbox, path, what string, serve func() func(http.ResponseWriter, *http.Request, contract.Caller)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f := serve()
 		switch {
@@ -70,14 +69,14 @@ func (n *Net) ownHandler(sb contract.Sandbox, path, what string, serve func() fu
 		n.mu.Lock()
 		repo := n.repos[sb]
 		n.mu.Unlock()
-		f(w, r, gitserve.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
+		f(w, r, contract.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
 	})
 }
 
 // serveAsk answers permission requests on sb's own ask socket.
 func (n *Net) serveAsk(ln net.Listener, sb contract.Sandbox) error {
 	return n.serveOwn(ln, sb, contract.AskPath, "permission requests", contract.ChannelConns(contract.AskSocket),
-		func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
+		func() func(http.ResponseWriter, *http.Request, contract.Caller) {
 			if a := n.asks.get(); a != nil {
 				return a.ServeAsk
 			}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gitserve"
 )
 
 // Bounds of one sandbox's budget socket. Every process of the sandbox
@@ -38,7 +37,7 @@ func (n *Net) serveBudget(ln net.Listener, sb contract.Sandbox) error {
 	// question (or idle), and is refused only when every place holds a
 	// question being answered.
 	l := newTakeoverListener(ln, contract.ChannelConns(contract.BudgetSocket), budgetGrace, n.log.With("container", sb.Container, "socket", contract.BudgetSocket))
-	handler := n.ownHandler(sb, contract.BudgetPath, "budget questions", func() func(http.ResponseWriter, *http.Request, gitserve.Caller) {
+	handler := n.ownHandler(sb, contract.BudgetPath, "budget questions", func() func(http.ResponseWriter, *http.Request, contract.Caller) {
 		if b := n.budgets.get(); b != nil {
 			return b.ServeBudget
 		}

@@ -14,13 +14,12 @@ import (
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/gitserve"
 )
 
 // goBudgets answers every budget question with go.
 type goBudgets struct{}
 
-func (goBudgets) ServeBudget(w http.ResponseWriter, r *http.Request, _ gitserve.Caller) {
+func (goBudgets) ServeBudget(w http.ResponseWriter, r *http.Request, _ contract.Caller) {
 	io.WriteString(w, `{"state":"go"}`)
 }
 

@@ -33,7 +33,7 @@ type Options struct {
 	// Models is the model gateway; nil without model keys.
 	Models *gateway.Service
 	// Budgets answers each sandbox's budget socket.
-	Budgets gitserve.Budgets
+	Budgets contract.Budgets
 	Log     *slog.Logger
 }
 
@@ -48,8 +48,8 @@ type Net struct {
 	base    []egress.Rule
 	log     *slog.Logger
 
-	asks    slot[gitserve.Asks]    // the inbox, on each sandbox's ask socket
-	budgets slot[gitserve.Budgets] // the keeper of budgets, on each sandbox's budget socket
+	asks    slot[contract.Asks]    // the inbox, on each sandbox's ask socket
+	budgets slot[contract.Budgets] // the keeper of budgets, on each sandbox's budget socket
 
 	mu    sync.Mutex
 	rules map[contract.Sandbox][]egress.Rule

@@ -29,13 +29,13 @@ import (
 // at each story boundary on their own budget sockets (sandboxes without a
 // network, either git mode) or else through the daemon's git service. The
 // model gateway asks it before every call (the budgets' hard cap).
-func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, models orchestrator.ModelAccess, meter *usageObserver, log *slog.Logger) gitserve.Budgets {
+func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve.Service, models orchestrator.ModelAccess, meter *usageObserver, log *slog.Logger) contract.Budgets {
 	k := budget.New(budget.Config{Limits: budgetLimits(global, base, log, configs.Load), Seed: journaledSpend, Logger: log})
 	meter.onSpend(k.Add)
 	if ma, ok := models.(modelAdapter); ok && ma.Service != nil {
 		ma.Service.SetBudget(k)
 	}
-	var b gitserve.Budgets = k
+	var b contract.Budgets = k
 	if d, err := time.ParseDuration(os.Getenv(envBudgetDelay)); err == nil && d > 0 {
 		log.Warn("budget answers are delayed (a test hook)", "env", envBudgetDelay, "delay", d)
 		b = slowBudgets{Budgets: k, delay: d}
@@ -53,11 +53,11 @@ const envBudgetDelay = "AIMI_TEST_BUDGET_DELAY"
 // slowBudgets answers after delay, or not at all when the question is
 // given up meanwhile.
 type slowBudgets struct {
-	gitserve.Budgets
+	contract.Budgets
 	delay time.Duration
 }
 
-func (s slowBudgets) ServeBudget(w http.ResponseWriter, r *http.Request, from gitserve.Caller) {
+func (s slowBudgets) ServeBudget(w http.ResponseWriter, r *http.Request, from contract.Caller) {
 	// The question is read first: the socket bounds the time a request
 	// may take to arrive, and the delay is the daemon's, not the sender's.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, contract.BudgetMaxBody))

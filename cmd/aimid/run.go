@@ -371,7 +371,7 @@ func takeInstance(ctx context.Context, o options, log *slog.Logger) (release fun
 
 // sealSandboxes gives the sandboxes no network (package sandboxnet); their
 // budget sockets answer with budgets (the keeper of openBudgets).
-func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, models orchestrator.ModelAccess, budgets gitserve.Budgets, oc *orchestrator.Config, log *slog.Logger) (closeAll func(), err error) {
+func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, models orchestrator.ModelAccess, budgets contract.Budgets, oc *orchestrator.Config, log *slog.Logger) (closeAll func(), err error) {
 	var gw *gateway.Service
 	if ma, ok := models.(modelAdapter); ok {
 		gw = ma.Service
