@@ -29,10 +29,10 @@ const radarNice = 10
 var radarGit = gitcmd.Git{Env: gitcmd.Hermetic.Env, Nice: radarNice}
 
 // swarmRadar is one swarm's conflict radar: one look at a time, on its
-// own goroutine, woken by kick (a push while a look runs leaves one kick
-// for the next look; any number of pushes coalesce into it).
+// own goroutine, woken by its watcher (pushes while a look runs or
+// pauses coalesce into the next look; radar.Duty bounds its share).
 type swarmRadar struct {
-	kick chan struct{}
+	w *radar.Watcher
 
 	mu    sync.Mutex
 	pairs []api.Conflict
@@ -54,15 +54,12 @@ func (sw *swarm) radarKick() {
 	sw.mu.Lock()
 	r := sw.radar
 	if r == nil {
-		r = &swarmRadar{kick: make(chan struct{}, 1)}
+		r = &swarmRadar{w: radar.NewWatcher()}
 		sw.radar = r
 		sw.m.wg.Go(func() { sw.m.runRadar(sw, r, src) })
 	}
 	sw.mu.Unlock()
-	select {
-	case r.kick <- struct{}{}:
-	default:
-	}
+	r.w.Kick()
 }
 
 // runRadar looks each time it is kicked, until the daemon stops or the
@@ -70,34 +67,30 @@ func (sw *swarm) radarKick() {
 func (m *Manager) runRadar(sw *swarm, r *swarmRadar, src TipSource) {
 	scratch := filepath.Join(m.cfg.RadarDir, sw.id)
 	var rd *radar.Radar
-	for {
-		select {
-		case <-m.life.Done():
-			return
-		case <-r.kick:
-		}
+	r.w.Run(m.life, func(ctx context.Context) bool {
 		if m.byID(sw.id) != sw {
-			return
+			return false
 		}
 		tips, repo := sw.radarTips(src)
 		if repo == "" {
-			continue
+			return true
 		}
 		if rd == nil {
 			rd = radar.New(radarGit, repo, scratch)
 		}
-		rep, err := rd.Look(m.life, radarTarget(m.life, repo), tips)
+		rep, err := rd.Look(ctx, radarTarget(ctx, repo), tips)
 		if err != nil {
-			if m.life.Err() == nil {
+			if ctx.Err() == nil {
 				m.log.Warn("conflict radar: the look failed; it looks again at the next push", "swarm", sw.id, "err", err)
 			}
-			continue
+			return true
 		}
 		r.mu.Lock()
 		r.pairs = conflictsView(rep.Pairs)
 		r.mu.Unlock()
 		sw.publishRadar(rep)
-	}
+		return true
+	})
 }
 
 // radarTips is every container's received tip, and the repository they

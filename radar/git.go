@@ -26,11 +26,16 @@ type ExitCoder interface{ ExitCode() int }
 // ErrOldGit: git merge-tree --write-tree needs git 2.38 or later.
 var ErrOldGit = errors.New("the conflict radar needs git 2.38 or later (git merge-tree --write-tree); install a newer git or turn the radar off")
 
-// merger runs the merges of one radar.
+// merger runs the merges of one radar. Its caches are keyed by commits
+// (which never change) and dropped when they grow past maxCached.
 type merger struct {
 	git     Runner
 	dir     string
 	scratch string
+	target  string // the landing target's commit of this look ("": none)
+
+	bases map[string]string   // "a\x00b" (sorted) -> their merge base ("" when unrelated)
+	files map[string][]string // "base\x00tip" -> sorted files changed
 
 	once     sync.Once
 	checkErr error
@@ -83,10 +88,38 @@ func (m *merger) env() ([]string, error) {
 // clean drops the merges' trees.
 func (m *merger) clean() { os.RemoveAll(m.scratch) }
 
-// merge merges commits a and b in the object database. A conflict names
-// the conflicted files; a clean merge names the files both sides changed
-// since their merge base.
+// maxCached bounds each of a merger's caches (a swarm's branches keep
+// pushing; old commits are never asked again).
+const maxCached = 4096
+
+// merge says what merging commits a and b would give. Only a pair whose
+// sides changed a file in common since their merge base is merged (in
+// the object database): sides that changed different files merge
+// cleanly, so most pairs cost no git process once each tip's changes are
+// known. A conflict names the conflicted files; a clean merge of sides
+// that changed the same files is an overlap naming them.
 func (m *merger) merge(ctx context.Context, a, b string) (outcome, error) {
+	base, err := m.base(ctx, a, b)
+	if err != nil || base == "" {
+		return outcome{}, err
+	}
+	fa, err := m.changed(ctx, base, a)
+	if err != nil {
+		return outcome{}, err
+	}
+	fb, err := m.changed(ctx, base, b)
+	if err != nil {
+		return outcome{}, err
+	}
+	var both []string
+	for _, f := range fa {
+		if _, ok := slices.BinarySearch(fb, f); ok {
+			both = append(both, f)
+		}
+	}
+	if len(both) == 0 {
+		return outcome{}, nil
+	}
 	env, err := m.env()
 	if err != nil {
 		return outcome{}, err
@@ -95,12 +128,49 @@ func (m *merger) merge(ctx context.Context, a, b string) (outcome, error) {
 	var ec ExitCoder
 	switch {
 	case err == nil:
-		return m.overlap(ctx, a, b)
+		return outcome{kind: KindOverlap, files: both}, nil
 	case errors.As(err, &ec) && ec.ExitCode() == 1:
 		return outcome{kind: KindConflict, files: conflicted(out)}, nil
 	default:
 		return outcome{}, err
 	}
+}
+
+// base is a and b's merge base: the one both share with the landing
+// target when they forked from the same commit of it (the usual swarm:
+// one git process per tip, not per pair), else their own.
+func (m *merger) base(ctx context.Context, a, b string) (string, error) {
+	if m.target != "" && a != m.target && b != m.target {
+		fa, err := m.pairBase(ctx, a, m.target)
+		if err != nil {
+			return "", err
+		}
+		if fb, err := m.pairBase(ctx, b, m.target); err != nil || (fa == fb && fa != "") {
+			return fa, err
+		}
+	}
+	return m.pairBase(ctx, a, b)
+}
+
+// pairBase is the merge base of a and b, "" when they share no history.
+func (m *merger) pairBase(ctx context.Context, a, b string) (string, error) {
+	key := min(a, b) + "\x00" + max(a, b)
+	if base, ok := m.bases[key]; ok {
+		return base, nil
+	}
+	out, err := m.git.RunEnv(ctx, m.dir, nil, "merge-base", a, b)
+	var ec ExitCoder
+	switch {
+	case errors.As(err, &ec) && ec.ExitCode() == 1:
+		out, err = "", nil // unrelated histories
+	case err != nil:
+		return "", err
+	}
+	if m.bases == nil || len(m.bases) >= maxCached {
+		m.bases = map[string]string{}
+	}
+	m.bases[key] = strings.TrimSpace(out)
+	return m.bases[key], nil
 }
 
 // conflicted is the file names after the tree id in merge-tree's -z
@@ -120,35 +190,12 @@ func conflicted(out string) []string {
 	return files
 }
 
-// overlap is the files both a and b changed since their merge base.
-func (m *merger) overlap(ctx context.Context, a, b string) (outcome, error) {
-	base, err := m.git.RunEnv(ctx, m.dir, nil, "merge-base", a, b)
-	if err != nil {
-		return outcome{}, nil // unrelated histories: nothing in common to overlap
-	}
-	base = strings.TrimSpace(base)
-	fa, err := m.changed(ctx, base, a)
-	if err != nil {
-		return outcome{}, err
-	}
-	fb, err := m.changed(ctx, base, b)
-	if err != nil {
-		return outcome{}, err
-	}
-	var both []string
-	for _, f := range fa {
-		if _, ok := slices.BinarySearch(fb, f); ok {
-			both = append(both, f)
-		}
-	}
-	if len(both) == 0 {
-		return outcome{}, nil
-	}
-	return outcome{kind: KindOverlap, files: both}, nil
-}
-
 // changed is the sorted files that differ between base and tip.
 func (m *merger) changed(ctx context.Context, base, tip string) ([]string, error) {
+	key := base + "\x00" + tip
+	if files, ok := m.files[key]; ok {
+		return files, nil
+	}
 	out, err := m.git.RunEnv(ctx, m.dir, nil, "diff", "--name-only", "--no-renames", "-z", base, tip)
 	if err != nil {
 		return nil, err
@@ -160,5 +207,9 @@ func (m *merger) changed(ctx context.Context, base, tip string) ([]string, error
 		}
 	}
 	slices.Sort(files)
+	if m.files == nil || len(m.files) >= maxCached {
+		m.files = map[string][]string{}
+	}
+	m.files[key] = files
 	return files, nil
 }

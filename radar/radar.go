@@ -103,6 +103,7 @@ func (r *Radar) Look(ctx context.Context, target Target, tips map[string]string)
 		return Report{}, err
 	}
 	defer r.m.clean()
+	r.m.target = target.Commit
 	prev := r.current()
 	names := make([]string, 0, len(tips))
 	for n, tip := range tips {

@@ -60,6 +60,8 @@ RUNS='
 ./gitserve|^BenchmarkParsePushCommands$|1s||0
 ./acpclient|^BenchmarkSessionUpdate$|1s||0
 ./gateway|^BenchmarkGatewayAddedLatency$|1x||0
+./radar|^BenchmarkRadarDuty$|1x||0
+./land|^BenchmarkLand16$|3x||0
 '
 
 # benchmark (name without the -GOMAXPROCS suffix) | metric | op | target
@@ -89,6 +91,8 @@ BenchmarkScale|engine-req/s-per-idle-container|<=|0.2
 BenchmarkScale|s-stop-all|<=|60
 BenchmarkScale|s-cleanup-all|<=|60
 BenchmarkScale|board-update-p95-ms|<=|500
+BenchmarkRadarDuty|radar-cpu-share|<=|0.10
+BenchmarkLand16|land-to-merge|<=|2
 '
 
 if [ "$QUICK" != 1 ] && ! docker info >/dev/null 2>&1; then
