@@ -57,5 +57,9 @@ type LandResult struct {
 	Fixup string `json:"fixup,omitempty"`
 }
 
-// LandFixing is the outcome of a branch whose fix-up runs now.
-const LandFixing = "fixing"
+// LandFixing and LandVerifying are the outcomes of a branch whose fix-up,
+// or the check of whose merge, runs now.
+const (
+	LandFixing    = "fixing"
+	LandVerifying = "verifying"
+)

@@ -102,7 +102,7 @@ func printLandLine(w io.Writer, rep *api.LandReport) {
 		counts[r.Outcome]++
 	}
 	var parts []string
-	for _, o := range []string{"landed", "fixed", api.LandFixing, "held"} {
+	for _, o := range []string{"landed", "fixed", api.LandVerifying, api.LandFixing, "held"} {
 		if counts[o] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", counts[o], o))
 		}

@@ -195,13 +195,39 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-// fixupTaskPrefix starts the path of every fix-up task file.
-const fixupTaskPrefix = ".aimi/tasks/land-fix-"
+// fixupTaskPrefix and verifyTaskPrefix start the paths of the task files
+// of a land's own runs.
+const (
+	fixupTaskPrefix  = ".aimi/tasks/land-fix-"
+	verifyTaskPrefix = ".aimi/tasks/land-verify-"
+)
 
 // FixupTaskPath is where the fix-up of container's merge keeps its task
 // file (in its own branch only, never in the user's checkout).
 func FixupTaskPath(container string) string { return fixupTaskPrefix + container + "-tasks.json" }
 
-// IsFixup reports whether a task file is a land's fix-up (not the user's
-// work to land or to foresee conflicts of).
-func IsFixup(taskPath string) bool { return strings.HasPrefix(taskPath, fixupTaskPrefix) }
+// VerifyTaskPath is where the check of container's merge keeps its task
+// file (in its own branch only).
+func VerifyTaskPath(container string) string { return verifyTaskPrefix + container + "-tasks.json" }
+
+// IsLandRun reports whether a task file is one of a land's own runs (a
+// fix-up or a check), not the user's work to land or to foresee
+// conflicts of.
+func IsLandRun(taskPath string) bool {
+	return strings.HasPrefix(taskPath, fixupTaskPrefix) || strings.HasPrefix(taskPath, verifyTaskPrefix)
+}
+
+// VerifyTaskFile is the task file of the check of container's merge: one
+// story the runner does not give an agent (contract.VerifyOnlyNotes): it
+// runs the verify command on the merged tree.
+func VerifyTaskFile(branch, container string) *tasks.File {
+	return &tasks.File{
+		SchemaVersion: "3.0",
+		Metadata: tasks.Metadata{Title: oneLine("chore: check the land of "+container, tasks.MaxTitleChars), Type: "chore", BranchName: branch,
+			CreatedAt: time.Now().UTC().Format(time.DateOnly)},
+		UserStories: []tasks.Story{{ID: FixupStoryID, Title: oneLine("Verify the merge of "+container, tasks.MaxTitleChars),
+			Description:        "The verify command passes on the integration branch with this merge.",
+			AcceptanceCriteria: []string{"The verify command passes"}, Priority: 1, Status: tasks.Pending, DependsOn: []string{},
+			Notes: contract.VerifyOnlyNotes}},
+	}
+}

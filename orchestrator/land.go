@@ -125,12 +125,15 @@ func (sw *swarm) landQueue(order []string) ([]*ctr, []api.Kept, error) {
 	done := map[string]time.Time{}
 	var skipped []api.Kept
 	for _, e := range snap.Containers {
-		if land.IsFixup(e.TaskFilePath) {
+		if land.IsLandRun(e.TaskFilePath) {
 			continue // a land's own run, not work to land
 		}
-		if e.Status == state.StatusCompleted {
+		switch {
+		case e.Status == state.StatusCompleted && e.StoryProgress.Failed > 0 && !slices.Contains(order, e.ContainerName):
+			skipped = append(skipped, api.Kept{Name: e.ContainerName, Reason: fmt.Sprintf("completed with %d failed stories: 'aimi swarm resume --retry-failed' reruns them; name it in --order to land its work as it is", e.StoryProgress.Failed)})
+		case e.Status == state.StatusCompleted:
 			done[e.ContainerName] = e.UpdatedAt
-		} else {
+		default:
 			skipped = append(skipped, api.Kept{Name: e.ContainerName, Reason: fmt.Sprintf("%s, not completed: only completed containers land", e.Status)})
 		}
 	}
@@ -213,7 +216,7 @@ func (lr *landRun) landOne(ctx context.Context, c *ctr) (api.LandResult, error) 
 		}
 	}
 	slices.Sort(b.Stories)
-	lr.tr.Fix = lr.fixer(c)
+	lr.tr.Fix, lr.tr.Check = lr.fixer(c), lr.checker(c)
 	res, err := lr.tr.Land(ctx, b)
 	if err != nil {
 		return out, err

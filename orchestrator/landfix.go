@@ -34,64 +34,118 @@ type landRun struct {
 // (or the one a land cut short by a crash left running or done).
 func (lr *landRun) fixer(b *ctr) land.Fixer {
 	return func(ctx context.Context, lb land.Branch, base string, c land.Conflict) (string, error) {
-		sw := lr.sw
 		branch := strings.TrimPrefix(lr.tr.Ref, "refs/heads/") + "--fix-" + lb.Container
 		taskPath := land.FixupTaskPath(lb.Container)
-		fc := lr.earlierFixup(ctx, taskPath, branch, base)
-		if fc == nil {
-			var err error
-			if fc, err = lr.startFixup(ctx, b, lb, branch, taskPath, base, c); err != nil {
-				return "", err
-			}
-		}
-		lr.progress(api.LandResult{Container: lb.Container, TaskFile: lb.TaskFile, Branch: b.branch, Outcome: api.LandFixing, Tip: lb.Tip, Files: c.Files, Fixup: fc.name})
-		lr.unlock()
-		st, werr := sw.awaitTerminal(ctx, fc)
-		if err := lr.relock(ctx); err != nil {
+		tf := func() *tasks.File { return land.FixupTaskFile(branch, side(b), lr.sides(ctx, base, lb.Tip, c.Files), c) }
+		shown := api.LandResult{Container: lb.Container, TaskFile: lb.TaskFile, Branch: b.branch, Outcome: api.LandFixing, Tip: lb.Tip, Files: c.Files}
+		fc, tip, err := lr.runOwn(ctx, landOwn{taskPath: taskPath, branch: branch, base: base, tree: c.Tree, tf: tf, shown: shown})
+		if err != nil {
 			return "", err
 		}
-		if werr != nil {
-			return "", werr
-		}
-		if st != state.StatusCompleted {
-			return "", fmt.Errorf("the fix-up container %s ended %s", fc.name, st)
-		}
-		if sw.led.stories(fc.name)[land.FixupStoryID] != tasks.Completed {
+		if tip == "" {
 			return "", fmt.Errorf("the fix-up agent in %s did not resolve it (its story failed: 'aimi swarm logs %s' says why)", fc.name, fc.name)
-		}
-		_, tip, err := lr.src.Received(contract.Sandbox{Swarm: sw.id, Container: fc.name}, branch)
-		if err != nil || tip == "" {
-			return "", fmt.Errorf("the fix-up container %s pushed nothing", fc.name)
 		}
 		return lr.tr.FixedTree(ctx, tip, c, taskPath, lr.scratch)
 	}
 }
 
-// startFixup makes the fix-up's branch and starts its container.
-func (lr *landRun) startFixup(ctx context.Context, b *ctr, lb land.Branch, branch, taskPath, base string, c land.Conflict) (*ctr, error) {
-	tf := land.FixupTaskFile(branch, side(b), lr.sides(ctx, base, lb.Tip, c.Files), c)
+// checker is the train's Check when the swarm has a verify command: a
+// container whose runner runs it on the merged tree (no agent turn).
+func (lr *landRun) checker(b *ctr) land.Check {
+	if lr.sw.m.cfg.RunnerEnv[contract.EnvVerifyCommand] == "" {
+		return nil
+	}
+	return func(ctx context.Context, merge string) (bool, string, error) {
+		tree, err := landGit.Run(ctx, lr.tr.Dir, "rev-parse", merge+"^{tree}")
+		if err != nil {
+			return false, "", err
+		}
+		branch := strings.TrimPrefix(lr.tr.Ref, "refs/heads/") + "--verify-" + b.name
+		tf := func() *tasks.File { return land.VerifyTaskFile(branch, b.name) }
+		shown := api.LandResult{Container: b.name, TaskFile: b.taskFile, Branch: b.branch, Outcome: api.LandVerifying}
+		vc, tip, err := lr.runOwn(ctx, landOwn{taskPath: land.VerifyTaskPath(b.name), branch: branch, base: merge, tree: strings.TrimSpace(tree), tf: tf, shown: shown})
+		if err != nil {
+			return false, "", err
+		}
+		if tip == "" {
+			lr.sw.mu.Lock()
+			why := vc.lastOutput
+			lr.sw.mu.Unlock()
+			return false, fmt.Sprintf("%s (in %s; 'aimi swarm logs %s' has all of it)", oneLine(why), vc.name, vc.name), nil
+		}
+		return true, "", nil
+	}
+}
+
+// landOwn is one of a land's own runs: a container of the swarm on
+// branch, whose workspace is tree (plus its task file at taskPath) on top
+// of base.
+type landOwn struct {
+	taskPath, branch, base, tree string
+	tf                           func() *tasks.File
+	shown                        api.LandResult // the record's entry while it runs
+}
+
+// runOwn runs o (or waits for the one an earlier land left running or
+// done) and returns its container and the tip it pushed: "" when its
+// story did not complete.
+func (lr *landRun) runOwn(ctx context.Context, o landOwn) (*ctr, string, error) {
+	sw := lr.sw
+	fc := lr.earlierRun(ctx, o.taskPath, o.branch, o.base)
+	if fc == nil {
+		var err error
+		if fc, err = lr.startOwn(ctx, o); err != nil {
+			return nil, "", err
+		}
+	}
+	o.shown.Fixup = fc.name
+	lr.progress(o.shown)
+	lr.unlock()
+	st, werr := sw.awaitTerminal(ctx, fc)
+	if err := lr.relock(ctx); err != nil {
+		return nil, "", err
+	}
+	if werr != nil {
+		return nil, "", werr
+	}
+	if st != state.StatusCompleted {
+		return nil, "", fmt.Errorf("the land's container %s ended %s", fc.name, st)
+	}
+	if sw.led.stories(fc.name)[land.FixupStoryID] != tasks.Completed {
+		return fc, "", nil
+	}
+	_, tip, err := lr.src.Received(contract.Sandbox{Swarm: sw.id, Container: fc.name}, o.branch)
+	if err != nil || tip == "" {
+		return nil, "", fmt.Errorf("the land's container %s pushed nothing", fc.name)
+	}
+	return fc, tip, nil
+}
+
+// startOwn makes o's branch and starts its container.
+func (lr *landRun) startOwn(ctx context.Context, o landOwn) (*ctr, error) {
+	tf := o.tf()
 	if err := tf.Validate(); err != nil {
-		return nil, fmt.Errorf("the fix-up's task file would be invalid: %w", err)
+		return nil, fmt.Errorf("the land's task file %s would be invalid: %w", o.taskPath, err)
 	}
 	data, err := tf.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := lr.tr.PrepareFixup(ctx, "refs/heads/"+branch, base, c, taskPath, data, lr.scratch); err != nil {
+	if _, err := lr.tr.PrepareFixup(ctx, "refs/heads/"+o.branch, o.base, land.Conflict{Tree: o.tree}, o.taskPath, data, lr.scratch); err != nil {
 		return nil, err
 	}
-	fc, err := lr.sw.appendFixup(ctx, taskPath, tf)
+	fc, err := lr.sw.appendFixup(ctx, o.taskPath, tf)
 	if err != nil {
-		return nil, fmt.Errorf("start the fix-up: %w", err)
+		return nil, fmt.Errorf("start the land's container for %s: %w", o.taskPath, err)
 	}
-	lr.sw.m.log.Info("land fix-up started", "swarm", lr.sw.id, "container", fc.name, "for", lb.Container, "files", c.Files)
+	lr.sw.m.log.Info("land container started", "swarm", lr.sw.id, "container", fc.name, "taskFile", o.taskPath)
 	return fc, nil
 }
 
-// earlierFixup is the fix-up an earlier land (cut short by a crash or a
-// stop of the command) started for this merge: one still running, or one
-// that completed on top of base whose work nobody took yet. nil: none.
-func (lr *landRun) earlierFixup(ctx context.Context, taskPath, branch, base string) *ctr {
+// earlierRun is the run an earlier land (cut short by a crash or a stop
+// of the command) started for this merge: one still running, or one that
+// completed on top of base whose work nobody took yet. nil: none.
+func (lr *landRun) earlierRun(ctx context.Context, taskPath, branch, base string) *ctr {
 	sw := lr.sw
 	var found *ctr
 	for _, c := range sw.list() {

@@ -100,7 +100,7 @@ func (sw *swarm) radarTips(src TipSource) (map[string]string, string) {
 	type nb struct{ name, branch string }
 	var all []nb
 	for _, c := range sw.ctrs {
-		if !land.IsFixup(c.taskFile) { // a land's own run: not the swarm's work
+		if !land.IsLandRun(c.taskFile) { // a land's own run: not the swarm's work
 			all = append(all, nb{c.name, c.branch})
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
 	acp "github.com/coder/acp-go-sdk"
 )
@@ -296,7 +297,12 @@ func appendNote(notes, line string) string {
 // work drives one story: agent turn, then verify.
 func (r *run) work(ctx context.Context, be backend, s tasks.Story, prompt, dir string) storyResult {
 	start := time.Now()
-	o := r.runLimited(ctx, be, s, prompt, dir)
+	var o outcome
+	if strings.HasPrefix(strings.TrimSpace(s.Notes), contract.VerifyOnlyNotes) {
+		o = outcome{stop: acp.StopReasonEndTurn, summary: "Verify only: no agent turn."}
+	} else {
+		o = r.runLimited(ctx, be, s, prompt, dir)
+	}
 	res := storyResult{id: s.ID}
 	summary := strings.TrimSpace(o.summary)
 	if summary == "" {

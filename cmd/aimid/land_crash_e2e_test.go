@@ -69,7 +69,7 @@ func TestLandGoesOnAfterAKill9MidFixUp(t *testing.T) {
 	}
 	fixups := 0
 	for _, c := range validState(t, repo).Containers {
-		if land.IsFixup(c.TaskFilePath) {
+		if land.IsLandRun(c.TaskFilePath) {
 			fixups++
 		}
 	}

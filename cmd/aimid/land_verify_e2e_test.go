@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/api"
+)
+
+// landVerify fails only on a tree holding both a.txt and b.txt: each
+// branch passes it alone (so both containers complete), their merge does
+// not.
+const landVerify = `sh -c '! { test -e a.txt && test -e b.txt; }'`
+
+// TestLandChecksEachMergeWithTheVerifyCommand: with agent.verify_command
+// set, each clean merge is checked in a sandbox of the swarm whose runner
+// runs the command on the merged tree without an agent turn. The first
+// branch lands verified; the second merges cleanly but fails the check on
+// the merge, its fix-up (the demo agent cannot mend it) fails too, and it
+// is held saying the verify command failed, its merge not on the
+// integration branch.
+func TestLandChecksEachMergeWithTheVerifyCommand(t *testing.T) {
+	parallel(t)
+	img := sandboxImage(t)
+	repo := gitRepo(t, 1)
+	dir := filepath.Join(repo, ".aimi", "tasks")
+	os.WriteFile(filepath.Join(dir, "a-tasks.json"), landTaskFile("a", "a.txt", "US-101"), 0o644)
+	os.WriteFile(filepath.Join(dir, "b-tasks.json"), landTaskFile("b", "b.txt", "US-201"), 0o644)
+	commitAll(t, repo)
+	base := gitOut(t, repo, "rev-parse", "HEAD")
+	tmp := shortDir(t)
+	sock := filepath.Join(tmp, "aimid.sock")
+	startAimidLocal(t, sock, filepath.Join(tmp, "data"), img, "AIMI_AGENT_VERIFY_COMMAND="+landVerify)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--follow", "--repo", repo, "--socket", sock); code != 0 {
+		t.Fatalf("start --follow: %d\n%s\n%s", code, out, errOut)
+	}
+	t.Cleanup(func() { aimi(context.Background(), "swarm", "cleanup", "--repo", repo, "--socket", sock, "--force") })
+	sw := validState(t, repo)
+	a, b := containerOf(t, sw, "a").ContainerName, containerOf(t, sw, "b").ContainerName
+	code, out, errOut := aimi(ctx, "swarm", "land", "--order", a+","+b, "--json", "--repo", repo, "--socket", sock)
+	var rep api.LandReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || len(rep.Results) != 2 {
+		t.Fatalf("land: %d %v, want exit 1 (b held)\n%s\n%s", code, err, out, errOut)
+	}
+	if r := rep.Results[0]; r.Container != a || r.Outcome != "landed" || r.Verify != "passed" {
+		t.Errorf("%s: %+v, want landed and verified", a, r)
+	}
+	if r := rep.Results[1]; r.Container != b || r.Outcome != "held" || r.Verify != "failed" || !strings.Contains(r.Reason, "verify command failed") {
+		t.Errorf("%s: %+v, want held for the failed check", b, r)
+	}
+	if n := gitOut(t, repo, "rev-list", "--count", "--first-parent", base+".."+rep.Branch); n != "1" {
+		t.Errorf("%s holds %s merges, want 1 (the checked one only)", rep.Branch, n)
+	}
+}
