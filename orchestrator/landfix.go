@@ -36,7 +36,9 @@ func (lr *landRun) fixer(b *ctr) land.Fixer {
 	return func(ctx context.Context, lb land.Branch, base string, c land.Conflict) (string, error) {
 		branch := strings.TrimPrefix(lr.tr.Ref, "refs/heads/") + "--fix-" + lb.Container
 		taskPath := land.FixupTaskPath(lb.Container)
-		tf := func() *tasks.File { return land.FixupTaskFile(branch, side(b), lr.sides(ctx, base, lb.Tip, c.Files), c) }
+		tf := func() *tasks.File {
+			return land.FixupTaskFile(branch, side(b), lr.sides(ctx, base, lb.Tip, c.Files), c)
+		}
 		shown := api.LandResult{Container: lb.Container, TaskFile: lb.TaskFile, Branch: b.branch, Outcome: api.LandFixing, Tip: lb.Tip, Files: c.Files}
 		fc, tip, err := lr.runOwn(ctx, landOwn{taskPath: taskPath, branch: branch, base: base, tree: c.Tree, tf: tf, shown: shown})
 		if err != nil {
