@@ -79,6 +79,7 @@ type Config struct {
 	Prices map[string]usage.Prices // models.<provider>.prices, per million tokens (prices.go)
 	Notify Notify
 	Egress Egress
+	Land   Land
 	// Warnings are non-fatal findings (e.g. an agent.env value naming an
 	// unset variable); the daemon logs them. They never contain values.
 	Warnings []string
@@ -182,6 +183,13 @@ type Engine struct {
 }
 
 // Metrics is the daemon's Prometheus endpoint.
+// Land is how a swarm's branches land (aimi swarm land).
+type Land struct {
+	// Auto lands each container as it completes (a merge train): the
+	// integration branch grows while the rest still work.
+	Auto bool
+}
+
 type Metrics struct {
 	// Listen is the host:port of /metrics and /healthz; "" turns them off.
 	// A bare port (9464 or :9464) listens on loopback only.
@@ -491,6 +499,7 @@ func (r *reader) publishAndMetrics(c *Config) {
 	if u := c.Publish.GitHubAPI; !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
 		r.bad("publish.github_api", u, "is not an http(s) URL", "use e.g. https://api.github.com")
 	}
+	c.Land.Auto = r.boolean("land.auto")
 	c.Publish.TokenEnv = r.str("publish.token_env")
 	if !contract.ValidEnvKey(c.Publish.TokenEnv) {
 		r.bad("publish.token_env", c.Publish.TokenEnv, "is not an environment variable name", "use a name like GITHUB_TOKEN (the token itself stays in the environment)")

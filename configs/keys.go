@@ -52,6 +52,7 @@ var scalarKeys = []key{
 	{"git.max_mirror", "what one swarm's pushes may add to the local git service's disk (e.g. 1g)"},
 	{"git.max_workspace", "largest ready-made workspace the local git service writes to disk for a runner (at most 1g; larger: the runner clones)"},
 	{"git.origin_ca", "PEM CA bundle origin's certificate chains to (remote mode; empty: system roots)"},
+	{"land.auto", "land each container as it completes (aimi swarm land, as a merge train)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
 	{"notify.board_url", "link to the board put into notices (without its token)"},

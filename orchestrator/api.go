@@ -85,6 +85,9 @@ type Config struct {
 	Warm WarmPool
 	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
+	// LandAuto lands each container's branch as it completes (Land with
+	// that container alone), local git mode.
+	LandAuto bool
 	// RadarDir is where the conflict radar writes its merges' trees (one
 	// directory per swarm, emptied after every look); "": the system's
 	// temporary directory.

@@ -90,6 +90,7 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 		sw.notePublishFailed(ctx, c, err, log)
 		return
 	}
+	sw.autoLand(c)
 	if u != nil {
 		sw.mu.Lock()
 		c.prURL = u

@@ -30,6 +30,12 @@ var landGit = gitcmd.Hermetic
 // branch into the checkout. A branch that would conflict with what landed
 // before it is held with its files; the rest go on.
 func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport, error) {
+	return m.land(ctx, req, nil)
+}
+
+// land is Land; with only set (land.auto) it lands those containers
+// alone and waits its turn behind a land that runs instead of refusing.
+func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) (api.LandReport, error) {
 	src, ok := m.cfg.Git.(TipSource)
 	if !ok {
 		return api.LandReport{}, &api.FieldError{Field: "repoPath", Reason: "landing needs the daemon's git service (git.mode: local); in remote mode merge the pushed branches on origin"}
@@ -38,39 +44,30 @@ func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport
 	if err != nil {
 		return api.LandReport{}, err
 	}
-	locked := true
-	defer func() {
-		if locked {
-			unlock()
-		}
-	}()
-	if !sw.landing.TryLock() {
-		return api.LandReport{}, fmt.Errorf("%w: a land of this swarm is running; wait for it to end", api.ErrInvalidRequest)
+	rl := &repoLock{m: m, sw: sw, unlock: unlock, locked: true}
+	defer rl.release()
+	if err := rl.landing(ctx, only != nil); err != nil {
+		return api.LandReport{}, err
 	}
 	defer sw.landing.Unlock()
 	queue, skipped, err := sw.landQueue(req.Order)
 	if err != nil {
 		return api.LandReport{}, err
 	}
+	if only != nil {
+		queue = slices.DeleteFunc(queue, func(c *ctr) bool { return !slices.Contains(only, c.name) })
+		skipped = nil
+	}
 	branch := LandBranchPrefix + sw.id[:min(8, len(sw.id))]
 	rep := api.LandReport{RepoPath: sw.repo, Branch: branch, Results: []api.LandResult{}, Skipped: skipped}
+	if prev := sw.landView(); only != nil && prev != nil && prev.Branch == branch {
+		rep.Results = append(rep.Results, prev.Results...) // a train: what landed before stays in the record
+	}
 	mirror, tr, err := sw.landTrain(ctx, src, req.Onto, branch, &rep)
 	if err != nil {
 		return rep, err
 	}
-	lr := &landRun{sw: sw, src: src, tr: tr, scratch: m.landScratch(sw),
-		unlock: func() { locked = false; unlock() },
-		relock: func(ctx context.Context) error {
-			u, err := m.lockRepoCtx(ctx, sw.repo)
-			if err != nil {
-				return err
-			}
-			unlock, locked = u, true
-			if m.getSwarm(sw.repo) != sw {
-				return fmt.Errorf("land: the swarm of %s was replaced or cleaned up while a fix-up ran", sw.repo)
-			}
-			return nil
-		}}
+	lr := &landRun{sw: sw, src: src, tr: tr, scratch: m.landScratch(sw), unlock: rl.release, relock: rl.take}
 	defer os.RemoveAll(lr.scratch)
 	lr.progress = func(r api.LandResult) { rep.Results = withResult(rep.Results, r); sw.noteLand(&rep) }
 	rep.Running = true
@@ -84,18 +81,98 @@ func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport
 		lr.progress(res)
 		m.log.Info("land", "swarm", sw.id, "container", c.name, "outcome", res.Outcome, "reason", res.Reason)
 	}
-	if rep.Tip, err = tr.Tip(ctx); err != nil {
+	if err := lr.bringIn(ctx, mirror, &rep); err != nil {
 		return rep, err
-	}
-	if rep.Tip != rep.OntoCommit {
-		cb := contract.ContainerBranch{Repo: sw.repo, Branch: branch}
-		if _, err := publish.IntoCheckout(ctx, landGit, mirror, cb, ""); err != nil {
-			return rep, fmt.Errorf("land: bring %s into %s: %w", branch, sw.repo, err)
-		}
-		rep.Take = fmt.Sprintf("git checkout %s && git merge --ff-only %s", rep.Onto, branch)
 	}
 	rep.Running = false // the deferred save writes it; the answer is a copy
 	return rep, nil
+}
+
+// bringIn brings the integration branch into the checkout when it holds
+// anything, and says how to take it.
+func (lr *landRun) bringIn(ctx context.Context, mirror string, rep *api.LandReport) error {
+	tip, err := lr.tr.Tip(ctx)
+	if err != nil || tip == rep.OntoCommit {
+		rep.Tip = tip
+		return err
+	}
+	rep.Tip = tip
+	cb := contract.ContainerBranch{Repo: lr.sw.repo, Branch: rep.Branch}
+	if _, err := publish.IntoCheckout(ctx, landGit, mirror, cb, ""); err != nil {
+		return fmt.Errorf("land: bring %s into %s: %w", rep.Branch, lr.sw.repo, err)
+	}
+	rep.Take = fmt.Sprintf("git checkout %s && git merge --ff-only %s", rep.Onto, rep.Branch)
+	return nil
+}
+
+// repoLock is a land's hold on its repository's lock, which it lets go
+// while it waits (for a fix-up, or for another land's turn).
+type repoLock struct {
+	m      *Manager
+	sw     *swarm
+	unlock func()
+	locked bool
+}
+
+func (rl *repoLock) release() {
+	if rl.locked {
+		rl.locked = false
+		rl.unlock()
+	}
+}
+
+// take takes the lock back, and checks the swarm is still the
+// repository's.
+func (rl *repoLock) take(ctx context.Context) error {
+	u, err := rl.m.lockRepoCtx(ctx, rl.sw.repo)
+	if err != nil {
+		return err
+	}
+	rl.unlock, rl.locked = u, true
+	if rl.m.getSwarm(rl.sw.repo) != rl.sw {
+		return fmt.Errorf("land: the swarm of %s was replaced or cleaned up meanwhile", rl.sw.repo)
+	}
+	return nil
+}
+
+// landing takes the swarm's one land: at once, or (wait) after the land
+// that runs, without holding the repository meanwhile.
+func (rl *repoLock) landing(ctx context.Context, wait bool) error {
+	if rl.sw.landing.TryLock() {
+		return nil
+	}
+	if !wait {
+		return fmt.Errorf("%w: a land of this swarm is running; wait for it to end", api.ErrInvalidRequest)
+	}
+	rl.release()
+	rl.sw.landing.Lock()
+	if err := rl.take(ctx); err != nil {
+		rl.sw.landing.Unlock()
+		return err
+	}
+	return nil
+}
+
+// autoLand lands c alone once it completed (land.auto), in the
+// background: a push's publication never waits for a land.
+func (sw *swarm) autoLand(c *ctr) {
+	m := sw.m
+	if !m.cfg.LandAuto || land.IsLandRun(c.taskFile) {
+		return
+	}
+	if e := sw.led.snapshot().Container(c.name); e == nil || e.StoryProgress.Failed > 0 {
+		return
+	}
+	m.wg.Go(func() {
+		rep, err := m.land(m.life, api.LandRequest{RepoPath: sw.repo}, []string{c.name})
+		if err != nil {
+			m.log.Warn("land.auto: the land failed; 'aimi swarm land' tries again", "swarm", sw.id, "container", c.name, "err", err)
+			return
+		}
+		for _, r := range rep.Results {
+			m.log.Info("land.auto", "swarm", sw.id, "container", r.Container, "outcome", r.Outcome, "reason", r.Reason)
+		}
+	})
 }
 
 // withResult is rs with r in place of the container's earlier entry (a

@@ -78,7 +78,7 @@ func (m *Manager) runRadar(sw *swarm, r *swarmRadar, src TipSource) {
 		if rd == nil {
 			rd = radar.New(radarGit, repo, scratch)
 		}
-		rep, err := rd.Look(ctx, radarTarget(ctx, repo), tips)
+		rep, err := rd.Look(ctx, sw.radarTarget(ctx, repo), tips)
 		if err != nil {
 			if ctx.Err() == nil {
 				m.log.Warn("conflict radar: the look failed; it looks again at the next push", "swarm", sw.id, "err", err)
@@ -115,10 +115,16 @@ func (sw *swarm) radarTips(src TipSource) (map[string]string, string) {
 	return tips, repo
 }
 
-// radarTarget is the branch the swarm's branches will land on: the one
-// the service's repository's HEAD names (the user's checked-out branch
-// when the swarm began), with its commit there. Empty when unknown.
-func radarTarget(ctx context.Context, repo string) radar.Target {
+// radarTarget is where the swarm's branches will land: its integration
+// branch once a land began it (what has landed, with land.auto the train
+// that grows while the rest work), else the branch the service's
+// repository's HEAD names (the user's checked-out branch when the swarm
+// began), with its commit there. Empty when unknown.
+func (sw *swarm) radarTarget(ctx context.Context, repo string) radar.Target {
+	integration := LandBranchPrefix + sw.id[:min(8, len(sw.id))]
+	if commit, err := radarGit.RevParse(ctx, repo, "refs/heads/"+integration); err == nil && commit != "" {
+		return radar.Target{Name: integration, Commit: commit}
+	}
 	name, err := radarGit.Run(ctx, repo, "symbolic-ref", "--short", "HEAD")
 	if err != nil {
 		return radar.Target{}

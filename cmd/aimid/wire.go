@@ -58,6 +58,7 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		EnvVars:         maps.Clone(c.Task.EnvVars),
 		RunnerEnv:       runnerEnv,
 		OriginCAFile:    c.Git.OriginCA,
+		LandAuto:        c.Land.Auto,
 		Logger:          log,
 	}
 	if git != nil {
