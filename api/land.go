@@ -5,6 +5,10 @@ import "time"
 // RouteLand lands a swarm's completed branches (LandRequest, LandReport).
 const RouteLand = "POST /v1/swarms/land"
 
+// EventLandProgress says a swarm's land record changed (Status
+// "running" or "done"): a branch's outcome, a fix-up or check started.
+const EventLandProgress EventKind = "land-progress"
+
 // LandRequest asks to land the swarm of RepoPath.
 type LandRequest struct {
 	RepoPath string `json:"repoPath"`

@@ -34,6 +34,11 @@ func fakeSwarm() api.SwarmList {
 				{ID: "US-002", Title: hostile, DependsOn: []string{"US-001"}, Status: "in_progress"},
 				{ID: "US-003", Title: "Docs", DependsOn: []string{"US-001"}, Status: "pending"},
 			}}},
+		Land: &api.LandReport{Branch: "aimi/land/6f1c2d3e", Onto: "main", Running: true, Results: []api.LandResult{
+			{Container: "aimi-api", Outcome: "landed"},
+			{Container: "aimi-web", Outcome: api.LandFixing, Fixup: "aimi-land-fix-aimi-web"},
+			{Container: "aimi-cli", Outcome: "held", Reason: "it conflicts on " + hostile},
+		}},
 	}}}
 }
 
@@ -89,6 +94,7 @@ func TestPageRendersLiveAndShowsHostileTextAsText(t *testing.T) {
 
 	checkLimitWaitOnTheCard(t, ctx, f, card)
 	checkConflictBadge(t, ctx, f, card)
+	checkLandPanel(t, ctx)
 	checkJournalOnThePage(t, ctx, f, card)
 	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
@@ -138,6 +144,28 @@ func checkConflictBadge(t *testing.T, ctx context.Context, f *fakeDaemon, card s
 	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventConflictCleared, Conflict: k}
 	if err := chromedp.Do(ctx, chromedp.WaitNotVisible(chromedp.CSS(card+` .conflict-badge`))); err != nil {
 		t.Fatalf("the conflict badge stays after the conflict cleared: %v", err)
+	}
+}
+
+// checkLandPanel: the swarm's land shows where it lands and each branch's
+// outcome, the fix-up that runs, and a reason as text.
+func checkLandPanel(t *testing.T, ctx context.Context) {
+	t.Helper()
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
+		const l = document.querySelector('.land');
+		return {hidden: l.hidden, head: l.querySelector('h3').textContent,
+			items: [...l.querySelectorAll('li')].map((li) => li.dataset.outcome + '|' + li.textContent),
+			imgs: document.querySelectorAll('img').length};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, _ := got["items"].([]any)
+	if got["hidden"] != false || got["head"] != "Land onto main as aimi/land/6f1c2d3e (running)" || len(items) != 3 || got["imgs"].(float64) != 0 {
+		t.Fatalf("land panel: %+v", got)
+	}
+	if items[1] != "fixing|fixing aimi-web (in aimi-land-fix-aimi-web)" || !strings.HasPrefix(items[2].(string), "held|held aimi-cli: it conflicts on <img") {
+		t.Errorf("land panel items: %q", items)
 	}
 }
 

@@ -24,6 +24,37 @@ type swarmJSON struct {
 	SwarmID    string          `json:"swarmId"`
 	CreatedAt  time.Time       `json:"createdAt"`
 	Containers []containerJSON `json:"containers"`
+	// Land is the swarm's last land (the train), nil before one.
+	Land *landJSON `json:"land"`
+}
+
+// landJSON is a land as the page shows it: where, and each branch's
+// outcome in landing order.
+type landJSON struct {
+	Branch  string           `json:"branch"`
+	Onto    string           `json:"onto"`
+	Running bool             `json:"running"`
+	Results []landResultJSON `json:"results"`
+}
+
+type landResultJSON struct {
+	Container string `json:"container"`
+	Outcome   string `json:"outcome"`
+	Reason    string `json:"reason"`
+	Fixup     string `json:"fixup"`
+}
+
+// boardLand is rep for the page, cleaned.
+func boardLand(rep *api.LandReport) *landJSON {
+	if rep == nil {
+		return nil
+	}
+	l := &landJSON{Branch: clean(rep.Branch, maxTitle), Onto: clean(rep.Onto, maxTitle), Running: rep.Running, Results: []landResultJSON{}}
+	for _, r := range rep.Results {
+		l.Results = append(l.Results, landResultJSON{Container: clean(r.Container, maxTitle), Outcome: clean(r.Outcome, maxTitle),
+			Reason: clean(r.Reason, maxText), Fixup: clean(r.Fixup, maxTitle)})
+	}
+	return l
 }
 
 // containerJSON merges a state entry with the daemon's detail of it.
@@ -91,7 +122,7 @@ func boardList(l api.SwarmList) listJSON {
 }
 
 func boardSwarm(v api.SwarmView) swarmJSON {
-	s := swarmJSON{Repo: v.RepoPath, Containers: []containerJSON{}}
+	s := swarmJSON{Repo: v.RepoPath, Containers: []containerJSON{}, Land: boardLand(v.Land)}
 	details := map[string]api.ContainerDetail{}
 	for _, d := range v.Containers {
 		details[d.Name] = d

@@ -193,6 +193,11 @@ func (sw *swarm) noteLand(rep *api.LandReport) {
 	if err := sw.saveLand(rep); err != nil {
 		sw.m.log.Warn("land: the record was not written; status may show an older one", "swarm", sw.id, "err", err)
 	}
+	status := "done"
+	if rep.Running {
+		status = "running"
+	}
+	sw.m.publish(api.Event{SwarmID: sw.id, RepoPath: sw.repo, Kind: api.EventLandProgress, Status: status})
 }
 
 // landQueue is the completed containers in landing order (order first,

@@ -245,8 +245,10 @@
     acts.append(stop, res, retry, clean);
     head.append(h2, meta, acts);
     const list = t('div', 'containers');
-    el.append(head, result, list);
-    v = { el, meta, list, buttons: { stop, retry }, cards: new Map() };
+    const landBox = t('div', 'land');
+    landBox.hidden = true;
+    el.append(head, result, landBox, list);
+    v = { el, meta, list, landBox, buttons: { stop, retry }, cards: new Map() };
     views.set(repo, v);
     // Sections stay sorted by repository.
     const after = [...views.keys()].sort().find((r) => r > repo && views.get(r).el.isConnected);
@@ -254,9 +256,29 @@
     return v;
   }
 
+  // renderLand shows the swarm's land (the train): where it lands and
+  // each branch's outcome, as text.
+  function renderLand(v, land) {
+    v.landBox.textContent = '';
+    v.landBox.hidden = !land;
+    if (!land) return;
+    v.landBox.appendChild(t('h3', null, 'Land onto ' + land.onto + ' as ' + land.branch + (land.running ? ' (running)' : '')));
+    const ol = t('ol', 'land-results');
+    for (const r of land.results) {
+      const li = t('li', null);
+      li.dataset.outcome = r.outcome;
+      li.appendChild(t('span', 'outcome', r.outcome));
+      li.appendChild(t('span', 'who', ' ' + r.container + (r.fixup ? ' (in ' + r.fixup + ')' : '')));
+      if (r.reason) li.appendChild(t('span', 'reason', ': ' + r.reason));
+      ol.appendChild(li);
+    }
+    v.landBox.appendChild(ol);
+  }
+
   function renderSwarm(s) {
     const v = swarmView(s.repo);
     v.meta.textContent = 'swarm ' + s.swarmId + ' · ' + summary(s);
+    renderLand(v, s.land);
     const seen = new Set();
     for (const c of s.containers) {
       seen.add(c.name);
