@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
@@ -67,13 +68,13 @@ func (sw *swarm) radarKick() {
 func (m *Manager) runRadar(sw *swarm, r *swarmRadar, src TipSource) {
 	scratch := filepath.Join(m.cfg.RadarDir, sw.id)
 	var rd *radar.Radar
-	r.w.Run(m.life, func(ctx context.Context) bool {
+	r.w.Run(m.life, func(ctx context.Context) (time.Duration, bool) {
 		if m.byID(sw.id) != sw {
-			return false
+			return 0, false
 		}
 		tips, repo := sw.radarTips(src)
 		if repo == "" {
-			return true
+			return 0, true
 		}
 		if rd == nil {
 			rd = radar.New(radarGit, repo, scratch)
@@ -83,13 +84,13 @@ func (m *Manager) runRadar(sw *swarm, r *swarmRadar, src TipSource) {
 			if ctx.Err() == nil {
 				m.log.Warn("conflict radar: the look failed; it looks again at the next push", "swarm", sw.id, "err", err)
 			}
-			return true
+			return rep.CPU, true
 		}
 		r.mu.Lock()
 		r.pairs = conflictsView(rep.Pairs)
 		r.mu.Unlock()
 		sw.publishRadar(rep)
-		return true
+		return rep.CPU, true
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Runner runs git in dir with extra environment (internal/gitcmd's Git
@@ -18,6 +19,14 @@ import (
 // priority: the radar is never in a hurry.
 type Runner interface {
 	RunEnv(ctx context.Context, dir string, env []string, args ...string) (string, error)
+}
+
+// CPURunner is a Runner that also says how much CPU each git took
+// (internal/gitcmd's Git): a radar then weighs its pauses by the CPU its
+// looks took rather than by their wall time, which a loaded machine (the
+// radar's git runs at a low priority) stretches.
+type CPURunner interface {
+	RunEnvCPU(ctx context.Context, dir string, env []string, args ...string) (string, time.Duration, error)
 }
 
 // ExitCoder is an error carrying a process's exit code (gitcmd.GitError).
@@ -33,6 +42,8 @@ type merger struct {
 	dir     string
 	scratch string
 	target  string // the landing target's commit of this look ("": none)
+
+	cpu time.Duration // the CPU of this look's git processes, when the runner says
 
 	bases map[string]string   // "a\x00b" (sorted) -> their merge base ("" when unrelated)
 	files map[string][]string // "base\x00tip" -> sorted files changed
@@ -52,7 +63,7 @@ var gitVersion = regexp.MustCompile(`git version (\d+)\.(\d+)`)
 // check refuses a git too old for merge-tree --write-tree, once.
 func (m *merger) check(ctx context.Context) error {
 	m.once.Do(func() {
-		out, err := m.git.RunEnv(ctx, m.dir, nil, "version")
+		out, err := m.run(ctx, nil, "version")
 		if err != nil {
 			m.checkErr = fmt.Errorf("radar: ask git its version: %w", err)
 			return
@@ -78,11 +89,21 @@ func (m *merger) env() ([]string, error) {
 	if err := os.MkdirAll(objs, 0o700); err != nil {
 		return nil, fmt.Errorf("make the radar's scratch objects: %w", err)
 	}
-	own, err := m.git.RunEnv(context.Background(), m.dir, nil, "rev-parse", "--path-format=absolute", "--git-path", "objects")
+	own, err := m.run(context.Background(), nil, "rev-parse", "--path-format=absolute", "--git-path", "objects")
 	if err != nil {
 		return nil, err
 	}
 	return []string{"GIT_OBJECT_DIRECTORY=" + objs, "GIT_ALTERNATE_OBJECT_DIRECTORIES=" + own}, nil
+}
+
+// run runs git in the repository, counting its CPU when the runner can.
+func (m *merger) run(ctx context.Context, env []string, args ...string) (string, error) {
+	if cr, ok := m.git.(CPURunner); ok {
+		out, cpu, err := cr.RunEnvCPU(ctx, m.dir, env, args...)
+		m.cpu += cpu
+		return out, err
+	}
+	return m.git.RunEnv(ctx, m.dir, env, args...)
 }
 
 // clean drops the merges' trees.
@@ -124,7 +145,7 @@ func (m *merger) merge(ctx context.Context, a, b string) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	out, err := m.git.RunEnv(ctx, m.dir, env, "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", a, b)
+	out, err := m.run(ctx, env, "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", a, b)
 	var ec ExitCoder
 	switch {
 	case err == nil:
@@ -158,7 +179,7 @@ func (m *merger) pairBase(ctx context.Context, a, b string) (string, error) {
 	if base, ok := m.bases[key]; ok {
 		return base, nil
 	}
-	out, err := m.git.RunEnv(ctx, m.dir, nil, "merge-base", a, b)
+	out, err := m.run(ctx, nil, "merge-base", a, b)
 	var ec ExitCoder
 	switch {
 	case errors.As(err, &ec) && ec.ExitCode() == 1:
@@ -196,7 +217,7 @@ func (m *merger) changed(ctx context.Context, base, tip string) ([]string, error
 	if files, ok := m.files[key]; ok {
 		return files, nil
 	}
-	out, err := m.git.RunEnv(ctx, m.dir, nil, "diff", "--name-only", "--no-renames", "-z", base, tip)
+	out, err := m.run(ctx, nil, "diff", "--name-only", "--no-renames", "-z", base, tip)
 	if err != nil {
 		return nil, err
 	}

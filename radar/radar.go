@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Kind is what merging a pair of tips would give.
@@ -53,8 +54,11 @@ type Report struct {
 	// or one of another kind (a conflict that became an overlap is in
 	// Cleared as the conflict and in Detected as the overlap).
 	Cleared []Pair
-	// Merged is how many merges this look ran (the pairs whose tips moved).
+	// Merged is how many pairs this look looked at again (their tips moved).
 	Merged int
+	// CPU is what the look's git processes took, 0 when the radar's
+	// runner cannot say (see CPURunner).
+	CPU time.Duration
 }
 
 // Conflicts is the pairs of r that would conflict.
@@ -103,7 +107,7 @@ func (r *Radar) Look(ctx context.Context, target Target, tips map[string]string)
 		return Report{}, err
 	}
 	defer r.m.clean()
-	r.m.target = target.Commit
+	r.m.target, r.m.cpu = target.Commit, 0
 	prev := r.current()
 	names := make([]string, 0, len(tips))
 	for n, tip := range tips {
@@ -138,7 +142,7 @@ func (r *Radar) Look(ctx context.Context, target Target, tips map[string]string)
 		}
 	}
 	rep := diff(prev, r.current())
-	rep.Merged = merged
+	rep.Merged, rep.CPU = merged, r.m.cpu
 	return rep, nil
 }
 

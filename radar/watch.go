@@ -9,7 +9,7 @@ import (
 // a look that took d, the next waits (1/Duty - 1)·d. A radar's merges run
 // one at a time, so this bounds its CPU too (about one core times Duty),
 // whatever the rate of pushes: they coalesce into the next look.
-const Duty = 0.10
+const Duty = 0.08
 
 // Watcher runs looks when kicked: one at a time, any number of kicks
 // during a look or its pause coalesced into one more look.
@@ -29,8 +29,10 @@ func (w *Watcher) Kick() {
 }
 
 // Run calls look after each kick until ctx ends or look returns false,
-// pausing after each look so that looks take at most Duty of the time.
-func (w *Watcher) Run(ctx context.Context, look func(context.Context) bool) {
+// pausing after each look so that looks take at most Duty of the time:
+// look says what it cost (the CPU its git took, Report.CPU), or 0 to be
+// weighed by its wall time.
+func (w *Watcher) Run(ctx context.Context, look func(context.Context) (cost time.Duration, goOn bool)) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -38,10 +40,14 @@ func (w *Watcher) Run(ctx context.Context, look func(context.Context) bool) {
 		case <-w.kick:
 		}
 		start := time.Now()
-		if !look(ctx) {
+		cost, goOn := look(ctx)
+		if !goOn {
 			return
 		}
-		pause := time.Duration(float64(time.Since(start)) * (1/Duty - 1))
+		if cost <= 0 {
+			cost = time.Since(start)
+		}
+		pause := time.Duration(float64(cost) * (1/Duty - 1))
 		select {
 		case <-ctx.Done():
 			return

@@ -19,13 +19,13 @@ func TestWatcherCoalescesAndPauses(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		w.Run(ctx, func(context.Context) bool {
+		w.Run(ctx, func(context.Context) (time.Duration, bool) {
 			starts = append(starts, time.Now())
 			if looks.Add(1) == 1 {
 				<-release
-				return true
+				return 0, true // weighed by its wall time
 			}
-			return false // ends Run after the second look
+			return 0, false // ends Run after the second look
 		})
 	}()
 	w.Kick()

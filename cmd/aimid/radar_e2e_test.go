@@ -36,19 +36,19 @@ func radarTaskFile(name, file string, idBase int) []byte {
 	return b
 }
 
-// TestRadarReportsConflictsWhileContainersWork: three task files, two of
-// which write the same file differently, run on the real daemon, engine
-// and runner. While both containers of the pair still work (their second
-// story dawdles), status reports that pair, and only it, as a conflict
+// TestRadarReportsConflictsWhileContainersWork: six task files, two pairs
+// of which write one file each differently, run on the real daemon,
+// engine and runner. While every container still works (their second
+// story dawdles), status reports both pairs, and only them, as conflicts
 // naming the file, in the view, in status --json, under the status table
-// and as a conflict-detected event; the third container's branch conflicts
-// with nobody.
+// and as conflict-detected events; the other two branches conflict with
+// nobody.
 func TestRadarReportsConflictsWhileContainersWork(t *testing.T) {
 	parallel(t)
 	img := sandboxImage(t)
 	repo := gitRepo(t, 1)
 	dir := filepath.Join(repo, ".aimi", "tasks")
-	for i, tf := range []struct{ name, file string }{{"left", "shared.txt"}, {"right", "shared.txt"}, {"apart", "apart.txt"}} {
+	for i, tf := range []struct{ name, file string }{{"left", "shared.txt"}, {"right", "shared.txt"}, {"red", "colour.txt"}, {"blue", "colour.txt"}, {"apart", "apart.txt"}, {"alone", "alone.txt"}} {
 		if err := os.WriteFile(filepath.Join(dir, tf.name+"-tasks.json"), radarTaskFile(tf.name, tf.file, 100*(i+1)), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -60,12 +60,12 @@ func TestRadarReportsConflictsWhileContainersWork(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	events := collectEvents(ctx, t, sock, repo)
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
+	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", "6", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: %d\n%s\n%s", code, out, errOut)
 	}
 	t.Cleanup(func() { aimi(context.Background(), "swarm", "cleanup", "--repo", repo, "--socket", sock, "--force") })
-	v := waitFor(t, sock, repo, 6*time.Minute, "the radar's conflict of left and right", func(v api.SwarmView) bool {
-		return len(radarConflicts(v)) > 0
+	v := waitFor(t, sock, repo, 6*time.Minute, "the radar's conflicts of left and right, red and blue", func(v api.SwarmView) bool {
+		return len(radarConflicts(v)) >= 2
 	})
 	checkRadarView(t, v)
 	checkRadarStatusCLI(ctx, t, repo, sock)
@@ -87,8 +87,9 @@ func radarConflicts(v api.SwarmView) []api.Conflict {
 	return out
 }
 
-// checkRadarView: the one conflict is left and right's on shared.txt, seen
-// while both still run, and apart's branch is in no conflict.
+// checkRadarView: the conflicts are left and right's on shared.txt and
+// red and blue's on colour.txt, seen while all four still run, and the
+// two others' branches are in no conflict.
 func checkRadarView(t *testing.T, v api.SwarmView) {
 	t.Helper()
 	names := map[string]string{}
@@ -97,14 +98,21 @@ func checkRadarView(t *testing.T, v api.SwarmView) {
 		names[strings.TrimSuffix(filepath.Base(c.TaskFile), "-tasks.json")] = c.Name
 		running[c.Name] = c.Status == "running"
 	}
+	pair := func(a, b string) []string { p := []string{names[a], names[b]}; slices.Sort(p); return p }
+	want := map[string][]string{"shared.txt": pair("left", "right"), "colour.txt": pair("red", "blue")}
 	cs := radarConflicts(v)
-	want := []string{names["left"], names["right"]}
-	slices.Sort(want)
-	if len(cs) != 1 || cs[0].Onto != "" || !slices.Equal(cs[0].Containers, want) || !slices.Equal(cs[0].Files, []string{"shared.txt"}) {
-		t.Fatalf("conflicts %+v, want only %v on shared.txt", v.Conflicts, want)
+	if len(cs) != 2 {
+		t.Fatalf("conflicts %+v, want the two pairs only", v.Conflicts)
 	}
-	if !running[want[0]] || !running[want[1]] {
-		t.Errorf("the conflict came after a container of the pair ended: %+v", v.Containers)
+	for _, c := range cs {
+		if len(c.Files) != 1 || c.Onto != "" || !slices.Equal(c.Containers, want[c.Files[0]]) {
+			t.Errorf("conflict %+v, want %v", c, want)
+		}
+		for _, n := range c.Containers {
+			if !running[n] {
+				t.Errorf("the conflict %+v came after %s ended", c, n)
+			}
+		}
 	}
 }
 
@@ -112,14 +120,14 @@ func checkRadarView(t *testing.T, v api.SwarmView) {
 func checkRadarStatusCLI(ctx context.Context, t *testing.T, repo, sock string) {
 	t.Helper()
 	code, out, errOut := aimi(ctx, "swarm", "status", "--repo", repo, "--socket", sock)
-	if code != 0 || !strings.Contains(out, "Conflicts (") || !strings.Contains(out, "shared.txt") {
+	if code != 0 || !strings.Contains(out, "Conflicts (") || !strings.Contains(out, "shared.txt") || !strings.Contains(out, "colour.txt") {
 		t.Errorf("status: %d\n%s\n%s\nwant a conflict line naming shared.txt", code, out, errOut)
 	}
 	code, out, _ = aimi(ctx, "swarm", "status", "--repo", repo, "--socket", sock, "--json")
 	var doc struct {
 		Conflicts []api.Conflict `json:"conflicts"`
 	}
-	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(radarConflicts(api.SwarmView{Conflicts: doc.Conflicts})) != 1 {
-		t.Errorf("status --json: %d %v\n%s\nwant one conflict", code, err, out)
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || len(radarConflicts(api.SwarmView{Conflicts: doc.Conflicts})) != 2 {
+		t.Errorf("status --json: %d %v\n%s\nwant two conflicts", code, err, out)
 	}
 }

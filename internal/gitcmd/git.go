@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,13 @@ func (g Git) Run(ctx context.Context, dir string, args ...string) (string, error
 // git's exit: some commands answer through both (merge-tree exits 1 on a
 // conflict and lists the conflicted files on stdout).
 func (g Git) RunEnv(ctx context.Context, dir string, env []string, args ...string) (string, error) {
+	out, _, err := g.RunEnvCPU(ctx, dir, env, args...)
+	return out, err
+}
+
+// RunEnvCPU is RunEnv that also says how much CPU (user and system) git
+// took: what a caller that bounds its share of the machine counts.
+func (g Git) RunEnvCPU(ctx context.Context, dir string, env []string, args ...string) (string, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = append(append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"), g.Env...), env...)
@@ -58,15 +66,19 @@ func (g Git) RunEnv(ctx context.Context, dir string, env []string, args ...strin
 		}
 		err = cmd.Wait()
 	}
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	out := strings.TrimRight(stdout.String(), "\n")
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
 			msg = err.Error()
 		}
-		return out, &GitError{Args: args, Dir: dir, Stderr: msg, Err: err}
+		return out, cpu, &GitError{Args: args, Dir: dir, Stderr: msg, Err: err}
 	}
-	return out, nil
+	return out, cpu, nil
 }
 
 // GitError is a failed git command.
