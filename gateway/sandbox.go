@@ -44,7 +44,7 @@ func (s *Service) ServeSandbox(ln net.Listener, sb contract.Sandbox) error {
 		},
 	}
 	peer := "sandbox:" + sb.Swarm + "/" + sb.Container
-	lim := &svclisten.PeerListener{Listener: ln, Conns: s.conns, Peer: peer, Max: contract.ChannelConns(contract.ServiceModels)}
+	lim := svclisten.BoundWithin(ln, s.conns, peer, contract.ChannelConns(contract.ServiceModels), svclisten.Refuse)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -36,7 +36,7 @@ func (s *Service) ServeSandbox(ln net.Listener, sb contract.Sandbox) error {
 			return context.WithValue(ctx, sandboxKey{}, sb)
 		},
 	}
-	lim := &svclisten.PeerListener{Listener: ln, Conns: s.conns, Peer: "sandbox:" + sb.Swarm + "/" + sb.Container, Max: contract.ChannelConns(contract.ServiceGit)}
+	lim := svclisten.BoundWithin(ln, s.conns, "sandbox:"+sb.Swarm+"/"+sb.Container, contract.ChannelConns(contract.ServiceGit), svclisten.Refuse)
 	return srv.Serve(tls.NewListener(lim, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
 }
 

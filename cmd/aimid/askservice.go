@@ -9,8 +9,8 @@ import (
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/egress"
 	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
 // asksAPerson reports whether agent.permission_policy asks a person.
@@ -59,7 +59,7 @@ func (n *sandboxNet) serveOwn(ln net.Listener, sb contract.Sandbox, path, what s
 			n.mu.Unlock()
 			f(w, r, gitserve.Caller{RepoPath: repo, SwarmID: sb.Swarm, Container: sb.Container})
 		})}
-	return srv.Serve(egress.LimitListener(ln, conns))
+	return srv.Serve(svclisten.Bound(ln, conns, svclisten.Wait))
 }
 
 // serveAsk answers permission requests on sb's own ask socket.
