@@ -28,7 +28,7 @@ func newSet(t *testing.T, conns *Conns) (*Set, *x509.CertPool) {
 	s := New(Options{
 		Name: "test service", Log: slog.New(slog.DiscardHandler), Cert: ca.ServerCert, Conns: conns,
 		Handler:     http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
-		IdleTimeout: time.Minute, MaxHeaderBytes: 4 << 10, PortTaken: "port taken",
+		IdleTimeout: time.Minute, MaxHeaderBytes: 4 << 10,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
