@@ -108,31 +108,9 @@ func TestConnsHoldOnlyTheirShare(t *testing.T) {
 // a burst would queue ahead of every later connection), and a closed one
 // gives its place back at once.
 func TestBoundRefusesPastItsMax(t *testing.T) {
-	ln, err := net.Listen("unix", t.TempDir()+"/s.sock")
-	if err != nil {
-		t.Fatal(err)
-	}
 	conns := NewConns("test service", 100, 50, slog.New(slog.DiscardHandler))
-	pl := BoundWithin(ln, conns, "sandbox:s/c", 2, Refuse)
+	pl, dial, accepted, _ := acceptBound(t, func(ln net.Listener) *Bounded { return BoundWithin(ln, conns, "sandbox:s/c", 2, Refuse) })
 	defer pl.Close()
-	accepted := make(chan net.Conn, 8)
-	go func() {
-		for {
-			c, err := pl.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	dial := func() net.Conn {
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 	held := []net.Conn{<-withConn(t, dial, accepted), <-withConn(t, dial, accepted)}
 	third := dial()
 	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -151,6 +129,38 @@ func TestBoundRefusesPastItsMax(t *testing.T) {
 	}
 }
 
+// acceptBound makes a Bounded listener on a unix socket and accepts from it
+// until it is closed: what it accepts comes on accepted, the error that
+// ended it on ended; dial connects to it.
+func acceptBound(t *testing.T, bound func(net.Listener) *Bounded) (bl *Bounded, dial func() net.Conn, accepted chan net.Conn, ended chan error) {
+	t.Helper()
+	ln, err := net.Listen("unix", t.TempDir()+"/s.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl = bound(ln)
+	accepted, ended = make(chan net.Conn, 8), make(chan error, 1)
+	go func() {
+		for {
+			c, err := bl.Accept()
+			if err != nil {
+				ended <- err
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial = func() net.Conn {
+		c, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return bl, dial, accepted, ended
+}
+
 // withConn dials and returns the channel the accepted side arrives on.
 func withConn(t *testing.T, dial func() net.Conn, accepted chan net.Conn) chan net.Conn {
 	t.Helper()
@@ -162,31 +172,7 @@ func withConn(t *testing.T, dial func() net.Conn, accepted chan net.Conn) chan n
 // closes: the next waits (in the socket's backlog, not closed) and is
 // accepted as soon as a place is free; Close ends an Accept that waits.
 func TestBoundWaitsForAPlace(t *testing.T) {
-	ln, err := net.Listen("unix", t.TempDir()+"/s.sock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bl := Bound(ln, 1, Wait)
-	accepted := make(chan net.Conn, 4)
-	ended := make(chan error, 1)
-	go func() {
-		for {
-			c, err := bl.Accept()
-			if err != nil {
-				ended <- err
-				return
-			}
-			accepted <- c
-		}
-	}()
-	dial := func() net.Conn {
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
+	bl, dial, accepted, ended := acceptBound(t, func(ln net.Listener) *Bounded { return Bound(ln, 1, Wait) })
 	dial()
 	first := <-accepted
 	second := dial()
