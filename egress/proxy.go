@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
 // Limits bound what one container can make the proxy hold.
@@ -120,7 +121,8 @@ func (p *Proxy) Serve(ln net.Listener, sb contract.Sandbox, rules func() []Rule)
 		MaxHeaderBytes:    p.opts.Limits.HeaderBytes,
 		ErrorLog:          slog.NewLogLogger(p.opts.Log.Handler(), slog.LevelDebug),
 	}
-	err := srv.Serve(newLimitListener(ln, p.opts.Limits.ConnsPerContainer))
+	// A container past its bound waits for its own connections to end.
+	err := srv.Serve(svclisten.Bound(ln, p.opts.Limits.ConnsPerContainer, svclisten.Wait))
 	if errors.Is(err, net.ErrClosed) || errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -2,79 +2,50 @@ package gateway
 
 import (
 	"context"
-	"errors"
-	"net/http"
-	"time"
+	"net"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
-// newListeners makes the gateway's listener set (svclisten).
-func (s *Service) newListeners() *svclisten.Set {
-	return svclisten.New(svclisten.Options{
-		Name: "model gateway", Log: s.log,
-		Cert: s.ca.ServerCert, Handler: s, Conns: s.conns,
-		IdleTimeout: s.limits.Idle, MaxHeaderBytes: s.limits.MaxHeaderBytes,
-		NextProtos: []string{"http/1.1"},
-		PortTaken:  "model gateway port taken, picking another (containers started before must be started again)",
-	})
+// SandboxPort is the loopback port, inside a container without a network,
+// where its runner serves the gateway (forwarding to the container's own
+// socket, ServeSandbox): the base URLs of such a container name it.
+const SandboxPort = 3129
+
+const loopback = "127.0.0.1"
+
+// newListeners makes the gateway's serving shell (svclisten).
+func (s *Service) newListeners() *svclisten.Shell {
+	return svclisten.NewShell(svclisten.Options{Name: "model gateway", Channel: contract.ServiceModels,
+		Log: s.log, Lock: &s.mu, Persist: s.persistLocked, Cert: s.ca.ServerCert, Handler: s, Conns: s.conns,
+		IdleTimeout: s.limits.Idle, MaxHeaderBytes: s.limits.MaxHeaderBytes})
+}
+
+// persistLocked writes the grants and the addresses at once, under s.mu as
+// every write of the gateway's file.
+func (s *Service) persistLocked() (saved func() error) {
+	err := s.saveLocked()
+	return func() error { return err }
 }
 
 // ListenOn starts a TLS listener on ip (a sandbox network's gateway, or
-// git.address on a cluster) with a certificate for that IP signed by the
-// daemon's CA. The port is the one used before when it is free. Calling it
-// again for the same ip does nothing. Only connections from ip's own
-// subnet are accepted: a sandbox of another network reaches every address
-// of the host and must be refused on all but its own.
-func (s *Service) ListenOn(ctx context.Context, ip string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("model gateway: ListenOn after Close")
-	}
-	_, changed, err := s.listen.Listen(ctx, ip)
-	if changed {
-		if serr := s.saveLocked(); serr != nil {
-			s.log.Warn("could not persist the model gateway's addresses", "err", serr)
-		}
-	}
-	return err
-}
+// git.address on a cluster): see svclisten.Shell.ListenOn.
+func (s *Service) ListenOn(ctx context.Context, ip string) error { return s.listen.ListenOn(ctx, ip) }
 
 // Listening returns the addresses (ip:port) the gateway serves, sorted:
 // what a sandbox network must let its sandboxes reach.
-func (s *Service) Listening() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.listen.Addrs()
-}
+func (s *Service) Listening() []string { return s.listen.Addrs() }
 
-// sweep stops serving addresses the host no longer has (their network
-// was removed) or that moved to another subnet.
-func (s *Service) sweep() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.listen.Sweep()
-	if err := s.saveLocked(); err != nil {
-		s.log.Warn("could not persist the model gateway's addresses", "err", err)
-	}
-}
+// Close stops every listener and every container's socket; in-flight
+// answers get a few seconds.
+func (s *Service) Close() error { return s.listen.Close() }
 
-// Close stops every listener; in-flight answers get a few seconds.
-func (s *Service) Close() error {
-	s.mu.Lock()
-	if !s.closed {
-		close(s.stopSweep)
-	}
-	s.closed = true
-	shutdown := s.listen.Detach()
-	var sbs []*http.Server
-	for srv := range s.sandboxes {
-		sbs = append(sbs, srv)
-	}
-	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	closeSandboxes(ctx, sbs)
-	return shutdown(ctx)
+// ServeSandbox answers one container's connections on ln, a socket only
+// that container reaches, until ln is closed: a placeholder is accepted
+// only when it is that container's (see svclisten.Shell.ServeSandbox). The
+// certificate names 127.0.0.1, where the container's runner serves the
+// socket (SandboxPort).
+func (s *Service) ServeSandbox(ln net.Listener, sb contract.Sandbox) error {
+	return s.listen.ServeSandbox(ln, sb)
 }

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -118,7 +117,7 @@ type Options struct {
 	// http.DefaultTransport with the answer header bound).
 	Transport http.RoundTripper
 	// SweepInterval is how often addresses the host no longer has are
-	// dropped (default 30s).
+	// dropped (default svclisten.DefaultSweepInterval).
 	SweepInterval time.Duration
 }
 
@@ -156,8 +155,7 @@ func (r record) sandbox() contract.Sandbox {
 }
 
 type persisted struct {
-	Port    int       `json:"port"`
-	IPs     []string  `json:"ips,omitempty"`
+	svclisten.Addresses
 	Records []*record `json:"records"`
 }
 
@@ -178,14 +176,11 @@ type Service struct {
 	budget    budgetSlot
 	conns     *svclisten.Conns
 	proxy     http.Handler
-	sandboxServers
 
-	mu        sync.Mutex
-	byHash    map[string]*record
-	inflight  map[contract.Sandbox]chan struct{}
-	listen    *svclisten.Set
-	closed    bool
-	stopSweep chan struct{}
+	mu       sync.Mutex
+	byHash   map[string]*record
+	inflight map[contract.Sandbox]chan struct{}
+	listen   *svclisten.Shell
 }
 
 // New opens the gateway's directory and the daemon's CA, and listens again
@@ -214,9 +209,7 @@ func New(opts Options) (*Service, error) {
 		providers: opts.Providers, keys: maps.Clone(opts.Keys), owner: keyOwners(opts.Providers),
 		observer: opts.Observer, limits: opts.Limits.withDefaults(),
 		byHash: map[string]*record{}, inflight: map[contract.Sandbox]chan struct{}{},
-		stopSweep: make(chan struct{}),
 	}
-	s.sandboxes = map[*http.Server]bool{}
 	s.limiter = newLimiter(s.limits.LimitWait, s.limits.LimitQueue)
 	s.limiter.maxReset = s.limits.LimitMaxWait
 	if wo, ok := opts.Observer.(WaitObserver); ok {
@@ -236,20 +229,10 @@ func New(opts Options) (*Service, error) {
 	if err := s.writeBundle(); err != nil {
 		return nil, err
 	}
-	ips, err := s.load()
-	if err != nil {
+	if err := s.load(); err != nil {
 		return nil, err
 	}
-	for _, ip := range ips {
-		if err := s.ListenOn(context.Background(), ip); err != nil {
-			s.log.Info("model gateway: not listening on a former address", "ip", ip, "err", err)
-		}
-	}
-	interval := opts.SweepInterval
-	if interval <= 0 {
-		interval = 30 * time.Second
-	}
-	go svclisten.Every(interval, s.stopSweep, s.sweep)
+	s.listen.Start(opts.SweepInterval)
 	return s, nil
 }
 
@@ -282,7 +265,7 @@ func (s *Service) Grant(sb contract.Sandbox, gateway string) (Grant, error) {
 	defer s.mu.Unlock()
 	base := "https://" + net.JoinHostPort(loopback, strconv.Itoa(SandboxPort)) + "/"
 	if gateway != "" {
-		port := s.listen.Port(ip)
+		port := s.listen.PortLocked(ip)
 		if port == 0 {
 			return Grant{}, fmt.Errorf("model gateway: not listening on %q (the sandbox network's gateway; on a cluster set git.address)", gateway)
 		}
@@ -359,7 +342,7 @@ func (s *Service) admit(r *http.Request, ph string) (record, string) {
 	if rec == nil {
 		return record{}, "unknown or revoked placeholder"
 	}
-	if sb, ok := r.Context().Value(sandboxKey{}).(contract.Sandbox); ok {
+	if sb, ok := svclisten.SandboxOf(r.Context()); ok {
 		// Through a container's own socket: it says who is asking.
 		if rec.Gateway != "" || sb != (rec.sandbox()) {
 			return record{}, "placeholder of another container"
@@ -389,30 +372,30 @@ func (s *Service) admit(r *http.Request, ph string) (record, string) {
 	return *rec, ""
 }
 
-func (s *Service) load() ([]string, error) {
+func (s *Service) load() error {
 	data, err := os.ReadFile(filepath.Join(s.dir, grantsName))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the model gateway's grants: %w", err)
+		return fmt.Errorf("read the model gateway's grants: %w", err)
 	}
 	var p persisted
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("model gateway grants %s are corrupt: %w (move the file away; running containers then lose model access)", filepath.Join(s.dir, grantsName), err)
+		return fmt.Errorf("model gateway grants %s are corrupt: %w (move the file away; running containers then lose model access)", filepath.Join(s.dir, grantsName), err)
 	}
-	s.listen.SetPort(p.Port)
+	s.listen.Restore(p.Addresses)
 	for _, r := range p.Records {
 		// A key variable no longer configured has no key to put in.
 		if r != nil && r.Hash != "" && s.keys[r.Var] != "" {
 			s.byHash[r.Hash] = r
 		}
 	}
-	return p.IPs, nil
+	return nil
 }
 
 func (s *Service) saveLocked() error {
-	p := persisted{Port: s.listen.PreferredPort(), IPs: s.listen.IPs(), Records: make([]*record, 0, len(s.byHash))}
+	p := persisted{Addresses: s.listen.SavedLocked(), Records: make([]*record, 0, len(s.byHash))}
 	for _, h := range slices.Sorted(maps.Keys(s.byHash)) {
 		p.Records = append(p.Records, s.byHash[h])
 	}

@@ -82,20 +82,21 @@ func (g *grantsFile) save(p *persisted) error {
 	return nil
 }
 
-// load reads grants.json and returns the addresses listened on before.
-func (s *Service) load() ([]string, error) {
+// load reads grants.json, and the addresses listened on before into the
+// listeners.
+func (s *Service) load() error {
 	data, err := os.ReadFile(s.grants.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read git service grants: %w", err)
+		return fmt.Errorf("read git service grants: %w", err)
 	}
 	var p persisted
 	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("git service grants %s are corrupt: %w (move the file away to start over; granted containers then lose access)", s.grants.path, err)
+		return fmt.Errorf("git service grants %s are corrupt: %w (move the file away to start over; granted containers then lose access)", s.grants.path, err)
 	}
-	s.listen.SetPort(p.Port)
+	s.listen.Restore(p.Addresses)
 	for _, r := range p.Records {
 		if r == nil || r.Container == "" {
 			continue
@@ -106,7 +107,7 @@ func (s *Service) load() ([]string, error) {
 		}
 		s.addTokensLocked(r)
 	}
-	return p.IPs, nil
+	return nil
 }
 
 // stageLocked takes a copy of the grants for the next write of the file.
@@ -114,8 +115,7 @@ func (s *Service) load() ([]string, error) {
 // a write holding this copy (or a newer one) is on disk. Writes happen
 // without s.mu, so grants, requests and pushes go on meanwhile.
 func (s *Service) stageLocked() (saved func() error) {
-	p := &persisted{Port: s.listen.PreferredPort(), Records: make([]*record, 0, len(s.byName))}
-	p.IPs = s.listen.IPs()
+	p := &persisted{Addresses: s.listen.SavedLocked(), Records: make([]*record, 0, len(s.byName))}
 	for _, r := range s.byName {
 		c := *r
 		p.Records = append(p.Records, &c)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
 // maxDrain bounds what is read and thrown away of a refused push: git sends
@@ -270,7 +271,7 @@ func refusedRefReason(refs []string, allowed string) string {
 // whence says where a request refused as from outside its container came
 // from, for OnRefused.
 func whence(r *http.Request) string {
-	if _, ok := r.Context().Value(sandboxKey{}).(contract.Sandbox); ok {
+	if _, ok := svclisten.SandboxOf(r.Context()); ok {
 		return "through another container's socket"
 	}
 	return "from " + clip(r.RemoteAddr)

@@ -48,8 +48,6 @@ func tcpListening(t *testing.T, ip string, port int) bool {
 }
 
 func (s *Service) portOn(ip string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	return s.listen.Port(ip)
 }
 

@@ -71,7 +71,7 @@ type Options struct {
 	// engine); without it Salvage fails with ErrNoTrees.
 	Trees ContainerTrees
 	// SweepInterval is how often addresses the host no longer has are
-	// dropped (default DefaultSweepInterval).
+	// dropped (default svclisten.DefaultSweepInterval).
 	SweepInterval time.Duration
 	// Limits bound what containers can take of the service (see Limits).
 	Limits Limits
@@ -126,13 +126,9 @@ type record struct {
 }
 
 type persisted struct {
-	// Port is reused at every ListenOn and after a restart, so repository
-	// URLs handed to running containers stay valid across daemon restarts.
-	Port int `json:"port"`
-	// IPs are the addresses listened on; New listens on those still on
-	// the host, so containers running across a daemon restart keep
-	// reaching the service before the orchestrator calls ListenOn again.
-	IPs     []string  `json:"ips,omitempty"`
+	// The port and addresses listened on: repository URLs handed to
+	// running containers stay valid across daemon restarts.
+	svclisten.Addresses
 	Records []*record `json:"records"`
 }
 
@@ -164,13 +160,10 @@ type Service struct {
 
 	// mu guards everything below; it is never held across git or network
 	// calls, nor the state file's write (grants: see stageLocked).
-	mu        sync.Mutex
-	byName    map[contract.Sandbox]*record // one per container of a swarm
-	byToken   map[string]*record           // token hash -> record
-	listen    *svclisten.Set
-	lastIP    string
-	closed    bool
-	stopSweep chan struct{} // closed by Close
+	mu      sync.Mutex
+	byName  map[contract.Sandbox]*record // one per container of a swarm
+	byToken map[string]*record           // token hash -> record
+	listen  *svclisten.Shell
 
 	grants     *grantsFile
 	ask        askSlot
@@ -200,7 +193,6 @@ func New(opts Options) (*Service, error) {
 		byToken:    map[string]*record{},
 		userRefs:   map[string]string{},
 		sources:    map[string]string{},
-		stopSweep:  make(chan struct{}),
 		workspaces: newWorkspaces(),
 	}
 	s.grants = newGrantsFile(filepath.Join(dir, stateName))
@@ -240,32 +232,11 @@ func New(opts Options) (*Service, error) {
 	if created {
 		s.log.Info("created the git service CA", "cert", s.CAFile())
 	}
-	ips, err := s.load()
-	if err != nil {
+	if err := s.load(); err != nil {
 		return nil, err
 	}
-	s.listenAgain(ips)
-	interval := opts.SweepInterval
-	if interval <= 0 {
-		interval = DefaultSweepInterval
-	}
-	go svclisten.Every(interval, s.stopSweep, s.sweep)
+	s.listen.Start(opts.SweepInterval)
 	return s, nil
-}
-
-// listenAgain listens on the addresses of before a restart, so containers
-// running across it keep reaching the service.
-func (s *Service) listenAgain(ips []string) {
-	for _, ip := range ips {
-		// A network removed while the daemon was down took its gateway
-		// address with it: nothing to serve there.
-		if err := s.ListenOn(context.Background(), ip); err != nil {
-			s.log.Info("git service: not listening on a former address", "ip", ip, "err", err)
-			s.mu.Lock()
-			s.listen.Forget(ip)
-			s.mu.Unlock()
-		}
-	}
 }
 
 // CAFile is the host path of the CA certificate (PEM) that containers must
@@ -302,14 +273,14 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 		return Grant{}, fmt.Errorf("git service grant: %w", gitref.CheckBranch(branch))
 	}
 	s.mu.Lock()
-	ip := s.lastIP
+	ip := s.listen.LastLocked()
 	if gateway != "" {
 		ip = gateway
 		if a := net.ParseIP(gateway); a != nil {
 			ip = a.String()
 		}
 	}
-	port := s.listen.Port(ip)
+	port := s.listen.PortLocked(ip)
 	s.mu.Unlock()
 	if port == 0 {
 		return Grant{}, ErrNotListening

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -106,9 +104,7 @@ func (c *treeCount) add(e treeEntry) error {
 func workspaceCost(ctx context.Context, repo, rev string, limit int64) (int64, error) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	cmd := exec.CommandContext(lctx, "git", "ls-tree", "-r", "-t", "-l", "-z", "--full-tree", rev)
-	cmd.Dir = repo
-	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), gitcmd.Hermetic.Env...)
+	cmd := gitcmd.Hermetic.Command(lctx, repo, "ls-tree", "-r", "-t", "-l", "-z", "--full-tree", rev)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/aimi-tools/swarm/gitref"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 // maxAnswerHeader bounds a header line of git cat-file: an object id, a
@@ -35,7 +36,7 @@ type catFile struct {
 // none remain, to end it.
 func startCatFile(ctx context.Context, repo, batch string) (*catFile, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitReadTimeout)
-	c := &catFile{cmd: exec.CommandContext(ctx, "git", "-C", repo, "cat-file", batch, "--buffer"), cancel: cancel}
+	c := &catFile{cmd: gitcmd.Git{}.Command(ctx, repo, "cat-file", batch, "--buffer"), cancel: cancel}
 	var err error
 	if c.in, err = c.cmd.StdinPipe(); err == nil {
 		c.out, err = c.cmd.StdoutPipe()

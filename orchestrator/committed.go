@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -45,7 +46,7 @@ const gitReadTimeout = 30 * time.Second
 func gitRead(ctx context.Context, repo string, limit int64, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitReadTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", append([]string{"-C", repo}, args...)...)
+	cmd := gitcmd.Git{}.Command(ctx, repo, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/google/uuid"
 )
@@ -365,11 +365,11 @@ func probeRequests(planned []plannedTask, repoURL string, env map[string]string)
 // scp-style address (git@host:org/repo.git) becomes ssh://git@host/org/repo.git
 // because the message spec wants a URL.
 func originURL(ctx context.Context, repo string) (string, error) {
-	out, err := exec.CommandContext(ctx, "git", "-C", repo, "remote", "get-url", "origin").Output()
+	out, err := gitcmd.Git{}.Run(ctx, repo, "remote", "get-url", "origin")
 	if err != nil {
 		return "", fmt.Errorf("%w: read the repository's origin remote: %v (add one with 'git remote add origin URL', or start with --local)", api.ErrInvalidRequest, err)
 	}
-	u := strings.TrimSpace(string(out))
+	u := strings.TrimSpace(out)
 	if !strings.Contains(u, "://") {
 		if at := strings.Index(u, ":"); at > 0 && !strings.HasPrefix(u, "/") {
 			u = "ssh://" + u[:at] + "/" + strings.TrimPrefix(u[at+1:], "/")

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 )
 
 // gitTopTimeout bounds the git call that finds a repository's top level: a
@@ -58,7 +58,7 @@ func resolveDir(p string) (string, error) {
 func gitTop(ctx context.Context, real string) string {
 	ctx, cancel := context.WithTimeout(ctx, gitTopTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "git", "-C", real, "rev-parse", "--show-toplevel").Output()
+	out, err := gitcmd.Git{}.Command(ctx, real, "rev-parse", "--show-toplevel").Output()
 	if err != nil {
 		// Not in a git work tree (or git refuses it): the directory is the
 		// repository as far as the daemon can tell; starting a swarm there

@@ -9,7 +9,7 @@ import (
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
-	"github.com/aimi-tools/swarm/egress"
+	"github.com/aimi-tools/swarm/internal/svclisten"
 )
 
 // AsksAPerson reports whether agent.permission_policy asks a person: the
@@ -51,7 +51,7 @@ func (n *Net) SetAsks(a contract.Asks) { n.asks.set(a) }
 func (n *Net) serveOwn(ln net.Listener, sb contract.Sandbox, path, what string, conns int, serve func() func(http.ResponseWriter, *http.Request, contract.Caller)) error {
 	srv := &http.Server{ReadHeaderTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10,
 		Handler: n.ownHandler(sb, path, what, serve)}
-	return srv.Serve(egress.LimitListener(ln, conns))
+	return srv.Serve(svclisten.Bound(ln, conns, svclisten.Wait))
 }
 
 // ownHandler answers POST path for sb with serve (see serveOwn).

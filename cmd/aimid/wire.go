@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gateway"
 	"github.com/aimi-tools/swarm/gitserve"
+	"github.com/aimi-tools/swarm/internal/gitcmd"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/publish"
 )
@@ -187,7 +187,8 @@ func prepareStart(global *configs.Config, base configs.LoadOptions, gitService b
 // hasOrigin reports whether the repo has an origin remote (git.mode auto:
 // local without one).
 func hasOrigin(ctx context.Context, repo string) bool {
-	return exec.CommandContext(ctx, "git", "-C", repo, "remote", "get-url", "origin").Run() == nil
+	_, err := gitcmd.Git{}.Run(ctx, repo, "remote", "get-url", "origin")
+	return err == nil
 }
 
 // daemonWideDiffs names the keys whose repo-layer value differs from the

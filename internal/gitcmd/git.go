@@ -51,9 +51,8 @@ func (g Git) RunEnv(ctx context.Context, dir string, env []string, args ...strin
 // RunEnvCPU is RunEnv that also says how much CPU (user and system) git
 // took: what a caller that bounds its share of the machine counts.
 func (g Git) RunEnvCPU(ctx context.Context, dir string, env []string, args ...string) (string, time.Duration, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"), g.Env...), env...)
+	cmd := g.Command(ctx, dir, args...)
+	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
@@ -79,6 +78,20 @@ func (g Git) RunEnvCPU(ctx context.Context, dir string, env []string, args ...st
 		return out, cpu, &GitError{Args: args, Dir: dir, Stderr: msg, Err: err}
 	}
 	return out, cpu, nil
+}
+
+// Command is git with args in dir, in the environment Run gives it, for a
+// caller that streams git's input or output (a tree listing read until a
+// bound, cat-file --batch): it sets the streams, starts and waits. Nice
+// is Run's alone.
+func (g Git) Command(ctx context.Context, dir string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	// A prompt for credentials would wait for a terminal nobody sees;
+	// messages in C so that what is shown or matched does not depend on
+	// the daemon's locale.
+	cmd.Env = append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C"), g.Env...)
+	return cmd
 }
 
 // GitError is a failed git command.

@@ -11,10 +11,12 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 )
 
-// Options say what a Set serves and how.
+// Options say what a service serves and how (a Set uses the fields up to
+// MaxHeaderBytes; a Shell all of them).
 type Options struct {
 	// Name starts errors and log lines: "git service", "model gateway".
 	Name string
@@ -26,11 +28,17 @@ type Options struct {
 	// IdleTimeout and MaxHeaderBytes of every server.
 	IdleTimeout    time.Duration
 	MaxHeaderBytes int
-	// NextProtos offered in TLS (nil: Go's default).
-	NextProtos []string
-	// PortTaken is the warning logged when the preferred port is taken
-	// on an address and the system picks another.
-	PortTaken string
+
+	// Lock is the owner's mutex: it guards the Shell and the owner's
+	// state persisted with the addresses.
+	Lock sync.Locker
+	// Persist is called with Lock held when the addresses changed; it
+	// takes the owner's state with SavedLocked and returns what writes it
+	// (or waits for the write), called once Lock is released.
+	Persist func() (saved func() error)
+	// Channel names the service among a sandbox's channels
+	// (contract.ServiceGit...): its bound of connections per sandbox.
+	Channel string
 }
 
 // listener serves one network's gateway address.
@@ -66,9 +74,6 @@ func (s *Set) PreferredPort() int { return s.port }
 // IPs are the addresses to persist, sorted: those listened on, kept
 // through Close.
 func (s *Set) IPs() []string { return slices.Sorted(maps.Keys(s.ips)) }
-
-// Forget drops ip from the addresses to persist.
-func (s *Set) Forget(ip string) { delete(s.ips, ip) }
 
 // Port is the port served at ip, normalised first (0 when none).
 func (s *Set) Port(ip string) int {
@@ -125,7 +130,7 @@ func (s *Set) Listen(ctx context.Context, ip string) (_ string, changed bool, er
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(ip, strconv.Itoa(s.port)))
 	if err != nil && s.port != 0 {
-		s.opts.Log.Warn(s.opts.PortTaken, "ip", ip, "port", s.port, "err", err)
+		s.opts.Log.Warn(s.opts.Name+" port taken, picking another (containers given the former port must be granted again)", "ip", ip, "port", s.port, "err", err)
 		ln, err = lc.Listen(ctx, "tcp", net.JoinHostPort(ip, "0"))
 	}
 	if err != nil {
@@ -147,18 +152,9 @@ func (s *Set) Listen(ctx context.Context, ip string) (_ string, changed bool, er
 func (s *Set) serve(ln net.Listener, ip string, subnet *net.IPNet, cert tls.Certificate) *listener {
 	port := ln.Addr().(*net.TCPAddr).Port
 	l := &listener{port: port, subnet: subnet, done: make(chan struct{})}
-	l.srv = &http.Server{
-		Handler: s.opts.Handler,
-		// Also the TLS handshake's bound.
-		ReadHeaderTimeout: 15 * time.Second,
-		IdleTimeout:       s.opts.IdleTimeout,
-		MaxHeaderBytes:    s.opts.MaxHeaderBytes,
-		// Connection-level errors (TLS handshakes of scanners...) are
-		// debug noise; they never carry request headers.
-		ErrorLog: slog.NewLogLogger(s.opts.Log.Handler(), slog.LevelDebug),
-	}
+	l.srv = s.opts.server()
 	own := &subnetListener{Listener: ln, subnet: subnet, log: s.opts.Log, name: s.opts.Name, ip: ip, conns: s.opts.Conns}
-	tlsLn := tls.NewListener(own, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: s.opts.NextProtos})
+	tlsLn := tls.NewListener(own, serverTLS(cert))
 	go func() {
 		defer close(l.done)
 		if err := l.srv.Serve(tlsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -226,6 +222,27 @@ func (s *Set) Detach() (shutdown func(ctx context.Context) error) {
 	}
 }
 
+// server is the HTTP server of every listener of the service.
+func (o *Options) server() *http.Server {
+	return &http.Server{
+		Handler: o.Handler,
+		// Also the TLS handshake's bound.
+		ReadHeaderTimeout: 15 * time.Second,
+		IdleTimeout:       o.IdleTimeout,
+		MaxHeaderBytes:    o.MaxHeaderBytes,
+		// Connection-level errors (TLS handshakes of scanners...) are
+		// debug noise; they never carry request headers.
+		ErrorLog: slog.NewLogLogger(o.Log.Handler(), slog.LevelDebug),
+	}
+}
+
+// serverTLS is the TLS of every server: HTTP/1.1 only (the services
+// stream answers and hijack nothing that HTTP/2 would serve better), said
+// in ALPN so that a client offering h2 settles at once.
+func serverTLS(cert tls.Certificate) *tls.Config {
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+}
+
 // HostSubnet returns the subnet of the host interface address ip.
 func HostSubnet(ip net.IP) (*net.IPNet, error) {
 	addrs, err := net.InterfaceAddrs()
@@ -240,8 +257,8 @@ func HostSubnet(ip net.IP) (*net.IPNet, error) {
 	return nil, fmt.Errorf("%s is not an address of this host", ip)
 }
 
-// Every runs f every interval until stop is closed.
-func Every(interval time.Duration, stop <-chan struct{}, f func()) {
+// every runs f every interval until stop is closed.
+func every(interval time.Duration, stop <-chan struct{}, f func()) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -26,7 +28,7 @@ func newSet(t *testing.T, conns *Conns) (*Set, *x509.CertPool) {
 	s := New(Options{
 		Name: "test service", Log: slog.New(slog.DiscardHandler), Cert: ca.ServerCert, Conns: conns,
 		Handler:     http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") }),
-		IdleTimeout: time.Minute, MaxHeaderBytes: 4 << 10, PortTaken: "port taken",
+		IdleTimeout: time.Minute, MaxHeaderBytes: 4 << 10,
 	})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -105,32 +107,10 @@ func TestConnsHoldOnlyTheirShare(t *testing.T) {
 // it is closed as it is accepted (not left in the socket's backlog, where
 // a burst would queue ahead of every later connection), and a closed one
 // gives its place back at once.
-func TestPeerListenerRefusesPastItsMax(t *testing.T) {
-	ln, err := net.Listen("unix", t.TempDir()+"/s.sock")
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestBoundRefusesPastItsMax(t *testing.T) {
 	conns := NewConns("test service", 100, 50, slog.New(slog.DiscardHandler))
-	pl := &PeerListener{Listener: ln, Conns: conns, Peer: "sandbox:s/c", Max: 2}
+	pl, dial, accepted, _ := acceptBound(t, func(ln net.Listener) *Bounded { return BoundWithin(ln, conns, "sandbox:s/c", 2, Refuse) })
 	defer pl.Close()
-	accepted := make(chan net.Conn, 8)
-	go func() {
-		for {
-			c, err := pl.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	dial := func() net.Conn {
-		c, err := net.Dial("unix", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
 	held := []net.Conn{<-withConn(t, dial, accepted), <-withConn(t, dial, accepted)}
 	third := dial()
 	_ = third.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -149,9 +129,82 @@ func TestPeerListenerRefusesPastItsMax(t *testing.T) {
 	}
 }
 
+// acceptBound makes a Bounded listener on a unix socket and accepts from it
+// until it is closed: what it accepts comes on accepted, the error that
+// ended it on ended; dial connects to it.
+func acceptBound(t *testing.T, bound func(net.Listener) *Bounded) (bl *Bounded, dial func() net.Conn, accepted chan net.Conn, ended chan error) {
+	t.Helper()
+	ln, err := net.Listen("unix", t.TempDir()+"/s.sock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl = bound(ln)
+	accepted, ended = make(chan net.Conn, 8), make(chan error, 1)
+	go func() {
+		for {
+			c, err := bl.Accept()
+			if err != nil {
+				ended <- err
+				return
+			}
+			accepted <- c
+		}
+	}()
+	dial = func() net.Conn {
+		c, err := net.Dial("unix", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	return bl, dial, accepted, ended
+}
+
 // withConn dials and returns the channel the accepted side arrives on.
 func withConn(t *testing.T, dial func() net.Conn, accepted chan net.Conn) chan net.Conn {
 	t.Helper()
 	dial()
 	return accepted
+}
+
+// In Wait mode a listener accepts no connection past its bound until one
+// closes: the next waits (in the socket's backlog, not closed) and is
+// accepted as soon as a place is free; Close ends an Accept that waits.
+func TestBoundWaitsForAPlace(t *testing.T) {
+	bl, dial, accepted, ended := acceptBound(t, func(ln net.Listener) *Bounded { return Bound(ln, 1, Wait) })
+	dial()
+	first := <-accepted
+	second := dial()
+	_ = second.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if _, err := second.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection past the bound: read %v, want it left waiting (deadline exceeded)", err)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("a connection past the bound was accepted")
+	default:
+	}
+	first.Close()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting connection was not accepted once a place was free")
+	}
+	// Every place is free again: the next Accept waits in the socket, not
+	// for a place. Hold the place, then Close must end an Accept waiting
+	// for one.
+	dial()
+	held := <-accepted
+	defer held.Close()
+	bl.Close()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not end an Accept waiting for a place")
+	}
 }
