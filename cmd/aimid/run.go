@@ -26,6 +26,7 @@ import (
 	"github.com/aimi-tools/swarm/notify"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/sandboxnet"
+	"github.com/aimi-tools/swarm/usage/ledger"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -134,7 +135,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	if err != nil || o.drainPool {
 		return err
 	}
-	meter, limits := newUsageObserver(cfg.Prices, log), notify.NewLimitNotices(log)
+	meter, limits := ledger.New(cfg.Prices, log), notify.NewLimitNotices(log)
 	git, models, closeServices, err := openServices(cfg, o, be, met, limits.Tee(meter), log)
 	if err != nil {
 		return err
