@@ -10,7 +10,7 @@
 // Config (precedence: flags > AIMI_* env > $XDG_CONFIG_HOME/aimi/config.yaml
 // > <repo>/.aimi/config.yaml > the defaults in configs/aimi.yaml) is loaded
 // once at start; each swarm start loads the repository's .aimi/config.yaml on
-// top of the defaults (see cmd/aimid/wire.go for what applies per swarm).
+// top of the defaults (configs.PrepareStart says what applies per swarm).
 // SIGTERM or SIGINT: stop accepting, let go of the containers (they keep
 // running), flush state, remove the socket, exit 0.
 package main

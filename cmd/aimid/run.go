@@ -170,7 +170,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	defer stopMetrics()
 	return serveAPI(ctx, o, ln, mgr, daemon.ServerOptions{
 		ResolveRepo: orchestrator.ResolveRepo, Swarms: mgr, Logger: log, Version: version,
-		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
+		PrepareStart: configs.PrepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
 		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, secrets, log),
 		Land:         mgr.Land, // it says why in remote mode
 	})
