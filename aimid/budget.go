@@ -1,4 +1,4 @@
-package main
+package aimid
 
 import (
 	"bytes"
@@ -29,8 +29,8 @@ func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve
 		ma.Service.SetBudget(k)
 	}
 	var b contract.Budgets = k
-	if d, err := time.ParseDuration(os.Getenv(envBudgetDelay)); err == nil && d > 0 {
-		log.Warn("budget answers are delayed (a test hook)", "env", envBudgetDelay, "delay", d)
+	if d, err := time.ParseDuration(os.Getenv(EnvBudgetDelay)); err == nil && d > 0 {
+		log.Warn("budget answers are delayed (a test hook)", "env", EnvBudgetDelay, "delay", d)
 		b = slowBudgets{Budgets: k, delay: d}
 	}
 	if git != nil {
@@ -39,9 +39,9 @@ func openBudgets(global *configs.Config, base configs.LoadOptions, git *gitserve
 	return b
 }
 
-// envBudgetDelay, a duration, delays every budget answer: a test hook
+// EnvBudgetDelay, a duration, delays every budget answer: a test hook
 // that stands in for a daemon slow to answer (loaded, or just restarted).
-const envBudgetDelay = "AIMI_TEST_BUDGET_DELAY"
+const EnvBudgetDelay = "AIMI_TEST_BUDGET_DELAY"
 
 // slowBudgets answers after delay, or not at all when the question is
 // given up meanwhile.
