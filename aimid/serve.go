@@ -1,6 +1,7 @@
 package aimid
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,16 +41,17 @@ type Options struct {
 	// contract.LabelDaemon): it adopts only containers carrying it.
 	Instance  string
 	DrainPool bool // remove the waiting warm pool sandboxes, then return
-	// Flags are the config keys' flags (configs.AddFlags), parsed.
+	// Flags are the config keys' flags (configs.AddFlags), parsed; nil:
+	// none.
 	Flags   *pflag.FlagSet
 	Version string
-	Logger  *slog.Logger
+	Logger  *slog.Logger // nil: slog.Default()
 }
 
 // Serve runs the daemon until ctx ends (a clean stop: containers keep
 // running and are adopted at the next start) or it cannot go on.
 func Serve(ctx context.Context, o Options) error {
-	log := o.Logger
+	log := cmp.Or(o.Logger, slog.Default())
 	loadOpts := configs.LoadOptions{Flags: o.Flags, UserConfigPath: o.UserConfig}
 	cfg, err := loadConfig(loadOpts, log)
 	if err != nil {
