@@ -10,11 +10,13 @@
 // Spend is the model gateway's account of every call (its cost at
 // models.<provider>.prices), fed to the Keeper as the calls end. After a
 // daemon restart the calls journaled before it are read back once per
-// swarm (Config.Seed), so a budget holds across restarts; calls of a
-// container rerun with `resume --retry-failed` whose journal was moved
-// aside are not read back. The limits are read again at every question
-// (Config.Limits), so a budget raised in the configuration takes effect at
-// the next `aimi swarm resume` without a daemon restart.
+// swarm (Config.Seed: JournaledSpend), so a budget holds across restarts;
+// calls of a container rerun with `resume --retry-failed` whose journal
+// was moved aside are not read back. The limits are read again at every
+// question (Config.Limits: ReadLimits, which loads the configuration
+// layers again only when one of their files changed), so a budget raised
+// in the configuration takes effect at the next `aimi swarm resume`
+// without a daemon restart.
 //
 // A budget is also a hard cap: the model gateway asks Refusal before every
 // call, and a container past a budget by more than its grace

@@ -2,7 +2,8 @@
 // (aimi.yaml, embedded), the layering of the user's and the repository's files,
 // AIMI_* environment variables and flags with viper, and the validation that
 // turns raw values into a typed Config or an error naming the key and the fix.
-// It does not know how the values are used; the daemon maps a Config onto the
+// It does not know how the values are used, but for which of a repository's
+// keys apply to one start (PrepareStart); the daemon maps a Config onto the
 // orchestrator's settings.
 //
 // Precedence, strongest first: flags > AIMI_* environment >
@@ -11,7 +12,7 @@
 // loads it again with that repository's .aimi/config.yaml as an extra layer
 // (see LoadOptions.RepoPath). Of the repo's values, sandbox.image,
 // swarm.max_containers and git.mode apply to that repo's swarms; the other
-// keys are daemon-wide (cmd/aimid warns when a repo file sets them). This
+// keys are daemon-wide (PrepareStart warns when a repo file sets them). This
 // also keeps a cloned repository's file from pulling the daemon's secrets
 // into its containers: agent.env from a repo file is never used.
 package configs

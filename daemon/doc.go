@@ -5,7 +5,7 @@
 // detection, one daemon per socket), and the typed Client the `aimi` CLI uses.
 //
 // It does not run swarms or read config: the orchestrator does the work and
-// cmd/aimid wires config, engine and git service together.
+// package aimid wires config, engine and git service together.
 //
 // # Protocol
 //

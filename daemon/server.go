@@ -43,11 +43,12 @@ type ServerOptions struct {
 	Swarms Swarms
 	Logger *slog.Logger // default slog.Default()
 	// PrepareStart, when set, completes a start request before it reaches
-	// Swarms (cmd/aimid merges the repository's .aimi/config.yaml here). An
-	// error is returned to the client as is (wrap an *api.FieldError for 400).
+	// Swarms (package aimid gives configs.PrepareStart, which merges the
+	// repository's .aimi/config.yaml). An error is returned to the client
+	// as is (wrap an *api.FieldError for 400).
 	PrepareStart func(ctx context.Context, req *api.StartRequest) error
 	// ResolveRepo, when set, turns the repo of an events request into the
-	// name events carry (cmd/aimid gives orchestrator.ResolveRepo, so a
+	// name events carry (package aimid gives orchestrator.ResolveRepo, so a
 	// symlink or a subdirectory of the repository filters the same events).
 	ResolveRepo func(ctx context.Context, repoPath string) (string, error)
 	Version     string

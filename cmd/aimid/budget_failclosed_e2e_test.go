@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/aimid"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -25,7 +26,7 @@ func TestSlowBudgetAnswersHoldTheStoryNotSkipTheBudget(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	b := startBudgetSwarmSetup(t, ctx, budgetConfig("2", "0"), budgetSetup{settings: []string{envBudgetDelay + "=35s"}})
+	b := startBudgetSwarmSetup(t, ctx, budgetConfig("2", "0"), budgetSetup{settings: []string{aimid.EnvBudgetDelay + "=35s"}})
 	defer b.p.stop(t)
 	journal := b.stopsAfterTheFirstStory(t, func(calls int32) string {
 		return fmt.Sprintf("BUDGET_EXCEEDED: the swarm spent %.4f of its budget 2.0000 (swarm.budget", 3*float64(calls))

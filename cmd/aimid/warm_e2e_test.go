@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 
+	"github.com/aimi-tools/swarm/aimid"
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
@@ -137,7 +138,7 @@ func checkEmptySocketDir(t testing.TB, in dcontainer.InspectResponse) {
 		switch {
 		case m.Type == "bind" && m.Destination == contract.NetDir:
 			src = m.Source
-		case m.Type == "bind" && m.Destination == "/etc/hosts" && !m.RW && filepath.Base(m.Source) == sealedHostsFile:
+		case m.Type == "bind" && m.Destination == "/etc/hosts" && !m.RW && filepath.Base(m.Source) == aimid.SealedHostsFile:
 		case m.Type == "bind":
 			t.Errorf("%s: bind mount %s at %s before any claim", in.Name, m.Source, m.Destination)
 		}
@@ -229,7 +230,7 @@ func TestWarmPoolClaimRefillAndIsolation(t *testing.T) {
 	for _, in := range pool {
 		checkReachesNothing(t, in, secret)
 		poolIDs[in.ID] = true
-		poolDirs[in.ID] = filepath.Join(poolSocketRoot(filepath.Join(dir, "data")), strings.TrimPrefix(in.Name, "/aimi-warm-"))
+		poolDirs[in.ID] = filepath.Join(aimid.PoolSocketRoot(filepath.Join(dir, "data")), strings.TrimPrefix(in.Name, "/aimi-warm-"))
 	}
 
 	started := time.Now()

@@ -1,14 +1,13 @@
-package main
+package aimid
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -26,78 +25,34 @@ import (
 	"github.com/aimi-tools/swarm/notify"
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/sandboxnet"
+	"github.com/aimi-tools/swarm/usage/ledger"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 // shutdownTimeout bounds the clean stop: in-flight requests, then the
 // supervisors letting go and the last journal and state flush.
 const shutdownTimeout = 30 * time.Second
 
-// options are aimid's own flags; config keys are registered by configs.
-type options struct {
-	socket     string
-	dataDir    string
-	userConfig string
-	logLevel   string
-	instance   string
-	drainPool  bool
+// Options are what aimid's own flags say; the config keys come from Flags.
+type Options struct {
+	Socket     string // empty: daemon.DefaultSocketPath
+	DataDir    string // empty: daemon.DefaultDataDir
+	UserConfig string // the user's config file ("-": none; empty: the default)
+	// Instance is this daemon's name on the engine (label
+	// contract.LabelDaemon): it adopts only containers carrying it.
+	Instance  string
+	DrainPool bool // remove the waiting warm pool sandboxes, then return
+	// Flags are the config keys' flags (configs.AddFlags), parsed; nil:
+	// none.
+	Flags   *pflag.FlagSet
+	Version string
+	Logger  *slog.Logger // nil: slog.Default()
 }
 
-var instanceRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$`)
-
-// run is the daemon's life; it returns the exit code.
-func run(ctx context.Context, args []string, stderr io.Writer, setDefault func(*slog.Logger)) int {
-	fs := pflag.NewFlagSet("aimid", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var o options
-	fs.StringVar(&o.socket, "socket", "", "unix socket to serve on (default $AIMI_SOCKET, $XDG_RUNTIME_DIR/aimi/aimid.sock or /run/aimi/aimid.sock)")
-	fs.StringVar(&o.dataDir, "data-dir", "", "the daemon's own files: git service CA and mirrors (default $XDG_STATE_HOME/aimi or ~/.local/state/aimi)")
-	fs.StringVar(&o.userConfig, "config", "", `user config file (default $XDG_CONFIG_HOME/aimi/config.yaml; "-" for none)`)
-	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&o.instance, "instance", fmt.Sprintf("uid-%d", os.Getuid()), "this daemon's name on the engine (label "+contract.LabelDaemon+"): it adopts only containers carrying it")
-	fs.BoolVar(&o.drainPool, "drain-pool", false, "remove every sandbox waiting in the warm pool (sandbox.warm_pool), then exit; claimed ones belong to their swarms and stay")
-	configs.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "aimid: %v (see aimid --help)\n", err)
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "aimid: unexpected argument %q; aimid takes flags only\n", fs.Arg(0))
-		return 2
-	}
-	if !instanceRE.MatchString(o.instance) {
-		fmt.Fprintf(stderr, "aimid: --instance %q: use letters, digits, '.', '_' and '-' (at most 63)\n", o.instance)
-		return 2
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		fmt.Fprintf(stderr, "aimid: --log-level %q: use debug, info, warn or error\n", o.logLevel)
-		return 2
-	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	// Packages that log through slog.Default (or the log package) get the
-	// same handler: one format, one level on stderr. The process's main
-	// does it (slog.SetDefault); a test running a daemon in its process
-	// does not: the default is every goroutine's.
-	if setDefault != nil {
-		setDefault(log)
-	}
-	if err := serve(ctx, o, fs, log); err != nil {
-		// Plain text, not a log record: multi-line config problems must stay
-		// readable.
-		fmt.Fprintf(stderr, "aimid: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) error {
-	loadOpts := configs.LoadOptions{Flags: fs, UserConfigPath: o.userConfig}
+// Serve runs the daemon until ctx ends (a clean stop: containers keep
+// running and are adopted at the next start) or it cannot go on.
+func Serve(ctx context.Context, o Options) error {
+	log := cmp.Or(o.Logger, slog.Default())
+	loadOpts := configs.LoadOptions{Flags: o.Flags, UserConfigPath: o.UserConfig}
 	cfg, err := loadConfig(loadOpts, log)
 	if err != nil {
 		return err
@@ -108,7 +63,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 
 	// The socket first: a second daemon must fail before it touches any
 	// container, or two daemons would supervise the same swarm.
-	ln, err := daemon.Listen(o.socket)
+	ln, err := daemon.Listen(o.Socket)
 	if err != nil {
 		return err
 	}
@@ -131,10 +86,10 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	defer release()
 
 	pool, err := openPool(ctx, cfg, o, be, log) // claims settled before any adoption
-	if err != nil || o.drainPool {
+	if err != nil || o.DrainPool {
 		return err
 	}
-	meter, limits := newUsageObserver(cfg.Prices, log), notify.NewLimitNotices(log)
+	meter, limits := ledger.New(cfg.Prices, log), notify.NewLimitNotices(log)
 	git, models, closeServices, err := openServices(cfg, o, be, met, limits.Tee(meter), log)
 	if err != nil {
 		return err
@@ -146,7 +101,7 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	life, cancelLife := context.WithCancel(context.Background())
 	defer cancelLife()
 	oc := managerConfig(cfg, o, be, git, models, log)
-	closeNet, err := sealSandboxes(cfg, o.dataDir, git, models, openBudgets(cfg, loadOpts, git, models, meter, log), &oc, log)
+	closeNet, err := sealSandboxes(cfg, o.DataDir, git, models, openBudgets(cfg, loadOpts, git, models, meter, log), &oc, log)
 	if err != nil {
 		return err
 	}
@@ -168,8 +123,8 @@ func serve(ctx context.Context, o options, fs *pflag.FlagSet, log *slog.Logger) 
 	}
 	defer stopMetrics()
 	return serveAPI(ctx, o, ln, mgr, daemon.ServerOptions{
-		ResolveRepo: orchestrator.ResolveRepo, Swarms: mgr, Logger: log, Version: version,
-		PrepareStart: prepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
+		ResolveRepo: orchestrator.ResolveRepo, Swarms: mgr, Logger: log, Version: o.Version,
+		PrepareStart: configs.PrepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
 		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, secrets, log),
 		Land:         mgr.Land, // it says why in remote mode
 	})
@@ -255,18 +210,18 @@ func loadConfig(opts configs.LoadOptions, log *slog.Logger) (*configs.Config, er
 
 // defaultPaths fills the socket and data dir the flags left empty and
 // makes the data dir.
-func defaultPaths(o *options) error {
+func defaultPaths(o *Options) error {
 	var err error
-	if o.socket == "" {
-		o.socket = daemon.DefaultSocketPath()
+	if o.Socket == "" {
+		o.Socket = daemon.DefaultSocketPath()
 	}
-	if o.dataDir == "" {
-		if o.dataDir, err = daemon.DefaultDataDir(); err != nil {
+	if o.DataDir == "" {
+		if o.DataDir, err = daemon.DefaultDataDir(); err != nil {
 			return err
 		}
 	}
-	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
-		return fmt.Errorf("create data directory %s: %w (pass --data-dir)", o.dataDir, err)
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return fmt.Errorf("create data directory %s: %w (pass --data-dir)", o.DataDir, err)
 	}
 	return nil
 }
@@ -274,13 +229,13 @@ func defaultPaths(o *options) error {
 // openGit starts the local-mode git service (nil in remote mode). The probe
 // reads a container's branch through the daemon's own engine client, so
 // cleanup can tell what only the container holds.
-func openGit(cfg *configs.Config, o options, be backend, met *metrics.Metrics, log *slog.Logger) (*gitserve.Service, error) {
+func openGit(cfg *configs.Config, o Options, be backend, met *metrics.Metrics, log *slog.Logger) (*gitserve.Service, error) {
 	nofile := raiseFileLimit(log)
 	if cfg.Git.Mode == configs.GitRemote {
 		return nil, nil
 	}
 	git, err := gitserve.New(gitserve.Options{
-		DataDir: filepath.Join(o.dataDir, "git"), Logger: log,
+		DataDir: filepath.Join(o.DataDir, "git"), Logger: log,
 		TipProbe: be.probe, Trees: be.trees, OnPush: met.GitPush,
 		Limits: gitLimits(cfg, nofile, log),
 	})
@@ -293,12 +248,12 @@ func openGit(cfg *configs.Config, o options, be backend, met *metrics.Metrics, l
 // openServices starts what the daemon serves sandboxes: the local-mode git
 // service (nil in remote mode) and the model gateway (nil without model
 // keys). closeAll stops both.
-func openServices(cfg *configs.Config, o options, be backend, met *metrics.Metrics, obs gateway.Observer, log *slog.Logger) (git *gitserve.Service, models orchestrator.ModelAccess, closeAll func(), err error) {
+func openServices(cfg *configs.Config, o Options, be backend, met *metrics.Metrics, obs gateway.Observer, log *slog.Logger) (git *gitserve.Service, models orchestrator.ModelAccess, closeAll func(), err error) {
 	git, err = openGit(cfg, o, be, met, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	gw, err := openModels(cfg, o.dataDir, obs, log)
+	gw, err := openModels(cfg, o.DataDir, obs, log)
 	if err != nil {
 		if git != nil {
 			git.Close()
@@ -321,11 +276,11 @@ func openServices(cfg *configs.Config, o options, be backend, met *metrics.Metri
 
 // serveAPI answers on the socket until ctx ends or the server fails, then
 // stops the server and the Manager cleanly.
-func serveAPI(ctx context.Context, o options, ln *daemon.Listener, mgr *orchestrator.Manager, so daemon.ServerOptions) error {
+func serveAPI(ctx context.Context, o Options, ln *daemon.Listener, mgr *orchestrator.Manager, so daemon.ServerOptions) error {
 	srv := daemon.NewServer(so)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	so.Logger.Info("aimid ready", "socket", ln.Path(), "instance", o.instance, "dataDir", o.dataDir, "pid", os.Getpid(), "version", version)
+	so.Logger.Info("aimid ready", "socket", ln.Path(), "instance", o.Instance, "dataDir", o.DataDir, "pid", os.Getpid(), "version", o.Version)
 
 	var serveErr error
 	select {
@@ -338,15 +293,15 @@ func serveAPI(ctx context.Context, o options, ln *daemon.Listener, mgr *orchestr
 	return errors.Join(serveErr, srv.Shutdown(sctx), mgr.Shutdown(sctx), ln.Close())
 }
 
-// takeInstance makes o.instance this daemon's on the engine (see
+// takeInstance makes o.Instance this daemon's on the engine (see
 // daemon/instancelock), or says which daemon holds it. release gives it
 // back: the daemon's last step but the socket's.
-func takeInstance(ctx context.Context, o options, log *slog.Logger) (release func(), err error) {
-	sock, err := filepath.Abs(o.socket)
+func takeInstance(ctx context.Context, o Options, log *slog.Logger) (release func(), err error) {
+	sock, err := filepath.Abs(o.Socket)
 	if err != nil {
 		return nil, err
 	}
-	data, err := filepath.Abs(o.dataDir)
+	data, err := filepath.Abs(o.DataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -354,7 +309,7 @@ func takeInstance(ctx context.Context, o options, log *slog.Logger) (release fun
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	lock, err := instancelock.Acquire(ctx, cli, instancelock.Self(o.instance, sock, data), nil, log)
+	lock, err := instancelock.Acquire(ctx, cli, instancelock.Self(o.Instance, sock, data), nil, log)
 	if err != nil {
 		cli.Close()
 		return nil, err
@@ -386,15 +341,15 @@ func sealSandboxes(cfg *configs.Config, dataDir string, git *gitserve.Service, m
 
 // managerConfig is the Manager's configuration: the config's keys, the
 // services, the instance's label and the engine's reader of containers.
-func managerConfig(cfg *configs.Config, o options, be backend, git *gitserve.Service, models orchestrator.ModelAccess, log *slog.Logger) orchestrator.Config {
+func managerConfig(cfg *configs.Config, o Options, be backend, git *gitserve.Service, models orchestrator.ModelAccess, log *slog.Logger) orchestrator.Config {
 	oc := orchestratorConfig(cfg, git, log)
 	oc.Models = models
-	oc.Labels = map[string]string{contract.LabelDaemon: o.instance}
-	oc.RadarDir = filepath.Join(o.dataDir, "radar")
+	oc.Labels = map[string]string{contract.LabelDaemon: o.Instance}
+	oc.RadarDir = filepath.Join(o.DataDir, "radar")
 	if be.probe != nil && be.trees != nil {
 		// Whatever the git mode, what only a container holds is read and
 		// taken out of it before it is removed or replaced.
-		oc.Work = gitserve.Keeper{Probe: be.probe, Trees: be.trees, Scratch: o.dataDir}
+		oc.Work = gitserve.Keeper{Probe: be.probe, Trees: be.trees, Scratch: o.DataDir}
 	}
 	return oc
 }

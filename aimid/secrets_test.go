@@ -1,4 +1,4 @@
-package main
+package aimid
 
 import (
 	"bytes"
@@ -13,7 +13,7 @@ import (
 // TestKnownSecretsAreAgentEnvThePublishTokenAndPlaceholders: each shows as
 // its marker; a value too short is named (never shown) in a warning.
 func TestKnownSecretsAreAgentEnvThePublishTokenAndPlaceholders(t *testing.T) {
-	parallel(t)
+	t.Parallel()
 	cfg := &configs.Config{}
 	cfg.Agent.Env = configs.Secrets{"ANTHROPIC_API_KEY": "sk-ant-abcdef123456", "PIN": "zq9"}
 	cfg.Publish.TokenEnv = "GITHUB_TOKEN"

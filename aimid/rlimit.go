@@ -1,4 +1,4 @@
-package main
+package aimid
 
 import (
 	"log/slog"

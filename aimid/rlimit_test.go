@@ -1,4 +1,4 @@
-package main
+package aimid
 
 import (
 	"io"
@@ -15,7 +15,7 @@ import (
 // limit, the git service's connections and processes fit in half of it,
 // and the push limits are the config's.
 func TestGitLimitsKeepHalfTheFileLimitInReserve(t *testing.T) {
-	parallel(t)
+	t.Parallel()
 	cfg := &configs.Config{Git: configs.Git{MaxPush: 5 << 20, MaxMirror: 9 << 20}}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, n := range []uint64{256, 1024, 20000, 1 << 20} {
@@ -35,7 +35,7 @@ func TestGitLimitsKeepHalfTheFileLimitInReserve(t *testing.T) {
 // TestRefusalsNameConfigKeys: the keys a refused push names are config
 // keys a user can set.
 func TestRefusalsNameConfigKeys(t *testing.T) {
-	parallel(t)
+	t.Parallel()
 	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 	configs.AddFlags(fs)
 	for _, k := range []string{gitserve.KeyMaxPush, gitserve.KeyMaxMirror} {

@@ -1,4 +1,4 @@
-package main
+package configs
 
 import (
 	"bytes"
@@ -12,14 +12,13 @@ import (
 	"testing"
 
 	"github.com/aimi-tools/swarm/api"
-	"github.com/aimi-tools/swarm/configs"
 )
 
 func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
-	parallel(t)
+	t.Parallel()
 	noEnv := func(string) (string, bool) { return "", false }
-	base := configs.LoadOptions{UserConfigPath: "-", LookupEnv: noEnv}
-	global, err := configs.Load(base)
+	base := LoadOptions{UserConfigPath: "-", LookupEnv: noEnv}
+	global, err := Load(base)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +52,7 @@ func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			repo := repoWith(tt.yaml, tt.origin)
 			var logs bytes.Buffer
-			prep := prepareStart(global, base, tt.git, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+			prep := PrepareStart(global, base, tt.git, slog.New(slog.NewTextHandler(&logs, nil)), nil)
 			req := tt.req
 			req.RepoPath = repo
 			err := prep(context.Background(), &req)

@@ -1,4 +1,4 @@
-package main
+package aimid
 
 import (
 	"context"
@@ -17,13 +17,13 @@ import (
 
 // daemonLabels are what every container and network of this daemon
 // carries (its instance).
-func daemonLabels(o options) map[string]string {
-	return map[string]string{contract.LabelDaemon: o.instance}
+func daemonLabels(o Options) map[string]string {
+	return map[string]string{contract.LabelDaemon: o.Instance}
 }
 
-// poolSocketRoot is where pool sandboxes' socket directories are: under
+// PoolSocketRoot is where pool sandboxes' socket directories are: under
 // the sandboxes' socket directory (sandboxnet serves only there).
-func poolSocketRoot(dataDir string) string {
+func PoolSocketRoot(dataDir string) string {
 	return filepath.Join(sandboxnet.Dir(dataDir), "warm")
 }
 
@@ -32,11 +32,11 @@ func poolSocketRoot(dataDir string) string {
 // the swarm backend, where a service cannot be handed a new task
 // (docs/warm-pool.md). With --drain-pool it drains the pool instead and
 // returns nil.
-func openPool(ctx context.Context, cfg *configs.Config, o options, be backend, log *slog.Logger) (*warmpool.Pool, error) {
-	if o.drainPool {
+func openPool(ctx context.Context, cfg *configs.Config, o Options, be backend, log *slog.Logger) (*warmpool.Pool, error) {
+	if o.DrainPool {
 		var pool *warmpool.Pool
 		if be.docker != nil {
-			p, err := warmpool.New(be.docker, warmpool.Options{Dir: filepath.Join(o.dataDir, "pool"), Labels: daemonLabels(o), SocketRoot: poolSocketRoot(o.dataDir), Logger: log})
+			p, err := warmpool.New(be.docker, warmpool.Options{Dir: filepath.Join(o.DataDir, "pool"), Labels: daemonLabels(o), SocketRoot: PoolSocketRoot(o.DataDir), Logger: log})
 			if err != nil {
 				return nil, err
 			}
@@ -51,8 +51,8 @@ func openPool(ctx context.Context, cfg *configs.Config, o options, be backend, l
 		return nil, nil
 	}
 	pool, err := warmpool.New(be.docker, warmpool.Options{
-		Dir: filepath.Join(o.dataDir, "pool"), Labels: daemonLabels(o), MaxAge: cfg.Sandbox.WarmMaxAge, Logger: log,
-		SocketRoot: poolSocketRoot(o.dataDir),
+		Dir: filepath.Join(o.DataDir, "pool"), Labels: daemonLabels(o), MaxAge: cfg.Sandbox.WarmMaxAge, Logger: log,
+		SocketRoot: PoolSocketRoot(o.DataDir),
 	})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package main
+package aimid
 
 import (
 	"context"
@@ -31,16 +31,16 @@ type backend struct {
 	docker *container.Docker
 }
 
-// sealedHostsFile is the sealed sandboxes' /etc/hosts in the data dir
+// SealedHostsFile is the sealed sandboxes' /etc/hosts in the data dir
 // (container.WithSealedHosts).
-const sealedHostsFile = "sandbox-hosts"
+const SealedHostsFile = "sandbox-hosts"
 
 // openBackend connects to the engine.backend at engine.host (DOCKER_HOST
 // and friends when empty). An engine that does not answer, or a swarm
 // backend whose endpoint is not a manager of an active swarm, stops the
 // daemon with the key and the fix.
-func openBackend(ctx context.Context, cfg *configs.Config, o options, log *slog.Logger, wrap func(http.RoundTripper) http.RoundTripper) (backend, error) {
-	instance := o.instance
+func openBackend(ctx context.Context, cfg *configs.Config, o Options, log *slog.Logger, wrap func(http.RoundTripper) http.RoundTripper) (backend, error) {
+	instance := o.Instance
 	if cfg.Engine.Host != "" {
 		// Every engine client of this process (the backend, the instance
 		// marker) follows the Docker client's conventions, DOCKER_HOST
@@ -74,7 +74,7 @@ func openBackend(ctx context.Context, cfg *configs.Config, o options, log *slog.
 		}
 		return backend{eng: eng, checkDisk: noDiskLimit, close: cli.Close}, nil
 	default:
-		hosts, err := filepath.Abs(filepath.Join(o.dataDir, sealedHostsFile))
+		hosts, err := filepath.Abs(filepath.Join(o.DataDir, SealedHostsFile))
 		if err != nil {
 			return backend{}, fmt.Errorf("--data-dir: %w", err)
 		}
