@@ -3,6 +3,7 @@ package gitserve
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,6 +49,9 @@ func TestRunnerThroughTheService(t *testing.T) {
 	mainTip := mustGit(t, repo, "rev-parse", "HEAD")
 
 	s, logs := newServiceWithEngine(t, Options{})
+	// As the daemon does at start: until it has, the runner's budget
+	// question gets 503 and the story waits (budgets fail closed).
+	s.SetBudgets(goBudgets{})
 	if err := s.ListenOn(ctx, gateway); err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +106,13 @@ func TestRunnerThroughTheService(t *testing.T) {
 			t.Errorf("the token is in the %s", where)
 		}
 	}
+}
+
+// goBudgets answers every budget question: go.
+type goBudgets struct{}
+
+func (goBudgets) ServeBudget(w http.ResponseWriter, _ *http.Request, _ contract.Caller) {
+	json.NewEncoder(w).Encode(contract.BudgetAnswer{State: contract.BudgetGo})
 }
 
 // createRunnerContainer creates the sandbox image tag's container name on
