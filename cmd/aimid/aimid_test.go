@@ -229,7 +229,7 @@ func TestSecondDaemonOnALiveSocketRefusesAndSIGTERMCleansUp(t *testing.T) {
 	parallel(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "run", "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: "aimi-sandbox:latest"})
 
 	var stderr bytes.Buffer
 	code := run(context.Background(), []string{"--socket", sock, "--data-dir", filepath.Join(dir, "data2"), "--config", "-"}, &stderr, nil)
@@ -257,7 +257,7 @@ func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) 
 	dir := shortDir(t)
 	instance := "test-two-" + dockertest.RunID()
 	sockA, dataA := filepath.Join(dir, "a", "aimid.sock"), filepath.Join(dir, "a-data")
-	a := launchAimidAs(t, instance, sockA, dataA, "git:\n  mode: remote\n", "info", os.Environ())
+	a := launch(t, daemonOpts{Sock: sockA, DataDir: dataA, Config: "git:\n  mode: remote\n", Instance: instance})
 
 	// Another socket, another data dir, the same instance on the same engine.
 	var stderr bytes.Buffer
@@ -281,12 +281,17 @@ func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) 
 
 	// A clean stop gives the instance back.
 	a.stop(t)
-	b := launchAimidAs(t, instance, sockB, dataB, "git:\n  mode: remote\n", "info", os.Environ())
+	b := launch(t, daemonOpts{Sock: sockB, DataDir: dataB, Config: "git:\n  mode: remote\n", Instance: instance})
 
 	// A killed daemon's marker is stale: the next daemon takes over.
 	b.cmd.Process.Kill()
 	b.wait(t)
-	c := launchAimidAs(t, instance, filepath.Join(dir, "c", "aimid.sock"), filepath.Join(dir, "c-data"), "git:\n  mode: remote\n", "info", os.Environ())
+	c := launch(t, daemonOpts{
+		Sock:     filepath.Join(dir, "c", "aimid.sock"),
+		DataDir:  filepath.Join(dir, "c-data"),
+		Config:   "git:\n  mode: remote\n",
+		Instance: instance,
+	})
 	c.stop(t)
 	if !strings.Contains(c.logs(), "removing the instance marker of a daemon that is gone") {
 		t.Errorf("takeover not logged:\n%s", c.logs())

@@ -115,7 +115,7 @@ func TestBoardInABrowserFollowsARealSwarm(t *testing.T) {
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(dir, "data"), image)
+	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Local: true})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

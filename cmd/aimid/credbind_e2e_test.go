@@ -48,8 +48,17 @@ func TestCredentialsAreBoundToTheirContainersSocket(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	env := localEnv()
 	config := "agent:\n  kind: exec\n  command: '" + releasedAgent + "'\ngit:\n  mode: local\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", env,
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m", "AIMI_SWARM_STOP_GRACE=2s")
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   config,
+		LogLevel: "debug",
+		Base:     env,
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
+			"AIMI_SWARM_STOP_GRACE=2s",
+		},
+	})
 	run, _ := recordingAimi(ctx, repo, sock)
 	if code, out, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)

@@ -138,7 +138,7 @@ func probeEgress(t *testing.T, warm bool) {
 		settings = append(settings, "AIMI_SANDBOX_WARM_POOL=1")
 		dockertest.Cleanup(t, contract.LabelDaemon, testInstance(sock))
 	}
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", env, settings...)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Config: config, LogLevel: "debug", Base: env, Env: settings})
 	defer p.stop(t)
 	if warm {
 		cli := dockertest.Client(t)

@@ -79,7 +79,13 @@ func TestACompletedContainerWithFailedStoriesSaysSoAndReruns(t *testing.T) {
 	repo, name := failedStoriesRepo(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND="+failSecondOnce)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND=" + failSecondOnce},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -36,11 +35,14 @@ func TestModelKeyStaysInTheDaemonWithClaimedSandboxes(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	instance := testInstance(sock)
 	dockertest.Cleanup(t, contract.LabelDaemon, instance)
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", os.Environ(),
-		"GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL,
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=128m", "AIMI_SANDBOX_SWAP=128m",
-		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=64", "AIMI_SWARM_STOP_GRACE=2s", "AIMI_GIT_MODE=remote",
-		"AIMI_SANDBOX_WARM_POOL=2")
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   cfg,
+		LogLevel: "debug",
+		Image:    image,
+		Env:      []string{"GW_TEST_KEY=" + key, "AIMI_MODELS_ANTHROPIC_URL=" + up.URL, "AIMI_SANDBOX_WARM_POOL=2"},
+	})
 	cli := dockertest.Client(t)
 	waitPool(t, ctx, cli, instance, 2, p)
 	run, answers := recordingAimi(ctx, repo, sock)

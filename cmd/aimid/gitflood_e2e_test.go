@@ -84,7 +84,14 @@ func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
-	p := startAimidLocalWrapped(t, prlimit, sock, dataDir, image, "AIMI_AGENT_KIND=exec", boundsAgent)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: dataDir,
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", boundsAgent},
+		Wrap:    prlimit,
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

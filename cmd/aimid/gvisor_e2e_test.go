@@ -169,7 +169,13 @@ func TestGVisorRuntimeRunsTheDemoSwarm(t *testing.T) {
 	checkRunscNetwork(t, c, image)
 	refusedAtStart(t, dir, gvisorSettings(c, image, "runsc-nouds"), "--host-uds=open")
 	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", cleanEnv(), gvisorSettings(c, image, "runsc")...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "agent:\n  kind: demo\ngit:\n  mode: local\n",
+		Base:    cleanEnv(),
+		Env:     gvisorSettings(c, image, "runsc"),
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)

@@ -85,7 +85,7 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
 	policy := []string{"AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m"}
-	p := startAimidLocal(t, sock, dataDir, image, policy...)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true, Env: policy})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -99,7 +99,7 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	_ = p.wait(t)
-	startAimidLocal(t, sock, dataDir, image, policy...)
+	launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true, Env: policy})
 	waitInbox(t, run, 2*time.Minute, "the same request after the restart", func(r []api.PermissionRequest) bool {
 		// Dated at its arrival again: the daemon's clock decides expiry.
 		return len(r) == 1 && r[0].ID == w.ID && r[0].Title == w.Title
@@ -196,8 +196,18 @@ func TestInboxTimeoutFallsBackToRejectAndNotifies(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  kind: demo\n  env:\n    AIMI_TEST_KEY: sk-test-NOTICESECRET\ngit:\n  mode: local\nnotify:\n  webhooks: [" + hook.url + "/hooks/T0/B0/HOOKTOKEN]\n  board_url: http://127.0.0.1:8080/\n"
-	launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", localEnv(), "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m",
-		"AIMI_SANDBOX_SWAP=512m", "AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask-kinds:edit", "AIMI_AGENT_ASK_TIMEOUT=3s")
+	launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   config,
+		LogLevel: "debug",
+		Base:     localEnv(),
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+			"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask-kinds:edit",
+			"AIMI_AGENT_ASK_TIMEOUT=3s",
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -228,17 +238,6 @@ func TestInboxTimeoutFallsBackToRejectAndNotifies(t *testing.T) {
 			}
 		}
 	}
-}
-
-// localEnv is the test's environment without AIMI_ variables.
-func localEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIMI_") {
-			env = append(env, kv)
-		}
-	}
-	return env
 }
 
 type hookReceiver struct {

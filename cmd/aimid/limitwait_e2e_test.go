@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -93,13 +92,17 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	repo := gitRepo(t, 1, "waiter")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	launch := func() *proc {
-		return launchAimid(t, sock, filepath.Join(dir, "data"), "agent:\n  env:\n    ANTHROPIC_API_KEY: sk-ant-limit-test\n", "debug", os.Environ(),
-			"AIMI_MODELS_ANTHROPIC_URL="+srv.URL,
-			"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=128m", "AIMI_SANDBOX_SWAP=128m",
-			"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=64", "AIMI_SWARM_STOP_GRACE=2s", "AIMI_GIT_MODE=remote")
+	start := func() *proc {
+		return launch(t, daemonOpts{
+			Sock:     sock,
+			DataDir:  filepath.Join(dir, "data"),
+			Config:   "agent:\n  env:\n    ANTHROPIC_API_KEY: sk-ant-limit-test\n",
+			LogLevel: "debug",
+			Image:    image,
+			Env:      []string{"AIMI_MODELS_ANTHROPIC_URL=" + srv.URL},
+		})
 	}
-	p := launch()
+	p := start()
 	run, _ := recordingAimi(ctx, repo, sock)
 	if code, out, errOut := run("swarm", "start", "--all"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -139,7 +142,7 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	waitLimitWait(t, sock, repo, c.ContainerName, reset)
 	kill9(t, p)
 	<-dying // its connection went with the daemon
-	p2 := launch()
+	p2 := start()
 	defer p2.stop(t)
 	v = waitFor(t, sock, repo, 2*time.Minute, "the swarm adopted", func(v api.SwarmView) bool { return detailOf(v, c.ContainerName).Name != "" })
 	if n := detailOf(v, c.ContainerName).Rejected; n != 0 {

@@ -107,8 +107,17 @@ func TestAskFloodIsBoundedInNotices(t *testing.T) {
 	cmdDir := shortDir(t)
 	config := "agent:\n  kind: exec\n  command: perl agent.pl\ngit:\n  mode: local\nnotify:\n  webhooks: [" + hook.url + "/hook]\n  command: [" + noticeCommand(t, cmdDir) + "]\n"
 	started := time.Now()
-	launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", localEnv(), "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m",
-		"AIMI_SANDBOX_SWAP=512m", "AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m")
+	launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    localEnv(),
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+			"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask",
+			"AIMI_AGENT_ASK_TIMEOUT=10m",
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)

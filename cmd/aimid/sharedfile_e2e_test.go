@@ -99,7 +99,7 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 		// after the edit; it finishes with the daemon down.
 		"STANDIN_SCRIPT__BUSY_TASKS_JSON": "progress|US-001|in_progress|a;sleep|4s;pace|700ms;progress|US-001|completed|b;progress|US-002|in_progress|c;progress|US-002|completed|d;progress|US-003|in_progress|e;progress|US-003|completed|f;sleep|3s;complete|completed|-",
 	}
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -130,7 +130,7 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 		t.Fatalf("after the daemon's saves: prUrl %v, want %s", c.PRURL, pr)
 	}
 
-	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p2 := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", allExited)
 	p2.stop(t)
 	sw = validState(t, repo)
@@ -152,8 +152,13 @@ func TestShellToolStoppedIsAStop(t *testing.T) {
 	repo := gitRepo(t, 2, "first", "queued")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
-		"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m",
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{
+			"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m",
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -217,7 +222,7 @@ func TestStatusThroughTheDaemonLeavesTheShellToolsSwarmAlone(t *testing.T) {
 	repo := gitRepo(t, 1)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: "aimi-sandbox:latest"})
 	file := shellToolSwarm
 	path := filepath.Join(repo, ".aimi", "swarm-state.json")
 	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
@@ -256,7 +261,7 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 		"STANDIN_SCRIPT__FIRST_TASKS_JSON":  "progress|US-001|in_progress|working;sleep|3s;progress|US-001|completed|done;complete|completed|-",
 		"STANDIN_SCRIPT__QUEUED_TASKS_JSON": "progress|US-001|in_progress|working;progress|US-001|completed|done;complete|completed|-",
 	}
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -294,7 +299,7 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 			t.Fatal("first did not finish while the daemon was down")
 		}
 	}
-	p = startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p = launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	v := waitFor(t, sock, repo, time.Minute, "first completed, queued stopped", func(v api.SwarmView) bool {
 		f, q := v.State.ContainerForTask(taskPath("first")), v.State.ContainerForTask(taskPath("queued"))
 		return f.Status == state.StatusCompleted && q.Status == state.StatusStopped
@@ -345,7 +350,12 @@ func TestStartNextToTheShellToolsRunningSwarm(t *testing.T) {
 	repo := gitRepo(t, 1, "mine")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "auto|1"})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": "auto|1"},
+	})
 	path := filepath.Join(repo, ".aimi", "swarm-state.json")
 	if err := os.WriteFile(path, []byte(shellToolSwarm), 0o644); err != nil {
 		t.Fatal(err)

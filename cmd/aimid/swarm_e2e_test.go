@@ -174,7 +174,14 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
 	config := "agent:\n  kind: demo\n  env:\n    E2E_SECRET: " + secret + "\ngit:\n  mode: local\n"
-	p := launchAimid(t, sock, dataDir, config, "debug", cleanEnv(), swarmSettings(c, image)...)
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  dataDir,
+		Config:   config,
+		LogLevel: "debug",
+		Base:     cleanEnv(),
+		Env:      swarmSettings(c, image),
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -431,7 +438,13 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"pace|2s;auto|4\"\ngit:\n  mode: remote\n"
 	start := func() *proc {
-		return launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+		return launch(t, daemonOpts{
+			Sock:    sock,
+			DataDir: filepath.Join(dir, "data"),
+			Config:  config,
+			Base:    cleanEnv(),
+			Env:     swarmSettings(c, image),
+		})
 	}
 	p := start()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -504,7 +517,13 @@ func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"pace|3s;auto|3\"\ngit:\n  mode: remote\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    cleanEnv(),
+		Env:     swarmSettings(c, image),
+	})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

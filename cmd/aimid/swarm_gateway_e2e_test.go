@@ -48,8 +48,14 @@ func TestSwarmBackendModelKeyStaysInTheDaemon(t *testing.T) {
 	cfg := "agent:\n  env:\n    ANTHROPIC_API_KEY: ${GW_TEST_KEY}\n" +
 		"    PROBE_KEY_PREFIX: " + keyPrefix + "\n    PROBE_KEY_LEN: \"" + strconv.Itoa(len(key)) + "\"\n" +
 		"    PROBE_KEY_SHA256: " + hex.EncodeToString(sum[:]) + "\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", cleanEnv(),
-		append(swarmSettings(c, image), "GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL, "AIMI_GIT_MODE=remote")...)
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   cfg,
+		LogLevel: "debug",
+		Base:     cleanEnv(),
+		Env:      append(swarmSettings(c, image), "GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL, "AIMI_GIT_MODE=remote"),
+	})
 	run, answers := recordingAimi(ctx, repo, sock)
 	if code, out, errOut := run("swarm", "start", "--all"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)

@@ -38,7 +38,7 @@ func TestSwarmBackendAgentCannotReadTheGitToken(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	agent := "AIMI_AGENT_COMMAND={ id -u; ls -ln " + contract.SecretDir + "; cat " + contract.SecretDir + "/" + contract.EnvGitToken + "; } > probe.txt 2>&1; true"
 	env := append(swarmSettings(c, image), "AIMI_AGENT_KIND=exec", agent)
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), "git:\n  mode: local\n", "info", cleanEnv(), env...)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Config: "git:\n  mode: local\n", Base: cleanEnv(), Env: env})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

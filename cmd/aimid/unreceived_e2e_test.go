@@ -84,7 +84,13 @@ func TestARerunTakesTheUnpushedWorkFirst(t *testing.T) {
 	image := sandboxImage(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND="+breakFirstPushes)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND=" + breakFirstPushes},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -146,7 +152,13 @@ func TestCleanupKeepsWorkARefusedPublishLeftInNoRef(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
-	p := startAimidLocal(t, sock, dataDir, image, "AIMI_AGENT_KIND=exec", `AIMI_AGENT_COMMAND=echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: dataDir,
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", `AIMI_AGENT_COMMAND=echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {

@@ -42,22 +42,12 @@ func warmTestRepo(t testing.TB, names ...string) string {
 	return repo
 }
 
-// startWarmAimid is startAimidLocal with a secret in agent.env (which the
+// startWarmAimid is a Local daemon with a secret in agent.env (which the
 // environment cannot set).
 func startWarmAimid(t testing.TB, sock, dataDir, image, secret string, extraEnv ...string) *proc {
 	t.Helper()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIMI_") {
-			env = append(env, kv)
-		}
-	}
-	settings := []string{
-		"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
-		"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_SWARM_STOP_GRACE=2s",
-	}
 	cfg := "agent:\n  kind: demo\n  env:\n    WARM_SECRET: " + secret + "\ngit:\n  mode: local\n"
-	return launchAimid(t, sock, dataDir, cfg, "debug", env, append(settings, extraEnv...)...)
+	return launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true, Config: cfg, Env: extraEnv})
 }
 
 // warmSandboxes lists the pool sandboxes of a daemon instance (waiting or
