@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/api"
@@ -26,6 +28,7 @@ import (
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/instancelock"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -159,24 +162,55 @@ func pollStatus(t testing.TB, sock, repo string, d time.Duration, what string, c
 	t.Helper()
 	c := daemon.NewClient(sock)
 	defer c.Close()
-	deadline := time.Now().Add(d)
 	var last api.SwarmView
-	var lastErr error
-	for time.Now().Before(deadline) {
+	testwait.Eventually(t, d, what, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		v, err := c.Status(ctx, repo)
 		cancel()
-		if err == nil {
-			last = v
-			if cond(v) {
-				return v
+		if err != nil {
+			return fmt.Errorf("%w %s", err, told(last))
+		}
+		last = v
+		if !cond(v) {
+			return errors.New(told(v))
+		}
+		return nil
+	})
+	return last
+}
+
+// waitBranchesPublished waits up to d, for all of them, until the checkout
+// has every one of branches (published); p, when not nil, is the daemon
+// whose log a failure shows.
+func waitBranchesPublished(t testing.TB, repo string, branches []string, d time.Duration, p *proc) {
+	t.Helper()
+	testwait.Eventually(t, d, fmt.Sprintf("branches %v published into the checkout", branches), func() error {
+		for _, b := range branches {
+			if exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
+				if p == nil {
+					return fmt.Errorf("no branch %s", b)
+				}
+				return fmt.Errorf("no branch %s; daemon log:\n%s", b, p.logs())
 			}
 		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %v %s", what, lastErr, told(last))
-	return last
+		return nil
+	})
+}
+
+// waitContainerExited waits up to d until the container id no longer
+// runs; what says what that means to the test.
+func waitContainerExited(t *testing.T, ctx context.Context, eng *client.Client, id string, d time.Duration, what string) {
+	t.Helper()
+	testwait.Eventually(t, d, what, func() error {
+		info, err := eng.ContainerInspect(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Running {
+			return fmt.Errorf("%s still runs", info.Name)
+		}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
 }
 
 // checkExactJournals checks that every container completed its stories and

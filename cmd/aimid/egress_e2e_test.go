@@ -24,6 +24,7 @@ import (
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/nstest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // probeScript runs in the sandbox as the exec agent (the image has perl,
@@ -311,13 +312,8 @@ func reachedWithARoute(t *testing.T, ctx context.Context, id string, h *egressHo
 	if out := execIn(t, ctx, cli, id, "perl", "-MIO::Socket::INET", "-e", script); out != "OPEN" {
 		t.Fatalf("a container with a network does not reach the stand-in for the outside at %s: %s", h.outside.Addr, out)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for h.outHits.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the stand-in for the outside counted no connection")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Eventually(t, time.Minute, "the stand-in for the outside to count a connection",
+		testwait.True(func() bool { return h.outHits.Load() > 0 }), testwait.Every(10*time.Millisecond))
 	h.outHits.Store(0)
 }
 

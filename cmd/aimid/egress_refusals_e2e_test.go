@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // refusalFlood asks the egress proxy for a host no rule names N times, each
@@ -73,17 +74,14 @@ func TestEgressRefusalsAreSummedUpInTheDaemonsLog(t *testing.T) {
 	}
 	// The rest are summed up when the interval ends (a minute).
 	sum := regexp.MustCompile(`container=` + regexp.QuoteMeta(name) + ` more=(\d+)`)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		if m := sum.FindStringSubmatch(p.logs()); m != nil {
-			if more, _ := strconv.Atoi(m[1]); more < n-10 {
-				t.Errorf("the summary counts %d more refusals, want about %d", more, n)
-			}
-			break
+	var m []string
+	testwait.Eventually(t, 3*time.Minute, "a line that sums up the refusals of "+name, func() error {
+		if m = sum.FindStringSubmatch(p.logs()); m == nil {
+			return fmt.Errorf("log:\n%s", tail(p.logs(), 4000))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no line sums up the refusals of %s; log:\n%s", name, tail(p.logs(), 4000))
-		}
-		time.Sleep(500 * time.Millisecond)
+		return nil
+	}, testwait.Every(500*time.Millisecond))
+	if more, _ := strconv.Atoi(m[1]); more < n-10 {
+		t.Errorf("the summary counts %d more refusals, want about %d", more, n)
 	}
 }

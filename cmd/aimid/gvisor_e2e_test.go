@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,14 +200,8 @@ func TestGVisorRuntimeRunsTheDemoSwarm(t *testing.T) {
 		}
 		checkGVisorSandbox(t, ctx, node, sc)
 	}
-	deadline := time.Now().Add(time.Minute)
+	waitBranchesPublished(t, repo, slices.Collect(maps.Values(branches)), time.Minute, p)
 	for name, b := range branches {
-		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("branch %s was never published into the checkout; daemon log:\n%s", b, p.logs())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
 		if got := gitOut(t, repo, "rev-list", "--count", base+".."+b); got != strconv.Itoa(stories[name]) {
 			t.Errorf("%s: %s commits on top of the base, want %d", b, got, stories[name])
 		}

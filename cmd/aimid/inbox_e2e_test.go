@@ -21,6 +21,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -49,19 +50,15 @@ func inboxRepo(t *testing.T, name, notes string) (repo, taskName string) {
 // waitInbox polls `aimi swarm inbox --json` until cond holds.
 func waitInbox(t *testing.T, run func(args ...string) (int, string, string), d time.Duration, what string, cond func([]api.PermissionRequest) bool) []api.PermissionRequest {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var last string
-	for time.Now().Before(deadline) {
+	var in api.Inbox
+	testwait.Eventually(t, d, what, func() error {
 		code, out, errOut := run("swarm", "inbox", "--json")
-		last = out + errOut
-		var in api.Inbox
 		if code == 0 && json.Unmarshal([]byte(out), &in) == nil && cond(in.Requests) {
-			return in.Requests
+			return nil
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last inbox: %s", what, last)
-	return nil
+		return fmt.Errorf("inbox: %s", out+errOut)
+	}, testwait.Every(300*time.Millisecond))
+	return in.Requests
 }
 
 // TestInboxAnswersFromTheCLIAcrossAKill9: policy ask, the real daemon,
@@ -264,23 +261,19 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 // wait returns every notice once notices of each kind arrived.
 func (h *hookReceiver) wait(t *testing.T, kinds []string) []string {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var got []string
+	testwait.Eventually(t, 2*time.Minute, fmt.Sprintf("notices of kinds %v", kinds), func() error {
 		h.mu.Lock()
-		got := append([]string(nil), h.bodies...)
+		got = append([]string(nil), h.bodies...)
 		h.mu.Unlock()
-		all := true
 		for _, k := range kinds {
-			all = all && slices.ContainsFunc(got, func(b string) bool { return strings.Contains(b, `"kind":"`+k+`"`) })
+			if !slices.ContainsFunc(got, func(b string) bool { return strings.Contains(b, `"kind":"`+k+`"`) }) {
+				return fmt.Errorf("notices: %q", got)
+			}
 		}
-		if all {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("notices: want kinds %v, got %q", kinds, got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 // checkJournalStdoutIsSpec: every stdout line of every journal is a valid
@@ -324,17 +317,15 @@ func collectEvents(ctx context.Context, t *testing.T, sock, repo string) *eventL
 
 func (l *eventLog) wait(t *testing.T, cond func([]api.Event) bool) []api.Event {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var es []api.Event
+	testwait.Eventually(t, time.Minute, "the events awaited", func() error {
 		l.mu.Lock()
-		es := append([]api.Event(nil), l.es...)
+		es = append([]api.Event(nil), l.es...)
 		l.mu.Unlock()
-		if cond(es) {
-			return es
+		if !cond(es) {
+			return fmt.Errorf("events: %+v", es)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events: %+v", es)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return es
 }

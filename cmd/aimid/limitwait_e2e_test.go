@@ -19,6 +19,7 @@ import (
 	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // resetProvider answers like the Anthropic Messages API (200), but the
@@ -234,23 +235,22 @@ func (r limitWaitRun) shownJournaledAndOver(t *testing.T, held chan string, even
 // gateway reads the reset from the header as the answer arrives).
 func waitLimitWait(t *testing.T, sock, repo, name string, reset time.Time) api.LimitWait {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var wait api.LimitWait
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("status --json --detail to show the wait for the limit until %s", reset), func() error {
 		code, out, errOut := aimi(context.Background(), "swarm", "status", "--json", "--detail", "--repo", repo, "--socket", sock)
 		var v api.SwarmView
 		if code == 0 && json.Unmarshal([]byte(out), &v) == nil {
 			for _, w := range detailOf(v, name).LimitWaits {
 				if w.Provider == "anthropic" && w.Reason == "limit" && w.Until != nil && w.Until.Sub(reset).Abs() < time.Second &&
 					w.Text == "waiting for anthropic limit until "+w.Until.Local().Format(time.TimeOnly) {
-					return w
+					wait = w
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status --json --detail shows no wait for the limit until %s: exit %d\n%s\n%s", reset, code, out, errOut)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}, testwait.Every(200*time.Millisecond))
+	return wait
 }
 
 func waitHeld(t *testing.T, held <-chan string) string {

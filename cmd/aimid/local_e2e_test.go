@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -192,15 +193,7 @@ func waitLocalPublished(t *testing.T, p *proc, sock, repo string, branches map[s
 	view := waitFor(t, sock, repo, 3*time.Minute, "every container exited", func(v api.SwarmView) bool {
 		return len(v.Containers) == 2 && allExited(v)
 	})
-	deadline := time.Now().Add(time.Minute)
-	for _, b := range branches {
-		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("branch %s was never published into the checkout; daemon log:\n%s", b, p.logs())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitBranchesPublished(t, repo, slices.Collect(maps.Values(branches)), time.Minute, p)
 	for _, d := range view.Containers {
 		// Rejected: no line was refused (stderr lines are log output).
 		if *d.ExitCode != 0 || len(d.Errors) != 0 || d.Rejected != 0 {

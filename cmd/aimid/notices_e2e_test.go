@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -196,21 +197,20 @@ func (h *hookReceiver) count(match func(string) bool) int {
 // waitFor waits up to d for a body that matches.
 func (h *hookReceiver) waitFor(t *testing.T, d time.Duration, what string, match func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	var found string
+	testwait.Eventually(t, d, "a webhook notice of "+what, func() error {
 		h.mu.Lock()
 		got := append([]string(nil), h.bodies...)
 		h.mu.Unlock()
 		for _, b := range got {
 			if match(b) {
-				return b
+				found = b
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("webhook: no %s in %d notices: %s", what, len(got), fmt.Sprint(lastN(got, 5)))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("none in %d notices: %s", len(got), fmt.Sprint(lastN(got, 5)))
+	}, testwait.Every(200*time.Millisecond))
+	return found
 }
 
 func lastN(s []string, n int) []string {

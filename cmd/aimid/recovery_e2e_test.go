@@ -131,19 +131,8 @@ func waitQuickExitedWithoutDaemon(t *testing.T, ctx context.Context, eng *client
 	if !quickRunning {
 		t.Log("quick finished before the daemon went down")
 	}
-	deadline := time.Now().Add(time.Minute)
-	for quickRunning {
-		info, err := eng.ContainerInspect(ctx, quickID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !info.State.Running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("quick did not finish while the daemon was down")
-		}
-		time.Sleep(200 * time.Millisecond)
+	if quickRunning {
+		waitContainerExited(t, ctx, eng, quickID, time.Minute, "quick to finish while the daemon was down")
 	}
 }
 

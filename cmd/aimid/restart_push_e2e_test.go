@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -82,16 +83,14 @@ func TestKill9InLocalModeLosesNoPushedWork(t *testing.T) {
 	// story's file (publishing follows the exit by a moment).
 	for _, n := range names {
 		branch := "feat/" + n
-		deadline := time.Now().Add(time.Minute)
-		for _, id := range []string{"US-001", "US-002", "US-003"} {
-			for exec.Command("git", "-C", repo, "cat-file", "-e", branch+":"+id+".txt").Run() != nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("branch %s in the checkout lacks %s's commit (log: %s); daemon log:\n%s", branch, id,
-						gitLogOrNone(repo, branch), p2.logs())
+		testwait.Eventually(t, time.Minute, "every story's commit on "+branch+" in the checkout", func() error {
+			for _, id := range []string{"US-001", "US-002", "US-003"} {
+				if exec.Command("git", "-C", repo, "cat-file", "-e", branch+":"+id+".txt").Run() != nil {
+					return fmt.Errorf("no commit of %s (log: %s); daemon log:\n%s", id, gitLogOrNone(repo, branch), p2.logs())
 				}
-				time.Sleep(200 * time.Millisecond)
 			}
-		}
+			return nil
+		}, testwait.Every(200*time.Millisecond))
 	}
 	sw := validState(t, repo)
 	for _, c := range sw.Containers {

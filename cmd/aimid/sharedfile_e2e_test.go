@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -113,14 +115,12 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 	const pr = "https://github.com/org/repo/pull/7"
 	shellToolUpdate(t, repo, readStateFile(t, repo).ContainerForTask(taskPath("quick")).ContainerName, map[string]any{"prUrl": pr})
 	// The daemon's save of busy's progress, after the edit, in the file.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if c := readStateFile(t, repo).ContainerForTask(taskPath("busy")); c.StoryProgress.Completed >= 2 {
-			break
+	testwait.Eventually(t, 2*time.Minute, "busy's progress after the edit in the file", func() error {
+		if c := readStateFile(t, repo).ContainerForTask(taskPath("busy")); c.StoryProgress.Completed < 2 {
+			return fmt.Errorf("busy's progress: %+v", c.StoryProgress)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("busy's progress after the edit never reached the file")
-		}
-	}
+		return nil
+	})
 	if err := p.cmd.Process.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -287,18 +287,7 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 	queuedName := readStateFile(t, repo).ContainerForTask(taskPath("queued")).ContainerName
 	shellToolUpdate(t, repo, queuedName, map[string]any{"status": "stopped"})
 	eng := dockertest.Client(t)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		info, err := eng.ContainerInspect(ctx, firstID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !info.State.Running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("first did not finish while the daemon was down")
-		}
-	}
+	waitContainerExited(t, ctx, eng, firstID, time.Minute, "first to finish while the daemon was down")
 	p = launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	v := waitFor(t, sock, repo, time.Minute, "first completed, queued stopped", func(v api.SwarmView) bool {
 		f, q := v.State.ContainerForTask(taskPath("first")), v.State.ContainerForTask(taskPath("queued"))

@@ -14,6 +14,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // TestSwarmBackendCleanupRemovesTheNodesContainers: the real daemon on the
@@ -59,17 +60,12 @@ func TestSwarmBackendCleanupRemovesTheNodesContainers(t *testing.T) {
 	}
 	// The node engines are asked before cleanup answers; a moment's grace
 	// for an engine that deletes the container on its own meanwhile.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		left := nodeContainers(t, ctx, c, swarmID)
-		if len(left) == 0 {
-			break
+	testwait.Eventually(t, time.Minute, "no task container of the swarm left on the nodes after cleanup", func() error {
+		if left := nodeContainers(t, ctx, c, swarmID); len(left) > 0 {
+			return fmt.Errorf("%d left: %s", len(left), strings.Join(left, "; "))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d task container(s) of the swarm left on the nodes after cleanup: %s", len(left), strings.Join(left, "; "))
-		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	}, testwait.Every(time.Second))
 }
 
 // nodeContainers lists the containers of the swarm on every node, as

@@ -5,9 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -293,15 +294,7 @@ func checkSwarmNodes(t *testing.T, run func(args ...string) (int, string, string
 // for each branch to be published into the checkout.
 func waitSwarmBranchesPublished(t *testing.T, repo string, branches map[string]string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for _, b := range branches {
-		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("branch %s was never published into the checkout", b)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitBranchesPublished(t, repo, slices.Collect(maps.Values(branches)), 3*time.Minute, nil)
 }
 
 // checkSwarmSecretsNotInSpecs checks the agent.env value and the names of

@@ -21,6 +21,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -83,17 +84,14 @@ func waitingIn(all []dcontainer.InspectResponse) []dcontainer.InspectResponse {
 // waitPool waits until n pool sandboxes of instance wait for a claim.
 func waitPool(t testing.TB, ctx context.Context, cli *client.Client, instance string, n int, p *proc) []dcontainer.InspectResponse {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		w := waitingIn(warmSandboxes(t, ctx, cli, instance))
-		if len(w) == n {
-			return w
+	var w []dcontainer.InspectResponse
+	testwait.Eventually(t, 3*time.Minute, fmt.Sprintf("%d pool sandboxes waiting", n), func() error {
+		if w = waitingIn(warmSandboxes(t, ctx, cli, instance)); len(w) != n {
+			return fmt.Errorf("%d waiting; daemon log:\n%s", len(w), p.logs())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pool sandboxes waiting, want %d; daemon log:\n%s", len(w), n, p.logs())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
+	return w
 }
 
 // checkReachesNothing: a waiting pool sandbox has a loopback only (no
