@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
@@ -150,6 +151,7 @@ const envDaemonLogs = "AIMI_TEST_DAEMON_LOGS"
 // failed (or envDaemonLogs is set).
 func launch(t testing.TB, o daemonOpts) *proc {
 	t.Helper()
+	dockertest.Client(t) // every daemon needs an engine: fail, or skip under AIMI_SKIP_DOCKER=1
 	o = o.withDefaults()
 	cfgDir := filepath.Join(o.DataDir, "cfg")
 	os.MkdirAll(cfgDir, 0o755)
