@@ -3,6 +3,7 @@ package board
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // TestAFloodOfParkedConnectionsLeavesThePageAnswering: another local user
@@ -53,11 +55,12 @@ func TestAFloodOfParkedConnectionsLeavesThePageAnswering(t *testing.T) {
 	}
 	// The board holds at most its bound of them.
 	bound := int64(Limits{}.withDefaults().MaxConns)
-	for deadline := time.Now().Add(answerWithin); open.Load() > bound; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d parked connections still open, want at most %d", open.Load(), parked, bound)
+	testwait.Eventually(t, answerWithin, fmt.Sprintf("at most %d of the parked connections open", bound), func() error {
+		if n := open.Load(); n > bound {
+			return fmt.Errorf("%d of %d parked connections still open", n, parked)
 		}
-	}
+		return nil
+	}, testwait.Every(50*time.Millisecond))
 	// The owner's stream, opened before the flood, still delivers.
 	f.events <- api.Event{Time: time.Now().UTC(), RepoPath: "/home/dev/web", ContainerName: "aimi-web", Kind: api.EventProgress, Status: "running", StoryID: "US-002", StoryStatus: "completed"}
 	waitLine("event: changes")

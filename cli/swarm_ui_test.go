@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/board"
 	"github.com/aimi-tools/swarm/daemon/daemontest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 var boardURLRe = regexp.MustCompile(`board: (http://127\.0\.0\.1:\d+)/#token=([A-Za-z0-9_-]{43})\n`)
@@ -41,14 +43,14 @@ func startUI(t *testing.T, args ...string) (base, token string, out *syncBuffer,
 		return r
 	}
 	t.Cleanup(func() { stop() })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if m := boardURLRe.FindStringSubmatch(out.String()); m != nil {
-			return m[1], m[2], out, stop
+	var m []string
+	testwait.Eventually(t, 10*time.Second, "the board URL printed", func() error {
+		if m = boardURLRe.FindStringSubmatch(out.String()); m == nil {
+			return fmt.Errorf("printed %q", out.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no board URL printed: %q", out.String())
-		}
-	}
+		return nil
+	}, testwait.Every(20*time.Millisecond))
+	return m[1], m[2], out, stop
 }
 
 // boardDo sends one request to the board, with the token header when given.

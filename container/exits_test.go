@@ -13,6 +13,7 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/docker/docker/client"
 )
 
@@ -178,15 +179,13 @@ func (e *rig) testExitStreamBreaks(t *testing.T) {
 	if err := e.d.WriteStdin(ctx, ids[0], []byte("go")); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; {
-		if info, err := e.d.Inspect(ctx, ids[0]); err == nil && info.Status == "exited" {
-			break
+	testwait.Eventually(t, time.Minute, "the first container to exit", func() error {
+		info, err := e.d.Inspect(ctx, ids[0])
+		if err == nil && info.Status != "exited" {
+			err = fmt.Errorf("status %s", info.Status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first container did not exit within a minute")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	}, testwait.Every(50*time.Millisecond))
 	p.release()
 	if ex := exitWithin(t, exits[0], "exited while the stream was down"); ex.Err != nil || ex.Code != 5 {
 		t.Fatalf("exit while the stream was down = %+v, want code 5", ex)
@@ -241,12 +240,8 @@ func (e *rig) testWaitWithoutLabels(t *testing.T) {
 	if err := e.d.Start(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); p.count("wait") == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("no ContainerWait for a container the event stream does not select")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Eventually(t, time.Minute, "a ContainerWait for a container the event stream does not select",
+		testwait.True(func() bool { return p.count("wait") > 0 }), testwait.Every(20*time.Millisecond))
 	if err := e.d.WriteStdin(ctx, id, []byte("go")); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/daemontest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -357,11 +358,8 @@ func TestShutdownEndsOpenStreams(t *testing.T) {
 	c, srv, _ := serve(t, fake)
 	errc := make(chan error, 1)
 	go func() { errc <- c.Events(context.Background(), "", func(api.Event) error { return nil }) }()
-	for deadline := time.Now().Add(time.Minute); len(fake.Calls()) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the event stream never reached the daemon")
-		}
-	}
+	testwait.Eventually(t, time.Minute, "the event stream to reach the daemon",
+		testwait.True(func() bool { return len(fake.Calls()) > 0 }), testwait.Every(5*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {

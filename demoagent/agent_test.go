@@ -2,6 +2,7 @@ package demoagent_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpclient"
 	"github.com/aimi-tools/swarm/demoagent"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	acp "github.com/coder/acp-go-sdk"
 )
 
@@ -129,13 +131,12 @@ func TestDemoAgentSlowTurnEndsCancelledOnSessionCancel(t *testing.T) {
 		}
 		res <- r.StopReason
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(cl.Transcript().Message(), "Taking my time") {
-		if time.Now().After(deadline) {
-			t.Fatal("agent never started the slow part")
+	testwait.Eventually(t, 10*time.Second, "the agent to start the slow part", func() error {
+		if m := cl.Transcript().Message(); !strings.Contains(m, "Taking my time") {
+			return fmt.Errorf("its message so far: %q", m)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 	cl.Cancel()
 	if err := conn.Cancel(ctx, acp.CancelNotification{SessionId: s.SessionId}); err != nil {
 		t.Fatal(err)

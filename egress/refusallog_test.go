@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // A container refused again and again gets its first refusals of an
@@ -20,13 +22,12 @@ func TestRefusalLogSumsUpAFloodPerContainer(t *testing.T) {
 		l.note(Denial{Sandbox: contract.Sandbox{Container: "flooder"}, Method: "GET", Host: "x.invalid", Port: 80, Reason: "no rule"})
 	}
 	l.note(Denial{Sandbox: contract.Sandbox{Container: "quiet"}, Method: "GET", Host: "y.invalid", Port: 80, Reason: "no rule"})
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(buf.String(), "more=97") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no line sums up the 97 refusals not logged:\n%s", buf.String())
+	testwait.Eventually(t, time.Minute, "a line that sums up the 97 refusals not logged", func() error {
+		if out := buf.String(); !strings.Contains(out, "more=97") {
+			return fmt.Errorf("log:\n%s", out)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 	out := buf.String()
 	if n := strings.Count(out, `msg="egress denied" container=flooder`); n != 3 {
 		t.Errorf("%d refusals of the flooder logged one by one, want 3:\n%s", n, out)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // limitedUpstream answers 429 with retry-after to its first call, 200 to
@@ -157,11 +159,12 @@ func TestMaxConcurrentSerialisesFairly(t *testing.T) {
 	// a's first call holds the one place; a queues three more, then b one:
 	// b must go right after a's first waiting call, not after all of a's.
 	start("a")
-	for deadline := time.Now().Add(time.Minute); up.inflight.Load() != 1; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls at the provider after a minute, want a's first", up.inflight.Load())
+	testwait.Eventually(t, time.Minute, "a's first call at the provider", func() error {
+		if n := up.inflight.Load(); n != 1 {
+			return fmt.Errorf("%d calls at the provider", n)
 		}
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 	for i := range 3 {
 		start("a")
 		waitQueuedN(t, l, i+1)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // fakeClock is a limiter's clock the test moves.
@@ -35,22 +38,18 @@ func (c *fakeClock) add(d time.Duration) {
 // waitQueuedN waits until n calls wait at l's gates.
 func waitQueuedN(t *testing.T, l *limiter, n int) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("%d calls waiting", n), func() error {
 		l.mu.Lock()
 		q := 0
 		for _, g := range l.gates {
 			q += g.queued
 		}
 		l.mu.Unlock()
-		if q == n {
-			return
+		if q != n {
+			return fmt.Errorf("%d calls waiting", q)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls waiting, want %d", q, n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(5*time.Millisecond))
 }
 
 // callThrough makes one call of c through l and sends how it ended.
@@ -82,13 +81,12 @@ func (r *noteRecorder) get() []WaitNote {
 
 func (r *noteRecorder) waitFor(t *testing.T, n int) []WaitNote {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for len(r.get()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d wait notes, want %d: %+v", len(r.get()), n, r.get())
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("%d wait notes", n), func() error {
+		if got := r.get(); len(got) < n {
+			return fmt.Errorf("%d wait notes: %+v", len(got), got)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(5*time.Millisecond))
 	return r.get()
 }
 

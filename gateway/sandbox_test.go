@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // TestSandboxSocketSaysWhoIsAsking: a container without a network reaches
@@ -103,14 +105,15 @@ func TestSandboxSocketCallsAreObservedOnce(t *testing.T) {
 	// The observer hears a call's end as the gateway closes the
 	// upstream's answer, just after the sandbox read its last byte.
 	var calls []Call
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+	testwait.Eventually(t, time.Minute, "the observer to hear 2 calls", func() error {
 		f.rec.mu.Lock()
 		calls = slices.Clone(f.rec.calls)
 		f.rec.mu.Unlock()
-		if len(calls) >= 2 || time.Now().After(deadline) {
-			break
+		if len(calls) < 2 {
+			return fmt.Errorf("observed %d calls: %+v", len(calls), calls)
 		}
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 	if len(calls) != 2 {
 		t.Fatalf("observed %d calls, want 2: %+v", len(calls), calls)
 	}

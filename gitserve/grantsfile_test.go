@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // TestGrantsMadeAtOnceShareTheirWrites: a start grants its containers at
@@ -123,20 +124,16 @@ func grantAtOnce(t *testing.T, s *Service, gate *writeGate, repo, prefix string,
 // waitQueued waits until n saves wait for the next write.
 func waitQueued(t *testing.T, s *Service, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Eventually(t, 30*time.Second, fmt.Sprintf("%d saves queued behind a write", n), func() error {
 		s.grants.mu.Lock()
 		q := len(s.grants.waiting)
 		s.grants.mu.Unlock()
-		if q == n {
-			return
-		}
 		if q > n {
 			t.Fatalf("%d saves queued, want %d", q, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d saves queued behind a write after 30 s, want %d", q, n)
+		if q != n {
+			return fmt.Errorf("%d saves queued", q)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(time.Millisecond))
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // commitRandom commits n incompressible bytes as name.
@@ -192,12 +194,12 @@ func TestConnectionFloodHoldsOnlyItsShare(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 	// The server gives that place back once it sees the close.
-	for deadline := time.Now().Add(5 * time.Second); heldConns(s) != 8; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections held, want the flood's 8", heldConns(s))
+	testwait.Eventually(t, 5*time.Second, "the flood's 8 connections held, no more", func() error {
+		if n := heldConns(s); n != 8 {
+			return fmt.Errorf("%d connections held", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 
 	// The total: 8 held by .2, 8 more from .4, 4 from .5; then .6 gets none.
 	var more []net.Conn
@@ -217,12 +219,13 @@ func TestConnectionFloodHoldsOnlyItsShare(t *testing.T) {
 	for _, c := range more {
 		c.Close()
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for closedByServer([]net.Conn{dialFrom(t, "127.0.0.6", addr)}) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("places of closed connections were not given back")
+	// No pause between tries: each takes up to closedByServer's 3 s.
+	testwait.Eventually(t, 5*time.Second, "the places of closed connections given back", func() error {
+		if closedByServer([]net.Conn{dialFrom(t, "127.0.0.6", addr)}) != 0 {
+			return errors.New("a new connection from .6 was closed by the server")
 		}
-	}
+		return nil
+	}, testwait.Every(0))
 }
 
 // TestBackendSlotsPerContainerAndInTotal: a container past its share of

@@ -22,6 +22,7 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // tcpListening reports whether the host has a TCP socket listening on
@@ -72,13 +73,12 @@ func TestStopsListeningOnANetworkThatIsGone(t *testing.T) {
 	if err := cli.NetworkRemove(ctx, netName); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for tcpListening(t, gateway, port) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still listening on %s:%d, the gateway of a network removed 20 s ago", gateway, port)
+	testwait.Eventually(t, 20*time.Second, "the service to stop listening on the gateway of a removed network", func() error {
+		if tcpListening(t, gateway, port) {
+			return fmt.Errorf("still listening on %s:%d", gateway, port)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(50*time.Millisecond))
 	for _, ip := range s.Listening() {
 		if ip == gateway {
 			t.Errorf("the service still lists %s", gateway)

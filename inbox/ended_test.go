@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // TestAContainerThatEndedDropsItsRequests: Run drops a container's pending
@@ -69,9 +71,12 @@ func TestAContainerThatEndedDropsItsRequests(t *testing.T) {
 		}
 		return ended
 	}
-	for deadline := time.Now().Add(10 * time.Second); endedEvents() < 2 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Eventually(t, 10*time.Second, "2 permission-answered events by container-ended", func() error {
+		if n := endedEvents(); n < 2 {
+			return fmt.Errorf("%d of them", n)
+		}
+		return nil
+	}, testwait.Every(5*time.Millisecond))
 	if n := endedEvents(); n != 2 {
 		mu.Lock()
 		defer mu.Unlock()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 type notes struct {
@@ -55,16 +56,14 @@ func send(t *testing.T, in *Inbox, ctr, id string, ctx context.Context) (int, co
 
 func waitPending(t *testing.T, in *Inbox, n int) []api.PermissionRequest {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if l := in.List(""); len(l) == n {
-			return l
+	var l []api.PermissionRequest
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("%d pending requests", n), func() error {
+		if l = in.List(""); len(l) != n {
+			return fmt.Errorf("pending: %+v", l)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want %d pending, have %+v", n, in.List(""))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
+	return l
 }
 
 // TestAnswerReachesTheWaitingRunnerAndBadAnswersAreRefused: a waiting send

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 type receiver struct {
@@ -35,19 +36,17 @@ func (r *receiver) handler(w http.ResponseWriter, req *http.Request) {
 
 func (r *receiver) wait(t *testing.T, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var got []string
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("%d notices", n), func() error {
 		r.mu.Lock()
-		got := append([]string(nil), r.bodies...)
+		got = append([]string(nil), r.bodies...)
 		r.mu.Unlock()
-		if len(got) >= n {
-			return got
+		if len(got) < n {
+			return fmt.Errorf("%d arrived: %q", len(got), got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d notices arrived: %q", len(got), n, got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
+	return got
 }
 
 const hostile = "Write \x1b[2Jevil\r\n\u202e.md ghp_secret" // control characters, bidi override
@@ -126,20 +125,18 @@ func TestNoticesReachEveryTargetCleanAndAHangingOneHoldsNothing(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	waitCommandNotices(t, out, deadline)
-	for {
+	var j string
+	testwait.Eventually(t, time.Until(deadline), "the failed deliveries journaled", func() error {
 		jmu.Lock()
-		j := strings.Join(journal, "\n")
+		j = strings.Join(journal, "\n")
 		jmu.Unlock()
-		if strings.Contains(j, "redirect refused") && strings.Contains(j, "webhook 1") {
-			if strings.Contains(j, "SECRETTOKEN") || strings.Contains(j, "token-in-redirect") {
-				t.Errorf("the journal names a URL: %s", j)
-			}
-			break
+		if !strings.Contains(j, "redirect refused") || !strings.Contains(j, "webhook 1") {
+			return fmt.Errorf("journal: %s", j)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("failed deliveries not journaled: %s", j)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	}, testwait.Every(10*time.Millisecond))
+	if strings.Contains(j, "SECRETTOKEN") || strings.Contains(j, "token-in-redirect") {
+		t.Errorf("the journal names a URL: %s", j)
 	}
 }
 
@@ -172,18 +169,16 @@ func checkWebhookNotices(t *testing.T, bodies []string) {
 // four notices to out, and checks them clean.
 func waitCommandNotices(t *testing.T, out string, deadline time.Time) {
 	t.Helper()
-	for {
-		b, _ := os.ReadFile(out)
-		if strings.Count(string(b), "\n") == 4 {
-			for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-				checkClean(t, "command", l)
-			}
-			break
+	var b []byte
+	testwait.Eventually(t, time.Until(deadline), "4 notices through the command", func() error {
+		b, _ = os.ReadFile(out)
+		if strings.Count(string(b), "\n") != 4 {
+			return fmt.Errorf("the command got: %q", b)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the command got: %q", b)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	}, testwait.Every(10*time.Millisecond))
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		checkClean(t, "command", l)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/logcursor"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -432,18 +433,20 @@ func crashOnce(t *testing.T, killAt int) {
 			_ = cmd.Wait()
 		}
 	}()
-	deadline := time.Now().Add(60 * time.Second)
 	// The earliest kill is the one where "short" must finish while no
 	// daemon runs, so it also waits until short has written a line: a kill
 	// between journaling its task-request and writing it to the container's
 	// stdin (seen under load) would leave short waiting for its request
 	// until the recovery sends it.
-	for journalLines(repo) < killAt || (killAt <= 3 && stdoutLines(repo, names[0]) == 0) {
-		if time.Now().After(deadline) {
-			t.Fatalf("child daemon never journaled %d records (and a line of %s)", killAt, names[0])
+	testwait.Eventually(t, 60*time.Second, fmt.Sprintf("the child daemon to journal %d records (and a line of %s)", killAt, names[0]), func() error {
+		if j := journalLines(repo); j < killAt {
+			return fmt.Errorf("%d records journaled", j)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		if killAt <= 3 && stdoutLines(repo, names[0]) == 0 {
+			return fmt.Errorf("no line of %s yet", names[0])
+		}
+		return nil
+	}, testwait.Every(5*time.Millisecond))
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

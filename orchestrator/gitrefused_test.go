@@ -2,11 +2,13 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -66,17 +68,13 @@ func TestGitRefusalIsJournaledCountedAndRecovered(t *testing.T) {
 // waitRunning waits until the swarm's first container runs.
 func waitRunning(t *testing.T, m *Manager, repo string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Eventually(t, 10*time.Second, "the first container running", func() error {
 		v, err := m.Status(context.Background(), repo)
-		if err == nil && v.State.Containers[0].Status == state.StatusRunning {
-			return
+		if err == nil && v.State.Containers[0].Status != state.StatusRunning {
+			err = errors.New(describe(v))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never running: %v %v", describe(v), err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err
+	}, testwait.Every(5*time.Millisecond))
 }
 
 // refusedView is the swarm's first container as the view shows it.

@@ -2,12 +2,14 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // TestFinishedOnlyOnceTheDaemonIsDoneWithTheContainer: a container is
@@ -35,35 +37,29 @@ func TestFinishedOnlyOnceTheDaemonIsDoneWithTheContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Eventually(t, time.Until(deadline), "every container terminal", func() error {
 		v, err := m.Status(ctx, repo)
-		if err == nil && allTerminal(v) {
-			if v.Containers[0].Finished {
-				t.Fatal("Finished while the container's process still runs and nothing was published")
-			}
-			break
+		if err != nil || !allTerminal(v) {
+			return fmt.Errorf("%v %v", describe(v), err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never terminal: %v %v", describe(v), err)
+		if v.Containers[0].Finished {
+			t.Fatal("Finished while the container's process still runs and nothing was published")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 	close(release)
-	for {
+	testwait.Eventually(t, time.Until(deadline), "the first container finished", func() error {
 		v, err := m.Status(ctx, repo)
-		if err == nil && v.Containers[0].Finished {
-			git.mu.Lock()
-			published := len(git.published)
-			git.mu.Unlock()
-			if published != 1 {
-				t.Fatalf("Finished before the branch was published (published %d)", published)
-			}
-			return
+		if err != nil || !v.Containers[0].Finished {
+			return fmt.Errorf("%v %v", describe(v), err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("never finished: %v %v", describe(v), err)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return nil
+	}, testwait.Every(10*time.Millisecond))
+	git.mu.Lock()
+	published := len(git.published)
+	git.mu.Unlock()
+	if published != 1 {
+		t.Fatalf("Finished before the branch was published (published %d)", published)
 	}
 }
 
@@ -164,14 +160,11 @@ func watchEarlyPublishes(git *fakeGit, release <-chan struct{}, late string) *at
 // repo to be terminal and one of them published.
 func waitTerminalAndOnePublished(t *testing.T, m *Manager, git *fakeGit, repo string, deadline time.Time) {
 	t.Helper()
-	for {
+	testwait.Eventually(t, time.Until(deadline), "both terminal and one published", func() error {
 		v, err := m.Status(context.Background(), repo)
-		if err == nil && allTerminal(v) && len(git.publishedNow()) == 1 {
-			break
+		if err != nil || !allTerminal(v) || len(git.publishedNow()) != 1 {
+			return fmt.Errorf("%v (%v) published %v", describe(v), err, git.publishedNow())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want both terminal and one published: %v published %v", describe(v), git.publishedNow())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 }

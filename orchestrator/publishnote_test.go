@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -91,13 +93,12 @@ func TestARefusedPublishIsJournaledOnceAndOutlivesTheDaemon(t *testing.T) {
 	if err := m2.Recover(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for pub.called() < 2 || !settled(m2, repo) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the recovered daemon never published the unpublished branch again (%d publishes)", pub.called())
+	testwait.Eventually(t, 10*time.Second, "the recovered daemon to publish the unpublished branch again", func() error {
+		if n := pub.called(); n < 2 || !settled(m2, repo) {
+			return fmt.Errorf("%d publishes, settled %v", n, settled(m2, repo))
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 	v, err = m2.Status(context.Background(), repo)
 	if err != nil {
 		t.Fatal(err)

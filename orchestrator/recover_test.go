@@ -14,6 +14,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -384,17 +385,13 @@ func TestShutdownLeavesContainersRunningAndRecoverFinishesThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	// acpPid is the runner's pid while it runs.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Eventually(t, 5*time.Second, "a running container with an acpPid", func() error {
 		v, _ = m1.Status(context.Background(), repo)
-		if c := v.State.Containers[0]; c.Status == state.StatusRunning && c.ACPPID != nil {
-			break
+		if c := v.State.Containers[0]; c.Status != state.StatusRunning || c.ACPPID == nil {
+			return fmt.Errorf("%+v", c)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no running container with an acpPid: %+v", v.State.Containers[0])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(5*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := m1.Shutdown(ctx); err != nil {
@@ -520,15 +517,13 @@ func TestRerunRestoredAfterACrashKeepsTheStoriesItsFirstRunFinished(t *testing.T
 	if _, err := m1.Resume(ctx, repo, true); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	testwait.Eventually(t, 10*time.Second, "the rerun to report US-002 in progress", func() error {
 		v, err := m1.Status(ctx, repo)
-		if err == nil && v.State.Containers[0].StoryProgress.InProgress == 1 {
-			break
+		if err == nil && v.State.Containers[0].StoryProgress.InProgress != 1 {
+			err = fmt.Errorf("progress %+v", v.State.Containers[0].StoryProgress)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the rerun never reported US-002: %v", err)
-		}
-	}
+		return err
+	}, testwait.Every(5*time.Millisecond))
 	crash(t, m1, cancel1)
 	m2 := newTestManager(t, eng, Config{})
 	if err := m2.Recover(ctx); err != nil {

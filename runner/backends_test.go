@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -97,7 +99,9 @@ func TestStopWithSDKExampleAgentEndsTheTurnTheACPWay(t *testing.T) {
 	go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
 	// Mid-turn: the example agent asks for its edit a few seconds into the
 	// turn and goes on working a second or two after the answer.
-	waitFor(t, 30*time.Second, func() bool { return strings.Contains(logs.String(), "permission answered") })
+	testwait.Eventually(t, 30*time.Second, "the permission answered", func() error {
+		return contains(logs.String(), "permission answered")
+	}, every)
 	cancel()
 	select {
 	case <-done:
@@ -176,7 +180,7 @@ func TestStopExecBackendKillsTheCommandGroup(t *testing.T) {
 	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
-	waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), `"status":"in_progress"`) })
+	testwait.Eventually(t, 30*time.Second, "a story in progress", func() error { return contains(out.String(), `"status":"in_progress"`) }, every)
 	start := time.Now()
 	cancel()
 	select {
@@ -195,13 +199,12 @@ func TestStopExecBackendKillsTheCommandGroup(t *testing.T) {
 	// until then kill(-pgid, 0) still finds their zombies.
 	var err error
 	gone := func() bool { err = syscall.Kill(-pid, 0); return errors.Is(err, syscall.ESRCH) }
-	deadline := time.Now().Add(10 * time.Second)
-	for !gone() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !gone() {
-		t.Errorf("command group %d still exists: %v", pid, err)
-	}
+	testwait.Eventually(t, 10*time.Second, fmt.Sprintf("command group %d gone", pid), func() error {
+		if !gone() {
+			return fmt.Errorf("it still exists: %v", err)
+		}
+		return nil
+	}, testwait.Every(50*time.Millisecond))
 }
 
 func TestAgentEditsToGitConfigCannotReachTheToken(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/tasks"
 	"github.com/google/uuid"
 )
@@ -224,9 +225,12 @@ func TestRunDiamondRunsIndependentStoriesConcurrently(t *testing.T) {
 	var out syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
-	waitFor(t, 30*time.Second, func() bool {
-		return strings.Count(out.String(), `"status":"in_progress"`) >= 3
-	})
+	testwait.Eventually(t, 30*time.Second, "3 stories in progress", func() error {
+		if o := out.String(); strings.Count(o, `"status":"in_progress"`) < 3 {
+			return fmt.Errorf("output:\n%s", o)
+		}
+		return nil
+	}, every)
 	cancel()
 	<-done
 	msgs := parseAll(t, out.String())
@@ -238,15 +242,15 @@ func TestRunDiamondRunsIndependentStoriesConcurrently(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(20 * time.Millisecond)
+// every is how often this package's tests poll what a run wrote.
+var every = testwait.Every(20 * time.Millisecond)
+
+// contains is a testwait condition: nil once s holds sub, else s.
+func contains(s, sub string) error {
+	if !strings.Contains(s, sub) {
+		return fmt.Errorf("no %q in:\n%s", sub, s)
 	}
+	return nil
 }
 
 func TestStopMidStory(t *testing.T) {
@@ -274,9 +278,18 @@ func TestStopMidStory(t *testing.T) {
 			var out syncbuf.Buffer
 			done := make(chan int, 1)
 			go func() { done <- Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out) }()
-			waitFor(t, 30*time.Second, func() bool { return strings.Contains(out.String(), `"storyId":"US-002","status":"in_progress"`) })
-			waitFor(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(pids) == 2 })
-			waitFor(t, 10*time.Second, func() bool { _, err := os.Stat(slow); return err == nil })
+			testwait.Eventually(t, 30*time.Second, "US-002 in progress", func() error {
+				return contains(out.String(), `"storyId":"US-002","status":"in_progress"`)
+			}, every)
+			testwait.Eventually(t, 10*time.Second, "2 agent pids", func() error {
+				mu.Lock()
+				defer mu.Unlock()
+				if len(pids) != 2 {
+					return fmt.Errorf("pids %v", pids)
+				}
+				return nil
+			}, every)
+			testwait.Eventually(t, 10*time.Second, "the slow story's file", func() error { _, err := os.Stat(slow); return err }, every)
 			cancel()
 			var code int
 			select {

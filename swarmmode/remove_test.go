@@ -3,6 +3,7 @@ package swarmmode_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/clustertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -62,18 +64,13 @@ func TestRemoveFinishedIsQuick(t *testing.T) {
 			// The managers delete a removed overlay at once; the manager
 			// node's own copy of it (it ran the task) may be listed a
 			// moment longer.
-			deadline := time.Now().Add(removeBound)
-			for {
+			testwait.Eventually(t, removeBound, "no network left after the removal", func() error {
 				l, err := m.NetworkList(ctx, network.ListOptions{Filters: f})
-				if err == nil && len(l) == 0 {
-					break
+				if err == nil && len(l) > 0 {
+					err = fmt.Errorf("%d networks left", len(l))
 				}
-				if time.Now().After(deadline) {
-					t.Errorf("networks left %s after the removal: %d (%v)", removeBound, len(l), err)
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
+				return err
+			})
 		})
 	}
 }

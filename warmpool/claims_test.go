@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // Claims made at once share their writes: each used to wait for the
@@ -76,20 +78,16 @@ func TestClaimsMadeAtOnceShareTheirWrites(t *testing.T) {
 // waitQueued waits until n changes wait for the next write.
 func waitQueued(t *testing.T, c *claims, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Eventually(t, 10*time.Second, fmt.Sprintf("%d changes queued for the next write", n), func() error {
 		c.mu.Lock()
 		q := len(c.queue)
 		c.mu.Unlock()
-		if q == n {
-			return
-		}
 		if q > n {
 			t.Fatalf("%d changes queued, want %d", q, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d changes queued after 10 s, want %d", q, n)
+		if q != n {
+			return fmt.Errorf("%d changes queued", q)
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(time.Millisecond))
 }

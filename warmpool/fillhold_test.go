@@ -12,6 +12,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // startDuringCreate is the engine with a start of the user's beginning
@@ -82,19 +83,11 @@ func TestAPoolSandboxCreatedAsAStartBeganWaitsForIt(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	// Created, held: it must not start while the start holds the pool.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	testwait.Eventually(t, 2*time.Minute, "the pool to make a sandbox", testwait.True(func() bool {
 		eng.mu.Lock()
-		held := eng.done != nil
-		eng.mu.Unlock()
-		if held {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pool made no sandbox")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer eng.mu.Unlock()
+		return eng.done != nil
+	}), testwait.Every(20*time.Millisecond))
 	eng.release()
 	waitIdle(t, p, spec, 1, nil)
 	eng.mu.Lock()

@@ -3,6 +3,7 @@ package warmpool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // standin is a runner that waits on stdin (the orchestrator's stand-in).
@@ -25,23 +27,21 @@ const standin = "github.com/aimi-tools/swarm/orchestrator/internal/standin"
 // differ from not, and returns them.
 func waitIdle(t *testing.T, p *Pool, spec engine.Spec, n int, not map[string]bool) []string {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	var ids []string
+	testwait.Eventually(t, 3*time.Minute, fmt.Sprintf("%d idle sandboxes other than %v", n, not), func() error {
 		p.mu.Lock()
-		ids := append([]string(nil), p.idle[Key(spec)]...)
+		ids = append([]string(nil), p.idle[Key(spec)]...)
 		p.mu.Unlock()
 		fresh := len(ids) == n
 		for _, id := range ids {
 			fresh = fresh && !not[id]
 		}
-		if fresh {
-			return ids
+		if !fresh {
+			return fmt.Errorf("pool holds %v", ids)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool holds %v, want %d other than %v", ids, n, not)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return ids
 }
 
 // TestPoolReplacesAgedDeadAndOutdatedSandboxesAndTakesHalfClaimsBack: the

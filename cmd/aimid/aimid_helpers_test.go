@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
 	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/api"
@@ -27,6 +28,7 @@ import (
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/daemon/instancelock"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -44,122 +46,6 @@ func (p *proc) logs() string {
 	p.log.mu.Lock()
 	defer p.log.mu.Unlock()
 	return p.stderr.String()
-}
-
-// startAimid runs the built daemon with its own socket, data dir and user
-// config (scripts is written as agent.env: the stand-in's scripts).
-func startAimid(t testing.TB, sock, dataDir, image string, scripts map[string]string) *proc {
-	t.Helper()
-	return startAimidEnv(t, sock, dataDir, image, scripts)
-}
-
-// startAimidEnv is startAimid with extra environment settings for the
-// daemon (tests run in parallel: none sets its own process's environment).
-func startAimidEnv(t testing.TB, sock, dataDir, image string, scripts map[string]string, extraEnv ...string) *proc {
-	t.Helper()
-	var y strings.Builder
-	y.WriteString("agent:\n  env:\n")
-	for k, v := range scripts {
-		fmt.Fprintf(&y, "    %s: %q\n", k, v)
-	}
-	settings := []string{
-		"AIMI_SANDBOX_IMAGE=" + image,
-		"AIMI_SANDBOX_MEMORY=128m",
-		"AIMI_SANDBOX_SWAP=128m",
-		"AIMI_SANDBOX_CPUS=0.5",
-		"AIMI_SANDBOX_PIDS=64",
-		"AIMI_SWARM_STOP_GRACE=2s",
-		"AIMI_GIT_MODE=remote",
-	}
-	return launchAimid(t, sock, dataDir, y.String(), "info", os.Environ(), append(settings, extraEnv...)...)
-}
-
-// launchAimid starts the built aimid with config as its config file, base
-// plus extra as its environment, and waits until it answers its health
-// check; the test's cleanup kills it if it still runs.
-func launchAimid(t testing.TB, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
-	t.Helper()
-	// An instance per socket: this daemon adopts only its own test's
-	// containers, never those of other tests running on the engine.
-	return launchAimidWrapped(t, nil, testInstance(sock), sock, dataDir, config, logLevel, base, extra...)
-}
-
-// testInstance is the --instance launchAimid gives the daemon of sock.
-func testInstance(sock string) string {
-	return fmt.Sprintf("test-%x", sha256.Sum256([]byte(sock)))[:21]
-}
-
-// launchAimidAs is launchAimid with the daemon's --instance.
-func launchAimidAs(t testing.TB, instance, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
-	t.Helper()
-	return launchAimidWrapped(t, nil, instance, sock, dataDir, config, logLevel, base, extra...)
-}
-
-// envDaemonLogs set (to anything) prints every test daemon's stderr when
-// its test ends, passed or not: where a slow test's time went.
-const envDaemonLogs = "AIMI_TEST_DAEMON_LOGS"
-
-// launchAimidWrapped is launchAimidAs with wrap, when not nil, changing the
-// daemon's command before it starts (running it under prlimit).
-func launchAimidWrapped(t testing.TB, wrap func(*exec.Cmd), instance, sock, dataDir, config, logLevel string, base []string, extra ...string) *proc {
-	t.Helper()
-	cfgDir := filepath.Join(dataDir, "cfg")
-	os.MkdirAll(cfgDir, 0o755)
-	cfgFile := filepath.Join(cfgDir, "config.yaml")
-	os.WriteFile(cfgFile, []byte(config), 0o644)
-	cmd := exec.Command(aimidBinary(t), "--socket", sock, "--data-dir", dataDir, "--config", cfgFile, "--log-level", logLevel, "--instance", instance)
-	cmd.Env = append(append(append([]string(nil), base...), "XDG_CONFIG_HOME="+cfgDir), extra...)
-	if wrap != nil {
-		wrap(cmd)
-	}
-	p := &proc{cmd: cmd, sock: sock, stderr: &bytes.Buffer{}, done: make(chan error, 1)}
-	p.log = &lockedWriter{w: p.stderr}
-	cmd.Stderr = p.log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// exited, not cmd.ProcessState: reading that races with Wait.
-	exited := make(chan struct{})
-	go func() {
-		err := cmd.Wait()
-		close(exited)
-		p.done <- err
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-		removeInstanceMarker(t, instance, cmd.Process.Pid)
-		if r := raceReport(p.logs()); r != "" {
-			t.Errorf("the daemon raced (its race detector's report):\n%s", r)
-		}
-		if t.Failed() || os.Getenv(envDaemonLogs) != "" {
-			t.Logf("aimid stderr:\n%s", p.logs())
-		}
-	})
-	c := daemon.NewClient(sock)
-	defer c.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := c.Health(ctx)
-		cancel()
-		if err == nil {
-			return p
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("aimid exited before it was ready: %v\n%s", err, p.logs())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("aimid not ready: %v\n%s", err, p.logs())
-		}
-	}
 }
 
 // raceMark opens each report of the race detector in a Go program's stderr.
@@ -276,24 +162,55 @@ func pollStatus(t testing.TB, sock, repo string, d time.Duration, what string, c
 	t.Helper()
 	c := daemon.NewClient(sock)
 	defer c.Close()
-	deadline := time.Now().Add(d)
 	var last api.SwarmView
-	var lastErr error
-	for time.Now().Before(deadline) {
+	testwait.Eventually(t, d, what, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		v, err := c.Status(ctx, repo)
 		cancel()
-		if err == nil {
-			last = v
-			if cond(v) {
-				return v
+		if err != nil {
+			return fmt.Errorf("%w %s", err, told(last))
+		}
+		last = v
+		if !cond(v) {
+			return errors.New(told(v))
+		}
+		return nil
+	})
+	return last
+}
+
+// waitBranchesPublished waits up to d, for all of them, until the checkout
+// has every one of branches (published); p, when not nil, is the daemon
+// whose log a failure shows.
+func waitBranchesPublished(t testing.TB, repo string, branches []string, d time.Duration, p *proc) {
+	t.Helper()
+	testwait.Eventually(t, d, fmt.Sprintf("branches %v published into the checkout", branches), func() error {
+		for _, b := range branches {
+			if exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
+				if p == nil {
+					return fmt.Errorf("no branch %s", b)
+				}
+				return fmt.Errorf("no branch %s; daemon log:\n%s", b, p.logs())
 			}
 		}
-		lastErr = err
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %v %s", what, lastErr, told(last))
-	return last
+		return nil
+	})
+}
+
+// waitContainerExited waits up to d until the container id no longer
+// runs; what says what that means to the test.
+func waitContainerExited(t *testing.T, ctx context.Context, eng *client.Client, id string, d time.Duration, what string) {
+	t.Helper()
+	testwait.Eventually(t, d, what, func() error {
+		info, err := eng.ContainerInspect(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Running {
+			return fmt.Errorf("%s still runs", info.Name)
+		}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
 }
 
 // checkExactJournals checks that every container completed its stories and

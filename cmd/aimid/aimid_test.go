@@ -131,6 +131,9 @@ func gitRepo(t testing.TB, stories int, names ...string) string {
 // and network the daemon made for repo (labelled with the project path).
 func removeProjectContainersAtEnd(t testing.TB, repo string) {
 	t.Cleanup(func() {
+		if t.Skipped() && os.Getenv(dockertest.SkipEnv) == "1" {
+			return // skipped for want of an engine: nothing to remove, and none to ask
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if err := dockertest.CleanupByLabel(ctx, contract.LabelProject, repo); err != nil {
@@ -156,20 +159,32 @@ func TestBadConfigOrFlagsStopTheDaemonBeforeItStarts(t *testing.T) {
 		{"engine host that is no endpoint names the key", []string{"--engine-host", "manager:2376"}, 1, `engine.host: "manager:2376" is not an Engine API endpoint`},
 		{"swarm backend and local git without an address names git.address", []string{"--engine-backend", "swarm"}, 1, "git.address"},
 		{"a malformed model upstream names its key", []string{"--models-openai-url", "api.openai.com/v1"}, 1, `models.openai.url: "api.openai.com/v1" is not a usable upstream`},
-		// The test machine's engine is not in a swarm.
-		{"swarm backend on an engine outside a swarm says how to fix it", []string{"--engine-backend", "swarm", "--git-mode", "remote"}, 1,
-			"is not part of a swarm (state \"inactive\"): point engine.host at a Swarm mode manager, run 'docker swarm init' there, or set engine.backend to docker"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			dir := shortDir(t)
-			args := append([]string{"--socket", filepath.Join(dir, "s.sock"), "--data-dir", filepath.Join(dir, "data"), "--config", "-"}, tt.args...)
-			code := run(context.Background(), args, &stderr, nil)
-			if code != tt.code || !strings.Contains(stderr.String(), tt.want) {
-				t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
-			}
+			checkDaemonRefuses(t, tt.args, tt.code, tt.want)
 		})
+	}
+}
+
+// TestSwarmBackendOnAnEngineOutsideASwarmSaysHowToFix: the test machine's
+// engine is not in a swarm, and the daemon says how to fix that.
+func TestSwarmBackendOnAnEngineOutsideASwarmSaysHowToFix(t *testing.T) {
+	parallel(t)
+	dockertest.Client(t) // the engine is asked: fail, or skip under AIMI_SKIP_DOCKER=1
+	checkDaemonRefuses(t, []string{"--engine-backend", "swarm", "--git-mode", "remote"}, 1,
+		"is not part of a swarm (state \"inactive\"): point engine.host at a Swarm mode manager, run 'docker swarm init' there, or set engine.backend to docker")
+}
+
+// checkDaemonRefuses runs the daemon with args and checks it exits with
+// code, saying want.
+func checkDaemonRefuses(t *testing.T, args []string, code int, want string) {
+	t.Helper()
+	var stderr bytes.Buffer
+	dir := shortDir(t)
+	args = append([]string{"--socket", filepath.Join(dir, "s.sock"), "--data-dir", filepath.Join(dir, "data"), "--config", "-"}, args...)
+	if got := run(context.Background(), args, &stderr, nil); got != code || !strings.Contains(stderr.String(), want) {
+		t.Fatalf("exit %d, stderr:\n%s", got, stderr.String())
 	}
 }
 
@@ -177,7 +192,7 @@ func TestSecondDaemonOnALiveSocketRefusesAndSIGTERMCleansUp(t *testing.T) {
 	parallel(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "run", "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: "aimi-sandbox:latest"})
 
 	var stderr bytes.Buffer
 	code := run(context.Background(), []string{"--socket", sock, "--data-dir", filepath.Join(dir, "data2"), "--config", "-"}, &stderr, nil)
@@ -205,7 +220,7 @@ func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) 
 	dir := shortDir(t)
 	instance := "test-two-" + dockertest.RunID()
 	sockA, dataA := filepath.Join(dir, "a", "aimid.sock"), filepath.Join(dir, "a-data")
-	a := launchAimidAs(t, instance, sockA, dataA, "git:\n  mode: remote\n", "info", os.Environ())
+	a := launch(t, daemonOpts{Sock: sockA, DataDir: dataA, Config: "git:\n  mode: remote\n", Instance: instance})
 
 	// Another socket, another data dir, the same instance on the same engine.
 	var stderr bytes.Buffer
@@ -229,12 +244,17 @@ func TestSecondDaemonOfAnInstanceOnOneEngineRefusesNamingTheFirst(t *testing.T) 
 
 	// A clean stop gives the instance back.
 	a.stop(t)
-	b := launchAimidAs(t, instance, sockB, dataB, "git:\n  mode: remote\n", "info", os.Environ())
+	b := launch(t, daemonOpts{Sock: sockB, DataDir: dataB, Config: "git:\n  mode: remote\n", Instance: instance})
 
 	// A killed daemon's marker is stale: the next daemon takes over.
 	b.cmd.Process.Kill()
 	b.wait(t)
-	c := launchAimidAs(t, instance, filepath.Join(dir, "c", "aimid.sock"), filepath.Join(dir, "c-data"), "git:\n  mode: remote\n", "info", os.Environ())
+	c := launch(t, daemonOpts{
+		Sock:     filepath.Join(dir, "c", "aimid.sock"),
+		DataDir:  filepath.Join(dir, "c-data"),
+		Config:   "git:\n  mode: remote\n",
+		Instance: instance,
+	})
 	c.stop(t)
 	if !strings.Contains(c.logs(), "removing the instance marker of a daemon that is gone") {
 		t.Errorf("takeover not logged:\n%s", c.logs())

@@ -36,8 +36,13 @@ func BenchmarkDaemonRSS(b *testing.B) {
 	dir := shortDir(b)
 	sock := filepath.Join(dir, "aimid.sock")
 	// Each container reports once, then idles long enough to be measured.
-	p := startAimid(b, sock, filepath.Join(dir, "data"), image, map[string]string{
-		"STANDIN_SCRIPT": "progress|US-001|in_progress|working;sleep|10m",
+	p := launch(b, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{
+			"STANDIN_SCRIPT": "progress|US-001|in_progress|working;sleep|10m",
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -61,7 +61,12 @@ func BenchmarkBoardLiveUpdates(b *testing.B) {
 	dir := shortDir(b)
 	sock := filepath.Join(dir, "aimid.sock")
 	script := "pace|" + pace.String() + ";" + strings.Repeat("progress|US-001|in_progress|tick;", ticks) + "sleep|10m"
-	p := startAimid(b, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": script})
+	p := launch(b, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": script},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/internal/browsertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -115,7 +116,7 @@ func TestBoardInABrowserFollowsARealSwarm(t *testing.T) {
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(dir, "data"), image)
+	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Local: true})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -220,18 +221,16 @@ func stopTheSlowOneFromThePage(t *testing.T, page context.Context, slowCard, slo
 // delay.
 func waitBoardStateFile(t *testing.T, repo, linear, slow string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testwait.Eventually(t, 10*time.Second, fmt.Sprintf("swarm-state.json to say %s stopped and %s completed", slow, linear), func() error {
 		got := map[string]state.ContainerStatus{}
 		for _, c := range validState(t, repo).Containers {
 			got[c.ContainerName] = c.Status
 		}
-		if got["aimi-"+slow] == state.StatusStopped && got["aimi-"+linear] == state.StatusCompleted {
-			break
+		if got["aimi-"+slow] != state.StatusStopped || got["aimi-"+linear] != state.StatusCompleted {
+			return fmt.Errorf("swarm-state.json says %v", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("swarm-state.json says %v, want %s stopped and %s completed", got, slow, linear)
-		}
-	}
+		return nil
+	})
 }
 
 // checkBoardJournalAndNoReload opens the linear container's journal, as it

@@ -65,7 +65,7 @@ func runBurstRounds(t *testing.T, rounds int) {
 	image := sandboxImage(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, burstAgent()...)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Local: true, Env: burstAgent()})
 	var total, longest time.Duration
 	for i := range rounds {
 		took := burstRound(t, sock, i)
@@ -84,7 +84,7 @@ func BenchmarkAgentStderrBurst(b *testing.B) {
 	image := sandboxImage(b)
 	dir := shortDir(b)
 	sock := filepath.Join(dir, "aimid.sock")
-	startAimidLocal(b, sock, filepath.Join(dir, "data"), image, burstAgent()...)
+	launch(b, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Local: true, Env: burstAgent()})
 	for b.Loop() {
 		var total time.Duration
 		const rounds = longBurstRounds

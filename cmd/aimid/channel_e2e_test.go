@@ -65,7 +65,13 @@ func TestGitChannelBurstLeavesTheRunnersPushThrough(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	agent := fmt.Sprintf(`AIMI_AGENT_COMMAND=BURST=%d perl -e '%s' && echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`, channelBurstSeconds, channelBurstScript)
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec", agent)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", agent},
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"testing"
@@ -110,7 +109,7 @@ func TestLargeHistorySwarmClonesOnlyTheTip(t *testing.T) {
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Local: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
@@ -140,14 +139,12 @@ func TestLargeHistorySwarmClonesOnlyTheTip(t *testing.T) {
 			t.Errorf("%s: the workspace's .git is %d bytes for %d bytes of history: the runner cloned the history", c.ContainerName, n, largeHistoryBlobs*largeHistoryBlob)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
+	var branches []string
 	for _, n := range names {
-		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/feat/"+n).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("branch feat/%s was never published into the checkout; daemon log:\n%s", n, p.logs())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		branches = append(branches, "feat/"+n)
+	}
+	waitBranchesPublished(t, repo, branches, time.Minute, p)
+	for _, n := range names {
 		if got := gitOut(t, repo, "rev-list", "--count", "main..feat/"+n); got == "0" {
 			t.Errorf("feat/%s has no commit on top of main", n)
 		}

@@ -24,9 +24,14 @@ func TestCompletionTheStoriesDoNotBackFailsTheContainer(t *testing.T) {
 	repo := gitRepo(t, 4, "liar", "honest")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
-		"STANDIN_SCRIPT":                  "pace|20ms;auto|4",
-		"STANDIN_SCRIPT__LIAR_TASKS_JSON": "complete|completed|-",
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{
+			"STANDIN_SCRIPT":                  "pace|20ms;auto|4",
+			"STANDIN_SCRIPT__LIAR_TASKS_JSON": "complete|completed|-",
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

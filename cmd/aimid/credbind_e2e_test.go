@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -48,8 +51,17 @@ func TestCredentialsAreBoundToTheirContainersSocket(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	env := localEnv()
 	config := "agent:\n  kind: exec\n  command: '" + releasedAgent + "'\ngit:\n  mode: local\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", env,
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m", "AIMI_SWARM_STOP_GRACE=2s")
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   config,
+		LogLevel: "debug",
+		Base:     env,
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
+			"AIMI_SWARM_STOP_GRACE=2s",
+		},
+	})
 	run, _ := recordingAimi(ctx, repo, sock)
 	if code, out, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -77,13 +89,12 @@ func TestCredentialsAreBoundToTheirContainersSocket(t *testing.T) {
 		return execIn(t, ctx, cli, id, "env", "T="+tok, "U="+url, "sh", "-c", gitAs)
 	}
 	// Wait for two's forward: its own token works through its own socket.
-	deadline := time.Now().Add(time.Minute)
-	for out := git(two.ContainerID, tok2); !strings.HasSuffix(out, "exit=0"); out = git(two.ContainerID, tok2) {
-		if time.Now().After(deadline) {
-			t.Fatalf("two's own token through its own socket:\n%s", out)
+	testwait.Eventually(t, time.Minute, "two's own token to work through its own socket", func() error {
+		if out := git(two.ContainerID, tok2); !strings.HasSuffix(out, "exit=0") {
+			return errors.New(out)
 		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	}, testwait.Every(time.Second))
 	if out := git(two.ContainerID, tok1); strings.HasSuffix(out, "exit=0") {
 		t.Errorf("one's git token through two's socket was accepted:\n%s", out)
 	}
@@ -126,16 +137,13 @@ func checkRefusalLoggedWithoutTokens(t *testing.T, logs string, toks ...string) 
 func waitTokenRevoked(t *testing.T, dataDir, tok string) {
 	t.Helper()
 	sum := sha256.Sum256([]byte(tok))
-	for deadline := time.Now().Add(time.Minute); ; {
+	testwait.Eventually(t, time.Minute, "the ended container's git token revoked", func() error {
 		grants, err := os.ReadFile(filepath.Join(dataDir, "git", "grants.json"))
-		if err == nil && !strings.Contains(string(grants), hex.EncodeToString(sum[:])) {
-			break
+		if err == nil && strings.Contains(string(grants), hex.EncodeToString(sum[:])) {
+			err = errors.New("still granted")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ended container's git token is still granted (%v)", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	}, testwait.Every(200*time.Millisecond))
 }
 
 // checkProxyAttribution asks the proxy, from container id (two's), for a
@@ -148,17 +156,12 @@ func checkProxyAttribution(t *testing.T, ctx context.Context, run func(...string
 	if got := execIn(t, ctx, cli, id, "env", "H="+host, "T="+tok1, "N="+one.ContainerName, "perl", "-e", proxyAs); !strings.Contains(got, " 403") {
 		t.Errorf("the proxy answered %q, want 403", got)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, logs2, _ := run("swarm", "logs", two.ContainerName)
-		if strings.Contains(logs2, host) {
-			break
+	testwait.Eventually(t, 30*time.Second, "the refusal journaled on the container whose socket it came through", func() error {
+		if _, logs2, _ := run("swarm", "logs", two.ContainerName); !strings.Contains(logs2, host) {
+			return fmt.Errorf("its journal:\n%s", logs2)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the refusal is not journaled on the container whose socket it came through:\n%s", logs2)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(500*time.Millisecond))
 	if _, logs1, _ := run("swarm", "logs", one.ContainerName); strings.Contains(logs1, host) {
 		t.Errorf("the refusal is journaled on the container the headers named:\n%s", logs1)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -35,8 +34,12 @@ func TestSandboxDiskIsEnforcedOrSaidNotToBe(t *testing.T) {
 	repo := gitRepo(t, 1, "disk")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), "agent:\n  env:\n    STANDIN_SCRIPT: \"auto|1\"\n", "info", os.Environ(),
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_DISK=3g", "AIMI_GIT_MODE=remote")
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "agent:\n  env:\n    STANDIN_SCRIPT: \"auto|1\"\n",
+		Env:     []string{"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_DISK=3g", "AIMI_GIT_MODE=remote"},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--follow", "--repo", repo, "--socket", sock); code != 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/nstest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // probeScript runs in the sandbox as the exec agent (the image has perl,
@@ -138,7 +139,7 @@ func probeEgress(t *testing.T, warm bool) {
 		settings = append(settings, "AIMI_SANDBOX_WARM_POOL=1")
 		dockertest.Cleanup(t, contract.LabelDaemon, testInstance(sock))
 	}
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", env, settings...)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Config: config, LogLevel: "debug", Base: env, Env: settings})
 	defer p.stop(t)
 	if warm {
 		cli := dockertest.Client(t)
@@ -311,13 +312,8 @@ func reachedWithARoute(t *testing.T, ctx context.Context, id string, h *egressHo
 	if out := execIn(t, ctx, cli, id, "perl", "-MIO::Socket::INET", "-e", script); out != "OPEN" {
 		t.Fatalf("a container with a network does not reach the stand-in for the outside at %s: %s", h.outside.Addr, out)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for h.outHits.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the stand-in for the outside counted no connection")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Eventually(t, time.Minute, "the stand-in for the outside to count a connection",
+		testwait.True(func() bool { return h.outHits.Load() > 0 }), testwait.Every(10*time.Millisecond))
 	h.outHits.Store(0)
 }
 

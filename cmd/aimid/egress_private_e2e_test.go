@@ -61,8 +61,17 @@ func TestSandboxReachesAPrivateHostTheUserNamed(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  kind: exec\n  command: HOSTPORT=1 perl probe.pl\ngit:\n  mode: local\negress:\n  allow:\n" + strings.Join(allow, "")
-	p := launchAimidWrapped(t, withHostsFile(t, hosts), testInstance(sock), sock, filepath.Join(dir, "data"), config, "info", cleanEnv(),
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m", "AIMI_SWARM_STOP_GRACE=2s")
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    cleanEnv(),
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
+			"AIMI_SWARM_STOP_GRACE=2s",
+		},
+		Wrap: withHostsFile(t, hosts),
+	})
 	defer p.stop(t)
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)

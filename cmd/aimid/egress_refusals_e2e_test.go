@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // refusalFlood asks the egress proxy for a host no rule names N times, each
@@ -44,8 +45,16 @@ func TestEgressRefusalsAreSummedUpInTheDaemonsLog(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  kind: exec\n  command: FLOOD_N=" + strconv.Itoa(n) + " perl flood.pl\ngit:\n  mode: local\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(),
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m", "AIMI_SWARM_STOP_GRACE=2s")
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    cleanEnv(),
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
+			"AIMI_SWARM_STOP_GRACE=2s",
+		},
+	})
 	defer p.stop(t)
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -65,17 +74,14 @@ func TestEgressRefusalsAreSummedUpInTheDaemonsLog(t *testing.T) {
 	}
 	// The rest are summed up when the interval ends (a minute).
 	sum := regexp.MustCompile(`container=` + regexp.QuoteMeta(name) + ` more=(\d+)`)
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		if m := sum.FindStringSubmatch(p.logs()); m != nil {
-			if more, _ := strconv.Atoi(m[1]); more < n-10 {
-				t.Errorf("the summary counts %d more refusals, want about %d", more, n)
-			}
-			break
+	var m []string
+	testwait.Eventually(t, 3*time.Minute, "a line that sums up the refusals of "+name, func() error {
+		if m = sum.FindStringSubmatch(p.logs()); m == nil {
+			return fmt.Errorf("log:\n%s", tail(p.logs(), 4000))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no line sums up the refusals of %s; log:\n%s", name, tail(p.logs(), 4000))
-		}
-		time.Sleep(500 * time.Millisecond)
+		return nil
+	}, testwait.Every(500*time.Millisecond))
+	if more, _ := strconv.Atoi(m[1]); more < n-10 {
+		t.Errorf("the summary counts %d more refusals, want about %d", more, n)
 	}
 }

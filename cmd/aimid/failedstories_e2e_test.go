@@ -16,6 +16,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/cli"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -79,7 +80,13 @@ func TestACompletedContainerWithFailedStoriesSaysSoAndReruns(t *testing.T) {
 	repo, name := failedStoriesRepo(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND="+failSecondOnce)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND=" + failSecondOnce},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -169,17 +176,12 @@ func checkRerunRanOnly(t *testing.T, repo, swarmID, name string, want ...string)
 // the rerun continued from the first run's tip.
 func checkBranchRuns(t *testing.T, repo, branch, want string) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		got := strings.Join(strings.Fields(gitOutOrEmpty(repo, "show", "refs/heads/"+branch+":runs.log")), " ")
-		if got == want {
-			break
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("runs.log on %s in the checkout to say %q", branch, want), func() error {
+		if got := strings.Join(strings.Fields(gitOutOrEmpty(repo, "show", "refs/heads/"+branch+":runs.log")), " "); got != want {
+			return fmt.Errorf("it says %q (log: %s)", got, gitLogOrNone(repo, "refs/heads/"+branch))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("runs.log on %s in the checkout: %q; want %q (log: %s)", branch, got, want, gitLogOrNone(repo, "refs/heads/"+branch))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
 	for i := 1; i <= 4; i++ {
 		if gitOutOrEmpty(repo, "show", fmt.Sprintf("refs/heads/%s:US-%03d.txt", branch, i)) == "" {
 			t.Errorf("%s lacks US-%03d.txt", branch, i)

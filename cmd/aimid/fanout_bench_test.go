@@ -185,8 +185,12 @@ func startLocalSwarm(b *testing.B, ctx context.Context, image, repo string, n in
 	b.Helper()
 	dir := shortDir(b)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(b, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", os.Environ(),
-		append([]string{"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s"}, extraEnv...)...)
+	p := launch(b, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "agent:\n  kind: demo\ngit:\n  mode: local\n",
+		Env:     append([]string{"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s"}, extraEnv...),
+	})
 	start := time.Now()
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
 		p.stop(b)

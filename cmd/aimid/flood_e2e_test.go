@@ -29,8 +29,13 @@ func TestOutputFloodIsJournaledWholeAndOnce(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	const nErr, nFlood = 200000, 20000
-	startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
-		"STANDIN_SCRIPT": fmt.Sprintf("errflood|%d;flood|%d|US-001;auto|1", nErr, nFlood),
+	launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{
+			"STANDIN_SCRIPT": fmt.Sprintf("errflood|%d;flood|%d|US-001;auto|1", nErr, nFlood),
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

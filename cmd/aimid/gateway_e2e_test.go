@@ -19,6 +19,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -61,10 +62,14 @@ func TestModelKeyStaysInTheDaemon(t *testing.T) {
 	repo := gitRepo(t, 1, "one", "two")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", os.Environ(),
-		"GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL,
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=128m", "AIMI_SANDBOX_SWAP=128m",
-		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=64", "AIMI_SWARM_STOP_GRACE=2s", "AIMI_GIT_MODE=remote")
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   cfg,
+		LogLevel: "debug",
+		Image:    image,
+		Env:      []string{"GW_TEST_KEY=" + key, "AIMI_MODELS_ANTHROPIC_URL=" + up.URL},
+	})
 	run, answers := recordingAimi(ctx, repo, sock)
 	if code, out, errOut := run("swarm", "start", "--all"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -101,18 +106,14 @@ func TestModelKeyStaysInTheDaemon(t *testing.T) {
 		return c != nil && c.Status.Terminal()
 	})
 	// Its container ended: its placeholder is revoked (from anywhere).
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.Eventually(t, time.Minute, "the ended container's placeholder revoked", func() error {
 		got := execIn(t, ctx, cli, two.ContainerID, "/probe", "call", e2["ANTHROPIC_BASE_URL"], e1["ANTHROPIC_API_KEY"])
 		grants, _ := os.ReadFile(filepath.Join(dir, "data", "gateway", "grants.json"))
-		if got == "401" && !bytes.Contains(grants, []byte(`"`+one.ContainerName+`"`)) {
-			break
+		if got != "401" || bytes.Contains(grants, []byte(`"`+one.ContainerName+`"`)) {
+			return fmt.Errorf("still granted: %q\n%s", got, grants)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the ended container's placeholder is still granted: %q\n%s", got, grants)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
 	execIn(t, ctx, cli, two.ContainerID, "/probe", "release")
 	waitFor(t, sock, repo, 3*time.Minute, "all finished", allExited)
 	p.stop(t)

@@ -5,8 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +16,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -36,11 +37,14 @@ func TestModelKeyStaysInTheDaemonWithClaimedSandboxes(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	instance := testInstance(sock)
 	dockertest.Cleanup(t, contract.LabelDaemon, instance)
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", os.Environ(),
-		"GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL,
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=128m", "AIMI_SANDBOX_SWAP=128m",
-		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=64", "AIMI_SWARM_STOP_GRACE=2s", "AIMI_GIT_MODE=remote",
-		"AIMI_SANDBOX_WARM_POOL=2")
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   cfg,
+		LogLevel: "debug",
+		Image:    image,
+		Env:      []string{"GW_TEST_KEY=" + key, "AIMI_MODELS_ANTHROPIC_URL=" + up.URL, "AIMI_SANDBOX_WARM_POOL=2"},
+	})
 	cli := dockertest.Client(t)
 	waitPool(t, ctx, cli, instance, 2, p)
 	run, answers := recordingAimi(ctx, repo, sock)
@@ -103,8 +107,8 @@ func probeKey(t *testing.T) (key string, up *httptest.Server, cfg string) {
 func claimedProbe(t *testing.T, ctx context.Context, repo, swarmID string, c *state.Container) string {
 	t.Helper()
 	cli := dockertest.Client(t)
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	var verdict string
+	testwait.Eventually(t, 2*time.Minute, "the probe's verdict in "+c.ContainerName, func() error {
 		info, err := cli.ContainerInspect(ctx, c.ContainerID)
 		if err != nil {
 			t.Fatal(err)
@@ -117,11 +121,12 @@ func claimedProbe(t *testing.T, ctx context.Context, repo, swarmID string, c *st
 			}
 			t.Fatalf("%s ended (exit %d) before its verdict; journal:\n%s", c.ContainerName, info.State.ExitCode, strings.Join(lines, "\n"))
 		}
-		if out, code := execCode(t, ctx, cli, c.ContainerID, "/probe", "report"); code == 0 {
-			return out
+		out, code := execCode(t, ctx, cli, c.ContainerID, "/probe", "report")
+		if code != 0 {
+			return fmt.Errorf("the probe's report: exit %d %s", code, out)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("no verdict from the probe in %s", c.ContainerName)
-	return ""
+		verdict = out
+		return nil
+	}, testwait.Every(200*time.Millisecond))
+	return verdict
 }

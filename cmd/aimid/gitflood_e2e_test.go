@@ -20,6 +20,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -84,7 +85,14 @@ func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
-	p := startAimidLocalWrapped(t, prlimit, sock, dataDir, image, "AIMI_AGENT_KIND=exec", boundsAgent)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: dataDir,
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", boundsAgent},
+		Wrap:    prlimit,
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -105,8 +113,9 @@ func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 	// Each round asks the daemon over a new connection of its socket (an
 	// accept needs a file descriptor) and runs `aimi swarm status`.
 	var slow []string
-	deadline := time.Now().Add(4 * time.Minute)
-	for calls := 0; ; calls++ {
+	calls := -1
+	testwait.Eventually(t, 4*time.Minute, "the appended container to finish during the flood", func() error {
+		calls++
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		t0 := time.Now()
 		c := daemon.NewClient(sock)
@@ -118,13 +127,10 @@ func TestGitServiceFloodFromOneContainerSlowsOnlyItself(t *testing.T) {
 			slow = append(slow, fmt.Sprintf("after %s: daemon %v, status exit %d %s", took.Round(time.Millisecond), err, code, strings.TrimSpace(errOut)))
 		}
 		if err == nil && calls >= 20 && workDone(sv, work) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the appended container did not finish during the flood (%d status calls; failed or slow: %v)\ndaemon log:\n%s", calls, slow, tail(p.logs(), 4000))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("%d status calls; failed or slow: %v\ndaemon log:\n%s", calls, slow, tail(p.logs(), 4000))
+	}, testwait.Every(200*time.Millisecond))
 	if len(slow) > 0 {
 		t.Errorf("aimi swarm status failed or took over 5 s during the flood in %d calls: %v", len(slow), slow)
 	}
@@ -215,13 +221,7 @@ func execFlood(t testing.TB, ctx context.Context, cli *client.Client, id string,
 // waitBranch waits until the checkout has branch (published).
 func waitBranch(t testing.TB, repo, branch string, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch).Run() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("branch %s was never published into the checkout", branch)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitBranchesPublished(t, repo, []string{branch}, d, nil)
 }
 
 func tail(s string, n int) string {

@@ -72,7 +72,13 @@ func gvisorRound(b *testing.B, c *clustertest.Cluster, image, dir, rt string) (f
 		b.Fatal(err)
 	}
 	sock := filepath.Join(own, "aimid.sock")
-	p := launchAimid(b, sock, filepath.Join(own, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", cleanEnv(), gvisorSettings(c, image, rt)...)
+	p := launch(b, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(own, "data"),
+		Config:  "agent:\n  kind: demo\ngit:\n  mode: local\n",
+		Base:    cleanEnv(),
+		Env:     gvisorSettings(c, image, rt),
+	})
 	defer p.stop(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -169,7 +171,13 @@ func TestGVisorRuntimeRunsTheDemoSwarm(t *testing.T) {
 	checkRunscNetwork(t, c, image)
 	refusedAtStart(t, dir, gvisorSettings(c, image, "runsc-nouds"), "--host-uds=open")
 	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", cleanEnv(), gvisorSettings(c, image, "runsc")...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "agent:\n  kind: demo\ngit:\n  mode: local\n",
+		Base:    cleanEnv(),
+		Env:     gvisorSettings(c, image, "runsc"),
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -192,14 +200,8 @@ func TestGVisorRuntimeRunsTheDemoSwarm(t *testing.T) {
 		}
 		checkGVisorSandbox(t, ctx, node, sc)
 	}
-	deadline := time.Now().Add(time.Minute)
+	waitBranchesPublished(t, repo, slices.Collect(maps.Values(branches)), time.Minute, p)
 	for name, b := range branches {
-		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("branch %s was never published into the checkout; daemon log:\n%s", b, p.logs())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
 		if got := gitOut(t, repo, "rev-list", "--count", base+".."+b); got != strconv.Itoa(stories[name]) {
 			t.Errorf("%s: %s commits on top of the base, want %d", b, got, stories[name])
 		}

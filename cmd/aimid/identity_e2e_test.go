@@ -38,7 +38,12 @@ func TestACopyOfTheRepositoryDoesNotControlTheOriginalsSwarm(t *testing.T) {
 	repo := gitRepo(t, 1, "one")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m"})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m"},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -137,7 +142,12 @@ func TestCleanupLeavesContainersAimidNeverCreated(t *testing.T) {
 		others[name] = resp.ID
 	}
 
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "auto|1"})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": "auto|1"},
+	})
 	rn, _ := recordingAimi(ctx, repo, sock)
 	if code, _, errOut := rn("swarm", "start", "--all"); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)
@@ -161,7 +171,12 @@ func TestCleanupLeavesContainersAimidNeverCreated(t *testing.T) {
 		shellToolUpdate(t, repo, []string{one, two}[i], map[string]any{"containerId": ref})
 		i++
 	}
-	p = startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "auto|1"})
+	p = launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": "auto|1"},
+	})
 	c := daemon.NewClient(sock)
 	defer c.Close()
 	rep, err := c.Cleanup(ctx, repo, true)
@@ -214,7 +229,12 @@ func TestRepositoryPathsTheDaemonCannotKeepAreRefused(t *testing.T) {
 	}
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), standinImage(t), map[string]string{"STANDIN_SCRIPT": "auto|1"})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   standinImage(t),
+		Scripts: map[string]string{"STANDIN_SCRIPT": "auto|1"},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := daemon.NewClient(sock)

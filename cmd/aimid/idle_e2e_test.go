@@ -71,16 +71,16 @@ func idleRate(t testing.TB, n int) (float64, []string) {
 	dir := shortDir(t)
 	proxy := dockertest.NewCountingProxy(t, dir)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), "agent:\n  env:\n    STANDIN_SCRIPT: \"sleep|10m\"\n", "info", os.Environ(),
-		"DOCKER_HOST="+proxy.Host,
-		"AIMI_SANDBOX_IMAGE="+image,
-		"AIMI_SANDBOX_MEMORY=32m",
-		"AIMI_SANDBOX_SWAP=32m",
-		"AIMI_SANDBOX_CPUS=0.2",
-		"AIMI_SANDBOX_PIDS=16",
-		"AIMI_SWARM_STOP_GRACE=1s",
-		"AIMI_GIT_MODE=remote",
-	)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "agent:\n  env:\n    STANDIN_SCRIPT: \"sleep|10m\"\n",
+		Env: []string{
+			"DOCKER_HOST=" + proxy.Host, "AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=32m",
+			"AIMI_SANDBOX_SWAP=32m", "AIMI_SANDBOX_CPUS=0.2", "AIMI_SANDBOX_PIDS=16",
+			"AIMI_SWARM_STOP_GRACE=1s", "AIMI_GIT_MODE=remote",
+		},
+	})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -32,7 +32,13 @@ func TestBoardAnswersRequestsInABrowser(t *testing.T) {
 	repo, _ := inboxRepo(t, "askboard", "[demo:ask-exec]")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m")
+	launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m"},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	boardCtx, stopBoard := context.WithCancel(ctx)

@@ -21,6 +21,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/daemon"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -49,19 +50,15 @@ func inboxRepo(t *testing.T, name, notes string) (repo, taskName string) {
 // waitInbox polls `aimi swarm inbox --json` until cond holds.
 func waitInbox(t *testing.T, run func(args ...string) (int, string, string), d time.Duration, what string, cond func([]api.PermissionRequest) bool) []api.PermissionRequest {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	var last string
-	for time.Now().Before(deadline) {
+	var in api.Inbox
+	testwait.Eventually(t, d, what, func() error {
 		code, out, errOut := run("swarm", "inbox", "--json")
-		last = out + errOut
-		var in api.Inbox
 		if code == 0 && json.Unmarshal([]byte(out), &in) == nil && cond(in.Requests) {
-			return in.Requests
+			return nil
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last inbox: %s", what, last)
-	return nil
+		return fmt.Errorf("inbox: %s", out+errOut)
+	}, testwait.Every(300*time.Millisecond))
+	return in.Requests
 }
 
 // TestInboxAnswersFromTheCLIAcrossAKill9: policy ask, the real daemon,
@@ -85,7 +82,7 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
 	policy := []string{"AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m"}
-	p := startAimidLocal(t, sock, dataDir, image, policy...)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true, Env: policy})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -99,7 +96,7 @@ func TestInboxAnswersFromTheCLIAcrossAKill9(t *testing.T) {
 
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	_ = p.wait(t)
-	startAimidLocal(t, sock, dataDir, image, policy...)
+	launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true, Env: policy})
 	waitInbox(t, run, 2*time.Minute, "the same request after the restart", func(r []api.PermissionRequest) bool {
 		// Dated at its arrival again: the daemon's clock decides expiry.
 		return len(r) == 1 && r[0].ID == w.ID && r[0].Title == w.Title
@@ -196,8 +193,18 @@ func TestInboxTimeoutFallsBackToRejectAndNotifies(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  kind: demo\n  env:\n    AIMI_TEST_KEY: sk-test-NOTICESECRET\ngit:\n  mode: local\nnotify:\n  webhooks: [" + hook.url + "/hooks/T0/B0/HOOKTOKEN]\n  board_url: http://127.0.0.1:8080/\n"
-	launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", localEnv(), "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m",
-		"AIMI_SANDBOX_SWAP=512m", "AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask-kinds:edit", "AIMI_AGENT_ASK_TIMEOUT=3s")
+	launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   config,
+		LogLevel: "debug",
+		Base:     localEnv(),
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+			"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask-kinds:edit",
+			"AIMI_AGENT_ASK_TIMEOUT=3s",
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -230,17 +237,6 @@ func TestInboxTimeoutFallsBackToRejectAndNotifies(t *testing.T) {
 	}
 }
 
-// localEnv is the test's environment without AIMI_ variables.
-func localEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIMI_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 type hookReceiver struct {
 	url    string
 	mu     sync.Mutex
@@ -265,23 +261,19 @@ func newHookReceiver(t *testing.T) *hookReceiver {
 // wait returns every notice once notices of each kind arrived.
 func (h *hookReceiver) wait(t *testing.T, kinds []string) []string {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	var got []string
+	testwait.Eventually(t, 2*time.Minute, fmt.Sprintf("notices of kinds %v", kinds), func() error {
 		h.mu.Lock()
-		got := append([]string(nil), h.bodies...)
+		got = append([]string(nil), h.bodies...)
 		h.mu.Unlock()
-		all := true
 		for _, k := range kinds {
-			all = all && slices.ContainsFunc(got, func(b string) bool { return strings.Contains(b, `"kind":"`+k+`"`) })
+			if !slices.ContainsFunc(got, func(b string) bool { return strings.Contains(b, `"kind":"`+k+`"`) }) {
+				return fmt.Errorf("notices: %q", got)
+			}
 		}
-		if all {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("notices: want kinds %v, got %q", kinds, got)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 // checkJournalStdoutIsSpec: every stdout line of every journal is a valid
@@ -325,17 +317,15 @@ func collectEvents(ctx context.Context, t *testing.T, sock, repo string) *eventL
 
 func (l *eventLog) wait(t *testing.T, cond func([]api.Event) bool) []api.Event {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var es []api.Event
+	testwait.Eventually(t, time.Minute, "the events awaited", func() error {
 		l.mu.Lock()
-		es := append([]api.Event(nil), l.es...)
+		es = append([]api.Event(nil), l.es...)
 		l.mu.Unlock()
-		if cond(es) {
-			return es
+		if !cond(es) {
+			return fmt.Errorf("events: %+v", es)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("events: %+v", es)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
+	return es
 }

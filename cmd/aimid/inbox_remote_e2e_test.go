@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -40,8 +42,16 @@ func TestInboxAsksInRemoteGitMode(t *testing.T) {
 	}
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_GIT_MODE=remote", "AIMI_GIT_ORIGIN_CA="+origin.caFile, caEnv,
-		"AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m")
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env: []string{
+			"AIMI_GIT_MODE=remote", "AIMI_GIT_ORIGIN_CA=" + origin.caFile, caEnv,
+			"AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m",
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -74,18 +84,16 @@ func TestInboxAsksInRemoteGitMode(t *testing.T) {
 // request never comes.
 func waitInboxOrLog(t *testing.T, run func(args ...string) (int, string, string), p *proc, what string, cond func([]api.PermissionRequest) bool) []api.PermissionRequest {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		if code, out, _ := run("swarm", "inbox", "--json"); code == 0 {
-			if r, ok := decodeInbox(out); ok && cond(r) {
-				return r
-			}
+	var reqs []api.PermissionRequest
+	testwait.Eventually(t, 3*time.Minute, what, func() error {
+		code, out, errOut := run("swarm", "inbox", "--json")
+		if r, ok := decodeInbox(out); code == 0 && ok && cond(r) {
+			reqs = r
+			return nil
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	_, out, errOut := run("swarm", "inbox", "--json")
-	t.Fatalf("timed out waiting for %s; inbox: %s%s\ndaemon log:\n%s", what, out, errOut, tail(p.logs(), 6000))
-	return nil
+		return fmt.Errorf("inbox: %s%s\ndaemon log:\n%s", out, errOut, tail(p.logs(), 6000))
+	}, testwait.Every(300*time.Millisecond))
+	return reqs
 }
 
 func decodeInbox(out string) ([]api.PermissionRequest, bool) {

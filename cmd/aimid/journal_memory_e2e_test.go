@@ -83,7 +83,7 @@ func TestJournalAtItsCapIsReadInBoundedMemory(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	scripts := map[string]string{"STANDIN_SCRIPT": "progress|US-001|in_progress|working;sleep|10m"}
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -103,7 +103,7 @@ func TestJournalAtItsCapIsReadInBoundedMemory(t *testing.T) {
 	t.Logf("journal of %s: %d records", name, records)
 
 	restarted := time.Now()
-	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p2 := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	waitFor(t, sock, repo, 3*time.Minute, "the container adopted, running", running)
 	adopted := peakRSS(t, p2.cmd.Process.Pid)
 	t.Logf("adopted in %v", time.Since(restarted).Round(time.Millisecond))

@@ -27,7 +27,7 @@ func TestLandAutoGrowsTheTrainWhileOthersWork(t *testing.T) {
 	commitAll(t, repo)
 	tmp := shortDir(t)
 	sock := filepath.Join(tmp, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(tmp, "data"), img, "AIMI_LAND_AUTO=true")
+	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(tmp, "data"), Image: img, Local: true, Env: []string{"AIMI_LAND_AUTO=true"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {

@@ -33,7 +33,7 @@ func TestLandGoesOnAfterAKill9MidFixUp(t *testing.T) {
 	base := gitOut(t, repo, "rev-parse", "HEAD")
 	tmp := shortDir(t)
 	sock, data := filepath.Join(tmp, "aimid.sock"), filepath.Join(tmp, "data")
-	p := startAimidLocal(t, sock, data, img)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: data, Image: img, Local: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--follow", "--repo", repo, "--socket", sock); code != 0 {
@@ -53,7 +53,7 @@ func TestLandGoesOnAfterAKill9MidFixUp(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	p.wait(t)
 	<-landDone
-	startAimidLocal(t, sock, data, img)
+	launch(t, daemonOpts{Sock: sock, DataDir: data, Image: img, Local: true})
 	v := waitFor(t, sock, repo, time.Minute, "the record of the cut-short land", func(v api.SwarmView) bool { return v.Land != nil })
 	if v.Land.Running {
 		t.Errorf("a land cut short by the crash shows as running: %+v", v.Land)

@@ -57,7 +57,7 @@ func TestLandMergesFixesAndHolds(t *testing.T) {
 	base := gitOut(t, repo, "rev-parse", "HEAD")
 	tmp := shortDir(t)
 	sock := filepath.Join(tmp, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(tmp, "data"), img)
+	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(tmp, "data"), Image: img, Local: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--follow", "--repo", repo, "--socket", sock); code != 0 {

@@ -43,9 +43,9 @@ func TestLimitWithoutResetIsDecidedOnce(t *testing.T) {
 		}
 	}
 	cfg := "agent:\n  kind: acp\n  command: ./modelagent\n  limit_retries: 3\n  env:\n    ANTHROPIC_API_KEY: sk-ant-limit-test\ngit:\n  mode: local\nnotify:\n  webhooks: [" + hook.url + "/hooks/T0/B0/HOOKTOKEN]\n"
-	p := launchAimid(t, sock, dataDir, cfg, "debug", env,
-		"AIMI_MODELS_ANTHROPIC_URL="+up.URL, "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
-		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=128", "AIMI_SWARM_STOP_GRACE=2s")
+	p := launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Config: cfg, LogLevel: "debug", Base: env, Env: []string{
+		"AIMI_MODELS_ANTHROPIC_URL=" + up.URL, "AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
+		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=128", "AIMI_SWARM_STOP_GRACE=2s"}})
 	runLimitSwarm(t, sock, repo)
 	notices := decodeNotices(t, hook.wait(t, []string{notify.KindLimitWait}))
 	p.stop(t)

@@ -99,7 +99,14 @@ func startLimitDaemon(t *testing.T, up string, limitRetries int, extra ...string
 	cfg := fmt.Sprintf("agent:\n  kind: acp\n  command: ./modelagent\n  limit_retries: %d\n  env:\n    ANTHROPIC_API_KEY: sk-ant-limit-test\ngit:\n  mode: local\n", limitRetries)
 	settings := []string{"AIMI_MODELS_ANTHROPIC_URL=" + up, "AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
 		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=128", "AIMI_SWARM_STOP_GRACE=2s"}
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", env, append(settings, extra...)...)
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   cfg,
+		LogLevel: "debug",
+		Base:     env,
+		Env:      append(settings, extra...),
+	})
 	return p, sock
 }
 

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +19,7 @@ import (
 	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/syncbuf"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // resetProvider answers like the Anthropic Messages API (200), but the
@@ -93,13 +93,17 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	repo := gitRepo(t, 1, "waiter")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	launch := func() *proc {
-		return launchAimid(t, sock, filepath.Join(dir, "data"), "agent:\n  env:\n    ANTHROPIC_API_KEY: sk-ant-limit-test\n", "debug", os.Environ(),
-			"AIMI_MODELS_ANTHROPIC_URL="+srv.URL,
-			"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=128m", "AIMI_SANDBOX_SWAP=128m",
-			"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=64", "AIMI_SWARM_STOP_GRACE=2s", "AIMI_GIT_MODE=remote")
+	start := func() *proc {
+		return launch(t, daemonOpts{
+			Sock:     sock,
+			DataDir:  filepath.Join(dir, "data"),
+			Config:   "agent:\n  env:\n    ANTHROPIC_API_KEY: sk-ant-limit-test\n",
+			LogLevel: "debug",
+			Image:    image,
+			Env:      []string{"AIMI_MODELS_ANTHROPIC_URL=" + srv.URL},
+		})
 	}
-	p := launch()
+	p := start()
 	run, _ := recordingAimi(ctx, repo, sock)
 	if code, out, errOut := run("swarm", "start", "--all"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -139,7 +143,7 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	waitLimitWait(t, sock, repo, c.ContainerName, reset)
 	kill9(t, p)
 	<-dying // its connection went with the daemon
-	p2 := launch()
+	p2 := start()
 	defer p2.stop(t)
 	v = waitFor(t, sock, repo, 2*time.Minute, "the swarm adopted", func(v api.SwarmView) bool { return detailOf(v, c.ContainerName).Name != "" })
 	if n := detailOf(v, c.ContainerName).Rejected; n != 0 {
@@ -231,23 +235,22 @@ func (r limitWaitRun) shownJournaledAndOver(t *testing.T, held chan string, even
 // gateway reads the reset from the header as the answer arrives).
 func waitLimitWait(t *testing.T, sock, repo, name string, reset time.Time) api.LimitWait {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var wait api.LimitWait
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("status --json --detail to show the wait for the limit until %s", reset), func() error {
 		code, out, errOut := aimi(context.Background(), "swarm", "status", "--json", "--detail", "--repo", repo, "--socket", sock)
 		var v api.SwarmView
 		if code == 0 && json.Unmarshal([]byte(out), &v) == nil {
 			for _, w := range detailOf(v, name).LimitWaits {
 				if w.Provider == "anthropic" && w.Reason == "limit" && w.Until != nil && w.Until.Sub(reset).Abs() < time.Second &&
 					w.Text == "waiting for anthropic limit until "+w.Until.Local().Format(time.TimeOnly) {
-					return w
+					wait = w
+					return nil
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status --json --detail shows no wait for the limit until %s: exit %d\n%s\n%s", reset, code, out, errOut)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("exit %d\n%s\n%s", code, out, errOut)
+	}, testwait.Every(200*time.Millisecond))
+	return wait
 }
 
 func waitHeld(t *testing.T, held <-chan string) string {

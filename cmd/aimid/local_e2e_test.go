@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -54,36 +55,6 @@ const (
 `
 )
 
-// startAimidLocal is startAimid with the daemon's git service on (git.mode:
-// local in the user config, no AIMI_GIT_MODE=remote) and the demo agent,
-// with limits the real runner (git, agent subprocess, worktrees) fits in.
-func startAimidLocal(t testing.TB, sock, dataDir, image string, extraEnv ...string) *proc {
-	t.Helper()
-	return startAimidLocalWrapped(t, nil, sock, dataDir, image, extraEnv...)
-}
-
-// startAimidLocalWrapped is startAimidLocal with wrap changing the daemon's
-// command (see launchAimidWrapped).
-func startAimidLocalWrapped(t testing.TB, wrap func(*exec.Cmd), sock, dataDir, image string, extraEnv ...string) *proc {
-	t.Helper()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIMI_") {
-			env = append(env, kv)
-		}
-	}
-	// debug: the leak checks below cover everything the daemon can log.
-	settings := []string{
-		"AIMI_SANDBOX_IMAGE=" + image,
-		"AIMI_SANDBOX_MEMORY=512m",
-		"AIMI_SANDBOX_SWAP=512m",
-		"AIMI_SANDBOX_CPUS=1",
-		"AIMI_SANDBOX_PIDS=256",
-		"AIMI_SWARM_STOP_GRACE=2s",
-	}
-	return launchAimidWrapped(t, wrap, testInstance(sock), sock, dataDir, "agent:\n  kind: demo\ngit:\n  mode: local\n", "debug", env, append(settings, extraEnv...)...)
-}
-
 func gitOut(t testing.TB, repo string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command("git", append([]string{"-C", repo, "-c", "user.name=Test", "-c", "user.email=test@example.com"}, args...)...).CombinedOutput()
@@ -117,7 +88,7 @@ func TestLocalModeSwarmWithTheRealRunnerEndToEnd(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
-	p := startAimidLocal(t, sock, dataDir, image)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -222,15 +193,7 @@ func waitLocalPublished(t *testing.T, p *proc, sock, repo string, branches map[s
 	view := waitFor(t, sock, repo, 3*time.Minute, "every container exited", func(v api.SwarmView) bool {
 		return len(v.Containers) == 2 && allExited(v)
 	})
-	deadline := time.Now().Add(time.Minute)
-	for _, b := range branches {
-		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("branch %s was never published into the checkout; daemon log:\n%s", b, p.logs())
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitBranchesPublished(t, repo, slices.Collect(maps.Values(branches)), time.Minute, p)
 	for _, d := range view.Containers {
 		// Rejected: no line was refused (stderr lines are log output).
 		if *d.ExitCode != 0 || len(d.Errors) != 0 || d.Rejected != 0 {

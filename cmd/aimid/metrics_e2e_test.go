@@ -94,9 +94,15 @@ func TestMetricsCountWhatTheDaemonDid(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	addr := freeLoopbackAddr(t)
-	startAimidEnv(t, sock, filepath.Join(dir, "data"), image, map[string]string{
-		"STANDIN_SCRIPT": "pace|20ms;raw|not a message;auto|2",
-	}, "AIMI_METRICS_LISTEN="+addr)
+	launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{
+			"STANDIN_SCRIPT": "pace|20ms;raw|not a message;auto|2",
+		},
+		Env: []string{"AIMI_METRICS_LISTEN=" + addr},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -107,8 +108,17 @@ func TestAskFloodIsBoundedInNotices(t *testing.T) {
 	cmdDir := shortDir(t)
 	config := "agent:\n  kind: exec\n  command: perl agent.pl\ngit:\n  mode: local\nnotify:\n  webhooks: [" + hook.url + "/hook]\n  command: [" + noticeCommand(t, cmdDir) + "]\n"
 	started := time.Now()
-	launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", localEnv(), "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m",
-		"AIMI_SANDBOX_SWAP=512m", "AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m")
+	launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    localEnv(),
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+			"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask",
+			"AIMI_AGENT_ASK_TIMEOUT=10m",
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -187,21 +197,20 @@ func (h *hookReceiver) count(match func(string) bool) int {
 // waitFor waits up to d for a body that matches.
 func (h *hookReceiver) waitFor(t *testing.T, d time.Duration, what string, match func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	var found string
+	testwait.Eventually(t, d, "a webhook notice of "+what, func() error {
 		h.mu.Lock()
 		got := append([]string(nil), h.bodies...)
 		h.mu.Unlock()
 		for _, b := range got {
 			if match(b) {
-				return b
+				found = b
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("webhook: no %s in %d notices: %s", what, len(got), fmt.Sprint(lastN(got, 5)))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("none in %d notices: %s", len(got), fmt.Sprint(lastN(got, 5)))
+	}, testwait.Every(200*time.Millisecond))
+	return found
 }
 
 func lastN(s []string, n int) []string {

@@ -145,8 +145,16 @@ func TestRemoteModeRefusedPushIsKeptThenTakenAsAKeepRef(t *testing.T) {
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_GIT_MODE=remote", "AIMI_GIT_ORIGIN_CA="+origin.caFile, caEnv,
-		"AIMI_AGENT_KIND=exec", `AIMI_AGENT_COMMAND=echo done > "$AIMI_STORY_ID.txt"`)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env: []string{
+			"AIMI_GIT_MODE=remote", "AIMI_GIT_ORIGIN_CA=" + origin.caFile, caEnv, "AIMI_AGENT_KIND=exec",
+			`AIMI_AGENT_COMMAND=echo done > "$AIMI_STORY_ID.txt"`,
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run := func(args ...string) (int, string, string) {

@@ -39,8 +39,13 @@ func TestLocalModePublishesToTheHostedRemoteAndOpensThePullRequest(t *testing.T)
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image,
-		"AIMI_PUBLISH_GITHUB_API="+github.URL, "GITHUB_TOKEN="+hostedToken)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_PUBLISH_GITHUB_API=" + github.URL, "GITHUB_TOKEN=" + hostedToken},
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -40,7 +40,7 @@ func TestRefusedPublishKeepsTheWorkNamedAndSaysSo(t *testing.T) {
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Local: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)

@@ -36,8 +36,16 @@ func TestPushOverGitMaxPushIsRefusedAndReported(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
-	p := startAimidLocal(t, sock, dataDir, image, "AIMI_GIT_MAX_PUSH=8m", "AIMI_GIT_MAX_MIRROR=12m", "AIMI_AGENT_KIND=exec",
-		`AIMI_AGENT_COMMAND=case "$AIMI_STORY_ID" in US-001) n=1000000 ;; *) n=20000000 ;; esac; head -c $n /dev/urandom > "$AIMI_STORY_ID.bin"`)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: dataDir,
+		Image:   image,
+		Local:   true,
+		Env: []string{
+			"AIMI_GIT_MAX_PUSH=8m", "AIMI_GIT_MAX_MIRROR=12m", "AIMI_AGENT_KIND=exec",
+			`AIMI_AGENT_COMMAND=case "$AIMI_STORY_ID" in US-001) n=1000000 ;; *) n=20000000 ;; esac; head -c $n /dev/urandom > "$AIMI_STORY_ID.bin"`,
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {

@@ -56,7 +56,7 @@ func TestRadarReportsConflictsWhileContainersWork(t *testing.T) {
 	commitAll(t, repo)
 	tmp := shortDir(t)
 	sock := filepath.Join(tmp, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(tmp, "data"), img)
+	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(tmp, "data"), Image: img, Local: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	events := collectEvents(ctx, t, sock, repo)

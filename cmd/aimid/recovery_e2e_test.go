@@ -48,7 +48,7 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 		// quick finishes while the daemon is down (the test waits for it).
 		"STANDIN_SCRIPT__QUICK_TASKS_JSON": "progress|US-001|in_progress|go;sleep|12s;pace|10ms;progress|US-001|completed|a;progress|US-002|in_progress|b;progress|US-002|completed|c;progress|US-003|in_progress|d;progress|US-003|completed|e;progress|US-004|in_progress|f;progress|US-004|completed|g;complete|completed|-",
 	}
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--repo", repo, "--socket", sock)
@@ -88,7 +88,7 @@ func dieAndRecover(t *testing.T, image string, sig syscall.Signal) {
 	// The slow containers go on emitting; quick exits while nobody watches.
 	waitQuickExitedWithoutDaemon(t, ctx, eng, quickID, quickRunning)
 
-	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p2 := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", allExited)
 	// A clean stop flushes: the state file is final after it.
 	p2.stop(t)
@@ -131,19 +131,8 @@ func waitQuickExitedWithoutDaemon(t *testing.T, ctx context.Context, eng *client
 	if !quickRunning {
 		t.Log("quick finished before the daemon went down")
 	}
-	deadline := time.Now().Add(time.Minute)
-	for quickRunning {
-		info, err := eng.ContainerInspect(ctx, quickID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !info.State.Running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("quick did not finish while the daemon was down")
-		}
-		time.Sleep(200 * time.Millisecond)
+	if quickRunning {
+		waitContainerExited(t, ctx, eng, quickID, time.Minute, "quick to finish while the daemon was down")
 	}
 }
 
@@ -158,7 +147,7 @@ func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	scripts := map[string]string{"STANDIN_SCRIPT": "pace|1s;auto|2"}
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--max", "1", "--repo", repo, "--socket", sock); code != 0 {
@@ -179,7 +168,7 @@ func TestKill9WithQueuedContainersStartsThemAfterRestart(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	p.wait(t)
 
-	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p2 := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	maxRunning := 0
 	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", func(v api.SwarmView) bool {
 		running := 0

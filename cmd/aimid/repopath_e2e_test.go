@@ -38,7 +38,12 @@ func TestOneRepositoryByTwoPathsIsOneSwarm(t *testing.T) {
 	os.MkdirAll(sub, 0o755)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m"})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m"},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := daemon.NewClient(sock)

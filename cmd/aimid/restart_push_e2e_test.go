@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -48,7 +49,7 @@ func TestKill9InLocalModeLosesNoPushedWork(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
 	agent := []string{"AIMI_AGENT_KIND=exec", `AIMI_AGENT_COMMAND=sleep 4; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`}
-	p := startAimidLocal(t, sock, dataDir, image, agent...)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true, Env: agent})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
@@ -71,7 +72,7 @@ func TestKill9InLocalModeLosesNoPushedWork(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
-	p2 := startAimidLocal(t, sock, dataDir, image, agent...)
+	p2 := launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true, Env: agent})
 	view := waitFor(t, sock, repo, 5*time.Minute, "every container exited", allExited)
 	for _, d := range view.Containers {
 		if d.Status != string(state.StatusCompleted) || len(d.Errors) != 0 {
@@ -82,16 +83,14 @@ func TestKill9InLocalModeLosesNoPushedWork(t *testing.T) {
 	// story's file (publishing follows the exit by a moment).
 	for _, n := range names {
 		branch := "feat/" + n
-		deadline := time.Now().Add(time.Minute)
-		for _, id := range []string{"US-001", "US-002", "US-003"} {
-			for exec.Command("git", "-C", repo, "cat-file", "-e", branch+":"+id+".txt").Run() != nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("branch %s in the checkout lacks %s's commit (log: %s); daemon log:\n%s", branch, id,
-						gitLogOrNone(repo, branch), p2.logs())
+		testwait.Eventually(t, time.Minute, "every story's commit on "+branch+" in the checkout", func() error {
+			for _, id := range []string{"US-001", "US-002", "US-003"} {
+				if exec.Command("git", "-C", repo, "cat-file", "-e", branch+":"+id+".txt").Run() != nil {
+					return fmt.Errorf("no commit of %s (log: %s); daemon log:\n%s", id, gitLogOrNone(repo, branch), p2.logs())
 				}
-				time.Sleep(200 * time.Millisecond)
 			}
-		}
+			return nil
+		}, testwait.Every(200*time.Millisecond))
 	}
 	sw := validState(t, repo)
 	for _, c := range sw.Containers {
@@ -133,8 +132,16 @@ func TestAPushThatNeverArrivesIsFetchedFromTheContainer(t *testing.T) {
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec",
-		`AIMI_AGENT_COMMAND=`+pushesGoNowhere+`; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`)
+	launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env: []string{
+			"AIMI_AGENT_KIND=exec",
+			`AIMI_AGENT_COMMAND=` + pushesGoNowhere + `; echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`,
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
@@ -183,7 +190,7 @@ func TestTwoRepositoriesStartTheSameTaskFileNamesAtOnce(t *testing.T) {
 	image := sandboxImage(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	startAimidLocal(t, sock, filepath.Join(dir, "data"), image)
+	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Local: true})
 	// Names shared by both repositories, unique to this test run.
 	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(dir)))[:6]
 	names := []string{"twin1-" + sfx, "twin2-" + sfx}

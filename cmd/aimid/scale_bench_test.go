@@ -49,11 +49,17 @@ func BenchmarkScale(b *testing.B) {
 	dir := shortDir(b)
 	sock := filepath.Join(dir, "aimid.sock")
 	metricsAddr := freeLoopbackAddr(b)
-	p := launchAimid(b, sock, filepath.Join(dir, "data"),
-		"agent:\n  kind: demo\n  verify_command: sleep 3600\ngit:\n  mode: local\n", "warn", os.Environ(),
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
-		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SWARM_STOP_GRACE=5s", "AIMI_METRICS_LISTEN="+metricsAddr,
-		"AIMI_METRICS_PPROF="+strconv.FormatBool(os.Getenv("AIMI_BENCH_PROFILES") != ""))
+	p := launch(b, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   "agent:\n  kind: demo\n  verify_command: sleep 3600\ngit:\n  mode: local\n",
+		LogLevel: "warn",
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=256m", "AIMI_SANDBOX_SWAP=256m",
+			"AIMI_SANDBOX_CPUS=0.5", "AIMI_SWARM_STOP_GRACE=5s", "AIMI_METRICS_LISTEN=" + metricsAddr,
+			"AIMI_METRICS_PPROF=" + strconv.FormatBool(os.Getenv("AIMI_BENCH_PROFILES") != ""),
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	b.ResetTimer()

@@ -70,8 +70,18 @@ func TestAskSecretsAreRedactedEverywhere(t *testing.T) {
 	// The value comes from the daemon's environment, as a model key would.
 	config := "agent:\n  kind: exec\n  command: perl agent.pl\n  env:\n    AIMI_TEST_KEY: ${NOTICE_TEST_SECRET}\ngit:\n  mode: local\nnotify:\n  webhooks: [" +
 		hook.url + "/hook]\n  command: [" + noticeCommand(t, cmdDir) + "]\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "debug", localEnv(), "NOTICE_TEST_SECRET="+noticeSecret, "AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m",
-		"AIMI_SANDBOX_SWAP=512m", "AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m")
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   config,
+		LogLevel: "debug",
+		Base:     localEnv(),
+		Env: []string{
+			"NOTICE_TEST_SECRET=" + noticeSecret, "AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m",
+			"AIMI_SANDBOX_SWAP=512m", "AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256",
+			"AIMI_AGENT_PERMISSION_POLICY=ask", "AIMI_AGENT_ASK_TIMEOUT=10m",
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)

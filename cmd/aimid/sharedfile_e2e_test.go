@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -99,7 +101,7 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 		// after the edit; it finishes with the daemon down.
 		"STANDIN_SCRIPT__BUSY_TASKS_JSON": "progress|US-001|in_progress|a;sleep|4s;pace|700ms;progress|US-001|completed|b;progress|US-002|in_progress|c;progress|US-002|completed|d;progress|US-003|in_progress|e;progress|US-003|completed|f;sleep|3s;complete|completed|-",
 	}
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -113,14 +115,12 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 	const pr = "https://github.com/org/repo/pull/7"
 	shellToolUpdate(t, repo, readStateFile(t, repo).ContainerForTask(taskPath("quick")).ContainerName, map[string]any{"prUrl": pr})
 	// The daemon's save of busy's progress, after the edit, in the file.
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if c := readStateFile(t, repo).ContainerForTask(taskPath("busy")); c.StoryProgress.Completed >= 2 {
-			break
+	testwait.Eventually(t, 2*time.Minute, "busy's progress after the edit in the file", func() error {
+		if c := readStateFile(t, repo).ContainerForTask(taskPath("busy")); c.StoryProgress.Completed < 2 {
+			return fmt.Errorf("busy's progress: %+v", c.StoryProgress)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("busy's progress after the edit never reached the file")
-		}
-	}
+		return nil
+	})
 	if err := p.cmd.Process.Signal(unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestShellToolPRURLSurvivesTheDaemonsSavesAndRestart(t *testing.T) {
 		t.Fatalf("after the daemon's saves: prUrl %v, want %s", c.PRURL, pr)
 	}
 
-	p2 := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p2 := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	waitFor(t, sock, repo, 2*time.Minute, "every container terminal and exited", allExited)
 	p2.stop(t)
 	sw = validState(t, repo)
@@ -152,8 +152,13 @@ func TestShellToolStoppedIsAStop(t *testing.T) {
 	repo := gitRepo(t, 2, "first", "queued")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
-		"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m",
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{
+			"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m",
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -217,7 +222,7 @@ func TestStatusThroughTheDaemonLeavesTheShellToolsSwarmAlone(t *testing.T) {
 	repo := gitRepo(t, 1)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), "aimi-sandbox:latest", nil)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: "aimi-sandbox:latest"})
 	file := shellToolSwarm
 	path := filepath.Join(repo, ".aimi", "swarm-state.json")
 	if err := os.WriteFile(path, []byte(file), 0o644); err != nil {
@@ -256,7 +261,7 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 		"STANDIN_SCRIPT__FIRST_TASKS_JSON":  "progress|US-001|in_progress|working;sleep|3s;progress|US-001|completed|done;complete|completed|-",
 		"STANDIN_SCRIPT__QUEUED_TASKS_JSON": "progress|US-001|in_progress|working;progress|US-001|completed|done;complete|completed|-",
 	}
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -282,19 +287,8 @@ func TestShellToolStoppedWhileTheDaemonIsDown(t *testing.T) {
 	queuedName := readStateFile(t, repo).ContainerForTask(taskPath("queued")).ContainerName
 	shellToolUpdate(t, repo, queuedName, map[string]any{"status": "stopped"})
 	eng := dockertest.Client(t)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		info, err := eng.ContainerInspect(ctx, firstID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !info.State.Running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("first did not finish while the daemon was down")
-		}
-	}
-	p = startAimid(t, sock, filepath.Join(dir, "data"), image, scripts)
+	waitContainerExited(t, ctx, eng, firstID, time.Minute, "first to finish while the daemon was down")
+	p = launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Scripts: scripts})
 	v := waitFor(t, sock, repo, time.Minute, "first completed, queued stopped", func(v api.SwarmView) bool {
 		f, q := v.State.ContainerForTask(taskPath("first")), v.State.ContainerForTask(taskPath("queued"))
 		return f.Status == state.StatusCompleted && q.Status == state.StatusStopped
@@ -345,7 +339,12 @@ func TestStartNextToTheShellToolsRunningSwarm(t *testing.T) {
 	repo := gitRepo(t, 1, "mine")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "auto|1"})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": "auto|1"},
+	})
 	path := filepath.Join(repo, ".aimi", "swarm-state.json")
 	if err := os.WriteFile(path, []byte(shellToolSwarm), 0o644); err != nil {
 		t.Fatal(err)

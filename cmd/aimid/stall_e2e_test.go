@@ -62,8 +62,13 @@ func TestStalledAgentIsCancelledAndRetriedThroughTheDaemon(t *testing.T) {
 
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image,
-		"AIMI_AGENT_KIND=acp", "AIMI_AGENT_COMMAND=sh stall-agent.sh", "AIMI_AGENT_STALL_TIMEOUT=3s")
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=acp", "AIMI_AGENT_COMMAND=sh stall-agent.sh", "AIMI_AGENT_STALL_TIMEOUT=3s"},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {

@@ -26,12 +26,17 @@ func TestSwarmStartFollowEndToEnd(t *testing.T) {
 	repo := gitRepo(t, 3, "alpha", "beta", "gamma")
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{
-		"STANDIN_SCRIPT":                   "pace|30ms;auto|3",
-		"STANDIN_SCRIPT__GAMMA_TASKS_JSON": "pace|30ms;progress|US-001|in_progress|starting;progress|US-001|failed|tests fail;complete|failed|-",
-		// A secret in the runner env (not a model key: those stay in the
-		// daemon) must surface nowhere.
-		"SERVICE_TOKEN": secret,
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{
+			"STANDIN_SCRIPT":                   "pace|30ms;auto|3",
+			"STANDIN_SCRIPT__GAMMA_TASKS_JSON": "pace|30ms;progress|US-001|in_progress|starting;progress|US-001|failed|tests fail;complete|failed|-",
+			// A secret in the runner env (not a model key: those stay in the
+			// daemon) must surface nowhere.
+			"SERVICE_TOKEN": secret,
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -149,7 +154,12 @@ func TestRealDaemonRefusalsReachTheCLI(t *testing.T) {
 	os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "broken-tasks.json"), []byte(`{"schemaVersion":"3.0","metadata":{}}`), 0o644)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m"})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": "trap;progress|US-001|in_progress|working;sleep|5m"},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run := func(args ...string) (int, string, string) {

@@ -102,7 +102,13 @@ func userClusterFanOut(b *testing.B, c *clustertest.Cluster, image string) time.
 	dir := shortDir(b)
 	sock := filepath.Join(dir, "aimid.sock")
 	settings := append(swarmSettings(c, image), "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m")
-	p := launchAimid(b, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", cleanEnv(), settings...)
+	p := launch(b, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "agent:\n  kind: demo\ngit:\n  mode: local\n",
+		Base:    cleanEnv(),
+		Env:     settings,
+	})
 	defer p.stop(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // TestSwarmBackendCleanupRemovesTheNodesContainers: the real daemon on the
@@ -32,7 +33,13 @@ func TestSwarmBackendCleanupRemovesTheNodesContainers(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"auto|2\"\ngit:\n  mode: remote\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    cleanEnv(),
+		Env:     swarmSettings(c, image),
+	})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -53,17 +60,12 @@ func TestSwarmBackendCleanupRemovesTheNodesContainers(t *testing.T) {
 	}
 	// The node engines are asked before cleanup answers; a moment's grace
 	// for an engine that deletes the container on its own meanwhile.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		left := nodeContainers(t, ctx, c, swarmID)
-		if len(left) == 0 {
-			break
+	testwait.Eventually(t, time.Minute, "no task container of the swarm left on the nodes after cleanup", func() error {
+		if left := nodeContainers(t, ctx, c, swarmID); len(left) > 0 {
+			return fmt.Errorf("%d left: %s", len(left), strings.Join(left, "; "))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d task container(s) of the swarm left on the nodes after cleanup: %s", len(left), strings.Join(left, "; "))
-		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	}, testwait.Every(time.Second))
 }
 
 // nodeContainers lists the containers of the swarm on every node, as

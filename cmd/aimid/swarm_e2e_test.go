@@ -5,9 +5,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,7 +175,14 @@ func TestSwarmBackendEndToEnd(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
 	config := "agent:\n  kind: demo\n  env:\n    E2E_SECRET: " + secret + "\ngit:\n  mode: local\n"
-	p := launchAimid(t, sock, dataDir, config, "debug", cleanEnv(), swarmSettings(c, image)...)
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  dataDir,
+		Config:   config,
+		LogLevel: "debug",
+		Base:     cleanEnv(),
+		Env:      swarmSettings(c, image),
+	})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -286,15 +294,7 @@ func checkSwarmNodes(t *testing.T, run func(args ...string) (int, string, string
 // for each branch to be published into the checkout.
 func waitSwarmBranchesPublished(t *testing.T, repo string, branches map[string]string) {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for _, b := range branches {
-		for exec.Command("git", "-C", repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+b).Run() != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("branch %s was never published into the checkout", b)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitBranchesPublished(t, repo, slices.Collect(maps.Values(branches)), 3*time.Minute, nil)
 }
 
 // checkSwarmSecretsNotInSpecs checks the agent.env value and the names of
@@ -431,7 +431,13 @@ func TestSwarmBackendDaemonKill9LosesNothing(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"pace|2s;auto|4\"\ngit:\n  mode: remote\n"
 	start := func() *proc {
-		return launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+		return launch(t, daemonOpts{
+			Sock:    sock,
+			DataDir: filepath.Join(dir, "data"),
+			Config:  config,
+			Base:    cleanEnv(),
+			Env:     swarmSettings(c, image),
+		})
 	}
 	p := start()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -504,7 +510,13 @@ func TestSwarmBackendNodeLostThenRetry(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"pace|3s;auto|3\"\ngit:\n  mode: remote\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    cleanEnv(),
+		Env:     swarmSettings(c, image),
+	})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -62,7 +62,14 @@ func TestSwarmBackendSandboxReachesNothingButTheDaemonsServices(t *testing.T) {
 	dir := shortDir(t)
 	sock, dataDir := filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")
 	config := "agent:\n  kind: exec\n  command: " + sandboxNetCommand + "; HOSTPORT=" + strconv.Itoa(hostPort) + " perl probe.pl\ngit:\n  mode: local\negress:\n  allow:\n    - \"" + allowedLn.Addr().String() + "\"\n"
-	p := launchAimid(t, sock, dataDir, config, "debug", cleanEnv(), swarmSettings(c, image)...)
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  dataDir,
+		Config:   config,
+		LogLevel: "debug",
+		Base:     cleanEnv(),
+		Env:      swarmSettings(c, image),
+	})
 	defer p.stop(t)
 	door, err := os.ReadFile(filepath.Join(dataDir, "net", "door.port"))
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
@@ -48,8 +49,14 @@ func TestSwarmBackendModelKeyStaysInTheDaemon(t *testing.T) {
 	cfg := "agent:\n  env:\n    ANTHROPIC_API_KEY: ${GW_TEST_KEY}\n" +
 		"    PROBE_KEY_PREFIX: " + keyPrefix + "\n    PROBE_KEY_LEN: \"" + strconv.Itoa(len(key)) + "\"\n" +
 		"    PROBE_KEY_SHA256: " + hex.EncodeToString(sum[:]) + "\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", cleanEnv(),
-		append(swarmSettings(c, image), "GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL, "AIMI_GIT_MODE=remote")...)
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   cfg,
+		LogLevel: "debug",
+		Base:     cleanEnv(),
+		Env:      append(swarmSettings(c, image), "GW_TEST_KEY="+key, "AIMI_MODELS_ANTHROPIC_URL="+up.URL, "AIMI_GIT_MODE=remote"),
+	})
 	run, answers := recordingAimi(ctx, repo, sock)
 	if code, out, errOut := run("swarm", "start", "--all"); code != 0 {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
@@ -93,17 +100,18 @@ func taskContainer(t *testing.T, ctx context.Context, c *clustertest.Cluster, in
 	t.Helper()
 	f := filters.NewArgs(filters.Arg("label", contract.LabelContainer+"="+sc.ContainerName), filters.Arg("label", contract.LabelDaemon+"="+instance),
 		filters.Arg("label", contract.LabelSandbox+"=true"))
-	deadline := time.Now().Add(clusterWork)
-	for time.Now().Before(deadline) {
+	var cli *client.Client
+	var id string
+	testwait.Eventually(t, clusterWork, "the task of "+sc.ContainerName+" running on a node", func() error {
 		for _, n := range c.Nodes {
 			cs, err := n.Client.ContainerList(ctx, container.ListOptions{Filters: f})
 			if err == nil && len(cs) == 1 && cs[0].State == "running" {
 				t.Logf("%s runs on %s", sc.ContainerName, n.Name)
-				return n.Client, cs[0].ID
+				cli, id = n.Client, cs[0].ID
+				return nil
 			}
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("the task of %s never ran on a node", sc.ContainerName)
-	return nil, ""
+		return testwait.ErrNotYet
+	}, testwait.Every(300*time.Millisecond))
+	return cli, id
 }

@@ -33,7 +33,13 @@ func TestSwarmBackendTwoDaemonsSameNames(t *testing.T) {
 		repo := gitRepo(t, 2, "same1", "same2", "same3")
 		dir := shortDir(t)
 		sock := filepath.Join(dir, "aimid.sock")
-		p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+		p := launch(t, daemonOpts{
+			Sock:    sock,
+			DataDir: filepath.Join(dir, "data"),
+			Config:  config,
+			Base:    cleanEnv(),
+			Env:     swarmSettings(c, image),
+		})
 		defer p.stop(t)
 		sides[i] = side{repo, sock}
 	}

@@ -43,8 +43,14 @@ func TestSwarmBackendRetryDoesNotWaitOnALostNodesRelay(t *testing.T) {
 	}
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), "git:\n  mode: local\n", "info", cleanEnv(), append(swarmSettings(c, image),
-		"AIMI_AGENT_KIND=exec", `AIMI_AGENT_COMMAND=sleep 4; echo done > "$AIMI_STORY_ID.txt"`)...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "git:\n  mode: local\n",
+		Base:    cleanEnv(),
+		Env: append(swarmSettings(c, image),
+			"AIMI_AGENT_KIND=exec", `AIMI_AGENT_COMMAND=sleep 4; echo done > "$AIMI_STORY_ID.txt"`),
+	})
 	defer p.stop(t)
 	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
 		t.Fatalf("start: exit %d %s", code, errOut)

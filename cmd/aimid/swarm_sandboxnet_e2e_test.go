@@ -18,6 +18,7 @@ import (
 
 	"github.com/aimi-tools/swarm/internal/clustertest"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -110,13 +111,16 @@ func startWorld(t *testing.T, ctx context.Context, c *clustertest.Cluster, image
 	if ep := in.NetworkSettings.Networks[c.Network]; ep != nil {
 		w.addr = ep.IPAddress
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(w.logs(t, ctx), "ready\n") {
-		if time.Now().After(deadline) || w.addr == "" {
-			t.Fatalf("the world stand-in did not listen (address %q):\n%s", w.addr, w.logs(t, ctx))
+	testwait.Eventually(t, time.Minute, "the world stand-in to listen", func() error {
+		logs := w.logs(t, ctx)
+		if strings.Contains(logs, "ready\n") {
+			return nil
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if w.addr == "" {
+			t.Fatalf("the world stand-in has no address on %s:\n%s", c.Network, logs)
+		}
+		return fmt.Errorf("address %q, its log:\n%s", w.addr, logs)
+	})
 	return w
 }
 

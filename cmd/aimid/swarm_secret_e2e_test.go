@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/swarmmode"
 )
 
@@ -38,7 +39,7 @@ func TestSwarmBackendAgentCannotReadTheGitToken(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	agent := "AIMI_AGENT_COMMAND={ id -u; ls -ln " + contract.SecretDir + "; cat " + contract.SecretDir + "/" + contract.EnvGitToken + "; } > probe.txt 2>&1; true"
 	env := append(swarmSettings(c, image), "AIMI_AGENT_KIND=exec", agent)
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), "git:\n  mode: local\n", "info", cleanEnv(), env...)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Config: "git:\n  mode: local\n", Base: cleanEnv(), Env: env})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -46,13 +47,12 @@ func TestSwarmBackendAgentCannotReadTheGitToken(t *testing.T) {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
 	view := waitFor(t, sock, repo, clusterWork, "the container exited", allExited)
-	deadline := time.Now().Add(3 * time.Minute)
-	for exec.Command("git", "-C", repo, "cat-file", "-e", branch+":probe.txt").Run() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("probe.txt never reached %s; containers: %+v", branch, view.Containers)
+	testwait.Eventually(t, 3*time.Minute, "probe.txt on "+branch, func() error {
+		if exec.Command("git", "-C", repo, "cat-file", "-e", branch+":probe.txt").Run() != nil {
+			return fmt.Errorf("not there; containers: %+v", view.Containers)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
 	probe := gitOut(t, repo, "show", branch+":probe.txt")
 	t.Logf("what the agent saw:\n%s", probe)
 	first, rest, _ := strings.Cut(probe, "\n")

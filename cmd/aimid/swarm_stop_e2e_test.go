@@ -25,7 +25,13 @@ func TestSwarmBackendStop(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"trap;progress|US-001|in_progress|working;sleep|5m\"\ngit:\n  mode: remote\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    cleanEnv(),
+		Env:     swarmSettings(c, image),
+	})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -86,7 +92,13 @@ func TestSwarmBackendStoppedBeforeAnyPushIsCleanedUp(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "agent:\n  env:\n    STANDIN_SCRIPT: \"trap;progress|US-001|in_progress|working;sleep|5m\"\ngit:\n  mode: local\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), swarmSettings(c, image)...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    cleanEnv(),
+		Env:     swarmSettings(c, image),
+	})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

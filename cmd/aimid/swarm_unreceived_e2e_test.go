@@ -34,8 +34,14 @@ func TestSwarmBackendUnpushedWorkIsKeptByName(t *testing.T) {
 	sock := filepath.Join(dir, "aimid.sock")
 	config := "git:\n  mode: local\n"
 	agent := `case "$AIMI_STORY_ID" in US-001) echo small > "$AIMI_STORY_ID.txt" ;; *) head -c 9000000 /dev/urandom > "$AIMI_STORY_ID.bin" ;; esac`
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), config, "info", cleanEnv(), append(swarmSettings(c, image),
-		"AIMI_GIT_MAX_PUSH=8m", "AIMI_GIT_MAX_MIRROR=12m", "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND="+agent)...)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  config,
+		Base:    cleanEnv(),
+		Env: append(swarmSettings(c, image),
+			"AIMI_GIT_MAX_PUSH=8m", "AIMI_GIT_MAX_MIRROR=12m", "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND="+agent),
+	})
 	defer p.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

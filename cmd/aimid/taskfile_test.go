@@ -37,7 +37,7 @@ func TestStartRefusesAFIFOAndALinkOutOfTheRepositoryAtOnce(t *testing.T) {
 	os.Symlink(outside, filepath.Join(dir, "out-tasks.json"))
 	sd := shortDir(t)
 	sock := filepath.Join(sd, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(sd, "data"), absentImage, nil)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(sd, "data"), Image: absentImage})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -95,7 +95,7 @@ func TestHostileDependencyGraphIsRefusedInBoundedMemory(t *testing.T) {
 	commitAll(t, repo)
 	sd := shortDir(t)
 	sock := filepath.Join(sd, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(sd, "data"), absentImage, nil)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(sd, "data"), Image: absentImage})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -128,7 +128,7 @@ func TestStartRefusesTwoTaskFilesOnOneBranch(t *testing.T) {
 	commitAll(t, repo)
 	sd := shortDir(t)
 	sock := filepath.Join(sd, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(sd, "data"), absentImage, nil)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(sd, "data"), Image: absentImage})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)
@@ -167,7 +167,12 @@ func TestStartRunsTheCommittedTaskFile(t *testing.T) {
 
 	sd := shortDir(t)
 	sock := filepath.Join(sd, "aimid.sock")
-	p := startAimid(t, sock, filepath.Join(sd, "data"), image, map[string]string{"STANDIN_SCRIPT": "sleep|60s"})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(sd, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": "sleep|60s"},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	run, _ := recordingAimi(ctx, repo, sock)

@@ -64,7 +64,12 @@ func TestHostileContainerOutputNeverReachesTheTerminalRaw(t *testing.T) {
 	script := "pace|200ms;hex|" + hex.EncodeToString([]byte(hostile)) +
 		";progress|US-001|in_progress|" + inMsg +
 		";error|AGENT_CRASH|" + inMsg + ";exit|1"
-	p := startAimid(t, sock, filepath.Join(dir, "data"), image, map[string]string{"STANDIN_SCRIPT": script})
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Scripts: map[string]string{"STANDIN_SCRIPT": script},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -84,7 +85,13 @@ func TestARerunTakesTheUnpushedWorkFirst(t *testing.T) {
 	image := sandboxImage(t)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
-	p := startAimidLocal(t, sock, filepath.Join(dir, "data"), image, "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND="+breakFirstPushes)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND=" + breakFirstPushes},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
@@ -114,16 +121,14 @@ func TestARerunTakesTheUnpushedWorkFirst(t *testing.T) {
 				t.Fatalf("rerun %s: %s, errors %+v; want completed (it builds on the taken commits, so its agent keeps the pushes)", d.Name, d.Status, d.Errors)
 			}
 			branch := "refs/heads/feat/" + name
-			deadline := time.Now().Add(time.Minute)
-			for _, c := range held {
-				for exec.Command("git", "-C", repo, "merge-base", "--is-ancestor", c, branch).Run() != nil {
-					if time.Now().After(deadline) {
-						t.Fatalf("commit %s the failed container held is not on %s in the checkout (log: %s); daemon log:\n%s",
-							c, branch, gitLogOrNone(repo, branch), p.logs())
+			testwait.Eventually(t, time.Minute, "the commits the failed container held on "+branch+" in the checkout", func() error {
+				for _, c := range held {
+					if exec.Command("git", "-C", repo, "merge-base", "--is-ancestor", c, branch).Run() != nil {
+						return fmt.Errorf("no commit %s (log: %s); daemon log:\n%s", c, gitLogOrNone(repo, branch), p.logs())
 					}
-					time.Sleep(200 * time.Millisecond)
 				}
-			}
+				return nil
+			}, testwait.Every(200*time.Millisecond))
 		})
 	}
 }
@@ -146,7 +151,13 @@ func TestCleanupKeepsWorkARefusedPublishLeftInNoRef(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
-	p := startAimidLocal(t, sock, dataDir, image, "AIMI_AGENT_KIND=exec", `AIMI_AGENT_COMMAND=echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: dataDir,
+		Image:   image,
+		Local:   true,
+		Env:     []string{"AIMI_AGENT_KIND=exec", `AIMI_AGENT_COMMAND=echo "$AIMI_STORY_ID" > "$AIMI_STORY_ID.txt"`},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
@@ -161,13 +172,12 @@ func TestCleanupKeepsWorkARefusedPublishLeftInNoRef(t *testing.T) {
 	}
 	// The refused publish fetched the objects (waited for: publishing
 	// follows the exit by a moment).
-	deadline := time.Now().Add(time.Minute)
-	for exec.Command("git", "-C", repo, "cat-file", "-e", tip+"^{commit}").Run() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("the publish never fetched %s into the checkout; daemon log:\n%s", tip, p.logs())
+	testwait.Eventually(t, time.Minute, "the publish to fetch "+tip+" into the checkout", func() error {
+		if exec.Command("git", "-C", repo, "cat-file", "-e", tip+"^{commit}").Run() != nil {
+			return fmt.Errorf("not there; daemon log:\n%s", p.logs())
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
 	code, out, errOut := aimi(ctx, "swarm", "cleanup", "--repo", repo, "--socket", sock)
 	if code != 0 {
 		t.Fatalf("cleanup: exit %d\n%s\n%s", code, out, errOut)

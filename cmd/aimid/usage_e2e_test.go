@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -84,10 +83,14 @@ func runCallagent(t *testing.T, ctx context.Context, up *httptest.Server) (func(
 	sock := filepath.Join(dir, "aimid.sock")
 	cfg := "agent:\n  env:\n    ANTHROPIC_API_KEY: sk-ant-usage-test\n" +
 		"models:\n  anthropic:\n    prices: {input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}\n"
-	p := launchAimid(t, sock, filepath.Join(dir, "data"), cfg, "debug", os.Environ(),
-		"AIMI_MODELS_ANTHROPIC_URL="+up.URL,
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=128m", "AIMI_SANDBOX_SWAP=128m",
-		"AIMI_SANDBOX_CPUS=0.5", "AIMI_SANDBOX_PIDS=64", "AIMI_SWARM_STOP_GRACE=2s", "AIMI_GIT_MODE=remote")
+	p := launch(t, daemonOpts{
+		Sock:     sock,
+		DataDir:  filepath.Join(dir, "data"),
+		Config:   cfg,
+		LogLevel: "debug",
+		Image:    image,
+		Env:      []string{"AIMI_MODELS_ANTHROPIC_URL=" + up.URL},
+	})
 	t.Cleanup(func() { p.stop(t) })
 	run, _ := recordingAimi(ctx, repo, sock)
 	if code, out, errOut := run("swarm", "start", "--all"); code != 0 {

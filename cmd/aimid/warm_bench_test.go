@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,9 +44,15 @@ func BenchmarkWarmPool(b *testing.B) {
 	sock := filepath.Join(dir, "aimid.sock")
 	instance := testInstance(sock)
 	dockertest.Cleanup(b, contract.LabelDaemon, instance)
-	p := launchAimid(b, sock, filepath.Join(dir, "data"), "agent:\n  kind: demo\ngit:\n  mode: local\n", "info", os.Environ(),
-		"AIMI_SANDBOX_IMAGE="+image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m", "AIMI_SWARM_STOP_GRACE=1s",
-		"AIMI_SANDBOX_WARM_POOL="+strconv.Itoa(n))
+	p := launch(b, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "agent:\n  kind: demo\ngit:\n  mode: local\n",
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+			"AIMI_SWARM_STOP_GRACE=1s", "AIMI_SANDBOX_WARM_POOL=" + strconv.Itoa(n),
+		},
+	})
 	defer p.stop(b)
 	var raw, cold, warm, warmFirst []time.Duration
 	var phases []map[string][]time.Duration

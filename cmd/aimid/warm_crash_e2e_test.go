@@ -18,6 +18,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -103,11 +104,12 @@ func TestWarmPoolKill9MidFillAndMidClaimLosesNothing(t *testing.T) {
 
 	// Mid-fill: killed as soon as its first pool sandbox exists.
 	p := start()
-	for deadline := time.Now().Add(3 * time.Minute); len(warmSandboxes(t, ctx, cli, instance)) == 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no pool sandbox; daemon log:\n%s", p.stderr.String())
+	testwait.Eventually(t, 3*time.Minute, "a pool sandbox", func() error {
+		if len(warmSandboxes(t, ctx, cli, instance)) == 0 {
+			return fmt.Errorf("none; daemon log:\n%s", p.logs())
 		}
-	}
+		return nil
+	}, testwait.Every(20*time.Millisecond))
 	kill9(t, p)
 	p = start()
 	waitPool(t, ctx, cli, instance, 2, p)
@@ -159,30 +161,25 @@ func killAt(t testing.TB, ctx context.Context, cli *client.Client, when, repo, d
 	if when == "at once" {
 		return
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	testwait.Eventually(t, 2*time.Minute, fmt.Sprintf("the start to reach %q", when), testwait.True(func() bool {
 		switch when {
 		case "renamed":
-			if _, err := cli.ContainerInspect(ctx, name); err == nil {
-				return
-			}
+			_, err := cli.ContainerInspect(ctx, name)
+			return err == nil
 		case "served":
-			if socks, _ := filepath.Glob(filepath.Join(data, "net", "warm", "*", "*.sock")); len(socks) > 0 {
-				return
-			}
+			socks, _ := filepath.Glob(filepath.Join(data, "net", "warm", "*", "*.sock"))
+			return len(socks) > 0
 		case "saved", "requested":
 			sw, err := state.Open(repo).Load(ctx)
-			if err == nil && len(sw.Containers) > 0 {
-				if when == "saved" {
-					return
-				}
-				recs, _ := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, sw.Containers[0].ContainerName+".ndjson"))
-				if len(recs) > 0 {
-					return
-				}
+			if err != nil || len(sw.Containers) == 0 {
+				return false
 			}
+			if when == "saved" {
+				return true
+			}
+			recs, _ := state.ReadJournal(filepath.Join(repo, ".aimi", "swarm", sw.SwarmID, sw.Containers[0].ContainerName+".ndjson"))
+			return len(recs) > 0
 		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	t.Fatalf("the start never reached %q", when)
+		return false
+	}), testwait.Every(2*time.Millisecond))
 }

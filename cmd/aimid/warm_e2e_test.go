@@ -22,6 +22,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -43,22 +44,12 @@ func warmTestRepo(t testing.TB, names ...string) string {
 	return repo
 }
 
-// startWarmAimid is startAimidLocal with a secret in agent.env (which the
+// startWarmAimid is a Local daemon with a secret in agent.env (which the
 // environment cannot set).
 func startWarmAimid(t testing.TB, sock, dataDir, image, secret string, extraEnv ...string) *proc {
 	t.Helper()
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIMI_") {
-			env = append(env, kv)
-		}
-	}
-	settings := []string{
-		"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
-		"AIMI_SANDBOX_CPUS=1", "AIMI_SANDBOX_PIDS=256", "AIMI_SWARM_STOP_GRACE=2s",
-	}
 	cfg := "agent:\n  kind: demo\n  env:\n    WARM_SECRET: " + secret + "\ngit:\n  mode: local\n"
-	return launchAimid(t, sock, dataDir, cfg, "debug", env, append(settings, extraEnv...)...)
+	return launch(t, daemonOpts{Sock: sock, DataDir: dataDir, Image: image, Local: true, Config: cfg, Env: extraEnv})
 }
 
 // warmSandboxes lists the pool sandboxes of a daemon instance (waiting or
@@ -94,17 +85,14 @@ func waitingIn(all []dcontainer.InspectResponse) []dcontainer.InspectResponse {
 // waitPool waits until n pool sandboxes of instance wait for a claim.
 func waitPool(t testing.TB, ctx context.Context, cli *client.Client, instance string, n int, p *proc) []dcontainer.InspectResponse {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		w := waitingIn(warmSandboxes(t, ctx, cli, instance))
-		if len(w) == n {
-			return w
+	var w []dcontainer.InspectResponse
+	testwait.Eventually(t, 3*time.Minute, fmt.Sprintf("%d pool sandboxes waiting", n), func() error {
+		if w = waitingIn(warmSandboxes(t, ctx, cli, instance)); len(w) != n {
+			return fmt.Errorf("%d waiting; daemon log:\n%s", len(w), p.logs())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d pool sandboxes waiting, want %d; daemon log:\n%s", len(w), n, p.logs())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
+	return w
 }
 
 // checkReachesNothing: a waiting pool sandbox has a loopback only (no

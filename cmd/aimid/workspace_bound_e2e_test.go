@@ -42,7 +42,15 @@ func TestRerunOfAHugeCheckoutDoesNotFillTheDaemonsDisk(t *testing.T) {
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	dataDir := filepath.Join(dir, "data")
-	p := startAimidLocal(t, sock, dataDir, image, "AIMI_GIT_MAX_WORKSPACE=8m", "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND="+zerosUnderManyNames)
+	p := launch(t, daemonOpts{
+		Sock:    sock,
+		DataDir: dataDir,
+		Image:   image,
+		Local:   true,
+		Env: []string{
+			"AIMI_GIT_MAX_WORKSPACE=8m", "AIMI_AGENT_KIND=exec", "AIMI_AGENT_COMMAND=" + zerosUnderManyNames,
+		},
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/internal/logcursor"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 // maxIdleFollower bounds what one follow of a quiet container holds: its
@@ -53,19 +54,18 @@ func TestAnIdleFollowerHoldsLittleMemory(t *testing.T) {
 	}
 	// Each reader takes its first snapshot (the line), a quiet one, opens
 	// its doorbell and takes one more, then waits on the doorbell.
-	deadline := time.Now().Add(time.Minute)
-	for opened := 0; opened < 3*n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d snapshots of %d quiet containers after a minute, want 3 each", opened, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-		opened = 0
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("3 snapshots of each of %d quiet containers", n), func() error {
+		opened := 0
 		for _, f := range logs {
 			f.mu.Lock()
 			opened += f.opens
 			f.mu.Unlock()
 		}
-	}
+		if opened < 3*n {
+			return fmt.Errorf("%d snapshots", opened)
+		}
+		return nil
+	}, testwait.Every(10*time.Millisecond))
 	// The least of a few measurements: a reader still finishing its last
 	// snapshot holds that snapshot's buffers for a moment, an idle one
 	// holds only what it keeps.
