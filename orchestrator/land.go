@@ -80,6 +80,9 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 		}
 		lr.progress(res)
 		m.log.Info("land", "swarm", sw.id, "container", c.name, "outcome", res.Outcome, "reason", res.Reason)
+		if res.Outcome != string(land.Held) {
+			sw.radarKick() // the radar's target moved: what still works is looked at against it
+		}
 	}
 	if err := lr.bringIn(ctx, mirror, &rep); err != nil {
 		return rep, err

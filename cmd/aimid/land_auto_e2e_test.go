@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,21 +16,9 @@ import (
 // integration branch is in the checkout.
 func TestLandAutoGrowsTheTrainWhileOthersWork(t *testing.T) {
 	parallel(t)
-	img := sandboxImage(t)
-	repo := gitRepo(t, 1)
-	dir := filepath.Join(repo, ".aimi", "tasks")
-	os.WriteFile(filepath.Join(dir, "quick-tasks.json"), landTaskFile("quick", "shared.txt", "US-101"), 0o644)
-	os.WriteFile(filepath.Join(dir, "slow-tasks.json"), radarTaskFile("slow", "shared.txt", 200), 0o644)
-	commitAll(t, repo)
-	tmp := shortDir(t)
-	sock := filepath.Join(tmp, "aimid.sock")
-	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(tmp, "data"), Image: img, Local: true, Env: []string{"AIMI_LAND_AUTO=true"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start: %d\n%s\n%s", code, out, errOut)
-	}
-	t.Cleanup(func() { aimi(context.Background(), "swarm", "cleanup", "--repo", repo, "--socket", sock, "--force") })
+	ls := startLandSwarm(t, map[string][]byte{"quick": landTaskFile("quick", "shared.txt", "US-101"), "slow": radarTaskFile("slow", "shared.txt", 200)},
+		false, "AIMI_LAND_AUTO=true")
+	repo, sock, ctx := ls.repo, ls.sock, ls.ctx
 	var quick, slow string
 	v := waitFor(t, sock, repo, 6*time.Minute, "quick landed and slow warned of its conflict with it", func(v api.SwarmView) bool {
 		for _, c := range v.Containers {

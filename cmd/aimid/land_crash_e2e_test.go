@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -24,22 +21,9 @@ import (
 // twice, no second fix-up, both sides kept.
 func TestLandGoesOnAfterAKill9MidFixUp(t *testing.T) {
 	parallel(t)
-	img := sandboxImage(t)
-	repo := gitRepo(t, 1)
-	dir := filepath.Join(repo, ".aimi", "tasks")
-	os.WriteFile(filepath.Join(dir, "right-tasks.json"), landTaskFile("right", "shared.txt", "US-201"), 0o644)
-	os.WriteFile(filepath.Join(dir, "left-tasks.json"), landTaskFile("left", "shared.txt", "US-101", "Kept as written "+demoagent.MarkerSlowFix), 0o644)
-	commitAll(t, repo)
-	base := gitOut(t, repo, "rev-parse", "HEAD")
-	tmp := shortDir(t)
-	sock, data := filepath.Join(tmp, "aimid.sock"), filepath.Join(tmp, "data")
-	p := launch(t, daemonOpts{Sock: sock, DataDir: data, Image: img, Local: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--follow", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start --follow: %d\n%s\n%s", code, out, errOut)
-	}
-	t.Cleanup(func() { aimi(context.Background(), "swarm", "cleanup", "--repo", repo, "--socket", sock, "--force") })
+	ls := startLandSwarm(t, map[string][]byte{"right": landTaskFile("right", "shared.txt", "US-201"),
+		"left": landTaskFile("left", "shared.txt", "US-101", "Kept as written "+demoagent.MarkerSlowFix)}, true)
+	repo, sock, ctx := ls.repo, ls.sock, ls.ctx
 	sw := validState(t, repo)
 	order := containerOf(t, sw, "right").ContainerName + "," + containerOf(t, sw, "left").ContainerName
 	landDone := make(chan int, 1)
@@ -50,10 +34,10 @@ func TestLandGoesOnAfterAKill9MidFixUp(t *testing.T) {
 	waitFor(t, sock, repo, 4*time.Minute, "the land's fix-up running", func(v api.SwarmView) bool {
 		return v.Land != nil && slices.ContainsFunc(v.Land.Results, func(r api.LandResult) bool { return r.Outcome == api.LandFixing })
 	})
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	p.wait(t)
+	ls.p.cmd.Process.Signal(syscall.SIGKILL)
+	ls.p.wait(t)
 	<-landDone
-	launch(t, daemonOpts{Sock: sock, DataDir: data, Image: img, Local: true})
+	ls.launch(t)
 	v := waitFor(t, sock, repo, time.Minute, "the record of the cut-short land", func(v api.SwarmView) bool { return v.Land != nil })
 	if v.Land.Running {
 		t.Errorf("a land cut short by the crash shows as running: %+v", v.Land)
@@ -64,7 +48,7 @@ func TestLandGoesOnAfterAKill9MidFixUp(t *testing.T) {
 		t.Fatalf("land after the restart: %d %v\n%s\n%s", code, err, out, errOut)
 	}
 	checkLandReport(t, rep, strings.Split(order, ","), map[string]string{strings.Split(order, ",")[1]: "fixed"})
-	if n := gitOut(t, repo, "rev-list", "--count", "--first-parent", base+".."+rep.Branch); n != "2" {
+	if n := gitOut(t, repo, "rev-list", "--count", "--first-parent", ls.base+".."+rep.Branch); n != "2" {
 		t.Errorf("%s holds %s merges, want 2 (none twice)", rep.Branch, n)
 	}
 	fixups := 0

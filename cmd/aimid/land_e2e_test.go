@@ -2,15 +2,11 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/demoagent"
@@ -39,43 +35,29 @@ func landTaskFile(name, file, id string, extra ...string) []byte {
 // commit and no marker, and no branch of the user's moved.
 func TestLandMergesFixesAndHolds(t *testing.T) {
 	parallel(t)
-	img := sandboxImage(t)
-	repo := gitRepo(t, 1)
-	dir := filepath.Join(repo, ".aimi", "tasks")
 	files := map[string]string{"left": "shared.txt", "right": "shared.txt", "red": "colour.txt", "blue": "colour.txt", "one": "one.txt", "two": "two.txt"}
 	ids := map[string]string{"left": "US-101", "right": "US-201", "red": "US-301", "blue": "US-401", "one": "US-501", "two": "US-601"}
+	tasks := map[string][]byte{}
 	for name, file := range files {
 		var extra []string
 		if name == "blue" {
 			extra = append(extra, "The colour stays blue "+demoagent.MarkerRefuseFix)
 		}
-		if err := os.WriteFile(filepath.Join(dir, name+"-tasks.json"), landTaskFile(name, file, ids[name], extra...), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		tasks[name] = landTaskFile(name, file, ids[name], extra...)
 	}
-	commitAll(t, repo)
-	base := gitOut(t, repo, "rev-parse", "HEAD")
-	tmp := shortDir(t)
-	sock := filepath.Join(tmp, "aimid.sock")
-	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(tmp, "data"), Image: img, Local: true})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--follow", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start --follow: %d\n%s\n%s", code, out, errOut)
-	}
-	t.Cleanup(func() { aimi(context.Background(), "swarm", "cleanup", "--repo", repo, "--socket", sock, "--force") })
-	sw := validState(t, repo)
+	ls := startLandSwarm(t, tasks, true)
+	sw := validState(t, ls.repo)
 	var order []string
 	for _, tf := range []string{"right", "red", "one", "left", "blue", "two"} {
 		order = append(order, containerOf(t, sw, tf).ContainerName)
 	}
-	code, out, errOut := aimi(ctx, "swarm", "land", "--order", strings.Join(order, ","), "--json", "--repo", repo, "--socket", sock)
+	code, out, errOut := ls.aimi("swarm", "land", "--order", strings.Join(order, ","), "--json")
 	var rep api.LandReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 {
 		t.Fatalf("land: %d %v, want exit 1 (one held)\n%s\n%s", code, err, out, errOut)
 	}
 	checkLandReport(t, rep, order, map[string]string{order[3]: "fixed", order[4]: "held"})
-	checkLandedCheckout(t, repo, base, rep, ids)
+	checkLandedCheckout(t, ls.repo, ls.base, rep, ids)
 }
 
 // checkLandReport: the containers landed in order, each with the

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aimi-tools/swarm/api"
 )
@@ -26,25 +22,11 @@ const landVerify = `sh -c '! { test -e a.txt && test -e b.txt; }'`
 // integration branch.
 func TestLandChecksEachMergeWithTheVerifyCommand(t *testing.T) {
 	parallel(t)
-	img := sandboxImage(t)
-	repo := gitRepo(t, 1)
-	dir := filepath.Join(repo, ".aimi", "tasks")
-	os.WriteFile(filepath.Join(dir, "a-tasks.json"), landTaskFile("a", "a.txt", "US-101"), 0o644)
-	os.WriteFile(filepath.Join(dir, "b-tasks.json"), landTaskFile("b", "b.txt", "US-201"), 0o644)
-	commitAll(t, repo)
-	base := gitOut(t, repo, "rev-parse", "HEAD")
-	tmp := shortDir(t)
-	sock := filepath.Join(tmp, "aimid.sock")
-	launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(tmp, "data"), Image: img, Local: true, Env: []string{"AIMI_AGENT_VERIFY_COMMAND=" + landVerify}})
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	if code, out, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--follow", "--repo", repo, "--socket", sock); code != 0 {
-		t.Fatalf("start --follow: %d\n%s\n%s", code, out, errOut)
-	}
-	t.Cleanup(func() { aimi(context.Background(), "swarm", "cleanup", "--repo", repo, "--socket", sock, "--force") })
-	sw := validState(t, repo)
+	ls := startLandSwarm(t, map[string][]byte{"a": landTaskFile("a", "a.txt", "US-101"), "b": landTaskFile("b", "b.txt", "US-201")},
+		true, "AIMI_AGENT_VERIFY_COMMAND="+landVerify)
+	sw := validState(t, ls.repo)
 	a, b := containerOf(t, sw, "a").ContainerName, containerOf(t, sw, "b").ContainerName
-	code, out, errOut := aimi(ctx, "swarm", "land", "--order", a+","+b, "--json", "--repo", repo, "--socket", sock)
+	code, out, errOut := ls.aimi("swarm", "land", "--order", a+","+b, "--json")
 	var rep api.LandReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || len(rep.Results) != 2 {
 		t.Fatalf("land: %d %v, want exit 1 (b held)\n%s\n%s", code, err, out, errOut)
@@ -55,7 +37,7 @@ func TestLandChecksEachMergeWithTheVerifyCommand(t *testing.T) {
 	if r := rep.Results[1]; r.Container != b || r.Outcome != "held" || r.Verify != "failed" || !strings.Contains(r.Reason, "verify command failed") {
 		t.Errorf("%s: %+v, want held for the failed check", b, r)
 	}
-	if n := gitOut(t, repo, "rev-list", "--count", "--first-parent", base+".."+rep.Branch); n != "1" {
+	if n := gitOut(t, ls.repo, "rev-list", "--count", "--first-parent", ls.base+".."+rep.Branch); n != "1" {
 		t.Errorf("%s holds %s merges, want 1 (the checked one only)", rep.Branch, n)
 	}
 }
