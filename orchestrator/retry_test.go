@@ -70,3 +70,31 @@ func TestRetryFailedRerunsTheFailedStoriesOfACompletedContainer(t *testing.T) {
 		t.Fatalf("restored after a restart: %s %+v, summary %+v", c.Status, c.StoryProgress, v.Summary)
 	}
 }
+
+// TestRetryFailedLeavesALandsOwnRuns: a land's fix-up (its task file under
+// .aimi/tasks/land-fix-) whose story failed is not rerun by resume
+// --retry-failed: the land that started it is over, and its next land
+// starts a fix-up of its own.
+func TestRetryFailedLeavesALandsOwnRuns(t *testing.T) {
+	repo, files := testRepo(t, []string{"land-fix-aimi-x"}, 1)
+	eng := newFakeEngine(nil)
+	eng.programs = func(engine.Spec) program {
+		return scripted(0, step{story: "US-001", status: "in_progress"}, step{story: "US-001", status: "failed"}, step{complete: "completed"})
+	}
+	m, err := New(context.Background(), Config{Image: "standin:test", Logger: testLogger(t)}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := m.Start(ctx, api.StartRequest{RepoPath: repo, TaskFiles: files}); err != nil {
+		t.Fatal(err)
+	}
+	first := detail(t, waitTerminal(t, m, repo, 10*time.Second), "land-fix-aimi-x")
+	if !first.CompletedWithFailures {
+		t.Fatalf("the fix-up ended %s, want completed with failures", first.Status)
+	}
+	v, err := m.Resume(ctx, repo, true)
+	if err != nil || detail(t, v, "land-fix-aimi-x").ContainerID != first.ContainerID {
+		t.Errorf("resume --retry-failed reran the land's fix-up (or failed: %v)", err)
+	}
+}
