@@ -57,6 +57,7 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		RunnerEnv:       runnerEnv,
 		OriginCAFile:    c.Git.OriginCA,
 		LandAuto:        c.Land.Auto,
+		LandFixAttempts: landFixAttempts(c.Land.FixAttempts),
 		Logger:          log,
 	}
 	if git != nil {
@@ -143,4 +144,13 @@ func openModels(c *configs.Config, dataDir string, obs gateway.Observer, log *sl
 // shared by all sandboxes, so neither is lifted.
 func gatewayLimits(c *configs.Config) gateway.Limits {
 	return gateway.Limits{LimitMaxWait: c.Agent.LimitMaxWait}
+}
+
+// landFixAttempts maps land.fix_attempts onto the Manager's setting, whose
+// zero means the default (one): none is -1 there.
+func landFixAttempts(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -188,6 +188,9 @@ type Land struct {
 	// Auto lands each container as it completes (a merge train): the
 	// integration branch grows while the rest still work.
 	Auto bool
+	// FixAttempts is how many fix-up runs a conflicted or failed merge
+	// gets before its branch is held (0: none, held at once).
+	FixAttempts int
 }
 
 type Metrics struct {
@@ -500,6 +503,7 @@ func (r *reader) publishAndMetrics(c *Config) {
 		r.bad("publish.github_api", u, "is not an http(s) URL", "use e.g. https://api.github.com")
 	}
 	c.Land.Auto = r.boolean("land.auto")
+	c.Land.FixAttempts = int(r.integer("land.fix_attempts", 0, 5))
 	c.Publish.TokenEnv = r.str("publish.token_env")
 	if !contract.ValidEnvKey(c.Publish.TokenEnv) {
 		r.bad("publish.token_env", c.Publish.TokenEnv, "is not an environment variable name", "use a name like GITHUB_TOKEN (the token itself stays in the environment)")

@@ -88,6 +88,9 @@ type Config struct {
 	// LandAuto lands each container's branch as it completes (Land with
 	// that container alone), local git mode.
 	LandAuto bool
+	// LandFixAttempts is how many fix-ups a merge gets before its branch
+	// is held (land.fix_attempts); 0: one, negative: none.
+	LandFixAttempts int
 	// RadarDir is where the conflict radar writes its merges' trees (one
 	// directory per swarm, emptied after every look); "": the system's
 	// temporary directory.

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -40,14 +41,42 @@ func (lr *landRun) fixer(b *ctr) land.Fixer {
 			return land.FixupTaskFile(branch, side(b), lr.sides(ctx, base, lb.Tip, c.Files), c)
 		}
 		shown := api.LandResult{Container: lb.Container, TaskFile: lb.TaskFile, Branch: b.branch, Outcome: api.LandFixing, Tip: lb.Tip, Files: c.Files}
-		fc, tip, err := lr.runOwn(ctx, landOwn{taskPath: taskPath, branch: branch, base: base, tree: c.Tree, tf: tf, shown: shown})
-		if err != nil {
-			return "", err
+		o := landOwn{taskPath: taskPath, branch: branch, base: base, tree: c.Tree, tf: tf, shown: shown, reuse: true}
+		attempts := lr.sw.m.fixAttempts()
+		err := errors.New("land.fix_attempts is 0: no fix-up is tried")
+		for range attempts {
+			var tree string
+			if tree, err = lr.fixOnce(ctx, o, c); err == nil || ctx.Err() != nil {
+				return tree, err
+			}
+			o.reuse = false // a later attempt is a new fix-up, not the one an earlier land left
 		}
-		if tip == "" {
-			return "", fmt.Errorf("the fix-up agent in %s did not resolve it (its story failed: 'aimi swarm logs %s' says why)", fc.name, fc.name)
-		}
-		return lr.tr.FixedTree(ctx, tip, c, taskPath, lr.scratch)
+		return "", fmt.Errorf("%w (%d fix-up(s) tried)", err, attempts)
+	}
+}
+
+// fixOnce runs one fix-up and returns the merge's tree it made.
+func (lr *landRun) fixOnce(ctx context.Context, o landOwn, c land.Conflict) (string, error) {
+	fc, tip, err := lr.runOwn(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	if tip == "" {
+		return "", fmt.Errorf("the fix-up agent in %s did not resolve it (its story failed: 'aimi swarm logs %s' says why)", fc.name, fc.name)
+	}
+	return lr.tr.FixedTree(ctx, tip, c, o.taskPath, lr.scratch)
+}
+
+// fixAttempts is land.fix_attempts: the Config's, 1 when unset, none
+// when negative.
+func (m *Manager) fixAttempts() int {
+	switch n := m.cfg.LandFixAttempts; {
+	case n == 0:
+		return 1
+	case n < 0:
+		return 0
+	default:
+		return n
 	}
 }
 
@@ -65,7 +94,7 @@ func (lr *landRun) checker(b *ctr) land.Check {
 		branch := strings.TrimPrefix(lr.tr.Ref, "refs/heads/") + "--verify-" + b.name
 		tf := func() *tasks.File { return land.VerifyTaskFile(branch, b.name) }
 		shown := api.LandResult{Container: b.name, TaskFile: b.taskFile, Branch: b.branch, Outcome: api.LandVerifying}
-		vc, tip, err := lr.runOwn(ctx, landOwn{taskPath: land.VerifyTaskPath(b.name), branch: branch, base: merge, tree: strings.TrimSpace(tree), tf: tf, shown: shown})
+		vc, tip, err := lr.runOwn(ctx, landOwn{taskPath: land.VerifyTaskPath(b.name), branch: branch, base: merge, tree: strings.TrimSpace(tree), tf: tf, shown: shown, reuse: true})
 		if err != nil {
 			return false, "", err
 		}
@@ -86,6 +115,9 @@ type landOwn struct {
 	taskPath, branch, base, tree string
 	tf                           func() *tasks.File
 	shown                        api.LandResult // the record's entry while it runs
+	// reuse: a run an earlier land left (running, or done on base) is
+	// taken instead of a new one.
+	reuse bool
 }
 
 // runOwn runs o (or waits for the one an earlier land left running or
@@ -93,7 +125,10 @@ type landOwn struct {
 // story did not complete.
 func (lr *landRun) runOwn(ctx context.Context, o landOwn) (*ctr, string, error) {
 	sw := lr.sw
-	fc := lr.earlierRun(ctx, o.taskPath, o.branch, o.base)
+	var fc *ctr
+	if o.reuse {
+		fc = lr.earlierRun(ctx, o.taskPath, o.branch, o.base)
+	}
 	if fc == nil {
 		var err error
 		if fc, err = lr.startOwn(ctx, o); err != nil {

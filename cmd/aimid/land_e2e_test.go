@@ -30,7 +30,8 @@ func landTaskFile(name, file, id string, extra ...string) []byte {
 // merge commit each onto aimi/land/<swarm> started at the checked-out
 // branch; the second of the first pair conflicts and its fix-up agent
 // (the demo agent, in a sandbox of the swarm) keeps both sides: fixed;
-// the second pair's fix-up agent refuses: held naming the file (exit 1).
+// the second pair's fix-up agents refuse, both of the two land.fix_attempts
+// gives it: held naming the file (exit 1).
 // The integration branch in the checkout holds every landed story's
 // commit and no marker, and no branch of the user's moved.
 func TestLandMergesFixesAndHolds(t *testing.T) {
@@ -45,7 +46,7 @@ func TestLandMergesFixesAndHolds(t *testing.T) {
 		}
 		tasks[name] = landTaskFile(name, file, ids[name], extra...)
 	}
-	ls := startLandSwarm(t, tasks, true)
+	ls := startLandSwarm(t, tasks, true, "AIMI_LAND_FIX_ATTEMPTS=2")
 	sw := validState(t, ls.repo)
 	var order []string
 	for _, tf := range []string{"right", "red", "one", "left", "blue", "two"} {
@@ -57,6 +58,9 @@ func TestLandMergesFixesAndHolds(t *testing.T) {
 		t.Fatalf("land: %d %v, want exit 1 (one held)\n%s\n%s", code, err, out, errOut)
 	}
 	checkLandReport(t, rep, order, map[string]string{order[3]: "fixed", order[4]: "held"})
+	if r := rep.Results[4]; !strings.Contains(r.Reason, "2 fix-up(s) tried") {
+		t.Errorf("%s: %q, want the two fix-ups land.fix_attempts gives it", r.Container, r.Reason)
+	}
 	checkLandedCheckout(t, ls.repo, ls.base, rep, ids)
 }
 
