@@ -191,6 +191,9 @@ type Land struct {
 	// FixAttempts is how many fix-up runs a conflicted or failed merge
 	// gets before its branch is held (0: none, held at once).
 	FixAttempts int
+	// VerifyCommand checks each merge and each fix-up; "": the agent's
+	// (agent.verify_command); neither: no check.
+	VerifyCommand string
 }
 
 type Metrics struct {
@@ -504,6 +507,7 @@ func (r *reader) publishAndMetrics(c *Config) {
 	}
 	c.Land.Auto = r.boolean("land.auto")
 	c.Land.FixAttempts = int(r.integer("land.fix_attempts", 0, 5))
+	c.Land.VerifyCommand = r.str("land.verify_command")
 	c.Publish.TokenEnv = r.str("publish.token_env")
 	if !contract.ValidEnvKey(c.Publish.TokenEnv) {
 		r.bad("publish.token_env", c.Publish.TokenEnv, "is not an environment variable name", "use a name like GITHUB_TOKEN (the token itself stays in the environment)")

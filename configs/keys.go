@@ -53,6 +53,7 @@ var scalarKeys = []key{
 	{"git.max_workspace", "largest ready-made workspace the local git service writes to disk for a runner (at most 1g; larger: the runner clones)"},
 	{"git.origin_ca", "PEM CA bundle origin's certificate chains to (remote mode; empty: system roots)"},
 	{"land.auto", "land each container as it completes (aimi swarm land, as a merge train)"},
+	{"land.verify_command", "command run on each merged tree and each fix-up (default: agent.verify_command)"},
 	{"land.fix_attempts", "fix-up runs a conflicted or failed merge gets before its branch is held (0 to 5)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},

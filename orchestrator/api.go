@@ -88,6 +88,9 @@ type Config struct {
 	// LandAuto lands each container's branch as it completes (Land with
 	// that container alone), local git mode.
 	LandAuto bool
+	// LandVerifyCommand is the verify command of a land's checks and
+	// fix-ups (land.verify_command); "": agent.verify_command's.
+	LandVerifyCommand string
 	// LandFixAttempts is how many fix-ups a merge gets before its branch
 	// is held (land.fix_attempts); 0: one, negative: none.
 	LandFixAttempts int

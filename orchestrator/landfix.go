@@ -83,7 +83,7 @@ func (m *Manager) fixAttempts() int {
 // checker is the train's Check when the swarm has a verify command: a
 // container whose runner runs it on the merged tree (no agent turn).
 func (lr *landRun) checker(b *ctr) land.Check {
-	if lr.sw.m.cfg.RunnerEnv[contract.EnvVerifyCommand] == "" {
+	if lr.sw.m.cfg.LandVerifyCommand == "" && lr.sw.m.cfg.RunnerEnv[contract.EnvVerifyCommand] == "" {
 		return nil
 	}
 	return func(ctx context.Context, merge string) (bool, string, error) {

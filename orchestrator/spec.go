@@ -8,6 +8,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/land"
 )
 
 // createSpec builds the container spec of one task file.
@@ -16,6 +17,10 @@ func (sw *swarm) createSpec(c *ctr, g *Grant, mg *ModelGrant) engine.Spec {
 	all := maps.Clone(cfg.RunnerEnv)
 	if all == nil {
 		all = map[string]string{}
+	}
+	if cfg.LandVerifyCommand != "" && land.IsLandRun(c.taskFile) {
+		// A land's own run verifies with land.verify_command.
+		all[contract.EnvVerifyCommand] = cfg.LandVerifyCommand
 	}
 	var mounts []engine.Mount
 	caFile := ""

@@ -13,7 +13,7 @@ import (
 // not.
 const landVerify = `sh -c '! { test -e a.txt && test -e b.txt; }'`
 
-// TestLandChecksEachMergeWithTheVerifyCommand: with agent.verify_command
+// TestLandChecksEachMergeWithTheVerifyCommand: with land.verify_command
 // set, each clean merge is checked in a sandbox of the swarm whose runner
 // runs the command on the merged tree without an agent turn. The first
 // branch lands verified; the second merges cleanly but fails the check on
@@ -23,7 +23,7 @@ const landVerify = `sh -c '! { test -e a.txt && test -e b.txt; }'`
 func TestLandChecksEachMergeWithTheVerifyCommand(t *testing.T) {
 	parallel(t)
 	ls := startLandSwarm(t, map[string][]byte{"a": landTaskFile("a", "a.txt", "US-101"), "b": landTaskFile("b", "b.txt", "US-201")},
-		true, "AIMI_AGENT_VERIFY_COMMAND="+landVerify)
+		true, "AIMI_LAND_VERIFY_COMMAND="+landVerify)
 	sw := validState(t, ls.repo)
 	a, b := containerOf(t, sw, "a").ContainerName, containerOf(t, sw, "b").ContainerName
 	code, out, errOut := ls.aimi("swarm", "land", "--order", a+","+b, "--json")
