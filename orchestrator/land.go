@@ -46,6 +46,9 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 	}
 	rl := &repoLock{m: m, sw: sw, unlock: unlock, locked: true}
 	defer rl.release()
+	if !sw.local {
+		return api.LandReport{}, &api.FieldError{Field: "repoPath", Reason: "this swarm runs in remote git mode: its branches are on origin, and landing them there is not built yet; merge them on origin, or run the swarm with --local"}
+	}
 	if err := rl.landing(ctx, only != nil); err != nil {
 		return api.LandReport{}, err
 	}
