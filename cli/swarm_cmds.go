@@ -405,6 +405,10 @@ func formatRecord(r state.Record) string {
 		// A request the egress proxy refused: method, host:port, why.
 		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "daemon:"+state.TypeEgressDenied, "-", "refused", oneLine(r.Reason, 200))
 	}
+	if r.Stream == state.StreamDaemon && r.Type == state.TypeLand {
+		// What a land did (aimi swarm logs land).
+		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "daemon:"+state.TypeLand, "-", "-", oneLine(r.Reason, 600))
+	}
 	if r.Stream == state.StreamDaemon && r.Type == state.TypeGitRefused {
 		// A request the git service refused, in its words.
 		return fmt.Sprintf("%s  %-15s  %-8s  %-11s  %s", ts, "daemon:"+state.TypeGitRefused, "-", "refused", oneLine(r.Reason, 400))

@@ -23,6 +23,9 @@ func (m *Manager) Journal(ctx context.Context, q api.LogsRequest) (<-chan state.
 	if err != nil {
 		return nil, err
 	}
+	if name == state.LandJournal {
+		return m.landJournal(ctx, repo, q)
+	}
 	sw := m.getSwarm(repo)
 	var id string
 	if sw != nil {
@@ -64,6 +67,43 @@ func (m *Manager) Journal(ctx context.Context, q api.LogsRequest) (<-chan state.
 	// A few records in flight: a record can be some hundred KiB.
 	ch := make(chan state.Record, 8)
 	go tailJournal(ctx, path, offset, q.AfterSeq, follow, terminal, ch)
+	return ch, nil
+}
+
+// landJournal serves the swarm's land journal (`aimi swarm logs land`),
+// following it while a land runs.
+func (m *Manager) landJournal(ctx context.Context, repo string, q api.LogsRequest) (<-chan state.Record, error) {
+	var id string
+	landing := func() bool { return false }
+	if sw := m.getSwarm(repo); sw != nil {
+		id = sw.id
+		landing = func() bool {
+			if sw.landing.TryLock() {
+				sw.landing.Unlock()
+				return false
+			}
+			return true
+		}
+	} else {
+		st, err := state.Open(repo).Load(ctx)
+		if errors.Is(err, state.ErrNoState) {
+			return nil, api.ErrNoSwarm
+		}
+		if err != nil {
+			return nil, err
+		}
+		id = st.SwarmID
+	}
+	path := state.Open(repo).LandJournalPath(id)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("%w: no land of this swarm yet ('aimi swarm land' starts one)", api.ErrUnknownContainer)
+	}
+	offset, err := state.JournalStart(path, state.From{Tail: q.Tail, Since: q.Since, AfterSeq: q.AfterSeq})
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan state.Record, 8)
+	go tailJournal(ctx, path, offset, q.AfterSeq, q.Follow, func() bool { return !landing() }, ch)
 	return ch, nil
 }
 

@@ -72,13 +72,19 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 	}
 	lr := &landRun{sw: sw, src: src, tr: tr, scratch: m.landScratch(sw), unlock: rl.release, relock: rl.take}
 	defer os.RemoveAll(lr.scratch)
-	lr.progress = func(r api.LandResult) { rep.Results = withResult(rep.Results, r); sw.noteLand(&rep) }
+	lr.progress = func(r api.LandResult) {
+		rep.Results = withResult(rep.Results, r)
+		sw.noteLand(&rep)
+		sw.journalResult(r)
+	}
 	rep.Running = true
 	sw.noteLand(&rep)
+	sw.journalLand("land of %d branch(es) onto %s (%.12s) as %s", len(queue), rep.Onto, rep.OntoCommit, branch)
 	defer func() { rep.Running = false; sw.noteLand(&rep) }()
 	for _, c := range queue {
 		res, err := lr.landOne(ctx, c)
 		if err != nil {
+			sw.journalLand("land stopped at %s: %v", c.name, err)
 			return rep, err
 		}
 		lr.progress(res)
@@ -88,8 +94,10 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 		}
 	}
 	if err := lr.bringIn(ctx, mirror, &rep); err != nil {
+		sw.journalLand("land stopped: %v", err)
 		return rep, err
 	}
+	sw.journalLand("land done: %s at %.12s; %s", branch, rep.Tip, dashIfEmpty(rep.Take))
 	rep.Running = false // the deferred save writes it; the answer is a copy
 	return rep, nil
 }

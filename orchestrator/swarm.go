@@ -49,6 +49,7 @@ type swarm struct {
 	// is its record (guarded by mu).
 	landing  sync.Mutex
 	lastLand *api.LandReport
+	landSeq  int64 // the land journal's last seq (guarded by mu)
 }
 
 // ctr is one container of a swarm. Its fields from id on are guarded by

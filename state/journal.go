@@ -37,6 +37,15 @@ const TypeEgressDenied = "egress-denied"
 // status view counts it, `aimi swarm logs` and the board show it.
 const TypeGitRefused = "git-refused"
 
+// TypeLand is the type of the records of a swarm's land journal (its
+// reason says what the land did: a branch's outcome, a fix-up started).
+// LandJournal is the name `aimi swarm logs` takes for it: no container
+// is named so (container names begin with "aimi-").
+const (
+	TypeLand    = "land"
+	LandJournal = "land"
+)
+
 // redacted replaces task-request envVars values in the journal.
 const redacted = "[redacted]"
 

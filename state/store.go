@@ -83,6 +83,11 @@ func (s *Store) JournalPath(sb contract.Sandbox) string {
 	return filepath.Join(s.SwarmJournals(sb.Swarm), sb.Container+".ndjson")
 }
 
+// LandJournalPath is the journal of swarm swarmID's lands.
+func (s *Store) LandJournalPath(swarmID string) string {
+	return filepath.Join(s.SwarmJournals(swarmID), LandJournal+".ndjson")
+}
+
 // SwarmJournals is the directory of a swarm's journals (and of the
 // daemon's other per-swarm files beside them).
 func (s *Store) SwarmJournals(swarmID string) string {

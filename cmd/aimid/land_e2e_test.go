@@ -62,6 +62,12 @@ func TestLandMergesFixesAndHolds(t *testing.T) {
 		t.Errorf("%s: %q, want the two fix-ups land.fix_attempts gives it", r.Container, r.Reason)
 	}
 	checkLandedCheckout(t, ls.repo, ls.base, rep, ids)
+	code, out, errOut = ls.aimi("swarm", "logs", "land")
+	for _, want := range []string{"daemon:land", "land of 6 branch(es) onto", order[3] + ": fixing in ", order[3] + ": fixed as merge", order[4] + ": held: ", "land done: " + rep.Branch} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("aimi swarm logs land: %d, want a line with %q:\n%s\n%s", code, want, out, errOut)
+		}
+	}
 }
 
 // checkLandReport: the containers landed in order, each with the
