@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/acceptloop"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
 )
 
@@ -191,25 +192,21 @@ func (d *Door) CloseAll() {
 }
 
 func (d *Door) accept() {
-	for {
-		c, err := d.ln.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				d.log.Warn("sandbox door stopped", "err", err)
-			}
-			return
-		}
+	failed := func(err error, wait time.Duration) {
+		d.log.Warn("sandbox door: accept failed; trying again", "in", wait, "err", err)
+	}
+	acceptloop.Run(d.ln, failed, func(c net.Conn) {
 		select {
 		case d.sem <- struct{}{}:
 		default:
 			_ = c.Close()
-			continue
+			return
 		}
 		go func() {
 			defer func() { <-d.sem }()
 			d.admit(c)
 		}()
-	}
+	})
 }
 
 // admit reads the hello line (within 15 s) and hands the connection to

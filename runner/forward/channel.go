@@ -2,13 +2,13 @@ package forward
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/acceptloop"
 )
 
 // Limits bound what the connections of a forward's loopback port (the
@@ -109,21 +109,9 @@ func (g *gate) admit(c net.Conn, serve func(net.Conn), log *quietLog, service st
 // that stopped accepting would leave its port dead for the rest of the
 // run, every later connection timing out in the port's backlog.
 func acceptLoop(ln net.Listener, service string, log *quietLog, handle func(net.Conn)) {
-	var wait time.Duration
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
-			log.Warn("forward: accept failed; trying again", "service", service, "in", wait, "err", err)
-			time.Sleep(wait)
-			continue
-		}
-		wait = 0
-		handle(c)
-	}
+	acceptloop.Run(ln, func(err error, wait time.Duration) {
+		log.Warn("forward: accept failed; trying again", "service", service, "in", wait, "err", err)
+	}, handle)
 }
 
 // Channels are a sandbox's started forwards.
