@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/aimi-tools/swarm/internal/gitcmd"
+	"github.com/aimi-tools/swarm/internal/gittest"
 )
 
 type repo struct {
@@ -26,32 +27,14 @@ func newRepo(t *testing.T) *repo {
 
 func (r *repo) git(args ...string) string {
 	r.t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@t"}, args...)...)
-	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return gittest.Git(r.t, r.dir, args...)
 }
 
+// write commits files on branch (made from main when new) and returns
+// the new tip.
 func (r *repo) write(branch string, files map[string]string) string {
 	r.t.Helper()
-	if branch != "main" {
-		if r.git("branch", "--list", branch) == "" {
-			r.git("branch", branch, "main")
-		}
-		r.git("checkout", "-q", branch)
-	}
-	for name, body := range files {
-		os.WriteFile(filepath.Join(r.dir, name), []byte(body), 0o644)
-	}
-	r.git("add", "-A")
-	r.git("commit", "-q", "-m", "on "+branch)
-	tip := r.git("rev-parse", "HEAD")
-	r.git("checkout", "-q", "main")
-	return tip
+	return gittest.CommitOn(r.t, r.dir, branch, files)
 }
 
 func (r *repo) train() *Train {
