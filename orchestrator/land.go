@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -97,7 +98,7 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 		sw.journalLand("land stopped: %v", err)
 		return rep, err
 	}
-	sw.journalLand("land done: %s at %.12s; %s", branch, rep.Tip, dashIfEmpty(rep.Take))
+	sw.journalLand("land done: %s at %.12s; %s", branch, rep.Tip, cmp.Or(rep.Take, "-"))
 	rep.Running = false // the deferred save writes it; the answer is a copy
 	return rep, nil
 }

@@ -200,22 +200,12 @@ func (lr *landRun) earlierRun(ctx context.Context, taskPath, branch, base string
 	if err != nil || tip == "" || sw.led.status(found.name) != state.StatusCompleted {
 		return nil
 	}
-	// Its work must sit on this very base: the fix-up commit's parent.
-	if parent, err := landGit.RevParse(ctx, lr.tr.Dir, tip+"~"+fmt.Sprint(max(1, commitsAfter(ctx, lr.tr.Dir, base, tip)))); err != nil || parent != base {
+	// Its work must sit on this very base (an older one's would undo what
+	// landed since).
+	if on, err := landGit.IsAncestor(ctx, lr.tr.Dir, base, tip); err != nil || !on {
 		return nil
 	}
 	return found
-}
-
-// commitsAfter counts the commits of tip's first-parent line after base.
-func commitsAfter(ctx context.Context, dir, base, tip string) int {
-	out, err := landGit.Run(ctx, dir, "rev-list", "--count", "--first-parent", base+".."+tip)
-	if err != nil {
-		return 0
-	}
-	n := 0
-	fmt.Sscan(strings.TrimSpace(out), &n)
-	return n
 }
 
 // side is a container's task file for a fix-up's prompt.

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -64,15 +65,8 @@ func (sw *swarm) journalResult(r api.LandResult) {
 	case r.Outcome == api.LandFixing || r.Outcome == api.LandVerifying:
 		sw.journalLand("%s: %s in %s", r.Container, r.Outcome, r.Fixup)
 	case r.Merge != "":
-		sw.journalLand("%s: %s as merge %.12s (verify: %s)", r.Container, r.Outcome, r.Merge, dashIfEmpty(r.Verify))
+		sw.journalLand("%s: %s as merge %.12s (verify: %s)", r.Container, r.Outcome, r.Merge, cmp.Or(r.Verify, "-"))
 	default:
 		sw.journalLand("%s: %s: %s", r.Container, r.Outcome, r.Reason)
 	}
-}
-
-func dashIfEmpty(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/internal/atomicfile"
+	"github.com/aimi-tools/swarm/internal/safefile"
 )
 
 // landRecordFile is a swarm's land record, beside its journals. It is a
@@ -79,36 +79,16 @@ func (sw *swarm) landView() *api.LandReport {
 
 // loadLand reads the land's record, nil when there is none.
 func (sw *swarm) loadLand() (*api.LandReport, error) {
-	f, err := os.Open(sw.landRecordPath())
+	b, err := safefile.Read(sw.landRecordPath(), maxLandRecord)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("land: read the record %s: %w", sw.landRecordPath(), err)
 	}
-	defer f.Close()
 	var rep api.LandReport
-	if err := json.NewDecoder(&limitedReader{f, maxLandRecord}).Decode(&rep); err != nil {
+	if err := json.Unmarshal(b, &rep); err != nil {
 		return nil, fmt.Errorf("land: read the record %s: %w", sw.landRecordPath(), err)
 	}
 	return &rep, nil
-}
-
-// limitedReader is io.LimitReader that fails past its limit instead of
-// ending quietly (a truncated record must not read as a whole one).
-type limitedReader struct {
-	r *os.File
-	n int64
-}
-
-func (l *limitedReader) Read(p []byte) (int, error) {
-	if l.n <= 0 {
-		return 0, errors.New("larger than a land record can be")
-	}
-	if int64(len(p)) > l.n {
-		p = p[:l.n]
-	}
-	n, err := l.r.Read(p)
-	l.n -= int64(n)
-	return n, err
 }
