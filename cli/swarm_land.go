@@ -28,7 +28,11 @@ the order the containers completed. The merges happen in the daemon's own
 repository, never in your checkout. A branch that would conflict with what
 landed before it is held: left out with the files, its commits kept, and the
 rest go on. The integration branch is then brought into your checkout; your
-branch is never moved: the command to take the work is printed.
+branch is never moved: the command to take the work is printed. In remote git
+mode (--onto's default: origin's default branch) the branches are fetched from
+origin, and the integration branch is pushed there (never forced) with one
+pull request onto --onto when the daemon has a publish token; without one the
+page that opens it is printed.
 
 Exit status: 0 when every completed branch landed, 1 when one was held.`,
 		Args: cobra.NoArgs,
@@ -61,7 +65,7 @@ Exit status: 0 when every completed branch landed, 1 when one was held.`,
 		},
 	}
 	t.addFlags(cmd)
-	cmd.Flags().StringVar(&onto, "onto", "", "the branch to land on (default: the branch checked out now)")
+	cmd.Flags().StringVar(&onto, "onto", "", "the branch to land on (default: the branch checked out now; remote git mode: origin's default branch)")
 	cmd.Flags().StringVar(&order, "order", "", "container names in the order to land them, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
@@ -85,9 +89,14 @@ func printLand(w io.Writer, rep api.LandReport) {
 	for _, k := range rep.Skipped {
 		fmt.Fprintf(w, "  skipped  %s: %s\n", oneLine(k.Name, 80), oneLine(k.Reason, 200))
 	}
-	if rep.Take != "" {
+	switch {
+	case rep.Origin != "" && rep.PRURL != "":
+		fmt.Fprintf(w, "The landed work is on origin as %s; its pull request onto %s:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Onto, 120), oneLine(rep.PRURL, 300))
+	case rep.Origin != "":
+		fmt.Fprintf(w, "The landed work is on origin as %s; %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 400))
+	case rep.Take != "":
 		fmt.Fprintf(w, "The landed work is in your checkout as %s. To take it:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 300))
-	} else {
+	default:
 		fmt.Fprintln(w, "Nothing landed.")
 	}
 }

@@ -43,6 +43,9 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api
 		m.forgetGit(ctx, sw.id, &rep)
 	}
 	if rep.StateRemoved {
+		m.forgetOrigin(sw)
+	}
+	if rep.StateRemoved {
 		sw.close(ctx)
 		m.mu.Lock()
 		if m.swarms[repo] == sw {
