@@ -123,5 +123,9 @@ func printLandLine(w io.Writer, rep *api.LandReport) {
 	if rep.Running {
 		state = "land running"
 	}
-	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "))
+	pr := ""
+	if rep.PRURL != "" {
+		pr = "; pull request " + oneLine(rep.PRURL, 300)
+	}
+	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s%s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "), pr)
 }
