@@ -23,9 +23,10 @@ import (
 // story. While they run, the radar (reading origin) reports left and
 // right, and only them, as a conflict on shared.txt, in status, status
 // --json and as a conflict-detected event. Once all completed,
-// `aimi swarm land` merges them in the daemon's copy of origin, the
-// second of the pair through a fix-up sandbox that cloned its branch from
-// origin (the demo agent keeps both sides), pushes aimi/land/<swarm> to
+// `aimi swarm land` merges them in the daemon's copy of origin, each
+// clean merge checked by land.verify_command in a sandbox that cloned it
+// from origin, the second of the pair through a fix-up sandbox that
+// cloned its branch from origin (the demo agent keeps both sides), pushes aimi/land/<swarm> to
 // origin holding every story with no marker left, and opens one pull
 // request onto main listing the three branches.
 func TestRemoteModeRadarAndLandPushToOriginWithOnePullRequest(t *testing.T) {
@@ -42,6 +43,8 @@ func TestRemoteModeRadarAndLandPushToOriginWithOnePullRequest(t *testing.T) {
 		// The daemon's own HTTPS client (the pull request) trusts origin's CA.
 		"SSL_CERT_FILE=" + origin.caFile,
 		"AIMI_PUBLISH_GITHUB_API=" + apiURL, "GITHUB_TOKEN=" + hostedToken,
+		// Each clean merge is checked in a sandbox cloned from origin.
+		"AIMI_LAND_VERIFY_COMMAND=test -d .aimi",
 	}})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -151,6 +154,9 @@ func checkRemoteLandReport(t *testing.T, rep api.LandReport, origin httpsOrigin)
 		if r.Outcome == "fixed" && !slices.Equal(r.Files, []string{"shared.txt"}) {
 			t.Errorf("%s: %+v, want fixed on shared.txt", r.Container, r)
 		}
+		if r.Outcome == "landed" && r.Verify != "passed" {
+			t.Errorf("%s: %+v, want its merge checked", r.Container, r)
+		}
 	}
 	if len(rep.Results) != 3 || outcomes["landed"] != 2 || outcomes["fixed"] != 1 {
 		t.Errorf("outcomes %v of %+v, want 2 landed and 1 fixed", outcomes, rep.Results)
@@ -191,7 +197,12 @@ func checkRemoteLandOnOrigin(t *testing.T, bare string, rep api.LandReport) {
 	// The fix-up's sandbox cloned its branch from origin and pushed its
 	// resolution there: the fix-up commit (markers) and the agent's on top.
 	for _, r := range rep.Results {
-		if r.Outcome != "fixed" {
+		if r.Outcome == "landed" {
+			// The check's sandbox cloned the merge from origin.
+			check := rep.Branch + "--verify-" + r.Container
+			if got := gitOut(t, bare, "merge-base", r.Merge, check); got != r.Merge {
+				t.Errorf("origin's %s does not start at the merge %s it checked (merge base %s)", check, r.Merge, got)
+			}
 			continue
 		}
 		fix := rep.Branch + "--fix-" + r.Container
