@@ -43,12 +43,28 @@ type HostedResult struct {
 // fallbackBase is the base branch when neither Base nor the remote's HEAD
 // names one; body is the pull request's description.
 func (h Hosted) Publish(ctx context.Context, g gitcmd.Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
+	return h.publish(ctx, g, repoPath, branch, fallbackBase, body, true)
+}
+
+// PullRequest opens (or finds) the pull request of branch, which the
+// caller pushed to the hosted remote of the checkout at repoPath already:
+// it pushes nothing. Skipped says why there is none (no token, no such
+// remote, not a GitHub remote).
+func (h Hosted) PullRequest(ctx context.Context, g gitcmd.Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
+	return h.publish(ctx, g, repoPath, branch, fallbackBase, body, false)
+}
+
+// publish is Publish, or PullRequest without push.
+func (h Hosted) publish(ctx context.Context, g gitcmd.Git, repoPath, branch, fallbackBase, body string, push bool) (HostedResult, error) {
 	if err := gitref.CheckBranch(branch); err != nil {
 		return HostedResult{}, fmt.Errorf("publish: %w: %w", ErrBadBranch, err)
 	}
 	remote, name, skipped, err := h.target(ctx, g, repoPath)
 	if err != nil || skipped != "" {
 		return HostedResult{Skipped: skipped}, err
+	}
+	if !push {
+		return h.open(ctx, g, repoPath, remote, name, branch, fallbackBase, body)
 	}
 	// The token travels as an http.<url>.extraHeader given through the
 	// environment (GIT_CONFIG_COUNT, git >= 2.31): not on the command line,
@@ -62,21 +78,6 @@ func (h Hosted) Publish(ctx context.Context, g gitcmd.Git, repoPath, branch, fal
 	ref := "refs/heads/" + branch
 	if _, err := pushGit.Run(ctx, repoPath, "push", "--quiet", remote.HTTPSURL(), ref+":"+ref); err != nil {
 		return HostedResult{}, fmt.Errorf("push %s to %s (remote %q): %w", branch, remote.HTTPSURL(), name, err)
-	}
-	return h.open(ctx, g, repoPath, remote, name, branch, fallbackBase, body)
-}
-
-// PullRequest opens (or finds) the pull request of branch, which the
-// caller pushed to the hosted remote of the checkout at repoPath already:
-// it pushes nothing. Skipped says why there is none (no token, no such
-// remote, not a GitHub remote).
-func (h Hosted) PullRequest(ctx context.Context, g gitcmd.Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
-	if err := gitref.CheckBranch(branch); err != nil {
-		return HostedResult{}, fmt.Errorf("pull request: %w: %w", ErrBadBranch, err)
-	}
-	remote, name, skipped, err := h.target(ctx, g, repoPath)
-	if err != nil || skipped != "" {
-		return HostedResult{Skipped: skipped}, err
 	}
 	return h.open(ctx, g, repoPath, remote, name, branch, fallbackBase, body)
 }
