@@ -79,6 +79,9 @@ func (m *Manager) runRadar(sw *swarm, r *swarmRadar) {
 			}
 			return cpu, true
 		}
+		if src == nil {
+			return cpu, true
+		}
 		tips, repo := sw.radarTips(src)
 		if repo == "" {
 			return cpu, true

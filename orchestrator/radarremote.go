@@ -17,6 +17,7 @@ var radarOriginGit = gitcmd.Git{Env: originGit.Env, Nice: radarNice}
 // radarSource is where the radar reads the swarm's tips: the git service
 // in local mode; in remote mode the daemon's copy of origin, whose
 // branches of the swarm that moved are fetched first (cpu: that git's).
+// nil: nothing to look at yet.
 func (sw *swarm) radarSource(ctx context.Context) (receivedTips, time.Duration, error) {
 	if sw.local {
 		src, ok := sw.m.cfg.Git.(TipSource)
@@ -24,6 +25,9 @@ func (sw *swarm) radarSource(ctx context.Context) (receivedTips, time.Duration, 
 			return nil, 0, errors.New("no git service (git.mode: local) to read the branches from")
 		}
 		return src, 0, nil
+	}
+	if !sw.checkoutFetchedOrigin(ctx) {
+		return nil, 0, nil
 	}
 	o, err := sw.originCopyOf(ctx)
 	if err != nil {
@@ -56,4 +60,13 @@ func (sw *swarm) radarOnMessage(c *ctr, m *acpmsg.Message) {
 	case *acpmsg.Completion:
 		sw.radarKick()
 	}
+}
+
+// checkoutFetchedOrigin reports whether the swarm's checkout has fetched
+// from origin (a ref under refs/remotes/origin/): the origin remote mode
+// reads task files from. The radar asks origin on its own only then; a
+// checkout whose origin was never fetched may name a server nobody runs.
+func (sw *swarm) checkoutFetchedOrigin(ctx context.Context) bool {
+	out, err := landGit.Run(ctx, sw.repo, "for-each-ref", "--count=1", "--format=%(refname)", "refs/remotes/origin/")
+	return err == nil && out != ""
 }
