@@ -107,12 +107,7 @@ func (o *originCopy) make(ctx context.Context, caFile, checkout string) error {
 	if err != nil {
 		return fmt.Errorf("ask origin (%s) for its default branch: %w", o.url, err)
 	}
-	for _, line := range strings.Split(out, "\n") {
-		if rest, ok := strings.CutPrefix(line, "ref: refs/heads/"); ok {
-			o.onto, _, _ = strings.Cut(rest, "\t")
-		}
-	}
-	if o.onto == "" || gitref.CheckBranch(o.onto) != nil {
+	if o.onto = symrefHead(out); o.onto == "" {
 		return fmt.Errorf("origin (%s) names no default branch (an empty repository?): push one, or land with --onto", o.url)
 	}
 	_, err = landGit.Run(ctx, o.dir, "symbolic-ref", "HEAD", "refs/heads/"+o.onto)
@@ -171,6 +166,12 @@ func (o *originCopy) remoteTips(ctx context.Context, g gitcmd.Git, branches []st
 	if err != nil {
 		return nil, cpu, fmt.Errorf("ask origin (%s) for the swarm's branches: %w", o.url, err)
 	}
+	return lsRemoteHeads(out, branches), cpu, nil
+}
+
+// lsRemoteHeads reads git ls-remote's answer (origin's: untrusted): the
+// tip of each of branches it names, nothing else.
+func lsRemoteHeads(out string, branches []string) map[string]string {
 	tips := map[string]string{}
 	for _, line := range strings.Split(out, "\n") {
 		oid, ref, ok := strings.Cut(line, "\t")
@@ -180,7 +181,19 @@ func (o *originCopy) remoteTips(ctx context.Context, g gitcmd.Git, branches []st
 			tips[b] = oid
 		}
 	}
-	return tips, cpu, nil
+	return tips
+}
+
+// symrefHead is the branch HEAD names in git ls-remote --symref's answer
+// (origin's: untrusted), "" when none or not a valid branch name.
+func symrefHead(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		rest, ok := strings.CutPrefix(line, "ref: refs/heads/")
+		if name, head, _ := strings.Cut(rest, "\t"); ok && head == "HEAD" && gitref.CheckBranch(name) == nil {
+			return name
+		}
+	}
+	return ""
 }
 
 // push pushes the copy's branch to origin's of the same name. With lease

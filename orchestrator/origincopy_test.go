@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/gittest"
 )
 
@@ -76,4 +77,24 @@ func TestOriginCopySyncsAndNeverForcesTheIntegrationBranch(t *testing.T) {
 	if got := gittest.Git(t, bare, "rev-parse", "refs/heads/aimi/land/s1--fix-a"); got != base {
 		t.Fatalf("origin's fix-up branch is %s, want %s", got, base)
 	}
+}
+
+// FuzzOriginAnswers: whatever origin answers to ls-remote, only valid
+// object ids of the branches asked for, and a valid branch name for HEAD,
+// come out.
+func FuzzOriginAnswers(f *testing.F) {
+	oid := strings.Repeat("a", 40)
+	f.Add("ref: refs/heads/main\tHEAD\n" + oid + "\tHEAD\n")
+	f.Add(oid + "\trefs/heads/feat/x\n" + oid + "\trefs/heads/other/feat/x\nzz\trefs/heads/feat/y\n")
+	f.Add("ref: refs/heads/..bad\tHEAD\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		for b, tip := range lsRemoteHeads(out, []string{"feat/x", "feat/y", "main"}) {
+			if (b != "feat/x" && b != "feat/y" && b != "main") || len(tip) < 40 {
+				t.Fatalf("read %q -> %q", b, tip)
+			}
+		}
+		if head := symrefHead(out); head != "" && gitref.CheckBranch(head) != nil {
+			t.Fatalf("HEAD read as %q", head)
+		}
+	})
 }
