@@ -88,6 +88,23 @@ func TestRemoteModeRadarAndLandPushToOriginWithOnePullRequest(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "pull request") {
 		t.Errorf("land again: exit %d, want 0 and the pull request (nothing new to land):\n%s", code, out)
 	}
+	if code, out, _ := run("swarm", "status"); code != 0 || !strings.Contains(out, "; pull request https://") {
+		t.Errorf("status: exit %d, want the land's line with its pull request:\n%s", code, out)
+	}
+	if code, out, _ := run("swarm", "logs", "land"); code != 0 || !strings.Contains(out, "pull request of "+rep.Branch+" onto main: "+rep.PRURL) {
+		t.Errorf("logs land: exit %d, want the pull request journaled:\n%s", code, out)
+	}
+	// The daemon's copy of origin goes with the swarm.
+	copies := filepath.Join(tmp, "data", "origin")
+	if left, err := os.ReadDir(copies); err != nil || len(left) != 1 {
+		t.Fatalf("%s: %v %v, want the swarm's copy of origin while it runs", copies, left, err)
+	}
+	if code, _, errOut := run("swarm", "cleanup", "--force"); code != 0 {
+		t.Fatalf("cleanup: exit %d %s", code, errOut)
+	}
+	if left, _ := os.ReadDir(copies); len(left) != 0 {
+		t.Errorf("the copy of origin is left after cleanup: %v", left)
+	}
 }
 
 // remoteLandCheckout is a checkout of origin with the three task files
