@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
 )
 
@@ -81,6 +82,7 @@ func TestRemoteModeRadarAndLandPushToOriginWithOnePullRequest(t *testing.T) {
 	checkRemoteLandReport(t, rep, origin)
 	checkRemoteLandOnOrigin(t, origin.bare, rep)
 	checkLandPullRequest(t, github, rep)
+	checkNoTokenInSandboxes(ctx, t, repo)
 	if strings.Contains(out+errOut, hostedToken) {
 		t.Error("the GitHub token is in the land's answer")
 	}
@@ -250,6 +252,26 @@ func checkLandPullRequest(t *testing.T, github *gittest.GitHubPulls, rep api.Lan
 	for _, w := range []string{"**landed** (2)", "**fixed** (1)"} {
 		if !strings.Contains(body, w) {
 			t.Errorf("the pull request's body lacks %q:\n%s", w, body)
+		}
+	}
+}
+
+// checkNoTokenInSandboxes: no container of the swarm (the fix-up's and
+// checks' among them) has the publish token in its environment.
+func checkNoTokenInSandboxes(ctx context.Context, t *testing.T, repo string) {
+	t.Helper()
+	cli := dockertest.Client(t)
+	sw := validState(t, repo)
+	if len(sw.Containers) < 5 {
+		t.Errorf("%d containers in the state, want the three, the fix-up and the checks", len(sw.Containers))
+	}
+	for _, c := range sw.Containers {
+		info, err := cli.ContainerInspect(ctx, c.ContainerID)
+		if err != nil {
+			t.Fatalf("inspect %s: %v", c.ContainerName, err)
+		}
+		if env := strings.Join(info.Config.Env, "\n"); strings.Contains(env, hostedToken) {
+			t.Errorf("the publish token is in the environment of %s", c.ContainerName)
 		}
 	}
 }
