@@ -44,8 +44,6 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api
 	}
 	if rep.StateRemoved {
 		m.forgetOrigin(sw)
-	}
-	if rep.StateRemoved {
 		sw.close(ctx)
 		m.mu.Lock()
 		if m.swarms[repo] == sw {
