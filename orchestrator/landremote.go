@@ -128,7 +128,7 @@ func (lr *landRun) pushLand(ctx context.Context, o *originCopy, rep *api.LandRep
 // branch.
 func pushRefusedHint(err error, branch string) string {
 	if s := err.Error(); strings.Contains(s, "rejected") || strings.Contains(s, "non-fast-forward") || strings.Contains(s, "fetch first") {
-		return fmt.Sprintf("origin's %s moved to commits this land does not hold, and a land never force-pushes: look at them ('git fetch origin %s'), then delete that branch on origin or merge them into it, and land again", branch, branch)
+		return fmt.Sprintf("origin's %s moved to commits this land does not hold, and a land never force-pushes: take what they hold ('git fetch origin %s'), delete that branch on origin ('git push origin --delete %s'), and land again", branch, branch, branch)
 	}
 	return "the land is kept in the daemon; land again once origin takes pushes"
 }
