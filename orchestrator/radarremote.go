@@ -44,20 +44,16 @@ func (sw *swarm) radarSource(ctx context.Context) (receivedTips, time.Duration, 
 }
 
 // radarOnMessage wakes a remote-mode swarm's radar after a message that
-// follows a push to origin: a story's progress-update (the runner pushes
-// each story's commit before it reports the story) and the completion
-// (after the last push). The look, on the radar's goroutine, asks origin;
-// this returns at once. In local mode the git service's OnTip wakes it.
+// follows a push to origin: a story's progress-update, completed or failed
+// (the runner commits and pushes each story's work before it reports the
+// story; its last push at the end only carries what such a push missed).
+// The look, on the radar's goroutine, asks origin; this returns at once.
+// In local mode the git service's OnTip wakes it.
 func (sw *swarm) radarOnMessage(c *ctr, m *acpmsg.Message) {
 	if sw.local || m == nil || land.IsLandRun(c.taskFile) {
 		return
 	}
-	switch p := m.Payload.(type) {
-	case *acpmsg.ProgressUpdate:
-		if p.Status == acpmsg.StoryCompleted || p.Status == acpmsg.StoryFailed {
-			sw.radarKick()
-		}
-	case *acpmsg.Completion:
+	if p, ok := m.Payload.(*acpmsg.ProgressUpdate); ok && (p.Status == acpmsg.StoryCompleted || p.Status == acpmsg.StoryFailed) {
 		sw.radarKick()
 	}
 }
