@@ -474,7 +474,11 @@ func newSwarmEventsCmd(s Streams) *cobra.Command {
 					repo = ""
 				}
 				enc := json.NewEncoder(s.Out)
-				return endOfStream(cmd.Context(), client.Events(cmd.Context(), repo, func(e api.Event) error {
+				// On stderr, once the daemon has subscribed: a script that
+				// starts this and then acts can wait for the line and miss
+				// nothing its action causes.
+				opened := func() { fmt.Fprintln(s.Err, EventsFollowing) }
+				return endOfStream(cmd.Context(), client.EventsOpened(cmd.Context(), repo, opened, func(e api.Event) error {
 					if asJSON {
 						return enc.Encode(e)
 					}
@@ -489,6 +493,10 @@ func newSwarmEventsCmd(s Streams) *cobra.Command {
 	cmd.Flags().BoolVar(&allRepos, "all-repos", false, "events of every repository, not just this one")
 	return cmd
 }
+
+// EventsFollowing is what `aimi swarm events` writes on stderr once the
+// daemon follows the stream for it.
+const EventsFollowing = "following the daemon's events (interrupt to end)"
 
 func formatEvent(e api.Event) string {
 	parts := []string{e.Time.UTC().Format("15:04:05.000"), string(e.Kind)}
