@@ -110,8 +110,11 @@ func bound(text string) string {
 	for cut > 0 && !utf8.RuneStart(text[cut]) {
 		cut--
 	}
-	return text[:cut] + fmt.Sprintf("\n[answer cut at %d KiB of %d: ask for less (tail, since, one name)]", maxOutput>>10, len(text)>>10)
+	return text[:cut] + cutNote
 }
+
+// cutNote ends an answer that was cut.
+var cutNote = fmt.Sprintf("\n[answer cut at %d KiB: ask for less (tail, since, one name)]", maxOutput>>10)
 
 // cleanResults passes every tool result and resource read, the SDK's own
 // error results included (an argument that fails the schema), through
@@ -138,21 +141,29 @@ func (s *Server) cleanResults(next mcp.MethodHandler) mcp.MethodHandler {
 // errFull ends a write into a full buffer.
 var errFull = errors.New("answer full")
 
-// limitBuffer keeps the first maxOutput+1 bytes written to it (one more
-// than bound keeps, so that bound notes the cut) and then refuses more,
-// which ends the stream that writes it.
-type limitBuffer struct{ bytes.Buffer }
+// limitBuffer keeps the first maxOutput bytes written to it and then
+// refuses more, which ends the stream that writes it; String then ends
+// with cutNote.
+type limitBuffer struct {
+	buf  bytes.Buffer
+	full bool
+}
 
 func (b *limitBuffer) Write(p []byte) (int, error) {
-	room := maxOutput + 1 - b.Len()
-	if room <= 0 {
-		return 0, errFull
-	}
+	room := maxOutput - b.buf.Len()
 	if len(p) > room {
-		b.Buffer.Write(p[:room])
-		return room, errFull
+		b.buf.Write(p[:max(room, 0)])
+		b.full = true
+		return max(room, 0), errFull
 	}
-	return b.Buffer.Write(p)
+	return b.buf.Write(p)
+}
+
+func (b *limitBuffer) String() string {
+	if b.full {
+		return b.buf.String() + cutNote
+	}
+	return b.buf.String()
 }
 
 // answer is a tool's result: what it wrote, or its error as the CLI

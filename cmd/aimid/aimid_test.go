@@ -65,8 +65,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	closeCluster()
 	removeImages()
-	if aimidBin != "" {
-		os.RemoveAll(filepath.Dir(aimidBin))
+	for _, bin := range []string{aimidBin, aimiBin} {
+		if bin != "" {
+			os.RemoveAll(filepath.Dir(bin))
+		}
 	}
 	os.Exit(code)
 }
