@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,37 +21,6 @@ import (
 	"github.com/aimi-tools/swarm/mcpserver"
 	"github.com/aimi-tools/swarm/state"
 )
-
-var (
-	aimiBuildOnce sync.Once
-	aimiBin       string
-	aimiBuildErr  error
-)
-
-// aimiBinary builds cmd/aimi once per test run (with the race detector
-// when the tests have it), for the tests that run it as a process.
-func aimiBinary(t testing.TB) string {
-	t.Helper()
-	aimiBuildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "aimi-bin")
-		if err != nil {
-			aimiBuildErr = err
-			return
-		}
-		aimiBin = filepath.Join(dir, "aimi")
-		args := []string{"build", "-o", aimiBin}
-		if raceBuild {
-			args = append(args, "-race")
-		}
-		if out, err := exec.Command("go", append(args, "github.com/aimi-tools/swarm/cmd/aimi")...).CombinedOutput(); err != nil {
-			aimiBuildErr = fmt.Errorf("go build cmd/aimi: %v\n%s", err, out)
-		}
-	})
-	if aimiBuildErr != nil {
-		t.Fatal(aimiBuildErr)
-	}
-	return aimiBin
-}
 
 // mcpSession is a test's MCP client session with `aimi mcp`: every tool
 // answer is kept for the leak checks, and the resources/updated
@@ -159,7 +127,7 @@ type stateDoc struct {
 // the swarm is started, its two permission requests answered through the
 // tools (an option not offered refused), its end seen through
 // resources/updated of aimi://swarm/state, and its usage, logs and journal
-// resource read. No answer holds a control character, a gateway
+// resource read, and its branch landed. No answer holds a control character, a gateway
 // placeholder or the credential in the server's environment.
 func TestMCPDrivesASwarm(t *testing.T) {
 	parallel(t)
@@ -191,6 +159,9 @@ func TestMCPDrivesASwarm(t *testing.T) {
 	answerMCPRequests(t, m, name)
 	waitMCPDone(t, m, name)
 	checkMCPReports(t, m, name)
+	if out := m.mustCall("swarm_land", nil); !strings.Contains(out, "landed   "+name) || !strings.Contains(out, "git merge --ff-only aimi/land/") {
+		t.Errorf("swarm_land:\n%s", out)
+	}
 	checkMCPAnswersClean(t, m, credential)
 }
 
