@@ -83,7 +83,7 @@ func journalName(uri string) (string, bool) {
 
 func (r *resources) readState(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	var out limitBuffer
-	if err := cli.WriteStatusJSON(ctx, r.s.client, r.s.opts.Repo, &out, false); err != nil && !errors.Is(err, errFull) {
+	if err := out.settle(cli.WriteStatusJSON(ctx, r.s.client, r.s.opts.Repo, &out, false)); err != nil {
 		return nil, r.failed(err)
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: StateURI, MIMEType: "application/json", Text: out.String()}}}, nil
@@ -100,7 +100,7 @@ func (r *resources) readJournal(ctx context.Context, req *mcp.ReadResourceReques
 	if err == nil {
 		err = cli.WriteLogs(ctx, r.s.client, lr, &out, false)
 	}
-	if err != nil && !errors.Is(err, errFull) {
+	if err := out.settle(err); err != nil {
 		return nil, r.failed(err)
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "text/plain", Text: out.String()}}}, nil

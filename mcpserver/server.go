@@ -159,6 +159,16 @@ func (b *limitBuffer) Write(p []byte) (int, error) {
 	return b.buf.Write(p)
 }
 
+// settle is err, but none when the buffer filled: what wrote it stopped
+// because the answer is complete as far as it goes (the error may wrap
+// errFull with %v, as the CLI's write errors do).
+func (b *limitBuffer) settle(err error) error {
+	if b.full || errors.Is(err, errFull) {
+		return nil
+	}
+	return err
+}
+
 func (b *limitBuffer) String() string {
 	if b.full {
 		return b.buf.String() + cutNote
@@ -168,12 +178,9 @@ func (b *limitBuffer) String() string {
 
 // answer is a tool's result: what it wrote, or its error as the CLI
 // reports it (cli.DaemonError: the same message), as a tool error. A
-// write cut by the buffer's bound is no error: bound notes it.
+// write cut by the buffer's bound is no error: the answer notes it.
 func answer(out *limitBuffer, err error) (*mcp.CallToolResult, any, error) {
-	if errors.Is(err, errFull) {
-		err = nil
-	}
-	if err != nil {
+	if err = out.settle(err); err != nil {
 		var ee *cli.ExitError
 		if !errors.As(err, &ee) {
 			err = cli.DaemonError(err)

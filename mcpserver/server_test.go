@@ -72,6 +72,13 @@ func TestAnswersAreFilteredRedactedAndBounded(t *testing.T) {
 	t.Parallel()
 	repo := daemontest.ShortTempDir(t)
 	fake := &daemontest.Swarms{
+		StatusFunc: func(repo string) (api.SwarmView, error) {
+			v := daemontest.View(repo)
+			for i := range 3000 {
+				v.State.Containers = append(v.State.Containers, &state.Container{ContainerName: fmt.Sprintf("aimi-%04d", i), TaskFilePath: ".aimi/tasks/x-tasks.json", BranchName: "feat/x", Status: state.StatusRunning})
+			}
+			return v, nil
+		},
 		StopFunc: func(repo string, _ []string) (api.SwarmView, error) {
 			v := daemontest.View(repo)
 			v.Containers = []api.ContainerDetail{{Name: "aimi-x", Errors: []api.ErrorDetail{{Code: "CRASH", Message: hostile}}}}
@@ -104,6 +111,9 @@ func TestAnswersAreFilteredRedactedAndBounded(t *testing.T) {
 	}
 	if len(big) > maxOutput+200 || !strings.Contains(big, "[answer cut at 128 KiB") {
 		t.Errorf("a journal answer of 1000 long records: %d bytes, ends %q", len(big), big[max(0, len(big)-200):])
+	}
+	if text, isErr := callText(t, sess, "swarm_status", nil); isErr || len(text) > maxOutput+200 || !strings.HasSuffix(text, cutNote) {
+		t.Errorf("the status of 3000 containers: error %v, %d bytes, ends %q", isErr, len(text), text[max(0, len(text)-200):])
 	}
 	if text, isErr := callText(t, sess, "swarm_logs", map[string]any{"name": "aimi-x", "tail": 1001}); !isErr || !strings.Contains(text, "at most 1000") {
 		t.Errorf("tail 1001: %v %s", isErr, text)
