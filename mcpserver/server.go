@@ -185,9 +185,13 @@ func answer(out *limitBuffer, err error) (*mcp.CallToolResult, any, error) {
 		if !errors.As(err, &ee) {
 			err = cli.DaemonError(err)
 		}
-		msg := err.Error()
-		if errors.As(err, &ee) && ee.Err == nil {
-			msg = out.String() // a report that is itself the failure (a held land)
+		// What the command printed before it failed comes first, as on a
+		// terminal: the task files a start without a selection lists, the
+		// note that no daemon runs, a held land's report (an error of no
+		// message of its own).
+		msg := out.String()
+		if errors.As(err, &ee) && ee.Err != nil {
+			msg += err.Error()
 		}
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil, nil
 	}

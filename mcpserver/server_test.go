@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -199,5 +201,30 @@ func TestPrintConfig(t *testing.T) {
 	}
 	if _, _, err := PrintConfig("cursor", cmd); err == nil || !strings.Contains(err.Error(), "claude-code, codex, gemini, opencode") {
 		t.Errorf("an unknown client: %v", err)
+	}
+}
+
+// TestRefusalsKeepWhatCameBefore: a start without a selection lists the
+// task files before it refuses, and status without a daemon says so
+// before the state file's error, as on a terminal.
+func TestRefusalsKeepWhatCameBefore(t *testing.T) {
+	t.Parallel()
+	repo := daemontest.ShortTempDir(t)
+	if err := os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "one-tasks.json"), []byte(`{"metadata":{"branchName":"feat/one"},"userStories":[]}`), 0o644)
+	sess := connect(t, New(Options{Repo: repo, Socket: filepath.Join(repo, "none.sock")}), nil)
+	text, isErr := callText(t, sess, "swarm_start", nil)
+	if !isErr || !strings.Contains(text, ".aimi/tasks/one-tasks.json  feat/one") || !strings.Contains(text, "no task file selected and stdin is not a terminal; pass --all") {
+		t.Errorf("a start without a selection: %v\n%s", isErr, text)
+	}
+	text, isErr = callText(t, sess, "swarm_status", nil)
+	if !isErr || !strings.HasPrefix(text, "daemon not running; showing the state file\nno swarm state in ") {
+		t.Errorf("status without a daemon: %v\n%s", isErr, text)
+	}
+	text, isErr = callText(t, sess, "swarm_inbox", nil)
+	if !isErr || !strings.Contains(text, "no aimi daemon running at") || !strings.Contains(text, "aimid &") {
+		t.Errorf("inbox without a daemon: %v\n%s", isErr, text)
 	}
 }
