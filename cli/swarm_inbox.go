@@ -40,7 +40,7 @@ func newSwarmInboxCmd(s Streams) *cobra.Command {
 				ids[i] = r.ID
 			}
 			if last == nil || !slices.Equal(ids, last) {
-				if err := printInbox(s.Out, in, asJSON, time.Now()); err != nil {
+				if err := WriteInbox(s.Out, in, asJSON, time.Now()); err != nil {
 					return err
 				}
 				last = ids
@@ -63,7 +63,7 @@ func newSwarmInboxCmd(s Streams) *cobra.Command {
 
 // printInbox prints the pending requests: one line each, then what the
 // request names (paths, command) and the options to answer with.
-func printInbox(w io.Writer, in api.Inbox, asJSON bool, now time.Time) error {
+func WriteInbox(w io.Writer, in api.Inbox, asJSON bool, now time.Time) error {
 	if asJSON {
 		b, err := json.Marshal(in)
 		if err != nil {
@@ -117,28 +117,43 @@ func newSwarmAnswerCmd(s Streams) *cobra.Command {
 		Short: "answer a permission request: an option id, or allow / reject (--all-from NAME: every request of a container)",
 		Args:  cobra.RangeArgs(1, 2),
 	}, func(ctx context.Context, repo string, client *daemon.Client, args []string) error {
-		req := api.AnswerRequest{RepoPath: repo, AllFrom: allFrom}
-		switch {
-		case allFrom != "" && len(args) == 1:
-			req.Option = args[0]
-		case allFrom == "" && len(args) == 2:
-			req.ID, req.Option = args[0], args[1]
-		default:
-			return exitf(ExitUsage, "give ID OPTION, or --all-from NAME OPTION")
+		req, err := AnswerRequest(repo, allFrom, args)
+		if err != nil {
+			return err
 		}
 		rep, err := client.Answer(ctx, req)
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			return json.NewEncoder(s.Out).Encode(rep)
-		}
-		for _, a := range rep.Answered {
-			fmt.Fprintf(s.Out, "%s (%s): answered %s\n", oneLine(a.ID, 20), oneLine(a.ContainerName, 60), oneLine(a.OptionID, 40))
-		}
-		return nil
+		return WriteAnswer(s.Out, rep, asJSON)
 	})
 	cmd.Flags().StringVar(&allFrom, "all-from", "", "answer every pending request of this container")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was answered as JSON")
 	return cmd
+}
+
+// AnswerRequest makes the daemon's request from `aimi swarm answer`'s
+// arguments: ID OPTION, or with allFrom (a container) OPTION alone.
+func AnswerRequest(repo, allFrom string, args []string) (api.AnswerRequest, error) {
+	req := api.AnswerRequest{RepoPath: repo, AllFrom: allFrom}
+	switch {
+	case allFrom != "" && len(args) == 1:
+		req.Option = args[0]
+	case allFrom == "" && len(args) == 2:
+		req.ID, req.Option = args[0], args[1]
+	default:
+		return req, exitf(ExitUsage, "give ID OPTION, or --all-from NAME OPTION")
+	}
+	return req, nil
+}
+
+// WriteAnswer prints what an answer answered, one line each or as JSON.
+func WriteAnswer(w io.Writer, rep api.AnswerReport, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(rep)
+	}
+	for _, a := range rep.Answered {
+		fmt.Fprintf(w, "%s (%s): answered %s\n", oneLine(a.ID, 20), oneLine(a.ContainerName, 60), oneLine(a.OptionID, 40))
+	}
+	return nil
 }

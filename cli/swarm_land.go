@@ -42,21 +42,10 @@ Exit status: 0 when every completed branch landed, 1 when one was held.`,
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					enc := json.NewEncoder(s.Out)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(rep); err != nil {
-						return exitf(ExitUsage, "write: %v", err)
-					}
-				} else {
-					printLand(s.Out, rep)
+				if err := WriteLand(s.Out, rep, asJSON); err != nil {
+					return err
 				}
-				for _, r := range rep.Results {
-					if r.Outcome == "held" {
-						return &ExitError{Code: ExitInvalid} // the report says which and why
-					}
-				}
-				return nil
+				return LandHeld(rep)
 			})
 		},
 	}
@@ -65,6 +54,31 @@ Exit status: 0 when every completed branch landed, 1 when one was held.`,
 	cmd.Flags().StringVar(&order, "order", "", "container names in the order to land them, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// WriteLand prints a land's report, as text or indented JSON.
+func WriteLand(w io.Writer, rep api.LandReport, asJSON bool) error {
+	if !asJSON {
+		printLand(w, rep)
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return exitf(ExitUsage, "write: %v", err)
+	}
+	return nil
+}
+
+// LandHeld is the land command's exit 1 when a branch was held (the
+// report says which and why), else nil.
+func LandHeld(rep api.LandReport) error {
+	for _, r := range rep.Results {
+		if r.Outcome == "held" {
+			return &ExitError{Code: ExitInvalid}
+		}
+	}
+	return nil
 }
 
 func printLand(w io.Writer, rep api.LandReport) {

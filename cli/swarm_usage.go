@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -191,23 +192,9 @@ func newSwarmUsageCmd(s Streams) *cobra.Command {
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return t.withClient(func(repo string, client *daemon.Client) error {
-				view, err := client.Status(cmd.Context(), repo)
+				rep, err := Usage(cmd.Context(), client, repo, args)
 				if err != nil {
-					return swarmErr(err)
-				}
-				rep := UsageReport{Containers: []ContainerUsage{}}
-				for _, name := range usageNames(view, args) {
-					f := newUsageFold()
-					err := client.Logs(cmd.Context(), api.LogsRequest{RepoPath: repo, Name: name}, func(r state.Record) error {
-						f.add(r)
-						return nil
-					})
-					if err := endOfStream(cmd.Context(), err); err != nil {
-						return err
-					}
-					cu := f.result(name)
-					rep.Containers = append(rep.Containers, cu)
-					rep.Total.add(cu.UsageTotals)
+					return err
 				}
 				if asJSON {
 					enc := json.NewEncoder(s.Out)
@@ -224,8 +211,33 @@ func newSwarmUsageCmd(s Streams) *cobra.Command {
 	return cmd
 }
 
+// Usage is `aimi swarm usage [NAME]`'s report: the model calls of the
+// named containers (none named: every container of the swarm), read from
+// their journals. Its errors are the command's.
+func Usage(ctx context.Context, client *daemon.Client, repo string, names []string) (UsageReport, error) {
+	view, err := client.Status(ctx, repo)
+	if err != nil {
+		return UsageReport{}, swarmErr(err)
+	}
+	rep := UsageReport{Containers: []ContainerUsage{}}
+	for _, name := range usageNames(view, names) {
+		f := newUsageFold()
+		err := client.Logs(ctx, api.LogsRequest{RepoPath: repo, Name: name}, func(r state.Record) error {
+			f.add(r)
+			return nil
+		})
+		if err := endOfStream(ctx, err); err != nil {
+			return UsageReport{}, swarmErr(err)
+		}
+		cu := f.result(name)
+		rep.Containers = append(rep.Containers, cu)
+		rep.Total.add(cu.UsageTotals)
+	}
+	return rep, nil
+}
+
 func usageNames(v api.SwarmView, args []string) []string {
-	if len(args) == 1 {
+	if len(args) > 0 {
 		return args
 	}
 	var names []string
