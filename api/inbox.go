@@ -19,17 +19,21 @@ const (
 // PermissionRequest is one agent's permission request waiting for a person.
 // Every text field comes from the agent: filter it before a terminal or page.
 type PermissionRequest struct {
-	ID            string             `json:"id"`
-	RepoPath      string             `json:"repoPath"`
-	SwarmID       string             `json:"swarmId"`
-	ContainerName string             `json:"containerName"`
-	StoryID       string             `json:"storyId,omitempty"`
-	Title         string             `json:"title"`
-	Kind          string             `json:"kind"`
-	Paths         []string           `json:"paths,omitempty"`
-	Command       string             `json:"command,omitempty"`
-	Options       []PermissionOption `json:"options"`
-	AskedAt       time.Time          `json:"askedAt"`
+	ID            string `json:"id"`
+	RepoPath      string `json:"repoPath"`
+	SwarmID       string `json:"swarmId"`
+	ContainerName string `json:"containerName"`
+	// Containers are every container waiting on a request of the egress
+	// proxy (kind fetch): one request per host and swarm, which the
+	// containers that ask for the host join.
+	Containers []string           `json:"containers,omitempty"`
+	StoryID    string             `json:"storyId,omitempty"`
+	Title      string             `json:"title"`
+	Kind       string             `json:"kind"`
+	Paths      []string           `json:"paths,omitempty"`
+	Command    string             `json:"command,omitempty"`
+	Options    []PermissionOption `json:"options"`
+	AskedAt    time.Time          `json:"askedAt"`
 	// Deadline is when the fallback answers it (agent.ask_timeout).
 	Deadline time.Time `json:"deadline"`
 }
