@@ -63,7 +63,7 @@ if ($branch eq 'feat/first') {
 // first go through without a new request. The next swarm of the
 // repository asks again: the grant is gone.
 func TestAnAgentAsksForTheHostItLacks(t *testing.T) {
-	parallelLong(t)
+	parallel(t)
 	if testing.Short() {
 		t.Skip("builds the sandbox image and runs real containers")
 	}
