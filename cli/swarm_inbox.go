@@ -23,7 +23,7 @@ func newSwarmInboxCmd(s Streams) *cobra.Command {
 	var asJSON, watch, allRepos bool
 	cmd := daemonCmd(&cobra.Command{
 		Use:   "inbox",
-		Short: "list the agents' permission requests waiting for a person (agent.permission_policy ask)",
+		Short: "list the permission requests waiting for a person: the agents' (agent.permission_policy ask) and the egress proxy's (egress.ask)",
 		Args:  cobra.NoArgs,
 	}, func(ctx context.Context, repo string, client *daemon.Client, _ []string) error {
 		if allRepos {
