@@ -22,8 +22,11 @@ type EgressGrant struct {
 	// Scope is once (this container, until its stories StoryIDs end),
 	// container (until it ends) or swarm (every container of the swarm,
 	// until the swarm ends).
-	Scope    string    `json:"scope"`
-	StoryIDs []string  `json:"storyIds,omitempty"`
-	By       string    `json:"by"`
-	At       time.Time `json:"at"`
+	Scope    string   `json:"scope"`
+	StoryIDs []string `json:"storyIds,omitempty"`
+	By       string   `json:"by"`
+	// Who is the user whose answer it was (the daemon socket's peer:
+	// "alice, uid 1000"), when known.
+	Who string    `json:"who,omitempty"`
+	At  time.Time `json:"at"`
 }

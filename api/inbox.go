@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Event kinds of the inbox: a permission request waits for a person, and
 // one was answered (by a person, by the timeout's fallback, or dropped
@@ -71,4 +74,18 @@ type Answered struct {
 	ID            string `json:"id"`
 	ContainerName string `json:"containerName"`
 	OptionID      string `json:"optionId"`
+}
+
+type requesterKey struct{}
+
+// WithRequester is ctx carrying who made an API request: the user of the
+// daemon socket's peer, as the kernel names it.
+func WithRequester(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, requesterKey{}, who)
+}
+
+// RequesterOf is who made the API request of ctx ("" when not known).
+func RequesterOf(ctx context.Context) string {
+	s, _ := ctx.Value(requesterKey{}).(string)
+	return s
 }

@@ -94,7 +94,11 @@ func printEgress(w io.Writer, entries []egressEntry) {
 			if len(g.StoryIDs) > 0 {
 				scope += " (story " + oneLine(strings.Join(g.StoryIDs, ","), 60) + ")"
 			}
-			fmt.Fprintf(w, "  granted:     %s  %s  by a %s at %s\n", oneLine(g.Rule, 120), scope, oneLine(g.By, 20), g.At.Local().Format(time.DateTime))
+			by := oneLine(g.By, 20)
+			if g.Who != "" {
+				by += " (" + oneLine(g.Who, 60) + ")"
+			}
+			fmt.Fprintf(w, "  granted:     %s  %s  by a %s at %s\n", oneLine(g.Rule, 120), scope, by, g.At.Local().Format(time.DateTime))
 		}
 		fmt.Fprintf(w, "  otherwise:   %s\n", ask)
 	}

@@ -14,11 +14,11 @@ func TestPrintEgressShowsEachSourceAndTheGrants(t *testing.T) {
 	at := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
 	printEgress(&b, []egressEntry{
 		{Name: "aimi-a", Status: "running", Rules: &api.EgressRules{Config: []string{"registry.npmjs.org"}, Repository: []string{}, Ask: true,
-			Granted: []api.EgressGrant{{Rule: "pkg.corp.test:8080", Scope: "swarm", By: "person", At: at}, {Rule: "x.test:443", Scope: "once", StoryIDs: []string{"US-002"}, By: "person", At: at}}}},
+			Granted: []api.EgressGrant{{Rule: "pkg.corp.test:8080", Scope: "swarm", By: "person", Who: "alice, uid 1000", At: at}, {Rule: "x.test:443", Scope: "once", StoryIDs: []string{"US-002"}, By: "person", At: at}}}},
 		{Name: "aimi-b\x1b[31m", Status: "completed"},
 	})
 	out := b.String()
-	for _, want := range []string{"aimi-a (running)", "config:      registry.npmjs.org", "repository:  -", "pkg.corp.test:8080  swarm  by a person",
+	for _, want := range []string{"aimi-a (running)", "config:      registry.npmjs.org", "repository:  -", "pkg.corp.test:8080  swarm  by a person (alice, uid 1000)",
 		"x.test:443  once (story US-002)", "otherwise:   asked in the inbox", "no rules in force"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)

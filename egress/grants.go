@@ -23,6 +23,7 @@ type Grant struct {
 	Port      int
 	Private   bool   // may resolve into a private range (the person was told)
 	By        string // who answered ("person")
+	Who       string // the person's user, when known ("alice, uid 1000")
 	At        time.Time
 }
 

@@ -200,8 +200,11 @@ func (in *Inbox) granted(ctx context.Context, e *entry, option, by string) {
 		in.mu.Unlock()
 		return
 	}
-	at := in.cfg.Now().UTC()
-	grant := egress.Grant{Scope: option, Swarm: f.key.swarm, Host: f.host, Port: f.port, Private: f.private, By: by, At: at}
+	at, who := in.cfg.Now().UTC(), by
+	grant := egress.Grant{Scope: option, Swarm: f.key.swarm, Host: f.host, Port: f.port, Private: f.private, By: by, At: at, Who: api.RequesterOf(ctx)}
+	if grant.Who != "" {
+		who += " (" + grant.Who + ")"
+	}
 	var grants []egress.Grant
 	if option == egress.ScopeSwarm {
 		grants = append(grants, grant)
@@ -219,7 +222,7 @@ func (in *Inbox) granted(ctx context.Context, e *entry, option, by string) {
 	}
 	for _, c := range e.req.Containers {
 		in.journal(ctx, api.PermissionRequest{SwarmID: f.key.swarm, ContainerName: c},
-			fmt.Sprintf("egress granted: %s by a %s, scope %s, at %s (request %s)", f.key.target, by, option, at.Format("2006-01-02T15:04:05Z"), e.req.ID))
+			fmt.Sprintf("egress granted: %s by a %s, scope %s, at %s (request %s)", f.key.target, who, option, at.Format("2006-01-02T15:04:05Z"), e.req.ID))
 	}
 }
 

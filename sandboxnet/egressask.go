@@ -32,7 +32,7 @@ func (n *Net) Grant(_ context.Context, g egress.Grant) {
 		n.log.Warn("egress grant not kept: the swarm has too many", "swarm", g.Swarm, "host", g.Host, "port", g.Port)
 		return
 	}
-	n.log.Info("egress granted", "swarm", g.Swarm, "container", g.Container, "scope", g.Scope, "host", g.Host, "port", g.Port, "by", g.By)
+	n.log.Info("egress granted", "swarm", g.Swarm, "container", g.Container, "scope", g.Scope, "host", g.Host, "port", g.Port, "by", g.By, "who", g.Who)
 }
 
 // Ask implements egress.Asker for the proxy: the inbox's, once set.
@@ -90,7 +90,7 @@ func (n *Net) EgressRules(sb contract.Sandbox) *api.EgressRules {
 	}
 	out := &api.EgressRules{Config: orEmpty(src.config), Repository: orEmpty(src.repo), Origin: src.origin, Ask: src.ask, Granted: []api.EgressGrant{}}
 	for _, g := range n.grants.Of(sb) {
-		out.Granted = append(out.Granted, api.EgressGrant{Rule: g.Rule().String(), Scope: g.Scope, StoryIDs: g.Stories, By: g.By, At: g.At})
+		out.Granted = append(out.Granted, api.EgressGrant{Rule: g.Rule().String(), Scope: g.Scope, StoryIDs: g.Stories, By: g.By, Who: g.Who, At: g.At})
 	}
 	return out
 }
