@@ -266,3 +266,52 @@ func TestARefusalIsRememberedForTheSwarm(t *testing.T) {
 		t.Errorf("%d requests, want 1", r.asked.Load())
 	}
 }
+
+// TestAnHTTPSTunnelIsAskedAboutToo: a CONNECT is held the same way; its
+// request says it is a tunnel (no path to show), and an answer once
+// opens the tunnel to the checked address.
+func TestAnHTTPSTunnelIsAskedAboutToo(t *testing.T) {
+	r := newFetchRig(t, 2*time.Minute)
+	sb := contract.Sandbox{Swarm: "sw", Container: "aimi-a"}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() { _ = r.proxy.Serve(ln, sb, func() []egress.Rule { return r.grants.Rules(sb) }) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", r.srv, r.srv)
+	var req api.PermissionRequest
+	testwait.Eventually(t, time.Minute, "the tunnel's request", func() error {
+		l := r.in.List("")
+		if len(l) != 1 {
+			return fmt.Errorf("%d requests", len(l))
+		}
+		req = l[0]
+		return nil
+	})
+	if !strings.HasPrefix(req.Command, "CONNECT (an HTTPS tunnel)") || req.Title != "Reach "+r.srv {
+		t.Errorf("request %+v", req)
+	}
+	if _, err := r.in.Answer(context.Background(), api.AnswerRequest{ID: req.ID, Option: "allow"}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	buf := make([]byte, 64)
+	n, _ := c.Read(buf)
+	if !strings.Contains(string(buf[:n]), " 200 ") {
+		t.Fatalf("after allow: %q, want the tunnel established", buf[:n])
+	}
+	fmt.Fprintf(c, "GET / HTTP/1.0\r\nHost: pkg.corp.test\r\n\r\n")
+	b, _ := io.ReadAll(c)
+	if !strings.Contains(string(b), "package") {
+		t.Errorf("through the tunnel: %q", b)
+	}
+	if g := r.grants.Of(sb); len(g) != 1 || g[0].Scope != egress.ScopeOnce {
+		t.Errorf("grants after allow: %+v, want one of scope once", g)
+	}
+}
