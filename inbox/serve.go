@@ -164,8 +164,15 @@ func (in *Inbox) Run(ctx context.Context, events <-chan api.Event) {
 				events = nil
 				continue
 			}
-			if e.Kind == api.EventContainerExited || e.Kind == api.EventSwarmRemoved {
+			switch e.Kind {
+			case api.EventContainerExited, api.EventSwarmRemoved:
 				in.dropEvent(e)
+			case api.EventSwarmFinished:
+				// Its grants end (package sandboxnet), and so do the
+				// hosts a person refused it.
+				in.mu.Lock()
+				in.forgetSwarmLocked(e.SwarmID)
+				in.mu.Unlock()
 			}
 		case <-tick.C:
 			in.expire(ctx)
