@@ -26,7 +26,7 @@ func TestARepositoryMayAskAndTheViewShowsTheGrants(t *testing.T) {
 	cfg := &configs.Config{}
 	cfg.Egress.Allow, cfg.Egress.AskWait = rules, time.Minute
 	var buf syncbuf.Buffer
-	n, err := New(Options{Config: cfg, DataDir: shortTemp(t), Log: slog.New(slog.NewTextHandler(&buf, nil))})
+	n, err := New(Options{Config: cfg, DataDir: shortDir(t), Log: slog.New(slog.NewTextHandler(&buf, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,15 +60,4 @@ func TestARepositoryMayAskAndTheViewShowsTheGrants(t *testing.T) {
 	if n.EgressRules(a) != nil || len(n.grants.Of(a)) != 0 {
 		t.Error("a's grant outlived it")
 	}
-}
-
-// shortTemp is a temporary directory whose sockets' paths stay short.
-func shortTemp(t *testing.T) string {
-	t.Helper()
-	d, err := os.MkdirTemp("/tmp", "sbn")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(d) })
-	return d
 }
