@@ -82,6 +82,10 @@ type containerJSON struct {
 	// LimitWaits say what the container's model calls wait for at the
 	// gateway now ("waiting for anthropic limit until 15:04:05").
 	LimitWaits []string `json:"limitWaits"`
+	// EgressGranted are the hosts a person let the container reach
+	// through the inbox (egress.ask), with their scope: "pkg.example:443
+	// (swarm)".
+	EgressGranted []string `json:"egressGranted"`
 	// Conflicts name what the container's branch would conflict with (the
 	// conflict radar): another container, or "main (the landing target)".
 	Conflicts []conflictJSON `json:"conflicts"`
@@ -139,7 +143,12 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 			ExitCode: d.ExitCode, OOMKilled: d.OOMKilled, Finished: d.Finished,
 			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected, EgressDenied: d.EgressDenied, GitRefused: d.GitRefused,
 			Errors: []errorJSON{}, Stories: []storyJSON{},
-			Progress: progressJSON(e.StoryProgress), LimitWaits: []string{},
+			Progress: progressJSON(e.StoryProgress), LimitWaits: []string{}, EgressGranted: []string{},
+		}
+		if d.Egress != nil {
+			for _, g := range d.Egress.Granted {
+				c.EgressGranted = append(c.EgressGranted, clean(g.Rule+" ("+g.Scope+")", maxTitle))
+			}
 		}
 		c.Conflicts = conflictsOf(v.Conflicts, e.ContainerName)
 		for _, w := range d.LimitWaits {

@@ -113,3 +113,18 @@ func TestContainerCardsCarryTheConflictBadge(t *testing.T) {
 		}
 	}
 }
+
+// A container a person granted a host through the inbox shows it on its
+// card, with the grant's scope.
+func TestContainerCardCarriesTheEgressGrants(t *testing.T) {
+	v := api.SwarmView{RepoPath: "/repo", State: &state.Swarm{SwarmID: "s", Containers: []*state.Container{
+		{ContainerName: "aimi-a", Status: state.StatusRunning}, {ContainerName: "aimi-b", Status: state.StatusRunning}}},
+		Containers: []api.ContainerDetail{{Name: "aimi-a", Egress: &api.EgressRules{Granted: []api.EgressGrant{{Rule: "pkg.corp.test:8080", Scope: "swarm\u202e"}}}}}}
+	s := boardSwarm(v)
+	if got := s.Containers[0].EgressGranted; len(got) != 1 || got[0] != "pkg.corp.test:8080 (swarm)" {
+		t.Fatalf("card of the granted container: %q", got)
+	}
+	if got := s.Containers[1].EgressGranted; got == nil || len(got) != 0 {
+		t.Fatalf("card of the other container: %#v, want an empty list", got)
+	}
+}

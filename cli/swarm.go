@@ -51,6 +51,7 @@ Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
 		newSwarmEventsCmd(s),
 		newSwarmInboxCmd(s),
 		newSwarmAnswerCmd(s),
+		newSwarmEgressCmd(s),
 		newSwarmUICmd(s),
 	)
 	return cmd

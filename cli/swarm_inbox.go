@@ -23,7 +23,7 @@ func newSwarmInboxCmd(s Streams) *cobra.Command {
 	var asJSON, watch, allRepos bool
 	cmd := daemonCmd(&cobra.Command{
 		Use:   "inbox",
-		Short: "list the agents' permission requests waiting for a person (agent.permission_policy ask)",
+		Short: "list the permission requests waiting for a person: the agents' (agent.permission_policy ask) and the egress proxy's (egress.ask)",
 		Args:  cobra.NoArgs,
 	}, func(ctx context.Context, repo string, client *daemon.Client, _ []string) error {
 		if allRepos {
@@ -37,7 +37,8 @@ func newSwarmInboxCmd(s Streams) *cobra.Command {
 			}
 			ids := make([]string, len(in.Requests))
 			for i, r := range in.Requests {
-				ids[i] = r.ID
+				// A request of the egress proxy changes as containers join it.
+				ids[i] = fmt.Sprintf("%s/%d", r.ID, len(r.Containers))
 			}
 			if last == nil || !slices.Equal(ids, last) {
 				if err := WriteInbox(s.Out, in, asJSON, time.Now()); err != nil {
@@ -79,7 +80,11 @@ func WriteInbox(w io.Writer, in api.Inbox, asJSON bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCONTAINER\tSTORY\tKIND\tWAITING\tTITLE")
 	for _, r := range in.Requests {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(r.ID, 20), oneLine(r.ContainerName, 60), dash(oneLine(r.StoryID, 20)),
+		who := oneLine(r.ContainerName, 60)
+		if n := len(r.Containers); n > 1 {
+			who = fmt.Sprintf("%d containers", n)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(r.ID, 20), who, dash(oneLine(r.StoryID, 20)),
 			oneLine(r.Kind, 20), now.Sub(r.AskedAt).Round(time.Second), oneLine(r.Title, 100))
 	}
 	if err := tw.Flush(); err != nil {
@@ -93,6 +98,13 @@ func WriteInbox(w io.Writer, in api.Inbox, asJSON bool, now time.Time) error {
 		fmt.Fprintf(w, "%s: options %s; fallback at %s\n", oneLine(r.ID, 20), strings.Join(opts, ", "), r.Deadline.Local().Format("15:04:05"))
 		if r.Command != "" {
 			fmt.Fprintf(w, "  command: %s\n", oneLine(r.Command, 200))
+		}
+		if len(r.Containers) > 1 {
+			names := make([]string, 0, len(r.Containers))
+			for _, c := range r.Containers {
+				names = append(names, oneLine(c, 60))
+			}
+			fmt.Fprintf(w, "  containers: %s\n", oneLine(strings.Join(names, ", "), 400))
 		}
 		for _, p := range r.Paths {
 			fmt.Fprintf(w, "  path: %s\n", oneLine(p, 200))

@@ -410,6 +410,8 @@
     }
     if (data.rejected) c.errors.appendChild(t('li', 'rejected', data.rejected + ' line(s) rejected: see the journal'));
     if (data.egressDenied) c.errors.appendChild(t('li', 'rejected', data.egressDenied + ' request(s) out refused by the egress proxy: see the journal'));
+    const granted = data.egressGranted || [];
+    if (granted.length) c.errors.appendChild(t('li', 'granted', 'reaches ' + granted.join(', ') + ' (granted in the inbox)'));
     if (data.gitRefused) c.errors.appendChild(t('li', 'rejected', data.gitRefused + ' git request(s) refused by the git service: see the journal'));
     c.stop.disabled = terminal.has(data.status);
     renderGraph(c, data.stories);
