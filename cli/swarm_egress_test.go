@@ -35,7 +35,7 @@ func TestInboxShowsTheContainersOfAFetchRequest(t *testing.T) {
 	in := api.Inbox{Requests: []api.PermissionRequest{{ID: "abc", ContainerName: "aimi-a", Containers: []string{"aimi-a", "aimi-b", "aimi-c"},
 		Kind: "fetch", Title: "Reach pkg.corp.test:8080", Command: "GET /simple/", AskedAt: now, Deadline: now,
 		Options: []api.PermissionOption{{ID: "swarm", Kind: "allow_always", Name: "all"}}}}}
-	if err := printInbox(&b, in, false, now); err != nil {
+	if err := WriteInbox(&b, in, false, now); err != nil {
 		t.Fatal(err)
 	}
 	if out := b.String(); !strings.Contains(out, "3 containers") || !strings.Contains(out, "containers: aimi-a, aimi-b, aimi-c") {
