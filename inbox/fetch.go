@@ -181,13 +181,15 @@ func (in *Inbox) repoOf(sb contract.Sandbox) string {
 	return in.cfg.RepoOf(sb.Swarm)
 }
 
-// granted tells of a fetch request's answer: a person's refusal is
-// remembered for the swarm, an allowing answer is granted (Config.Grant)
-// and journaled in every container that asked.
-func (in *Inbox) granted(ctx context.Context, e *entry, option, by string) {
+// grantLocked puts a fetch request's answer in force before the answer
+// releases the connections that wait on it (in.mu held; Config.Grant must
+// not call the inbox): the agent's next connection to the host follows
+// its released one at once and must find the grant, or it is asked about
+// again. A person's refusal is remembered for the swarm. It returns what
+// to journal in every container that asked, once in.mu is released.
+func (in *Inbox) grantLocked(ctx context.Context, e *entry, option, by string) (journal func()) {
 	f := e.fetch
 	if option == egress.ScopeReject {
-		in.mu.Lock()
 		n := 0
 		for k := range in.rejected {
 			if k.swarm == f.key.swarm {
@@ -197,8 +199,7 @@ func (in *Inbox) granted(ctx context.Context, e *entry, option, by string) {
 		if n < maxRejected {
 			in.rejected[f.key] = true
 		}
-		in.mu.Unlock()
-		return
+		return func() {}
 	}
 	at, who := in.cfg.Now().UTC(), by
 	grant := egress.Grant{Scope: option, Swarm: f.key.swarm, Host: f.host, Port: f.port, Private: f.private, By: by, At: at, Who: api.RequesterOf(ctx)}
@@ -220,9 +221,12 @@ func (in *Inbox) granted(ctx context.Context, e *entry, option, by string) {
 			in.cfg.Grant(ctx, g)
 		}
 	}
-	for _, c := range e.req.Containers {
-		in.journal(ctx, api.PermissionRequest{SwarmID: f.key.swarm, ContainerName: c},
-			fmt.Sprintf("egress granted: %s by a %s, scope %s, at %s (request %s)", f.key.target, who, option, at.Format("2006-01-02T15:04:05Z"), e.req.ID))
+	containers, id := slices.Clone(e.req.Containers), e.req.ID
+	return func() {
+		for _, c := range containers {
+			in.journal(ctx, api.PermissionRequest{SwarmID: f.key.swarm, ContainerName: c},
+				fmt.Sprintf("egress granted: %s by a %s, scope %s, at %s (request %s)", f.key.target, who, option, at.Format("2006-01-02T15:04:05Z"), id))
+		}
 	}
 }
 

@@ -315,3 +315,49 @@ func TestAnHTTPSTunnelIsAskedAboutToo(t *testing.T) {
 		t.Errorf("grants after allow: %+v, want one of scope once", g)
 	}
 }
+
+// TestAGrantIsInForceBeforeTheHeldConnectionGoes: a connection released
+// by an answer is followed at once by the agent's next one to the same
+// host; the grant must already be in force then, or that next connection
+// is asked about again (a new request) or refused.
+func TestAGrantIsInForceBeforeTheHeldConnectionGoes(t *testing.T) {
+	grants := egress.NewGrants(nil)
+	returned := make(chan struct{})
+	in := New(Config{Grant: func(_ context.Context, g egress.Grant) {
+		// Give a released Ask the time to return first, if it can.
+		select {
+		case <-returned:
+		case <-time.After(2 * time.Second):
+		}
+		grants.Add(g)
+	}})
+	sb := contract.Sandbox{Swarm: "s1", Container: "aimi-a"}
+	a := egress.Ask{Sandbox: sb, Method: "CONNECT", Host: "pkg.corp.test", Port: 443}
+	got := make(chan egress.Verdict, 1)
+	go func() {
+		v, _ := in.Ask(context.Background(), a)
+		got <- v
+	}()
+	var id string
+	testwait.Eventually(t, time.Minute, "the request in the inbox", func() error {
+		for _, r := range in.List("") {
+			id = r.ID
+			return nil
+		}
+		return fmt.Errorf("no request yet")
+	})
+	answered := make(chan error, 1)
+	go func() {
+		_, err := in.Answer(context.Background(), api.AnswerRequest{ID: id, Option: egress.ScopeSwarm})
+		answered <- err
+	}()
+	v := <-got
+	rules := grants.Rules(sb)
+	close(returned)
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	if !v.Allow || len(rules) == 0 {
+		t.Fatalf("released with %+v while the grants in force were %v: the next connection would be asked again", v, rules)
+	}
+}

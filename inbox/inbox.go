@@ -51,8 +51,10 @@ type Config struct {
 	Redact *redact.Redactor
 	Logger *slog.Logger
 	Now    func() time.Time
-	// Grant puts a grant of a fetch request's answer in force (egress.ask);
-	// nil: answers release the held connections only.
+	// Grant puts a grant of a fetch request's answer in force (egress.ask)
+	// before the answer releases the connections held for it; it is called
+	// with the inbox's lock held and must not call the inbox. nil: answers
+	// release the held connections only.
 	Grant func(ctx context.Context, g egress.Grant)
 	// Stories lists the stories a container runs now (a grant of scope
 	// once lasts as long as they); nil: none known.
@@ -205,15 +207,18 @@ func (in *Inbox) Answer(ctx context.Context, req api.AnswerRequest) (api.AnswerR
 		chosen[i] = id
 	}
 	rep := api.AnswerReport{Answered: []api.Answered{}}
+	journal := make([]func(), len(targets))
 	for i, e := range targets {
+		journal[i] = func() {}
+		if e.fetch != nil {
+			journal[i] = in.grantLocked(ctx, e, chosen[i], "person")
+		}
 		in.answerLocked(e, answer{optionID: chosen[i], at: in.cfg.Now()})
 		rep.Answered = append(rep.Answered, api.Answered{ID: e.req.ID, ContainerName: e.req.ContainerName, OptionID: chosen[i]})
 	}
 	in.mu.Unlock()
 	for i, e := range targets {
-		if e.fetch != nil {
-			in.granted(ctx, e, chosen[i], "person")
-		}
+		journal[i]()
 		in.note(ctx, e.req, fmt.Sprintf("permission request %s (%s): a person chose %q", e.req.ID, e.req.Title, chosen[i]), func() {})
 		in.publish(e.req, api.EventPermissionAnswered, chosen[i], "person")
 	}
