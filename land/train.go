@@ -75,6 +75,8 @@ type Train struct {
 	// Check and Fix are optional: no check, and a conflict is held.
 	Check Check
 	Fix   Fixer
+	// Hook is called between the steps a crash may split (nil: none).
+	Hook Hook
 }
 
 // identity is who makes the merge commits: the same inputs always make
@@ -123,9 +125,11 @@ func (t *Train) Land(ctx context.Context, b Branch) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	t.Hook.At(ctx, PointMergeMade, b.Container)
 	if _, err := t.Git.RunEnv(ctx, t.Dir, nil, "update-ref", "-m", "aimi land "+b.Container, t.Ref, merge, cur); err != nil {
 		return res, fmt.Errorf("land %s: move %s from %s (did another land move it? run land again): %w", b.Container, t.Ref, short(cur), err)
 	}
+	t.Hook.At(ctx, PointMergeMoved, b.Container)
 	res.Outcome, res.Merge = outcome, merge
 	if res.Verify == "failed" || (t.Check != nil && outcome == Landed) {
 		res.Verify = "passed"

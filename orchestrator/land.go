@@ -94,6 +94,7 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 			sw.radarKick() // the radar's target moved: what still works is looked at against it
 		}
 	}
+	m.cfg.LandHook.At(ctx, land.PointAllLanded, "")
 	if err := lr.bringIn(ctx, mirror, &rep); err != nil {
 		sw.journalLand("land stopped: %v", err)
 		return rep, err
@@ -285,7 +286,7 @@ func (sw *swarm) landTrain(ctx context.Context, src TipSource, onto, branch stri
 	if _, err := landGit.Run(ctx, mirror, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", sw.repo, "+refs/heads/"+onto+":"+ontoRef); err != nil {
 		return "", nil, &api.FieldError{Field: "onto", Reason: fmt.Sprintf("branch %q of %s could not be read: %v", onto, sw.repo, err)}
 	}
-	tr := &land.Train{Git: landGit, Dir: mirror, Ref: "refs/heads/" + branch, Onto: ontoRef}
+	tr := &land.Train{Git: landGit, Dir: mirror, Ref: "refs/heads/" + branch, Onto: ontoRef, Hook: sw.m.cfg.LandHook}
 	commit, err := landGit.RevParse(ctx, mirror, ontoRef)
 	if err != nil {
 		return "", nil, err
