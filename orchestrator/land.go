@@ -100,8 +100,8 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 		return rep, err
 	}
 	sw.journalLand("land done: %s at %.12s; %s", branch, rep.Tip, cmp.Or(rep.Take, "-"))
-	rep.Running = false // the deferred save writes it; the answer is a copy
-	return rep, nil
+	rep.Running = false // the deferred save writes it; the answer is a copy, with the costs
+	return *sw.withCosts(&rep), nil
 }
 
 // bringIn brings the integration branch into the checkout when it holds

@@ -70,7 +70,7 @@ func (sw *swarm) view() api.SwarmView {
 	}
 	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}, Summary: summaryOf(snap)}
 	waits := sw.m.limitWaits(sw.id)
-	v.Conflicts, v.Land = sw.radarView(), sw.landView()
+	v.Conflicts, v.Land = sw.radarView(), sw.withCosts(sw.landView())
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {

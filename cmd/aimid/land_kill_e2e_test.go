@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"math"
 	"os/exec"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/aimi-tools/swarm/aimid"
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/demoagent"
 	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/land"
@@ -51,7 +53,10 @@ func TestLandKill9LoopsThroughALand(t *testing.T) {
 	parallel(t)
 	ids := map[string]string{"a": "US-101", "b": "US-201", "c": "US-301", "d": "US-401", "e": "US-501"}
 	files := map[string]string{"a": "a.txt", "b": "b.txt", "c": "shared.txt", "d": "shared.txt", "e": "shared.txt"}
-	extra := map[string]string{"d": "Kept as written " + demoagent.MarkerSlowFix, "e": "Kept as written " + demoagent.MarkerRefuseFix}
+	// a's agent and d's fix-up's report a cost (the demo agent has none
+	// of its own): the costs the land shows are not all zero.
+	extra := map[string]string{"a": "Paid for " + demoagent.MarkerCost, "d": "Kept as written " + demoagent.MarkerSlowFix + " " + demoagent.MarkerCost,
+		"e": "Kept as written " + demoagent.MarkerRefuseFix}
 	tasks := map[string][]byte{}
 	for n, f := range files {
 		var x []string
@@ -105,6 +110,50 @@ func TestLandKill9LoopsThroughALand(t *testing.T) {
 		t.Fatalf("the land after the last restart: %d %v, want exit 1 (e held)\n%s\n%s", code, err, out, errOut)
 	}
 	checkKilledLand(t, ls, rep, order, name, ids)
+	checkLandCosts(t, ls, name)
+}
+
+// checkLandCosts: status --json's land gives each branch's container's
+// cost as `aimi swarm usage --json` has it, its checks' and fix-ups'
+// apart, and the land's own as the sum of those.
+func checkLandCosts(t *testing.T, ls *landSwarm, name map[string]string) {
+	t.Helper()
+	code, out, errOut := ls.aimi("swarm", "usage", "--json")
+	var u cli.UsageReport
+	if err := json.Unmarshal([]byte(out), &u); err != nil || code != 0 {
+		t.Fatalf("usage: %d %v\n%s\n%s", code, err, out, errOut)
+	}
+	cost := map[string]float64{}
+	for _, c := range u.Containers {
+		cost[c.Name] = c.Cost
+	}
+	code, out, errOut = ls.aimi("swarm", "status", "--json")
+	var st struct{ Land *api.LandReport }
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || st.Land == nil {
+		t.Fatalf("status --json: %d %v, want its land\n%s\n%s", code, err, out, errOut)
+	}
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	sw := validState(t, ls.repo)
+	var runs float64
+	for _, r := range st.Land.Results {
+		var own float64 // its checks' and fix-ups'
+		for _, c := range sw.Containers {
+			if c.TaskFilePath == land.FixupTaskPath(r.Container) || c.TaskFilePath == land.VerifyTaskPath(r.Container) {
+				own += cost[c.ContainerName]
+			}
+		}
+		if !near(r.Cost, cost[r.Container]) || !near(r.RunsCost, own) {
+			t.Errorf("%s costs %v (its land runs %v) in the land, %v (%v) in aimi swarm usage", r.Container, r.Cost, r.RunsCost, cost[r.Container], own)
+		}
+		runs += r.RunsCost
+	}
+	if !near(st.Land.Cost, runs) {
+		t.Errorf("the land's cost %v, want its checks' and fix-ups' %v", st.Land.Cost, runs)
+	}
+	a, d := resultOf(*st.Land, name["a"]), resultOf(*st.Land, name["d"])
+	if !near(a.Cost, demoagent.DemoCost) || !near(d.RunsCost, demoagent.DemoCost) || !near(d.Cost, demoagent.DemoCost) {
+		t.Errorf("a costs %v, d %v and its fix-up %v; want each %v, the cost their agents reported", a.Cost, d.Cost, d.RunsCost, demoagent.DemoCost)
+	}
 }
 
 // landOutcome: the land's record shows container at outcome.
