@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -30,7 +32,12 @@ landed before it is held: left out with the files, its commits kept, and the
 rest go on. The integration branch is then brought into your checkout; your
 branch is never moved: the command to take the work is printed.
 
-Exit status: 0 when every completed branch landed, 1 when one was held.`,
+A land cut short (the daemon killed, or this command interrupted) merged
+nothing twice and lost nothing: run it again once the daemon runs, and it
+goes on where it stopped.
+
+Exit status: 0 when every completed branch landed, 1 when one was held, 3
+when the daemon could not be reached or went away during the land.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return t.withClient(func(repo string, client *daemon.Client) error {
@@ -40,7 +47,7 @@ Exit status: 0 when every completed branch landed, 1 when one was held.`,
 				}
 				rep, err := client.Land(cmd.Context(), req)
 				if err != nil {
-					return err
+					return landCut(err)
 				}
 				if asJSON {
 					enc := json.NewEncoder(s.Out)
@@ -90,6 +97,22 @@ func printLand(w io.Writer, rep api.LandReport) {
 	} else {
 		fmt.Fprintln(w, "Nothing landed.")
 	}
+}
+
+// landCut says what to do about a land whose answer never came: the
+// daemon went away (or the command was interrupted) in the middle of it.
+// Errors the daemon answered, or a daemon never reached, are left as they
+// are.
+func landCut(err error) error {
+	var ae *api.APIError
+	if errors.As(err, &ae) || errors.Is(err, daemon.ErrUnreachable) || errors.Is(err, daemon.ErrSocketPermission) {
+		return err
+	}
+	const again = "nothing was merged twice or lost: run 'aimi swarm land' again (once aimid runs) and it goes on where it stopped"
+	if errors.Is(err, context.Canceled) {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("interrupted: the land stopped where it was; %s", again)}
+	}
+	return &ExitError{Code: ExitDaemon, Err: fmt.Errorf("the land was cut short: %w; %s", err, again)}
 }
 
 // printLandLine sums the swarm's last land up under the status table.

@@ -31,6 +31,7 @@ const killVerify = `sh -c 'if test -e b.txt && ! test -e shared.txt; then sleep 
 type killStop struct {
 	what  string
 	pause land.Point
+	of    string // ":<container>": at pause on that container's branch only
 	seen  func(api.SwarmView) bool
 }
 
@@ -66,17 +67,17 @@ func TestLandKill9LoopsThroughALand(t *testing.T) {
 		tasks[n] = landTaskFile(n, f, ids[n], x...)
 	}
 	verify := "AIMI_LAND_VERIFY_COMMAND=" + killVerify
-	pauseEnv := func(p land.Point) []string {
-		if p == "" {
+	pauseEnv := func(s killStop) []string {
+		if s.pause == "" {
 			return []string{verify}
 		}
-		return []string{verify, aimid.EnvLandPause + "=" + string(p)}
+		return []string{verify, aimid.EnvLandPause + "=" + string(s.pause) + s.of}
 	}
 	stops := []killStop{
 		{what: "mid-merge: the merge commit made, the integration branch not moved", pause: land.PointMergeMade},
 		{what: "mid-merge: the integration branch moved, the record not written", pause: land.PointMergeMoved},
 	}
-	ls := startLandSwarm(t, tasks, true, pauseEnv(stops[0].pause)...)
+	ls := startLandSwarm(t, tasks, true, pauseEnv(stops[0])...)
 	sw := validState(t, ls.repo)
 	name := map[string]string{}
 	var order []string
@@ -87,13 +88,14 @@ func TestLandKill9LoopsThroughALand(t *testing.T) {
 	stops = append(stops,
 		killStop{what: "mid-verify: the check of b's merge running", seen: landOutcome(name["b"], api.LandVerifying)},
 		killStop{what: "mid-fix-up: d's fix-up running", seen: landOutcome(name["d"], api.LandFixing)},
+		killStop{what: "mid-merge: d's fixed merge made, the integration branch not moved", pause: land.PointMergeMade, of: ":" + name["d"]},
 		killStop{what: "after the last merge, before the checkout", pause: land.PointAllLanded},
 	)
 	for i, s := range stops {
 		killLandAt(t, ls, order, s)
-		next := land.Point("")
+		next := killStop{}
 		if i+1 < len(stops) {
-			next = stops[i+1].pause
+			next = stops[i+1]
 		}
 		ls.p = ls.launch(t, pauseEnv(next)...)
 		v := waitFor(t, ls.sock, ls.repo, time.Minute, "the record of the land cut "+s.what, func(v api.SwarmView) bool { return v.Land != nil })
@@ -170,13 +172,19 @@ func landOutcome(container, outcome string) func(api.SwarmView) bool {
 func killLandAt(t *testing.T, ls *landSwarm, order []string, s killStop) {
 	t.Helper()
 	landDone := make(chan int, 1)
+	var landErr string
 	go func() {
-		code, _, _ := ls.aimi("swarm", "land", "--order", strings.Join(order, ","))
+		code, _, errOut := ls.aimi("swarm", "land", "--order", strings.Join(order, ","))
+		landErr = errOut
 		landDone <- code
 	}()
 	if s.pause != "" {
 		testwait.Eventually(t, 5*time.Minute, "the land stopped "+s.what, func() error {
-			if logs := ls.p.logs(); !strings.Contains(logs, aimid.LogLandPaused) || !strings.Contains(logs, "point="+string(s.pause)) {
+			paused := func(line string) bool {
+				return strings.Contains(line, aimid.LogLandPaused) && strings.Contains(line, "point="+string(s.pause)) &&
+					(s.of == "" || strings.Contains(line, "container="+s.of[1:]))
+			}
+			if logs := ls.p.logs(); !slices.ContainsFunc(strings.Split(logs, "\n"), paused) {
 				select {
 				case code := <-landDone:
 					t.Fatalf("the land ended (exit %d) before it reached %s:\n%s", code, s.pause, logs)
@@ -191,8 +199,9 @@ func killLandAt(t *testing.T, ls *landSwarm, order []string, s killStop) {
 	}
 	ls.p.cmd.Process.Signal(syscall.SIGKILL)
 	ls.p.wait(t)
-	if code := <-landDone; code == 0 {
-		t.Errorf("the land cut %s exited 0", s.what)
+	// The command whose land was cut says so, and what to do.
+	if code := <-landDone; code != 3 || !strings.Contains(landErr, "run 'aimi swarm land' again") {
+		t.Errorf("the land cut %s: exit %d, want 3 and what to do:\n%s", s.what, code, landErr)
 	}
 	t.Logf("killed aimid %s", s.what)
 }
