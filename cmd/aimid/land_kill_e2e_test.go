@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"maps"
 	"math"
 	"os/exec"
@@ -39,17 +38,19 @@ type killStop struct {
 // engine, runner and demo agent (a and b write files of their own, c, d
 // and e the same one: d's fix-up agent takes its time, e's refuses), a
 // land verify command. One land, in --order a..e, is cut by a SIGKILL of
-// aimid at each point a crash may split: the merge commit made but the
+// aimid at each point a crash may split: a's merge commit made but the
 // integration branch not moved; the branch moved but not recorded; the
-// check of b's merge running; d's fix-up running; every branch decided
-// but the integration branch not in the checkout. Each time the daemon
+// check of b's merge running; d's fix-up running; d's fixed merge made but
+// not on the branch; every branch decided but the integration branch not
+// in the checkout. The command whose land was cut exits 3 saying to run
+// it again. Each time the daemon
 // restarts and `aimi swarm land` is run again (the design: a land goes on
 // when it is asked to, never by itself), and goes on. At the end: one
 // merge commit per landed branch on the first-parent chain (none made
 // twice), every landed story's commit reachable, the held branch's commits
 // kept on its own branch, each land run (check, fix-up) started once, and
 // the outcomes the first land would have given (landed and verified,
-// fixed, held).
+// fixed, held); and the land's costs are those `aimi swarm usage` gives.
 func TestLandKill9LoopsThroughALand(t *testing.T) {
 	parallel(t)
 	ids := map[string]string{"a": "US-101", "b": "US-201", "c": "US-301", "d": "US-401", "e": "US-501"}
@@ -190,7 +191,7 @@ func killLandAt(t *testing.T, ls *landSwarm, order []string, s killStop) {
 					t.Fatalf("the land ended (exit %d) before it reached %s:\n%s", code, s.pause, logs)
 				default:
 				}
-				return errors.New("no pause in the daemon's log yet")
+				return testwait.ErrNotYet
 			}
 			return nil
 		})
