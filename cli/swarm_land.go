@@ -84,6 +84,10 @@ func printLand(w io.Writer, rep api.LandReport) {
 		if r.Verify != "" {
 			line += ", verify " + r.Verify
 		}
+		line += fmt.Sprintf(", cost %.4f", r.Cost)
+		if r.RunsCost > 0 {
+			line += fmt.Sprintf(" + %.4f in its checks and fix-ups", r.RunsCost)
+		}
 		fmt.Fprintln(w, line)
 		if r.Reason != "" {
 			fmt.Fprintf(w, "           %s\n", oneLine(r.Reason, 400))
@@ -92,6 +96,7 @@ func printLand(w io.Writer, rep api.LandReport) {
 	for _, k := range rep.Skipped {
 		fmt.Fprintf(w, "  skipped  %s: %s\n", oneLine(k.Name, 80), oneLine(k.Reason, 200))
 	}
+	fmt.Fprintf(w, "The land's own cost (its checks and fix-ups): %.4f\n", rep.Cost)
 	if rep.Take != "" {
 		fmt.Fprintf(w, "The landed work is in your checkout as %s. To take it:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 300))
 	} else {

@@ -31,3 +31,19 @@ func TestLandCutSaysToRunItAgain(t *testing.T) {
 		t.Errorf("no daemon: %v", err)
 	}
 }
+
+// The land's report says each branch's cost, its checks' and fix-ups'
+// apart, and the land's own.
+func TestLandReportSaysTheCosts(t *testing.T) {
+	var b strings.Builder
+	printLand(&b, api.LandReport{Onto: "main", Branch: "aimi/land/x", Cost: 0.0125, Take: "git merge --ff-only aimi/land/x", Results: []api.LandResult{
+		{Container: "aimi-a", Branch: "feat/a", Outcome: "landed", Merge: "abc", Cost: 0.5},
+		{Container: "aimi-b", Branch: "feat/b", Outcome: "fixed", Merge: "def", Cost: 0.25, RunsCost: 0.0125},
+	}})
+	for _, want := range []string{"aimi-a (feat/a) merge abc, cost 0.5000\n", "aimi-b (feat/b) merge def, cost 0.2500 + 0.0125 in its checks and fix-ups\n",
+		"The land's own cost (its checks and fix-ups): 0.0125\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report without %q:\n%s", want, b.String())
+		}
+	}
+}
