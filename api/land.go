@@ -43,6 +43,10 @@ type LandReport struct {
 	// when the record last changed.
 	Running bool      `json:"running,omitempty"`
 	Updated time.Time `json:"updated"`
+	// Cut says the land stopped in the middle (the daemon was killed or
+	// stopped, or the command interrupted): its entries are as they were
+	// then, and `aimi swarm land` again goes on where it stopped.
+	Cut bool `json:"cut,omitempty"`
 	// Cost is the land's own model cost: every check and fix-up it ran
 	// (each result's RunsCost), apart from the branches' work.
 	Cost float64 `json:"cost"`

@@ -34,6 +34,7 @@ type landJSON struct {
 	Branch  string           `json:"branch"`
 	Onto    string           `json:"onto"`
 	Running bool             `json:"running"`
+	Cut     bool             `json:"cut"`
 	Results []landResultJSON `json:"results"`
 	// Cost is the land's own: its checks and fix-ups.
 	Cost float64 `json:"cost"`
@@ -55,7 +56,7 @@ func boardLand(rep *api.LandReport) *landJSON {
 	if rep == nil {
 		return nil
 	}
-	l := &landJSON{Branch: clean(rep.Branch, maxTitle), Onto: clean(rep.Onto, maxTitle), Running: rep.Running, Results: []landResultJSON{}, Cost: rep.Cost}
+	l := &landJSON{Branch: clean(rep.Branch, maxTitle), Onto: clean(rep.Onto, maxTitle), Running: rep.Running, Cut: rep.Cut, Results: []landResultJSON{}, Cost: rep.Cost}
 	for _, r := range rep.Results {
 		l.Results = append(l.Results, landResultJSON{Container: clean(r.Container, maxTitle), Outcome: clean(r.Outcome, maxTitle),
 			Reason: clean(r.Reason, maxText), Fixup: clean(r.Fixup, maxTitle), Cost: r.Cost, RunsCost: r.RunsCost})

@@ -139,8 +139,11 @@ func printLandLine(w io.Writer, rep *api.LandReport) {
 		parts = []string{"nothing landed yet"}
 	}
 	state := "last land"
-	if rep.Running {
+	switch {
+	case rep.Running:
 		state = "land running"
+	case rep.Cut:
+		state = "land cut short: 'aimi swarm land' goes on where it stopped"
 	}
 	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "))
 }

@@ -86,6 +86,7 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 		res, err := lr.landOne(ctx, c)
 		if err != nil {
 			sw.journalLand("land stopped at %s: %v", c.name, err)
+			rep.Cut = true
 			return rep, err
 		}
 		lr.progress(res)
@@ -97,6 +98,7 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 	m.cfg.LandHook.At(ctx, land.PointAllLanded, "")
 	if err := lr.bringIn(ctx, mirror, &rep); err != nil {
 		sw.journalLand("land stopped: %v", err)
+		rep.Cut = true
 		return rep, err
 	}
 	sw.journalLand("land done: %s at %.12s; %s", branch, rep.Tip, cmp.Or(rep.Take, "-"))

@@ -265,7 +265,8 @@
     v.landBox.textContent = '';
     v.landBox.hidden = !land;
     if (!land) return;
-    v.landBox.appendChild(t('h3', null, 'Land onto ' + land.onto + ' as ' + land.branch + (land.running ? ' (running)' : '')));
+    const state = land.running ? ' (running)' : land.cut ? ' (cut short: aimi swarm land goes on where it stopped)' : '';
+    v.landBox.appendChild(t('h3', null, 'Land onto ' + land.onto + ' as ' + land.branch + state));
     // Costs as `aimi swarm usage` prints them: each container's work, and
     // its checks' and fix-ups', which are the land's own.
     v.landBox.appendChild(t('p', 'land-cost', 'Land cost (checks and fix-ups): ' + money(land.cost)));
