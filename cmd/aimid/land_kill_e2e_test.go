@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/cli"
 	"github.com/aimi-tools/swarm/demoagent"
+	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/land"
 )
@@ -32,6 +35,10 @@ type killStop struct {
 	pause land.Point
 	of    string // ":<container>": at pause on that container's branch only
 	seen  func(api.SwarmView) bool
+	// run, when set, is a sandbox's command whose process must run when
+	// aimid is killed and end before it starts again (the sandbox whose
+	// task file it names).
+	run struct{ taskFile, command string }
 }
 
 // TestLandKill9LoopsThroughALand: five task files on the real daemon,
@@ -87,7 +94,8 @@ func TestLandKill9LoopsThroughALand(t *testing.T) {
 		order = append(order, name[n])
 	}
 	stops = append(stops,
-		killStop{what: "mid-verify: the check of b's merge running", seen: landOutcome(name["b"], api.LandVerifying)},
+		killStop{what: "mid-verify: the check of b's merge running, done while aimid is down", seen: landOutcome(name["b"], api.LandVerifying),
+			run: struct{ taskFile, command string }{land.VerifyTaskPath(name["b"]), "sleep 25"}},
 		killStop{what: "mid-fix-up: d's fix-up running", seen: landOutcome(name["d"], api.LandFixing)},
 		killStop{what: "mid-merge: d's fixed merge made, the integration branch not moved", pause: land.PointMergeMade, of: ":" + name["d"]},
 		killStop{what: "after the last merge, before the checkout", pause: land.PointAllLanded},
@@ -159,6 +167,41 @@ func checkLandCosts(t *testing.T, ls *landSwarm, name map[string]string) {
 	}
 }
 
+// containerIDOf is the engine's id of the swarm's container of taskFile.
+func containerIDOf(t *testing.T, v api.SwarmView, taskFile string) string {
+	t.Helper()
+	for _, d := range v.Containers {
+		if d.TaskFile == taskFile && d.ContainerID != "" {
+			return d.ContainerID
+		}
+	}
+	t.Fatalf("no container of %s in %+v", taskFile, v.Containers)
+	return ""
+}
+
+// waitProcess waits until a process whose command line holds command
+// runs (running) or no longer does in the container id.
+func waitProcess(t *testing.T, id, command string, running bool) {
+	t.Helper()
+	eng := dockertest.Client(t)
+	testwait.Eventually(t, 3*time.Minute, fmt.Sprintf("%q running=%v in %.12s", command, running, id), func() error {
+		found := false
+		top, err := eng.ContainerTop(context.Background(), id, nil)
+		if err != nil {
+			// A container that exited runs nothing.
+			if info, ierr := eng.ContainerInspect(context.Background(), id); ierr != nil || info.State.Running {
+				return err
+			}
+		} else {
+			found = slices.ContainsFunc(top.Processes, func(p []string) bool { return strings.Contains(strings.Join(p, " "), command) })
+		}
+		if found != running {
+			return fmt.Errorf("processes %v", top.Processes)
+		}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
+}
+
 // landOutcome: the land's record shows container at outcome.
 func landOutcome(container, outcome string) func(api.SwarmView) bool {
 	return func(v api.SwarmView) bool {
@@ -196,7 +239,12 @@ func killLandAt(t *testing.T, ls *landSwarm, order []string, s killStop) {
 			return nil
 		})
 	} else {
-		waitFor(t, ls.sock, ls.repo, 5*time.Minute, "the land "+s.what, s.seen)
+		v := waitFor(t, ls.sock, ls.repo, 5*time.Minute, "the land "+s.what, s.seen)
+		if s.run.command != "" {
+			id := containerIDOf(t, v, s.run.taskFile)
+			waitProcess(t, id, s.run.command, true)
+			defer waitProcess(t, id, s.run.command, false) // aimid stays down meanwhile
+		}
 	}
 	ls.p.cmd.Process.Signal(syscall.SIGKILL)
 	ls.p.wait(t)
