@@ -59,6 +59,7 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		LandAuto:          c.Land.Auto,
 		LandFixAttempts:   landFixAttempts(c.Land.FixAttempts),
 		LandVerifyCommand: c.Land.VerifyCommand,
+		LandHook:          landPause(log),
 		Logger:            log,
 	}
 	if git != nil {

@@ -34,14 +34,21 @@ type landJSON struct {
 	Branch  string           `json:"branch"`
 	Onto    string           `json:"onto"`
 	Running bool             `json:"running"`
+	Cut     bool             `json:"cut"`
 	Results []landResultJSON `json:"results"`
+	// Cost is the land's own: its checks and fix-ups.
+	Cost float64 `json:"cost"`
 }
 
+// landResultJSON is one branch of the train; Cost is its container's
+// (as `aimi swarm usage` has it), RunsCost its checks' and fix-ups'.
 type landResultJSON struct {
-	Container string `json:"container"`
-	Outcome   string `json:"outcome"`
-	Reason    string `json:"reason"`
-	Fixup     string `json:"fixup"`
+	Container string  `json:"container"`
+	Outcome   string  `json:"outcome"`
+	Reason    string  `json:"reason"`
+	Fixup     string  `json:"fixup"`
+	Cost      float64 `json:"cost"`
+	RunsCost  float64 `json:"runsCost"`
 }
 
 // boardLand is rep for the page, cleaned.
@@ -49,10 +56,10 @@ func boardLand(rep *api.LandReport) *landJSON {
 	if rep == nil {
 		return nil
 	}
-	l := &landJSON{Branch: clean(rep.Branch, maxTitle), Onto: clean(rep.Onto, maxTitle), Running: rep.Running, Results: []landResultJSON{}}
+	l := &landJSON{Branch: clean(rep.Branch, maxTitle), Onto: clean(rep.Onto, maxTitle), Running: rep.Running, Cut: rep.Cut, Results: []landResultJSON{}, Cost: rep.Cost}
 	for _, r := range rep.Results {
 		l.Results = append(l.Results, landResultJSON{Container: clean(r.Container, maxTitle), Outcome: clean(r.Outcome, maxTitle),
-			Reason: clean(r.Reason, maxText), Fixup: clean(r.Fixup, maxTitle)})
+			Reason: clean(r.Reason, maxText), Fixup: clean(r.Fixup, maxTitle), Cost: r.Cost, RunsCost: r.RunsCost})
 	}
 	return l
 }

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -30,7 +32,12 @@ landed before it is held: left out with the files, its commits kept, and the
 rest go on. The integration branch is then brought into your checkout; your
 branch is never moved: the command to take the work is printed.
 
-Exit status: 0 when every completed branch landed, 1 when one was held.`,
+A land cut short (the daemon killed, or this command interrupted) merged
+nothing twice and lost nothing: run it again once the daemon runs, and it
+goes on where it stopped.
+
+Exit status: 0 when every completed branch landed, 1 when one was held, 3
+when the daemon could not be reached or went away during the land.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return t.withClient(func(repo string, client *daemon.Client) error {
@@ -40,7 +47,7 @@ Exit status: 0 when every completed branch landed, 1 when one was held.`,
 				}
 				rep, err := client.Land(cmd.Context(), req)
 				if err != nil {
-					return err
+					return landCut(err)
 				}
 				if err := WriteLand(s.Out, rep, asJSON); err != nil {
 					return err
@@ -91,6 +98,10 @@ func printLand(w io.Writer, rep api.LandReport) {
 		if r.Verify != "" {
 			line += ", verify " + r.Verify
 		}
+		line += fmt.Sprintf(", cost %.4f", r.Cost)
+		if r.RunsCost > 0 {
+			line += fmt.Sprintf(" + %.4f in its checks and fix-ups", r.RunsCost)
+		}
 		fmt.Fprintln(w, line)
 		if r.Reason != "" {
 			fmt.Fprintf(w, "           %s\n", oneLine(r.Reason, 400))
@@ -99,11 +110,28 @@ func printLand(w io.Writer, rep api.LandReport) {
 	for _, k := range rep.Skipped {
 		fmt.Fprintf(w, "  skipped  %s: %s\n", oneLine(k.Name, 80), oneLine(k.Reason, 200))
 	}
+	fmt.Fprintf(w, "The land's own cost (its checks and fix-ups): %.4f\n", rep.Cost)
 	if rep.Take != "" {
 		fmt.Fprintf(w, "The landed work is in your checkout as %s. To take it:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 300))
 	} else {
 		fmt.Fprintln(w, "Nothing landed.")
 	}
+}
+
+// landCut says what to do about a land whose answer never came: the
+// daemon went away (or the command was interrupted) in the middle of it.
+// Errors the daemon answered, or a daemon never reached, are left as they
+// are.
+func landCut(err error) error {
+	var ae *api.APIError
+	if errors.As(err, &ae) || errors.Is(err, daemon.ErrUnreachable) || errors.Is(err, daemon.ErrSocketPermission) {
+		return err
+	}
+	const again = "nothing was merged twice or lost: run 'aimi swarm land' again (once aimid runs) and it goes on where it stopped"
+	if errors.Is(err, context.Canceled) {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("interrupted: the land stopped where it was; %s", again)}
+	}
+	return &ExitError{Code: ExitDaemon, Err: fmt.Errorf("the land was cut short: %w; %s", err, again)}
 }
 
 // printLandLine sums the swarm's last land up under the status table.
@@ -125,8 +153,11 @@ func printLandLine(w io.Writer, rep *api.LandReport) {
 		parts = []string{"nothing landed yet"}
 	}
 	state := "last land"
-	if rep.Running {
+	switch {
+	case rep.Running:
 		state = "land running"
+	case rep.Cut:
+		state = "land cut short: 'aimi swarm land' goes on where it stopped"
 	}
 	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "))
 }

@@ -71,8 +71,8 @@ func (sw *swarm) view() api.SwarmView {
 	}
 	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}, Summary: summaryOf(snap)}
 	waits := sw.m.limitWaits(sw.id)
-	names := make([]string, 0, len(sw.ctrs))
 	sw.mu.Lock()
+	names := make([]string, 0, len(sw.ctrs))
 	for _, c := range sw.ctrs {
 		names = append(names, c.name)
 	}
@@ -81,7 +81,7 @@ func (sw *swarm) view() api.SwarmView {
 	for _, n := range names {
 		rules[n] = sw.m.egressRules(contract.Sandbox{Swarm: sw.id, Container: n})
 	}
-	v.Conflicts, v.Land = sw.radarView(), sw.landView()
+	v.Conflicts, v.Land = sw.radarView(), sw.withCosts(sw.landView())
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {
