@@ -136,25 +136,38 @@ func Serve(ctx context.Context, o Options) error {
 // service. Else nil.
 func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, sbNet orchestrator.SandboxNet, mgr *orchestrator.Manager, secrets *redact.Redactor, log *slog.Logger) daemon.Inbox {
 	sn, _ := sbNet.(*sandboxnet.Net)
-	if !sandboxnet.AsksAPerson(cfg) {
+	if sn != nil {
+		// The egress proxy may ask a person (egress.ask, or a
+		// repository's): the inbox is there for it whatever the policy.
+		go sn.Follow(life, mgr.Subscribe(life))
+	}
+	if !sandboxnet.AsksAPerson(cfg) && sn == nil {
 		return nil
 	}
-	if sn == nil && (git == nil || cfg.Git.Mode != configs.GitLocal) {
+	if sandboxnet.AsksAPerson(cfg) && sn == nil && (git == nil || cfg.Git.Mode != configs.GitLocal) {
 		log.Warn("agent.permission_policy asks a person, but containers of remote-mode swarms have no channel to the daemon (engine.backend swarm: no socket of their own): their asked tool calls are rejected")
 	}
 	if git == nil && sn == nil {
 		return nil
 	}
-	in := inbox.New(inbox.Config{
+	icfg := inbox.Config{
 		Timeout: cfg.Agent.AskTimeout, Fallback: cfg.Agent.AskFallback, Logger: log,
 		Journal: mgr.JournalNote, Publish: mgr.Publish, Running: mgr.Running, Redact: secrets,
-	})
-	events := mgr.Subscribe(life)
-	go in.Run(life, events)
-	if git != nil {
-		git.SetAsks(in)
+		Stories: mgr.StoriesRunning, RepoOf: mgr.RepoOf,
 	}
 	if sn != nil {
+		icfg.Grant = sn.Grant
+	}
+	in := inbox.New(icfg)
+	if sn != nil {
+		sn.SetEgressAsker(in, mgr.StoriesRunning)
+	}
+	events := mgr.Subscribe(life)
+	go in.Run(life, events)
+	if git != nil && sandboxnet.AsksAPerson(cfg) {
+		git.SetAsks(in)
+	}
+	if sn != nil && sandboxnet.AsksAPerson(cfg) {
 		sn.SetAsks(in)
 	}
 	return in

@@ -61,6 +61,7 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		LandAuto:          c.Land.Auto,
 		LandFixAttempts:   landFixAttempts(c.Land.FixAttempts),
 		LandVerifyCommand: c.Land.VerifyCommand,
+		LandHook:          landPause(log),
 		Logger:            log,
 		// A remote-mode land's one pull request: the token publish uses.
 		LandPR: publish.Hosted{GitHub: publish.GitHub{

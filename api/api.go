@@ -88,6 +88,10 @@ type ContainerDetail struct {
 	// one per provider: for its limit's reset, max_concurrent or
 	// requests_per_minute. Not in the state file.
 	LimitWaits []LimitWait `json:"limitWaits,omitempty"`
+	// Egress are the egress proxy's rules in force for the container
+	// while it runs (nil when the sandboxes keep a network, or it ended).
+	// Not in the state file.
+	Egress *EgressRules `json:"egress,omitempty"`
 }
 
 // LimitWait is a container's calls to one provider held at the model

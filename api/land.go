@@ -48,6 +48,13 @@ type LandReport struct {
 	// when the record last changed.
 	Running bool      `json:"running,omitempty"`
 	Updated time.Time `json:"updated"`
+	// Cut says the land stopped in the middle (the daemon was killed or
+	// stopped, or the command interrupted): its entries are as they were
+	// then, and `aimi swarm land` again goes on where it stopped.
+	Cut bool `json:"cut,omitempty"`
+	// Cost is the land's own model cost: every check and fix-up it ran
+	// (each result's RunsCost), apart from the branches' work.
+	Cost float64 `json:"cost"`
 }
 
 // LandResult is one container's outcome: "landed", "fixed" or "held"
@@ -64,6 +71,12 @@ type LandResult struct {
 	Verify    string   `json:"verify,omitempty"`
 	// Fixup names the fix-up container of a conflict or failed check.
 	Fixup string `json:"fixup,omitempty"`
+	// Cost is the container's model cost so far, the figure `aimi swarm
+	// usage` prints for it; RunsCost is its merge's checks' and fix-ups'
+	// (counted as the land's). At the configured prices, plus what agents
+	// reported in USD.
+	Cost     float64 `json:"cost"`
+	RunsCost float64 `json:"runsCost"`
 }
 
 // LandFixing and LandVerifying are the outcomes of a branch whose fix-up,

@@ -61,6 +61,11 @@ func TestStatusSumsTheLandUp(t *testing.T) {
 		t.Errorf("land line %q", got)
 	}
 	b.Reset()
+	printLandLine(&b, &api.LandReport{Onto: "main", Branch: "aimi/land/x", Cut: true, Results: []api.LandResult{{Outcome: "landed"}, {Outcome: api.LandVerifying}}})
+	if got := b.String(); got != "Land (land cut short: 'aimi swarm land' goes on where it stopped): onto main as aimi/land/x: 1 landed, 1 verifying\n" {
+		t.Errorf("cut land line %q", got)
+	}
+	b.Reset()
 	printLandLine(&b, nil)
 	if b.Len() != 0 {
 		t.Errorf("no land printed %q", b.String())

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -34,7 +36,12 @@ origin, and the integration branch is pushed there (never forced) with one
 pull request onto --onto when the daemon has a publish token; without one the
 page that opens it is printed.
 
-Exit status: 0 when every completed branch landed, 1 when one was held.`,
+A land cut short (the daemon killed, or this command interrupted) merged
+nothing twice and lost nothing: run it again once the daemon runs, and it
+goes on where it stopped.
+
+Exit status: 0 when every completed branch landed, 1 when one was held, 3
+when the daemon could not be reached or went away during the land.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return t.withClient(func(repo string, client *daemon.Client) error {
@@ -44,23 +51,12 @@ Exit status: 0 when every completed branch landed, 1 when one was held.`,
 				}
 				rep, err := client.Land(cmd.Context(), req)
 				if err != nil {
+					return landCut(err)
+				}
+				if err := WriteLand(s.Out, rep, asJSON); err != nil {
 					return err
 				}
-				if asJSON {
-					enc := json.NewEncoder(s.Out)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(rep); err != nil {
-						return exitf(ExitUsage, "write: %v", err)
-					}
-				} else {
-					printLand(s.Out, rep)
-				}
-				for _, r := range rep.Results {
-					if r.Outcome == "held" {
-						return &ExitError{Code: ExitInvalid} // the report says which and why
-					}
-				}
-				return nil
+				return LandHeld(rep)
 			})
 		},
 	}
@@ -69,6 +65,31 @@ Exit status: 0 when every completed branch landed, 1 when one was held.`,
 	cmd.Flags().StringVar(&order, "order", "", "container names in the order to land them, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// WriteLand prints a land's report, as text or indented JSON.
+func WriteLand(w io.Writer, rep api.LandReport, asJSON bool) error {
+	if !asJSON {
+		printLand(w, rep)
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return exitf(ExitUsage, "write: %v", err)
+	}
+	return nil
+}
+
+// LandHeld is the land command's exit 1 when a branch was held (the
+// report says which and why), else nil.
+func LandHeld(rep api.LandReport) error {
+	for _, r := range rep.Results {
+		if r.Outcome == "held" {
+			return &ExitError{Code: ExitInvalid}
+		}
+	}
+	return nil
 }
 
 func printLand(w io.Writer, rep api.LandReport) {
@@ -81,6 +102,10 @@ func printLand(w io.Writer, rep api.LandReport) {
 		if r.Verify != "" {
 			line += ", verify " + r.Verify
 		}
+		line += fmt.Sprintf(", cost %.4f", r.Cost)
+		if r.RunsCost > 0 {
+			line += fmt.Sprintf(" + %.4f in its checks and fix-ups", r.RunsCost)
+		}
 		fmt.Fprintln(w, line)
 		if r.Reason != "" {
 			fmt.Fprintf(w, "           %s\n", oneLine(r.Reason, 400))
@@ -89,6 +114,7 @@ func printLand(w io.Writer, rep api.LandReport) {
 	for _, k := range rep.Skipped {
 		fmt.Fprintf(w, "  skipped  %s: %s\n", oneLine(k.Name, 80), oneLine(k.Reason, 200))
 	}
+	fmt.Fprintf(w, "The land's own cost (its checks and fix-ups): %.4f\n", rep.Cost)
 	switch {
 	case rep.Origin != "" && rep.PRURL != "":
 		fmt.Fprintf(w, "The landed work is on origin as %s; its pull request onto %s:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Onto, 120), oneLine(rep.PRURL, 300))
@@ -99,6 +125,22 @@ func printLand(w io.Writer, rep api.LandReport) {
 	default:
 		fmt.Fprintln(w, "Nothing landed.")
 	}
+}
+
+// landCut says what to do about a land whose answer never came: the
+// daemon went away (or the command was interrupted) in the middle of it.
+// Errors the daemon answered, or a daemon never reached, are left as they
+// are.
+func landCut(err error) error {
+	var ae *api.APIError
+	if errors.As(err, &ae) || errors.Is(err, daemon.ErrUnreachable) || errors.Is(err, daemon.ErrSocketPermission) {
+		return err
+	}
+	const again = "nothing was merged twice or lost: run 'aimi swarm land' again (once aimid runs) and it goes on where it stopped"
+	if errors.Is(err, context.Canceled) {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("interrupted: the land stopped where it was; %s", again)}
+	}
+	return &ExitError{Code: ExitDaemon, Err: fmt.Errorf("the land was cut short: %w; %s", err, again)}
 }
 
 // printLandLine sums the swarm's last land up under the status table.
@@ -120,8 +162,11 @@ func printLandLine(w io.Writer, rep *api.LandReport) {
 		parts = []string{"nothing landed yet"}
 	}
 	state := "last land"
-	if rep.Running {
+	switch {
+	case rep.Running:
 		state = "land running"
+	case rep.Cut:
+		state = "land cut short: 'aimi swarm land' goes on where it stopped"
 	}
 	pr := ""
 	if rep.PRURL != "" {

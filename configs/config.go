@@ -393,6 +393,8 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	r.gitAndEngine(&c)
 	r.budgets(&c)
 	r.publishAndMetrics(&c)
+	c.Egress.Ask = r.boolean(EgressAskKey)
+	c.Egress.AskWait = r.duration(EgressAskWaitKey)
 	probs := append(r.probs, models(v, sources, &c)...)
 	var nprobs []string
 	c.Notify, nprobs = notifyConfig(v)

@@ -55,6 +55,8 @@ var scalarKeys = []key{
 	{"land.auto", "land each container as it completes (aimi swarm land, as a merge train)"},
 	{"land.verify_command", "command run on each merged tree and each fix-up (default: agent.verify_command)"},
 	{"land.fix_attempts", "fix-up runs a conflicted or failed merge gets before its branch is held (0 to 5)"},
+	{EgressAskKey, "hold a connection egress.allow refuses and ask a person in the inbox (a repository may set it for its swarms)"},
+	{EgressAskWaitKey, "how long such a connection is held for an answer (the request stays in the inbox until agent.ask_timeout)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
 	{"notify.board_url", "link to the board put into notices (without its token)"},

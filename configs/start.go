@@ -96,6 +96,7 @@ func daemonWideDiffs(g, r *Config) []string {
 	add(!maps.Equal(g.Agent.Env, r.Agent.Env), "agent.env")
 	add(!maps.Equal(g.Task.EnvVars, r.Task.EnvVars), "task.env_vars")
 	add(g.Publish != r.Publish, "publish")
+	add(g.Egress.AskWait != r.Egress.AskWait, EgressAskWaitKey)
 	slices.Sort(keys)
 	return keys
 }

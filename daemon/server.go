@@ -97,7 +97,7 @@ func NewServer(opts ServerOptions) *Server {
 		}
 		s.writeError(w, r, &notFoundError{r.Method + " " + r.URL.Path})
 	})
-	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ConnContext: peerContext}
 	return s
 }
 

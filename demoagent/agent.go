@@ -30,7 +30,15 @@ const (
 	// MarkerSlowFix makes the agent take slowFixFor over a land's fix-up
 	// whose prompt quotes it (a test stops the daemon meanwhile).
 	MarkerSlowFix = "[demo:slow-fix]"
+	// MarkerCost makes the agent report that its turn cost DemoCost (ACP
+	// usage_update), as a model-backed agent does: a test of what the
+	// daemon counts finds a cost where the demo agent has none.
+	MarkerCost = "[demo:cost]"
 )
+
+// DemoCost is the cost in USD a turn whose prompt carries MarkerCost
+// reports.
+const DemoCost = 0.0125
 
 // slowFixFor is how long [demo:slow-fix] waits before it resolves.
 const slowFixFor = 20 * time.Second
@@ -163,6 +171,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	}
 	t := &turn{a: a, sid: p.SessionId, cwd: cwd, prompt: ownPart(text.String())}
 	reason, err := t.run(ctx)
+	if err == nil && strings.Contains(t.prompt, MarkerCost) {
+		err = t.update(ctx, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{SessionUpdate: "usage_update", Cost: &acp.Cost{Amount: DemoCost, Currency: "USD"}}})
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil

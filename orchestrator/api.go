@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/land"
 	"github.com/aimi-tools/swarm/publish"
 )
 
@@ -95,6 +96,9 @@ type Config struct {
 	// LandFixAttempts is how many fix-ups a merge gets before its branch
 	// is held (land.fix_attempts); 0: one, negative: none.
 	LandFixAttempts int
+	// LandHook is called at each step of a land a crash may split
+	// (land.Point); nil but in the crash tests, which stop there.
+	LandHook land.Hook
 	// RadarDir is where the conflict radar writes its merges' trees (one
 	// directory per swarm, emptied after every look); "": the system's
 	// temporary directory.

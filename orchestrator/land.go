@@ -83,6 +83,7 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 		res, err := lr.landOne(ctx, c)
 		if err != nil {
 			sw.journalLand("land stopped at %s: %v", c.name, err)
+			rep.Cut = true
 			return rep, err
 		}
 		lr.progress(res)
@@ -91,13 +92,15 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 			sw.radarKick() // the radar's target moved: what still works is looked at against it
 		}
 	}
+	m.cfg.LandHook.At(ctx, land.PointAllLanded, "")
 	if err := lr.bringIn(ctx, mirror, &rep); err != nil {
 		sw.journalLand("land stopped: %v", err)
+		rep.Cut = true
 		return rep, err
 	}
 	sw.journalLand("land done: %s at %.12s; %s", branch, rep.Tip, cmp.Or(rep.Take, "-"))
-	rep.Running = false // the deferred save writes it; the answer is a copy
-	return rep, nil
+	rep.Running = false // the deferred save writes it; the answer is a copy, with the costs
+	return *sw.withCosts(&rep), nil
 }
 
 // bringIn brings the integration branch into the checkout when it holds
@@ -288,7 +291,7 @@ func (sw *swarm) landTrain(ctx context.Context, src receivedTips, onto, branch s
 	if _, err := landGit.Run(ctx, mirror, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", sw.repo, "+refs/heads/"+onto+":"+ontoRef); err != nil {
 		return "", nil, &api.FieldError{Field: "onto", Reason: fmt.Sprintf("branch %q of %s could not be read: %v", onto, sw.repo, err)}
 	}
-	tr := &land.Train{Git: landGit, Dir: mirror, Ref: "refs/heads/" + branch, Onto: ontoRef}
+	tr := &land.Train{Git: landGit, Dir: mirror, Ref: "refs/heads/" + branch, Onto: ontoRef, Hook: sw.m.cfg.LandHook}
 	commit, err := landGit.RevParse(ctx, mirror, ontoRef)
 	if err != nil {
 		return "", nil, err

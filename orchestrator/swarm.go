@@ -51,6 +51,8 @@ type swarm struct {
 	landing  sync.Mutex
 	lastLand *api.LandReport
 	landSeq  int64 // the land journal's last seq (guarded by mu)
+	// costs folds the journals of the containers a land shows.
+	costs costFolds
 }
 
 // ctr is one container of a swarm. Its fields from id on are guarded by

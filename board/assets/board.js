@@ -256,19 +256,27 @@
     return v;
   }
 
+  // money is a cost as `aimi swarm usage` prints it.
+  function money(c) { return (Number(c) || 0).toFixed(4); }
+
   // renderLand shows the swarm's land (the train): where it lands and
   // each branch's outcome, as text.
   function renderLand(v, land) {
     v.landBox.textContent = '';
     v.landBox.hidden = !land;
     if (!land) return;
-    v.landBox.appendChild(t('h3', null, 'Land onto ' + land.onto + ' as ' + land.branch + (land.running ? ' (running)' : '')));
+    const state = land.running ? ' (running)' : land.cut ? ' (cut short: aimi swarm land goes on where it stopped)' : '';
+    v.landBox.appendChild(t('h3', null, 'Land onto ' + land.onto + ' as ' + land.branch + state));
+    // Costs as `aimi swarm usage` prints them: each container's work, and
+    // its checks' and fix-ups', which are the land's own.
+    v.landBox.appendChild(t('p', 'land-cost', 'Land cost (checks and fix-ups): ' + money(land.cost)));
     const ol = t('ol', 'land-results');
     for (const r of land.results) {
       const li = t('li', null);
       li.dataset.outcome = r.outcome;
       li.appendChild(t('span', 'outcome', r.outcome));
       li.appendChild(t('span', 'who', ' ' + r.container + (r.fixup ? ' (in ' + r.fixup + ')' : '')));
+      li.appendChild(t('span', 'cost', ' · cost ' + money(r.cost) + (r.runsCost ? ' + ' + money(r.runsCost) + ' land' : '')));
       if (r.reason) li.appendChild(t('span', 'reason', ': ' + r.reason));
       ol.appendChild(li);
     }
@@ -410,6 +418,8 @@
     }
     if (data.rejected) c.errors.appendChild(t('li', 'rejected', data.rejected + ' line(s) rejected: see the journal'));
     if (data.egressDenied) c.errors.appendChild(t('li', 'rejected', data.egressDenied + ' request(s) out refused by the egress proxy: see the journal'));
+    const granted = data.egressGranted || [];
+    if (granted.length) c.errors.appendChild(t('li', 'granted', 'reaches ' + granted.join(', ') + ' (granted in the inbox)'));
     if (data.gitRefused) c.errors.appendChild(t('li', 'rejected', data.gitRefused + ' git request(s) refused by the git service: see the journal'));
     c.stop.disabled = terminal.has(data.status);
     renderGraph(c, data.stories);
