@@ -359,6 +359,7 @@ func managerConfig(cfg *configs.Config, o Options, be backend, git *gitserve.Ser
 	oc.Models = models
 	oc.Labels = map[string]string{contract.LabelDaemon: o.Instance}
 	oc.RadarDir = filepath.Join(o.DataDir, "radar")
+	oc.OriginDir = filepath.Join(o.DataDir, "origin")
 	if be.probe != nil && be.trees != nil {
 		// Whatever the git mode, what only a container holds is read and
 		// taken out of it before it is removed or replaced.

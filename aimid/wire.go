@@ -1,10 +1,12 @@
 package aimid
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -61,6 +63,10 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		LandVerifyCommand: c.Land.VerifyCommand,
 		LandHook:          landPause(log),
 		Logger:            log,
+		// A remote-mode land's one pull request: the token publish uses.
+		LandPR: publish.Hosted{GitHub: publish.GitHub{
+			API: c.Publish.GitHubAPI, Token: os.Getenv(cmp.Or(c.Publish.TokenEnv, publish.DefaultTokenEnv)),
+		}},
 	}
 	if git != nil {
 		// A nil *gitserve.Service must stay a nil interface: the Manager

@@ -38,6 +38,11 @@ type LandReport struct {
 	// Take is the one command that moves Onto to the landed work (a
 	// fast-forward), "" when nothing landed.
 	Take string `json:"take,omitempty"`
+	// Origin is where the integration branch was pushed (remote git
+	// mode: origin's URL), and PRURL its pull request, when one was
+	// opened; without one Take is the page or command that opens it.
+	Origin string `json:"origin,omitempty"`
+	PRURL  string `json:"prUrl,omitempty"`
 	// Running is true while the land goes on (the record the daemon keeps
 	// beside the swarm's journals says so after a crash, too); Updated is
 	// when the record last changed.

@@ -76,3 +76,26 @@ func TestStatusSumsTheLandUp(t *testing.T) {
 		t.Errorf("status --json: %q %v, want the land member", b.String(), err)
 	}
 }
+
+// TestLandOutputInRemoteMode: the land's report and the status line name
+// the pull request, or the page that opens it.
+func TestLandOutputInRemoteMode(t *testing.T) {
+	var b bytes.Buffer
+	rep := api.LandReport{Onto: "main", Branch: "aimi/land/x", Origin: "https://git.example/acme/w.git", PRURL: "https://git.example/acme/w/pull/7",
+		Results: []api.LandResult{{Container: "a", Branch: "feat/a", Outcome: "landed", Merge: "abc"}}}
+	printLand(&b, rep)
+	if got := b.String(); !strings.Contains(got, "on origin as aimi/land/x; its pull request onto main:\n  https://git.example/acme/w/pull/7\n") {
+		t.Errorf("land with a pull request:\n%s", got)
+	}
+	b.Reset()
+	printLandLine(&b, &rep)
+	if got := b.String(); got != "Land (last land): onto main as aimi/land/x: 1 landed; pull request https://git.example/acme/w/pull/7\n" {
+		t.Errorf("land line %q", got)
+	}
+	b.Reset()
+	rep.PRURL, rep.Take = "", "open its pull request: https://git.example/acme/w/compare/main...aimi/land/x?expand=1"
+	printLand(&b, rep)
+	if got := b.String(); !strings.Contains(got, "on origin as aimi/land/x; open its pull request: https://git.example/acme/w/compare/main...aimi/land/x?expand=1\n") {
+		t.Errorf("land without a pull request:\n%s", got)
+	}
+}

@@ -30,7 +30,11 @@ the order the containers completed. The merges happen in the daemon's own
 repository, never in your checkout. A branch that would conflict with what
 landed before it is held: left out with the files, its commits kept, and the
 rest go on. The integration branch is then brought into your checkout; your
-branch is never moved: the command to take the work is printed.
+branch is never moved: the command to take the work is printed. In remote git
+mode (--onto's default: origin's default branch) the branches are fetched from
+origin, and the integration branch is pushed there (never forced) with one
+pull request onto --onto when the daemon has a publish token; without one the
+page that opens it is printed.
 
 A land cut short (the daemon killed, or this command interrupted) merged
 nothing twice and lost nothing: run it again once the daemon runs, and it
@@ -57,7 +61,7 @@ when the daemon could not be reached or went away during the land.`,
 		},
 	}
 	t.addFlags(cmd)
-	cmd.Flags().StringVar(&onto, "onto", "", "the branch to land on (default: the branch checked out now)")
+	cmd.Flags().StringVar(&onto, "onto", "", "the branch to land on (default: the branch checked out now; remote git mode: origin's default branch)")
 	cmd.Flags().StringVar(&order, "order", "", "container names in the order to land them, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
@@ -111,9 +115,14 @@ func printLand(w io.Writer, rep api.LandReport) {
 		fmt.Fprintf(w, "  skipped  %s: %s\n", oneLine(k.Name, 80), oneLine(k.Reason, 200))
 	}
 	fmt.Fprintf(w, "The land's own cost (its checks and fix-ups): %.4f\n", rep.Cost)
-	if rep.Take != "" {
+	switch {
+	case rep.Origin != "" && rep.PRURL != "":
+		fmt.Fprintf(w, "The landed work is on origin as %s; its pull request onto %s:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Onto, 120), oneLine(rep.PRURL, 300))
+	case rep.Origin != "":
+		fmt.Fprintf(w, "The landed work is on origin as %s; %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 400))
+	case rep.Take != "":
 		fmt.Fprintf(w, "The landed work is in your checkout as %s. To take it:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 300))
-	} else {
+	default:
 		fmt.Fprintln(w, "Nothing landed.")
 	}
 }
@@ -159,5 +168,9 @@ func printLandLine(w io.Writer, rep *api.LandReport) {
 	case rep.Cut:
 		state = "land cut short: 'aimi swarm land' goes on where it stopped"
 	}
-	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "))
+	pr := ""
+	if rep.PRURL != "" {
+		pr = "; pull request " + oneLine(rep.PRURL, 300)
+	}
+	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s%s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "), pr)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/land"
+	"github.com/aimi-tools/swarm/publish"
 )
 
 // Config is the daemon-wide configuration of the Manager. The configs package
@@ -102,6 +103,13 @@ type Config struct {
 	// directory per swarm, emptied after every look); "": the system's
 	// temporary directory.
 	RadarDir string
+	// OriginDir is where the daemon keeps its copy of a remote-mode
+	// swarm's origin (one bare repository per swarm), which the radar and
+	// land work on; "": under RadarDir.
+	OriginDir string
+	// LandPR opens the pull request of a remote-mode land (the publish
+	// token and API); without a token the land says how to open it.
+	LandPR publish.Hosted
 	// Observer, when set, hears every event, state save and journal record
 	// (the daemon's metrics).
 	Observer Observer

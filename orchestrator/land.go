@@ -37,18 +37,15 @@ func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport
 // land is Land; with only set (land.auto) it lands those containers
 // alone and waits its turn behind a land that runs instead of refusing.
 func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) (api.LandReport, error) {
-	src, ok := m.cfg.Git.(TipSource)
-	if !ok {
-		return api.LandReport{}, &api.FieldError{Field: "repoPath", Reason: "landing needs the daemon's git service (git.mode: local); in remote mode merge the pushed branches on origin"}
-	}
 	sw, unlock, err := m.lockedSwarm(ctx, req.RepoPath)
 	if err != nil {
 		return api.LandReport{}, err
 	}
 	rl := &repoLock{m: m, sw: sw, unlock: unlock, locked: true}
 	defer rl.release()
-	if !sw.local {
-		return api.LandReport{}, &api.FieldError{Field: "repoPath", Reason: "this swarm runs in remote git mode: its branches are on origin, and landing them there is not built yet; merge them on origin, or run the swarm with --local"}
+	src, err := sw.landSource(ctx)
+	if err != nil {
+		return api.LandReport{}, err
 	}
 	if err := rl.landing(ctx, only != nil); err != nil {
 		return api.LandReport{}, err
@@ -115,6 +112,9 @@ func (lr *landRun) bringIn(ctx context.Context, mirror string, rep *api.LandRepo
 		return err
 	}
 	rep.Tip = tip
+	if o, ok := lr.src.(*originCopy); ok {
+		return lr.pushLand(ctx, o, rep)
+	}
 	cb := contract.ContainerBranch{Repo: lr.sw.repo, Branch: rep.Branch}
 	if _, err := publish.IntoCheckout(ctx, landGit, mirror, cb, ""); err != nil {
 		return fmt.Errorf("land: bring %s into %s: %w", rep.Branch, lr.sw.repo, err)
@@ -266,7 +266,10 @@ func (sw *swarm) landQueue(order []string) ([]*ctr, []api.Kept, error) {
 // landTrain is the train of the swarm's repository: the landing target
 // (onto, or the repository's HEAD branch) fetched from the checkout, so
 // the integration branch starts at what the user has now.
-func (sw *swarm) landTrain(ctx context.Context, src TipSource, onto, branch string, rep *api.LandReport) (string, *land.Train, error) {
+func (sw *swarm) landTrain(ctx context.Context, src receivedTips, onto, branch string, rep *api.LandReport) (string, *land.Train, error) {
+	if o, ok := src.(*originCopy); ok {
+		return sw.landTrainRemote(ctx, o, onto, branch, rep)
+	}
 	var mirror string
 	for _, c := range sw.list() {
 		if repo, _, err := src.Received(contract.Sandbox{Swarm: sw.id, Container: c.name}, c.branch); err == nil {

@@ -102,6 +102,9 @@ func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 	if cfg.RadarDir == "" {
 		cfg.RadarDir = filepath.Join(os.TempDir(), "aimi-radar")
 	}
+	if cfg.OriginDir == "" {
+		cfg.OriginDir = filepath.Join(cfg.RadarDir, "origin")
+	}
 	cfg.EnvVars = maps.Clone(cfg.EnvVars)
 	cfg.RunnerEnv = maps.Clone(cfg.RunnerEnv)
 	life, cancel := context.WithCancel(ctx)

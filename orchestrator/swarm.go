@@ -44,6 +44,7 @@ type swarm struct {
 	gateway string      // local mode: the network's gateway, where git is served
 	wave    *startWave  // its containers starting now (startWave); nil until the first
 	radar   *swarmRadar // the conflict radar, from the first push on (radarKick)
+	origin  *originCopy // remote mode: the daemon's copy of origin, from first use
 
 	// landing is held by the swarm's one land at a time (Land); lastLand
 	// is its record (guarded by mu).
