@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aimi-tools/swarm/internal/gittest"
+
 	"github.com/aimi-tools/swarm/api"
 )
 
@@ -92,7 +94,7 @@ func repoWithConfig(t *testing.T, yaml string, origin bool) string {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 	if origin {
-		exec.Command("git", "-C", repo, "remote", "add", "origin", "https://example.com/o/r.git").Run()
+		exec.Command("git", "-C", repo, "remote", "add", "origin", gittest.NowhereOrigin).Run()
 	}
 	if yaml != "" {
 		os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755)

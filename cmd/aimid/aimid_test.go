@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/gittest"
+
 	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/contract"
@@ -124,7 +126,7 @@ func taskFileJSON(branch string, n int) []byte {
 func gitRepo(t testing.TB, stories int, names ...string) string {
 	t.Helper()
 	repo := shortDir(t)
-	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", "origin", "https://example.com/org/repo.git"}} {
+	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", "origin", gittest.NowhereOrigin}} {
 		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
