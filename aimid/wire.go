@@ -59,6 +59,8 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		LandAuto:          c.Land.Auto,
 		LandFixAttempts:   landFixAttempts(c.Land.FixAttempts),
 		LandVerifyCommand: c.Land.VerifyCommand,
+		ScoreCommand:      c.Swarm.ScoreCommand,
+		Variants:          agentVariants(c.Agent.Variants),
 		Logger:            log,
 	}
 	if git != nil {
@@ -154,4 +156,13 @@ func landFixAttempts(n int) int {
 		return -1
 	}
 	return n
+}
+
+// agentVariants maps agent.variants onto the Manager's.
+func agentVariants(vs []configs.Variant) []orchestrator.AgentVariant {
+	var out []orchestrator.AgentVariant
+	for _, v := range vs {
+		out = append(out, orchestrator.AgentVariant{Name: v.Name, Command: v.Command, Env: maps.Clone(v.Env)})
+	}
+	return out
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/attempts"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -32,6 +33,8 @@ type swarmStartFlags struct {
 	image          string
 	local, follow  bool
 	followInterval time.Duration
+	attempts       int
+	attemptsStop   string
 }
 
 func newSwarmStartCmd(s Streams) *cobra.Command {
@@ -58,6 +61,8 @@ Without --all, --file or --files, the task files in .aimi/tasks are listed
 	fl.BoolVar(&f.local, "local", false, "containers clone from and push to the daemon's git service, not origin")
 	fl.BoolVar(&f.follow, "follow", false, "show live progress until every container is done; exit 1 if any failed")
 	fl.DurationVar(&f.followInterval, "refresh", time.Second, "with --follow: the longest time between two refreshes")
+	fl.IntVar(&f.attempts, "attempts", 0, "run each task file N times and keep the best attempt (default from config, swarm.attempts; docs/attempts.md)")
+	fl.StringVar(&f.attemptsStop, "attempts-stop", "", "all or first-verified: stop a task file's other attempts once one qualifies (default from config, swarm.attempts_stop)")
 	return cmd
 }
 
@@ -70,6 +75,12 @@ func runSwarmStart(cmd *cobra.Command, s Streams, f *swarmStartFlags) error {
 	}
 	if f.max < 0 {
 		return exitf(ExitUsage, "--max %d: use a positive number of containers", f.max)
+	}
+	if err := attempts.CheckCount(f.attempts); err != nil {
+		return exitf(ExitUsage, "--attempts: %v", err)
+	}
+	if !attempts.ValidStop(f.attemptsStop) {
+		return exitf(ExitUsage, "--attempts-stop %q: use %s or %s", f.attemptsStop, attempts.StopAll, attempts.StopFirstVerified)
 	}
 	if f.followInterval <= 0 {
 		return exitf(ExitUsage, "--refresh %v: use a positive duration", f.followInterval)
@@ -106,6 +117,7 @@ func runSwarmStart(cmd *cobra.Command, s Streams, f *swarmStartFlags) error {
 	view, err := client.Start(ctx, api.StartRequest{
 		RepoPath: repo, TaskFiles: selected, Max: f.max,
 		Append: f.append, Force: f.force, Local: f.local, Image: f.image,
+		Attempts: f.attempts, AttemptsStop: f.attemptsStop,
 	})
 	if err != nil {
 		return swarmErr(err)

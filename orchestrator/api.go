@@ -91,6 +91,11 @@ type Config struct {
 	// LandVerifyCommand is the verify command of a land's checks and
 	// fix-ups (land.verify_command); "": agent.verify_command's.
 	LandVerifyCommand string
+	// ScoreCommand ranks a task file's qualified attempts (swarm.score_command;
+	// "": none) and Variants are the agents its attempts go round
+	// (agent.variants): attempts.go.
+	ScoreCommand string
+	Variants     []AgentVariant
 	// LandFixAttempts is how many fix-ups a merge gets before its branch
 	// is held (land.fix_attempts); 0: one, negative: none.
 	LandFixAttempts int

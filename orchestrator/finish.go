@@ -85,6 +85,9 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 	if sw.led.status(c.name) != state.StatusCompleted || sw.withdrawUnreceived(ctx, c, log) || sw.m.cfg.Publisher == nil {
 		return
 	}
+	if c.attempt > 0 {
+		return // kept, and published as its task file's branch once picked (attemptEnded)
+	}
 	u, err := sw.m.cfg.Publisher.Publish(ctx, sw.branchOf(c))
 	if err != nil {
 		sw.notePublishFailed(ctx, c, err, log)
@@ -224,5 +227,6 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 		}
 	})
 	log.Info("container finished", "status", sw.led.status(c.name), "exitCode", facts.code, "oom", facts.oom, "timedOut", facts.timedOut)
+	sw.attemptEnded(ctx, c)
 	sw.checkFinished()
 }

@@ -71,6 +71,10 @@ func (sw *swarm) view() api.SwarmView {
 	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}, Summary: summaryOf(snap)}
 	waits := sw.m.limitWaits(sw.id)
 	v.Conflicts, v.Land = sw.radarView(), sw.landView()
+	v.Attempts = sw.attemptsView()
+	if snap != nil && len(v.Attempts) > 0 {
+		snap.Attempts = v.Attempts // the file's shape: its attempts section too
+	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {

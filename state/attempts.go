@@ -58,8 +58,10 @@ type AttemptPick struct {
 	Reason        string    `json:"reason"`
 	By            string    `json:"by"` // PickByDaemon or PickByHand
 	At            time.Time `json:"at"`
-	// Previous is the attempt a pick by hand replaced (0: none).
-	Previous int `json:"previous,omitempty"`
+	// Previous is the attempt a pick by hand replaced (0: none), and
+	// PreviousTip its tip: the task file's branch is moved off it.
+	Previous    int    `json:"previous,omitempty"`
+	PreviousTip string `json:"previousTip,omitempty"`
 }
 
 // Who picked.
