@@ -326,4 +326,3 @@ func (sw *swarm) changedLines(ctx context.Context, base, tip string) (int, bool)
 	}
 	return n, true
 }
-
