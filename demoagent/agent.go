@@ -30,6 +30,12 @@ const (
 	// MarkerSlowFix makes the agent take slowFixFor over a land's fix-up
 	// whose prompt quotes it (a test stops the daemon meanwhile).
 	MarkerSlowFix = "[demo:slow-fix]"
+	// MarkerAttempt makes the file the agent writes depend on its attempt
+	// (AIMI_ATTEMPT, best of N): attempt K adds K lines "attempt K".
+	MarkerAttempt = "[demo:attempt]"
+	// MarkerSlowAttempt followed by a number K and "]" makes attempt K
+	// take its time as [demo:slow] does ([demo:slow-attempt-3]).
+	MarkerSlowAttempt = "[demo:slow-attempt-"
 )
 
 // slowFixFor is how long [demo:slow-fix] waits before it resolves.
@@ -228,7 +234,7 @@ func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
 	if err := t.update(ctx, acp.UpdatePlan(plan...)); err != nil {
 		return "", err
 	}
-	if strings.Contains(t.prompt, MarkerSlow) {
+	if strings.Contains(t.prompt, MarkerSlow) || t.slowAttempt() {
 		if err := t.dawdle(ctx); err != nil {
 			return "", err
 		}
@@ -275,7 +281,7 @@ func (t *turn) dawdle(ctx context.Context) error {
 func (t *turn) edit(ctx context.Context, story, target string) (acp.StopReason, error) {
 	path := filepath.Join(t.cwd, target)
 	editID := acp.ToolCallId("write-" + story)
-	content := fmt.Sprintf("# %s\n\nWritten by the aimi demo agent for %s.\n", target, story)
+	content := fmt.Sprintf("# %s\n\nWritten by the aimi demo agent for %s.\n", target, story) + t.attemptLines()
 	if err := t.update(ctx, acp.StartEditToolCall(editID, "Write "+target, path, content)); err != nil {
 		return "", err
 	}
