@@ -138,8 +138,19 @@ func (sw *swarm) pickGroup(ctx context.Context, g *attemptGroup) {
 	g.pickMu.Lock()
 	defer g.pickMu.Unlock()
 	sw.mu.Lock()
-	set := g.setLocked()
+	picked := g.set.Pick != nil
 	ctrs := g.ctrs
+	sw.mu.Unlock()
+	if !picked {
+		// Attempts that ended together may not have kept their commits
+		// yet (each does after its end is folded): the pick reads every
+		// tip now.
+		for _, c := range ctrs {
+			sw.keepAttempt(ctx, g, c)
+		}
+	}
+	sw.mu.Lock()
+	set := g.setLocked()
 	sw.mu.Unlock()
 	if set.Pick == nil {
 		sw.judge(ctx, set, ctrs)

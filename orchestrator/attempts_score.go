@@ -151,15 +151,15 @@ func writeTree(ctx context.Context, repo, tip, dir string) error {
 		return err
 	}
 	unpack.Stdin = pipe
-	var errs bytes.Buffer
-	archive.Stderr, unpack.Stderr = &errs, &errs
+	var aerrs, uerrs bytes.Buffer // apart: the two write at once
+	archive.Stderr, unpack.Stderr = &aerrs, &uerrs
 	if err := unpack.Start(); err != nil {
 		return fmt.Errorf("unpack %s for its score: %w", tip, err)
 	}
 	aerr := archive.Run()
 	uerr := unpack.Wait()
 	if aerr != nil || uerr != nil {
-		return fmt.Errorf("write the tree of %s for its score: %v %v: %s", tip, aerr, uerr, strings.TrimSpace(errs.String()))
+		return fmt.Errorf("write the tree of %s for its score: %v %v: %s %s", tip, aerr, uerr, strings.TrimSpace(aerrs.String()), strings.TrimSpace(uerrs.String()))
 	}
 	// The sandbox's user is the image's, not the daemon's.
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/demoagent"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
+	"github.com/aimi-tools/swarm/state"
+	"github.com/docker/docker/errdefs"
+)
+
+// attemptsSwarm is a local-mode swarm of one task file, x, whose story
+// writes a.txt with [demo:attempt] (attempt K adds K lines "attempt K"),
+// started with start's extra flags on a daemon with env.
+func attemptsSwarm(t *testing.T, extra []string, env []string, start ...string) *landSwarm {
+	t.Helper()
+	ls := &landSwarm{img: sandboxImage(t), repo: gitRepo(t, 1)}
+	criteria := append([]string{"The file says which attempt wrote it " + demoagent.MarkerAttempt}, extra...)
+	if err := os.WriteFile(filepath.Join(ls.repo, ".aimi", "tasks", "x-tasks.json"), landTaskFile("x", "a.txt", "US-101", criteria...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commitAll(t, ls.repo)
+	ls.base = gitOut(t, ls.repo, "rev-parse", "HEAD")
+	tmp := shortDir(t)
+	ls.sock, ls.data = filepath.Join(tmp, "aimid.sock"), filepath.Join(tmp, "data")
+	ls.p = ls.launch(t, env...)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
+	ls.ctx = ctx
+	args := append([]string{"swarm", "start", "--all", "--local", "--max", "8"}, start...)
+	if code, out, errOut := ls.aimi(args...); code != 0 {
+		t.Fatalf("%v: %d\n%s\n%s", args, code, out, errOut)
+	}
+	t.Cleanup(func() { ls.aimi("swarm", "cleanup", "--force") })
+	return ls
+}
+
+// view is the daemon's whole view of the swarm.
+func (ls *landSwarm) view(t *testing.T) api.SwarmView {
+	t.Helper()
+	code, out, errOut := ls.aimi("swarm", "status", "--json", "--detail")
+	var v api.SwarmView
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 {
+		t.Fatalf("status: %d %v\n%s\n%s", code, err, out, errOut)
+	}
+	return v
+}
+
+// picked waits until x's attempts are picked and returns their set.
+func (ls *landSwarm) picked(t *testing.T) *state.AttemptSet {
+	t.Helper()
+	var set *state.AttemptSet
+	testwait.Eventually(t, 6*time.Minute, "x's attempts picked", func() error {
+		v := ls.view(t)
+		if len(v.Attempts) != 1 || v.Attempts[0].Pick == nil {
+			return fmt.Errorf("no pick yet: %+v", v.Attempts)
+		}
+		set = v.Attempts[0]
+		return nil
+	})
+	return set
+}
+
+// tipOf is the commit ref names in the checkout.
+func (ls *landSwarm) tipOf(t *testing.T, ref string) string {
+	t.Helper()
+	return gitOut(t, ls.repo, "rev-parse", "--verify", ref)
+}
+
+// TestAttemptsPickTheVerifiedAttemptAndPickOverrides: --attempts 3 of one
+// task file on the real daemon, engine and runner; the verify command
+// passes on attempt 2's file alone. Attempt 2 is picked (the only one
+// verified), the task file's branch in the checkout is attempt 2's tip,
+// attempts 1 and 3 keep their commits at refs/aimi/attempts/<swarm>/<c>,
+// no attempt's own branch reaches the checkout, and the state file
+// records the pick in its attempts section (valid against the schema).
+// `aimi swarm pick` then makes attempt 3 the pick: the branch moves to
+// its tip, and status says so.
+func TestAttemptsPickTheVerifiedAttemptAndPickOverrides(t *testing.T) {
+	parallelLong(t)
+	ls := attemptsSwarm(t, nil, []string{"AIMI_AGENT_VERIFY_COMMAND=grep -qx 'attempt 2' a.txt"}, "--attempts", "3")
+	set := ls.picked(t)
+	sw := validState(t, ls.repo)
+	if set.BranchName != "feat/x" || len(set.Attempts) != 3 {
+		t.Fatalf("set %+v, want feat/x with 3 attempts", set)
+	}
+	if p := set.Pick; p.Attempt != 2 || p.By != state.PickByDaemon || p.Reason != "verified; the only one of 3" {
+		t.Fatalf("pick %+v, want attempt 2 by the daemon, the only one verified", p)
+	}
+	for _, a := range set.Attempts {
+		if want := fmt.Sprintf("feat/x--a%d", a.Attempt); a.BranchName != want || !strings.HasSuffix(a.ContainerName, fmt.Sprintf("-a%d", a.Attempt)) {
+			t.Errorf("attempt %d: branch %s container %s, want %s and -a%d", a.Attempt, a.BranchName, a.ContainerName, want, a.Attempt)
+		}
+		ref := contract.AttemptRef(contract.Sandbox{Swarm: sw.SwarmID, Container: a.ContainerName})
+		if a.KeptRef != ref || a.Tip == "" || ls.tipOf(t, ref) != a.Tip {
+			t.Errorf("attempt %d: kept %q at %q, want its commits at %s", a.Attempt, a.KeptRef, a.Tip, ref)
+			continue
+		}
+		file := gitOut(t, ls.repo, "show", a.Tip+":a.txt")
+		if want := fmt.Sprintf("attempt %d", a.Attempt); !strings.Contains(file, want) {
+			t.Errorf("attempt %d's a.txt lacks %q:\n%s", a.Attempt, want, file)
+		}
+		if a.Qualified != (a.Attempt == 2) {
+			t.Errorf("attempt %d qualified=%v", a.Attempt, a.Qualified)
+		}
+		if out := gitOutOrEmpty(ls.repo, "rev-parse", "--verify", "refs/heads/"+a.BranchName); out != "" {
+			t.Errorf("the attempt's own branch %s reached the checkout", a.BranchName)
+		}
+	}
+	if got := ls.tipOf(t, "refs/heads/feat/x"); got != set.Pick.Tip || got != set.Attempts[1].Tip {
+		t.Fatalf("feat/x at %s, want attempt 2's tip %s", got, set.Pick.Tip)
+	}
+	if file := validState(t, ls.repo); file.AttemptSet(taskPath("x")) == nil || file.AttemptSet(taskPath("x")).Pick == nil {
+		t.Fatalf("the state file has no pick in its attempts section: %+v", file.Attempts)
+	}
+
+	a3 := set.Attempts[2]
+	code, out, errOut := ls.aimi("swarm", "pick", a3.ContainerName)
+	if code != 0 || !strings.Contains(out, "feat/x: attempt 3 of 3 picked by hand (picked by hand instead of attempt 2)") {
+		t.Fatalf("pick %s: %d\n%s\n%s", a3.ContainerName, code, out, errOut)
+	}
+	if got := ls.tipOf(t, "refs/heads/feat/x"); got != a3.Tip {
+		t.Fatalf("after the pick by hand feat/x is at %s, want attempt 3's tip %s", got, a3.Tip)
+	}
+	if p := validState(t, ls.repo).AttemptSet(taskPath("x")).Pick; p.Attempt != 3 || p.By != state.PickByHand || p.PreviousTip != set.Pick.Tip {
+		t.Fatalf("state file's pick %+v, want attempt 3 by hand, off attempt 2's tip", p)
+	}
+	if _, out, _ := ls.aimi("swarm", "status"); !strings.Contains(out, "* "+a3.ContainerName) {
+		t.Errorf("status does not mark attempt 3 picked:\n%s", out)
+	}
+}
+
+// TestAttemptsFirstVerifiedStopsTheRest: with --attempts-stop
+// first-verified, attempt 3 takes its time ([demo:slow-attempt-3]) while
+// attempt 2 passes the verify command: once 2 qualifies, 3 is stopped
+// (its commits so far kept), and 2 is picked.
+func TestAttemptsFirstVerifiedStopsTheRest(t *testing.T) {
+	parallelLong(t)
+	ls := attemptsSwarm(t, []string{"Attempt 3 dawdles " + demoagent.MarkerSlowAttempt + "3]"},
+		[]string{"AIMI_AGENT_VERIFY_COMMAND=grep -qx 'attempt 2' a.txt"}, "--attempts", "3", "--attempts-stop", "first-verified")
+	set := ls.picked(t)
+	if set.Pick.Attempt != 2 || set.Stop != "first-verified" {
+		t.Fatalf("pick %+v (stop %q), want attempt 2 under first-verified", set.Pick, set.Stop)
+	}
+	a3 := set.Attempts[2]
+	if !a3.StoppedEarly {
+		t.Errorf("attempt 3 not marked stopped early: %+v", a3)
+	}
+	v := ls.view(t)
+	for _, c := range v.Containers {
+		if c.Name == a3.ContainerName && c.Status != string(state.StatusStopped) {
+			t.Errorf("attempt 3 is %s, want stopped once attempt 2 qualified", c.Status)
+		}
+	}
+	if got := ls.tipOf(t, "refs/heads/feat/x"); got != set.Pick.Tip {
+		t.Errorf("feat/x at %s, want attempt 2's tip %s", got, set.Pick.Tip)
+	}
+}
+
+// TestAttemptsScoreCommandDecides: attempts 2 and 3 both pass the verify
+// command; attempt 2 changed fewer lines, but swarm.score_command (run on
+// each tip in a sealed scoring sandbox of the swarm's image) prints the
+// attempt's number, so attempt 3 wins on its score. No scoring sandbox is
+// left behind.
+func TestAttemptsScoreCommandDecides(t *testing.T) {
+	parallelLong(t)
+	ls := attemptsSwarm(t, nil, []string{
+		"AIMI_AGENT_VERIFY_COMMAND=grep -q '^attempt [23]$' a.txt",
+		`AIMI_SWARM_SCORE_COMMAND=sed -n 's/^attempt //p' a.txt | head -n 1`,
+	}, "--attempts", "3")
+	set := ls.picked(t)
+	if p := set.Pick; p.Attempt != 3 || !strings.HasPrefix(p.Reason, "verified; score 3 vs 2") {
+		t.Fatalf("pick %+v, want attempt 3 on its score", p)
+	}
+	if s := set.Attempts[1].Score; s == nil || *s != 2 || set.Attempts[1].Lines == nil || *set.Attempts[2].Lines <= *set.Attempts[1].Lines {
+		t.Errorf("attempt 2 scored %v with %v lines, want 2 and fewer lines than attempt 3", set.Attempts[1].Score, set.Attempts[1].Lines)
+	}
+	if got := ls.tipOf(t, "refs/heads/feat/x"); got != set.Pick.Tip {
+		t.Errorf("feat/x at %s, want attempt 3's tip %s", got, set.Pick.Tip)
+	}
+	for _, a := range set.Attempts {
+		if _, err := dockertest.Client(t).ContainerInspect(context.Background(), a.ContainerName+"-score"); !errdefs.IsNotFound(err) {
+			t.Errorf("scoring sandbox %s-score left behind (%v)", a.ContainerName, err)
+		}
+	}
+}
