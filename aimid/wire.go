@@ -2,6 +2,7 @@ package aimid
 
 import (
 	"context"
+	"os"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -60,6 +61,7 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		LandFixAttempts:   landFixAttempts(c.Land.FixAttempts),
 		LandVerifyCommand: c.Land.VerifyCommand,
 		ScoreCommand:      c.Swarm.ScoreCommand,
+		PickPause:         os.Getenv(EnvPickPause),
 		Variants:          agentVariants(c.Agent.Variants),
 		Logger:            log,
 	}
@@ -166,3 +168,8 @@ func agentVariants(vs []configs.Variant) []orchestrator.AgentVariant {
 	}
 	return out
 }
+
+// EnvPickPause ("before" or "after") holds every attempt pick before its
+// state write or after it until the daemon ends: a test hook that stands
+// in for a daemon killed at either point.
+const EnvPickPause = "AIMI_TEST_PICK_PAUSE"

@@ -96,6 +96,10 @@ type Config struct {
 	// (agent.variants): attempts.go.
 	ScoreCommand string
 	Variants     []AgentVariant
+	// PickPause is a test hook: PickPauseBefore or PickPauseAfter holds
+	// every pick there (before its state write, or between it and the
+	// publish) until the daemon ends, so a test can kill it in between.
+	PickPause string
 	// LandFixAttempts is how many fix-ups a merge gets before its branch
 	// is held (land.fix_attempts); 0: one, negative: none.
 	LandFixAttempts int

@@ -154,6 +154,9 @@ func (sw *swarm) pickGroup(ctx context.Context, g *attemptGroup) {
 	sw.mu.Unlock()
 	if set.Pick == nil {
 		sw.judge(ctx, set, ctrs)
+		if !sw.pickPause(ctx, PickPauseBefore) {
+			return
+		}
 		if err := sw.writeSets(ctx, set); err != nil {
 			sw.m.log.Warn("record the pick in the state file; a restarted daemon picks again", "swarm", sw.id, "taskFile", set.TaskFilePath, "err", err)
 			return
@@ -162,8 +165,31 @@ func (sw *swarm) pickGroup(ctx context.Context, g *attemptGroup) {
 		g.set = set.Clone()
 		sw.mu.Unlock()
 		sw.pickedEvent(set)
+		if !sw.pickPause(ctx, PickPauseAfter) {
+			return
+		}
 	}
 	sw.publishPick(ctx, set, ctrs, "")
+}
+
+// The places Config.PickPause holds a pick.
+const (
+	PickPauseBefore = "before"
+	PickPauseAfter  = "after"
+)
+
+// LogPickPaused is the log message of a pick the test hook holds.
+const LogPickPaused = "attempt pick paused (a test hook)"
+
+// pickPause holds the pick at where until ctx ends, when the test hook
+// says so; false: the pick goes no further.
+func (sw *swarm) pickPause(ctx context.Context, where string) bool {
+	if sw.m.cfg.PickPause != where {
+		return true
+	}
+	sw.m.log.Warn(LogPickPaused, "swarm", sw.id, "where", where)
+	<-ctx.Done()
+	return false
 }
 
 // judge fills set's attempts with what the pick knows of each and sets
