@@ -2,10 +2,10 @@ package aimid
 
 import (
 	"context"
-	"os"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"strconv"
 
