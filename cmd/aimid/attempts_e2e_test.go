@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/demoagent"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/testwait"
@@ -125,6 +127,16 @@ func TestAttemptsPickTheVerifiedAttemptAndPickOverrides(t *testing.T) {
 	}
 
 	a3 := set.Attempts[2]
+	events := make(chan api.Event, 256)
+	client := daemon.NewClient(ls.sock)
+	defer client.Close()
+	go client.Events(ls.ctx, ls.repo, func(e api.Event) error {
+		select {
+		case events <- e:
+		default:
+		}
+		return nil
+	})
 	code, out, errOut := ls.aimi("swarm", "pick", a3.ContainerName)
 	if code != 0 || !strings.Contains(out, "feat/x: attempt 3 of 3 picked by hand (picked by hand instead of attempt 2)") {
 		t.Fatalf("pick %s: %d\n%s\n%s", a3.ContainerName, code, out, errOut)
@@ -132,6 +144,27 @@ func TestAttemptsPickTheVerifiedAttemptAndPickOverrides(t *testing.T) {
 	if got := ls.tipOf(t, "refs/heads/feat/x"); got != a3.Tip {
 		t.Fatalf("after the pick by hand feat/x is at %s, want attempt 3's tip %s", got, a3.Tip)
 	}
+	// The subscription may have begun after that pick: pick back and forth
+	// until an attempt-picked event of attempt 3 arrives.
+	testwait.Eventually(t, 2*time.Minute, "an attempt-picked event", func() error {
+		for {
+			select {
+			case e := <-events:
+				if e.Kind == api.EventAttemptPicked && e.ContainerName == a3.ContainerName && strings.Contains(e.Output, "attempt 3 of 3 picked by hand") {
+					return nil
+				}
+				continue
+			default:
+			}
+			break
+		}
+		for _, name := range []string{set.Pick.ContainerName, a3.ContainerName} {
+			if _, err := client.Pick(ls.ctx, ls.repo, name); err != nil {
+				t.Fatalf("pick %s: %v", name, err)
+			}
+		}
+		return errors.New("none yet")
+	})
 	if p := validState(t, ls.repo).AttemptSet(taskPath("x")).Pick; p.Attempt != 3 || p.By != state.PickByHand || p.PreviousTip != set.Pick.Tip {
 		t.Fatalf("state file's pick %+v, want attempt 3 by hand, off attempt 2's tip", p)
 	}
