@@ -59,6 +59,9 @@ type ContainerUsage struct {
 type UsageReport struct {
 	Containers []ContainerUsage `json:"containers"`
 	Total      UsageTotals      `json:"total"`
+	// Attempts are the totals of each task file run several times (its
+	// attempts are containers above).
+	Attempts []AttemptsUsage `json:"attempts,omitempty"`
 }
 
 // usageFold reads one container's journal into its usage: the gateway's
@@ -209,6 +212,7 @@ func newSwarmUsageCmd(s Streams) *cobra.Command {
 					rep.Containers = append(rep.Containers, cu)
 					rep.Total.add(cu.UsageTotals)
 				}
+				rep.Attempts = attemptsUsage(view, rep.Containers)
 				if asJSON {
 					enc := json.NewEncoder(s.Out)
 					enc.SetIndent("", "  ")
@@ -261,6 +265,9 @@ func printUsage(w io.Writer, rep UsageReport) {
 			}
 			row(label, st.UsageTotals)
 		}
+	}
+	for _, a := range rep.Attempts {
+		row(fmt.Sprintf("%s (%d attempts)", oneLine(a.Branch, 50), len(a.Containers)), a.UsageTotals)
 	}
 	row("TOTAL", rep.Total)
 	tw.Flush()
