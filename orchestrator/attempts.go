@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -244,17 +245,24 @@ func (sw *swarm) isAttempt(name string) bool {
 	return false
 }
 
-// attemptsView is the view's attempts: every group's set.
+// attemptsView is the view's attempts: every group's set, in the order
+// of their task files' first containers (then any whose containers all
+// went with a cleanup).
 func (sw *swarm) attemptsView() []*state.AttemptSet {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	var out []*state.AttemptSet
+	seen := map[string]bool{}
 	for _, c := range sw.ctrs {
-		g := sw.groups[c.taskFile]
-		if g == nil || c.attempt == 0 || g.ctrs[0] != c {
-			continue
+		if g := sw.groups[c.taskFile]; g != nil && c.attempt > 0 && !seen[c.taskFile] {
+			seen[c.taskFile] = true
+			out = append(out, g.setLocked())
 		}
-		out = append(out, g.setLocked())
+	}
+	for _, p := range slices.Sorted(maps.Keys(sw.groups)) {
+		if !seen[p] {
+			out = append(out, sw.groups[p].setLocked())
+		}
 	}
 	return out
 }

@@ -138,7 +138,7 @@ func (sw *swarm) pickGroup(ctx context.Context, g *attemptGroup) {
 	g.pickMu.Lock()
 	defer g.pickMu.Unlock()
 	sw.mu.Lock()
-	picked := g.set.Pick != nil
+	picked := decided(g.set.Pick)
 	ctrs := g.ctrs
 	sw.mu.Unlock()
 	if !picked {
@@ -152,7 +152,7 @@ func (sw *swarm) pickGroup(ctx context.Context, g *attemptGroup) {
 	sw.mu.Lock()
 	set := g.setLocked()
 	sw.mu.Unlock()
-	if set.Pick == nil {
+	if !decided(set.Pick) {
 		sw.judge(ctx, set, ctrs)
 		if !sw.pickPause(ctx, PickPauseBefore) {
 			return
@@ -190,6 +190,13 @@ func (sw *swarm) pickPause(ctx context.Context, where string) bool {
 	sw.m.log.Warn(LogPickPaused, "swarm", sw.id, "where", where)
 	<-ctx.Done()
 	return false
+}
+
+// decided reports whether p stands: a pick of an attempt, or one by
+// hand. The daemon's "none qualified" is judged again when the attempts
+// end again (a rerun with resume --retry-failed).
+func decided(p *state.AttemptPick) bool {
+	return p != nil && (p.ContainerName != "" || p.By == state.PickByHand)
 }
 
 // judge fills set's attempts with what the pick knows of each and sets
