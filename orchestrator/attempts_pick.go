@@ -290,12 +290,7 @@ func (sw *swarm) publishPick(ctx context.Context, set *state.AttemptSet, ctrs []
 	if set.Pick.By != state.PickByHand {
 		sw.autoLand(w)
 	}
-	if u != nil {
-		sw.mu.Lock()
-		w.prURL = u
-		sw.mu.Unlock()
-		sw.notePullRequest(ctx, w, *u)
-	}
+	sw.notePullRequest(ctx, w, u)
 	return nil
 }
 
