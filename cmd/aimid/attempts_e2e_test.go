@@ -236,3 +236,54 @@ func TestAttemptsScoreCommandDecides(t *testing.T) {
 		}
 	}
 }
+
+// TestAttemptsLandOnlyThePick: `aimi swarm land` lands the picked attempt
+// of the task file run three times and skips the other two, saying which
+// is picked; a pick by hand after the land rewrites nothing landed
+// (feat/x and the landed merge stay): the attempt picked by hand is
+// landed after it instead (its a.txt conflicts with the landed one, and
+// the fix-up keeps both).
+func TestAttemptsLandOnlyThePick(t *testing.T) {
+	parallelLong(t)
+	ls := attemptsSwarm(t, nil, []string{"AIMI_AGENT_VERIFY_COMMAND=grep -qx 'attempt 2' a.txt", "AIMI_LAND_VERIFY_COMMAND=true"}, "--attempts", "3")
+	set := ls.picked(t)
+	a2, a3 := set.Attempts[1], set.Attempts[2]
+	code, out, errOut := ls.aimi("swarm", "land", "--json")
+	var rep api.LandReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
+		t.Fatalf("land: %d %v\n%s\n%s", code, err, out, errOut)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Container != a2.ContainerName || rep.Results[0].Outcome != "landed" {
+		t.Fatalf("land results %+v, want attempt 2 alone, landed", rep.Results)
+	}
+	skipped := map[string]string{}
+	for _, k := range rep.Skipped {
+		skipped[k.Name] = k.Reason
+	}
+	for _, a := range []state.Attempt{set.Attempts[0], a3} {
+		if !strings.Contains(skipped[a.ContainerName], "not picked (attempt 2 is") {
+			t.Errorf("%s skipped for %q, want not picked", a.ContainerName, skipped[a.ContainerName])
+		}
+	}
+	landed := ls.tipOf(t, "refs/heads/"+rep.Branch)
+	if code, out, errOut := ls.aimi("swarm", "pick", a3.ContainerName); code != 0 {
+		t.Fatalf("pick after the land: %d\n%s\n%s", code, out, errOut)
+	}
+	v := waitFor(t, ls.sock, ls.repo, 5*time.Minute, "attempt 3 landed after the land", func(v api.SwarmView) bool {
+		if v.Land == nil || v.Land.Running {
+			return false
+		}
+		for _, r := range v.Land.Results {
+			if r.Container == a3.ContainerName && (r.Outcome == "landed" || r.Outcome == "fixed") {
+				return true
+			}
+		}
+		return false
+	})
+	if got := ls.tipOf(t, "refs/heads/feat/x"); got != a2.Tip {
+		t.Errorf("feat/x moved to %s after a pick by hand of a landed task file, want it at attempt 2's %s", got, a2.Tip)
+	}
+	if base := gitOut(t, ls.repo, "merge-base", landed, "refs/heads/"+v.Land.Branch); base != landed {
+		t.Errorf("the integration branch lost the landed merge %s", landed)
+	}
+}
