@@ -68,7 +68,9 @@ func (m *Manager) Pick(ctx context.Context, req api.PickRequest) (api.SwarmView,
 		// What landed stays; the new pick lands after it, as a fix-up
 		// would (land.go).
 		m.wg.Go(func() {
-			if _, err := m.land(m.life, api.LandRequest{RepoPath: sw.repo}, []string{c.name}); err != nil {
+			// Named in the order: landed even with failed stories, as
+			// the person picked it.
+			if _, err := m.land(m.life, api.LandRequest{RepoPath: sw.repo, Order: []string{c.name}}, []string{c.name}); err != nil {
 				m.log.Warn("land the attempt picked by hand; 'aimi swarm land' tries again", "swarm", sw.id, "container", c.name, "err", err)
 			}
 		})
@@ -92,25 +94,45 @@ func (sw *swarm) landed(name string) bool {
 }
 
 // onlyPicked leaves out of a land's queue the attempts that are not their
-// task file's pick (and those whose task file has none yet).
+// task file's pick (and those whose task file has none yet), and says so
+// of every such attempt the land skips, whatever else it would say.
 func (sw *swarm) onlyPicked(queue []*ctr, skipped []api.Kept) ([]*ctr, []api.Kept) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	out := queue[:0:0]
 	for _, c := range queue {
-		g := sw.groups[c.taskFile]
-		if c.attempt == 0 || g == nil {
-			out = append(out, c)
+		if why := sw.notPickedLocked(c); why != "" {
+			skipped = append(skipped, api.Kept{Name: c.name, Reason: why})
 			continue
 		}
-		switch p := g.set.Pick; {
-		case p != nil && p.ContainerName == c.name:
-			out = append(out, c)
-		case p == nil || p.ContainerName == "":
-			skipped = append(skipped, api.Kept{Name: c.name, Reason: fmt.Sprintf("attempt %d of %s, which has no pick: only a task file's picked attempt lands", c.attempt, g.set.BranchName)})
-		default:
-			skipped = append(skipped, api.Kept{Name: c.name, Reason: fmt.Sprintf("attempt %d of %s, not picked (attempt %d is; 'aimi swarm pick %s' changes that)", c.attempt, g.set.BranchName, p.Attempt, c.name)})
+		out = append(out, c)
+	}
+	for i, k := range skipped {
+		for _, c := range sw.ctrs {
+			if c.name == k.Name {
+				if why := sw.notPickedLocked(c); why != "" {
+					skipped[i].Reason = why
+				}
+			}
 		}
 	}
 	return out, skipped
+}
+
+// notPickedLocked says why c does not land as an attempt that is not its
+// task file's pick; "" for a pick or a task file run once. Caller holds
+// sw.mu.
+func (sw *swarm) notPickedLocked(c *ctr) string {
+	g := sw.groups[c.taskFile]
+	if c.attempt == 0 || g == nil {
+		return ""
+	}
+	switch p := g.set.Pick; {
+	case p != nil && p.ContainerName == c.name:
+		return ""
+	case p == nil || p.ContainerName == "":
+		return fmt.Sprintf("attempt %d of %s, which has no pick: only a task file's picked attempt lands ('aimi swarm pick %s' picks it)", c.attempt, g.set.BranchName, c.name)
+	default:
+		return fmt.Sprintf("attempt %d of %s, not picked (attempt %d is; 'aimi swarm pick %s' changes that)", c.attempt, g.set.BranchName, p.Attempt, c.name)
+	}
 }

@@ -238,16 +238,19 @@ func TestAttemptsScoreCommandDecides(t *testing.T) {
 }
 
 // TestAttemptsLandOnlyThePick: `aimi swarm land` lands the picked attempt
-// of the task file run three times and skips the other two, saying which
-// is picked; a pick by hand after the land rewrites nothing landed
-// (feat/x and the landed merge stay): the attempt picked by hand is
-// landed after it instead (its a.txt conflicts with the landed one, and
-// the fix-up keeps both).
+// of the task file run three times (attempts 2 and 3 verified, 2 with
+// fewer lines) and skips the other two, saying which is picked; a pick by
+// hand after the land rewrites nothing landed (feat/x and the landed
+// merge stay): attempt 3 is landed after it instead (its a.txt conflicts
+// with the landed one, and the fix-up keeps both).
 func TestAttemptsLandOnlyThePick(t *testing.T) {
 	parallelLong(t)
-	ls := attemptsSwarm(t, nil, []string{"AIMI_AGENT_VERIFY_COMMAND=grep -qx 'attempt 2' a.txt", "AIMI_LAND_VERIFY_COMMAND=true"}, "--attempts", "3")
+	ls := attemptsSwarm(t, nil, []string{"AIMI_AGENT_VERIFY_COMMAND=grep -q '^attempt [23]$' a.txt", "AIMI_LAND_VERIFY_COMMAND=true"}, "--attempts", "3")
 	set := ls.picked(t)
 	a2, a3 := set.Attempts[1], set.Attempts[2]
+	if set.Pick.Attempt != 2 || !strings.Contains(set.Pick.Reason, "lines") {
+		t.Fatalf("pick %+v, want attempt 2 on its fewer lines", set.Pick)
+	}
 	code, out, errOut := ls.aimi("swarm", "land", "--json")
 	var rep api.LandReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 {
