@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	"github.com/aimi-tools/swarm/attempts"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/internal/termsafe"
+	"github.com/aimi-tools/swarm/state"
 )
 
 // newSwarmPickCmd is `aimi swarm pick NAME`: the attempt NAME becomes its
@@ -91,4 +93,24 @@ func printAttempts(w io.Writer, v api.SwarmView) {
 			fmt.Fprintf(w, "   %s %-28s %-10s %s\n", mark, termsafe.String(a.ContainerName), status[a.ContainerName], termsafe.String(strings.Join(facts, ", ")))
 		}
 	}
+}
+
+// withoutLosers is v's state without the attempts another attempt of
+// their task file was picked over.
+func withoutLosers(v api.SwarmView) *state.Swarm {
+	if v.State == nil || len(v.Attempts) == 0 {
+		return v.State
+	}
+	lost := map[string]bool{}
+	for _, set := range v.Attempts {
+		if set.Pick == nil || set.Pick.ContainerName == "" {
+			continue
+		}
+		for _, a := range set.Attempts {
+			lost[a.ContainerName] = a.ContainerName != set.Pick.ContainerName
+		}
+	}
+	out := *v.State
+	out.Containers = slices.DeleteFunc(slices.Clone(v.State.Containers), func(c *state.Container) bool { return lost[c.ContainerName] })
+	return &out
 }

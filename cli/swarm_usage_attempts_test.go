@@ -27,3 +27,25 @@ func TestUsageTotalsEachTaskFilesAttempts(t *testing.T) {
 		t.Errorf("usage table lacks the attempts' total:\n%s", b.String())
 	}
 }
+
+// TestFollowIgnoresTheAttemptsThePickBeat: --follow ends 0 when the only
+// failures are attempts another attempt of their task file was picked
+// over, 1 when no attempt was picked.
+func TestFollowIgnoresTheAttemptsThePickBeat(t *testing.T) {
+	entry := func(name string, failed int) *state.Container {
+		return &state.Container{ContainerName: name, Status: state.StatusCompleted, StoryProgress: state.Progress{Total: 1, Completed: 1 - failed, Failed: failed}}
+	}
+	set := &state.AttemptSet{BranchName: "feat/x", Attempts: []state.Attempt{{Attempt: 1, ContainerName: "a1"}, {Attempt: 2, ContainerName: "a2"}},
+		Pick: &state.AttemptPick{Attempt: 2, ContainerName: "a2"}}
+	v := api.SwarmView{State: &state.Swarm{Containers: []*state.Container{entry("a1", 1), entry("a2", 0)}}, Attempts: []*state.AttemptSet{set}}
+	if err := followOutcome(v); err != nil {
+		t.Fatalf("a beaten attempt's failure ended follow with %v", err)
+	}
+	set.Pick = &state.AttemptPick{Reason: "none of 2 attempts verified"}
+	if err := followOutcome(v); err == nil {
+		t.Fatal("no pick, a failed attempt: follow ended 0")
+	}
+	if len(v.State.Containers) != 2 {
+		t.Fatal("withoutLosers changed the view")
+	}
+}
