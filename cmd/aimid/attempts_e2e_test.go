@@ -26,6 +26,13 @@ import (
 // started with start's extra flags on a daemon with env.
 func attemptsSwarm(t *testing.T, extra []string, env []string, start ...string) *landSwarm {
 	t.Helper()
+	return attemptsSwarmConfig(t, "", extra, env, start...)
+}
+
+// attemptsSwarmConfig is attemptsSwarm on a daemon with the config file
+// config ("": a local daemon's).
+func attemptsSwarmConfig(t *testing.T, config string, extra []string, env []string, start ...string) *landSwarm {
+	t.Helper()
 	ls := &landSwarm{img: sandboxImage(t), repo: gitRepo(t, 1)}
 	criteria := append([]string{"The file says which attempt wrote it " + demoagent.MarkerAttempt}, extra...)
 	if err := os.WriteFile(filepath.Join(ls.repo, ".aimi", "tasks", "x-tasks.json"), landTaskFile("x", "a.txt", "US-101", criteria...), 0o644); err != nil {
@@ -35,7 +42,7 @@ func attemptsSwarm(t *testing.T, extra []string, env []string, start ...string) 
 	ls.base = gitOut(t, ls.repo, "rev-parse", "HEAD")
 	tmp := shortDir(t)
 	ls.sock, ls.data = filepath.Join(tmp, "aimid.sock"), filepath.Join(tmp, "data")
-	ls.p = ls.launch(t, env...)
+	ls.p = launch(t, daemonOpts{Sock: ls.sock, DataDir: ls.data, Image: ls.img, Local: true, Config: config, Env: env})
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
 	ls.ctx = ctx
@@ -288,5 +295,25 @@ func TestAttemptsLandOnlyThePick(t *testing.T) {
 	}
 	if base := gitOut(t, ls.repo, "merge-base", landed, "refs/heads/"+v.Land.Branch); base != landed {
 		t.Errorf("the integration branch lost the landed merge %s", landed)
+	}
+}
+
+// TestAttemptsGoRoundTheVariants: agent.variants left and right; attempts
+// 1 and 3 run left, 2 runs right, each told AIMI_VARIANT and given its
+// variant's environment. The verify command passes only where both say
+// right: attempt 2 is picked, and the set names each attempt's variant.
+func TestAttemptsGoRoundTheVariants(t *testing.T) {
+	parallelLong(t)
+	cfg := "agent:\n  kind: demo\n  variants:\n    - name: left\n      env: {X_SIDE: left}\n    - name: right\n      env: {X_SIDE: right}\ngit:\n  mode: local\n"
+	ls := attemptsSwarmConfig(t, cfg, nil,
+		[]string{`AIMI_AGENT_VERIFY_COMMAND=test "$AIMI_VARIANT" = right && test "$X_SIDE" = right`}, "--attempts", "3")
+	set := ls.picked(t)
+	if set.Pick.Attempt != 2 {
+		t.Fatalf("pick %+v, want attempt 2 (the right variant)", set.Pick)
+	}
+	for i, want := range []string{"left", "right", "left"} {
+		if got := set.Attempts[i].Variant; got != want {
+			t.Errorf("attempt %d ran variant %q, want %q", i+1, got, want)
+		}
 	}
 }
