@@ -49,3 +49,33 @@ func TestFollowIgnoresTheAttemptsThePickBeat(t *testing.T) {
 		t.Fatal("withoutLosers changed the view")
 	}
 }
+
+// TestStatusShowsTheAttempts: status groups a task file's attempts under
+// its pick line, marks the pick, and names where each one's commits are
+// kept; text from the state is made safe for the terminal.
+func TestStatusShowsTheAttempts(t *testing.T) {
+	score, lines := 0.91, 1204
+	v := api.SwarmView{
+		Containers: []api.ContainerDetail{{Name: "aimi-x-a1", Status: "completed"}, {Name: "aimi-x-a2", Status: "completed"}},
+		Attempts: []*state.AttemptSet{{BranchName: "feat/x", Attempts: []state.Attempt{
+			{Attempt: 1, ContainerName: "aimi-x-a1", KeptRef: "refs/aimi/attempts/s/aimi-x-a1", StoppedEarly: true},
+			{Attempt: 2, ContainerName: "aimi-x-a2", Qualified: true, Score: &score, Lines: &lines, KeptRef: "refs/aimi/attempts/s/aimi-x-a2", Variant: "red\x1b[2J"}},
+			Pick: &state.AttemptPick{Attempt: 2, ContainerName: "aimi-x-a2", Reason: "verified; score 0.91 vs 0.85; 1,204 vs 1,877 lines", By: state.PickByDaemon}}},
+	}
+	var b bytes.Buffer
+	printAttempts(&b, v)
+	out := b.String()
+	for _, want := range []string{
+		"feat/x: attempt 2 of 2 picked (verified; score 0.91 vs 0.85; 1,204 vs 1,877 lines)",
+		"* aimi-x-a2", "verified, score 0.91, 1,204 lines, kept at refs/aimi/attempts/s/aimi-x-a2",
+		"aimi-x-a1", "stopped once another qualified, kept at refs/aimi/attempts/s/aimi-x-a1",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("a control character reached the terminal:\n%q", out)
+	}
+	t.Log("\n" + out)
+}
