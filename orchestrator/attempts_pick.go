@@ -72,6 +72,18 @@ func (sw *swarm) keepAttempt(ctx context.Context, g *attemptGroup, c *ctr) {
 	}
 }
 
+// keepBeforeCleanup takes the commits of the attempts a cleanup removes
+// to their attempt refs first (again: their end did, unless the daemon
+// stopped meanwhile), so that the git service's copy can go too.
+func (sw *swarm) keepBeforeCleanup(ctx context.Context, gone []*ctr) {
+	for _, c := range gone {
+		if g := sw.groupOf(c); g != nil {
+			sw.keepAttempt(ctx, g, c)
+		}
+	}
+	sw.saveAttempts(ctx)
+}
+
 // stopsEarly reports whether g's attempts stop once one qualifies.
 func (sw *swarm) stopsEarly(g *attemptGroup) bool {
 	sw.mu.Lock()

@@ -486,6 +486,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 	// Only what holds no unreceived work is removed, several at once: a
 	// removal waits on the engine (on a cluster, seconds for a service and
 	// its objects), and a swarm's containers are independent.
+	sw.keepBeforeCleanup(ctx, gone)
 	failed := sw.removeAll(ctx, gone)
 	var drop []*ctr
 	for i, c := range gone {

@@ -187,6 +187,16 @@ func TestAttemptsPickTheVerifiedAttemptAndPickOverrides(t *testing.T) {
 	if _, out, _ := ls.aimi("swarm", "status"); !strings.Contains(out, "* "+a3.ContainerName) {
 		t.Errorf("status does not mark attempt 3 picked:\n%s", out)
 	}
+	// A cleanup takes a losing attempt's commits to its ref before its
+	// container and the git service's copy go (here: again, once deleted).
+	a1 := set.Attempts[0]
+	gitOut(t, ls.repo, "update-ref", "-d", a1.KeptRef)
+	if code, out, errOut := ls.aimi("swarm", "cleanup"); code != 0 {
+		t.Fatalf("cleanup: %d\n%s\n%s", code, out, errOut)
+	}
+	if got := gitOutOrEmpty(ls.repo, "rev-parse", "--verify", a1.KeptRef); got != a1.Tip {
+		t.Errorf("after the cleanup %s names %q, want attempt 1's tip %s", a1.KeptRef, got, a1.Tip)
+	}
 }
 
 // TestAttemptsFirstVerifiedStopsTheRest: with --attempts-stop
