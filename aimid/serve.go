@@ -127,6 +127,7 @@ func Serve(ctx context.Context, o Options) error {
 		PrepareStart: configs.PrepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
 		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, secrets, log),
 		Land:         mgr.Land, // it says why in remote mode
+		Pick:         mgr.Pick,
 	})
 }
 

@@ -26,6 +26,8 @@ type swarmJSON struct {
 	Containers []containerJSON `json:"containers"`
 	// Land is the swarm's last land (the train), nil before one.
 	Land *landJSON `json:"land"`
+	// Attempts are the task files run several times (attempts.go).
+	Attempts []attemptSetJSON `json:"attempts"`
 }
 
 // landJSON is a land as the page shows it: where, and each branch's
@@ -96,6 +98,9 @@ type containerJSON struct {
 	// Conflicts name what the container's branch would conflict with (the
 	// conflict radar): another container, or "main (the landing target)".
 	Conflicts []conflictJSON `json:"conflicts"`
+	// Picked: an attempt of a task file run several times, and its pick
+	// (absent for a task file run once).
+	Picked *bool `json:"picked,omitempty"`
 }
 
 // conflictJSON is one conflict of a container's branch, for its badge.
@@ -134,6 +139,8 @@ func boardList(l api.SwarmList) listJSON {
 
 func boardSwarm(v api.SwarmView) swarmJSON {
 	s := swarmJSON{Repo: v.RepoPath, Containers: []containerJSON{}, Land: boardLand(v.Land)}
+	var picked map[string]bool
+	s.Attempts, picked = boardAttempts(v)
 	details := map[string]api.ContainerDetail{}
 	for _, d := range v.Containers {
 		details[d.Name] = d
@@ -158,6 +165,9 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 			}
 		}
 		c.Conflicts = conflictsOf(v.Conflicts, e.ContainerName)
+		if p, ok := picked[e.ContainerName]; ok {
+			c.Picked = &p
+		}
 		for _, w := range d.LimitWaits {
 			c.LimitWaits = append(c.LimitWaits, clean(w.Text, maxTitle))
 		}

@@ -46,6 +46,7 @@ Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
 		newSwarmCleanupCmd(s),
 		newSwarmFetchCmd(s),
 		newSwarmLandCmd(s),
+		newSwarmPickCmd(s),
 		newSwarmLogsCmd(s),
 		newSwarmUsageCmd(s),
 		newSwarmEventsCmd(s),

@@ -29,6 +29,7 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 	printLimitWaits(w, v)
 	printConflicts(w, v)
 	printLandLine(w, v.Land)
+	printAttempts(w, v)
 	printContainerErrors(w, v)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/attempts"
 	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/tasks"
 )
@@ -34,6 +35,8 @@ type swarmStartFlags struct {
 	image          string
 	local, follow  bool
 	followInterval time.Duration
+	attempts       int
+	attemptsStop   string
 }
 
 func newSwarmStartCmd(s Streams) *cobra.Command {
@@ -60,12 +63,14 @@ Without --all, --file or --files, the task files in .aimi/tasks are listed
 	fl.BoolVar(&f.local, "local", false, "containers clone from and push to the daemon's git service, not origin")
 	fl.BoolVar(&f.follow, "follow", false, "show live progress until every container is done; exit 1 if any failed")
 	fl.DurationVar(&f.followInterval, "refresh", time.Second, "with --follow: the longest time between two refreshes")
+	fl.IntVar(&f.attempts, "attempts", 0, "run each task file N times and keep the best attempt (default from config, swarm.attempts; docs/attempts.md)")
+	fl.StringVar(&f.attemptsStop, "attempts-stop", "", "all or first-verified: stop a task file's other attempts once one qualifies (default from config, swarm.attempts_stop)")
 	return cmd
 }
 
 func runSwarmStart(cmd *cobra.Command, s Streams, f *swarmStartFlags) error {
 	o := StartOptions{All: f.all, Files: append(append([]string(nil), f.file...), f.files...), Max: f.max,
-		Append: f.append, Force: f.force, Local: f.local, Image: f.image}
+		Append: f.append, Force: f.force, Local: f.local, Image: f.image, Attempts: f.attempts, AttemptsStop: f.attemptsStop}
 	if err := o.Check(); err != nil {
 		return err
 	}
@@ -100,6 +105,9 @@ type StartOptions struct {
 	Max                  int
 	Append, Force, Local bool
 	Image                string
+	// Attempts and AttemptsStop: best of N (0 and "": the configuration's).
+	Attempts     int
+	AttemptsStop string
 }
 
 // Check refuses options that contradict each other, as the command does.
@@ -112,6 +120,12 @@ func (o StartOptions) Check() error {
 	}
 	if o.Max < 0 {
 		return exitf(ExitUsage, "--max %d: use a positive number of containers", o.Max)
+	}
+	if err := attempts.CheckCount(o.Attempts); err != nil {
+		return exitf(ExitUsage, "--attempts: %v", err)
+	}
+	if !attempts.ValidStop(o.AttemptsStop) {
+		return exitf(ExitUsage, "--attempts-stop %q: use %s or %s", o.AttemptsStop, attempts.StopAll, attempts.StopFirstVerified)
 	}
 	return nil
 }
@@ -150,6 +164,7 @@ func StartSwarm(ctx context.Context, s Streams, client *daemon.Client, repo stri
 	view, err := client.Start(ctx, api.StartRequest{
 		RepoPath: repo, TaskFiles: selected, Max: o.Max,
 		Append: o.Append, Force: o.Force, Local: o.Local, Image: o.Image,
+		Attempts: o.Attempts, AttemptsStop: o.AttemptsStop,
 	})
 	return view, swarmErr(err)
 }

@@ -28,6 +28,9 @@ type (
 type UsageReport struct {
 	Containers []ContainerUsage `json:"containers"`
 	Total      UsageTotals      `json:"total"`
+	// Attempts are the totals of each task file run several times (its
+	// attempts are containers above).
+	Attempts []AttemptsUsage `json:"attempts,omitempty"`
 }
 
 func newSwarmUsageCmd(s Streams) *cobra.Command {
@@ -80,6 +83,7 @@ func Usage(ctx context.Context, client *daemon.Client, repo string, names []stri
 		rep.Containers = append(rep.Containers, cu)
 		rep.Total.Add(cu.Totals)
 	}
+	rep.Attempts = attemptsUsage(view, rep.Containers)
 	return rep, nil
 }
 
@@ -120,6 +124,9 @@ func printUsage(w io.Writer, rep UsageReport) {
 			}
 			row(label, st.Totals)
 		}
+	}
+	for _, a := range rep.Attempts {
+		row(fmt.Sprintf("%s (%d attempts)", oneLine(a.Branch, 50), len(a.Containers)), a.UsageTotals)
 	}
 	row("TOTAL", rep.Total)
 	tw.Flush()

@@ -114,6 +114,13 @@ type Swarm struct {
 	// fraction of that budget, the model gateway still lets a container's
 	// calls through (0.1: 10 %).
 	BudgetGrace float64
+	// Attempts is how many times each task file runs (best of N,
+	// docs/attempts.md); AttemptsStop is attempts.StopAll or
+	// attempts.StopFirstVerified; ScoreCommand ranks the qualified
+	// attempts ("" ranks them by their changed lines first).
+	Attempts     int
+	AttemptsStop string
+	ScoreCommand string
 }
 
 // Agent is what the runner inside each container drives.
@@ -145,6 +152,9 @@ type Agent struct {
 	AskTimeout  time.Duration
 	AskFallback string
 	Env         Secrets
+	// Variants are the agents or models a task file's attempts go round
+	// (agent.variants); none: every attempt runs the agent above.
+	Variants []Variant
 }
 
 // Task is what goes into every task-request.
@@ -395,7 +405,9 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	r.publishAndMetrics(&c)
 	c.Egress.Ask = r.boolean(EgressAskKey)
 	c.Egress.AskWait = r.duration(EgressAskWaitKey)
-	probs := append(r.probs, models(v, sources, &c)...)
+	mprobs := models(v, sources, &c)
+	r.attempts(&c)
+	probs := append(r.probs, mprobs...)
 	var nprobs []string
 	c.Notify, nprobs = notifyConfig(v)
 	probs = append(probs, nprobs...)

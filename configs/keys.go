@@ -34,6 +34,9 @@ var scalarKeys = []key{
 	{"swarm.stop_grace", "time between SIGTERM and SIGKILL on stop"},
 	{"swarm.budget", "spend of a swarm's model calls after which its containers begin no further story (0: none)"},
 	{"swarm.budget_grace", "how far past swarm.budget or agent.story_budget (a percentage of it) the model gateway still passes a container's calls before it refuses them"},
+	{"swarm.attempts", "times each task file runs, each attempt in its own container and branch, the best one picked (1: once)"},
+	{"swarm.attempts_stop", "all (every attempt runs to its end) or first-verified (a task file's other attempts stop once one qualifies)"},
+	{"swarm.score_command", "command run on each qualified attempt's tip in a sandbox; its last line, a number, ranks them (higher wins)"},
 	{"agent.kind", "agent kind: demo, acp or exec"},
 	{"agent.command", "agent command line (acp, exec)"},
 	{"agent.verify_command", "command run after each story"},
@@ -93,6 +96,9 @@ func known(k string) bool {
 		if s.name == k {
 			return true
 		}
+	}
+	if k == VariantsKey {
+		return true
 	}
 	for _, l := range listKeys {
 		if k == l {

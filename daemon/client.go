@@ -136,6 +136,13 @@ func (c *Client) Land(ctx context.Context, req api.LandRequest) (api.LandReport,
 	return rep, err
 }
 
+// Pick makes the attempt name its task file's pick.
+func (c *Client) Pick(ctx context.Context, repoPath, name string) (api.SwarmView, error) {
+	var v api.SwarmView
+	err := c.do(ctx, http.MethodPost, strings.TrimPrefix(api.RoutePick, http.MethodPost+" "), nil, api.PickRequest{RepoPath: repoPath, Name: name}, &v)
+	return v, err
+}
+
 // Cleanup removes the swarm's finished containers.
 func (c *Client) Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error) {
 	var rep api.CleanupReport

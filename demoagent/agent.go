@@ -34,6 +34,12 @@ const (
 	// usage_update), as a model-backed agent does: a test of what the
 	// daemon counts finds a cost where the demo agent has none.
 	MarkerCost = "[demo:cost]"
+	// MarkerAttempt makes the file the agent writes depend on its attempt
+	// (AIMI_ATTEMPT, best of N): attempt K adds K lines "attempt K".
+	MarkerAttempt = "[demo:attempt]"
+	// MarkerSlowAttempt followed by a number K and "]" makes attempt K
+	// take its time as [demo:slow] does ([demo:slow-attempt-3]).
+	MarkerSlowAttempt = "[demo:slow-attempt-"
 )
 
 // DemoCost is the cost in USD a turn whose prompt carries MarkerCost
@@ -239,7 +245,7 @@ func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
 	if err := t.update(ctx, acp.UpdatePlan(plan...)); err != nil {
 		return "", err
 	}
-	if strings.Contains(t.prompt, MarkerSlow) {
+	if strings.Contains(t.prompt, MarkerSlow) || t.slowAttempt() {
 		if err := t.dawdle(ctx); err != nil {
 			return "", err
 		}
@@ -286,7 +292,7 @@ func (t *turn) dawdle(ctx context.Context) error {
 func (t *turn) edit(ctx context.Context, story, target string) (acp.StopReason, error) {
 	path := filepath.Join(t.cwd, target)
 	editID := acp.ToolCallId("write-" + story)
-	content := fmt.Sprintf("# %s\n\nWritten by the aimi demo agent for %s.\n", target, story)
+	content := fmt.Sprintf("# %s\n\nWritten by the aimi demo agent for %s.\n", target, story) + t.attemptLines()
 	if err := t.update(ctx, acp.StartEditToolCall(editID, "Write "+target, path, content)); err != nil {
 		return "", err
 	}

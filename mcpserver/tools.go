@@ -23,6 +23,9 @@ type startArgs struct {
 	Local  bool     `json:"local,omitempty" jsonschema:"containers clone from and push to the daemon's git service, not origin"`
 	Append bool     `json:"append,omitempty" jsonschema:"add to the repository's active swarm"`
 	Force  bool     `json:"force,omitempty" jsonschema:"stop the active swarm and replace it"`
+	// Best of N, as `aimi swarm start --attempts N --attempts-stop S`.
+	Attempts     int    `json:"attempts,omitempty" jsonschema:"run each task file this many times and keep the best verified attempt (default: the daemon's swarm.attempts)"`
+	AttemptsStop string `json:"attempts_stop,omitempty" jsonschema:"all (default) or first-verified: stop a task file's other attempts once one qualifies"`
 }
 
 type statusArgs struct {
@@ -73,11 +76,13 @@ func (s *Server) addTools() {
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "swarm_resume", Description: "Reconcile the swarm and start its pending and stopped containers; retry_failed also reruns failed ones (on their branch, keeping their commits)."}, s.resume)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "swarm_usage", Description: "Model calls, tokens (input, output, cache read, cache write) and cost per container and story, with totals, as JSON."}, s.usage)
 	mcp.AddTool(s.mcp, &mcp.Tool{Name: "swarm_land", Description: "Merge the swarm's completed branches, one merge commit each, onto the integration branch aimi/land/<swarm> (started at onto, default the checked-out branch), each checked with the verify command; conflicts go to a fix-up agent. Your checkout's branches never move: the report says the command to take the work. A branch that could not land is held with the reason (the result is then an error holding the report)."}, s.land)
+	mcp.AddTool(s.mcp, &mcp.Tool{Name: "swarm_pick", Description: "Best of N: make the attempt name (a container of a task file started with attempts > 1, named <container>-aK) its task file's pick instead of the daemon's. Before a land the task file's branch moves to that attempt's commits (only if it still holds the earlier pick's tip); after a land nothing landed is rewritten and the attempt is landed instead. Every attempt's commits stay kept."}, s.pick)
 }
 
 func (s *Server) start(ctx context.Context, _ *mcp.CallToolRequest, a startArgs) (*mcp.CallToolResult, any, error) {
 	var out limitBuffer
-	o := cli.StartOptions{All: a.All, Files: a.Files, Max: a.Max, Local: a.Local, Append: a.Append, Force: a.Force}
+	o := cli.StartOptions{All: a.All, Files: a.Files, Max: a.Max, Local: a.Local, Append: a.Append, Force: a.Force,
+		Attempts: a.Attempts, AttemptsStop: a.AttemptsStop}
 	// No terminal to ask on: without a selection the CLI lists the task
 	// files and refuses, and so does this.
 	view, err := cli.StartSwarm(ctx, cli.Streams{In: strings.NewReader(""), Out: &out, Err: &out}, s.client, s.opts.Repo, o)
@@ -175,6 +180,19 @@ func (s *Server) usage(ctx context.Context, _ *mcp.CallToolRequest, a usageArgs)
 		enc := json.NewEncoder(&out)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(rep)
+	}
+	return answer(&out, err)
+}
+
+type pickArgs struct {
+	Name string `json:"name" jsonschema:"the attempt's container name, as swarm_status lists it"`
+}
+
+func (s *Server) pick(ctx context.Context, _ *mcp.CallToolRequest, a pickArgs) (*mcp.CallToolResult, any, error) {
+	var out limitBuffer
+	view, err := s.client.Pick(ctx, s.opts.Repo, a.Name)
+	if err == nil {
+		cli.WriteSwarmView(&out, view)
 	}
 	return answer(&out, err)
 }

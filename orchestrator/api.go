@@ -93,6 +93,15 @@ type Config struct {
 	// LandVerifyCommand is the verify command of a land's checks and
 	// fix-ups (land.verify_command); "": agent.verify_command's.
 	LandVerifyCommand string
+	// ScoreCommand ranks a task file's qualified attempts (swarm.score_command;
+	// "": none) and Variants are the agents its attempts go round
+	// (agent.variants): attempts.go.
+	ScoreCommand string
+	Variants     []AgentVariant
+	// PickPause is a test hook: PickPauseBefore or PickPauseAfter holds
+	// every pick there (before its state write, or between it and the
+	// publish) until the daemon ends, so a test can kill it in between.
+	PickPause string
 	// LandFixAttempts is how many fix-ups a merge gets before its branch
 	// is held (land.fix_attempts); 0: one, negative: none.
 	LandFixAttempts int

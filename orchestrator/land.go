@@ -248,6 +248,7 @@ func (sw *swarm) landQueue(order []string) ([]*ctr, []api.Kept, error) {
 			queue = append(queue, c)
 		}
 	}
+	queue, skipped = sw.onlyPicked(queue, skipped)
 	rank := func(c *ctr) int {
 		if i := slices.Index(order, c.name); i >= 0 {
 			return i

@@ -82,6 +82,10 @@ func (sw *swarm) view() api.SwarmView {
 		rules[n] = sw.m.egressRules(contract.Sandbox{Swarm: sw.id, Container: n})
 	}
 	v.Conflicts, v.Land = sw.radarView(), sw.withCosts(sw.landView())
+	v.Attempts = sw.attemptsView()
+	if snap != nil && len(v.Attempts) > 0 {
+		snap.Attempts = v.Attempts // the file's shape: its attempts section too
+	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {

@@ -247,8 +247,10 @@
     const list = t('div', 'containers');
     const landBox = t('div', 'land');
     landBox.hidden = true;
-    el.append(head, result, landBox, list);
-    v = { el, meta, list, landBox, buttons: { stop, retry }, cards: new Map() };
+    const attemptsBox = t('div', 'attempts');
+    attemptsBox.hidden = true;
+    el.append(head, result, landBox, attemptsBox, list);
+    v = { el, meta, list, landBox, attemptsBox, buttons: { stop, retry }, cards: new Map() };
     views.set(repo, v);
     // Sections stay sorted by repository.
     const after = [...views.keys()].sort().find((r) => r > repo && views.get(r).el.isConnected);
@@ -283,10 +285,33 @@
     v.landBox.appendChild(ol);
   }
 
+  // renderAttempts groups each task file run several times (best of N):
+  // its pick line, then its attempts, the picked one marked.
+  function renderAttempts(v, sets) {
+    v.attemptsBox.textContent = '';
+    v.attemptsBox.hidden = !sets || !sets.length;
+    if (v.attemptsBox.hidden) return;
+    for (const set of sets) {
+      v.attemptsBox.appendChild(t('h3', null, set.line));
+      const ol = t('ol', 'attempt-list');
+      for (const a of set.attempts) {
+        const li = t('li', null);
+        li.dataset.container = a.container;
+        li.dataset.picked = a.picked ? 'true' : 'false';
+        li.appendChild(t('span', 'who', (a.picked ? '★ ' : '') + a.container));
+        if (a.qualified) li.appendChild(t('span', 'reason', ' verified'));
+        if (a.keptRef) li.appendChild(t('span', 'reason', ' · kept at ' + a.keptRef));
+        ol.appendChild(li);
+      }
+      v.attemptsBox.appendChild(ol);
+    }
+  }
+
   function renderSwarm(s) {
     const v = swarmView(s.repo);
     v.meta.textContent = 'swarm ' + s.swarmId + ' · ' + summary(s);
     renderLand(v, s.land);
+    renderAttempts(v, s.attempts);
     const seen = new Set();
     for (const c of s.containers) {
       seen.add(c.name);
@@ -371,6 +396,7 @@
     c.data = data;
     c.key = JSON.stringify(data);
     c.el.dataset.status = data.status;
+    if (data.picked !== undefined) c.el.dataset.picked = data.picked ? 'true' : 'false';
     c.refs.status.textContent = data.status + (data.finished ? '' : (terminal.has(data.status) ? ' (finishing)' : ''));
     c.refs.status.dataset.status = data.status;
     let total = data.progress.total;

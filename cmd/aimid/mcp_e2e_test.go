@@ -127,7 +127,8 @@ type stateDoc struct {
 // the swarm is started, its two permission requests answered through the
 // tools (an option not offered refused), its end seen through
 // resources/updated of aimi://swarm/state, and its usage, logs and journal
-// resource read, and its branch landed. No answer holds a control character, a gateway
+// resource read, and its branch landed (a pick of it, no attempt, refused
+// as the CLI refuses it). No answer holds a control character, a gateway
 // placeholder or the credential in the server's environment.
 func TestMCPDrivesASwarm(t *testing.T) {
 	parallel(t)
@@ -162,6 +163,11 @@ func TestMCPDrivesASwarm(t *testing.T) {
 	if out := m.mustCall("swarm_land", nil); !strings.Contains(out, "landed   "+name) || !strings.Contains(out, "git merge --ff-only aimi/land/") {
 		t.Errorf("swarm_land:\n%s", out)
 	}
+	// A container that is no attempt cannot be picked: the CLI's refusal.
+	text, isErr := m.call("swarm_pick", map[string]any{"name": name})
+	if code, _, errOut := aimi(ctx, "swarm", "pick", name, "--repo", repo, "--socket", sock); !isErr || code == 0 || strings.TrimSpace(errOut) != "aimi: "+text {
+		t.Errorf("swarm_pick of a container that is no attempt: tool %v %q, CLI exit %d %q", isErr, text, code, errOut)
+	}
 	checkMCPAnswersClean(t, m, credential)
 }
 
@@ -177,7 +183,7 @@ func checkMCPToolsListed(t *testing.T, m *mcpSession) {
 	for _, tool := range res.Tools {
 		have[tool.Name] = tool.Description != "" && tool.InputSchema != nil
 	}
-	for _, want := range []string{"swarm_start", "swarm_status", "swarm_logs", "swarm_inbox", "swarm_answer", "swarm_stop", "swarm_resume", "swarm_usage", "swarm_land"} {
+	for _, want := range []string{"swarm_start", "swarm_status", "swarm_logs", "swarm_inbox", "swarm_answer", "swarm_stop", "swarm_resume", "swarm_usage", "swarm_land", "swarm_pick"} {
 		if !have[want] {
 			t.Errorf("tool %s missing, or without description or schema (tools: %v)", want, have)
 		}
