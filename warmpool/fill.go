@@ -69,9 +69,19 @@ func (p *Pool) pass(ctx context.Context) {
 	p.mu.Unlock()
 	images := map[string]string{}
 	for k, s := range specs {
-		if want[k] > 0 {
-			images[k], _ = p.eng.ImageID(ctx, s.Image)
+		if want[k] == 0 {
+			continue
 		}
+		id, err := p.eng.ImageID(ctx, s.Image)
+		if err != nil {
+			// Not knowing the image is no reason to think it changed: a
+			// daemon stopping mid-pass discarded its whole pool so.
+			if ctx.Err() == nil {
+				p.log.Warn("warm pool: look up its image; the pool waits for the next pass", "image", s.Image, "err", err)
+			}
+			return
+		}
+		images[k] = id
 	}
 	idle := map[string][]string{}
 	for _, in := range infos {

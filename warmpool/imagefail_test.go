@@ -1,0 +1,70 @@
+package warmpool
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aimi-tools/swarm/container"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/engine"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+)
+
+// imageIDFails is the engine with its image lookup failing while fail is
+// set, as it does when the daemon stops (its context canceled) or the
+// engine is slow to answer.
+type imageIDFails struct {
+	Engine
+	fail atomic.Bool
+}
+
+func (e *imageIDFails) ImageID(ctx context.Context, ref string) (string, error) {
+	if e.fail.Load() {
+		return "", errors.New("inspect image: context canceled")
+	}
+	return e.Engine.ImageID(ctx, ref)
+}
+
+// TestAFailedImageLookupKeepsThePool: a pass that cannot learn its image's
+// id keeps the sandboxes that wait; a daemon stopping mid-pass removed
+// its whole pool as "its image changed".
+func TestAFailedImageLookupKeepsThePool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real engine")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	run := dockertest.RunID()
+	labels := map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: "warmpool-imagefail-" + run}
+	img := dockertest.BuildGoImage(t, ctx, map[string]string{"/standin": standin}, nil, nil)
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+	d, err := container.NewDocker(ctx, container.WithOwner(map[string]string{contract.LabelDaemon: labels[contract.LabelDaemon]}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &imageIDFails{Engine: d}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err := New(eng, Options{Dir: t.TempDir(), Labels: labels, MaxAge: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := engine.Spec{Name: "aimi-x", Image: img, MemoryBytes: 64 << 20, MemorySwapBytes: 64 << 20}
+	p.SetTarget(spec, 1)
+	p.pass(ctx)
+	ids := waitIdle(t, p, spec, 1, nil)
+	eng.fail.Store(true)
+	p.pass(ctx)
+	eng.fail.Store(false)
+	infos, err := d.List(ctx, p.poolLabels(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].ID != ids[0] {
+		t.Fatalf("after a pass whose image lookup failed the pool holds %v, want its sandbox %s", infos, ids[0])
+	}
+}
