@@ -84,6 +84,14 @@ func useCluster(t testing.TB, alone bool, images []string) *clustertest.Cluster 
 	if alone {
 		clusterUse.Lock()
 		t.Cleanup(clusterUse.Unlock)
+		// A test alone on the cluster looks at where its tasks run: a
+		// node the tests before left Down (a restart still rejoining, a
+		// load) would get none (a full run saw all three on the manager).
+		ctx, cancel := context.WithTimeout(context.Background(), clusterWork)
+		defer cancel()
+		if err := sharedCluster.WaitNodesReady(ctx, clusterWork); err != nil {
+			t.Fatal(err)
+		}
 	} else {
 		clusterUse.RLock()
 		t.Cleanup(clusterUse.RUnlock)

@@ -409,7 +409,15 @@ func (c *Cluster) formSwarm(ctx context.Context) error {
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	deadline := time.Now().Add(swarmReadyTimeout)
+	return c.WaitNodesReady(ctx, swarmReadyTimeout)
+}
+
+// WaitNodesReady waits until the manager sees every node Ready, for at
+// most d: a node a load or a stop left Down gets no tasks, and a test of
+// where tasks run would see them all on the others.
+func (c *Cluster) WaitNodesReady(ctx context.Context, d time.Duration) error {
+	m := c.Manager()
+	deadline := time.Now().Add(d)
 	for {
 		nodes, err := m.Client.NodeList(ctx, swarm.NodeListOptions{})
 		if err != nil {
@@ -425,7 +433,7 @@ func (c *Cluster) formSwarm(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d swarm nodes Ready after %s", ready, len(c.Nodes), swarmReadyTimeout)
+			return fmt.Errorf("only %d of %d swarm nodes Ready after %s", ready, len(c.Nodes), d)
 		}
 		if err := ctxutil.Sleep(ctx, 250*time.Millisecond); err != nil {
 			return err
