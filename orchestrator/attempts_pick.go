@@ -68,6 +68,12 @@ func (sw *swarm) keepAttempt(ctx context.Context, g *attemptGroup, c *ctr) {
 		sw.m.log.Warn("keep an attempt's commits in the checkout", "swarm", sw.id, "container", c.name, "err", err)
 		return
 	}
+	sw.noteAttemptTip(g, c, ref, tip)
+}
+
+// noteAttemptTip notes c's tip and where it is kept (ref, "" in remote
+// mode: on origin) in g's set.
+func (sw *swarm) noteAttemptTip(g *attemptGroup, c *ctr, ref, tip string) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	g.setLocked()
@@ -80,6 +86,9 @@ func (sw *swarm) keepAttempt(ctx context.Context, g *attemptGroup, c *ctr) {
 // to their attempt refs first (again: their end did, unless the daemon
 // stopped meanwhile), so that the git service's copy can go too.
 func (sw *swarm) keepBeforeCleanup(ctx context.Context, gone []*ctr) {
+	if !sw.local {
+		return // the attempts' branches stay on origin
+	}
 	for _, c := range gone {
 		if g := sw.groupOf(c); g != nil {
 			sw.keepAttempt(ctx, g, c)

@@ -58,12 +58,7 @@ func (sw *swarm) keepAttemptRemote(ctx context.Context, g *attemptGroup, c *ctr)
 		sw.m.log.Warn("read an attempt's branch from origin", "swarm", sw.id, "container", c.name, "err", err)
 		return
 	}
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	g.setLocked()
-	if a := g.set.Attempt(c.name); a != nil && tip != "" {
-		a.Tip = tip
-	}
+	sw.noteAttemptTip(g, c, "", tip)
 }
 
 // publishPickRemote makes the picked attempt w's tip set's branch on

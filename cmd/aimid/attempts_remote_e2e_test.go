@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -138,32 +136,10 @@ func TestRemoteModeAttemptsPublishThePickAndLandAuto(t *testing.T) {
 // writes b.txt; and the environment its git needs for origin's CA.
 func remoteAttemptsCheckout(t *testing.T, origin httpsOrigin) (string, string) {
 	t.Helper()
-	repo := shortDir(t)
-	gitOut(t, repo, "init", "-q", "-b", "main")
-	dir := filepath.Join(repo, ".aimi", "tasks")
-	os.MkdirAll(dir, 0o755)
-	files := map[string][]byte{
+	return checkoutOfOrigin(t, origin, map[string][]byte{
 		"x": landTaskFile("x", "a.txt", "US-101", "The file says which attempt wrote it "+demoagent.MarkerAttempt),
 		"y": landTaskFile("y", "b.txt", "US-201"),
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(dir, name+"-tasks.json"), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	commitAll(t, repo)
-	removeProjectContainersAtEnd(t, repo)
-	gitOut(t, repo, "remote", "add", "origin", origin.url)
-	gitOut(t, repo, "config", "http.sslCAInfo", origin.caFile)
-	caEnv := "GIT_SSL_CAINFO=" + origin.caFile
-	for _, args := range [][]string{{"push", "-q", "origin", "main"}, {"fetch", "-q", "origin"}, {"remote", "set-head", "origin", "main"}} {
-		cmd := exec.Command("git", append([]string{"-C", repo}, args...)...)
-		cmd.Env = append(os.Environ(), caEnv)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	return repo, caEnv
+	})
 }
 
 // checkRemoteAttempts: each attempt's branch stays on origin at its tip
