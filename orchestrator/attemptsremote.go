@@ -84,7 +84,7 @@ func (sw *swarm) publishPickRemote(ctx context.Context, set *state.AttemptSet, w
 		return nil, fmt.Errorf("publish %s as %s: %w", w.branch, target, err)
 	}
 	if cur := theirs[target]; cur != tip {
-		if err := sw.pushPick(ctx, o, w.branch, target, tip, cur, replace); err != nil {
+		if err := o.pushPick(ctx, w.branch, target, tip, cur, replace); err != nil {
 			return nil, err
 		}
 		sw.m.log.Info("picked attempt published on origin", "swarm", sw.id, "container", w.name, "branch", target, "from", w.branch, "tip", tip, "was", cur)
@@ -96,7 +96,7 @@ func (sw *swarm) publishPickRemote(ctx context.Context, set *state.AttemptSet, w
 // a pick by hand only off replace (or from nothing), by compare-and-swap;
 // the daemon's pick creates the branch or fast-forwards it (origin
 // refuses anything else). Never forced.
-func (sw *swarm) pushPick(ctx context.Context, o *originCopy, src, target, tip, cur, replace string) error {
+func (o *originCopy) pushPick(ctx context.Context, src, target, tip, cur, replace string) error {
 	if replace != "" && cur != "" && cur != replace {
 		return fmt.Errorf("publish %s: %w: origin's %s is at %.12s, not at the attempt picked before (%.12s), so it is not replaced; the picked attempt is origin's %s (%s): merge it by hand with 'git fetch origin %s && git merge FETCH_HEAD' on %s",
 			target, publish.ErrMovedSincePick, target, cur, replace, src, tip, src, target)
@@ -105,11 +105,15 @@ func (sw *swarm) pushPick(ctx context.Context, o *originCopy, src, target, tip, 
 	if replace != "" || cur == "" {
 		lease = &cur // a compare-and-swap: origin's branch as it was just read
 	}
-	if err := o.pushAs(ctx, src, target, lease); err != nil {
-		return fmt.Errorf("publish %s: origin (%s) refused it at %.12s (%w): its %s holds commits the picked attempt does not, and a pick never force-pushes; the picked attempt is origin's %s (%s): merge it by hand with 'git fetch origin %s && git merge FETCH_HEAD' on %s",
-			target, o.url, cur, err, target, src, tip, src, target)
+	err := o.pushAs(ctx, src, target, lease)
+	if err == nil {
+		return nil
 	}
-	return nil
+	if s := err.Error(); !strings.Contains(s, "rejected") && !strings.Contains(s, "stale info") {
+		return fmt.Errorf("publish %s: push the picked attempt (origin's %s) to origin (%s): %w; the pick is recorded and published again when the daemon restarts", target, src, o.url, err)
+	}
+	return fmt.Errorf("publish %s: origin (%s) refused it (%w): its %s (%.12s when asked) holds commits the picked attempt does not, and a pick never force-pushes; the picked attempt is origin's %s (%s): merge it by hand with 'git fetch origin %s && git merge FETCH_HEAD' on %s",
+		target, o.url, err, target, cur, src, tip, src, target)
 }
 
 // pickPullRequest opens (or finds) target's pull request with the
