@@ -171,15 +171,20 @@ func checkRemoteAttempts(t *testing.T, bare, repo string, set *state.AttemptSet)
 func checkPickPullRequest(t *testing.T, github *gittest.GitHubPulls, branch string) {
 	t.Helper()
 	var asked []map[string]any
-	for _, r := range github.Requests() {
-		if r["head"] == branch {
-			asked = append(asked, r)
+	// The pull request is asked for once the branch is on origin.
+	testwait.Eventually(t, time.Minute, "the pull request of "+branch, func() error {
+		asked = nil
+		for _, r := range github.Requests() {
+			if r["head"] == branch {
+				asked = append(asked, r)
+			}
 		}
-	}
-	if len(asked) == 0 {
-		b, _ := json.Marshal(github.Requests())
-		t.Fatalf("no pull request of %s asked for: %s", branch, b)
-	}
+		if len(asked) == 0 {
+			b, _ := json.Marshal(github.Requests())
+			return fmt.Errorf("none asked for: %s", b)
+		}
+		return nil
+	})
 	for _, r := range asked {
 		if body, _ := r["body"].(string); r["base"] != "main" || !strings.Contains(body, "attempt 2 of 2") {
 			t.Errorf("pull request %v, want %s onto main naming attempt 2 of 2", r, branch)
