@@ -110,6 +110,9 @@ func TestRemoteModeAttemptsPublishThePickAndLandAuto(t *testing.T) {
 		return nil
 	})
 	checkRemoteAttempts(t, origin.bare, repo, set)
+	if code, out, _ := run("swarm", "status"); code != 0 || !strings.Contains(out, "on origin at feat/x--a1") {
+		t.Errorf("status: %d, want where each attempt's work is:\n%s", code, out)
+	}
 	checkPickPullRequest(t, github, "feat/x")
 
 	code, out, errOut := run("swarm", "pick", a1.ContainerName)
