@@ -87,8 +87,13 @@ func printAttempts(w io.Writer, v api.SwarmView) {
 			if a.StoppedEarly {
 				facts = append(facts, "stopped once another qualified")
 			}
-			if a.KeptRef != "" {
+			switch {
+			case a.KeptRef != "":
 				facts = append(facts, "kept at "+a.KeptRef)
+			case a.Tip != "":
+				// Remote git mode: the attempt's branch is on origin, the
+				// checkout keeps no ref of it.
+				facts = append(facts, "on origin at "+a.BranchName)
 			}
 			fmt.Fprintf(w, "   %s %-28s %-10s %s\n", mark, termsafe.String(a.ContainerName), status[a.ContainerName], termsafe.String(strings.Join(facts, ", ")))
 		}

@@ -42,7 +42,7 @@ func (m *Manager) Pick(ctx context.Context, req api.PickRequest) (api.SwarmView,
 	ctrs := g.ctrs
 	sw.mu.Unlock()
 	a := set.Attempt(c.name)
-	if a == nil || (a.Tip == "" && sw.attemptPublisher() != nil) {
+	if a == nil || (a.Tip == "" && sw.tracksAttemptTips()) {
 		return api.SwarmView{}, &api.FieldError{Field: "name", Reason: fmt.Sprintf("%s pushed no commit; pick an attempt with work ('aimi swarm status' lists them)", c.name)}
 	}
 	prev := set.Pick

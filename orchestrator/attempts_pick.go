@@ -22,8 +22,8 @@ type AttemptPublisher interface {
 }
 
 // attemptPublisher is the Publisher's AttemptPublisher in local git mode,
-// nil otherwise (remote mode: the attempts' branches are on origin, and
-// the pick is recorded only).
+// nil otherwise (remote mode publishes through the daemon's copy of
+// origin: attemptsremote.go).
 func (sw *swarm) attemptPublisher() AttemptPublisher {
 	if !sw.local {
 		return nil
@@ -54,6 +54,10 @@ func (sw *swarm) attemptEnded(ctx context.Context, c *ctr) {
 // keepAttempt fetches c's branch into the checkout at its attempt ref
 // and notes where (local mode; again after a restart: the ref is c's own).
 func (sw *swarm) keepAttempt(ctx context.Context, g *attemptGroup, c *ctr) {
+	if !sw.local {
+		sw.keepAttemptRemote(ctx, g, c)
+		return
+	}
 	ap := sw.attemptPublisher()
 	if ap == nil {
 		return
@@ -64,6 +68,12 @@ func (sw *swarm) keepAttempt(ctx context.Context, g *attemptGroup, c *ctr) {
 		sw.m.log.Warn("keep an attempt's commits in the checkout", "swarm", sw.id, "container", c.name, "err", err)
 		return
 	}
+	sw.noteAttemptTip(g, c, ref, tip)
+}
+
+// noteAttemptTip notes c's tip and where it is kept (ref, "" in remote
+// mode: on origin) in g's set.
+func (sw *swarm) noteAttemptTip(g *attemptGroup, c *ctr, ref, tip string) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	g.setLocked()
@@ -76,6 +86,9 @@ func (sw *swarm) keepAttempt(ctx context.Context, g *attemptGroup, c *ctr) {
 // to their attempt refs first (again: their end did, unless the daemon
 // stopped meanwhile), so that the git service's copy can go too.
 func (sw *swarm) keepBeforeCleanup(ctx context.Context, gone []*ctr) {
+	if !sw.local {
+		return // the attempts' branches stay on origin
+	}
 	for _, c := range gone {
 		if g := sw.groupOf(c); g != nil {
 			sw.keepAttempt(ctx, g, c)
@@ -227,7 +240,7 @@ func (sw *swarm) judge(ctx context.Context, set *state.AttemptSet, ctrs []*ctr) 
 		if c == nil {
 			continue
 		}
-		a.Qualified = sw.qualifies(c) && (a.Tip != "" || sw.attemptPublisher() == nil)
+		a.Qualified = sw.qualifies(c) && (a.Tip != "" || !sw.tracksAttemptTips())
 		cands[i].Qualified = a.Qualified
 		a.Cost = sw.attemptCost(c)
 		cands[i].Cost = a.Cost
@@ -278,7 +291,7 @@ func (sw *swarm) pickedEvent(set *state.AttemptSet) {
 // lands it when land.auto says so.
 func (sw *swarm) publishPick(ctx context.Context, set *state.AttemptSet, ctrs []*ctr, replace string) error {
 	ap := sw.attemptPublisher()
-	if ap == nil || set.Pick == nil || set.Pick.ContainerName == "" {
+	if (ap == nil && sw.local) || set.Pick == nil || set.Pick.ContainerName == "" {
 		return nil
 	}
 	var w *ctr
@@ -294,7 +307,13 @@ func (sw *swarm) publishPick(ctx context.Context, set *state.AttemptSet, ctrs []
 	if replace == "" && set.Pick.By == state.PickByHand {
 		replace = set.Pick.PreviousTip // again after a restart: the branch may still hold it
 	}
-	u, err := ap.PublishAs(ctx, sw.branchOf(w), set.BranchName, replace)
+	var u *string
+	var err error
+	if sw.local {
+		u, err = ap.PublishAs(ctx, sw.branchOf(w), set.BranchName, replace)
+	} else {
+		u, err = sw.publishPickRemote(ctx, set, w, replace)
+	}
 	if err != nil {
 		sw.notePublishFailed(ctx, w, err, log)
 		return err
@@ -343,13 +362,18 @@ func (sw *swarm) attemptCost(c *ctr) float64 {
 }
 
 // attemptsBase is where a task file's attempts started: the commit their
-// tips share (the checkout's HEAD's with a single tip).
+// tips share (with a single tip: its merge base with the checkout's HEAD,
+// in remote mode with origin's default branch).
 func (sw *swarm) attemptsBase(ctx context.Context, tips []string) string {
 	args := []string{"merge-base", "--octopus"}
 	if len(tips) < 2 {
 		args = []string{"merge-base", "HEAD"}
 	}
-	out, err := landGit.Run(ctx, sw.repo, append(args, tips...)...)
+	repo := sw.attemptsRepo(ctx)
+	if repo == "" {
+		return ""
+	}
+	out, err := landGit.Run(ctx, repo, append(args, tips...)...)
 	if err != nil || len(tips) == 0 {
 		return ""
 	}
@@ -361,7 +385,7 @@ func (sw *swarm) changedLines(ctx context.Context, base, tip string) (int, bool)
 	if base == "" || tip == "" {
 		return 0, false
 	}
-	out, err := landGit.Run(ctx, sw.repo, "diff", "--numstat", "--no-renames", base, tip)
+	out, err := landGit.Run(ctx, sw.attemptsRepo(ctx), "diff", "--numstat", "--no-renames", base, tip)
 	if err != nil {
 		return 0, false
 	}

@@ -63,7 +63,7 @@ func (sw *swarm) runScore(ctx context.Context, c *ctr, tip string) (string, erro
 	}
 	defer os.RemoveAll(dir)
 	tree := filepath.Join(dir, "workspace")
-	if err := writeTree(ctx, sw.repo, tip, tree); err != nil {
+	if err := writeTree(ctx, sw.attemptsRepo(ctx), tip, tree); err != nil {
 		return "", err
 	}
 	spec := sw.scoreSpec(c, tree)

@@ -76,9 +76,14 @@ func (sw *swarm) finish(ctx context.Context, c *ctr, facts exitFacts) {
 
 // publishBranch ends a finished container's git access and, when it
 // completed, brings its branch into the checkout (and the pull request
-// open, when configured). Local git mode only.
+// open, when configured). In remote git mode the container pushed its
+// branch to origin itself: only land.auto is left to do.
 func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
-	if !sw.local || sw.m.cfg.Git == nil {
+	if !sw.local {
+		sw.landCompletedRemote(c)
+		return
+	}
+	if sw.m.cfg.Git == nil {
 		return
 	}
 	sw.m.cfg.Git.Revoke(sw.sandbox(c))

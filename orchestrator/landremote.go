@@ -12,6 +12,7 @@ import (
 	"github.com/aimi-tools/swarm/internal/gitcmd"
 	"github.com/aimi-tools/swarm/land"
 	"github.com/aimi-tools/swarm/publish"
+	"github.com/aimi-tools/swarm/state"
 )
 
 // A land in remote git mode works as in local mode (the same train, merge
@@ -188,4 +189,17 @@ func clip(s string, n int) string {
 		s = s[:n] + "..."
 	}
 	return s
+}
+
+// landCompletedRemote is land.auto in remote git mode: a container that
+// completed pushed its branch to origin itself (its runner pushes each
+// story's commit before it reports it), so it lands at once, as a local
+// one does once published: onto the integration branch in the daemon's
+// copy of origin, which is then pushed to origin. An attempt lands once
+// picked (publishPick), not as it ends.
+func (sw *swarm) landCompletedRemote(c *ctr) {
+	if c.attempt > 0 || sw.led.status(c.name) != state.StatusCompleted {
+		return
+	}
+	sw.autoLand(c)
 }

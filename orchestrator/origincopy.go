@@ -202,17 +202,7 @@ func symrefHead(out string) string {
 // *lease ("": absent), a compare-and-swap for the land's own scratch
 // branches.
 func (o *originCopy) push(ctx context.Context, branch string, lease *string) error {
-	o.talk.Lock()
-	defer o.talk.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, originTalk)
-	defer cancel()
-	ref := "refs/heads/" + branch
-	args := []string{"push", "--quiet", o.url}
-	if lease != nil {
-		args = append(args, "--force-with-lease="+ref+":"+*lease)
-	}
-	_, err := originGit.Run(ctx, o.dir, append(args, ref+":"+ref)...)
-	return err
+	return o.pushAs(ctx, branch, branch, lease)
 }
 
 // pushShared gives a land's own run its branch on origin, where its

@@ -113,12 +113,24 @@ func TestRemoteModeRadarAndLandPushToOriginWithOnePullRequest(t *testing.T) {
 // pushed on main, and the environment its git needs for origin's CA.
 func remoteLandCheckout(t *testing.T, origin httpsOrigin) (string, string) {
 	t.Helper()
+	files := map[string][]byte{}
+	for i, tf := range []struct{ name, file string }{{"left", "shared.txt"}, {"right", "shared.txt"}, {"apart", "apart.txt"}} {
+		files[tf.name] = radarTaskFile(tf.name, tf.file, 100*(i+1))
+	}
+	return checkoutOfOrigin(t, origin, files)
+}
+
+// checkoutOfOrigin is a checkout of origin with files (task file name ->
+// content) pushed on main and fetched back, origin's HEAD set, and the
+// environment its git needs for origin's CA.
+func checkoutOfOrigin(t *testing.T, origin httpsOrigin, files map[string][]byte) (string, string) {
+	t.Helper()
 	repo := shortDir(t)
 	gitOut(t, repo, "init", "-q", "-b", "main")
 	dir := filepath.Join(repo, ".aimi", "tasks")
 	os.MkdirAll(dir, 0o755)
-	for i, tf := range []struct{ name, file string }{{"left", "shared.txt"}, {"right", "shared.txt"}, {"apart", "apart.txt"}} {
-		if err := os.WriteFile(filepath.Join(dir, tf.name+"-tasks.json"), radarTaskFile(tf.name, tf.file, 100*(i+1)), 0o644); err != nil {
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, name+"-tasks.json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
