@@ -9,4 +9,7 @@ type ContainerBranch struct {
 	Swarm     string // the swarm's id
 	Container string // the container's name
 	Branch    string // the branch, without refs/heads/
+	// Prefilled: the container's image holds the repository's workspace
+	// (a workspace image): nothing need be made ahead of its runner.
+	Prefilled bool
 }

@@ -28,3 +28,32 @@ const WorkspaceOrigin = "https://aimi.invalid/origin.git"
 // MaxWorkspaceBytes bounds a ready-made workspace (its files and its
 // .git): a larger one is not made, and the runner clones instead.
 const MaxWorkspaceBytes = 1 << 30
+
+// WorkspaceBaseHeader carries, from a runner whose image already holds a
+// workspace (EnvWorkspaceBase), the commit that workspace is checked out
+// at. The service then sends no tar: its answer (200, no body) says in
+// WorkspaceSameHeader whether the branch's tip (or the default branch's,
+// WorkspaceExistsHeader) is that commit, and names the tip in
+// WorkspaceTipHeader, which the runner fetches when it is not.
+const (
+	WorkspaceBaseHeader = "Aimi-Workspace-Base"
+	WorkspaceSameHeader = "Aimi-Workspace-Same"
+	WorkspaceTipHeader  = "Aimi-Workspace-Tip"
+)
+
+// EnvWorkspaceBase is set in a workspace image's environment (package
+// workspace): the commit its workspace (contract.DefaultWorkspace, with
+// its .git, origin WorkspaceOrigin) is checked out at, on the
+// repository's default branch.
+const EnvWorkspaceBase = "AIMI_WORKSPACE_BASE"
+
+// WorkspaceImageRepo is the repository part of every workspace image's
+// tag: the sandbox image plus one layer holding a repository's workspace.
+// A sandbox of such an image keeps its workspace in its writable layer
+// (no volume at DefaultWorkspace: a volume would copy the tree).
+const WorkspaceImageRepo = "aimi-workspace"
+
+// IsWorkspaceImage reports whether image names a workspace image.
+func IsWorkspaceImage(image string) bool {
+	return len(image) > len(WorkspaceImageRepo) && image[:len(WorkspaceImageRepo)+1] == WorkspaceImageRepo+":"
+}
