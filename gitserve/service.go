@@ -308,7 +308,10 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 		return Grant{}, err
 	}
 	s.log.Info("git access granted", "container", containerName, "swarm", swarmID, "branch", branch)
-	s.prepareWorkspace(swarmID, branch)
+	if !cb.Prefilled {
+		// A prefilled sandbox asks only for the tip.
+		s.prepareWorkspace(swarmID, branch)
+	}
 	return Grant{
 		RepoURL:      "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/" + swarmID + ".git",
 		Token:        token,
