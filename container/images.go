@@ -1,9 +1,14 @@
 package container
 
 import (
+	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -22,9 +27,9 @@ const buildTimeout = 10 * time.Minute
 // BuildImage makes b.Ref from b.Base plus b.Tree unpacked at b.Dir: a
 // container created (never started) from the base, the tree copied in
 // owned by the image's user, committed with the base's configuration plus
-// b.Labels and b.Env. The build container carries b.BuildLabels (a daemon
-// killed meanwhile leaves one its next start removes by them) and is
-// removed whatever happens.
+// b.Labels and b.Env. The build container is named b.BuildName (a daemon
+// killed meanwhile leaves one its next start finds by it) and is removed
+// whatever happens.
 func (d *Docker) BuildImage(ctx context.Context, b engine.ImageBuild) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
@@ -47,13 +52,10 @@ func (d *Docker) BuildImage(ctx context.Context, b engine.ImageBuild) (string, e
 		cfg.Labels = map[string]string{}
 	}
 	maps.Copy(cfg.Labels, b.Labels)
-	bl := maps.Clone(b.Labels)
-	if bl == nil {
-		bl = map[string]string{}
-	}
-	maps.Copy(bl, b.BuildLabels)
-	created, err := d.cli.ContainerCreate(ctx, &container.Config{Image: base.ID, Labels: bl, User: cfg.User},
-		&container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	// The engine's commit copies the build container's labels onto the
+	// image: it carries the image's own only.
+	created, err := d.cli.ContainerCreate(ctx, &container.Config{Image: base.ID, Labels: b.Labels, User: cfg.User},
+		&container.HostConfig{NetworkMode: "none"}, nil, nil, b.BuildName)
 	if err != nil {
 		return "", fmt.Errorf("build image %s: create its build container: %w", b.Ref, err)
 	}
@@ -64,7 +66,13 @@ func (d *Docker) BuildImage(ctx context.Context, b engine.ImageBuild) (string, e
 			d.log.Warn("remove an image's build container", "container", created.ID, "err", err)
 		}
 	}()
-	if err := d.cli.CopyToContainer(ctx, created.ID, b.Dir, b.Tree, container.CopyToContainerOptions{CopyUIDGID: true}); err != nil {
+	tree, opts := b.Tree, container.CopyToContainerOptions{CopyUIDGID: true}
+	if uid, gid, ok := numericUser(cfg.User); ok {
+		// The engine looks a numeric user up by name (getent) and fails:
+		// the entries are given the owner here instead.
+		tree, opts = ownedTar(b.Tree, uid, gid), container.CopyToContainerOptions{}
+	}
+	if err := d.cli.CopyToContainer(ctx, created.ID, b.Dir, tree, opts); err != nil {
 		return "", fmt.Errorf("build image %s: copy the tree in: %w", b.Ref, err)
 	}
 	resp, err := d.cli.ContainerCommit(ctx, created.ID, container.CommitOptions{Reference: b.Ref, Config: &cfg, Comment: "aimi workspace"})
@@ -72,6 +80,49 @@ func (d *Docker) BuildImage(ctx context.Context, b engine.ImageBuild) (string, e
 		return "", fmt.Errorf("build image %s: commit: %w", b.Ref, err)
 	}
 	return resp.ID, nil
+}
+
+// numericUser parses a "uid[:gid]" user of numbers.
+func numericUser(u string) (uid, gid int, ok bool) {
+	us, gs, hasGid := strings.Cut(u, ":")
+	uid, err := strconv.Atoi(us)
+	if err != nil || uid < 0 {
+		return 0, 0, false
+	}
+	gid = uid
+	if hasGid {
+		if gid, err = strconv.Atoi(gs); err != nil || gid < 0 {
+			return 0, 0, false
+		}
+	}
+	return uid, gid, true
+}
+
+// ownedTar is the tar stream in with every entry owned by uid:gid.
+func ownedTar(in io.Reader, uid, gid int) io.Reader {
+	pr, pw := io.Pipe()
+	go func() {
+		tr, tw := tar.NewReader(in), tar.NewWriter(pw)
+		var err error
+		for {
+			var h *tar.Header
+			if h, err = tr.Next(); err != nil {
+				break
+			}
+			h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
+			if err = tw.WriteHeader(h); err != nil {
+				break
+			}
+			if _, err = io.Copy(tw, tr); err != nil {
+				break
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	return pr
 }
 
 // ListImages reports every image carrying all the given labels.

@@ -58,9 +58,6 @@ const (
 	// workspace). A container inherits its image's labels, so every
 	// sandbox of one carries it too: never select containers by it.
 	LabelWorkspace = "org.aimi.workspace"
-	// LabelWorkspaceBuild ("true") marks the container that builds a
-	// workspace image (never started; a killed daemon's is removed by it).
-	LabelWorkspaceBuild = "org.aimi.workspace-build"
 	// LabelWorkspaceCommit holds the commit a workspace image's tree is at.
 	LabelWorkspaceCommit = "org.aimi.workspace-commit"
 	// LabelWorkspaceBase holds the id of the sandbox image a workspace

@@ -57,3 +57,10 @@ const WorkspaceImageRepo = "aimi-workspace"
 func IsWorkspaceImage(image string) bool {
 	return len(image) > len(WorkspaceImageRepo) && image[:len(WorkspaceImageRepo)+1] == WorkspaceImageRepo+":"
 }
+
+// WorkspaceBuildPrefix begins the name of the container that builds a
+// workspace image (never started; a killed daemon's is removed at the
+// next start by it and the daemon's labels). Not a label: the engine's
+// commit copies the container's labels onto the image, and from there
+// onto every sandbox of it.
+const WorkspaceBuildPrefix = "aimi-workspace-build-"

@@ -65,8 +65,8 @@ type Images interface {
 type ImageBuild struct {
 	Base, Ref, Dir string
 	Tree           io.Reader
-	Labels         map[string]string // on the image (and so on every container of it)
-	BuildLabels    map[string]string // on the container that builds it, with Labels
+	Labels         map[string]string // on the image (and so on every container of it) and its build container
+	BuildName      string            // the build container's name
 	Env            []string
 }
 

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -200,9 +201,9 @@ func (m *Manager) build(ctx context.Context, repo, base string, tree TreeFunc) e
 		Base: base, Ref: ref, Dir: contract.DefaultWorkspace, Tree: t.Tar,
 		// No repository path: every sandbox of the image inherits its
 		// labels, a pool sandbox's included.
-		Labels:      m.labels(map[string]string{contract.LabelWorkspaceCommit: t.Commit, contract.LabelWorkspaceBase: baseID}),
-		BuildLabels: map[string]string{contract.LabelWorkspaceBuild: "true"},
-		Env:         []string{contract.EnvWorkspaceBase + "=" + t.Commit},
+		Labels:    m.labels(map[string]string{contract.LabelWorkspaceCommit: t.Commit, contract.LabelWorkspaceBase: baseID}),
+		BuildName: contract.WorkspaceBuildPrefix + digest(ref+time.Now().String()),
+		Env:       []string{contract.EnvWorkspaceBase + "=" + t.Commit},
 	})
 	if err != nil {
 		return err
@@ -275,16 +276,14 @@ func (m *Manager) Sweep(ctx context.Context) {
 // left go, and so does every image of the manager that no sandbox uses
 // (a start builds its repository's again).
 func (m *Manager) Cleanup(ctx context.Context) {
-	sel := maps.Clone(m.opts.Labels)
-	if sel == nil {
-		sel = map[string]string{}
-	}
-	sel[contract.LabelWorkspaceBuild] = "true"
-	cs, err := m.eng.List(ctx, sel)
+	cs, err := m.eng.List(ctx, m.labels(nil))
 	if err != nil {
 		m.log.Warn("workspace images: list build containers", "err", err)
 	}
 	for _, c := range cs {
+		if !strings.HasPrefix(strings.TrimPrefix(c.Name, "/"), contract.WorkspaceBuildPrefix) {
+			continue // a sandbox of a workspace image: it carries the image's labels
+		}
 		if err := m.eng.Remove(ctx, c.ID); err != nil {
 			m.log.Warn("workspace images: remove a build container", "container", c.Name, "err", err)
 		}

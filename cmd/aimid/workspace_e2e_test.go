@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/testwait"
+	"github.com/aimi-tools/swarm/state"
+)
+
+// TestWorkspaceImageOnAGeneratedProject: a swarm on a generated project
+// (1,000 files in 80 directories, 200 commits) makes the daemon build the
+// repository's workspace image once its containers work; the pool then
+// keeps sandboxes of that image, and the next start's sandboxes (claimed
+// and created alike) start from it: the runner fetches only the commit
+// the image lacks ("from=image+fetch"), and at a tip the image holds it
+// fetches nothing ("from=image"). Each sandbox writes little: its
+// workspace is the image's, copy-on-write.
+func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
+	parallel(t)
+	if testing.Short() {
+		t.Skip("builds the sandbox image and runs real containers")
+	}
+	image := sandboxImage(t)
+	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+dockertest.RunID())))[:6]
+	round := func(r string, n int) []string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf("%s%c-%s", r, 'a'+i, sfx))
+		}
+		return out
+	}
+	repo := historyRepo(t, 0, 0, round("wi1", 2)...)
+	gittest.AddProject(t, repo, "main", gittest.RealProject)
+	dir := shortDir(t)
+	sock := filepath.Join(dir, "aimid.sock")
+	instance := testInstance(sock)
+	dockertest.Cleanup(t, contract.LabelDaemon, instance)
+	p := launch(t, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"), Image: image, Local: true,
+		Config: "agent:\n  kind: demo\ngit:\n  mode: local\n", Env: []string{"AIMI_SANDBOX_WARM_POOL=2"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	cli := dockertest.Client(t)
+	start := func(files []string) *state.Swarm {
+		t.Helper()
+		var paths []string
+		for _, f := range files {
+			paths = append(paths, ".aimi/tasks/"+f+"-tasks.json")
+		}
+		if code, out, errOut := aimi(ctx, "swarm", "start", "--force", "--follow", "--local", "--max", "4",
+			"--files", strings.Join(paths, ","), "--repo", repo, "--socket", sock); code != 0 {
+			t.Fatalf("start %v: exit %d\n%s\n%s\ndaemon log:\n%s", files, code, out, errOut, p.logs())
+		}
+		return validState(t, repo)
+	}
+
+	start(round("wi1", 2))
+	wsImage := waitWorkspacePool(t, ctx, cli, instance, 2, p)
+
+	// The next start's task files are a commit the image does not hold;
+	// the one after it finds its tip in the image rebuilt meanwhile.
+	next, last := round("wi2", 3), round("wi3", 2)
+	addTaskFiles(t, repo, append(append([]string(nil), next...), last...)...)
+	sw := start(next)
+	checkFrom(t, ctx, cli, repo, sw, "image+fetch", p)
+	if got := waitWorkspacePool(t, ctx, cli, instance, 2, p); got == wsImage {
+		t.Errorf("the workspace image was not rebuilt at the new tip (%s)", got)
+	}
+	sw = start(last)
+	checkFrom(t, ctx, cli, repo, sw, "image", p)
+	if !strings.Contains(p.logs(), "workspace image built") {
+		t.Errorf("the daemon's log does not say it built a workspace image:\n%s", p.logs())
+	}
+}
+
+// addTaskFiles commits one-story task files names on main.
+func addTaskFiles(t testing.TB, repo string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", n+"-tasks.json"), taskFileJSON("feat/"+n, 1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gittest.Git(t, repo, "add", "-A")
+	gittest.Git(t, repo, "commit", "-q", "-m", "more task files")
+}
+
+// waitWorkspacePool waits until n pool sandboxes of a workspace image
+// wait, and returns that image.
+func waitWorkspacePool(t testing.TB, ctx context.Context, cli *client.Client, instance string, n int, p *proc) string {
+	t.Helper()
+	img := ""
+	testwait.Eventually(t, 5*time.Minute, fmt.Sprintf("%d pool sandboxes of a workspace image", n), func() error {
+		k := 0
+		for _, in := range waitingIn(warmSandboxes(t, ctx, cli, instance)) {
+			if contract.IsWorkspaceImage(in.Config.Image) {
+				k, img = k+1, in.Config.Image
+			}
+		}
+		if k != n {
+			return fmt.Errorf("%d waiting; daemon log:\n%s", k, p.logs())
+		}
+		return nil
+	}, testwait.Every(500*time.Millisecond))
+	return img
+}
+
+var fromRE = regexp.MustCompile(`msg="workspace ready" from=(\S+)`)
+
+// checkFrom: every container of sw runs on a workspace image, its
+// runner's "workspace ready" says from=want, and it wrote less than 1 MB
+// to its writable layer (its story included).
+func checkFrom(t testing.TB, ctx context.Context, cli *client.Client, repo string, sw *state.Swarm, want string, p *proc) {
+	t.Helper()
+	for _, c := range sw.Containers {
+		from := ""
+		for _, r := range journalOf(t, repo, sw.SwarmID, c.ContainerName) {
+			if m := fromRE.FindStringSubmatch(r.Raw); m != nil {
+				from = m[1]
+			}
+		}
+		if from != want {
+			t.Errorf("%s: workspace from %q, want %q; daemon log:\n%s", c.ContainerName, from, want, p.logs())
+		}
+		in, _, err := cli.ContainerInspectWithRaw(ctx, c.ContainerID, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !contract.IsWorkspaceImage(in.Config.Image) {
+			t.Errorf("%s runs on %s, not a workspace image", c.ContainerName, in.Config.Image)
+		}
+		if in.SizeRw == nil || *in.SizeRw > 1<<20 {
+			t.Errorf("%s wrote %v bytes to its writable layer, want at most 1 MB", c.ContainerName, in.SizeRw)
+		}
+		t.Logf("%s: from=%s, image %s, wrote %d bytes, claimed %t", c.ContainerName, from, in.Config.Image, *in.SizeRw,
+			hasWarmNote(t, repo, sw.SwarmID, c.ContainerName))
+	}
+}
