@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -117,22 +116,19 @@ func waitWorkspacePool(t testing.TB, ctx context.Context, cli *client.Client, in
 	return img
 }
 
-var fromRE = regexp.MustCompile(`msg="workspace ready" from=(\S+)`)
-
 // checkFrom: every container of sw runs on a workspace image, its
 // runner's "workspace ready" says from=want, and it wrote less than 1 MB
 // to its writable layer (its story included).
 func checkFrom(t testing.TB, ctx context.Context, cli *client.Client, repo string, sw *state.Swarm, want string, p *proc) {
 	t.Helper()
 	for _, c := range sw.Containers {
-		from := ""
-		for _, r := range journalOf(t, repo, sw.SwarmID, c.ContainerName) {
-			if m := fromRE.FindStringSubmatch(r.Raw); m != nil {
-				from = m[1]
-			}
-		}
+		from := strings.TrimPrefix(workspaceFrom(t, repo, sw.SwarmID, c.ContainerName), "from=")
 		if from != want {
-			t.Errorf("%s: workspace from %q, want %q; daemon log:\n%s", c.ContainerName, from, want, p.logs())
+			var lines []string
+			for _, r := range journalOf(t, repo, sw.SwarmID, c.ContainerName) {
+				lines = append(lines, r.Raw)
+			}
+			t.Errorf("%s: workspace from %q, want %q; its journal:\n%s", c.ContainerName, from, want, strings.Join(lines, "\n"))
 		}
 		in, _, err := cli.ContainerInspectWithRaw(ctx, c.ContainerID, true)
 		if err != nil {
