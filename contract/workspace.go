@@ -64,3 +64,14 @@ func IsWorkspaceImage(image string) bool {
 // commit copies the container's labels onto the image, and from there
 // onto every sandbox of it.
 const WorkspaceBuildPrefix = "aimi-workspace-build-"
+
+// WorkspaceDeletedEntry is the first entry of a workspace's difference
+// (the git service's answer to WorkspaceBaseHeader when the tip moved and
+// WorkspaceDeltaHeader says "true"): the paths the tip deleted, NUL
+// separated. The runner removes them and writes the other entries over
+// its workspace; the entry itself is not written.
+const WorkspaceDeletedEntry = ".aimi-deleted"
+
+// WorkspaceDeltaHeader says whether the answer's body is the difference
+// ("true") or empty (the runner fetches the tip with git).
+const WorkspaceDeltaHeader = "Aimi-Workspace-Delta"

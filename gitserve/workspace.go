@@ -145,8 +145,30 @@ func (s *Service) answerBase(w http.ResponseWriter, r *http.Request, rec record,
 	w.Header().Set(contract.WorkspaceExistsHeader, strconv.FormatBool(exists))
 	w.Header().Set(contract.WorkspaceSameHeader, strconv.FormatBool(tip == base))
 	w.Header().Set(contract.WorkspaceTipHeader, tip)
-	w.Header().Set("Content-Length", "0")
-	w.WriteHeader(http.StatusOK)
+	var f *os.File
+	if tip != base {
+		if f, err = s.deltaTar(r.Context(), rec.SwarmKey, base, tip); err != nil {
+			s.log.Info("no ready-made difference; the runner fetches the tip", "container", rec.Container, "base", base, "tip", tip, "err", err)
+		}
+	}
+	if f == nil {
+		w.Header().Set(contract.WorkspaceDeltaHeader, "false")
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		deny(w, http.StatusInternalServerError, "aimi git service: cannot read the difference; clone instead")
+		return
+	}
+	w.Header().Set(contract.WorkspaceDeltaHeader, "true")
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	if _, err := io.Copy(w, f); err != nil {
+		s.log.Info("sending a workspace's difference broke off", "container", rec.Container, "err", err)
+	}
 }
 
 // branchTip is the tip of branch in swarm key's mirror, or of its default

@@ -32,9 +32,12 @@ func (r *run) fillPrefilled(ctx context.Context) (how string, err error) {
 		return "", errors.New("the image's workspace holds no .git directory")
 	}
 	start := time.Now()
-	same, exists, tip, err := r.askTip(ctx)
+	same, exists, tip, delta, err := r.askTip(ctx)
 	if err != nil {
 		return "", err
+	}
+	if delta != nil {
+		defer delta.Close()
 	}
 	answered := time.Since(start)
 	root, err := os.OpenRoot(r.cfg.Workspace)
@@ -54,6 +57,22 @@ func (r *run) fillPrefilled(ctx context.Context) (how string, err error) {
 		r.log.Info("image workspace at the tip", "answer", answered.Round(time.Millisecond), "commit", tip)
 		return "image", nil
 	}
+	if delta != nil {
+		// The service made the difference once for every sandbox: it is
+		// written here, in this process.
+		if err := applyDelta(r.cfg.Workspace, delta, contract.MaxWorkspaceBytes); err != nil {
+			return "", fmt.Errorf("apply the difference: %w", err)
+		}
+		if err := moveHead(r.cfg.Workspace, tip); err != nil {
+			return "", fmt.Errorf("move HEAD to the tip: %w", err)
+		}
+		if _, err := r.git.startBranch(ctx, r.req.BranchName); err != nil {
+			return "", fmt.Errorf("name the branch: %w", err)
+		}
+		r.log.Info("image workspace brought to the tip", "answer", answered.Round(time.Millisecond),
+			"apply", (time.Since(start) - answered).Round(time.Millisecond), "from", r.cfg.WorkspaceBase, "tip", tip)
+		return "image+delta", nil
+	}
 	ref := "HEAD"
 	if exists {
 		ref = "refs/heads/" + r.req.BranchName
@@ -67,38 +86,56 @@ func (r *run) fillPrefilled(ctx context.Context) (how string, err error) {
 }
 
 // askTip asks the git service whether the branch's tip (or the default
-// branch's: exists false) is the image's commit.
-func (r *run) askTip(ctx context.Context) (same, exists bool, tip string, err error) {
+// branch's: exists false) is the image's commit; when it is not, delta is
+// the difference's tar if the service made one (the caller closes it),
+// else nil.
+func (r *run) askTip(ctx context.Context) (same, exists bool, tip string, delta io.ReadCloser, err error) {
 	ch, err := newAskChannel(r.req.RepoURL, r.cfg.GitToken, r.cfg.CAFile, r.cfg.Dial, r.log)
 	if err != nil {
-		return false, false, "", err
+		return false, false, "", nil, err
 	}
-	defer ch.client.CloseIdleConnections()
 	u, _ := url.Parse(ch.url)
 	u.Path = contract.WorkspacePath
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return false, false, "", err
+		ch.client.CloseIdleConnections()
+		return false, false, "", nil, err
 	}
 	req.Header.Set("Authorization", ch.auth)
 	req.Header.Set(contract.WorkspaceBranchHeader, r.req.BranchName)
 	req.Header.Set(contract.WorkspaceBaseHeader, r.cfg.WorkspaceBase)
 	resp, err := ch.client.Do(req)
 	if err != nil {
-		return false, false, "", fmt.Errorf("ask for the tip: %w", err)
+		ch.client.CloseIdleConnections()
+		return false, false, "", nil, fmt.Errorf("ask for the tip: %w", err)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 512))
-	if resp.StatusCode != http.StatusOK {
-		return false, false, "", fmt.Errorf("ask for the tip: HTTP %d", resp.StatusCode)
-	}
+	body := closeBoth{resp.Body, ch.client.CloseIdleConnections}
 	same, serr := strconv.ParseBool(resp.Header.Get(contract.WorkspaceSameHeader))
 	exists, eerr := strconv.ParseBool(resp.Header.Get(contract.WorkspaceExistsHeader))
+	hasDelta := resp.Header.Get(contract.WorkspaceDeltaHeader) == "true"
 	tip = resp.Header.Get(contract.WorkspaceTipHeader)
-	if serr != nil || eerr != nil || !gitref.ValidOID(tip) {
-		return false, false, "", errors.New("ask for the tip: the service's answer does not say it (an older daemon)")
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		err = fmt.Errorf("ask for the tip: HTTP %d", resp.StatusCode)
+	case serr != nil || eerr != nil || !gitref.ValidOID(tip):
+		err = errors.New("ask for the tip: the service's answer does not say it (an older daemon)")
+	case !same && hasDelta:
+		return false, exists, tip, body, nil
 	}
-	return same, exists, tip, nil
+	body.Close()
+	return same, exists, tip, nil, err
+}
+
+// closeBoth closes a response's body and its client's connections.
+type closeBoth struct {
+	io.ReadCloser
+	idle func()
+}
+
+func (c closeBoth) Close() error {
+	err := c.ReadCloser.Close()
+	c.idle()
+	return err
 }
 
 // fetchTip fetches ref's tip into the workspace (one commit deep; the
