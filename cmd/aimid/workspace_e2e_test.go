@@ -23,10 +23,11 @@ import (
 // (1,000 files in 80 directories, 200 commits) makes the daemon build the
 // repository's workspace image once its containers work; the pool then
 // keeps sandboxes of that image, and the next start's sandboxes (claimed
-// and created alike) start from it: the runner fetches only the commit
-// the image lacks ("from=image+fetch"), and at a tip the image holds it
-// fetches nothing ("from=image"). Each sandbox writes little: its
-// workspace is the image's, copy-on-write.
+// and created alike) start from it: at a tip past the image's commit the
+// runner applies the difference the git service made once for all
+// ("from=image+delta", no git process), and at the image's own tip it
+// only names its branch ("from=image"). Each sandbox writes little (its
+// story included): its workspace is the image's, copy-on-write.
 func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
 	parallel(t)
 	if testing.Short() {
@@ -73,7 +74,7 @@ func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
 	next, last := round("wi2", 3), round("wi3", 2)
 	addTaskFiles(t, repo, append(append([]string(nil), next...), last...)...)
 	sw := start(next)
-	checkFrom(t, ctx, cli, repo, sw, "image+fetch", p)
+	checkFrom(t, ctx, cli, repo, sw, "image+delta", p)
 	if got := waitWorkspacePool(t, ctx, cli, instance, 2, p); got == wsImage {
 		t.Errorf("the workspace image was not rebuilt at the new tip (%s)", got)
 	}
