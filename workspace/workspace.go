@@ -24,6 +24,11 @@ const DefaultMaxRepos = 2
 // buildTime bounds one image's build (the tree's making included).
 const buildTime = 10 * time.Minute
 
+// retireGrace is how long an image stays after a newer one replaced it: a
+// start that looked it up just before may still be creating from it (the
+// engine keeps it only for containers that exist).
+const retireGrace = 2 * time.Minute
+
 // Engine is what the manager needs of the engine: its images, and its
 // containers to find a killed daemon's build containers.
 type Engine interface {
@@ -73,6 +78,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	repos    map[string]*entry
+	retired  map[string]time.Time // image id -> when it stopped being a repository's
 	building map[string]bool
 	said     map[string]bool // what was logged once
 	wg       sync.WaitGroup
@@ -89,7 +95,7 @@ func New(eng Engine, opts Options) *Manager {
 	if opts.Quiet == nil {
 		opts.Quiet = func(context.Context) {}
 	}
-	return &Manager{eng: eng, opts: opts, log: opts.Logger, repos: map[string]*entry{}, building: map[string]bool{}, said: map[string]bool{}}
+	return &Manager{eng: eng, opts: opts, log: opts.Logger, repos: map[string]*entry{}, retired: map[string]time.Time{}, building: map[string]bool{}, said: map[string]bool{}}
 }
 
 // labels are the manager's selector, with extra.
@@ -212,6 +218,12 @@ func (m *Manager) build(ctx context.Context, repo, base string, tree TreeFunc) e
 	m.mu.Lock()
 	m.repos[repo] = &entry{ref: ref, id: id, base: baseID, commit: t.Commit, used: time.Now()}
 	evicted := m.evictLocked()
+	if cur != nil && cur.id != id {
+		m.retired[cur.id] = time.Now()
+	}
+	for _, e := range evicted {
+		m.retired[e.id] = time.Now()
+	}
 	m.mu.Unlock()
 	if m.opts.Ready != nil {
 		m.opts.Ready(repo, ref)
@@ -254,6 +266,13 @@ func (m *Manager) Sweep(ctx context.Context) {
 	keep := map[string]bool{}
 	for _, e := range m.repos {
 		keep[e.id] = true
+	}
+	for id, at := range m.retired {
+		if time.Since(at) < retireGrace {
+			keep[id] = true
+		} else {
+			delete(m.retired, id)
+		}
 	}
 	m.mu.Unlock()
 	for _, im := range ims {

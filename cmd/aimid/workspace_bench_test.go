@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,7 +33,9 @@ import (
 // (tip=moved); tip=same starts task files the image holds already. Also
 // the most any sandbox wrote to its writable layer (its story's work
 // included: an upper bound of what it wrote before its first story).
-// Medians over b.N rounds.
+// Medians over b.N rounds. AIMI_BENCH_WORKSPACE_FILES sets the generated
+// project's files (1,000; 10 a directory) and AIMI_BENCH_WORKSPACE_N the
+// containers of a start (8).
 //
 //	go test -run '^$' -bench WorkspaceStart -benchtime 3x -timeout 40m ./cmd/aimid
 func BenchmarkWorkspaceStart(b *testing.B) {
@@ -58,19 +61,25 @@ type wsDaemon struct {
 func workspaceStart(b *testing.B, cli *client.Client, image string, project, same bool) {
 	run := dockertest.RunID()
 	dockertest.Cleanup(b, dockertest.LabelKey, run)
-	const n = timeToWorkContainers
+	n, proj := timeToWorkContainers, gittest.RealProject
+	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_WORKSPACE_N")); err == nil && v > 0 {
+		n = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_WORKSPACE_FILES")); err == nil && v > 0 {
+		proj.Files, proj.Dirs = v, max(v/12, 1)
+	}
 	rounds := b.N
 	names := func(d string, r int) []string {
 		out := make([]string, n)
 		for i := range out {
-			out[i] = fmt.Sprintf("%s%d%c-%s", d, r, 'a'+i, run[:4])
+			out[i] = fmt.Sprintf("%s%d-%02d-%s", d, r, i, run[:4])
 		}
 		return out
 	}
 	open := func(d string, pool int) *wsDaemon {
 		repo := historyRepo(b, 0, 0, names(d, 0)...)
 		if project {
-			gittest.AddProject(b, repo, "main", gittest.RealProject)
+			gittest.AddProject(b, repo, "main", proj)
 		}
 		if same {
 			var all []string
