@@ -97,6 +97,25 @@ func sh(t *testing.T, cli *client.Client, id, cmd string) string {
 	}, out.String())
 }
 
+// onEngine is a test's sandbox image, engine client, Docker engine and
+// run id (everything labelled with it goes at its end).
+func onEngine(t *testing.T) (base string, cli *client.Client, d *container.Docker, run string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real engine")
+	}
+	base = sandboxtest.Image(t)
+	cli = dockertest.Client(t)
+	run = dockertest.RunID()
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+	d, err := container.NewDocker(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return base, cli, d, run
+}
+
 // TestSandboxesOfAWorkspaceImageShareNothingTheyWrite: two sandboxes of
 // one workspace image each see the repository checked out; what one
 // writes (a new file, a changed tracked file, a deleted one) neither the
@@ -105,18 +124,7 @@ func sh(t *testing.T, cli *client.Client, id, cmd string) string {
 // counts it), and a sandbox that writes nothing has next to nothing
 // there. The image cannot be removed while a sandbox of it exists.
 func TestSandboxesOfAWorkspaceImageShareNothingTheyWrite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real engine")
-	}
-	base := sandboxtest.Image(t)
-	cli := dockertest.Client(t)
-	run := dockertest.RunID()
-	dockertest.Cleanup(t, dockertest.LabelKey, run)
-	d, err := container.NewDocker(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	base, cli, d, run := onEngine(t)
 	tarball, tip := project(t)
 	labels := map[string]string{dockertest.LabelKey: run}
 	m := workspace.New(d, workspace.Options{Labels: labels})
@@ -185,18 +193,7 @@ func TestSandboxesOfAWorkspaceImageShareNothingTheyWrite(t *testing.T) {
 // killed mid-build) and an image no sandbox uses go at the next start's
 // Cleanup; an image a sandbox uses stays until the sandbox is gone.
 func TestCleanupRemovesWhatAKilledDaemonLeft(t *testing.T) {
-	if testing.Short() {
-		t.Skip("real engine")
-	}
-	base := sandboxtest.Image(t)
-	cli := dockertest.Client(t)
-	run := dockertest.RunID()
-	dockertest.Cleanup(t, dockertest.LabelKey, run)
-	d, err := container.NewDocker(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	base, cli, d, run := onEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	labels := map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: "cow-" + run}

@@ -18,7 +18,6 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
-	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -38,8 +37,7 @@ func TestWorkspaceImageKill9LeavesNothingBehind(t *testing.T) {
 	img := sandboxImage(t)
 	sfx := fmt.Sprintf("%x", sha256.Sum256([]byte(t.Name()+dockertest.RunID())))[:6]
 	first, second := []string{"kw1a-" + sfx, "kw1b-" + sfx}, []string{"kw2a-" + sfx, "kw2b-" + sfx, "kw2c-" + sfx}
-	repo := historyRepo(t, 0, 0, first...)
-	gittest.AddProject(t, repo, "main", gittest.RealProject)
+	repo := projectRepo(t, first...)
 	addTaskFiles(t, repo, second...)
 	dir := shortDir(t)
 	sock, data := filepath.Join(dir, "aimid.sock"), filepath.Join(dir, "data")

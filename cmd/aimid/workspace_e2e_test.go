@@ -42,8 +42,7 @@ func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
 		}
 		return out
 	}
-	repo := historyRepo(t, 0, 0, round("wi1", 2)...)
-	gittest.AddProject(t, repo, "main", gittest.RealProject)
+	repo := projectRepo(t, round("wi1", 2)...)
 	dir := shortDir(t)
 	sock := filepath.Join(dir, "aimid.sock")
 	instance := testInstance(sock)
@@ -83,6 +82,15 @@ func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
 	if !strings.Contains(p.logs(), "workspace image built") {
 		t.Errorf("the daemon's log does not say it built a workspace image:\n%s", p.logs())
 	}
+}
+
+// projectRepo is historyRepo's checkout of task files names with the
+// generated project (gittest.RealProject) on top.
+func projectRepo(t testing.TB, names ...string) string {
+	t.Helper()
+	repo := historyRepo(t, 0, 0, names...)
+	gittest.AddProject(t, repo, "main", gittest.RealProject)
+	return repo
 }
 
 // addTaskFiles commits one-story task files names on main.

@@ -1,11 +1,8 @@
 package gittest
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 )
@@ -28,25 +25,13 @@ var RealProject = Project{Files: 1000, Dirs: 80, Commits: 200, FileBytes: 2600}
 func AddProject(t testing.TB, dir, branch string, p Project) {
 	t.Helper()
 	parent := Git(t, dir, "rev-parse", "--verify", "refs/heads/"+branch+"^{commit}")
-	cmd := exec.Command("git", "fast-import", "--quiet")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	w, finish := fastImport(t, dir, "fast-import", "--quiet")
 	rng := rand.New(rand.NewPCG(1, 2))
 	paths := make([]string, p.Files)
 	for i := range paths {
 		d := i % max(p.Dirs, 1)
 		paths[i] = fmt.Sprintf("src/d%03d/m%d/f%04d.txt", d, d%7, i)
 	}
-	w := bufio.NewWriterSize(in, 1<<20)
 	file := func(path string, round int) {
 		var b strings.Builder
 		for b.Len() < p.FileBytes {
@@ -69,12 +54,6 @@ func AddProject(t testing.TB, dir, branch string, p Project) {
 		}
 		w.WriteString("\n")
 	}
-	if err := w.Flush(); err != nil {
-		t.Fatalf("git fast-import: %v: %s", err, stderr.String())
-	}
-	in.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("git fast-import: %v: %s", err, stderr.String())
-	}
+	finish()
 	Git(t, dir, "checkout", "-q", "-f", branch)
 }
