@@ -87,7 +87,7 @@ func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager, ws orchestrator.Wo
 	return func(req *api.StartRequest, rc *configs.Config) {
 		image := req.Image
 		if ws != nil && req.Local {
-			if img, ok := ws.Image(context.Background(), req.RepoPath, image); ok {
+			if img, _, ok := ws.Image(context.Background(), req.RepoPath, image); ok {
 				image = img
 			}
 		}

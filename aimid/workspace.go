@@ -52,7 +52,7 @@ type wsImages struct {
 	git *gitserve.Service
 }
 
-func (w wsImages) Image(ctx context.Context, repo, base string) (string, bool) {
+func (w wsImages) Image(ctx context.Context, repo, base string) (string, string, bool) {
 	return w.m.Image(ctx, repo, base)
 }
 

@@ -12,4 +12,7 @@ type ContainerBranch struct {
 	// Prefilled: the container's image holds the repository's workspace
 	// (a workspace image): nothing need be made ahead of its runner.
 	Prefilled bool
+	// Base is the commit the image's workspace is at, when known: the
+	// difference to the tip can be made before the runner asks.
+	Base string
 }

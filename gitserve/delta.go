@@ -34,6 +34,32 @@ const (
 // errNoDelta: the difference is not sent as a tar (the runner fetches).
 var errNoDelta = errors.New("no ready-made difference")
 
+// prepareDelta makes the difference from base to the tip of a
+// container's branch (or of the default branch) while its container is
+// created or claimed, so that its runner finds it made (or being made).
+func (s *Service) prepareDelta(key, branch, base string) {
+	ws := s.workspaces
+	if ws.ctx.Err() != nil {
+		return
+	}
+	ws.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		ctx, cancel := context.WithTimeout(ws.ctx, workspaceBuildTime)
+		defer cancel()
+		tip, _, err := s.branchTip(ctx, key, branch)
+		if err != nil || tip == base {
+			return
+		}
+		f, err := s.deltaTar(ctx, key, base, tip)
+		if err != nil {
+			s.log.Debug("no ready-made difference ahead of the runner", "swarm", key, "branch", branch, "err", err)
+			return
+		}
+		_ = f.Close()
+	}()
+}
+
 // deltaTar opens the difference from base to tip in swarm key's mirror,
 // making it first (once, whoever asks).
 func (s *Service) deltaTar(ctx context.Context, key, base, tip string) (*os.File, error) {

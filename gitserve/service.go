@@ -308,8 +308,10 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 		return Grant{}, err
 	}
 	s.log.Info("git access granted", "container", containerName, "swarm", swarmID, "branch", branch)
-	if !cb.Prefilled {
-		// A prefilled sandbox asks only for the tip.
+	switch {
+	case cb.Base != "":
+		s.prepareDelta(swarmID, branch, cb.Base)
+	case !cb.Prefilled: // a prefilled sandbox asks for the tip only
 		s.prepareWorkspace(swarmID, branch)
 	}
 	return Grant{

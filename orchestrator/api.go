@@ -114,8 +114,9 @@ type Config struct {
 // pay only for what they change.
 type WorkspaceImages interface {
 	// Image is repo's workspace image built on base (the sandbox image
-	// the start would use), if there is a current one.
-	Image(ctx context.Context, repo, base string) (string, bool)
+	// the start would use), if there is a current one, and the commit
+	// its workspace is at.
+	Image(ctx context.Context, repo, base string) (image, commit string, ok bool)
 	// Refresh (re)builds repo's image on base from swarmID's default
 	// branch in the background, when it does not hold that tip already.
 	Refresh(repo, base, swarmID string)

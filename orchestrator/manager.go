@@ -343,8 +343,8 @@ func (sw *swarm) plan(ctx context.Context, req api.StartRequest, tr *tracer) ([]
 	}
 	sw.baseImage = image
 	if ws := m.workspaces(req.Local); ws != nil {
-		if img, ok := ws.Image(ctx, sw.repo, image); ok {
-			image = img
+		if img, commit, ok := ws.Image(ctx, sw.repo, image); ok {
+			image, sw.wsBase = img, commit
 			tr.mark("workspace image found")
 		}
 	}

@@ -134,9 +134,9 @@ func TestSandboxesOfAWorkspaceImageShareNothingTheyWrite(t *testing.T) {
 	m.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	img, ok := m.Image(ctx, "/repo/a", base)
-	if !ok {
-		t.Fatal("no workspace image after Prepare")
+	img, commit, ok := m.Image(ctx, "/repo/a", base)
+	if !ok || commit != tip {
+		t.Fatalf("workspace image after Prepare: %q at %q (ok %t), want one at %s", img, commit, ok, tip)
 	}
 	in, err := cli.ImageInspect(ctx, img)
 	if err != nil {
@@ -184,7 +184,7 @@ func TestSandboxesOfAWorkspaceImageShareNothingTheyWrite(t *testing.T) {
 	if err := d.RemoveImage(ctx, img); !errors.Is(err, engine.ErrImageInUse) {
 		t.Errorf("removing the image under its sandboxes: %v, want ErrImageInUse", err)
 	}
-	if _, ok := m.Image(ctx, "/repo/a", base); !ok {
+	if _, _, ok := m.Image(ctx, "/repo/a", base); !ok {
 		t.Error("the image went while its sandboxes live")
 	}
 }
@@ -204,7 +204,7 @@ func TestCleanupRemovesWhatAKilledDaemonLeft(t *testing.T) {
 			return workspace.Tree{Commit: tip, Tar: io.NopCloser(bytes.NewReader(tarball))}, nil
 		})
 		m.Wait()
-		img, ok := m.Image(ctx, repo, base)
+		img, _, ok := m.Image(ctx, repo, base)
 		if !ok {
 			t.Fatal("no image")
 		}

@@ -116,25 +116,26 @@ func digest(s string) string {
 }
 
 // Image is the workspace image of repo built on base (the sandbox image a
-// start would use), if there is one on the image base names now.
-func (m *Manager) Image(ctx context.Context, repo, base string) (string, bool) {
+// start would use), if there is one on the image base names now, and the
+// commit its workspace is at.
+func (m *Manager) Image(ctx context.Context, repo, base string) (image, commit string, ok bool) {
 	m.mu.Lock()
 	e := m.repos[repo]
 	m.mu.Unlock()
 	if e == nil {
-		return "", false
+		return "", "", false
 	}
 	id, err := m.eng.ImageID(ctx, base)
 	if err != nil || id == "" || id != e.base {
-		return "", false
+		return "", "", false
 	}
 	if cur, err := m.eng.ImageID(ctx, e.ref); err != nil || cur != e.id {
-		return "", false // removed under us (by hand): the cold path, and a build at the start's end
+		return "", "", false // removed under us (by hand): the cold path, and a build at the start's end
 	}
 	m.mu.Lock()
 	e.used = time.Now()
 	m.mu.Unlock()
-	return e.ref, true
+	return e.ref, e.commit, true
 }
 
 // Once logs msg at info once per key (a fallback said once).
