@@ -63,7 +63,7 @@ func TestWorkspaceImageKill9LeavesNothingBehind(t *testing.T) {
 		t.Fatalf("start: exit %d\n%s\n%s", code, out, errOut)
 	}
 	testwait.Eventually(t, 3*time.Minute, "a workspace image's build container", func() error {
-		if len(buildContainers(t, ctx, cli)) == 0 {
+		if len(buildContainers(t, ctx, cli, instance)) == 0 {
 			return fmt.Errorf("none; daemon log:\n%s", p.logs())
 		}
 		return nil
@@ -71,7 +71,7 @@ func TestWorkspaceImageKill9LeavesNothingBehind(t *testing.T) {
 	kill9(t, p)
 	p = start("2")
 	checkNoSandboxWithoutItsImage(t, ctx, cli, instance)
-	if n := len(buildContainers(t, ctx, cli)); n > 0 {
+	if n := len(buildContainers(t, ctx, cli, instance)); n > 0 {
 		t.Errorf("%d build containers outlived the restart", n)
 	}
 	// The next start builds it again; then the pool fills with it.
@@ -135,10 +135,12 @@ func cleanupLeavesNoImage(t *testing.T, ctx context.Context, cli *client.Client,
 	return p
 }
 
-// buildContainers are the engine's workspace image build containers.
-func buildContainers(t testing.TB, ctx context.Context, cli *client.Client) []dcontainer.Summary {
+// buildContainers are the workspace image build containers of the daemon
+// instance (they carry the image's labels, its instance among them).
+func buildContainers(t testing.TB, ctx context.Context, cli *client.Client, instance string) []dcontainer.Summary {
 	t.Helper()
-	cs, err := cli.ContainerList(ctx, dcontainer.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("name", contract.WorkspaceBuildPrefix))})
+	cs, err := cli.ContainerList(ctx, dcontainer.ListOptions{All: true, Filters: filters.NewArgs(
+		filters.Arg("name", contract.WorkspaceBuildPrefix), filters.Arg("label", contract.LabelDaemon+"="+instance))})
 	if err != nil {
 		t.Fatal(err)
 	}
