@@ -26,7 +26,9 @@ import (
 // and created alike) start from it: at a tip past the image's commit the
 // runner applies the difference the git service made once for all
 // ("from=image+delta", no git process), and at the image's own tip it
-// only names its branch ("from=image"). Each sandbox writes little (its
+// only names its branch ("from=image"); a branch that exists and forked
+// before the image's commit is fetched ("from=image+fetch"). Each sandbox
+// writes little (its
 // story included): its workspace is the image's, copy-on-write.
 func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
 	parallel(t)
@@ -79,6 +81,11 @@ func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
 	}
 	sw = start(last)
 	checkFrom(t, ctx, cli, repo, sw, "image", p)
+	// A task file again: its branch exists, forked before the image's
+	// commit, so the runner fetches the branch's tip into the image's
+	// workspace.
+	sw = start(round("wi1", 1))
+	checkFrom(t, ctx, cli, repo, sw, "image+fetch", p)
 	if !strings.Contains(p.logs(), "workspace image built") {
 		t.Errorf("the daemon's log does not say it built a workspace image:\n%s", p.logs())
 	}
