@@ -23,8 +23,11 @@ const workspaceSweep = 30 * time.Second
 // (the pool's sandboxes of an image take its spec).
 func openWorkspaces(ctx, life context.Context, cfg *configs.Config, o Options, be backend, git *gitserve.Service, pool *warmpool.Pool, mgr **orchestrator.Manager, log *slog.Logger) orchestrator.WorkspaceImages {
 	switch {
-	case be.docker == nil || git == nil:
-		return nil // Swarm mode nodes share no image store; no local git service
+	case git == nil:
+		return nil // no local git service: every workspace is a clone of origin
+	case be.docker == nil:
+		log.Info("workspace images are not used: Swarm mode nodes share no image store; each sandbox gets its workspace as before")
+		return nil
 	case cfg.Sandbox.ReadOnlyRoot:
 		log.Info("workspace images are not used: with sandbox.read_only_root the workspace is a volume, which the engine fills with a copy of the image's tree; each sandbox gets its workspace as before")
 		return nil
