@@ -138,8 +138,8 @@ func (m *Manager) Image(ctx context.Context, repo, base string) (image, commit s
 	return e.ref, e.commit, true
 }
 
-// Once logs msg at info once per key (a fallback said once).
-func (m *Manager) Once(key, msg string, args ...any) {
+// once logs msg at info once per key (a fallback said once).
+func (m *Manager) once(key, msg string, args ...any) {
 	m.mu.Lock()
 	said := m.said[key]
 	m.said[key] = true
@@ -172,7 +172,7 @@ func (m *Manager) Prepare(repo, base string, tree TreeFunc) {
 		defer cancel()
 		m.opts.Quiet(ctx)
 		if err := m.build(ctx, repo, base, tree); err != nil {
-			m.Once("build:"+repo+":"+err.Error(), "no workspace image for this repository; its sandboxes get their workspace as before",
+			m.once("build:"+repo+":"+err.Error(), "no workspace image for this repository; its sandboxes get their workspace as before",
 				"repo", repo, "err", err)
 		}
 	}()
