@@ -112,7 +112,9 @@ func Serve(ctx context.Context, o Options) error {
 	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
 	oc.Observer = met
 	var mgr *orchestrator.Manager
-	oc.Workspaces = openWorkspaces(ctx, life, cfg, o, be, git, pool, &mgr, log)
+	ws, closeWorkspaces := openWorkspaces(ctx, life, cfg, o, be, git, pool, &mgr, log)
+	defer closeWorkspaces()
+	oc.Workspaces = ws
 	mgr, err = startManager(ctx, life, oc, be.eng, pool, cfg)
 	if err != nil {
 		return err

@@ -21,16 +21,17 @@ const workspaceSweep = 30 * time.Second
 // root. Elsewhere it says once why not and returns nil (sandboxes get
 // their workspace as before). mgr is filled in once the Manager exists
 // (the pool's sandboxes of an image take its spec).
-func openWorkspaces(ctx, life context.Context, cfg *configs.Config, o Options, be backend, git *gitserve.Service, pool *warmpool.Pool, mgr **orchestrator.Manager, log *slog.Logger) orchestrator.WorkspaceImages {
+func openWorkspaces(ctx, life context.Context, cfg *configs.Config, o Options, be backend, git *gitserve.Service, pool *warmpool.Pool, mgr **orchestrator.Manager, log *slog.Logger) (ws orchestrator.WorkspaceImages, closeAll func()) {
+	none := func() {}
 	switch {
 	case git == nil:
-		return nil // no local git service: every workspace is a clone of origin
+		return nil, none // no local git service: every workspace is a clone of origin
 	case be.docker == nil:
 		log.Info("workspace images are not used: Swarm mode nodes share no image store; each sandbox gets its workspace as before")
-		return nil
+		return nil, none
 	case cfg.Sandbox.ReadOnlyRoot:
 		log.Info("workspace images are not used: with sandbox.read_only_root the workspace is a volume, which the engine fills with a copy of the image's tree; each sandbox gets its workspace as before")
-		return nil
+		return nil, none
 	}
 	opts := workspace.Options{Labels: daemonLabels(o), MaxRepos: cfg.Sandbox.WarmPoolRepos, Logger: log}
 	if pool != nil {
@@ -45,7 +46,11 @@ func openWorkspaces(ctx, life context.Context, cfg *configs.Config, o Options, b
 	m := workspace.New(be.docker, opts)
 	m.Cleanup(ctx)
 	go m.Run(life, workspaceSweep)
-	return wsImages{m: m, git: git}
+	return wsImages{m: m, git: git}, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		m.Close(cctx)
+	}
 }
 
 // wsImages is the Manager's view of the workspace images: a repository's

@@ -82,6 +82,8 @@ type Manager struct {
 	building map[string]bool
 	said     map[string]bool // what was logged once
 	wg       sync.WaitGroup
+	life     context.Context // ended by Close: no build starts or goes on
+	end      context.CancelFunc
 }
 
 // New makes a Manager; nothing is built before Prepare.
@@ -95,7 +97,9 @@ func New(eng Engine, opts Options) *Manager {
 	if opts.Quiet == nil {
 		opts.Quiet = func(context.Context) {}
 	}
-	return &Manager{eng: eng, opts: opts, log: opts.Logger, repos: map[string]*entry{}, retired: map[string]time.Time{}, building: map[string]bool{}, said: map[string]bool{}}
+	life, end := context.WithCancel(context.Background())
+	return &Manager{eng: eng, opts: opts, log: opts.Logger, repos: map[string]*entry{}, retired: map[string]time.Time{},
+		building: map[string]bool{}, said: map[string]bool{}, life: life, end: end}
 }
 
 // labels are the manager's selector, with extra.
@@ -154,7 +158,7 @@ func (m *Manager) once(key, msg string, args ...any) {
 // only then.
 func (m *Manager) Prepare(repo, base string, tree TreeFunc) {
 	m.mu.Lock()
-	if m.building[repo] {
+	if m.building[repo] || m.life.Err() != nil {
 		m.mu.Unlock()
 		return
 	}
@@ -168,7 +172,7 @@ func (m *Manager) Prepare(repo, base string, tree TreeFunc) {
 			delete(m.building, repo)
 			m.mu.Unlock()
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), buildTime)
+		ctx, cancel := context.WithTimeout(m.life, buildTime)
 		defer cancel()
 		m.opts.Quiet(ctx)
 		if err := m.build(ctx, repo, base, tree); err != nil {
@@ -180,6 +184,22 @@ func (m *Manager) Prepare(repo, base string, tree TreeFunc) {
 
 // Wait waits for the builds under way (tests, shutdown).
 func (m *Manager) Wait() { m.wg.Wait() }
+
+// Close is the daemon's shutdown: the builds under way stop (each removes
+// its build container), and every image no container uses goes (a next
+// daemon builds its repositories' again; those its sandboxes use, the
+// next start's Cleanup or sweep removes once they are gone).
+func (m *Manager) Close(ctx context.Context) {
+	m.mu.Lock()
+	m.end()
+	m.mu.Unlock()
+	m.wg.Wait()
+	m.mu.Lock()
+	clear(m.repos)
+	clear(m.retired)
+	m.mu.Unlock()
+	m.Sweep(ctx)
+}
 
 // build makes repo's image of tree on base (nothing when the current one
 // is of the same base and commit), then makes it repo's and evicts the
