@@ -2,20 +2,11 @@ package aimid
 
 import (
 	"log/slog"
-	"regexp"
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/redact"
 )
-
-// placeholderName is what a model key placeholder of the gateway's shows
-// as in text the agent supplied: [secret:model-key-placeholder].
-const placeholderName = "model-key-placeholder"
-
-// placeholderRe finds the gateway's placeholders (the prefix and the hex
-// of their random bytes), whoever's they are.
-var placeholderRe = regexp.MustCompile(`(?i)` + regexp.QuoteMeta(contract.GatewayPlaceholderPrefix) + `[0-9a-f]{16,}`)
 
 // knownSecrets is the redactor of what the daemon knows to be secret: the
 // values of agent.env (model keys among them), the token publish.token_env
@@ -31,7 +22,7 @@ func knownSecrets(cfg *configs.Config, getenv func(string) string, log *slog.Log
 			values[name] = v
 		}
 	}
-	r := redact.New(values, redact.Pattern{Name: placeholderName, Re: placeholderRe})
+	r := redact.New(values, redact.Pattern{Name: contract.GatewayPlaceholderName, Re: contract.GatewayPlaceholderRe})
 	for _, name := range r.Short() {
 		log.Warn("a secret's value is too short to be kept out of notices, the inbox and journals", "name", name, "minLength", redact.MinLen)
 	}

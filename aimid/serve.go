@@ -131,6 +131,7 @@ func Serve(ctx context.Context, o Options) error {
 		PrepareStart: configs.PrepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr, oc.Workspaces)),
 		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, secrets, log),
 		Land:         mgr.Land, // it says why in remote mode
+		Pick:         mgr.Pick,
 	})
 }
 
@@ -140,25 +141,38 @@ func Serve(ctx context.Context, o Options) error {
 // service. Else nil.
 func openInbox(life context.Context, cfg *configs.Config, git *gitserve.Service, sbNet orchestrator.SandboxNet, mgr *orchestrator.Manager, secrets *redact.Redactor, log *slog.Logger) daemon.Inbox {
 	sn, _ := sbNet.(*sandboxnet.Net)
-	if !sandboxnet.AsksAPerson(cfg) {
+	if sn != nil {
+		// The egress proxy may ask a person (egress.ask, or a
+		// repository's): the inbox is there for it whatever the policy.
+		go sn.Follow(life, mgr.Subscribe(life))
+	}
+	if !sandboxnet.AsksAPerson(cfg) && sn == nil {
 		return nil
 	}
-	if sn == nil && (git == nil || cfg.Git.Mode != configs.GitLocal) {
+	if sandboxnet.AsksAPerson(cfg) && sn == nil && (git == nil || cfg.Git.Mode != configs.GitLocal) {
 		log.Warn("agent.permission_policy asks a person, but containers of remote-mode swarms have no channel to the daemon (engine.backend swarm: no socket of their own): their asked tool calls are rejected")
 	}
 	if git == nil && sn == nil {
 		return nil
 	}
-	in := inbox.New(inbox.Config{
+	icfg := inbox.Config{
 		Timeout: cfg.Agent.AskTimeout, Fallback: cfg.Agent.AskFallback, Logger: log,
 		Journal: mgr.JournalNote, Publish: mgr.Publish, Running: mgr.Running, Redact: secrets,
-	})
-	events := mgr.Subscribe(life)
-	go in.Run(life, events)
-	if git != nil {
-		git.SetAsks(in)
+		Stories: mgr.StoriesRunning, RepoOf: mgr.RepoOf,
 	}
 	if sn != nil {
+		icfg.Grant = sn.Grant
+	}
+	in := inbox.New(icfg)
+	if sn != nil {
+		sn.SetEgressAsker(in, mgr.StoriesRunning)
+	}
+	events := mgr.Subscribe(life)
+	go in.Run(life, events)
+	if git != nil && sandboxnet.AsksAPerson(cfg) {
+		git.SetAsks(in)
+	}
+	if sn != nil && sandboxnet.AsksAPerson(cfg) {
 		sn.SetAsks(in)
 	}
 	return in
@@ -350,6 +364,7 @@ func managerConfig(cfg *configs.Config, o Options, be backend, git *gitserve.Ser
 	oc.Models = models
 	oc.Labels = map[string]string{contract.LabelDaemon: o.Instance}
 	oc.RadarDir = filepath.Join(o.DataDir, "radar")
+	oc.OriginDir = filepath.Join(o.DataDir, "origin")
 	if be.probe != nil && be.trees != nil {
 		// Whatever the git mode, what only a container holds is read and
 		// taken out of it before it is removed or replaced.

@@ -1,10 +1,12 @@
 package aimid
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
 	"path/filepath"
 	"strconv"
 
@@ -59,7 +61,15 @@ func orchestratorConfig(c *configs.Config, git *gitserve.Service, log *slog.Logg
 		LandAuto:          c.Land.Auto,
 		LandFixAttempts:   landFixAttempts(c.Land.FixAttempts),
 		LandVerifyCommand: c.Land.VerifyCommand,
+		LandHook:          landPause(log),
+		ScoreCommand:      c.Swarm.ScoreCommand,
+		PickPause:         os.Getenv(EnvPickPause),
+		Variants:          agentVariants(c.Agent.Variants),
 		Logger:            log,
+		// A remote-mode land's one pull request: the token publish uses.
+		LandPR: publish.Hosted{GitHub: publish.GitHub{
+			API: c.Publish.GitHubAPI, Token: os.Getenv(cmp.Or(c.Publish.TokenEnv, publish.DefaultTokenEnv)),
+		}},
 	}
 	if git != nil {
 		// A nil *gitserve.Service must stay a nil interface: the Manager
@@ -155,3 +165,17 @@ func landFixAttempts(n int) int {
 	}
 	return n
 }
+
+// agentVariants maps agent.variants onto the Manager's.
+func agentVariants(vs []configs.Variant) []orchestrator.AgentVariant {
+	var out []orchestrator.AgentVariant
+	for _, v := range vs {
+		out = append(out, orchestrator.AgentVariant{Name: v.Name, Command: v.Command, Env: maps.Clone(v.Env)})
+	}
+	return out
+}
+
+// EnvPickPause ("before" or "after") holds every attempt pick before its
+// state write or after it until the daemon ends: a test hook that stands
+// in for a daemon killed at either point.
+const EnvPickPause = "AIMI_TEST_PICK_PAUSE"

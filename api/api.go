@@ -27,6 +27,11 @@ type StartRequest struct {
 	Local bool `json:"local,omitempty"`
 	// Image overrides the daemon's sandbox.image.
 	Image string `json:"image,omitempty"`
+	// Attempts runs each task file this many times (best of N,
+	// docs/attempts.md); 0 or 1: once. AttemptsStop is "all" (default)
+	// or "first-verified".
+	Attempts     int    `json:"attempts,omitempty"`
+	AttemptsStop string `json:"attemptsStop,omitempty"`
 }
 
 // SwarmView is the answer of Start, Status, Stop and Resume: the state file's
@@ -43,6 +48,9 @@ type SwarmView struct {
 	// Summary counts the containers by status, those completed with
 	// failed stories apart (state.Summarize); derived from State.
 	Summary *state.Summary `json:"summary,omitempty"`
+	// Attempts are the task files run several times (best of N), each
+	// with its attempts and the pick, as the state file records them.
+	Attempts []*state.AttemptSet `json:"attempts,omitempty"`
 }
 
 // ContainerDetail is the daemon's extra knowledge of one container.
@@ -88,6 +96,10 @@ type ContainerDetail struct {
 	// one per provider: for its limit's reset, max_concurrent or
 	// requests_per_minute. Not in the state file.
 	LimitWaits []LimitWait `json:"limitWaits,omitempty"`
+	// Egress are the egress proxy's rules in force for the container
+	// while it runs (nil when the sandboxes keep a network, or it ended).
+	// Not in the state file.
+	Egress *EgressRules `json:"egress,omitempty"`
 }
 
 // LimitWait is a container's calls to one provider held at the model

@@ -1,6 +1,9 @@
 package api
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Event kinds of the inbox: a permission request waits for a person, and
 // one was answered (by a person, by the timeout's fallback, or dropped
@@ -19,17 +22,21 @@ const (
 // PermissionRequest is one agent's permission request waiting for a person.
 // Every text field comes from the agent: filter it before a terminal or page.
 type PermissionRequest struct {
-	ID            string             `json:"id"`
-	RepoPath      string             `json:"repoPath"`
-	SwarmID       string             `json:"swarmId"`
-	ContainerName string             `json:"containerName"`
-	StoryID       string             `json:"storyId,omitempty"`
-	Title         string             `json:"title"`
-	Kind          string             `json:"kind"`
-	Paths         []string           `json:"paths,omitempty"`
-	Command       string             `json:"command,omitempty"`
-	Options       []PermissionOption `json:"options"`
-	AskedAt       time.Time          `json:"askedAt"`
+	ID            string `json:"id"`
+	RepoPath      string `json:"repoPath"`
+	SwarmID       string `json:"swarmId"`
+	ContainerName string `json:"containerName"`
+	// Containers are every container waiting on a request of the egress
+	// proxy (kind fetch): one request per host and swarm, which the
+	// containers that ask for the host join.
+	Containers []string           `json:"containers,omitempty"`
+	StoryID    string             `json:"storyId,omitempty"`
+	Title      string             `json:"title"`
+	Kind       string             `json:"kind"`
+	Paths      []string           `json:"paths,omitempty"`
+	Command    string             `json:"command,omitempty"`
+	Options    []PermissionOption `json:"options"`
+	AskedAt    time.Time          `json:"askedAt"`
 	// Deadline is when the fallback answers it (agent.ask_timeout).
 	Deadline time.Time `json:"deadline"`
 }
@@ -67,4 +74,18 @@ type Answered struct {
 	ID            string `json:"id"`
 	ContainerName string `json:"containerName"`
 	OptionID      string `json:"optionId"`
+}
+
+type requesterKey struct{}
+
+// WithRequester is ctx carrying who made an API request: the user of the
+// daemon socket's peer, as the kernel names it.
+func WithRequester(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, requesterKey{}, who)
+}
+
+// RequesterOf is who made the API request of ctx ("" when not known).
+func RequesterOf(ctx context.Context) string {
+	s, _ := ctx.Value(requesterKey{}).(string)
+	return s
 }

@@ -38,11 +38,23 @@ type LandReport struct {
 	// Take is the one command that moves Onto to the landed work (a
 	// fast-forward), "" when nothing landed.
 	Take string `json:"take,omitempty"`
+	// Origin is where the integration branch was pushed (remote git
+	// mode: origin's URL), and PRURL its pull request, when one was
+	// opened; without one Take is the page or command that opens it.
+	Origin string `json:"origin,omitempty"`
+	PRURL  string `json:"prUrl,omitempty"`
 	// Running is true while the land goes on (the record the daemon keeps
 	// beside the swarm's journals says so after a crash, too); Updated is
 	// when the record last changed.
 	Running bool      `json:"running,omitempty"`
 	Updated time.Time `json:"updated"`
+	// Cut says the land stopped in the middle (the daemon was killed or
+	// stopped, or the command interrupted): its entries are as they were
+	// then, and `aimi swarm land` again goes on where it stopped.
+	Cut bool `json:"cut,omitempty"`
+	// Cost is the land's own model cost: every check and fix-up it ran
+	// (each result's RunsCost), apart from the branches' work.
+	Cost float64 `json:"cost"`
 }
 
 // LandResult is one container's outcome: "landed", "fixed" or "held"
@@ -59,6 +71,12 @@ type LandResult struct {
 	Verify    string   `json:"verify,omitempty"`
 	// Fixup names the fix-up container of a conflict or failed check.
 	Fixup string `json:"fixup,omitempty"`
+	// Cost is the container's model cost so far, the figure `aimi swarm
+	// usage` prints for it; RunsCost is its merge's checks' and fix-ups'
+	// (counted as the land's). At the configured prices, plus what agents
+	// reported in USD.
+	Cost     float64 `json:"cost"`
+	RunsCost float64 `json:"runsCost"`
 }
 
 // LandFixing and LandVerifying are the outcomes of a branch whose fix-up,

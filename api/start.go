@@ -1,6 +1,10 @@
 package api
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/aimi-tools/swarm/attempts"
+)
 
 // FieldError is an invalid request field: the daemon answers it with HTTP
 // 400 and the field's name, and errors.Is(err, ErrInvalidRequest) holds.
@@ -26,6 +30,12 @@ func (r StartRequest) Check() error {
 		return &FieldError{"max", fmt.Sprintf("%d is negative; use a positive number of containers, or 0 for the configured default", r.Max)}
 	case r.Append && r.Force:
 		return &FieldError{"force", "append and force exclude each other; use one"}
+	}
+	if err := attempts.CheckCount(r.Attempts); err != nil {
+		return &FieldError{"attempts", err.Error()}
+	}
+	if !attempts.ValidStop(r.AttemptsStop) {
+		return &FieldError{"attemptsStop", fmt.Sprintf("%q is not a stop policy; use %s or %s", r.AttemptsStop, attempts.StopAll, attempts.StopFirstVerified)}
 	}
 	for i, f := range r.TaskFiles {
 		if f == "" {

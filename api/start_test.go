@@ -30,3 +30,16 @@ func TestStartRequestCheck(t *testing.T) {
 		})
 	}
 }
+
+func TestStartRequestChecksAttempts(t *testing.T) {
+	ok := StartRequest{TaskFiles: []string{"a"}, Attempts: 16, AttemptsStop: "first-verified"}
+	if err := ok.Check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []StartRequest{{TaskFiles: []string{"a"}, Attempts: 17}, {TaskFiles: []string{"a"}, Attempts: -1}, {TaskFiles: []string{"a"}, AttemptsStop: "first"}} {
+		var fe *FieldError
+		if err := r.Check(); !errors.As(err, &fe) || (fe.Field != "attempts" && fe.Field != "attemptsStop") {
+			t.Errorf("%+v: %v, want a field error on attempts", r, err)
+		}
+	}
+}

@@ -34,9 +34,9 @@ func fakeSwarm() api.SwarmList {
 				{ID: "US-002", Title: hostile, DependsOn: []string{"US-001"}, Status: "in_progress"},
 				{ID: "US-003", Title: "Docs", DependsOn: []string{"US-001"}, Status: "pending"},
 			}}},
-		Land: &api.LandReport{Branch: "aimi/land/6f1c2d3e", Onto: "main", Running: true, Results: []api.LandResult{
-			{Container: "aimi-api", Outcome: "landed"},
-			{Container: "aimi-web", Outcome: api.LandFixing, Fixup: "aimi-land-fix-aimi-web"},
+		Land: &api.LandReport{Branch: "aimi/land/6f1c2d3e", Onto: "main", Running: true, Cost: 0.05, Results: []api.LandResult{
+			{Container: "aimi-api", Outcome: "landed", Cost: 0.125},
+			{Container: "aimi-web", Outcome: api.LandFixing, Fixup: "aimi-land-fix-aimi-web", Cost: 0.5, RunsCost: 0.05},
 			{Container: "aimi-cli", Outcome: "held", Reason: "it conflicts on " + hostile},
 		}},
 	}}}
@@ -153,7 +153,7 @@ func checkLandPanel(t *testing.T, ctx context.Context) {
 	t.Helper()
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]any](`(() => {
 		const l = document.querySelector('.land');
-		return {hidden: l.hidden, head: l.querySelector('h3').textContent,
+		return {hidden: l.hidden, head: l.querySelector('h3').textContent, cost: l.querySelector('.land-cost').textContent,
 			items: [...l.querySelectorAll('li')].map((li) => li.dataset.outcome + '|' + li.textContent),
 			imgs: document.querySelectorAll('img').length};
 	})()`))
@@ -164,8 +164,12 @@ func checkLandPanel(t *testing.T, ctx context.Context) {
 	if got["hidden"] != false || got["head"] != "Land onto main as aimi/land/6f1c2d3e (running)" || len(items) != 3 || got["imgs"].(float64) != 0 {
 		t.Fatalf("land panel: %+v", got)
 	}
-	if items[1] != "fixing|fixing aimi-web (in aimi-land-fix-aimi-web)" || !strings.HasPrefix(items[2].(string), "held|held aimi-cli: it conflicts on <img") {
+	if items[0] != "landed|landed aimi-api · cost 0.1250" || items[1] != "fixing|fixing aimi-web (in aimi-land-fix-aimi-web) · cost 0.5000 + 0.0500 land" ||
+		!strings.HasPrefix(items[2].(string), "held|held aimi-cli · cost 0.0000: it conflicts on <img") {
 		t.Errorf("land panel items: %q", items)
+	}
+	if got["cost"] != "Land cost (checks and fix-ups): 0.0500" {
+		t.Errorf("land panel cost: %q", got["cost"])
 	}
 }
 

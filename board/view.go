@@ -26,6 +26,8 @@ type swarmJSON struct {
 	Containers []containerJSON `json:"containers"`
 	// Land is the swarm's last land (the train), nil before one.
 	Land *landJSON `json:"land"`
+	// Attempts are the task files run several times (attempts.go).
+	Attempts []attemptSetJSON `json:"attempts"`
 }
 
 // landJSON is a land as the page shows it: where, and each branch's
@@ -34,14 +36,21 @@ type landJSON struct {
 	Branch  string           `json:"branch"`
 	Onto    string           `json:"onto"`
 	Running bool             `json:"running"`
+	Cut     bool             `json:"cut"`
 	Results []landResultJSON `json:"results"`
+	// Cost is the land's own: its checks and fix-ups.
+	Cost float64 `json:"cost"`
 }
 
+// landResultJSON is one branch of the train; Cost is its container's
+// (as `aimi swarm usage` has it), RunsCost its checks' and fix-ups'.
 type landResultJSON struct {
-	Container string `json:"container"`
-	Outcome   string `json:"outcome"`
-	Reason    string `json:"reason"`
-	Fixup     string `json:"fixup"`
+	Container string  `json:"container"`
+	Outcome   string  `json:"outcome"`
+	Reason    string  `json:"reason"`
+	Fixup     string  `json:"fixup"`
+	Cost      float64 `json:"cost"`
+	RunsCost  float64 `json:"runsCost"`
 }
 
 // boardLand is rep for the page, cleaned.
@@ -49,10 +58,10 @@ func boardLand(rep *api.LandReport) *landJSON {
 	if rep == nil {
 		return nil
 	}
-	l := &landJSON{Branch: clean(rep.Branch, maxTitle), Onto: clean(rep.Onto, maxTitle), Running: rep.Running, Results: []landResultJSON{}}
+	l := &landJSON{Branch: clean(rep.Branch, maxTitle), Onto: clean(rep.Onto, maxTitle), Running: rep.Running, Cut: rep.Cut, Results: []landResultJSON{}, Cost: rep.Cost}
 	for _, r := range rep.Results {
 		l.Results = append(l.Results, landResultJSON{Container: clean(r.Container, maxTitle), Outcome: clean(r.Outcome, maxTitle),
-			Reason: clean(r.Reason, maxText), Fixup: clean(r.Fixup, maxTitle)})
+			Reason: clean(r.Reason, maxText), Fixup: clean(r.Fixup, maxTitle), Cost: r.Cost, RunsCost: r.RunsCost})
 	}
 	return l
 }
@@ -82,9 +91,16 @@ type containerJSON struct {
 	// LimitWaits say what the container's model calls wait for at the
 	// gateway now ("waiting for anthropic limit until 15:04:05").
 	LimitWaits []string `json:"limitWaits"`
+	// EgressGranted are the hosts a person let the container reach
+	// through the inbox (egress.ask), with their scope: "pkg.example:443
+	// (swarm)".
+	EgressGranted []string `json:"egressGranted"`
 	// Conflicts name what the container's branch would conflict with (the
 	// conflict radar): another container, or "main (the landing target)".
 	Conflicts []conflictJSON `json:"conflicts"`
+	// Picked: an attempt of a task file run several times, and its pick
+	// (absent for a task file run once).
+	Picked *bool `json:"picked,omitempty"`
 }
 
 // conflictJSON is one conflict of a container's branch, for its badge.
@@ -123,6 +139,8 @@ func boardList(l api.SwarmList) listJSON {
 
 func boardSwarm(v api.SwarmView) swarmJSON {
 	s := swarmJSON{Repo: v.RepoPath, Containers: []containerJSON{}, Land: boardLand(v.Land)}
+	var picked map[string]bool
+	s.Attempts, picked = boardAttempts(v)
 	details := map[string]api.ContainerDetail{}
 	for _, d := range v.Containers {
 		details[d.Name] = d
@@ -139,9 +157,17 @@ func boardSwarm(v api.SwarmView) swarmJSON {
 			ExitCode: d.ExitCode, OOMKilled: d.OOMKilled, Finished: d.Finished,
 			LastOutput: clean(d.LastOutput, maxText), Rejected: d.Rejected, EgressDenied: d.EgressDenied, GitRefused: d.GitRefused,
 			Errors: []errorJSON{}, Stories: []storyJSON{},
-			Progress: progressJSON(e.StoryProgress), LimitWaits: []string{},
+			Progress: progressJSON(e.StoryProgress), LimitWaits: []string{}, EgressGranted: []string{},
+		}
+		if d.Egress != nil {
+			for _, g := range d.Egress.Granted {
+				c.EgressGranted = append(c.EgressGranted, clean(g.Rule+" ("+g.Scope+")", maxTitle))
+			}
 		}
 		c.Conflicts = conflictsOf(v.Conflicts, e.ContainerName)
+		if p, ok := picked[e.ContainerName]; ok {
+			c.Picked = &p
+		}
 		for _, w := range d.LimitWaits {
 			c.LimitWaits = append(c.LimitWaits, clean(w.Text, maxTitle))
 		}

@@ -113,3 +113,33 @@ func TestContainerCardsCarryTheConflictBadge(t *testing.T) {
 		}
 	}
 }
+
+// A container a person granted a host through the inbox shows it on its
+// card, with the grant's scope.
+func TestContainerCardCarriesTheEgressGrants(t *testing.T) {
+	v := api.SwarmView{RepoPath: "/repo", State: &state.Swarm{SwarmID: "s", Containers: []*state.Container{
+		{ContainerName: "aimi-a", Status: state.StatusRunning}, {ContainerName: "aimi-b", Status: state.StatusRunning}}},
+		Containers: []api.ContainerDetail{{Name: "aimi-a", Egress: &api.EgressRules{Granted: []api.EgressGrant{{Rule: "pkg.corp.test:8080", Scope: "swarm\u202e"}}}}}}
+	s := boardSwarm(v)
+	if got := s.Containers[0].EgressGranted; len(got) != 1 || got[0] != "pkg.corp.test:8080 (swarm)" {
+		t.Fatalf("card of the granted container: %q", got)
+	}
+	if got := s.Containers[1].EgressGranted; got == nil || len(got) != 0 {
+		t.Fatalf("card of the other container: %#v, want an empty list", got)
+	}
+}
+
+// The train carries each branch's container's cost and its checks' and
+// fix-ups', and the land's own, as the daemon gives them; text is cleaned.
+func TestLandPanelCarriesTheCosts(t *testing.T) {
+	l := boardLand(&api.LandReport{Branch: "aimi/land/x", Onto: "main\u202e", Cost: 0.25, Cut: true, Results: []api.LandResult{
+		{Container: "aimi-a", Outcome: "landed", Cost: 1.5},
+		{Container: "aimi-b", Outcome: "fixed", Cost: 2, RunsCost: 0.25},
+	}})
+	if l.Cost != 0.25 || !l.Cut || len(l.Results) != 2 || l.Results[0].Cost != 1.5 || l.Results[0].RunsCost != 0 || l.Results[1].Cost != 2 || l.Results[1].RunsCost != 0.25 {
+		t.Fatalf("land %+v", l)
+	}
+	if strings.ContainsRune(l.Onto, '\u202e') {
+		t.Errorf("a bidi control reached the page: %q", l.Onto)
+	}
+}

@@ -61,6 +61,11 @@ func TestStatusSumsTheLandUp(t *testing.T) {
 		t.Errorf("land line %q", got)
 	}
 	b.Reset()
+	printLandLine(&b, &api.LandReport{Onto: "main", Branch: "aimi/land/x", Cut: true, Results: []api.LandResult{{Outcome: "landed"}, {Outcome: api.LandVerifying}}})
+	if got := b.String(); got != "Land (land cut short: 'aimi swarm land' goes on where it stopped): onto main as aimi/land/x: 1 landed, 1 verifying\n" {
+		t.Errorf("cut land line %q", got)
+	}
+	b.Reset()
 	printLandLine(&b, nil)
 	if b.Len() != 0 {
 		t.Errorf("no land printed %q", b.String())
@@ -69,5 +74,28 @@ func TestStatusSumsTheLandUp(t *testing.T) {
 	view := `{"state":{"swarmId":"x"},"land":{"branch":"aimi/land/x","results":[]}}`
 	if err := printStatusJSON(&b, []byte(view), false); err != nil || !strings.Contains(b.String(), `"land": {`) {
 		t.Errorf("status --json: %q %v, want the land member", b.String(), err)
+	}
+}
+
+// TestLandOutputInRemoteMode: the land's report and the status line name
+// the pull request, or the page that opens it.
+func TestLandOutputInRemoteMode(t *testing.T) {
+	var b bytes.Buffer
+	rep := api.LandReport{Onto: "main", Branch: "aimi/land/x", Origin: "https://git.example/acme/w.git", PRURL: "https://git.example/acme/w/pull/7",
+		Results: []api.LandResult{{Container: "a", Branch: "feat/a", Outcome: "landed", Merge: "abc"}}}
+	printLand(&b, rep)
+	if got := b.String(); !strings.Contains(got, "on origin as aimi/land/x; its pull request onto main:\n  https://git.example/acme/w/pull/7\n") {
+		t.Errorf("land with a pull request:\n%s", got)
+	}
+	b.Reset()
+	printLandLine(&b, &rep)
+	if got := b.String(); got != "Land (last land): onto main as aimi/land/x: 1 landed; pull request https://git.example/acme/w/pull/7\n" {
+		t.Errorf("land line %q", got)
+	}
+	b.Reset()
+	rep.PRURL, rep.Take = "", "open its pull request: https://git.example/acme/w/compare/main...aimi/land/x?expand=1"
+	printLand(&b, rep)
+	if got := b.String(); !strings.Contains(got, "on origin as aimi/land/x; open its pull request: https://git.example/acme/w/compare/main...aimi/land/x?expand=1\n") {
+		t.Errorf("land without a pull request:\n%s", got)
 	}
 }

@@ -45,8 +45,9 @@ func exitf(code int, format string, args ...any) error {
 	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
 }
 
-// NewRoot builds the `aimi` command tree.
-func NewRoot(s Streams) *cobra.Command {
+// NewRoot builds the `aimi` command tree, with the commands more makes
+// (front ends that live outside this package, such as `aimi mcp`).
+func NewRoot(s Streams, more ...func(Streams) *cobra.Command) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "aimi",
 		Short:         "aimi swarm: run task files in Docker sandboxes",
@@ -57,6 +58,9 @@ func NewRoot(s Streams) *cobra.Command {
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	root.AddCommand(newACPCmd(s), newTasksCmd(s), newSwarmCmd(s))
+	for _, m := range more {
+		root.AddCommand(m(s))
+	}
 	return root
 }
 
@@ -66,12 +70,12 @@ func NewRoot(s Streams) *cobra.Command {
 // container output, agent messages and task files, any of which may carry
 // escape sequences meant for the user's terminal. JSON stays the same JSON
 // (see termsafe); the commands' own cursor moves use writeControl.
-func Run(ctx context.Context, args []string, s Streams) int {
+func Run(ctx context.Context, args []string, s Streams, more ...func(Streams) *cobra.Command) int {
 	out, errOut := safeWriter(s.Out), safeWriter(s.Err)
 	defer out.Flush()
 	defer errOut.Flush()
 	s = Streams{In: s.In, Out: out, Err: errOut}
-	root := NewRoot(s)
+	root := NewRoot(s, more...)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ func newSwarmStatusCmd(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return showStateFile(cmd, s, root, asJSON)
+			return showStateFile(cmd.Context(), s.Out, root, asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&repo, "repo", "", "repository (default: the directory holding .aimi at or above the current one)")
@@ -41,9 +42,9 @@ func newSwarmStatusCmd(s Streams) *cobra.Command {
 }
 
 // showStateFile prints the state file of the repository at root.
-func showStateFile(cmd *cobra.Command, s Streams, root string, asJSON bool) error {
+func showStateFile(ctx context.Context, w io.Writer, root string, asJSON bool) error {
 	st := state.Open(root)
-	sw, err := st.Load(cmd.Context())
+	sw, err := st.Load(ctx)
 	if errors.Is(err, state.ErrNoState) {
 		return exitf(ExitInvalid, "no swarm state in %s (%s does not exist); start a swarm with 'aimi swarm start'", root, st.Path())
 	}
@@ -51,7 +52,7 @@ func showStateFile(cmd *cobra.Command, s Streams, root string, asJSON bool) erro
 		return exitf(ExitInvalid, "%v", err)
 	}
 	if !asJSON {
-		RenderStatus(s.Out, sw)
+		RenderStatus(w, sw)
 		return nil
 	}
 	// Print the bytes as they are on disk, not a re-encoding: other tools
@@ -64,11 +65,11 @@ func showStateFile(cmd *cobra.Command, s Streams, root string, asJSON bool) erro
 	if err := state.CheckFile(b); err != nil {
 		return exitf(ExitInvalid, "%s does not match the swarm-state schema: %v", st.Path(), err)
 	}
-	if _, err := s.Out.Write(b); err != nil {
+	if _, err := w.Write(b); err != nil {
 		return exitf(ExitUsage, "write: %v", err)
 	}
 	if len(b) > 0 && b[len(b)-1] != '\n' {
-		fmt.Fprintln(s.Out)
+		fmt.Fprintln(w)
 	}
 	return nil
 }

@@ -46,11 +46,13 @@ Exit codes: 0 ok; 1 a container failed or the daemon refused the request;
 		newSwarmCleanupCmd(s),
 		newSwarmFetchCmd(s),
 		newSwarmLandCmd(s),
+		newSwarmPickCmd(s),
 		newSwarmLogsCmd(s),
 		newSwarmUsageCmd(s),
 		newSwarmEventsCmd(s),
 		newSwarmInboxCmd(s),
 		newSwarmAnswerCmd(s),
+		newSwarmEgressCmd(s),
 		newSwarmUICmd(s),
 	)
 	return cmd
@@ -91,6 +93,14 @@ func swarmRepoRoot(dir string) (string, error) {
 	}
 	return real, nil
 }
+
+// RepoRoot is the repository the daemon keys swarms by, as every `aimi
+// swarm` command finds it from --repo (dir; "" is the working directory).
+func RepoRoot(dir string) (string, error) { return swarmRepoRoot(dir) }
+
+// DaemonError is the error a command reports for a daemon or client error:
+// an *ExitError with the command's exit code and message.
+func DaemonError(err error) error { return swarmErr(err) }
 
 // withClient runs fn with the target's repository and a daemon client,
 // closed afterwards, and turns the daemon's errors into exit codes.

@@ -29,6 +29,7 @@ func renderSwarmView(w io.Writer, v api.SwarmView) {
 	printLimitWaits(w, v)
 	printConflicts(w, v)
 	printLandLine(w, v.Land)
+	printAttempts(w, v)
 	printContainerErrors(w, v)
 }
 
@@ -280,6 +281,25 @@ func renderAnswer(w io.Writer, view api.SwarmView, err error) error {
 	return nil
 }
 
+// WriteSwarmView prints a swarm view as the commands that answer with one
+// (stop, resume) do: the status table and what the file has no field for.
+func WriteSwarmView(w io.Writer, view api.SwarmView) { renderSwarmView(w, view) }
+
+// WriteStatusJSON prints what `aimi swarm status --json` prints: the
+// daemon's reconciled state (with detail its whole view), or, when no
+// daemon answers, a note and the state file checked against its schema.
+func WriteStatusJSON(ctx context.Context, client *daemon.Client, repo string, w io.Writer, detail bool) error {
+	body, err := client.StatusJSON(ctx, repo)
+	if errors.Is(err, daemon.ErrUnreachable) && !detail {
+		fmt.Fprintln(w, "daemon not running; showing the state file")
+		return showStateFile(ctx, w, repo, true)
+	}
+	if err != nil {
+		return swarmErr(err)
+	}
+	return printStatusJSON(w, body, detail)
+}
+
 func printCleanup(w io.Writer, rep api.CleanupReport) {
 	if len(rep.Removed) == 0 {
 		fmt.Fprintln(w, "removed: none")
@@ -311,44 +331,68 @@ func printCleanup(w io.Writer, rep api.CleanupReport) {
 
 func newSwarmLogsCmd(s Streams) *cobra.Command {
 	var t swarmTarget
-	var follow, asJSON bool
-	var tail int
-	var since string
+	var o LogsOptions
 	cmd := &cobra.Command{
 		Use:   "logs NAME",
 		Short: "show a container's journal: time, type, story, status, output",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := api.LogsRequest{Name: args[0], Follow: follow, Tail: tail}
-			if tail < 0 {
-				return exitf(ExitUsage, "--tail %d: give a number of records, 0 for all", tail)
-			}
-			if since != "" {
-				at, err := parseSince(since, time.Now())
-				if err != nil {
-					return exitf(ExitUsage, "--since %q: %v", since, err)
-				}
-				req.Since = at
+			o.Name = args[0]
+			req, err := LogsRequest("", o, time.Now())
+			if err != nil {
+				return err
 			}
 			return t.withClient(func(repo string, client *daemon.Client) error {
 				req.RepoPath = repo
-				enc := json.NewEncoder(s.Out)
-				return endOfStream(cmd.Context(), client.Logs(cmd.Context(), req, func(r state.Record) error {
-					if asJSON {
-						return enc.Encode(r)
-					}
-					_, err := fmt.Fprintln(s.Out, formatRecord(r))
-					return err
-				}))
+				return WriteLogs(cmd.Context(), client, req, s.Out, o.JSON)
 			})
 		},
 	}
 	t.addFlags(cmd)
-	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new records until the container is done")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the journal records as NDJSON")
-	cmd.Flags().IntVar(&tail, "tail", 0, "print only the last N records (0: all); read from the journal's end")
-	cmd.Flags().StringVar(&since, "since", "", "print only records from this time on: a duration back from now (10m, 2h) or an RFC 3339 time")
+	cmd.Flags().BoolVar(&o.Follow, "follow", false, "keep printing new records until the container is done")
+	cmd.Flags().BoolVar(&o.JSON, "json", false, "print the journal records as NDJSON")
+	cmd.Flags().IntVar(&o.Tail, "tail", 0, "print only the last N records (0: all); read from the journal's end")
+	cmd.Flags().StringVar(&o.Since, "since", "", "print only records from this time on: a duration back from now (10m, 2h) or an RFC 3339 time")
 	return cmd
+}
+
+// LogsOptions are `aimi swarm logs`'s argument and flags.
+type LogsOptions struct {
+	Name         string
+	Tail         int
+	Since        string
+	Follow, JSON bool
+}
+
+// LogsRequest checks o as the command does and makes the daemon's request
+// for repo (since relative to now).
+func LogsRequest(repo string, o LogsOptions, now time.Time) (api.LogsRequest, error) {
+	req := api.LogsRequest{RepoPath: repo, Name: o.Name, Follow: o.Follow, Tail: o.Tail}
+	if o.Tail < 0 {
+		return req, exitf(ExitUsage, "--tail %d: give a number of records, 0 for all", o.Tail)
+	}
+	if o.Since != "" {
+		at, err := parseSince(o.Since, now)
+		if err != nil {
+			return req, exitf(ExitUsage, "--since %q: %v", o.Since, err)
+		}
+		req.Since = at
+	}
+	return req, nil
+}
+
+// WriteLogs prints the journal records req selects to w, one line each
+// (formatRecord) or as NDJSON, until the journal (or with Follow the
+// container) ends or ctx does. Its errors are the command's.
+func WriteLogs(ctx context.Context, client *daemon.Client, req api.LogsRequest, w io.Writer, asJSON bool) error {
+	enc := json.NewEncoder(w)
+	return swarmErr(endOfStream(ctx, client.Logs(ctx, req, func(r state.Record) error {
+		if asJSON {
+			return enc.Encode(r)
+		}
+		_, err := fmt.Fprintln(w, formatRecord(r))
+		return err
+	})))
 }
 
 // parseSince reads --since: a duration back from now, or an RFC 3339 time.
@@ -474,7 +518,11 @@ func newSwarmEventsCmd(s Streams) *cobra.Command {
 					repo = ""
 				}
 				enc := json.NewEncoder(s.Out)
-				return endOfStream(cmd.Context(), client.Events(cmd.Context(), repo, func(e api.Event) error {
+				// On stderr, once the daemon has subscribed: a script that
+				// starts this and then acts can wait for the line and miss
+				// nothing its action causes.
+				opened := func() { fmt.Fprintln(s.Err, EventsFollowing) }
+				return endOfStream(cmd.Context(), client.EventsOpened(cmd.Context(), repo, opened, func(e api.Event) error {
 					if asJSON {
 						return enc.Encode(e)
 					}
@@ -489,6 +537,10 @@ func newSwarmEventsCmd(s Streams) *cobra.Command {
 	cmd.Flags().BoolVar(&allRepos, "all-repos", false, "events of every repository, not just this one")
 	return cmd
 }
+
+// EventsFollowing is what `aimi swarm events` writes on stderr once the
+// daemon follows the stream for it.
+const EventsFollowing = "following the daemon's events (interrupt to end)"
 
 func formatEvent(e api.Event) string {
 	parts := []string{e.Time.UTC().Format("15:04:05.000"), string(e.Kind)}

@@ -201,7 +201,7 @@ func TestSwarmEventsStreamsUntilInterrupted(t *testing.T) {
 			}
 			cancel()
 			r := <-done
-			if r.code != 0 || strings.Contains(r.out, "aimi-other") {
+			if r.code != 0 || strings.Contains(r.out, "aimi-other") || strings.TrimSpace(r.err) != EventsFollowing {
 				t.Fatalf("exit %d: %q %q", r.code, r.out, r.err)
 			}
 			if !asJSON && strings.TrimSpace(r.out) != "10:00:01.000 progress aimi-a running US-001 completed: done" {

@@ -117,9 +117,10 @@ func swarmDone(v api.SwarmView) bool {
 
 // followOutcome is how following a finished swarm ends: an exit code 1
 // error when a container failed or completed with failed stories (the
-// message spec's completed), nil otherwise.
+// message spec's completed), nil otherwise. The attempts a task file's
+// pick beat do not count: their task file has its result.
 func followOutcome(v api.SwarmView) error {
-	sum := state.Summarize(v.State)
+	sum := state.Summarize(withoutLosers(v))
 	if sum.Unsuccessful() == 0 {
 		return nil
 	}

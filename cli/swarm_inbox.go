@@ -23,7 +23,7 @@ func newSwarmInboxCmd(s Streams) *cobra.Command {
 	var asJSON, watch, allRepos bool
 	cmd := daemonCmd(&cobra.Command{
 		Use:   "inbox",
-		Short: "list the agents' permission requests waiting for a person (agent.permission_policy ask)",
+		Short: "list the permission requests waiting for a person: the agents' (agent.permission_policy ask) and the egress proxy's (egress.ask)",
 		Args:  cobra.NoArgs,
 	}, func(ctx context.Context, repo string, client *daemon.Client, _ []string) error {
 		if allRepos {
@@ -37,10 +37,11 @@ func newSwarmInboxCmd(s Streams) *cobra.Command {
 			}
 			ids := make([]string, len(in.Requests))
 			for i, r := range in.Requests {
-				ids[i] = r.ID
+				// A request of the egress proxy changes as containers join it.
+				ids[i] = fmt.Sprintf("%s/%d", r.ID, len(r.Containers))
 			}
 			if last == nil || !slices.Equal(ids, last) {
-				if err := printInbox(s.Out, in, asJSON, time.Now()); err != nil {
+				if err := WriteInbox(s.Out, in, asJSON, time.Now()); err != nil {
 					return err
 				}
 				last = ids
@@ -63,7 +64,7 @@ func newSwarmInboxCmd(s Streams) *cobra.Command {
 
 // printInbox prints the pending requests: one line each, then what the
 // request names (paths, command) and the options to answer with.
-func printInbox(w io.Writer, in api.Inbox, asJSON bool, now time.Time) error {
+func WriteInbox(w io.Writer, in api.Inbox, asJSON bool, now time.Time) error {
 	if asJSON {
 		b, err := json.Marshal(in)
 		if err != nil {
@@ -79,7 +80,11 @@ func printInbox(w io.Writer, in api.Inbox, asJSON bool, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCONTAINER\tSTORY\tKIND\tWAITING\tTITLE")
 	for _, r := range in.Requests {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(r.ID, 20), oneLine(r.ContainerName, 60), dash(oneLine(r.StoryID, 20)),
+		who := oneLine(r.ContainerName, 60)
+		if n := len(r.Containers); n > 1 {
+			who = fmt.Sprintf("%d containers", n)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(r.ID, 20), who, dash(oneLine(r.StoryID, 20)),
 			oneLine(r.Kind, 20), now.Sub(r.AskedAt).Round(time.Second), oneLine(r.Title, 100))
 	}
 	if err := tw.Flush(); err != nil {
@@ -93,6 +98,13 @@ func printInbox(w io.Writer, in api.Inbox, asJSON bool, now time.Time) error {
 		fmt.Fprintf(w, "%s: options %s; fallback at %s\n", oneLine(r.ID, 20), strings.Join(opts, ", "), r.Deadline.Local().Format("15:04:05"))
 		if r.Command != "" {
 			fmt.Fprintf(w, "  command: %s\n", oneLine(r.Command, 200))
+		}
+		if len(r.Containers) > 1 {
+			names := make([]string, 0, len(r.Containers))
+			for _, c := range r.Containers {
+				names = append(names, oneLine(c, 60))
+			}
+			fmt.Fprintf(w, "  containers: %s\n", oneLine(strings.Join(names, ", "), 400))
 		}
 		for _, p := range r.Paths {
 			fmt.Fprintf(w, "  path: %s\n", oneLine(p, 200))
@@ -117,28 +129,43 @@ func newSwarmAnswerCmd(s Streams) *cobra.Command {
 		Short: "answer a permission request: an option id, or allow / reject (--all-from NAME: every request of a container)",
 		Args:  cobra.RangeArgs(1, 2),
 	}, func(ctx context.Context, repo string, client *daemon.Client, args []string) error {
-		req := api.AnswerRequest{RepoPath: repo, AllFrom: allFrom}
-		switch {
-		case allFrom != "" && len(args) == 1:
-			req.Option = args[0]
-		case allFrom == "" && len(args) == 2:
-			req.ID, req.Option = args[0], args[1]
-		default:
-			return exitf(ExitUsage, "give ID OPTION, or --all-from NAME OPTION")
+		req, err := AnswerRequest(repo, allFrom, args)
+		if err != nil {
+			return err
 		}
 		rep, err := client.Answer(ctx, req)
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			return json.NewEncoder(s.Out).Encode(rep)
-		}
-		for _, a := range rep.Answered {
-			fmt.Fprintf(s.Out, "%s (%s): answered %s\n", oneLine(a.ID, 20), oneLine(a.ContainerName, 60), oneLine(a.OptionID, 40))
-		}
-		return nil
+		return WriteAnswer(s.Out, rep, asJSON)
 	})
 	cmd.Flags().StringVar(&allFrom, "all-from", "", "answer every pending request of this container")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was answered as JSON")
 	return cmd
+}
+
+// AnswerRequest makes the daemon's request from `aimi swarm answer`'s
+// arguments: ID OPTION, or with allFrom (a container) OPTION alone.
+func AnswerRequest(repo, allFrom string, args []string) (api.AnswerRequest, error) {
+	req := api.AnswerRequest{RepoPath: repo, AllFrom: allFrom}
+	switch {
+	case allFrom != "" && len(args) == 1:
+		req.Option = args[0]
+	case allFrom == "" && len(args) == 2:
+		req.ID, req.Option = args[0], args[1]
+	default:
+		return req, exitf(ExitUsage, "give ID OPTION, or --all-from NAME OPTION")
+	}
+	return req, nil
+}
+
+// WriteAnswer prints what an answer answered, one line each or as JSON.
+func WriteAnswer(w io.Writer, rep api.AnswerReport, asJSON bool) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(rep)
+	}
+	for _, a := range rep.Answered {
+		fmt.Fprintf(w, "%s (%s): answered %s\n", oneLine(a.ID, 20), oneLine(a.ContainerName, 60), oneLine(a.OptionID, 40))
+	}
+	return nil
 }

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -28,9 +30,18 @@ the order the containers completed. The merges happen in the daemon's own
 repository, never in your checkout. A branch that would conflict with what
 landed before it is held: left out with the files, its commits kept, and the
 rest go on. The integration branch is then brought into your checkout; your
-branch is never moved: the command to take the work is printed.
+branch is never moved: the command to take the work is printed. In remote git
+mode (--onto's default: origin's default branch) the branches are fetched from
+origin, and the integration branch is pushed there (never forced) with one
+pull request onto --onto when the daemon has a publish token; without one the
+page that opens it is printed.
 
-Exit status: 0 when every completed branch landed, 1 when one was held.`,
+A land cut short (the daemon killed, or this command interrupted) merged
+nothing twice and lost nothing: run it again once the daemon runs, and it
+goes on where it stopped.
+
+Exit status: 0 when every completed branch landed, 1 when one was held, 3
+when the daemon could not be reached or went away during the land.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return t.withClient(func(repo string, client *daemon.Client) error {
@@ -40,31 +51,45 @@ Exit status: 0 when every completed branch landed, 1 when one was held.`,
 				}
 				rep, err := client.Land(cmd.Context(), req)
 				if err != nil {
+					return landCut(err)
+				}
+				if err := WriteLand(s.Out, rep, asJSON); err != nil {
 					return err
 				}
-				if asJSON {
-					enc := json.NewEncoder(s.Out)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(rep); err != nil {
-						return exitf(ExitUsage, "write: %v", err)
-					}
-				} else {
-					printLand(s.Out, rep)
-				}
-				for _, r := range rep.Results {
-					if r.Outcome == "held" {
-						return &ExitError{Code: ExitInvalid} // the report says which and why
-					}
-				}
-				return nil
+				return LandHeld(rep)
 			})
 		},
 	}
 	t.addFlags(cmd)
-	cmd.Flags().StringVar(&onto, "onto", "", "the branch to land on (default: the branch checked out now)")
+	cmd.Flags().StringVar(&onto, "onto", "", "the branch to land on (default: the branch checked out now; remote git mode: origin's default branch)")
 	cmd.Flags().StringVar(&order, "order", "", "container names in the order to land them, comma-separated")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// WriteLand prints a land's report, as text or indented JSON.
+func WriteLand(w io.Writer, rep api.LandReport, asJSON bool) error {
+	if !asJSON {
+		printLand(w, rep)
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(rep); err != nil {
+		return exitf(ExitUsage, "write: %v", err)
+	}
+	return nil
+}
+
+// LandHeld is the land command's exit 1 when a branch was held (the
+// report says which and why), else nil.
+func LandHeld(rep api.LandReport) error {
+	for _, r := range rep.Results {
+		if r.Outcome == "held" {
+			return &ExitError{Code: ExitInvalid}
+		}
+	}
+	return nil
 }
 
 func printLand(w io.Writer, rep api.LandReport) {
@@ -77,6 +102,10 @@ func printLand(w io.Writer, rep api.LandReport) {
 		if r.Verify != "" {
 			line += ", verify " + r.Verify
 		}
+		line += fmt.Sprintf(", cost %.4f", r.Cost)
+		if r.RunsCost > 0 {
+			line += fmt.Sprintf(" + %.4f in its checks and fix-ups", r.RunsCost)
+		}
 		fmt.Fprintln(w, line)
 		if r.Reason != "" {
 			fmt.Fprintf(w, "           %s\n", oneLine(r.Reason, 400))
@@ -85,11 +114,33 @@ func printLand(w io.Writer, rep api.LandReport) {
 	for _, k := range rep.Skipped {
 		fmt.Fprintf(w, "  skipped  %s: %s\n", oneLine(k.Name, 80), oneLine(k.Reason, 200))
 	}
-	if rep.Take != "" {
+	fmt.Fprintf(w, "The land's own cost (its checks and fix-ups): %.4f\n", rep.Cost)
+	switch {
+	case rep.Origin != "" && rep.PRURL != "":
+		fmt.Fprintf(w, "The landed work is on origin as %s; its pull request onto %s:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Onto, 120), oneLine(rep.PRURL, 300))
+	case rep.Origin != "":
+		fmt.Fprintf(w, "The landed work is on origin as %s; %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 400))
+	case rep.Take != "":
 		fmt.Fprintf(w, "The landed work is in your checkout as %s. To take it:\n  %s\n", oneLine(rep.Branch, 120), oneLine(rep.Take, 300))
-	} else {
+	default:
 		fmt.Fprintln(w, "Nothing landed.")
 	}
+}
+
+// landCut says what to do about a land whose answer never came: the
+// daemon went away (or the command was interrupted) in the middle of it.
+// Errors the daemon answered, or a daemon never reached, are left as they
+// are.
+func landCut(err error) error {
+	var ae *api.APIError
+	if errors.As(err, &ae) || errors.Is(err, daemon.ErrUnreachable) || errors.Is(err, daemon.ErrSocketPermission) {
+		return err
+	}
+	const again = "nothing was merged twice or lost: run 'aimi swarm land' again (once aimid runs) and it goes on where it stopped"
+	if errors.Is(err, context.Canceled) {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("interrupted: the land stopped where it was; %s", again)}
+	}
+	return &ExitError{Code: ExitDaemon, Err: fmt.Errorf("the land was cut short: %w; %s", err, again)}
 }
 
 // printLandLine sums the swarm's last land up under the status table.
@@ -111,8 +162,15 @@ func printLandLine(w io.Writer, rep *api.LandReport) {
 		parts = []string{"nothing landed yet"}
 	}
 	state := "last land"
-	if rep.Running {
+	switch {
+	case rep.Running:
 		state = "land running"
+	case rep.Cut:
+		state = "land cut short: 'aimi swarm land' goes on where it stopped"
 	}
-	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "))
+	pr := ""
+	if rep.PRURL != "" {
+		pr = "; pull request " + oneLine(rep.PRURL, 300)
+	}
+	fmt.Fprintf(w, "Land (%s): onto %s as %s: %s%s\n", state, oneLine(rep.Onto, 120), oneLine(rep.Branch, 120), strings.Join(parts, ", "), pr)
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/attempts"
+	"github.com/aimi-tools/swarm/daemon"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -32,6 +35,8 @@ type swarmStartFlags struct {
 	image          string
 	local, follow  bool
 	followInterval time.Duration
+	attempts       int
+	attemptsStop   string
 }
 
 func newSwarmStartCmd(s Streams) *cobra.Command {
@@ -58,18 +63,16 @@ Without --all, --file or --files, the task files in .aimi/tasks are listed
 	fl.BoolVar(&f.local, "local", false, "containers clone from and push to the daemon's git service, not origin")
 	fl.BoolVar(&f.follow, "follow", false, "show live progress until every container is done; exit 1 if any failed")
 	fl.DurationVar(&f.followInterval, "refresh", time.Second, "with --follow: the longest time between two refreshes")
+	fl.IntVar(&f.attempts, "attempts", 0, "run each task file N times and keep the best attempt (default from config, swarm.attempts; docs/attempts.md)")
+	fl.StringVar(&f.attemptsStop, "attempts-stop", "", "all or first-verified: stop a task file's other attempts once one qualifies (default from config, swarm.attempts_stop)")
 	return cmd
 }
 
 func runSwarmStart(cmd *cobra.Command, s Streams, f *swarmStartFlags) error {
-	if f.all && len(f.file)+len(f.files) > 0 {
-		return exitf(ExitUsage, "--all and --file/--files exclude each other; use one")
-	}
-	if f.append && f.force {
-		return exitf(ExitUsage, "--append and --force exclude each other; use one")
-	}
-	if f.max < 0 {
-		return exitf(ExitUsage, "--max %d: use a positive number of containers", f.max)
+	o := StartOptions{All: f.all, Files: append(append([]string(nil), f.file...), f.files...), Max: f.max,
+		Append: f.append, Force: f.force, Local: f.local, Image: f.image, Attempts: f.attempts, AttemptsStop: f.attemptsStop}
+	if err := o.Check(); err != nil {
+		return err
 	}
 	if f.followInterval <= 0 {
 		return exitf(ExitUsage, "--refresh %v: use a positive duration", f.followInterval)
@@ -79,48 +82,100 @@ func runSwarmStart(cmd *cobra.Command, s Streams, f *swarmStartFlags) error {
 		return err
 	}
 	defer client.Close()
+	ctx := cmd.Context()
+	view, err := StartSwarm(ctx, s, client, repo, o)
+	if err != nil {
+		return err
+	}
+	if !f.follow {
+		WriteStarted(s.Out, repo, view)
+		return nil
+	}
+	if view.State != nil {
+		fmt.Fprintf(s.Out, "swarm %s: %d container(s) in %s\n", view.State.SwarmID, len(view.State.Containers), repo)
+	}
+	return followSwarm(ctx, s, client, repo, f.followInterval, followSettle)
+}
+
+// StartOptions are `aimi swarm start`'s selection (All, or Files; neither:
+// ask on a terminal) and the request's settings.
+type StartOptions struct {
+	All                  bool
+	Files                []string
+	Max                  int
+	Append, Force, Local bool
+	Image                string
+	// Attempts and AttemptsStop: best of N (0 and "": the configuration's).
+	Attempts     int
+	AttemptsStop string
+}
+
+// Check refuses options that contradict each other, as the command does.
+func (o StartOptions) Check() error {
+	if o.All && len(o.Files) > 0 {
+		return exitf(ExitUsage, "--all and --file/--files exclude each other; use one")
+	}
+	if o.Append && o.Force {
+		return exitf(ExitUsage, "--append and --force exclude each other; use one")
+	}
+	if o.Max < 0 {
+		return exitf(ExitUsage, "--max %d: use a positive number of containers", o.Max)
+	}
+	if err := attempts.CheckCount(o.Attempts); err != nil {
+		return exitf(ExitUsage, "--attempts: %v", err)
+	}
+	if !attempts.ValidStop(o.AttemptsStop) {
+		return exitf(ExitUsage, "--attempts-stop %q: use %s or %s", o.AttemptsStop, attempts.StopAll, attempts.StopFirstVerified)
+	}
+	return nil
+}
+
+// StartSwarm is `aimi swarm start` up to the daemon's answer: it checks o,
+// selects the task files (without a selection it lists them on s.Out and
+// asks on s.In when that is a terminal, else refuses) and asks the daemon.
+// Its errors are the command's (ExitError).
+func StartSwarm(ctx context.Context, s Streams, client *daemon.Client, repo string, o StartOptions) (api.SwarmView, error) {
+	if err := o.Check(); err != nil {
+		return api.SwarmView{}, err
+	}
 	var selected []string
 	switch {
-	case f.all:
+	case o.All:
 		found, err := discoverTaskFiles(repo)
 		if err != nil {
-			return err
+			return api.SwarmView{}, err
 		}
 		if len(found) == 0 {
-			return exitf(ExitUsage, "no task files in %s; write one (e.g. with the aimi planning tools) or pass --file", filepath.Join(repo, swarmTasksDir))
+			return api.SwarmView{}, exitf(ExitUsage, "no task files in %s; write one (e.g. with the aimi planning tools) or pass --file", filepath.Join(repo, swarmTasksDir))
 		}
 		for _, t := range found {
 			selected = append(selected, t.Path)
 		}
-	case len(f.file)+len(f.files) > 0:
-		for _, p := range append(append([]string(nil), f.file...), f.files...) {
+	case len(o.Files) > 0:
+		for _, p := range o.Files {
 			selected = append(selected, taskFileArg(repo, p))
 		}
 	default:
-		selected, err = chooseTaskFiles(s, repo)
-		if err != nil {
-			return err
+		var err error
+		if selected, err = chooseTaskFiles(s, repo); err != nil {
+			return api.SwarmView{}, err
 		}
 	}
-	ctx := cmd.Context()
 	view, err := client.Start(ctx, api.StartRequest{
-		RepoPath: repo, TaskFiles: selected, Max: f.max,
-		Append: f.append, Force: f.force, Local: f.local, Image: f.image,
+		RepoPath: repo, TaskFiles: selected, Max: o.Max,
+		Append: o.Append, Force: o.Force, Local: o.Local, Image: o.Image,
+		Attempts: o.Attempts, AttemptsStop: o.AttemptsStop,
 	})
-	if err != nil {
-		return swarmErr(err)
-	}
-	n := 0
+	return view, swarmErr(err)
+}
+
+// WriteStarted prints what start prints once the daemon started the swarm.
+func WriteStarted(w io.Writer, repo string, view api.SwarmView) {
 	if view.State != nil {
-		n = len(view.State.Containers)
-		fmt.Fprintf(s.Out, "swarm %s: %d container(s) in %s\n", view.State.SwarmID, n, repo)
+		fmt.Fprintf(w, "swarm %s: %d container(s) in %s\n", view.State.SwarmID, len(view.State.Containers), repo)
 	}
-	if !f.follow {
-		renderSwarmView(s.Out, view)
-		fmt.Fprintln(s.Out, "follow with 'aimi swarm status --watch' or 'aimi swarm events'")
-		return nil
-	}
-	return followSwarm(ctx, s, client, repo, f.followInterval, followSettle)
+	renderSwarmView(w, view)
+	fmt.Fprintln(w, "follow with 'aimi swarm status --watch' or 'aimi swarm events'")
 }
 
 // taskFile is one discovered task file.

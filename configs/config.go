@@ -117,6 +117,13 @@ type Swarm struct {
 	// fraction of that budget, the model gateway still lets a container's
 	// calls through (0.1: 10 %).
 	BudgetGrace float64
+	// Attempts is how many times each task file runs (best of N,
+	// docs/attempts.md); AttemptsStop is attempts.StopAll or
+	// attempts.StopFirstVerified; ScoreCommand ranks the qualified
+	// attempts ("" ranks them by their changed lines first).
+	Attempts     int
+	AttemptsStop string
+	ScoreCommand string
 }
 
 // Agent is what the runner inside each container drives.
@@ -148,6 +155,9 @@ type Agent struct {
 	AskTimeout  time.Duration
 	AskFallback string
 	Env         Secrets
+	// Variants are the agents or models a task file's attempts go round
+	// (agent.variants); none: every attempt runs the agent above.
+	Variants []Variant
 }
 
 // Task is what goes into every task-request.
@@ -396,7 +406,11 @@ func build(v *viper.Viper, sources []source, lookup func(string) (string, bool))
 	r.gitAndEngine(&c)
 	r.budgets(&c)
 	r.publishAndMetrics(&c)
-	probs := append(r.probs, models(v, sources, &c)...)
+	c.Egress.Ask = r.boolean(EgressAskKey)
+	c.Egress.AskWait = r.duration(EgressAskWaitKey)
+	mprobs := models(v, sources, &c)
+	r.attempts(&c)
+	probs := append(r.probs, mprobs...)
 	var nprobs []string
 	c.Notify, nprobs = notifyConfig(v)
 	probs = append(probs, nprobs...)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aimi-tools/swarm/egress"
 	"github.com/aimi-tools/swarm/internal/safefile"
@@ -16,6 +18,12 @@ import (
 // daemon's egress proxy.
 const EgressAllowKey = "egress.allow"
 
+// Keys of egress.ask: hold a refused connection while a person is asked.
+const (
+	EgressAskKey     = "egress.ask"
+	EgressAskWaitKey = "egress.ask_wait"
+)
+
 // maxEgressRules bounds egress.allow (a repository's file adds to it).
 const maxEgressRules = 256
 
@@ -23,6 +31,11 @@ const maxEgressRules = 256
 type Egress struct {
 	// Allow are the egress.allow entries, parsed and normalised.
 	Allow []egress.Rule
+	// Ask holds a connection no rule allows while a person is asked
+	// (egress.ask); a repository's file may set it for its swarms.
+	Ask bool
+	// AskWait is how long such a connection is held (egress.ask_wait).
+	AskWait time.Duration
 }
 
 // read fills e from v's egress.allow and returns its problems.
@@ -68,9 +81,23 @@ func egressAllow(v *viper.Viper, where string) ([]egress.Rule, []string) {
 	return rules, nil
 }
 
-// RepoEgressAllow reads the egress.allow entries a repository's
-// .aimi/config.yaml adds for its swarms (none when it has no such file).
-func RepoEgressAllow(repoPath string) ([]egress.Rule, error) {
+// RepoEgressAsk reads egress.ask of a repository's .aimi/config.yaml:
+// nil when the file or the key is not there.
+func RepoEgressAsk(repoPath string) (*bool, error) {
+	v, err := repoConfig(repoPath)
+	if err != nil || v == nil || !v.IsSet(EgressAskKey) {
+		return nil, err
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v.GetString(EgressAskKey)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: is not a boolean; use true or false", filepath.Join(repoPath, RepoConfigPath), EgressAskKey)
+	}
+	return &b, nil
+}
+
+// repoConfig reads a repository's .aimi/config.yaml (nil when it has
+// none).
+func repoConfig(repoPath string) (*viper.Viper, error) {
 	data, err := safefile.ReadIn(repoPath, RepoConfigPath, maxConfigBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -82,6 +109,16 @@ func RepoEgressAllow(repoPath string) ([]egress.Rule, error) {
 	v.SetConfigType("yaml")
 	if err := v.ReadConfig(strings.NewReader(string(data))); err != nil {
 		return nil, fmt.Errorf("%s: not valid YAML: %w", filepath.Join(repoPath, RepoConfigPath), err)
+	}
+	return v, nil
+}
+
+// RepoEgressAllow reads the egress.allow entries a repository's
+// .aimi/config.yaml adds for its swarms (none when it has no such file).
+func RepoEgressAllow(repoPath string) ([]egress.Rule, error) {
+	v, err := repoConfig(repoPath)
+	if err != nil || v == nil {
+		return nil, err
 	}
 	rules, probs := egressAllow(v, filepath.Join(repoPath, RepoConfigPath))
 	if len(probs) > 0 {

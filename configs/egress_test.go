@@ -3,6 +3,7 @@ package configs
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -41,5 +42,35 @@ func TestEgressAllowParsesAndTheRepositoryAdds(t *testing.T) {
 	rules, err := RepoEgressAllow(repo)
 	if err != nil || len(rules) != 1 || rules[0].String() != "*.pythonhosted.org" {
 		t.Fatalf("%v %v", rules, err)
+	}
+}
+
+// A repository's egress.ask is read on its own: absent, true, false, or a
+// bad value named with its key.
+func TestRepoEgressAsk(t *testing.T) {
+	for body, want := range map[string]string{"": "nil", "egress:\n  ask: true\n": "true", "egress:\n  ask: false\n": "false", "egress:\n  ask: maybe\n": "error"} {
+		repo := t.TempDir()
+		if body != "" {
+			if err := os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(repo, RepoConfigPath), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ask, err := RepoEgressAsk(repo)
+		got := "nil"
+		switch {
+		case err != nil:
+			got = "error"
+			if !strings.Contains(err.Error(), EgressAskKey) {
+				t.Errorf("%q: error %v does not name %s", body, err, EgressAskKey)
+			}
+		case ask != nil:
+			got = strconv.FormatBool(*ask)
+		}
+		if got != want {
+			t.Errorf("%q: %s, want %s", body, got, want)
+		}
 	}
 }

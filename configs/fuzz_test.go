@@ -20,6 +20,8 @@ func FuzzRepoConfig(f *testing.F) {
 	f.Add([]byte("sandbox:\n  cpus: .5e1\n  pids: 0x20\n"))
 	f.Add([]byte("&a [*a]"))
 	f.Add([]byte("swarm:\n  budget: 5\n  budget_grace: 12.5%\n"))
+	f.Add([]byte("egress:\n  ask: true\n  ask_wait: 30s\n  allow: [a.example]\n"))
+	f.Add([]byte("egress:\n  ask: [1]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		repo := t.TempDir()
 		if err := os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755); err != nil {
@@ -28,6 +30,9 @@ func FuzzRepoConfig(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(repo, RepoConfigPath), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// The daemon reads egress.ask of the repository's file as each
+		// container starts: a bad value is an error, never a panic.
+		_, _ = RepoEgressAsk(repo)
 		c, err := Load(LoadOptions{RepoPath: repo, UserConfigPath: "-", LookupEnv: env("HOME", "/home/u")})
 		if err != nil {
 			if _, ok := err.(*Error); !ok {
@@ -44,7 +49,7 @@ func FuzzRepoConfig(f *testing.F) {
 			t.Fatalf("accepted swap below memory %+v", c.Sandbox)
 		case c.Swarm.MaxContainers < 1 || c.Swarm.MaxContainers > 256:
 			t.Fatalf("accepted max_containers %d", c.Swarm.MaxContainers)
-		case c.Swarm.Timeout <= 0 || c.Swarm.StopGrace <= 0:
+		case c.Swarm.Timeout <= 0 || c.Swarm.StopGrace <= 0 || c.Egress.AskWait <= 0:
 			t.Fatalf("accepted durations %+v", c.Swarm)
 		case !(c.Swarm.BudgetGrace >= 0) || math.IsInf(c.Swarm.BudgetGrace, 0) || !(c.Swarm.Budget >= 0) || !(c.Agent.StoryBudget >= 0):
 			t.Fatalf("accepted budgets %v %v grace %v", c.Swarm.Budget, c.Agent.StoryBudget, c.Swarm.BudgetGrace)

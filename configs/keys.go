@@ -35,6 +35,9 @@ var scalarKeys = []key{
 	{"swarm.stop_grace", "time between SIGTERM and SIGKILL on stop"},
 	{"swarm.budget", "spend of a swarm's model calls after which its containers begin no further story (0: none)"},
 	{"swarm.budget_grace", "how far past swarm.budget or agent.story_budget (a percentage of it) the model gateway still passes a container's calls before it refuses them"},
+	{"swarm.attempts", "times each task file runs, each attempt in its own container and branch, the best one picked (1: once)"},
+	{"swarm.attempts_stop", "all (every attempt runs to its end) or first-verified (a task file's other attempts stop once one qualifies)"},
+	{"swarm.score_command", "command run on each qualified attempt's tip in a sandbox; its last line, a number, ranks them (higher wins)"},
 	{"agent.kind", "agent kind: demo, acp or exec"},
 	{"agent.command", "agent command line (acp, exec)"},
 	{"agent.verify_command", "command run after each story"},
@@ -56,6 +59,8 @@ var scalarKeys = []key{
 	{"land.auto", "land each container as it completes (aimi swarm land, as a merge train)"},
 	{"land.verify_command", "command run on each merged tree and each fix-up (default: agent.verify_command)"},
 	{"land.fix_attempts", "fix-up runs a conflicted or failed merge gets before its branch is held (0 to 5)"},
+	{EgressAskKey, "hold a connection egress.allow refuses and ask a person in the inbox (a repository may set it for its swarms)"},
+	{EgressAskWaitKey, "how long such a connection is held for an answer (the request stays in the inbox until agent.ask_timeout)"},
 	{"publish.github_api", "GitHub REST API base URL"},
 	{"publish.token_env", "name of the env variable holding the GitHub token"},
 	{"notify.board_url", "link to the board put into notices (without its token)"},
@@ -92,6 +97,9 @@ func known(k string) bool {
 		if s.name == k {
 			return true
 		}
+	}
+	if k == VariantsKey {
+		return true
 	}
 	for _, l := range listKeys {
 		if k == l {

@@ -13,7 +13,7 @@ import (
 // PrepareStart applies the repository's .aimi/config.yaml to one start.
 //
 // Per-repo values reach a swarm through the StartRequest: sandbox.image,
-// swarm.max_containers and git.mode (flags of `aimi swarm start` still win).
+// swarm.max_containers, swarm.attempts, swarm.attempts_stop and git.mode (flags of `aimi swarm start` still win).
 // The other keys (limits, timeouts, agent, env) are the Manager's and apply
 // daemon-wide; a repo file that sets them differently gets a warning in the
 // daemon log naming them, and a restart of aimid with them in the user
@@ -35,6 +35,12 @@ func PrepareStart(global *Config, base LoadOptions, gitService bool, log *slog.L
 		}
 		if req.Max == 0 {
 			req.Max = rc.Swarm.MaxContainers
+		}
+		if req.Attempts == 0 {
+			req.Attempts = rc.Swarm.Attempts
+		}
+		if req.AttemptsStop == "" {
+			req.AttemptsStop = rc.Swarm.AttemptsStop
 		}
 		if !req.Local && gitService {
 			switch rc.Git.Mode {
@@ -82,6 +88,8 @@ func daemonWideDiffs(g, r *Config) []string {
 	add(g.Sandbox.ReadOnlyRoot != r.Sandbox.ReadOnlyRoot, "sandbox.read_only_root")
 	add(g.Swarm.Timeout != r.Swarm.Timeout, "swarm.timeout")
 	add(g.Swarm.StopGrace != r.Swarm.StopGrace, "swarm.stop_grace")
+	add(g.Swarm.ScoreCommand != r.Swarm.ScoreCommand, "swarm.score_command")
+	add(!slices.EqualFunc(g.Agent.Variants, r.Agent.Variants, sameVariant), "agent.variants")
 	add(g.Agent.Kind != r.Agent.Kind, "agent.kind")
 	add(g.Agent.Command != r.Agent.Command, "agent.command")
 	add(g.Agent.VerifyCommand != r.Agent.VerifyCommand, "agent.verify_command")
@@ -96,6 +104,7 @@ func daemonWideDiffs(g, r *Config) []string {
 	add(!maps.Equal(g.Agent.Env, r.Agent.Env), "agent.env")
 	add(!maps.Equal(g.Task.EnvVars, r.Task.EnvVars), "task.env_vars")
 	add(g.Publish != r.Publish, "publish")
+	add(g.Egress.AskWait != r.Egress.AskWait, EgressAskWaitKey)
 	slices.Sort(keys)
 	return keys
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aimi-tools/swarm/internal/gittest"
+
 	"github.com/aimi-tools/swarm/api"
 )
 
@@ -47,6 +49,10 @@ func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
 			api.StartRequest{Image: "aimi-sandbox:latest", Max: 4}, "[agent.env sandbox.memory]", ""},
 		{"a bad repo file refuses the start naming the key", "swarm:\n  timeout: forever\n", true, true, api.StartRequest{},
 			api.StartRequest{}, "", "config"},
+		{"repo attempts and their stop apply, the flag wins", "swarm:\n  attempts: 3\n  attempts_stop: first-verified\n", true, true, api.StartRequest{Attempts: 2},
+			api.StartRequest{Image: "aimi-sandbox:latest", Max: 4, Attempts: 2, AttemptsStop: "first-verified"}, "", ""},
+		{"the score command and variants are daemon-wide", "swarm:\n  score_command: make score\nagent:\n  variants: [{name: a}]\n", true, true, api.StartRequest{},
+			api.StartRequest{Image: "aimi-sandbox:latest", Max: 4, Attempts: 1, AttemptsStop: "all"}, "[agent.variants swarm.score_command]", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,7 +74,8 @@ func TestRepoConfigAppliesPerStartAndFlagsStillWin(t *testing.T) {
 			}
 			want := tt.want
 			want.RepoPath = repo
-			if req.Image != want.Image || req.Max != want.Max || req.Local != want.Local {
+			if req.Image != want.Image || req.Max != want.Max || req.Local != want.Local ||
+				(want.Attempts != 0 && (req.Attempts != want.Attempts || req.AttemptsStop != want.AttemptsStop)) {
 				t.Errorf("request = %+v, want %+v", req, want)
 			}
 			if tt.warnKeys != "" && !strings.Contains(logs.String(), tt.warnKeys) {
@@ -92,7 +99,7 @@ func repoWithConfig(t *testing.T, yaml string, origin bool) string {
 		t.Fatalf("git init: %v %s", err, out)
 	}
 	if origin {
-		exec.Command("git", "-C", repo, "remote", "add", "origin", "https://example.com/o/r.git").Run()
+		exec.Command("git", "-C", repo, "remote", "add", "origin", gittest.NowhereOrigin).Run()
 	}
 	if yaml != "" {
 		os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755)

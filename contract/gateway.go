@@ -1,6 +1,9 @@
 package contract
 
-import "time"
+import (
+	"regexp"
+	"time"
+)
 
 // The model gateway's side of a sandbox (package gateway): what the
 // runner needs to ask it whether its container's calls are limited.
@@ -18,6 +21,14 @@ const (
 	// No provider's name starts with "_", so it is never forwarded.
 	GatewayLimitsPath = "/_aimi/limits"
 )
+
+// GatewayPlaceholderName is what a gateway placeholder shows as in text
+// with its secrets replaced: [secret:model-key-placeholder].
+const GatewayPlaceholderName = "model-key-placeholder"
+
+// GatewayPlaceholderRe finds the gateway's placeholders (the prefix and
+// the hex of their random bytes), whoever's they are.
+var GatewayPlaceholderRe = regexp.MustCompile(`(?i)` + regexp.QuoteMeta(GatewayPlaceholderPrefix) + `[0-9a-f]{16,}`)
 
 // GatewayLimits is the gateway's answer at GatewayLimitsPath: the
 // providers whose limits held the asking container's calls.

@@ -136,6 +136,13 @@ func (c *Client) Land(ctx context.Context, req api.LandRequest) (api.LandReport,
 	return rep, err
 }
 
+// Pick makes the attempt name its task file's pick.
+func (c *Client) Pick(ctx context.Context, repoPath, name string) (api.SwarmView, error) {
+	var v api.SwarmView
+	err := c.do(ctx, http.MethodPost, strings.TrimPrefix(api.RoutePick, http.MethodPost+" "), nil, api.PickRequest{RepoPath: repoPath, Name: name}, &v)
+	return v, err
+}
+
 // Cleanup removes the swarm's finished containers.
 func (c *Client) Cleanup(ctx context.Context, repoPath string, force bool) (api.CleanupReport, error) {
 	var rep api.CleanupReport
@@ -157,17 +164,25 @@ func (c *Client) Logs(ctx context.Context, req api.LogsRequest, fn func(state.Re
 	if req.AfterSeq > 0 {
 		q.Set("after", strconv.FormatInt(req.AfterSeq, 10))
 	}
-	return streamNDJSON(c, ctx, "/v1/swarms/logs", q, fn)
+	return streamNDJSON(c, ctx, "/v1/swarms/logs", q, nil, fn)
 }
 
 // Events calls fn for every event (of repoPath's swarms only, when set)
 // until ctx ends, the daemon stops, or fn returns an error.
 func (c *Client) Events(ctx context.Context, repoPath string, fn func(api.Event) error) error {
+	return c.EventsOpened(ctx, repoPath, nil, fn)
+}
+
+// EventsOpened is Events that also calls opened (when not nil) once the
+// daemon has subscribed the stream: every event published after opened
+// returns reaches fn. A caller that reads a state and then follows its
+// changes opens first, so no change falls between the two.
+func (c *Client) EventsOpened(ctx context.Context, repoPath string, opened func(), fn func(api.Event) error) error {
 	var q url.Values
 	if repoPath != "" {
 		q = url.Values{"repo": {repoPath}}
 	}
-	return streamNDJSON(c, ctx, "/v1/events", q, fn)
+	return streamNDJSON(c, ctx, "/v1/events", q, opened, fn)
 }
 
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body any) (*http.Response, error) {
@@ -228,14 +243,19 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 	return nil
 }
 
-// streamNDJSON decodes one T per line. A generic function rather than a
-// method: Go methods cannot have type parameters.
-func streamNDJSON[T any](c *Client, ctx context.Context, path string, q url.Values, fn func(T) error) error {
+// streamNDJSON decodes one T per line, calling opened (when not nil) once
+// the answer's head arrived: the daemon sends it after it subscribed. A
+// generic function rather than a method: Go methods cannot have type
+// parameters.
+func streamNDJSON[T any](c *Client, ctx context.Context, path string, q url.Values, opened func(), fn func(T) error) error {
 	resp, err := c.request(ctx, http.MethodGet, path, q, nil)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if opened != nil {
+		opened()
+	}
 	br := bufio.NewReaderSize(resp.Body, 64*1024)
 	for {
 		line, err := br.ReadBytes('\n')

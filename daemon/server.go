@@ -58,6 +58,9 @@ type ServerOptions struct {
 	// Land lands a swarm's branches (the orchestrator's Manager.Land);
 	// nil: the daemon cannot land (answered 400, saying why).
 	Land func(ctx context.Context, req api.LandRequest) (api.LandReport, error)
+	// Pick overrides the pick of a task file run several times (the
+	// orchestrator's Manager.Pick); nil: answered 400.
+	Pick func(ctx context.Context, req api.PickRequest) (api.SwarmView, error)
 }
 
 // Server serves the API over HTTP.
@@ -83,6 +86,7 @@ func NewServer(opts ServerOptions) *Server {
 		api.RouteHealth: s.health, api.RouteList: s.list, api.RouteStart: s.start, api.RouteStatus: s.status, api.RouteStop: s.stop,
 		api.RouteResume: s.resume, api.RouteCleanup: s.cleanup, api.RouteFetch: s.fetch, api.RouteLogs: s.logs, api.RouteEvents: s.events,
 		api.RouteInbox: s.inbox, api.RouteAnswer: s.answerRequest, api.RouteLand: s.land,
+		api.RoutePick: s.pick,
 	}
 	for pattern, h := range handlers {
 		s.mux.HandleFunc(pattern, h)
@@ -97,7 +101,7 @@ func NewServer(opts ServerOptions) *Server {
 		}
 		s.writeError(w, r, &notFoundError{r.Method + " " + r.URL.Path})
 	})
-	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, ConnContext: peerContext}
 	return s
 }
 
@@ -289,6 +293,23 @@ func (s *Server) land(w http.ResponseWriter, r *http.Request) {
 	}
 	rep, err := s.opts.Land(r.Context(), req)
 	s.answer(w, r, rep, err)
+}
+
+func (s *Server) pick(w http.ResponseWriter, r *http.Request) {
+	var req api.PickRequest
+	if !s.decodeRepo(w, r, &req, &req.RepoPath) {
+		return
+	}
+	if req.Name == "" {
+		s.writeError(w, r, &api.FieldError{Field: "name", Reason: "empty; give an attempt's container name from 'aimi swarm status'"})
+		return
+	}
+	if s.opts.Pick == nil {
+		s.writeError(w, r, &api.FieldError{Field: "name", Reason: "this daemon cannot pick attempts"})
+		return
+	}
+	view, err := s.opts.Pick(r.Context(), req)
+	s.answer(w, r, view, err)
 }
 
 func (s *Server) cleanup(w http.ResponseWriter, r *http.Request) {

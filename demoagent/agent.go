@@ -30,7 +30,21 @@ const (
 	// MarkerSlowFix makes the agent take slowFixFor over a land's fix-up
 	// whose prompt quotes it (a test stops the daemon meanwhile).
 	MarkerSlowFix = "[demo:slow-fix]"
+	// MarkerCost makes the agent report that its turn cost DemoCost (ACP
+	// usage_update), as a model-backed agent does: a test of what the
+	// daemon counts finds a cost where the demo agent has none.
+	MarkerCost = "[demo:cost]"
+	// MarkerAttempt makes the file the agent writes depend on its attempt
+	// (AIMI_ATTEMPT, best of N): attempt K adds K lines "attempt K".
+	MarkerAttempt = "[demo:attempt]"
+	// MarkerSlowAttempt followed by a number K and "]" makes attempt K
+	// take its time as [demo:slow] does ([demo:slow-attempt-3]).
+	MarkerSlowAttempt = "[demo:slow-attempt-"
 )
+
+// DemoCost is the cost in USD a turn whose prompt carries MarkerCost
+// reports.
+const DemoCost = 0.0125
 
 // slowFixFor is how long [demo:slow-fix] waits before it resolves.
 const slowFixFor = 20 * time.Second
@@ -163,6 +177,9 @@ func (a *agent) Prompt(ctx context.Context, p acp.PromptRequest) (acp.PromptResp
 	}
 	t := &turn{a: a, sid: p.SessionId, cwd: cwd, prompt: ownPart(text.String())}
 	reason, err := t.run(ctx)
+	if err == nil && strings.Contains(t.prompt, MarkerCost) {
+		err = t.update(ctx, acp.SessionUpdate{UsageUpdate: &acp.SessionUsageUpdate{SessionUpdate: "usage_update", Cost: &acp.Cost{Amount: DemoCost, Currency: "USD"}}})
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
@@ -228,7 +245,7 @@ func (t *turn) run(ctx context.Context) (acp.StopReason, error) {
 	if err := t.update(ctx, acp.UpdatePlan(plan...)); err != nil {
 		return "", err
 	}
-	if strings.Contains(t.prompt, MarkerSlow) {
+	if strings.Contains(t.prompt, MarkerSlow) || t.slowAttempt() {
 		if err := t.dawdle(ctx); err != nil {
 			return "", err
 		}
@@ -275,7 +292,7 @@ func (t *turn) dawdle(ctx context.Context) error {
 func (t *turn) edit(ctx context.Context, story, target string) (acp.StopReason, error) {
 	path := filepath.Join(t.cwd, target)
 	editID := acp.ToolCallId("write-" + story)
-	content := fmt.Sprintf("# %s\n\nWritten by the aimi demo agent for %s.\n", target, story)
+	content := fmt.Sprintf("# %s\n\nWritten by the aimi demo agent for %s.\n", target, story) + t.attemptLines()
 	if err := t.update(ctx, acp.StartEditToolCall(editID, "Write "+target, path, content)); err != nil {
 		return "", err
 	}

@@ -161,3 +161,25 @@ func TestDemoAgentIgnoresMarkersOfDependencies(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDemoAgentReportsACostWhenAsked: a turn whose prompt carries
+// MarkerCost reports DemoCost in USD (usage_update), which the client
+// keeps as the session's cost; one without reports none.
+func TestDemoAgentReportsACostWhenAsked(t *testing.T) {
+	conn, cl, ws := connect(t, "allow")
+	if r := prompt(t, conn, ws, "US-001: file a.txt exists"); r != acp.StopReasonEndTurn {
+		t.Fatalf("plain turn: %s", r)
+	}
+	if c, ok := cl.Cost(); ok {
+		t.Fatalf("a cost without the marker: %+v", c)
+	}
+	if r := prompt(t, conn, ws, "US-002: file b.txt exists "+demoagent.MarkerCost); r != acp.StopReasonEndTurn {
+		t.Fatalf("costed turn: %s", r)
+	}
+	testwait.Eventually(t, 10*time.Second, "the reported cost", func() error {
+		if c, ok := cl.Cost(); !ok || c.Amount != demoagent.DemoCost || c.Currency != "USD" {
+			return fmt.Errorf("cost %+v %v", c, ok)
+		}
+		return nil
+	})
+}

@@ -25,7 +25,10 @@
 //     grace period;
 //   - "[demo:ask-exec]": the agent asks permission (kind execute, options
 //     "run" and "skip") before its terminal command too, and skips the
-//     command when it is rejected.
+//     command when it is rejected;
+//   - "[demo:attempt]": the file written gets K lines "attempt K" in attempt
+//     K of a task file run several times (AIMI_ATTEMPT), so attempts differ;
+//   - "[demo:slow-attempt-K]": attempt K waits as [demo:slow] does.
 //
 // A rejected permission ends the turn with refusal too; a cancelled one ends
 // it with cancelled.

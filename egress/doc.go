@@ -23,4 +23,11 @@
 // container's journal, and logged with a bound per container. What a sandbox can make
 // the proxy hold is bounded per container: connections, header sizes and
 // idle time; a sandbox flooding it waits on its own socket only.
+//
+// With an Asker (egress.ask) a request no rule allows is held while a
+// person is asked (Ask, Verdict), a bounded number per container; an
+// allowing answer lets it through and the daemon keeps the grant for its
+// scope (Grants: a story, a container, a swarm). Only a name is asked
+// about, and only one that resolves outside this machine: the inward
+// refusal holds whatever the answer, checked again at every connection.
 package egress

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
 )
 
 func FuzzParseRule(f *testing.F) {
@@ -42,5 +44,32 @@ func FuzzRequestOf(f *testing.F) {
 			t.Fatalf("accepted %+v", q)
 		}
 		Match(rules, q)
+	})
+}
+
+// FuzzAskOf: what a refused request asks a person never carries a query
+// string, a fragment or a control character, and stays bounded.
+func FuzzAskOf(f *testing.F) {
+	f.Add("GET http://pkg.example/simple/x/?token=secret HTTP/1.1\r\nHost: pkg.example\r\n\r\n")
+	f.Add("CONNECT files.example:443 HTTP/1.1\r\nHost: files.example:443\r\n\r\n")
+	f.Add("GET http://a.example/%3Fq%23f HTTP/1.1\r\nHost: a.example\r\n\r\n")
+	f.Fuzz(func(t *testing.T, raw string) {
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(raw)))
+		if err != nil {
+			return
+		}
+		q, err := requestOf(r)
+		if err != nil {
+			return
+		}
+		a := AskOf(contract.Sandbox{Swarm: "s", Container: "c"}, q)
+		for _, s := range []string{a.Method, a.Host, a.Path, a.Target()} {
+			if strings.ContainsAny(s, "?#") && s == a.Path || strings.IndexFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f }) >= 0 {
+				t.Fatalf("ask %+v from %q", a, raw)
+			}
+		}
+		if len(a.Path) > maxAskPath+3 || a.Method == http.MethodConnect && a.Path != "" {
+			t.Fatalf("ask %+v from %q", a, raw)
+		}
 	})
 }

@@ -58,6 +58,11 @@ type Options struct {
 	// 5 a minute).
 	LogFirst    int
 	LogInterval time.Duration
+	// Asker puts a refused request to a person (egress.ask) for the
+	// containers AskWait gives a wait (> 0) to; the request is held
+	// meanwhile. nil: every refusal is at once.
+	Asker   Asker
+	AskWait func(sb contract.Sandbox) time.Duration
 }
 
 // Proxy is the sandboxes' HTTP(S) proxy.
@@ -68,6 +73,7 @@ type Proxy struct {
 
 	mu     sync.Mutex
 	recent map[Denial]time.Time
+	held   map[contract.Sandbox]int // connections held for a person (ask)
 }
 
 // NewProxy returns a proxy; Serve gives it a container's connections.
@@ -100,7 +106,7 @@ func NewProxy(o Options) *Proxy {
 		d.HeaderBytes = o.Limits.HeaderBytes
 	}
 	o.Limits = d
-	p := &Proxy{opts: o, recent: map[Denial]time.Time{}, refusals: newRefusalLog(o.Log, o.LogFirst, o.LogInterval)}
+	p := &Proxy{opts: o, recent: map[Denial]time.Time{}, held: map[contract.Sandbox]int{}, refusals: newRefusalLog(o.Log, o.LogFirst, o.LogInterval)}
 	p.transport = &http.Transport{
 		Proxy:                  nil, // never chain to the daemon's own proxy settings
 		DialContext:            p.dialChecked,
@@ -199,9 +205,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := Denial{Sandbox: h.sb, Method: q.Method, Host: q.Host, Port: q.Port}
 	rule, ok := Match(h.rules(), q)
 	if !ok {
-		d.Reason = "no egress.allow rule allows it"
-		h.p.deny(w, d, http.StatusForbidden)
-		return
+		if rule, err = h.ask(r, q); err != nil {
+			d.Reason = err.Error()
+			h.p.deny(w, d, http.StatusForbidden)
+			return
+		}
 	}
 	addrs, err := target(r.Context(), h.p.opts.Resolver, local{h.p.opts.OwnAddrs, h.p.opts.OwnNets}, rule, q.Host)
 	if err != nil {

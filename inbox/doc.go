@@ -16,4 +16,10 @@
 // it (package redact); presenters filter control characters. Requests,
 // answers, fallbacks and refusals are journaled in the container's journal
 // and published as events.
+//
+// The egress proxy asks through the inbox too (Inbox.Ask, egress.ask): a
+// request of kind fetch per host and swarm, which every container of the
+// swarm asking for the host joins; a person's answer is granted for its
+// scope (Config.Grant) and journaled in each container it covers; a
+// timeout refuses it, whatever the fallback.
 package inbox

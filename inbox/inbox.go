@@ -12,6 +12,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/egress"
 	"github.com/aimi-tools/swarm/internal/redact"
 )
 
@@ -50,6 +51,17 @@ type Config struct {
 	Redact *redact.Redactor
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Grant puts a grant of a fetch request's answer in force (egress.ask)
+	// before the answer releases the connections held for it; it is called
+	// with the inbox's lock held and must not call the inbox. nil: answers
+	// release the held connections only.
+	Grant func(ctx context.Context, g egress.Grant)
+	// Stories lists the stories a container runs now (a grant of scope
+	// once lasts as long as they); nil: none known.
+	Stories func(sb contract.Sandbox) []string
+	// RepoOf names a swarm's repository (for fetch requests, which come
+	// from the egress proxy); nil: "".
+	RepoOf func(swarmID string) string
 }
 
 // Inbox is the set of pending requests. It is safe for concurrent use.
@@ -62,13 +74,15 @@ type Inbox struct {
 	answered map[string]answer // by id: kept until the runner fetched it
 	refused  map[contract.Sandbox]*refusals
 	lines    map[contract.Sandbox]*lineBudget
-	changed  chan struct{} // closed and replaced at every change (Watch)
+	rejected map[fetchKey]bool // hosts a person refused a swarm
+	changed  chan struct{}     // closed and replaced at every change (Watch)
 }
 
 type entry struct {
-	req  api.PermissionRequest
-	done chan struct{} // closed when answered
-	ans  answer
+	req   api.PermissionRequest
+	done  chan struct{} // closed when answered
+	ans   answer
+	fetch *fetchAsk // a request of the egress proxy (kind fetch); nil for an agent's
 }
 
 type answer struct {
@@ -107,7 +121,7 @@ func New(cfg Config) *Inbox {
 		cfg.Now = time.Now
 	}
 	return &Inbox{cfg: cfg, log: cfg.Logger, pending: map[string]*entry{}, answered: map[string]answer{},
-		refused: map[contract.Sandbox]*refusals{}, lines: map[contract.Sandbox]*lineBudget{}, changed: make(chan struct{})}
+		refused: map[contract.Sandbox]*refusals{}, lines: map[contract.Sandbox]*lineBudget{}, rejected: map[fetchKey]bool{}, changed: make(chan struct{})}
 }
 
 // RequestID is the id people see for request runnerID of container sb:
@@ -193,12 +207,18 @@ func (in *Inbox) Answer(ctx context.Context, req api.AnswerRequest) (api.AnswerR
 		chosen[i] = id
 	}
 	rep := api.AnswerReport{Answered: []api.Answered{}}
+	journal := make([]func(), len(targets))
 	for i, e := range targets {
+		journal[i] = func() {}
+		if e.fetch != nil {
+			journal[i] = in.grantLocked(ctx, e, chosen[i], "person")
+		}
 		in.answerLocked(e, answer{optionID: chosen[i], at: in.cfg.Now()})
 		rep.Answered = append(rep.Answered, api.Answered{ID: e.req.ID, ContainerName: e.req.ContainerName, OptionID: chosen[i]})
 	}
 	in.mu.Unlock()
 	for i, e := range targets {
+		journal[i]()
 		in.note(ctx, e.req, fmt.Sprintf("permission request %s (%s): a person chose %q", e.req.ID, e.req.Title, chosen[i]), func() {})
 		in.publish(e.req, api.EventPermissionAnswered, chosen[i], "person")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/egress"
 )
 
 // hold is how long one send waits for an answer before it is told
@@ -133,11 +134,12 @@ func (in *Inbox) Drop(sb contract.Sandbox) {
 	in.mu.Lock()
 	var dropped []api.PermissionRequest
 	for _, e := range in.pending {
-		if e.req.SwarmID == sb.Swarm && e.req.ContainerName == sb.Container {
+		if e.fetch == nil && e.req.SwarmID == sb.Swarm && e.req.ContainerName == sb.Container {
 			in.answerLocked(e, answer{gone: true, at: in.cfg.Now()})
 			dropped = append(dropped, e.req)
 		}
 	}
+	dropped = append(dropped, in.dropFetchLocked(sb)...)
 	delete(in.refused, sb)
 	held := in.lines[sb]
 	delete(in.lines, sb)
@@ -162,8 +164,15 @@ func (in *Inbox) Run(ctx context.Context, events <-chan api.Event) {
 				events = nil
 				continue
 			}
-			if e.Kind == api.EventContainerExited || e.Kind == api.EventSwarmRemoved {
+			switch e.Kind {
+			case api.EventContainerExited, api.EventSwarmRemoved:
 				in.dropEvent(e)
+			case api.EventSwarmFinished:
+				// Its grants end (package sandboxnet), and so do the
+				// hosts a person refused it.
+				in.mu.Lock()
+				in.forgetSwarmLocked(e.SwarmID)
+				in.mu.Unlock()
 			}
 		case <-tick.C:
 			in.expire(ctx)
@@ -174,6 +183,11 @@ func (in *Inbox) Run(ctx context.Context, events <-chan api.Event) {
 }
 
 func (in *Inbox) dropEvent(e api.Event) {
+	if e.Kind == api.EventSwarmRemoved {
+		in.mu.Lock()
+		in.forgetSwarmLocked(e.SwarmID)
+		in.mu.Unlock()
+	}
 	if e.ContainerName != "" {
 		in.Drop(contract.Sandbox{Swarm: e.SwarmID, Container: e.ContainerName})
 		return
@@ -224,6 +238,11 @@ func (in *Inbox) expire(ctx context.Context) {
 			continue
 		}
 		opt, _ := byKind(e.req.Options, in.cfg.Fallback)
+		if e.fetch != nil {
+			// A host is reached only by a person's answer, never a
+			// timeout's: the request goes, a later connection asks again.
+			opt = egress.ScopeReject
+		}
 		in.answerLocked(e, answer{optionID: opt, at: now})
 		expired = append(expired, done{e.req, opt})
 	}

@@ -75,6 +75,8 @@ type Train struct {
 	// Check and Fix are optional: no check, and a conflict is held.
 	Check Check
 	Fix   Fixer
+	// Hook is called between the steps a crash may split (nil: none).
+	Hook Hook
 }
 
 // identity is who makes the merge commits: the same inputs always make
@@ -93,9 +95,12 @@ func (t *Train) Land(ctx context.Context, b Branch) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if merge, ok, err := t.holds(ctx, cur, b.Tip); err != nil || ok {
-		res.Outcome, res.Merge = Landed, merge
-		return res, err
+	if merge, parent, ok, err := t.holds(ctx, cur, b.Tip); err != nil || ok {
+		if err != nil || merge == "" {
+			res.Outcome = Landed
+			return res, err
+		}
+		return t.landedBefore(ctx, res, merge, parent)
 	}
 	tree, files, err := t.mergeTree(ctx, cur, b.Tip)
 	if err != nil {
@@ -123,9 +128,11 @@ func (t *Train) Land(ctx context.Context, b Branch) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	t.Hook.At(ctx, PointMergeMade, b.Container)
 	if _, err := t.Git.RunEnv(ctx, t.Dir, nil, "update-ref", "-m", "aimi land "+b.Container, t.Ref, merge, cur); err != nil {
 		return res, fmt.Errorf("land %s: move %s from %s (did another land move it? run land again): %w", b.Container, t.Ref, short(cur), err)
 	}
+	t.Hook.At(ctx, PointMergeMoved, b.Container)
 	res.Outcome, res.Merge = outcome, merge
 	if res.Verify == "failed" || (t.Check != nil && outcome == Landed) {
 		res.Verify = "passed"
@@ -157,27 +164,56 @@ func (t *Train) start(ctx context.Context) (string, error) {
 }
 
 // holds reports whether tip is in cur's history already, and the merge
-// on cur's first-parent line that brought it ("" if it came otherwise).
-func (t *Train) holds(ctx context.Context, cur, tip string) (string, bool, error) {
-	_, err := t.Git.RunEnv(ctx, t.Dir, nil, "merge-base", "--is-ancestor", tip, cur)
+// on cur's first-parent line that brought it with its first parent (""
+// if it came otherwise).
+func (t *Train) holds(ctx context.Context, cur, tip string) (merge, parent string, ok bool, err error) {
+	_, err = t.Git.RunEnv(ctx, t.Dir, nil, "merge-base", "--is-ancestor", tip, cur)
 	var ec ExitCoder
 	if errors.As(err, &ec) && ec.ExitCode() == 1 {
-		return "", false, nil
+		return "", "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("land: is %s in %s: %w", short(tip), t.Ref, err)
+		return "", "", false, fmt.Errorf("land: is %s in %s: %w", short(tip), t.Ref, err)
 	}
 	out, err := t.Git.RunEnv(ctx, t.Dir, nil, "rev-list", "--first-parent", "--parents", "--max-count=10000", cur)
 	if err != nil {
-		return "", true, nil
+		return "", "", true, nil
 	}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
 		if len(f) == 3 && f[2] == tip {
-			return f[0], true, nil
+			return f[0], f[1], true, nil
 		}
 	}
-	return "", true, nil
+	return "", "", true, nil
+}
+
+// landedBefore is the outcome of a branch an earlier land merged (one a
+// crash cut short before it recorded it), told by git alone: the merge of
+// its two parents conflicts (fixed), is clean but not the merge's tree
+// (fixed after a failed check: the fix-up's runner verified it), or is
+// the merge's tree (landed, and checked when there is a check; a fix-up
+// that changed nothing reads as this too).
+func (t *Train) landedBefore(ctx context.Context, res Result, merge, parent string) (Result, error) {
+	res.Outcome, res.Merge = Landed, merge
+	tree, files, err := t.mergeTree(ctx, parent, res.Tip)
+	if err != nil {
+		return res, err
+	}
+	have, err := t.Git.RunEnv(ctx, t.Dir, nil, "rev-parse", merge+"^{tree}")
+	if err != nil {
+		return res, fmt.Errorf("land: read the tree of %s: %w", short(merge), err)
+	}
+	have = strings.TrimSpace(have)
+	switch {
+	case len(files) > 0:
+		res.Outcome, res.Files = Fixed, files
+	case tree != have:
+		res.Outcome, res.Verify = Fixed, "passed"
+	case t.Check != nil:
+		res.Verify = "passed"
+	}
+	return res, nil
 }
 
 // mergeTree merges tip into cur in the object database: the tree, and

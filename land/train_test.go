@@ -124,7 +124,7 @@ func fixWith(r *repo, file, body string) Fixer {
 		}
 		run("", "read-tree", k.Tree)
 		blob := run(body, "hash-object", "-w", "--stdin")
-		run("", "update-index", "--cacheinfo", "100644,"+blob+","+file)
+		run("", "update-index", "--add", "--cacheinfo", "100644,"+blob+","+file)
 		return run("", "write-tree"), nil
 	}
 }
@@ -154,5 +154,48 @@ func TestAgainAfterACrashAndAFailedCheck(t *testing.T) {
 	res, err := tr.Land(ctx, b)
 	if err != nil || res.Outcome != Held || res.Verify != "failed" || !strings.Contains(res.Reason, "test failed") {
 		t.Fatalf("b failing its check: %+v %v", res, err)
+	}
+}
+
+// Landing again a branch an earlier land merged (a crash between the
+// branch's move and the record) tells its outcome as that land had it,
+// from git alone: fixed (with the conflict's files), fixed after a
+// failed check, or landed and checked.
+func TestAgainTellsTheEarlierOutcome(t *testing.T) {
+	r := newRepo(t)
+	tr := r.train()
+	ctx := context.Background()
+	a := r.branch("a", map[string]string{"f": "one\nTWO-a\nthree\n"})
+	b := r.branch("b", map[string]string{"f": "one\nTWO-b\nthree\n"})
+	c := r.branch("c", map[string]string{"c": "c\n"})
+	d := r.branch("d", map[string]string{"d": "d\n"})
+	tr.Check = func(ctx context.Context, commit string) (bool, string, error) {
+		return r.git("rev-parse", commit+"^2") != c.Tip, "exit 1", nil
+	}
+	fixConflict, fixCheck := fixWith(r, "f", "one\nTWO-a\nTWO-b\nthree\n"), fixWith(r, "mended", "by the fix-up\n")
+	tr.Fix = func(ctx context.Context, br Branch, base string, k Conflict) (string, error) {
+		if br.Tip == c.Tip {
+			return fixCheck(ctx, br, base, k)
+		}
+		return fixConflict(ctx, br, base, k)
+	}
+	first := map[string]Result{}
+	for _, br := range []Branch{a, b, c, d} {
+		res, err := tr.Land(ctx, br)
+		if err != nil {
+			t.Fatalf("%s: %v", br.Container, err)
+		}
+		first[br.Container] = res
+	}
+	tr.Fix = nil // the fix-ups are not asked again
+	for _, br := range []Branch{a, b, c, d} {
+		again, err := tr.Land(ctx, br)
+		want := first[br.Container]
+		if err != nil || again.Outcome != want.Outcome || again.Merge != want.Merge || again.Verify != want.Verify || !slices.Equal(again.Files, want.Files) {
+			t.Errorf("%s again: %+v %v, want %+v", br.Container, again, err, want)
+		}
+	}
+	if got := []Outcome{first[a.Container].Outcome, first[b.Container].Outcome, first[c.Container].Outcome, first[d.Container].Outcome}; !slices.Equal(got, []Outcome{Landed, Fixed, Fixed, Landed}) {
+		t.Errorf("first outcomes %v", got)
 	}
 }

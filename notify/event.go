@@ -21,11 +21,19 @@ func (n *Notifier) notice(e api.Event) (Notice, bool) {
 	switch e.Kind {
 	case api.EventPermissionRequested:
 		no.Kind = KindRequestWaiting
-		what := clean(e.Output)
+		what, answers := clean(e.Output), "allow|reject"
 		if e.Request != nil {
 			what = clean(e.Request.Title) + " (" + clean(e.Request.Kind) + ")"
+			if e.Request.Kind == "fetch" {
+				// The egress proxy's request (egress.ask): its title names
+				// the host and port only, never a path or query string.
+				answers = "once|container|swarm|reject"
+				if n := len(e.Request.Containers); n > 1 {
+					what += fmt.Sprintf(" for %d containers", n)
+				}
+			}
 		}
-		no.Text = fmt.Sprintf("%s: %s story %s asks: %s. Answer: aimi swarm answer %s allow|reject", repo, no.Container, dash(no.StoryID), what, no.RequestID)
+		no.Text = fmt.Sprintf("%s: %s story %s asks: %s. Answer: aimi swarm answer %s %s", repo, no.Container, dash(no.StoryID), what, no.RequestID, answers)
 	case api.EventContainerExited:
 		if e.Status == "failed" {
 			no.Kind = KindContainerFailed

@@ -250,3 +250,15 @@ func TestConflictNotice(t *testing.T) {
 		t.Error("a cleared conflict is not a notice")
 	}
 }
+
+// The egress proxy's request (egress.ask) is told like any other: the
+// host and port, its containers, the answers it takes.
+func TestFetchRequestNotice(t *testing.T) {
+	n := &Notifier{}
+	req := &api.PermissionRequest{ID: "abc", Kind: "fetch", Title: "Reach pkg.example:443", Command: "GET /x", Containers: []string{"aimi-a", "aimi-b"}}
+	no, ok := n.notice(api.Event{Kind: api.EventPermissionRequested, RepoPath: "/r/proj", ContainerName: "aimi-a", RequestID: "abc", Request: req})
+	want := "proj: aimi-a story - asks: Reach pkg.example:443 (fetch) for 2 containers. Answer: aimi swarm answer abc once|container|swarm|reject"
+	if !ok || no.Kind != KindRequestWaiting || no.Text != want {
+		t.Errorf("notice %q %v, want %q", no.Text, ok, want)
+	}
+}

@@ -41,6 +41,7 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 		return nil, err
 	}
 	sw := m.adoptedSwarm(ctx, repo, repoID, store, st, infos)
+	sw.restoreGroups(st)
 	byID := map[string]engine.Info{}
 	for _, in := range infos {
 		byID[in.ID] = in
@@ -58,7 +59,9 @@ func (m *Manager) adopt(ctx context.Context, repo string) (*swarm, error) {
 			ctrs[f.name] = c
 		}
 	}
+	sw.linkGroups()
 	sw.carryOut(ctx, planAdoption(sw.local, facts), ctrs)
+	sw.recoverPicks()
 	return sw, nil
 }
 

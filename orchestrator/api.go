@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/land"
+	"github.com/aimi-tools/swarm/publish"
 )
 
 // Config is the daemon-wide configuration of the Manager. The configs package
@@ -94,13 +96,32 @@ type Config struct {
 	// LandVerifyCommand is the verify command of a land's checks and
 	// fix-ups (land.verify_command); "": agent.verify_command's.
 	LandVerifyCommand string
+	// ScoreCommand ranks a task file's qualified attempts (swarm.score_command;
+	// "": none) and Variants are the agents its attempts go round
+	// (agent.variants): attempts.go.
+	ScoreCommand string
+	Variants     []AgentVariant
+	// PickPause is a test hook: PickPauseBefore or PickPauseAfter holds
+	// every pick there (before its state write, or between it and the
+	// publish) until the daemon ends, so a test can kill it in between.
+	PickPause string
 	// LandFixAttempts is how many fix-ups a merge gets before its branch
 	// is held (land.fix_attempts); 0: one, negative: none.
 	LandFixAttempts int
+	// LandHook is called at each step of a land a crash may split
+	// (land.Point); nil but in the crash tests, which stop there.
+	LandHook land.Hook
 	// RadarDir is where the conflict radar writes its merges' trees (one
 	// directory per swarm, emptied after every look); "": the system's
 	// temporary directory.
 	RadarDir string
+	// OriginDir is where the daemon keeps its copy of a remote-mode
+	// swarm's origin (one bare repository per swarm), which the radar and
+	// land work on; "": under RadarDir.
+	OriginDir string
+	// LandPR opens the pull request of a remote-mode land (the publish
+	// token and API); without a token the land says how to open it.
+	LandPR publish.Hosted
 	// Observer, when set, hears every event, state save and journal record
 	// (the daemon's metrics).
 	Observer Observer

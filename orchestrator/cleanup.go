@@ -43,6 +43,7 @@ func (m *Manager) Cleanup(ctx context.Context, repoPath string, force bool) (api
 		m.forgetGit(ctx, sw.id, &rep)
 	}
 	if rep.StateRemoved {
+		m.forgetOrigin(sw)
 		sw.close(ctx)
 		m.mu.Lock()
 		if m.swarms[repo] == sw {

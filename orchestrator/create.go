@@ -13,6 +13,7 @@ import (
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
 	"github.com/aimi-tools/swarm/state"
+	"github.com/aimi-tools/swarm/tasks"
 )
 
 // nameTaken reports whether a container name is used by a container the
@@ -46,7 +47,7 @@ func (sw *swarm) nameTaken(ctx context.Context, name string, mine map[string]boo
 // freeName is a name for c that no container holds: during the creates a
 // stale holder counts as taken, since its work was not looked at.
 func (sw *swarm) freeName(ctx context.Context, c *ctr, mine map[string]bool) string {
-	return uniqueName(containerName(c.taskFile), func(n string) bool {
+	return uniqueName(baseName(c.taskFile, c.attempt), func(n string) bool {
 		taken, stale := sw.nameTaken(ctx, n, mine)
 		return taken || stale != nil
 	})
@@ -167,7 +168,9 @@ func (sw *swarm) createAll(ctx context.Context, all []*ctr) (_ []*ctr, err error
 // they are read from, and each container's fold must start from what it
 // will read.
 func (sw *swarm) nameAndTake(ctx context.Context, planned []plannedTask, files []string, existing map[string]string) ([]*ctr, error) {
+	planned = sw.expandAttempts(planned)
 	named, stale := sw.planNames(ctx, planned)
+	sw.registerGroups(named)
 	if err := sw.takeStale(ctx, stale); err != nil || len(stale) == 0 {
 		return named, err
 	}
@@ -175,8 +178,13 @@ func (sw *swarm) nameAndTake(ctx context.Context, planned []plannedTask, files [
 	if err != nil {
 		return nil, err
 	}
-	for i, c := range named {
-		c.tf, c.branch = again[i].tf, again[i].tf.Metadata.BranchName
+	byPath := map[string]*tasks.File{}
+	for _, p := range again {
+		byPath[p.path] = p.tf
+	}
+	for _, c := range named {
+		c.tf = byPath[c.taskFile]
+		c.branch = attemptBranch(c.tf.Metadata.BranchName, c.attempt)
 	}
 	return named, nil
 }
@@ -199,14 +207,14 @@ func (sw *swarm) planNames(ctx context.Context, planned []plannedTask) (all []*c
 	probe.SetLimit(createConcurrency)
 	for i, p := range planned {
 		probe.Go(func() error {
-			first[i], firstStale[i] = sw.nameTaken(ctx, containerName(p.path), nil)
+			first[i], firstStale[i] = sw.nameTaken(ctx, baseName(p.path, p.attempt), nil)
 			return nil
 		})
 	}
 	_ = probe.Wait()
 	all = make([]*ctr, len(planned))
 	for i, p := range planned {
-		base := containerName(p.path)
+		base := baseName(p.path, p.attempt)
 		var holds *holder // the stale holder of the name last found free
 		name := uniqueName(base, func(n string) bool {
 			if n == base && !mine[n] {
@@ -221,7 +229,8 @@ func (sw *swarm) planNames(ctx context.Context, planned []plannedTask) (all []*c
 			stale = append(stale, *holds)
 		}
 		mine[name] = true
-		all[i] = &ctr{name: name, taskFile: p.path, branch: p.tf.Metadata.BranchName, tf: p.tf, repoURL: sw.repoURL, stopCh: make(chan struct{})}
+		all[i] = &ctr{name: name, taskFile: p.path, branch: attemptBranch(p.tf.Metadata.BranchName, p.attempt), tf: p.tf, repoURL: sw.repoURL,
+			stopCh: make(chan struct{}), attempt: p.attempt, variant: p.variant}
 	}
 	return all, stale
 }

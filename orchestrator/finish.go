@@ -85,18 +85,16 @@ func (sw *swarm) publishBranch(ctx context.Context, c *ctr, log *slog.Logger) {
 	if sw.led.status(c.name) != state.StatusCompleted || sw.withdrawUnreceived(ctx, c, log) || sw.m.cfg.Publisher == nil {
 		return
 	}
+	if c.attempt > 0 {
+		return // kept, and published as its task file's branch once picked (attemptEnded)
+	}
 	u, err := sw.m.cfg.Publisher.Publish(ctx, sw.branchOf(c))
 	if err != nil {
 		sw.notePublishFailed(ctx, c, err, log)
 		return
 	}
 	sw.autoLand(c)
-	if u != nil {
-		sw.mu.Lock()
-		c.prURL = u
-		sw.mu.Unlock()
-		sw.notePullRequest(ctx, c, *u)
-	}
+	sw.notePullRequest(ctx, c, u)
 }
 
 // notePublishFailed journals why c's branch was not published (and where
@@ -163,7 +161,15 @@ func (sw *swarm) withdrawUnreceived(ctx context.Context, c *ctr, log *slog.Logge
 // into the state file, where other aimi tools look for it: a daemon
 // completion that repeats c's status with the prUrl added, which the fold
 // accepts as an amendment of the completion without a prUrl.
-func (sw *swarm) notePullRequest(ctx context.Context, c *ctr, url string) {
+// u nil: none was opened.
+func (sw *swarm) notePullRequest(ctx context.Context, c *ctr, u *string) {
+	if u == nil {
+		return
+	}
+	url := *u
+	sw.mu.Lock()
+	c.prURL = u
+	sw.mu.Unlock()
 	log := sw.m.log.With("swarm", sw.id, "container", c.name)
 	if sc := sw.led.container(c.name); sc == nil || sc.PRURL != nil {
 		return // gone (cleanup), or the runner's completion carried one
@@ -224,5 +230,6 @@ func (sw *swarm) finishWith(ctx context.Context, c *ctr, m *acpmsg.Message, fact
 		}
 	})
 	log.Info("container finished", "status", sw.led.status(c.name), "exitCode", facts.code, "oom", facts.oom, "timedOut", facts.timedOut)
+	sw.attemptEnded(ctx, c)
 	sw.checkFinished()
 }

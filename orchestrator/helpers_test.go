@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/gittest"
+
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/spec"
@@ -66,7 +68,7 @@ func testRepo(t testing.TB, names []string, stories int) (string, []string) {
 		}
 	}
 	run("init", "-q")
-	run("remote", "add", "origin", "https://example.com/org/repo.git")
+	run("remote", "add", "origin", gittest.NowhereOrigin)
 	dir := filepath.Join(repo, ".aimi", "tasks")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

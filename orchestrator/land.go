@@ -37,18 +37,15 @@ func (m *Manager) Land(ctx context.Context, req api.LandRequest) (api.LandReport
 // land is Land; with only set (land.auto) it lands those containers
 // alone and waits its turn behind a land that runs instead of refusing.
 func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) (api.LandReport, error) {
-	src, ok := m.cfg.Git.(TipSource)
-	if !ok {
-		return api.LandReport{}, &api.FieldError{Field: "repoPath", Reason: "landing needs the daemon's git service (git.mode: local); in remote mode merge the pushed branches on origin"}
-	}
 	sw, unlock, err := m.lockedSwarm(ctx, req.RepoPath)
 	if err != nil {
 		return api.LandReport{}, err
 	}
 	rl := &repoLock{m: m, sw: sw, unlock: unlock, locked: true}
 	defer rl.release()
-	if !sw.local {
-		return api.LandReport{}, &api.FieldError{Field: "repoPath", Reason: "this swarm runs in remote git mode: its branches are on origin, and landing them there is not built yet; merge them on origin, or run the swarm with --local"}
+	src, err := sw.landSource(ctx)
+	if err != nil {
+		return api.LandReport{}, err
 	}
 	if err := rl.landing(ctx, only != nil); err != nil {
 		return api.LandReport{}, err
@@ -86,6 +83,7 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 		res, err := lr.landOne(ctx, c)
 		if err != nil {
 			sw.journalLand("land stopped at %s: %v", c.name, err)
+			rep.Cut = true
 			return rep, err
 		}
 		lr.progress(res)
@@ -94,13 +92,15 @@ func (m *Manager) land(ctx context.Context, req api.LandRequest, only []string) 
 			sw.radarKick() // the radar's target moved: what still works is looked at against it
 		}
 	}
+	m.cfg.LandHook.At(ctx, land.PointAllLanded, "")
 	if err := lr.bringIn(ctx, mirror, &rep); err != nil {
 		sw.journalLand("land stopped: %v", err)
+		rep.Cut = true
 		return rep, err
 	}
 	sw.journalLand("land done: %s at %.12s; %s", branch, rep.Tip, cmp.Or(rep.Take, "-"))
-	rep.Running = false // the deferred save writes it; the answer is a copy
-	return rep, nil
+	rep.Running = false // the deferred save writes it; the answer is a copy, with the costs
+	return *sw.withCosts(&rep), nil
 }
 
 // bringIn brings the integration branch into the checkout when it holds
@@ -112,6 +112,9 @@ func (lr *landRun) bringIn(ctx context.Context, mirror string, rep *api.LandRepo
 		return err
 	}
 	rep.Tip = tip
+	if o, ok := lr.src.(*originCopy); ok {
+		return lr.pushLand(ctx, o, rep)
+	}
 	cb := contract.ContainerBranch{Repo: lr.sw.repo, Branch: rep.Branch}
 	if _, err := publish.IntoCheckout(ctx, landGit, mirror, cb, ""); err != nil {
 		return fmt.Errorf("land: bring %s into %s: %w", rep.Branch, lr.sw.repo, err)
@@ -245,6 +248,7 @@ func (sw *swarm) landQueue(order []string) ([]*ctr, []api.Kept, error) {
 			queue = append(queue, c)
 		}
 	}
+	queue, skipped = sw.onlyPicked(queue, skipped)
 	rank := func(c *ctr) int {
 		if i := slices.Index(order, c.name); i >= 0 {
 			return i
@@ -263,7 +267,10 @@ func (sw *swarm) landQueue(order []string) ([]*ctr, []api.Kept, error) {
 // landTrain is the train of the swarm's repository: the landing target
 // (onto, or the repository's HEAD branch) fetched from the checkout, so
 // the integration branch starts at what the user has now.
-func (sw *swarm) landTrain(ctx context.Context, src TipSource, onto, branch string, rep *api.LandReport) (string, *land.Train, error) {
+func (sw *swarm) landTrain(ctx context.Context, src receivedTips, onto, branch string, rep *api.LandReport) (string, *land.Train, error) {
+	if o, ok := src.(*originCopy); ok {
+		return sw.landTrainRemote(ctx, o, onto, branch, rep)
+	}
 	var mirror string
 	for _, c := range sw.list() {
 		if repo, _, err := src.Received(contract.Sandbox{Swarm: sw.id, Container: c.name}, c.branch); err == nil {
@@ -285,7 +292,7 @@ func (sw *swarm) landTrain(ctx context.Context, src TipSource, onto, branch stri
 	if _, err := landGit.Run(ctx, mirror, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", sw.repo, "+refs/heads/"+onto+":"+ontoRef); err != nil {
 		return "", nil, &api.FieldError{Field: "onto", Reason: fmt.Sprintf("branch %q of %s could not be read: %v", onto, sw.repo, err)}
 	}
-	tr := &land.Train{Git: landGit, Dir: mirror, Ref: "refs/heads/" + branch, Onto: ontoRef}
+	tr := &land.Train{Git: landGit, Dir: mirror, Ref: "refs/heads/" + branch, Onto: ontoRef, Hook: sw.m.cfg.LandHook}
 	commit, err := landGit.RevParse(ctx, mirror, ontoRef)
 	if err != nil {
 		return "", nil, err

@@ -19,7 +19,7 @@ import (
 // other sides a fix-up's prompt quotes).
 type landRun struct {
 	sw      *swarm
-	src     TipSource
+	src     receivedTips
 	tr      *land.Train
 	scratch string
 	landed  []*ctr
@@ -151,6 +151,9 @@ func (lr *landRun) runOwn(ctx context.Context, o landOwn) (*ctr, string, error) 
 	if sw.led.stories(fc.name)[land.FixupStoryID] != tasks.Completed {
 		return fc, "", nil
 	}
+	if err := lr.refresh(ctx, o.branch); err != nil {
+		return nil, "", err
+	}
 	_, tip, err := lr.src.Received(contract.Sandbox{Swarm: sw.id, Container: fc.name}, o.branch)
 	if err != nil || tip == "" {
 		return nil, "", fmt.Errorf("the land's container %s pushed nothing", fc.name)
@@ -169,6 +172,9 @@ func (lr *landRun) startOwn(ctx context.Context, o landOwn) (*ctr, error) {
 		return nil, err
 	}
 	if _, err := lr.tr.PrepareFixup(ctx, "refs/heads/"+o.branch, o.base, land.Conflict{Tree: o.tree}, o.taskPath, data, lr.scratch); err != nil {
+		return nil, err
+	}
+	if err := lr.share(ctx, o.branch); err != nil {
 		return nil, err
 	}
 	fc, err := lr.sw.appendFixup(ctx, o.taskPath, tf)

@@ -68,6 +68,7 @@ func (sw *swarm) landView() *api.LandReport {
 	}
 	defer sw.landing.Unlock()
 	// Read while no land runs: one that says it runs was cut short.
+	rep.Cut = rep.Cut || rep.Running
 	rep.Running = false
 	sw.mu.Lock()
 	if sw.lastLand == nil {

@@ -102,6 +102,9 @@ func New(ctx context.Context, cfg Config, eng engine.Engine) (*Manager, error) {
 	if cfg.RadarDir == "" {
 		cfg.RadarDir = filepath.Join(os.TempDir(), "aimi-radar")
 	}
+	if cfg.OriginDir == "" {
+		cfg.OriginDir = filepath.Join(cfg.RadarDir, "origin")
+	}
 	cfg.EnvVars = maps.Clone(cfg.EnvVars)
 	cfg.RunnerEnv = maps.Clone(cfg.RunnerEnv)
 	life, cancel := context.WithCancel(ctx)
@@ -235,6 +238,7 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		sw.discard(ctx, created, setup)
 		return api.SwarmView{}, err
 	}
+	sw.saveAttempts(ctx)
 	m.mu.Lock()
 	m.swarms[repo] = sw
 	m.mu.Unlock()
@@ -337,6 +341,7 @@ func (sw *swarm) plan(ctx context.Context, req api.StartRequest, tr *tracer) ([]
 		return nil, fmt.Errorf("%w: no image: set sandbox.image in the config or pass --image", api.ErrInvalidRequest)
 	}
 	sw.repoURL = repoURL // planNames gives it to each container
+	sw.setAttempts(req)
 	named, err := sw.nameAndTake(ctx, planned, req.TaskFiles, nil)
 	if err != nil {
 		return nil, err

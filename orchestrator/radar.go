@@ -14,9 +14,10 @@ import (
 	"github.com/aimi-tools/swarm/radar"
 )
 
-// TipSource is the side of GitAccess the conflict radar reads: the
-// service says when a container's branch moved, and where it is now. A
-// GitAccess without it (remote mode) has no radar.
+// TipSource is the side of GitAccess the conflict radar reads in local
+// mode: the service says when a container's branch moved, and where it is
+// now. In remote mode the radar reads the daemon's copy of origin
+// (radarremote.go).
 type TipSource interface {
 	OnTip(fn func(sb contract.Sandbox))
 	Received(sb contract.Sandbox, branch string) (repo, tip string, err error)
@@ -48,8 +49,7 @@ func (m *Manager) noteTip(sb contract.Sandbox) {
 }
 
 func (sw *swarm) radarKick() {
-	src, ok := sw.m.cfg.Git.(TipSource)
-	if !ok {
+	if _, ok := sw.m.cfg.Git.(TipSource); !ok && sw.local {
 		return
 	}
 	sw.mu.Lock()
@@ -57,7 +57,7 @@ func (sw *swarm) radarKick() {
 	if r == nil {
 		r = &swarmRadar{w: radar.NewWatcher()}
 		sw.radar = r
-		sw.m.wg.Go(func() { sw.m.runRadar(sw, r, src) })
+		sw.m.wg.Go(func() { sw.m.runRadar(sw, r) })
 	}
 	sw.mu.Unlock()
 	r.w.Kick()
@@ -65,21 +65,32 @@ func (sw *swarm) radarKick() {
 
 // runRadar looks each time it is kicked, until the daemon stops or the
 // swarm is gone.
-func (m *Manager) runRadar(sw *swarm, r *swarmRadar, src TipSource) {
+func (m *Manager) runRadar(sw *swarm, r *swarmRadar) {
 	scratch := filepath.Join(m.cfg.RadarDir, sw.id)
 	var rd *radar.Radar
 	r.w.Run(m.life, func(ctx context.Context) (time.Duration, bool) {
 		if m.byID(sw.id) != sw {
 			return 0, false
 		}
+		src, cpu, err := sw.radarSource(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.log.Warn("conflict radar: origin's branches were not read; it looks again at the next story", "swarm", sw.id, "err", err)
+			}
+			return cpu, true
+		}
+		if src == nil {
+			return cpu, true
+		}
 		tips, repo := sw.radarTips(src)
 		if repo == "" {
-			return 0, true
+			return cpu, true
 		}
 		if rd == nil {
 			rd = radar.New(radarGit, repo, scratch)
 		}
 		rep, err := rd.Look(ctx, sw.radarTarget(ctx, repo), tips)
+		rep.CPU += cpu
 		if err != nil {
 			if ctx.Err() == nil {
 				m.log.Warn("conflict radar: the look failed; it looks again at the next push", "swarm", sw.id, "err", err)
@@ -96,7 +107,7 @@ func (m *Manager) runRadar(sw *swarm, r *swarmRadar, src TipSource) {
 
 // radarTips is every container's received tip, and the repository they
 // are in ("" while none has pushed).
-func (sw *swarm) radarTips(src TipSource) (map[string]string, string) {
+func (sw *swarm) radarTips(src receivedTips) (map[string]string, string) {
 	sw.mu.Lock()
 	type nb struct{ name, branch string }
 	var all []nb

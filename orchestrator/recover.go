@@ -84,8 +84,8 @@ func classify(info engine.Info, found bool) (supMode, *exitFacts) {
 // when it cannot tell, or there is no publisher, it says yes: publishing is
 // left to the user rather than retried blindly at every start.
 func (sw *swarm) published(ctx context.Context, c *ctr) bool {
-	if sw.m.cfg.Publisher == nil {
-		return true
+	if sw.m.cfg.Publisher == nil || sw.isAttempt(c.name) {
+		return true // an attempt is published when picked (recoverPicks)
 	}
 	ok, err := sw.m.cfg.Publisher.Published(ctx, sw.branchOf(c))
 	if err != nil {

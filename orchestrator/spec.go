@@ -22,6 +22,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant, mg *ModelGrant) engine.Spec {
 		// A land's own run verifies with land.verify_command.
 		all[contract.EnvVerifyCommand] = cfg.LandVerifyCommand
 	}
+	sw.attemptEnv(c, all)
 	var mounts []engine.Mount
 	caFile := ""
 	if g != nil {

@@ -326,6 +326,7 @@ func (sw *swarm) handle(ctx context.Context, c *ctr, ln engine.Line) error {
 		e := api.Event{SwarmID: sw.id, RepoPath: sw.repo, ContainerName: c.name, Kind: api.EventProgress, Status: statusAfter(res.msg)}
 		fillMessage(&e, res.msg)
 		sw.m.publish(e)
+		sw.radarOnMessage(c, res.msg)
 	}
 	return nil
 }

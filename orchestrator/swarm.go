@@ -48,12 +48,22 @@ type swarm struct {
 	gateway string      // local mode: the network's gateway, where git is served
 	wave    *startWave  // its containers starting now (startWave); nil until the first
 	radar   *swarmRadar // the conflict radar, from the first push on (radarKick)
+	origin  *originCopy // remote mode: the daemon's copy of origin, from first use
 
 	// landing is held by the swarm's one land at a time (Land); lastLand
 	// is its record (guarded by mu).
 	landing  sync.Mutex
 	lastLand *api.LandReport
 	landSeq  int64 // the land journal's last seq (guarded by mu)
+	// costs folds the journals of the containers a land shows.
+	costs costFolds
+
+	// attempts is how many times a start of this swarm runs each task
+	// file, attemptsStop its swarm.attempts_stop; groups are the task
+	// files run several times, by path (guarded by mu; attempts.go).
+	attempts     int
+	attemptsStop string
+	groups       map[string]*attemptGroup
 }
 
 // ctr is one container of a swarm. Its fields from id on are guarded by
@@ -110,6 +120,10 @@ type ctr struct {
 	// (running): its start neither starts nor inspects it again. Taken
 	// once; nil otherwise.
 	claimed *engine.Info
+	// attempt is c's number among its task file's attempts (1-based), 0
+	// for a task file run once; variant the agent.variants entry it runs.
+	attempt int
+	variant string
 }
 
 // leaveWave takes c out of the start wave, if it is in one.
@@ -257,7 +271,7 @@ func (sw *swarm) gatewayIP() string {
 func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmView, error) {
 	existing := map[string]string{}
 	for _, c := range sw.list() {
-		existing[c.taskFile] = c.branch
+		existing[c.taskFile] = taskBranch(c)
 	}
 	planned, err := validateTasks(ctx, sw.repo, req.TaskFiles, existing, sw.local)
 	if err != nil {
@@ -271,6 +285,7 @@ func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	if err := sw.ensureNetwork(ctx); err != nil {
 		return api.SwarmView{}, err
 	}
+	sw.setAttempts(req)
 	named, err := sw.nameAndTake(ctx, planned, req.TaskFiles, existing)
 	if err != nil {
 		return api.SwarmView{}, err
@@ -283,6 +298,7 @@ func (sw *swarm) append(ctx context.Context, req api.StartRequest) (api.SwarmVie
 		}
 		return api.SwarmView{}, fmt.Errorf("%w (the active swarm is unchanged apart from %d removed containers; their entries stay pending until cleanup)", err, len(created))
 	}
+	sw.saveAttempts(ctx)
 	return sw.view(), nil
 }
 
@@ -477,6 +493,7 @@ func (sw *swarm) cleanup(ctx context.Context, force bool) (api.CleanupReport, er
 	// Only what holds no unreceived work is removed, several at once: a
 	// removal waits on the engine (on a cluster, seconds for a service and
 	// its objects), and a swarm's containers are independent.
+	sw.keepBeforeCleanup(ctx, gone)
 	failed := sw.removeAll(ctx, gone)
 	var drop []*ctr
 	for i, c := range gone {

@@ -12,6 +12,10 @@ import (
 type plannedTask struct {
 	path string
 	tf   *tasks.File
+	// attempt is the run's number when the task file runs several times
+	// (0: once), variant its agent.variants entry.
+	attempt int
+	variant string
 }
 
 // Bounds of a TaskFileError: the request names any number of files, each

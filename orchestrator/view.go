@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aimi-tools/swarm/api"
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -70,7 +71,21 @@ func (sw *swarm) view() api.SwarmView {
 	}
 	v := api.SwarmView{RepoPath: sw.repo, State: snap, Containers: []api.ContainerDetail{}, Summary: summaryOf(snap)}
 	waits := sw.m.limitWaits(sw.id)
-	v.Conflicts, v.Land = sw.radarView(), sw.landView()
+	sw.mu.Lock()
+	names := make([]string, 0, len(sw.ctrs))
+	for _, c := range sw.ctrs {
+		names = append(names, c.name)
+	}
+	sw.mu.Unlock()
+	rules := make(map[string]*api.EgressRules, len(names))
+	for _, n := range names {
+		rules[n] = sw.m.egressRules(contract.Sandbox{Swarm: sw.id, Container: n})
+	}
+	v.Conflicts, v.Land = sw.radarView(), sw.withCosts(sw.landView())
+	v.Attempts = sw.attemptsView()
+	if snap != nil && len(v.Attempts) > 0 {
+		snap.Attempts = v.Attempts // the file's shape: its attempts section too
+	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	for _, c := range sw.ctrs {
@@ -78,7 +93,7 @@ func (sw *swarm) view() api.SwarmView {
 			ExitCode: c.exitCode, OOMKilled: c.oom, Errors: c.errorsView(), LastOutput: c.lastOutput,
 			Rejected: c.rejected, EgressDenied: c.egressDenied, GitRefused: c.gitRefused, PRURL: c.prURL, Node: c.node}
 		d.Stories = c.storyDetails(reported[c.name])
-		d.LimitWaits = waits[c.name]
+		d.LimitWaits, d.Egress = waits[c.name], rules[c.name]
 		if e := snap.Container(c.name); e != nil {
 			d.Status, d.CompletedWithFailures = string(e.Status), e.CompletedWithFailures()
 			if d.PRURL == nil {

@@ -67,6 +67,12 @@ type Result struct {
 // compare-and-swap against the value it read, so a concurrent commit by the
 // user makes it fail instead of being overwritten.
 func IntoCheckout(ctx context.Context, g gitcmd.Git, src string, cb contract.ContainerBranch, keep string) (Result, error) {
+	return intoCheckoutFrom(ctx, g, src, "refs/heads/"+cb.Branch, cb, keep)
+}
+
+// intoCheckoutFrom is IntoCheckout of the source's srcRef (another
+// branch than cb.Branch: a picked attempt's) as refs/heads/<cb.Branch>.
+func intoCheckoutFrom(ctx context.Context, g gitcmd.Git, src, srcRef string, cb contract.ContainerBranch, keep string) (Result, error) {
 	repoPath, branch := cb.Repo, cb.Branch
 	res := Result{Branch: branch}
 	if err := gitref.CheckBranch(branch); err != nil {
@@ -78,7 +84,7 @@ func IntoCheckout(ctx context.Context, g gitcmd.Git, src string, cb contract.Con
 		}
 	}
 	ref := "refs/heads/" + branch
-	tip, err := g.RevParse(ctx, src, ref)
+	tip, err := g.RevParse(ctx, src, srcRef)
 	if err != nil {
 		return res, fmt.Errorf("publish %s: read the branch in %s: %w", branch, src, err)
 	}
@@ -88,7 +94,7 @@ func IntoCheckout(ctx context.Context, g gitcmd.Git, src string, cb contract.Con
 	// Objects first, no ref written: the checkout then holds the container's
 	// commits whatever is decided below, and the refusal messages can name
 	// a commit the user can merge without network or the service.
-	if _, err := g.Run(ctx, repoPath, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", src, ref); err != nil {
+	if _, err := g.Run(ctx, repoPath, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", src, srcRef); err != nil {
 		return res, fmt.Errorf("publish %s: fetch from %s into %s: %w", branch, src, repoPath, err)
 	}
 	if _, err := g.Run(ctx, repoPath, "cat-file", "-e", tip+"^{commit}"); err != nil {

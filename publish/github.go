@@ -30,6 +30,12 @@ func (r Remote) HTTPSURL() string {
 	return "https://" + r.Host + "/" + r.Owner + "/" + r.Repo + ".git"
 }
 
+// CompareURL is the page on the remote's web host where a person opens
+// the pull request of head onto base (GitHub's compare view).
+func (r Remote) CompareURL(base, head string) string {
+	return "https://" + r.Host + "/" + r.Owner + "/" + r.Repo + "/compare/" + base + "..." + head + "?expand=1"
+}
+
 // ParseRemote reads host, owner and repository from a remote URL in https,
 // http, ssh:// or scp form (git@host:owner/repo.git).
 func ParseRemote(raw string) (Remote, error) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -269,5 +270,36 @@ func TestHostedWebHost(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("webHost(%q) = %q, %v; want %q", api, got, err, want)
 		}
+	}
+}
+
+// TestHostedPullRequestPushesNothing: the pull request of a branch the
+// caller pushed itself is opened with the base given, and nothing is
+// pushed; without a token it is skipped, saying why.
+func TestHostedPullRequestPushesNothing(t *testing.T) {
+	ctx := t.Context()
+	const token = "ghp_hostedtokenhostedtoken000003"
+	user, bare, fake, api := hostedFixture(t, token)
+	mustGit(t, user, "branch", "aimi/land/abc")
+	h := Hosted{GitHub: GitHub{API: api, Token: token}, WebHost: "github.example", Base: "main"}
+	res, err := h.PullRequest(ctx, testGit, user, "aimi/land/abc", "", "the body")
+	if err != nil || res.PRURL != "https://github.example/acme/widgets/pull/1" {
+		t.Fatalf("result = %+v, %v", res, err)
+	}
+	if out, err := exec.Command("git", "-C", bare, "rev-parse", "--verify", "--quiet", "refs/heads/aimi/land/abc").Output(); err == nil {
+		t.Errorf("PullRequest pushed the branch (%s)", out)
+	}
+	fake.mu.Lock()
+	post := fake.posts[0]
+	fake.mu.Unlock()
+	if post.Head != "aimi/land/abc" || post.Base != "main" || post.Body != "the body" {
+		t.Errorf("posted %+v", post)
+	}
+	h.GitHub.Token = ""
+	if res, err := h.PullRequest(ctx, testGit, user, "aimi/land/abc", "", ""); err != nil || !strings.Contains(res.Skipped, "no GitHub token") {
+		t.Errorf("without a token: %+v, %v", res, err)
+	}
+	if got := (Remote{Host: "github.example", Owner: "acme", Repo: "widgets"}).CompareURL("main", "aimi/land/abc"); got != "https://github.example/acme/widgets/compare/main...aimi/land/abc?expand=1" {
+		t.Errorf("CompareURL = %s", got)
 	}
 }

@@ -43,34 +43,29 @@ type HostedResult struct {
 // fallbackBase is the base branch when neither Base nor the remote's HEAD
 // names one; body is the pull request's description.
 func (h Hosted) Publish(ctx context.Context, g gitcmd.Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
+	return h.publish(ctx, g, repoPath, branch, fallbackBase, body, true)
+}
+
+// PullRequest opens (or finds) the pull request of branch, which the
+// caller pushed to the hosted remote of the checkout at repoPath already:
+// it pushes nothing. Skipped says why there is none (no token, no such
+// remote, not a GitHub remote).
+func (h Hosted) PullRequest(ctx context.Context, g gitcmd.Git, repoPath, branch, fallbackBase, body string) (HostedResult, error) {
+	return h.publish(ctx, g, repoPath, branch, fallbackBase, body, false)
+}
+
+// publish is Publish, or PullRequest without push.
+func (h Hosted) publish(ctx context.Context, g gitcmd.Git, repoPath, branch, fallbackBase, body string, push bool) (HostedResult, error) {
 	if err := gitref.CheckBranch(branch); err != nil {
 		return HostedResult{}, fmt.Errorf("publish: %w: %w", ErrBadBranch, err)
 	}
-	if h.GitHub.Token == "" {
-		return HostedResult{Skipped: "no GitHub token in the daemon's environment"}, nil
+	remote, name, skipped, err := h.target(ctx, g, repoPath)
+	if err != nil || skipped != "" {
+		return HostedResult{Skipped: skipped}, err
 	}
-	name := h.RemoteName
-	if name == "" {
-		name = "origin"
+	if !push {
+		return h.open(ctx, g, repoPath, remote, name, branch, fallbackBase, body)
 	}
-	// The URL as configured: `remote get-url` would apply insteadOf
-	// rewrites, and owner/repo are read from what the user wrote.
-	raw, err := g.Run(ctx, repoPath, "config", "--get", "remote."+name+".url")
-	if err != nil || raw == "" {
-		return HostedResult{Skipped: fmt.Sprintf("the checkout has no remote %q", name)}, nil
-	}
-	remote, err := ParseRemote(raw)
-	if err != nil {
-		return HostedResult{Skipped: fmt.Sprintf("remote %q is not a hosted repository: %v", name, err)}, nil
-	}
-	webHost, err := h.webHost()
-	if err != nil {
-		return HostedResult{}, err
-	}
-	if !strings.EqualFold(remote.Host, webHost) {
-		return HostedResult{Skipped: fmt.Sprintf("remote %q is on %s, the GitHub API serves %s", name, remote.Host, webHost)}, nil
-	}
-
 	// The token travels as an http.<url>.extraHeader given through the
 	// environment (GIT_CONFIG_COUNT, git >= 2.31): not on the command line,
 	// not in any config file, and sent to this remote's URL only.
@@ -84,7 +79,41 @@ func (h Hosted) Publish(ctx context.Context, g gitcmd.Git, repoPath, branch, fal
 	if _, err := pushGit.Run(ctx, repoPath, "push", "--quiet", remote.HTTPSURL(), ref+":"+ref); err != nil {
 		return HostedResult{}, fmt.Errorf("push %s to %s (remote %q): %w", branch, remote.HTTPSURL(), name, err)
 	}
+	return h.open(ctx, g, repoPath, remote, name, branch, fallbackBase, body)
+}
 
+// target is the checkout's hosted remote the token may go to, and its
+// name; skipped says why there is none.
+func (h Hosted) target(ctx context.Context, g gitcmd.Git, repoPath string) (remote Remote, name, skipped string, err error) {
+	if h.GitHub.Token == "" {
+		return Remote{}, "", "no GitHub token in the daemon's environment", nil
+	}
+	name = h.RemoteName
+	if name == "" {
+		name = "origin"
+	}
+	// The URL as configured: `remote get-url` would apply insteadOf
+	// rewrites, and owner/repo are read from what the user wrote.
+	raw, err := g.Run(ctx, repoPath, "config", "--get", "remote."+name+".url")
+	if err != nil || raw == "" {
+		return Remote{}, name, fmt.Sprintf("the checkout has no remote %q", name), nil
+	}
+	remote, err = ParseRemote(raw)
+	if err != nil {
+		return Remote{}, name, fmt.Sprintf("remote %q is not a hosted repository: %v", name, err), nil
+	}
+	webHost, err := h.webHost()
+	if err != nil {
+		return Remote{}, name, "", err
+	}
+	if !strings.EqualFold(remote.Host, webHost) {
+		return Remote{}, name, fmt.Sprintf("remote %q is on %s, the GitHub API serves %s", name, remote.Host, webHost), nil
+	}
+	return remote, name, "", nil
+}
+
+// open opens (or finds) branch's pull request on remote.
+func (h Hosted) open(ctx context.Context, g gitcmd.Git, repoPath string, remote Remote, name, branch, fallbackBase, body string) (HostedResult, error) {
 	base := h.Base
 	if base == "" {
 		if head, err := g.Run(ctx, repoPath, "symbolic-ref", "--quiet", "--short", "refs/remotes/"+name+"/HEAD"); err == nil {

@@ -139,7 +139,13 @@ func (p *Publisher) Publish(ctx context.Context, cb contract.ContainerBranch) (*
 		return nil, err
 	}
 	p.log.Info("branch published into the checkout", "container", containerName, "branch", branch, "action", string(res.Action), "tip", res.New)
+	return p.toHosted(ctx, src, repoPath, branch, branch, containerName)
+}
 
+// toHosted pushes branch of the checkout to the hosted remote and opens
+// its pull request, when a token and a GitHub remote say so; srcBranch is
+// the branch of src it came from (the pull request lists its commits).
+func (p *Publisher) toHosted(ctx context.Context, src, repoPath, branch, srcBranch, containerName string) (*string, error) {
 	fallbackBase, _ := receivedGit.Run(ctx, src, "symbolic-ref", "--quiet", "--short", "HEAD")
 	hosted := Hosted{
 		RemoteName: p.opts.HostedRemote,
@@ -151,7 +157,7 @@ func (p *Publisher) Publish(ctx context.Context, cb contract.ContainerBranch) (*
 		WebHost: p.opts.GitHubHost,
 		Base:    p.opts.PRBase,
 	}
-	hr, err := hosted.Publish(ctx, userGit, repoPath, branch, fallbackBase, prBody(ctx, src, branch, containerName))
+	hr, err := hosted.Publish(ctx, userGit, repoPath, branch, fallbackBase, prBody(ctx, src, srcBranch, containerName))
 	if err != nil {
 		return nil, fmt.Errorf("publish %s of %s to the hosted remote (the branch is in %s already): %w", branch, containerName, repoPath, err)
 	}

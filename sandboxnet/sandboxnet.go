@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aimi-tools/swarm/configs"
 	"github.com/aimi-tools/swarm/contract"
@@ -50,11 +51,18 @@ type Net struct {
 
 	asks    slot[contract.Asks]    // the inbox, on each sandbox's ask socket
 	budgets slot[contract.Budgets] // the keeper of budgets, on each sandbox's budget socket
+	asker   slot[egress.Asker]     // the inbox, for the proxy's questions (egress.ask)
+	stories slot[func(contract.Sandbox) []string]
+	grants  *egress.Grants
+	ask     bool          // egress.ask
+	wait    time.Duration // egress.ask_wait
 
 	mu    sync.Mutex
 	rules map[contract.Sandbox][]egress.Rule
 	deny  map[contract.Sandbox]func(method, host string, port int, reason string)
 	repos map[contract.Sandbox]string // the repository of each open sandbox
+	// sources are each open sandbox's rules by where they come from
+	sources map[contract.Sandbox]ruleSources
 }
 
 // New serves the sandboxes' sockets under Dir(o.DataDir): the egress
@@ -87,7 +95,9 @@ func newSandboxNet(o Options) (*Net, error) {
 
 func newNet(o Options) *Net {
 	n := &Net{base: defaultEgress(o.Config, o.Log), log: o.Log, rules: map[contract.Sandbox][]egress.Rule{},
-		deny: map[contract.Sandbox]func(string, string, int, string){}, repos: map[contract.Sandbox]string{}}
+		deny: map[contract.Sandbox]func(string, string, int, string){}, repos: map[contract.Sandbox]string{},
+		sources: map[contract.Sandbox]ruleSources{}, ask: o.Config.Egress.Ask, wait: o.Config.Egress.AskWait}
+	n.grants = egress.NewGrants(n.storyRuns)
 	n.budgets.set(o.Budgets)
 	return n
 }
@@ -96,7 +106,7 @@ func newNet(o Options) *Net {
 // service and the model gateway when they run.
 func (n *Net) services(cfg *configs.Config, git *gitserve.Service, models *gateway.Service) []egress.Service {
 	log := n.log
-	proxy := egress.NewProxy(egress.Options{Log: log, OnDeny: n.denied})
+	proxy := egress.NewProxy(egress.Options{Log: log, OnDeny: n.denied, Asker: n, AskWait: n.askWait})
 	services := []egress.Service{{
 		Name: contract.ServiceProxy,
 		Port: func() int { return contract.ProxyPort },
@@ -163,10 +173,15 @@ func defaultEgress(cfg *configs.Config, log *slog.Logger) []egress.Rule {
 	return rules
 }
 
+// rulesOf are sb's rules: its own (Open's) and what a person granted.
 func (n *Net) rulesOf(sb contract.Sandbox) []egress.Rule {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.rules[sb]
+	own := n.rules[sb]
+	n.mu.Unlock()
+	if granted := n.grants.Rules(sb); len(granted) > 0 {
+		return append(slices.Clip(own), granted...)
+	}
+	return own
 }
 
 func (n *Net) denied(d egress.Denial) {
@@ -183,6 +198,7 @@ func (n *Net) denied(d egress.Denial) {
 func (n *Net) Open(_ context.Context, s orchestrator.NetSandbox) (orchestrator.NetGrant, error) {
 	sb := contract.Sandbox{Swarm: s.SwarmID, Container: s.Container}
 	rules := slices.Clone(n.base)
+	src := ruleSources{config: names(n.base), ask: n.asksFor(s.Repo)}
 	if extra, err := configs.RepoEgressAllow(s.Repo); err != nil {
 		n.log.Warn("the repository's egress.allow is ignored", "repo", s.Repo, "err", err)
 	} else if len(extra) > 0 {
@@ -192,12 +208,14 @@ func (n *Net) Open(_ context.Context, s orchestrator.NetSandbox) (orchestrator.N
 		}
 		n.log.Info("the repository adds egress rules", "repo", s.Repo, "container", s.Container, "rules", names)
 		rules = append(rules, extra...)
+		src.repo = names
 	}
 	if r, ok := originRule(s.RepoURL); ok {
 		rules = append(rules, r)
+		src.origin = []string{r.String()}
 	}
 	n.mu.Lock()
-	n.rules[sb], n.deny[sb], n.repos[sb] = rules, s.Deny, s.Repo
+	n.rules[sb], n.deny[sb], n.repos[sb], n.sources[sb] = rules, s.Deny, s.Repo, src
 	n.mu.Unlock()
 	var g orchestrator.NetGrant
 	forward := ""
@@ -254,7 +272,9 @@ func (n *Net) Close(sb contract.Sandbox) {
 	delete(n.rules, sb)
 	delete(n.deny, sb)
 	delete(n.repos, sb)
+	delete(n.sources, sb)
 	n.mu.Unlock()
+	n.grants.EndContainer(sb)
 }
 
 // Forget removes the socket directory of a container the engine removed

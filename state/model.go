@@ -42,6 +42,8 @@ type Swarm struct {
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	Containers []*Container
+	// Attempts is the additive attempts section (attempts.go).
+	Attempts []*AttemptSet
 }
 
 // Container is one entry of swarm-state.json's containers array.
@@ -94,6 +96,7 @@ type swarmJSON struct {
 	CreatedAt  jsonTime         `json:"createdAt"`
 	UpdatedAt  jsonTime         `json:"updatedAt"`
 	Containers []*containerJSON `json:"containers"`
+	Attempts   []*AttemptSet    `json:"attempts,omitempty"`
 }
 
 type containerJSON struct {
@@ -121,7 +124,7 @@ func (s *Swarm) MarshalJSON() ([]byte, error) {
 			cs[i] = &shapes[i]
 		}
 	}
-	return json.Marshal(swarmJSON{s.SwarmID, jsonTime(s.CreatedAt), jsonTime(s.UpdatedAt), cs})
+	return json.Marshal(swarmJSON{s.SwarmID, jsonTime(s.CreatedAt), jsonTime(s.UpdatedAt), cs, s.Attempts})
 }
 
 // UnmarshalJSON reads the schema's shape, leniently (see decode.go). Times
@@ -148,6 +151,12 @@ func (s *Swarm) Clone() *Swarm {
 	out.Containers = make([]*Container, len(s.Containers))
 	for i, c := range s.Containers {
 		out.Containers[i] = c.Clone()
+	}
+	if s.Attempts != nil {
+		out.Attempts = make([]*AttemptSet, len(s.Attempts))
+		for i, a := range s.Attempts {
+			out.Attempts[i] = a.Clone()
+		}
 	}
 	return &out
 }

@@ -247,8 +247,10 @@
     const list = t('div', 'containers');
     const landBox = t('div', 'land');
     landBox.hidden = true;
-    el.append(head, result, landBox, list);
-    v = { el, meta, list, landBox, buttons: { stop, retry }, cards: new Map() };
+    const attemptsBox = t('div', 'attempts');
+    attemptsBox.hidden = true;
+    el.append(head, result, landBox, attemptsBox, list);
+    v = { el, meta, list, landBox, attemptsBox, buttons: { stop, retry }, cards: new Map() };
     views.set(repo, v);
     // Sections stay sorted by repository.
     const after = [...views.keys()].sort().find((r) => r > repo && views.get(r).el.isConnected);
@@ -256,29 +258,60 @@
     return v;
   }
 
+  // money is a cost as `aimi swarm usage` prints it.
+  function money(c) { return (Number(c) || 0).toFixed(4); }
+
   // renderLand shows the swarm's land (the train): where it lands and
   // each branch's outcome, as text.
   function renderLand(v, land) {
     v.landBox.textContent = '';
     v.landBox.hidden = !land;
     if (!land) return;
-    v.landBox.appendChild(t('h3', null, 'Land onto ' + land.onto + ' as ' + land.branch + (land.running ? ' (running)' : '')));
+    const state = land.running ? ' (running)' : land.cut ? ' (cut short: aimi swarm land goes on where it stopped)' : '';
+    v.landBox.appendChild(t('h3', null, 'Land onto ' + land.onto + ' as ' + land.branch + state));
+    // Costs as `aimi swarm usage` prints them: each container's work, and
+    // its checks' and fix-ups', which are the land's own.
+    v.landBox.appendChild(t('p', 'land-cost', 'Land cost (checks and fix-ups): ' + money(land.cost)));
     const ol = t('ol', 'land-results');
     for (const r of land.results) {
       const li = t('li', null);
       li.dataset.outcome = r.outcome;
       li.appendChild(t('span', 'outcome', r.outcome));
       li.appendChild(t('span', 'who', ' ' + r.container + (r.fixup ? ' (in ' + r.fixup + ')' : '')));
+      li.appendChild(t('span', 'cost', ' · cost ' + money(r.cost) + (r.runsCost ? ' + ' + money(r.runsCost) + ' land' : '')));
       if (r.reason) li.appendChild(t('span', 'reason', ': ' + r.reason));
       ol.appendChild(li);
     }
     v.landBox.appendChild(ol);
   }
 
+  // renderAttempts groups each task file run several times (best of N):
+  // its pick line, then its attempts, the picked one marked.
+  function renderAttempts(v, sets) {
+    v.attemptsBox.textContent = '';
+    v.attemptsBox.hidden = !sets || !sets.length;
+    if (v.attemptsBox.hidden) return;
+    for (const set of sets) {
+      v.attemptsBox.appendChild(t('h3', null, set.line));
+      const ol = t('ol', 'attempt-list');
+      for (const a of set.attempts) {
+        const li = t('li', null);
+        li.dataset.container = a.container;
+        li.dataset.picked = a.picked ? 'true' : 'false';
+        li.appendChild(t('span', 'who', (a.picked ? '★ ' : '') + a.container));
+        if (a.qualified) li.appendChild(t('span', 'reason', ' verified'));
+        if (a.keptRef) li.appendChild(t('span', 'reason', ' · kept at ' + a.keptRef));
+        ol.appendChild(li);
+      }
+      v.attemptsBox.appendChild(ol);
+    }
+  }
+
   function renderSwarm(s) {
     const v = swarmView(s.repo);
     v.meta.textContent = 'swarm ' + s.swarmId + ' · ' + summary(s);
     renderLand(v, s.land);
+    renderAttempts(v, s.attempts);
     const seen = new Set();
     for (const c of s.containers) {
       seen.add(c.name);
@@ -363,6 +396,7 @@
     c.data = data;
     c.key = JSON.stringify(data);
     c.el.dataset.status = data.status;
+    if (data.picked !== undefined) c.el.dataset.picked = data.picked ? 'true' : 'false';
     c.refs.status.textContent = data.status + (data.finished ? '' : (terminal.has(data.status) ? ' (finishing)' : ''));
     c.refs.status.dataset.status = data.status;
     let total = data.progress.total;
@@ -410,6 +444,8 @@
     }
     if (data.rejected) c.errors.appendChild(t('li', 'rejected', data.rejected + ' line(s) rejected: see the journal'));
     if (data.egressDenied) c.errors.appendChild(t('li', 'rejected', data.egressDenied + ' request(s) out refused by the egress proxy: see the journal'));
+    const granted = data.egressGranted || [];
+    if (granted.length) c.errors.appendChild(t('li', 'granted', 'reaches ' + granted.join(', ') + ' (granted in the inbox)'));
     if (data.gitRefused) c.errors.appendChild(t('li', 'rejected', data.gitRefused + ' git request(s) refused by the git service: see the journal'));
     c.stop.disabled = terminal.has(data.status);
     renderGraph(c, data.stories);

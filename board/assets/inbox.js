@@ -61,7 +61,11 @@
     for (const r of reqs) {
       const li = t('li', 'request');
       li.dataset.request = r.id;
-      li.appendChild(t('div', 'what', r.containerName + ' · ' + (r.storyId || '-') + ' · ' + r.kind + ': ' + r.title));
+      // A request of the egress proxy names every container waiting on it.
+      const who = r.containers && r.containers.length > 1 ? r.containers.length + ' containers' : r.containerName;
+      const what = t('div', 'what', who + ' · ' + (r.storyId || '-') + ' · ' + r.kind + ': ' + r.title);
+      if (r.containers && r.containers.length > 1) what.title = r.containers.join(', ');
+      li.appendChild(what);
       if (r.command) li.appendChild(t('div', 'detail', 'command: ' + r.command));
       for (const p of r.paths || []) li.appendChild(t('div', 'detail', 'path: ' + p));
       li.appendChild(t('div', 'detail', 'asked ' + new Date(r.askedAt).toLocaleTimeString() + ', fallback at ' + new Date(r.deadline).toLocaleTimeString()));

@@ -9,6 +9,7 @@
 //	acp-runner               run the task-request read from stdin
 //	acp-runner demo-agent    serve the built-in deterministic ACP agent on stdio
 //	acp-runner net-relay     a Swarm mode sandbox's relay to the daemon's door
+//	acp-runner score         a scoring sandbox: runs $AIMI_SCORE_COMMAND in the workspace
 //	                         (AIMI_NET_FORWARD, AIMI_NET_DOOR, AIMI_NET_SUBNET)
 //
 // Exit status: 0 after completion "completed" or "stopped", 1 after an error

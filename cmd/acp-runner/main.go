@@ -39,11 +39,13 @@ func run(args []string) int {
 			return 0
 		case "net-relay":
 			return netRelay(log)
+		case "score":
+			return score(log)
 		case "-h", "--help", "help":
-			fmt.Fprintln(os.Stderr, "usage: acp-runner [demo-agent|net-relay]  (see `go doc ./cmd/acp-runner` for the environment)")
+			fmt.Fprintln(os.Stderr, "usage: acp-runner [demo-agent|net-relay|score]  (see `go doc ./cmd/acp-runner` for the environment)")
 			return 0
 		default:
-			fmt.Fprintf(os.Stderr, "acp-runner: unknown argument %q; usage: acp-runner [demo-agent|net-relay]\n", args[0])
+			fmt.Fprintf(os.Stderr, "acp-runner: unknown argument %q; usage: acp-runner [demo-agent|net-relay|score]\n", args[0])
 			return 2
 		}
 	}

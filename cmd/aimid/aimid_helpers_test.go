@@ -72,6 +72,13 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
+// String is what was written so far.
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.String()
+}
+
 // stop ends the daemon with SIGTERM, as systemd does, and fails the test
 // unless it exits cleanly.
 func (p *proc) stop(t testing.TB) {

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/gittest"
+
 	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/contract"
@@ -25,37 +27,49 @@ import (
 	"github.com/aimi-tools/swarm/internal/dockertest"
 )
 
-var (
-	buildOnce sync.Once
-	aimidBin  string
-	buildErr  error
-)
+// builtBinary is a command built once per test run.
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+var aimidBuild, aimiBuild builtBinary
+
+// build builds pkg as name, with the race detector when the tests have
+// it, the first time it is asked for.
+func (b *builtBinary) build(t testing.TB, name, pkg string) string {
+	t.Helper()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", name+"-bin")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, name)
+		args := []string{"build", "-o", b.path}
+		if raceBuild {
+			args = append(args, "-race")
+		}
+		if out, err := exec.Command("go", append(args, pkg)...).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
 
 // aimidBinary builds cmd/aimid once per test run, with the race detector
 // when the tests have it: the daemon's own goroutines are then raced by
 // every end-to-end test, and raceReport fails the test that saw a race.
-func aimidBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "aimid-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		aimidBin = filepath.Join(dir, "aimid")
-		args := []string{"build", "-o", aimidBin}
-		if raceBuild {
-			args = append(args, "-race")
-		}
-		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return aimidBin
+func aimidBinary(t testing.TB) string { return aimidBuild.build(t, "aimid", ".") }
+
+// aimiBinary builds cmd/aimi once per test run, for the tests that run
+// the command line as its own process (aimi mcp).
+func aimiBinary(t testing.TB) string {
+	return aimiBuild.build(t, "aimi", "github.com/aimi-tools/swarm/cmd/aimi")
 }
 
 // TestMain runs the tests with defaultParallel and removes what they
@@ -65,8 +79,10 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	closeCluster()
 	removeImages()
-	if aimidBin != "" {
-		os.RemoveAll(filepath.Dir(aimidBin))
+	for _, b := range []*builtBinary{&aimidBuild, &aimiBuild} {
+		if b.path != "" {
+			os.RemoveAll(filepath.Dir(b.path))
+		}
 	}
 	os.Exit(code)
 }
@@ -110,7 +126,7 @@ func taskFileJSON(branch string, n int) []byte {
 func gitRepo(t testing.TB, stories int, names ...string) string {
 	t.Helper()
 	repo := shortDir(t)
-	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", "origin", "https://example.com/org/repo.git"}} {
+	for _, args := range [][]string{{"init", "-q"}, {"remote", "add", "origin", gittest.NowhereOrigin}} {
 		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/internal/gittest"
+
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/aimi-tools/swarm/api"
@@ -218,7 +220,7 @@ func TestRepositoryPathsTheDaemonCannotKeepAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	gitOut(t, repo, "init", "-q")
-	gitOut(t, repo, "remote", "add", "origin", "https://example.com/org/repo.git")
+	gitOut(t, repo, "remote", "add", "origin", gittest.NowhereOrigin)
 	os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755)
 	os.WriteFile(filepath.Join(repo, ".aimi", "tasks", "one-tasks.json"), taskFileJSON("feat/one", 1), 0o644)
 	commitAll(t, repo)

@@ -156,8 +156,8 @@ func checkFirstRequestAndRefusals(t *testing.T, run func(args ...string) (int, s
 // stream (before) and x's answer by a person on the second one (events).
 func waitPermissionEvents(t *testing.T, before, events *eventLog, w, x api.PermissionRequest) {
 	t.Helper()
-	// The first daemon's stream began before the container started; the
-	// second one may begin late, but before the last answer.
+	// The first daemon's stream opened before the container started; the
+	// second one opened before the first answer to the restarted daemon.
 	before.wait(t, func(es []api.Event) bool {
 		for _, e := range es {
 			if e.Kind == api.EventPermissionRequested && e.Request != nil && e.Request.ID == w.ID && e.Request.Title == w.Title {
@@ -304,14 +304,26 @@ func collectEvents(ctx context.Context, t *testing.T, sock, repo string) *eventL
 	l := &eventLog{}
 	c := daemon.NewClient(sock)
 	t.Cleanup(c.Close)
+	opened := make(chan struct{})
+	ended := make(chan error, 1)
 	go func() {
-		_ = c.Events(ctx, repo, func(e api.Event) error {
+		ended <- c.EventsOpened(ctx, repo, func() { close(opened) }, func(e api.Event) error {
 			l.mu.Lock()
 			l.es = append(l.es, e)
 			l.mu.Unlock()
 			return nil
 		})
 	}()
+	// The daemon subscribes before it answers: once opened, no event the
+	// test then causes can be missed (a stream still opening under load
+	// lost a person's answer here).
+	select {
+	case <-opened:
+	case err := <-ended:
+		t.Fatalf("the event stream ended before it opened: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the event stream did not open within a minute")
+	}
 	return l
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -123,10 +122,18 @@ func TestLimitWaitShownJournaledAndKeptAcrossKill9(t *testing.T) {
 	evCtx, stopEvents := context.WithCancel(ctx)
 	events := &syncbuf.Buffer{}
 	evDone := make(chan struct{})
+	evErr := &syncbuf.Buffer{}
 	go func() {
 		defer close(evDone)
-		cliRunTo(evCtx, events, "swarm", "events", "--repo", repo, "--socket", sock)
+		cliRunTo(evCtx, events, evErr, "swarm", "events", "--repo", repo, "--socket", sock)
 	}()
+	// The wait's start must not fall before the stream is followed.
+	testwait.Eventually(t, time.Minute, "aimi swarm events following", func() error {
+		if !strings.Contains(evErr.String(), cli.EventsFollowing) {
+			return fmt.Errorf("stderr: %q", evErr.String())
+		}
+		return nil
+	})
 
 	held := make(chan string, 1)
 	lw := limitWaitRun{up: up, call: call, run: run, sock: sock, repo: repo, name: c.ContainerName}
@@ -274,9 +281,8 @@ func detailOf(v api.SwarmView, name string) api.ContainerDetail {
 }
 
 // cliRunTo runs an aimi command until ctx ends, its output into out.
-func cliRunTo(ctx context.Context, out *syncbuf.Buffer, args ...string) {
-	var errb bytes.Buffer
-	cli.Run(ctx, args, cli.Streams{In: strings.NewReader(""), Out: out, Err: &errb})
+func cliRunTo(ctx context.Context, out, errOut *syncbuf.Buffer, args ...string) {
+	cli.Run(ctx, args, cli.Streams{In: strings.NewReader(""), Out: out, Err: errOut})
 }
 
 // containerEnv is the environment container id was created with.

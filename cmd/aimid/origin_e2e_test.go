@@ -39,6 +39,14 @@ type httpsOrigin struct {
 // open to anyone (the server is the test's).
 func startHTTPSOrigin(t testing.TB, name string) httpsOrigin {
 	t.Helper()
+	return startHTTPSOriginWith(t, name, nil)
+}
+
+// startHTTPSOriginWith is startHTTPSOrigin whose server also serves api
+// under /api/v3/ (GitHub Enterprise's API base on the repositories' host),
+// when api is not nil.
+func startHTTPSOriginWith(t testing.TB, name string, api http.Handler) httpsOrigin {
+	t.Helper()
 	ip := hostIPForContainers(t)
 	root := shortDir(t)
 	bare := filepath.Join(root, name+".git")
@@ -53,8 +61,14 @@ func startHTTPSOrigin(t testing.TB, name string) httpsOrigin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &cgi.Handler{Path: gitPath, Args: []string{"http-backend"}, Dir: root,
+	var h http.Handler = &cgi.Handler{Path: gitPath, Args: []string{"http-backend"}, Dir: root,
 		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	if api != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/api/v3/", http.StripPrefix("/api/v3", api))
+		mux.Handle("/", h)
+		h = mux
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
 	if err != nil {
 		t.Fatal(err)

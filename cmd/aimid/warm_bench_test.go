@@ -40,19 +40,7 @@ func BenchmarkWarmPool(b *testing.B) {
 	run := dockertest.RunID()
 	dockertest.Cleanup(b, dockertest.LabelKey, run)
 	n := timeToWorkContainers
-	dir := shortDir(b)
-	sock := filepath.Join(dir, "aimid.sock")
-	instance := testInstance(sock)
-	dockertest.Cleanup(b, contract.LabelDaemon, instance)
-	p := launch(b, daemonOpts{
-		Sock:    sock,
-		DataDir: filepath.Join(dir, "data"),
-		Config:  "agent:\n  kind: demo\ngit:\n  mode: local\n",
-		Env: []string{
-			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
-			"AIMI_SWARM_STOP_GRACE=1s", "AIMI_SANDBOX_WARM_POOL=" + strconv.Itoa(n),
-		},
-	})
+	p, sock, instance := warmDaemon(b, image, n)
 	defer p.stop(b)
 	var raw, cold, warm, warmFirst []time.Duration
 	var phases []map[string][]time.Duration
@@ -77,22 +65,54 @@ func BenchmarkWarmPool(b *testing.B) {
 	b.ReportMetric(idleMB, "MB-per-idle-sandbox")
 }
 
+// warmDaemon launches a local-mode daemon of the demo agent on image
+// with a warm pool of n, and returns it, its socket and its instance.
+func warmDaemon(b *testing.B, image string, n int) (p *proc, sock, instance string) {
+	b.Helper()
+	dir := shortDir(b)
+	sock = filepath.Join(dir, "aimid.sock")
+	instance = testInstance(sock)
+	dockertest.Cleanup(b, contract.LabelDaemon, instance)
+	p = launch(b, daemonOpts{
+		Sock:    sock,
+		DataDir: filepath.Join(dir, "data"),
+		Config:  "agent:\n  kind: demo\ngit:\n  mode: local\n",
+		Env: []string{
+			"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+			"AIMI_SWARM_STOP_GRACE=1s", "AIMI_SANDBOX_WARM_POOL=" + strconv.Itoa(n),
+		},
+	})
+	return p, sock, instance
+}
+
 // warmTimeToWork starts n one-story task files on the daemon at sock (its
 // pool full) and returns, counted from the start, when the first and the
 // last container wrote their first in_progress update, and the moments of
 // each container's way there (phaseTimes).
 func warmTimeToWork(b *testing.B, sock string, p *proc, n, round int) (first, all time.Duration, phases map[string][]time.Duration) {
+	return warmStartToWork(b, sock, p, "warm", n, 1, round)
+}
+
+// warmStartToWork is warmTimeToWork of files task files run attempts
+// times each (files*attempts containers, all running at once), their
+// names starting with prefix.
+func warmStartToWork(b *testing.B, sock string, p *proc, prefix string, files, attempts, round int) (first, all time.Duration, phases map[string][]time.Duration) {
 	b.Helper()
-	names := make([]string, n)
+	n := files * attempts
+	names := make([]string, files)
 	sfx := dockertest.RunID()[:4]
 	for i := range names {
-		names[i] = fmt.Sprintf("warm%02d-%d-%s", i, round, sfx)
+		names[i] = fmt.Sprintf("%s%02d-%d-%s", prefix, i, round, sfx)
 	}
 	repo := historyRepo(b, 0, 0, names...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if code, _, errOut := aimi(ctx, "swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock); code != 0 {
+	args := []string{"swarm", "start", "--all", "--local", "--max", strconv.Itoa(n), "--repo", repo, "--socket", sock}
+	if attempts > 1 {
+		args = append(args, "--attempts", strconv.Itoa(attempts))
+	}
+	if code, _, errOut := aimi(ctx, args...); code != 0 {
 		b.Fatalf("start: exit %d %s", code, errOut)
 	}
 	waitStatus(b, ctx, repo, sock, "done", terminalIn, n)

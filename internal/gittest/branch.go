@@ -28,3 +28,10 @@ func CommitOn(t testing.TB, dir, branch string, files map[string]string) string 
 	Git(t, dir, "checkout", "-q", "main")
 	return tip
 }
+
+// NowhereOrigin is an origin URL for a test whose checkout needs one but
+// never a conversation with it: this machine's discard port, where
+// nothing listens, so a git command that reaches for it fails at once and
+// sends nothing off the machine (a placeholder such as example.com would
+// be looked up and dialled on the internet).
+const NowhereOrigin = "https://127.0.0.1:9/org/repo.git"

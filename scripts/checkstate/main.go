@@ -3,7 +3,10 @@
 // validates it with state.Decode, Swarm.Validate and the JSON Schema the
 // repository carries (spec/swarm-state.schema.json, embedded), prints one
 // line per container and exits 1 unless every container completed and the
-// file is valid.
+// file is valid. Of a task file run several times (its attempts section,
+// best of N), the picked attempt must have completed; the others may have
+// ended otherwise (their work is kept), and one line says which was
+// picked.
 //
 //	go run ./scripts/checkstate -repo .demo/repo [-want 3]
 package main
@@ -15,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/aimi-tools/swarm/attempts"
 	"github.com/aimi-tools/swarm/spec"
 	"github.com/aimi-tools/swarm/state"
 )
@@ -49,10 +53,20 @@ func run(args []string, out io.Writer) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	var bad []string
+	losers := map[string]bool{}
+	for _, set := range sw.Attempts {
+		fmt.Fprintf(out, "  %s\n", attempts.Line(set))
+		if set.Pick == nil || set.Pick.ContainerName == "" {
+			bad = append(bad, "no attempt of "+set.BranchName+" picked")
+		}
+		for _, a := range set.Attempts {
+			losers[a.ContainerName] = set.Pick != nil && set.Pick.ContainerName != a.ContainerName
+		}
+	}
 	for _, c := range sw.Containers {
 		p := c.StoryProgress
 		fmt.Fprintf(out, "  %-40s %-10s %-20s stories %d/%d completed, %d failed\n", c.ContainerName, c.Status, c.BranchName, p.Completed, p.Total, p.Failed)
-		if c.Status != state.StatusCompleted {
+		if c.Status != state.StatusCompleted && !losers[c.ContainerName] {
 			bad = append(bad, c.ContainerName+" is "+string(c.Status))
 		}
 	}

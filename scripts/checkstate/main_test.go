@@ -114,3 +114,38 @@ func TestCheckstateVerdicts(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptsSectionPasses: a state file with an attempts section is
+// valid; the picked attempt completed and a losing one stopped (its work
+// kept) pass, and the pick's line is printed; without a pick it fails.
+func TestAttemptsSectionPasses(t *testing.T) {
+	repo := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(repo, ".aimi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(name, status string) string {
+		return `{"containerId": "0123456789ab", "containerName": "` + name + `", "taskFilePath": ".aimi/tasks/x-tasks.json", "branchName": "feat/x--a1",
+			"status": "` + status + `", "prUrl": null, "storyProgress": {"total": 1, "completed": 1, "failed": 0, "inProgress": 0, "pending": 0},
+			"createdAt": "2026-12-07T08:00:00Z", "updatedAt": "2026-12-07T08:00:00Z", "acpPid": null}`
+	}
+	pick := `, "pick": {"attempt": 2, "containerName": "aimi-x-a2", "reason": "verified; the only one of 2", "by": "daemon", "at": "2026-12-07T08:00:00Z"}`
+	write := func(pick string) {
+		body := `{"swarmId": "6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b", "createdAt": "2026-12-07T08:00:00Z", "updatedAt": "2026-12-07T08:00:00Z",
+			"containers": [` + entry("aimi-x-a1", "stopped") + `, ` + entry("aimi-x-a2", "completed") + `],
+			"attempts": [{"taskFilePath": ".aimi/tasks/x-tasks.json", "branchName": "feat/x", "stop": "first-verified",
+				"attempts": [{"attempt": 1, "containerName": "aimi-x-a1", "branchName": "feat/x--a1", "stoppedEarly": true},
+					{"attempt": 2, "containerName": "aimi-x-a2", "branchName": "feat/x--a2", "qualified": true}]` + pick + `}]}`
+		if err := os.WriteFile(filepath.Join(repo, ".aimi", "swarm-state.json"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(pick)
+	var out bytes.Buffer
+	if err := run([]string{"-repo", repo, "-want", "2"}, &out); err != nil || !strings.Contains(out.String(), "feat/x: attempt 2 of 2 picked (verified; the only one of 2)") {
+		t.Fatalf("run = %v\n%s", err, out.String())
+	}
+	write("")
+	if err := run([]string{"-repo", repo}, &out); err == nil || !strings.Contains(err.Error(), "aimi-x-a1 is stopped") {
+		t.Fatalf("without a pick: %v", err)
+	}
+}

@@ -1,4 +1,4 @@
-package cli
+package fold
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/aimi-tools/swarm/usage"
 )
 
-func TestUsageFoldAttributesCallsByTimeAndNeverCountsTwice(t *testing.T) {
+func TestFoldAttributesCallsByTimeAndNeverCountsTwice(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 22, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	progress := func(s int, story, status, output string) state.Record {
@@ -24,7 +24,7 @@ func TestUsageFoldAttributesCallsByTimeAndNeverCountsTwice(t *testing.T) {
 	call := func(s int, in int64) state.Record {
 		return state.Record{Stream: state.StreamDaemon, Type: "usage", Time: at(s), Usage: &usage.Call{Provider: "anthropic", Status: 200, Usage: usage.Usage{Input: in}, Cost: float64(in)}}
 	}
-	f := newUsageFold()
+	f := New()
 	for _, r := range []state.Record{
 		call(2, 1), // journaled before the story's start line reached the journal
 		progress(1, "US-001", acpmsg.StoryInProgress, "start"),
@@ -36,12 +36,12 @@ func TestUsageFoldAttributesCallsByTimeAndNeverCountsTwice(t *testing.T) {
 		progress(14, "US-003", acpmsg.StoryCompleted, usage.FormatAgentCost(usage.AgentCost{Amount: 0.5, Currency: "USD"})+" done"),
 		progress(15, "US-002", acpmsg.StoryFailed, usage.FormatAgentCost(usage.AgentCost{Amount: 2, Currency: "EUR"})+" failed"),
 	} {
-		f.add(r)
+		f.Add(r)
 	}
-	cu := f.result("c")
-	got := map[string]UsageTotals{}
+	cu := f.Result("c")
+	got := map[string]Totals{}
 	for _, s := range cu.Stories {
-		got[s.Story] = s.UsageTotals
+		got[s.Story] = s.Totals
 	}
 	if g := got["US-001"]; g.Calls != 2 || g.Tokens.Input != 3 || g.Cost != 3 || g.AgentCost != nil {
 		t.Errorf("US-001 (gateway calls; its agent's own cost not counted again): %+v", g)
@@ -56,15 +56,15 @@ func TestUsageFoldAttributesCallsByTimeAndNeverCountsTwice(t *testing.T) {
 		t.Errorf("US-002 (another currency, apart): %+v", g)
 	}
 	if cu.Calls != 3 || cu.Cost != 7.5 || cu.AgentCost["EUR"] != 2 {
-		t.Errorf("container: %+v", cu.UsageTotals)
+		t.Errorf("container: %+v", cu.Totals)
 	}
 }
 
-// TestUsageFoldStartsAStoryWhenTheRunnerWroteIt: the engine stamps a line
+// TestFoldStartsAStoryWhenTheRunnerWroteIt: the engine stamps a line
 // when it reads it, which on a loaded machine is after the agent's first
 // model call began; the message's own timestamp (written by the runner
 // before it started the agent) opens the story.
-func TestUsageFoldStartsAStoryWhenTheRunnerWroteIt(t *testing.T) {
+func TestFoldStartsAStoryWhenTheRunnerWroteIt(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 22, 0, 0, 0, time.UTC)
 	progress := func(written, read time.Time, status string) state.Record {
 		m := acpmsg.NewMessage(acpmsg.TypeProgressUpdate, "00000000-0000-4000-8000-000000000000", "c", &acpmsg.ProgressUpdate{StoryID: "US-001", Status: status, Output: "x"})
@@ -73,12 +73,41 @@ func TestUsageFoldStartsAStoryWhenTheRunnerWroteIt(t *testing.T) {
 		return state.Record{Stream: state.StreamStdout, Valid: true, Type: string(acpmsg.TypeProgressUpdate), Message: b,
 			Time: read, Cursor: logcursor.Cursor{Time: read}}
 	}
-	f := newUsageFold()
-	f.add(progress(t0, t0.Add(800*time.Millisecond), acpmsg.StoryInProgress))
-	f.add(state.Record{Stream: state.StreamDaemon, Type: "usage", Time: t0.Add(100 * time.Millisecond), Usage: &usage.Call{Provider: "anthropic", Status: 200, Usage: usage.Usage{Input: 5}}})
-	f.add(progress(t0.Add(2*time.Second), t0.Add(2*time.Second), acpmsg.StoryCompleted))
-	cu := f.result("c")
+	f := New()
+	f.Add(progress(t0, t0.Add(800*time.Millisecond), acpmsg.StoryInProgress))
+	f.Add(state.Record{Stream: state.StreamDaemon, Type: "usage", Time: t0.Add(100 * time.Millisecond), Usage: &usage.Call{Provider: "anthropic", Status: 200, Usage: usage.Usage{Input: 5}}})
+	f.Add(progress(t0.Add(2*time.Second), t0.Add(2*time.Second), acpmsg.StoryCompleted))
+	cu := f.Result("c")
 	if len(cu.Stories) != 1 || cu.Stories[0].Story != "US-001" || cu.Stories[0].Calls != 1 {
 		t.Fatalf("stories: %+v, want the call in US-001", cu.Stories)
+	}
+}
+
+// TestFoldGoesOnAfterAResult: a Result while a story runs leaves the Fold
+// as it was, so the daemon folds a journal's new records into the same
+// Fold as they come.
+func TestFoldGoesOnAfterAResult(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 22, 0, 0, 0, time.UTC)
+	progress := func(s int, story, status string) state.Record {
+		m := acpmsg.NewMessage(acpmsg.TypeProgressUpdate, "00000000-0000-4000-8000-000000000000", "c", &acpmsg.ProgressUpdate{StoryID: story, Status: status, Output: "x"})
+		b, _ := json.Marshal(m)
+		at := t0.Add(time.Duration(s) * time.Second)
+		return state.Record{Stream: state.StreamStdout, Valid: true, Type: string(acpmsg.TypeProgressUpdate), Message: b, Time: at, Cursor: logcursor.Cursor{Time: at}}
+	}
+	call := func(s int) state.Record {
+		return state.Record{Stream: state.StreamDaemon, Type: "usage", Time: t0.Add(time.Duration(s) * time.Second), Usage: &usage.Call{Provider: "anthropic", Status: 200, Cost: 1}}
+	}
+	f := New()
+	f.Add(progress(1, "US-001", acpmsg.StoryInProgress))
+	f.Add(call(2))
+	if cu := f.Result("c"); cu.Cost != 1 || len(cu.Stories) != 1 || cu.Stories[0].Story != "US-001" {
+		t.Fatalf("while US-001 runs: %+v", cu)
+	}
+	f.Add(progress(3, "US-001", acpmsg.StoryCompleted))
+	f.Add(progress(4, "US-002", acpmsg.StoryInProgress))
+	f.Add(call(5))
+	cu := f.Result("c")
+	if cu.Cost != 2 || len(cu.Stories) != 2 || cu.Stories[0].Calls != 1 || cu.Stories[1].Story != "US-002" || cu.Stories[1].Calls != 1 {
+		t.Fatalf("after US-002's call: %+v", cu)
 	}
 }
