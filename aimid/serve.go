@@ -111,7 +111,11 @@ func Serve(ctx context.Context, o Options) error {
 	}
 	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
 	oc.Observer = met
-	mgr, err := startManager(ctx, life, oc, be.eng, pool, cfg)
+	var mgr *orchestrator.Manager
+	ws, closeWorkspaces := openWorkspaces(ctx, life, cfg, o, be, git, pool, &mgr, log)
+	defer closeWorkspaces()
+	oc.Workspaces = ws
+	mgr, err = startManager(ctx, life, oc, be.eng, pool, cfg)
 	if err != nil {
 		return err
 	}
@@ -124,7 +128,7 @@ func Serve(ctx context.Context, o Options) error {
 	defer stopMetrics()
 	return serveAPI(ctx, o, ln, mgr, daemon.ServerOptions{
 		ResolveRepo: orchestrator.ResolveRepo, Swarms: mgr, Logger: log, Version: o.Version,
-		PrepareStart: configs.PrepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr)),
+		PrepareStart: configs.PrepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr, oc.Workspaces)),
 		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, secrets, log),
 		Land:         mgr.Land, // it says why in remote mode
 		Pick:         mgr.Pick,

@@ -77,14 +77,21 @@ func drainPool(ctx context.Context, pool *warmpool.Pool, log *slog.Logger) error
 	return nil
 }
 
-// warmRepo tells the pool a repository's sandbox.warm_pool (and image) at
-// each of its starts; nil without a pool.
-func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager) func(req *api.StartRequest, rc *configs.Config) {
+// warmRepo tells the pool a repository's sandbox.warm_pool (and image:
+// its workspace image when it has one, in local git mode) at each of its
+// starts; nil without a pool.
+func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager, ws orchestrator.WorkspaceImages) func(req *api.StartRequest, rc *configs.Config) {
 	if pool == nil {
 		return nil
 	}
 	return func(req *api.StartRequest, rc *configs.Config) {
-		pool.SetRepo(req.RepoPath, mgr.WarmSpec(req.Image), rc.Sandbox.WarmPool)
+		image := req.Image
+		if ws != nil && req.Local {
+			if img, _, ok := ws.Image(context.Background(), req.RepoPath, image); ok {
+				image = img
+			}
+		}
+		pool.SetRepo(req.RepoPath, mgr.WarmSpec(image), rc.Sandbox.WarmPool)
 	}
 }
 

@@ -100,6 +100,9 @@ type Sandbox struct {
 	// WarmMaxAge (docs/warm-pool.md).
 	WarmPool   int
 	WarmMaxAge time.Duration
+	// WarmPoolRepos bounds the repositories whose workspace image
+	// (docs/workspaces.md) the daemon keeps.
+	WarmPoolRepos int
 }
 
 // Swarm is the fan-out and supervision settings.
@@ -445,6 +448,7 @@ func (r *reader) sandbox(c *Config) {
 	c.Sandbox.ReadOnlyRoot = r.boolean("sandbox.read_only_root")
 	c.Sandbox.WarmPool = int(r.integer("sandbox.warm_pool", 0, 256))
 	c.Sandbox.WarmMaxAge = r.duration("sandbox.warm_max_age")
+	c.Sandbox.WarmPoolRepos = int(r.integer("sandbox.warm_pool_repos", 1, 64))
 }
 
 // agent reads the agent section and the tasks' environment.

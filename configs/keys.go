@@ -29,6 +29,7 @@ var scalarKeys = []key{
 	{"sandbox.read_only_root", "read-only root filesystem"},
 	{"sandbox.warm_pool", "sandboxes kept started and waiting for a task (0: none)"},
 	{"sandbox.warm_max_age", "longest a warm sandbox waits before it is replaced"},
+	{"sandbox.warm_pool_repos", "repositories whose workspace image aimid keeps (docs/workspaces.md)"},
 	{"swarm.max_containers", "containers running at once"},
 	{"swarm.timeout", "time limit per container"},
 	{"swarm.stop_grace", "time between SIGTERM and SIGKILL on stop"},

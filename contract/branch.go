@@ -9,4 +9,10 @@ type ContainerBranch struct {
 	Swarm     string // the swarm's id
 	Container string // the container's name
 	Branch    string // the branch, without refs/heads/
+	// Prefilled: the container's image holds the repository's workspace
+	// (a workspace image): nothing need be made ahead of its runner.
+	Prefilled bool
+	// Base is the commit the image's workspace is at, when known: the
+	// difference to the tip can be made before the runner asks.
+	Base string
 }

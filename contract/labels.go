@@ -54,6 +54,15 @@ const (
 	// runtime) a pool sandbox was created with: a claim takes only one
 	// whose key is its spec's, and the pool replaces the others.
 	LabelWarmKey = "org.aimi.warm-key"
+	// LabelWorkspace ("true") marks a workspace image (package
+	// workspace). A container inherits its image's labels, so every
+	// sandbox of one carries it too: never select containers by it.
+	LabelWorkspace = "org.aimi.workspace"
+	// LabelWorkspaceCommit holds the commit a workspace image's tree is at.
+	LabelWorkspaceCommit = "org.aimi.workspace-commit"
+	// LabelWorkspaceBase holds the id of the sandbox image a workspace
+	// image was built on.
+	LabelWorkspaceBase = "org.aimi.workspace-base"
 )
 
 // Label keys of the marker container by which a daemon holds its instance

@@ -28,3 +28,50 @@ const WorkspaceOrigin = "https://aimi.invalid/origin.git"
 // MaxWorkspaceBytes bounds a ready-made workspace (its files and its
 // .git): a larger one is not made, and the runner clones instead.
 const MaxWorkspaceBytes = 1 << 30
+
+// WorkspaceBaseHeader carries, from a runner whose image already holds a
+// workspace (EnvWorkspaceBase), the commit that workspace is checked out
+// at. The service then sends no tar: its answer (200, no body) says in
+// WorkspaceSameHeader whether the branch's tip (or the default branch's,
+// WorkspaceExistsHeader) is that commit, and names the tip in
+// WorkspaceTipHeader, which the runner fetches when it is not.
+const (
+	WorkspaceBaseHeader = "Aimi-Workspace-Base"
+	WorkspaceSameHeader = "Aimi-Workspace-Same"
+	WorkspaceTipHeader  = "Aimi-Workspace-Tip"
+)
+
+// EnvWorkspaceBase is set in a workspace image's environment (package
+// workspace): the commit its workspace (contract.DefaultWorkspace, with
+// its .git, origin WorkspaceOrigin) is checked out at, on the
+// repository's default branch.
+const EnvWorkspaceBase = "AIMI_WORKSPACE_BASE"
+
+// WorkspaceImageRepo is the repository part of every workspace image's
+// tag: the sandbox image plus one layer holding a repository's workspace.
+// A sandbox of such an image keeps its workspace in its writable layer
+// (no volume at DefaultWorkspace: a volume would copy the tree).
+const WorkspaceImageRepo = "aimi-workspace"
+
+// IsWorkspaceImage reports whether image names a workspace image.
+func IsWorkspaceImage(image string) bool {
+	return len(image) > len(WorkspaceImageRepo) && image[:len(WorkspaceImageRepo)+1] == WorkspaceImageRepo+":"
+}
+
+// WorkspaceBuildPrefix begins the name of the container that builds a
+// workspace image (never started; a killed daemon's is removed at the
+// next start by it and the daemon's labels). Not a label: the engine's
+// commit copies the container's labels onto the image, and from there
+// onto every sandbox of it.
+const WorkspaceBuildPrefix = "aimi-workspace-build-"
+
+// WorkspaceDeletedEntry is the first entry of a workspace's difference
+// (the git service's answer to WorkspaceBaseHeader when the tip moved and
+// WorkspaceDeltaHeader says "true"): the paths the tip deleted, NUL
+// separated. The runner removes them and writes the other entries over
+// its workspace; the entry itself is not written.
+const WorkspaceDeletedEntry = ".aimi-deleted"
+
+// WorkspaceDeltaHeader says whether the answer's body is the difference
+// ("true") or empty (the runner fetches the tip with git).
+const WorkspaceDeltaHeader = "Aimi-Workspace-Delta"

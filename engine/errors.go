@@ -26,6 +26,9 @@ var (
 	// container's writable layer (overlay2 can only on xfs mounted with
 	// pquota; fuse-overlayfs and vfs cannot at all).
 	ErrDiskLimitUnsupported = errors.New("the engine's storage driver cannot limit a container's writable layer")
+	// ErrImageInUse: an image a container (running or not) was created
+	// from cannot be removed; the engine keeps it until the container goes.
+	ErrImageInUse = errors.New("the image is in use by a container")
 	// ErrEngineUnavailable: no Docker engine answers.
 	ErrEngineUnavailable = errors.New("docker engine unavailable")
 	// ErrLeftOnNode: a sandbox was removed from its cluster, but a node kept

@@ -1,6 +1,10 @@
 package engine
 
-import "context"
+import (
+	"context"
+	"io"
+	"time"
+)
 
 // The optional capabilities of an engine, all in one place. A caller that
 // can use one asks for it with Capabilities, never with a type assertion
@@ -39,11 +43,47 @@ type Handover interface {
 	WriteStdinLines(ctx context.Context, id string, lines [][]byte) error
 }
 
+// Images makes images of its own from a sandbox image plus a tree
+// (package workspace; *container.Docker has it), and removes them. The
+// engine refuses to remove an image a container uses (ErrImageInUse): that
+// refusal is what keeps a workspace image while any sandbox of it lives.
+type Images interface {
+	// BuildImage makes b.Ref: b.Base plus b.Tree (a tar) unpacked at
+	// b.Dir, owned by the base image's user, with b.Labels and b.Env
+	// added to the image's configuration. It returns the image's id.
+	BuildImage(ctx context.Context, b ImageBuild) (string, error)
+	// ListImages reports every image carrying all the given labels.
+	ListImages(ctx context.Context, labels map[string]string) ([]Image, error)
+	// RemoveImage removes image id (by id: every tag goes with it); nil
+	// when it is gone, ErrImageInUse while a container uses it.
+	RemoveImage(ctx context.Context, id string) error
+	// ImageID is the id of the image ref names now ("" when none).
+	ImageID(ctx context.Context, ref string) (string, error)
+}
+
+// ImageBuild is what Images.BuildImage makes.
+type ImageBuild struct {
+	Base, Ref, Dir string
+	Tree           io.Reader
+	Labels         map[string]string // on the image (and so on every container of it) and its build container
+	BuildName      string            // the build container's name
+	Env            []string
+}
+
+// Image is one image of Images.ListImages.
+type Image struct {
+	ID      string
+	Tags    []string
+	Labels  map[string]string
+	Created time.Time
+}
+
 // Caps are the optional capabilities an engine has; a nil field is one it
 // lacks.
 type Caps struct {
 	Events   EventSource
 	Handover Handover
+	Images   Images
 }
 
 // Capabilities reports which of the optional interfaces above eng
@@ -55,6 +95,9 @@ func Capabilities(eng Engine) Caps {
 	}
 	if h, ok := eng.(Handover); ok {
 		c.Handover = h
+	}
+	if im, ok := eng.(Images); ok {
+		c.Images = im
 	}
 	return c
 }

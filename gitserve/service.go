@@ -308,7 +308,12 @@ func (s *Service) Grant(ctx context.Context, cb contract.ContainerBranch, gatewa
 		return Grant{}, err
 	}
 	s.log.Info("git access granted", "container", containerName, "swarm", swarmID, "branch", branch)
-	s.prepareWorkspace(swarmID, branch)
+	switch {
+	case cb.Base != "":
+		s.prepareDelta(swarmID, branch, cb.Base)
+	case !cb.Prefilled: // a prefilled sandbox asks for the tip only
+		s.prepareWorkspace(swarmID, branch)
+	}
 	return Grant{
 		RepoURL:      "https://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/" + swarmID + ".git",
 		Token:        token,

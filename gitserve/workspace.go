@@ -106,6 +106,10 @@ func (s *Service) serveWorkspace(w http.ResponseWriter, r *http.Request, rec rec
 		return
 	}
 	defer release()
+	if base := r.Header.Get(contract.WorkspaceBaseHeader); base != "" {
+		s.answerBase(w, r, rec, base)
+		return
+	}
 	f, exists, err := s.workspaceTar(r.Context(), rec.SwarmKey, rec.Branch)
 	if err != nil {
 		s.log.Info("no ready-made workspace; the runner clones", "container", rec.Container, "branch", rec.Branch, "err", err)
@@ -128,15 +132,85 @@ func (s *Service) serveWorkspace(w http.ResponseWriter, r *http.Request, rec rec
 	s.log.Debug("workspace sent", "container", rec.Container, "branch", rec.Branch, "existed", exists, "bytes", st.Size())
 }
 
+// answerBase answers a runner whose image holds a workspace at commit
+// base: no tar, only whether the branch's tip (or the default branch's)
+// is base, and which tip to fetch when it is not.
+func (s *Service) answerBase(w http.ResponseWriter, r *http.Request, rec record, base string) {
+	tip, exists, err := s.branchTip(r.Context(), rec.SwarmKey, rec.Branch)
+	if err != nil {
+		s.log.Info("no workspace tip for a prefilled workspace", "container", rec.Container, "branch", rec.Branch, "err", err)
+		deny(w, http.StatusNotFound, "aimi git service: the branch has no tip; clone instead")
+		return
+	}
+	w.Header().Set(contract.WorkspaceExistsHeader, strconv.FormatBool(exists))
+	w.Header().Set(contract.WorkspaceSameHeader, strconv.FormatBool(tip == base))
+	w.Header().Set(contract.WorkspaceTipHeader, tip)
+	var f *os.File
+	if tip != base {
+		if f, err = s.deltaTar(r.Context(), rec.SwarmKey, base, tip); err != nil {
+			s.log.Info("no ready-made difference; the runner fetches the tip", "container", rec.Container, "base", base, "tip", tip, "err", err)
+		}
+	}
+	if f == nil {
+		w.Header().Set(contract.WorkspaceDeltaHeader, "false")
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		deny(w, http.StatusInternalServerError, "aimi git service: cannot read the difference; clone instead")
+		return
+	}
+	w.Header().Set(contract.WorkspaceDeltaHeader, "true")
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	if _, err := io.Copy(w, f); err != nil {
+		s.log.Info("sending a workspace's difference broke off", "container", rec.Container, "err", err)
+	}
+}
+
+// branchTip is the tip of branch in swarm key's mirror, or of its default
+// branch when the mirror does not hold branch (exists false).
+func (s *Service) branchTip(ctx context.Context, key, branch string) (tip string, exists bool, err error) {
+	mirror := s.mirrorPath(key)
+	if branch != "" {
+		if tip, err = refTip(ctx, mirror, "refs/heads/"+branch); err != nil {
+			return "", false, err
+		}
+	}
+	if tip != "" {
+		return tip, true, nil
+	}
+	if tip, err = refTip(ctx, mirror, "HEAD"); err != nil || tip == "" {
+		return "", false, fmt.Errorf("the repository's default branch has no commit (%v)", err)
+	}
+	return tip, false, nil
+}
+
+// DefaultWorkspace is the ready-made workspace of swarm's default branch
+// (made if its tip has none yet) and that tip: what a workspace image
+// holds (package workspace). The caller closes f.
+func (s *Service) DefaultWorkspace(ctx context.Context, swarmID string) (f *os.File, tip string, err error) {
+	tip, _, err = s.branchTip(ctx, swarmID, "")
+	if err != nil {
+		return nil, "", err
+	}
+	f, _, err = s.workspaceTar(ctx, swarmID, "")
+	return f, tip, err
+}
+
 // workspaceTar opens the ready-made workspace of branch in swarm key's
 // mirror, making it first if its tip has none yet. exists says whether the
 // mirror holds branch (else the workspace is the default branch's).
 func (s *Service) workspaceTar(ctx context.Context, key, branch string) (f *os.File, exists bool, err error) {
 	mirror := s.mirrorPath(key)
-	ref := "refs/heads/" + branch
-	tip, err := refTip(ctx, mirror, ref)
-	if err != nil {
-		return nil, false, err
+	ref, tip := "refs/heads/"+branch, ""
+	if branch != "" {
+		if tip, err = refTip(ctx, mirror, ref); err != nil {
+			return nil, false, err
+		}
 	}
 	exists = tip != ""
 	if !exists {

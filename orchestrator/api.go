@@ -85,6 +85,9 @@ type Config struct {
 	// Warm is the warm pool starts claim sandboxes from; nil creates every
 	// container.
 	Warm WarmPool
+	// Workspaces keeps repositories' workspace images (package
+	// workspace); nil: every sandbox's workspace starts empty.
+	Workspaces WorkspaceImages
 	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
 	// LandAuto lands each container's branch as it completes (Land with
@@ -126,6 +129,20 @@ type Config struct {
 
 // GitAccess is the daemon's git service for local mode (package gitserve):
 // containers clone from and push to it instead of a hosted remote.
+// WorkspaceImages keeps each repository's workspace in an image of its
+// own, the sandbox image plus its checkout (package workspace): the
+// sandboxes of a local-mode swarm are created (or were pooled) from it and
+// pay only for what they change.
+type WorkspaceImages interface {
+	// Image is repo's workspace image built on base (the sandbox image
+	// the start would use), if there is a current one, and the commit
+	// its workspace is at.
+	Image(ctx context.Context, repo, base string) (image, commit string, ok bool)
+	// Refresh (re)builds repo's image on base from swarmID's default
+	// branch in the background, when it does not hold that tip already.
+	Refresh(repo, base, swarmID string)
+}
+
 type GitAccess interface {
 	// ListenOn makes the service reachable on ip (the swarm network's
 	// gateway); idempotent per ip.

@@ -243,6 +243,11 @@ func (m *Manager) Start(ctx context.Context, req api.StartRequest) (api.SwarmVie
 	m.swarms[repo] = sw
 	m.mu.Unlock()
 	hold = sw
+	if ws := m.workspaces(sw.local); ws != nil {
+		// Once its containers work: the build's copy and commit would
+		// take the engine and the cores from them.
+		sw.afterWork(func() { ws.Refresh(repo, sw.baseImage, sw.id) })
+	}
 	if cur != nil {
 		// Name reuse removed the replaced swarm's containers of the same
 		// task files; its network goes too once nothing uses it, so
@@ -340,6 +345,13 @@ func (sw *swarm) plan(ctx context.Context, req api.StartRequest, tr *tracer) ([]
 	named, err := sw.nameAndTake(ctx, planned, req.TaskFiles, nil)
 	if err != nil {
 		return nil, err
+	}
+	sw.baseImage = image
+	if ws := m.workspaces(req.Local); ws != nil {
+		if img, commit, ok := ws.Image(ctx, sw.repo, image); ok {
+			image, sw.wsBase = img, commit
+			tr.mark("workspace image found")
+		}
 	}
 	sw.max, sw.image, sw.slots = max, image, newLimiter(max)
 	return named, nil

@@ -83,7 +83,7 @@ func (sw *swarm) createSpec(c *ctr, g *Grant, mg *ModelGrant) engine.Spec {
 		PidsLimit:       cfg.PidsLimit,
 		DiskBytes:       cfg.DiskBytes,
 		ReadOnlyRootfs:  cfg.ReadOnlyRoot,
-		Scratch:         scratchPaths(cfg.ReadOnlyRoot, cfg.DiskBytes),
+		Scratch:         scratchPaths(cfg.ReadOnlyRoot, cfg.DiskBytes, contract.IsWorkspaceImage(sw.image)),
 		Runtime:         cfg.Runtime,
 		RequireRuntime:  cfg.RequireRuntime,
 		Network:         sw.network,
@@ -118,12 +118,14 @@ func envVars(m map[string]string) map[string]string {
 // where the writable layer may be a filesystem in user space
 // (fuse-overlayfs: every file a round trip to its daemon; eight sandboxes
 // unpacking their workspaces there took 250-540 ms each), unless a disk
-// limit is set, which holds the writable layer only.
-func scratchPaths(readOnlyRoot bool, diskBytes int64) []string {
+// limit is set, which holds the writable layer only, or the image holds
+// the workspace (a workspace image): a volume would be filled with a copy
+// of it, where the writable layer is a copy-on-write view.
+func scratchPaths(readOnlyRoot bool, diskBytes int64, prefilled bool) []string {
 	switch {
 	case readOnlyRoot:
 		return []string{contract.DefaultWorkspace, "/home/aimi"}
-	case diskBytes > 0:
+	case diskBytes > 0, prefilled:
 		return nil
 	}
 	return []string{contract.DefaultWorkspace}

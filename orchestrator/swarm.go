@@ -19,17 +19,21 @@ import (
 
 // swarm is one repository's swarm in memory.
 type swarm struct {
-	m       *Manager
-	id      string
-	repo    string
-	repoID  string // RepoID(repo) when the swarm was made or adopted
-	max     int
-	image   string
-	local   bool
-	repoURL string // remote mode: origin
-	network string
-	store   *state.Store
-	led     *ledger
+	m      *Manager
+	id     string
+	repo   string
+	repoID string // RepoID(repo) when the swarm was made or adopted
+	max    int
+	image  string
+	// baseImage is the sandbox image the start asked for; image is its
+	// repository's workspace image on it when there is one.
+	baseImage string
+	wsBase    string // the commit image's workspace is at, when a start found it
+	local     bool
+	repoURL   string // remote mode: origin
+	network   string
+	store     *state.Store
+	led       *ledger
 
 	// slots bounds the running containers, first queued first served.
 	slots *limiter
@@ -253,7 +257,7 @@ func (sw *swarm) sandbox(c *ctr) contract.Sandbox {
 // branchOf is c's branch in the swarm's repository, as the git service
 // and the publisher take it.
 func (sw *swarm) branchOf(c *ctr) contract.ContainerBranch {
-	return contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch}
+	return contract.ContainerBranch{Repo: sw.repo, Swarm: sw.id, Container: c.name, Branch: c.branch, Prefilled: contract.IsWorkspaceImage(sw.image), Base: sw.wsBase}
 }
 
 // gatewayIP is the swarm network's gateway, "" until ensureNetwork ran.

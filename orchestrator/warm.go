@@ -58,9 +58,13 @@ func (m *Manager) poolBusy() (release func(started **swarm)) {
 // sw works (a story in progress or over) or ended, or after poolHold: a
 // refill's create and start would take the engine and the cores from their
 // clones and agents' starts, which the user is waiting for.
-func (sw *swarm) holdPool(done func()) {
+func (sw *swarm) holdPool(done func()) { sw.afterWork(done) }
+
+// afterWork calls fn once every container of sw works or ended, or after
+// poolHold (or when the Manager ends).
+func (sw *swarm) afterWork(fn func()) {
 	sw.m.wg.Go(func() {
-		defer done()
+		defer fn()
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for deadline := time.Now().Add(poolHold); time.Now().Before(deadline) && !sw.allWorking(); {
@@ -99,6 +103,18 @@ func (m *Manager) WarmSpec(image string) engine.Spec {
 	// network.
 	s.Sealed = m.poolSealed()
 	return s
+}
+
+// workspaces is the Manager's workspace images for a start in local git
+// mode (the runner's question for the tip goes to the daemon's git
+// service), nil when they are not used: remote mode, no images, or a
+// read-only root, where the workspace must be a volume, which the engine
+// would fill with a copy of the image's tree.
+func (m *Manager) workspaces(local bool) WorkspaceImages {
+	if !local || m.cfg.Workspaces == nil || m.cfg.ReadOnlyRoot || m.cfg.Git == nil {
+		return nil
+	}
+	return m.cfg.Workspaces
 }
 
 // poolSealed says whether a pool's sandboxes stay on no network for good:

@@ -78,6 +78,10 @@ type Config struct {
 	// naming the daemon's CA, contract.DaemonCAPath): only
 	// then, without a budget socket, are budget questions sent to it.
 	DaemonGit bool
+	// WorkspaceBase is the commit the image's own workspace is checked
+	// out at (contract.EnvWorkspaceBase: a workspace image); "" when the
+	// workspace starts empty.
+	WorkspaceBase string
 	// PushRetry bounds the retries of the run's clone and of its last
 	// push while the repository is unreachable (default DefaultPushRetry).
 	PushRetry   time.Duration
@@ -117,6 +121,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		AskURL:        socketURLOf(getenv(contract.EnvNetForward), contract.AskSocket, contract.AskPath),
 		BudgetURL:     socketURLOf(getenv(contract.EnvNetForward), contract.BudgetSocket, contract.BudgetPath),
 		DaemonGit:     getenv(contract.EnvDaemonGit) == "1" || getenv(contract.EnvGitSSLCAInfo) == contract.DaemonCAPath,
+		WorkspaceBase: getenv(contract.EnvWorkspaceBase),
 		StopGrace:     DefaultStopGrace,
 		LoopLimit:     -1,
 		LimitRetries:  -1,

@@ -286,7 +286,7 @@ func (e *prepError) Error() string { return e.code + ": " + e.msg }
 // prepare clones, checks out and loads the task file.
 func (r *run) prepare(ctx context.Context) error {
 	ws := r.cfg.Workspace
-	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
+	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 && r.cfg.WorkspaceBase == "" {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
 	}
 	start := time.Now()

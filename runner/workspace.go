@@ -29,6 +29,18 @@ import (
 // Anything amiss there (an older daemon, a workspace too big, a broken
 // answer) leaves the workspace empty again and clones as before.
 func (r *run) fillWorkspace(ctx context.Context) (cloned bool, how string, err error) {
+	if r.cfg.WorkspaceBase != "" {
+		if r.cfg.DaemonGit {
+			how, err := r.fillPrefilled(ctx)
+			if err == nil {
+				return true, how, nil // the branch is checked out
+			}
+			r.log.Info("the image's workspace is not used; emptying it", "err", err)
+		}
+		if err := emptyDir(r.cfg.Workspace); err != nil {
+			return false, "", fmt.Errorf("empty the image's workspace: %w", err)
+		}
+	}
 	if r.cfg.DaemonGit {
 		exists, err := r.fetchWorkspace(ctx)
 		if err == nil {

@@ -3,7 +3,7 @@
 # metric, the measured value next to its target and the ratio.
 #
 #   scripts/bench.sh                 all benchmarks (Docker-backed ones need the engine)
-#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, WarmPool, WarmPoolEmpty, WarmPoolAttempts, ClusterFanOut, GVisor, RealMessageRate, DaemonRSS, BoardLiveUpdates)
+#   BENCH_QUICK=1 scripts/bench.sh   skip the Docker-heavy ones (FanOut, FanOutUser, TimeToWork, WarmPool, WarmPoolEmpty, WarmPoolAttempts, WorkspaceStart, ClusterFanOut, GVisor, RealMessageRate, DaemonRSS, BoardLiveUpdates)
 #
 # Environment:
 #   GO                     go command (default: go)
@@ -54,6 +54,7 @@ RUNS='
 ./cmd/aimid|^BenchmarkWarmPool$|5x|-timeout 40m|1
 ./cmd/aimid|^BenchmarkWarmPoolEmpty$|5x|-timeout 30m|1
 ./cmd/aimid|^BenchmarkWarmPoolAttempts$|3x|-timeout 40m|1
+./cmd/aimid|^BenchmarkWorkspaceStart$|3x|-timeout 40m|1
 ./cmd/aimid|^BenchmarkClusterFanOut$|1x||1
 ./cmd/aimid|^BenchmarkGVisor$|2x||1
 ./cmd/aimid|^BenchmarkScale$|1x|-timeout 45m|1
@@ -82,6 +83,18 @@ BenchmarkWarmPool|s-warm-first-work|<=|0.5
 BenchmarkWarmPoolAttempts|attempts-ratio|<=|0.35
 BenchmarkWarmPool|MB-per-idle-sandbox|<=|15
 BenchmarkWarmPoolEmpty|empty-pool-to-cold|<=|1.10
+BenchmarkWorkspaceStart/repo=demo/tip=moved|warm-ratio|<=|0.30
+BenchmarkWorkspaceStart/repo=demo/tip=moved|cold-ratio|<=|1.15
+BenchmarkWorkspaceStart/repo=demo/tip=moved|MB-written-per-sandbox|<=|1
+BenchmarkWorkspaceStart/repo=demo/tip=same|warm-ratio|<=|0.30
+BenchmarkWorkspaceStart/repo=demo/tip=same|cold-ratio|<=|1.15
+BenchmarkWorkspaceStart/repo=demo/tip=same|MB-written-per-sandbox|<=|1
+BenchmarkWorkspaceStart/repo=project/tip=moved|warm-ratio|<=|0.30
+BenchmarkWorkspaceStart/repo=project/tip=moved|cold-ratio|<=|1.15
+BenchmarkWorkspaceStart/repo=project/tip=moved|MB-written-per-sandbox|<=|1
+BenchmarkWorkspaceStart/repo=project/tip=same|warm-ratio|<=|0.30
+BenchmarkWorkspaceStart/repo=project/tip=same|cold-ratio|<=|1.15
+BenchmarkWorkspaceStart/repo=project/tip=same|MB-written-per-sandbox|<=|1
 BenchmarkMessageRate|msgs/s|>=|20000
 BenchmarkRealMessageRate|msgs/s|>=|20000
 BenchmarkDaemonRSS|daemon-RSS-MB|<|60

@@ -357,3 +357,39 @@ func newName() string {
 	_, _ = rand.Read(b)
 	return namePrefix + hex.EncodeToString(b)
 }
+
+// SetRepoImage moves repo's pool to spec (its workspace image, package
+// workspace) with the number its last start asked for (SetRepo): the
+// pool fills sandboxes of that image, which only repo's starts claim
+// (the key holds the image). Nothing for a repository no start told.
+func (p *Pool) SetRepoImage(repo string, spec engine.Spec) {
+	p.mu.Lock()
+	n, ok := p.repoN[repo]
+	p.mu.Unlock()
+	if ok {
+		p.SetRepo(repo, spec, n)
+	}
+}
+
+// DropImage stops keeping sandboxes of image for any repository: its
+// waiting ones are removed by the next pass, after which the engine lets
+// the image go.
+func (p *Pool) DropImage(image string) {
+	p.mu.Lock()
+	for k, t := range p.targets {
+		if t.spec.Image == image {
+			clear(t.repos)
+			for r, rk := range p.repoKey {
+				if rk == k {
+					delete(p.repoKey, r)
+				}
+			}
+		}
+	}
+	p.mu.Unlock()
+	p.poke()
+}
+
+// WaitQuiet returns once no start holds the pool back (Busy), or ctx
+// ended: work of the daemon's own (a workspace image's build) waits so.
+func (p *Pool) WaitQuiet(ctx context.Context) { p.waitNotBusy(ctx) }

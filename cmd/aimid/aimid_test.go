@@ -79,6 +79,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	closeCluster()
 	removeImages()
+	removeWorkspaceImages()
 	for _, b := range []*builtBinary{&aimidBuild, &aimiBuild} {
 		if b.path != "" {
 			os.RemoveAll(filepath.Dir(b.path))

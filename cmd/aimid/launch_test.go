@@ -153,6 +153,7 @@ func launch(t testing.TB, o daemonOpts) *proc {
 	t.Helper()
 	dockertest.Client(t) // every daemon needs an engine: fail, or skip under AIMI_SKIP_DOCKER=1
 	o = o.withDefaults()
+	launched.Store(o.Instance, true)
 	cfgDir := filepath.Join(o.DataDir, "cfg")
 	os.MkdirAll(cfgDir, 0o755)
 	cfgFile := filepath.Join(cfgDir, "config.yaml")

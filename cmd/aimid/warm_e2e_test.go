@@ -82,12 +82,17 @@ func waitingIn(all []dcontainer.InspectResponse) []dcontainer.InspectResponse {
 	return out
 }
 
-// waitPool waits until n pool sandboxes of instance wait for a claim.
+// waitPool waits until n pool sandboxes of instance's sandbox image wait
+// for a claim (those of a repository's workspace image, which the pool
+// keeps for that repository alone after its start, are not counted).
 func waitPool(t testing.TB, ctx context.Context, cli *client.Client, instance string, n int, p *proc) []dcontainer.InspectResponse {
 	t.Helper()
 	var w []dcontainer.InspectResponse
 	testwait.Eventually(t, 3*time.Minute, fmt.Sprintf("%d pool sandboxes waiting", n), func() error {
-		if w = waitingIn(warmSandboxes(t, ctx, cli, instance)); len(w) != n {
+		w = slices.DeleteFunc(waitingIn(warmSandboxes(t, ctx, cli, instance)), func(in dcontainer.InspectResponse) bool {
+			return contract.IsWorkspaceImage(in.Config.Image)
+		})
+		if len(w) != n {
 			return fmt.Errorf("%d waiting; daemon log:\n%s", len(w), p.logs())
 		}
 		return nil

@@ -138,6 +138,19 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
 		}
 	}
+	// Images made with the label (a daemon's workspace images), once no
+	// container of them is left.
+	ims, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: f})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("list images labelled %s=%s: %w", key, value, err))
+	}
+	for _, im := range ims {
+		for _, ref := range append(im.RepoTags, im.ID) {
+			if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true}); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove image %s: %w", ref, err))
+			}
+		}
+	}
 	ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: f})
 	if err != nil {
 		return errors.Join(append(errs, fmt.Errorf("list networks labelled %s=%s: %w", key, value, err))...)

@@ -24,20 +24,8 @@ const historyPath = "aimi-history.bin"
 func AddHistory(t testing.TB, dir, branch string, n, size int) {
 	t.Helper()
 	parent := Git(t, dir, "rev-parse", "--verify", "refs/heads/"+branch+"^{commit}")
-	cmd := exec.Command("git", "-c", "core.compression=0", "-c", "pack.compression=0",
+	w, finish := fastImport(t, dir, "-c", "core.compression=0", "-c", "pack.compression=0",
 		"fast-import", "--quiet", "--big-file-threshold=1k", "--depth=0")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriterSize(in, 1<<20)
 	commit := func(i int, msg string, body func()) {
 		fmt.Fprintf(w, "commit refs/heads/%s\ncommitter test <test@example.com> %d +0000\ndata %d\n%s\n", branch, 1700000000+i, len(msg), msg)
 		if i == 0 {
@@ -56,11 +44,35 @@ func AddHistory(t testing.TB, dir, branch string, n, size int) {
 		})
 	}
 	commit(n, "history removed", func() { fmt.Fprintf(w, "D %s\n", historyPath) })
-	if err := w.Flush(); err != nil {
-		t.Fatalf("git fast-import: %v: %s", err, stderr.String())
+	finish()
+}
+
+// fastImport starts git with args (a fast-import) in dir, without the
+// user's configuration, and returns its input and the func that ends it
+// (failing t when git did).
+func fastImport(t testing.TB, dir string, args ...string) (w *bufio.Writer, finish func()) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
 	}
-	in.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("git fast-import: %v: %s", err, stderr.String())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w = bufio.NewWriterSize(in, 1<<20)
+	return w, func() {
+		t.Helper()
+		if err := w.Flush(); err != nil {
+			t.Fatalf("git fast-import: %v: %s", err, stderr.String())
+		}
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("git fast-import: %v: %s", err, stderr.String())
+		}
 	}
 }

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/dockertest"
+	"github.com/aimi-tools/swarm/internal/gittest"
+	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
+	"github.com/aimi-tools/swarm/internal/testwait"
+)
+
+// BenchmarkWorkspaceStart measures starts whose sandboxes come from the
+// repository's workspace image (docs/workspaces.md), on the demo's
+// repository (task files only) and on a generated project
+// (gittest.RealProject: 1,000 files in 80 directories, 200 commits): a
+// start of 8 one-story task files until every container's first
+// in_progress, with the warm pool of 8 full of the image's sandboxes
+// (warm) and on a daemon without a pool (cold, created from the image),
+// each next to 8 raw create+start of the sandbox image in the same round.
+// Every round commits its task files first, as a user does, so the tip
+// has moved past the image's commit and each runner fetches that commit
+// (tip=moved); tip=same starts task files the image holds already. Also
+// the most any sandbox wrote to its writable layer (its story's work
+// included: an upper bound of what it wrote before its first story).
+// Medians over b.N rounds. AIMI_BENCH_WORKSPACE_FILES sets the generated
+// project's files (1,000; 10 a directory) and AIMI_BENCH_WORKSPACE_N the
+// containers of a start (8).
+//
+//	go test -run '^$' -bench WorkspaceStart -benchtime 3x -timeout 40m ./cmd/aimid
+func BenchmarkWorkspaceStart(b *testing.B) {
+	image := sandboxtest.Image(b)
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cli.Close() })
+	for _, repoKind := range []string{"demo", "project"} {
+		for _, tip := range []string{"moved", "same"} {
+			b.Run("repo="+repoKind+"/tip="+tip, func(b *testing.B) { workspaceStart(b, cli, image, repoKind == "project", tip == "same") })
+		}
+	}
+}
+
+// wsDaemon is one daemon of the benchmark on its own repository.
+type wsDaemon struct {
+	sock, repo, instance string
+	p                    *proc
+}
+
+func workspaceStart(b *testing.B, cli *client.Client, image string, project, same bool) {
+	run := dockertest.RunID()
+	dockertest.Cleanup(b, dockertest.LabelKey, run)
+	n, proj := timeToWorkContainers, gittest.RealProject
+	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_WORKSPACE_N")); err == nil && v > 0 {
+		n = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_WORKSPACE_FILES")); err == nil && v > 0 {
+		proj.Files, proj.Dirs = v, max(v/12, 1)
+	}
+	rounds := b.N
+	names := func(d string, r int) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("%s%d-%02d-%s", d, r, i, run[:4])
+		}
+		return out
+	}
+	open := func(d string, pool int) *wsDaemon {
+		repo := historyRepo(b, 0, 0, names(d, 0)...)
+		if project {
+			gittest.AddProject(b, repo, "main", proj)
+		}
+		if same {
+			var all []string
+			for r := 1; r <= rounds; r++ {
+				all = append(all, names(d, r)...)
+			}
+			addTaskFiles(b, repo, all...)
+		}
+		dir := shortDir(b)
+		sock := filepath.Join(dir, "aimid.sock")
+		w := &wsDaemon{sock: sock, repo: repo, instance: testInstance(sock)}
+		dockertest.Cleanup(b, contract.LabelDaemon, w.instance)
+		w.p = launch(b, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"),
+			Config: "agent:\n  kind: demo\ngit:\n  mode: local\n",
+			Env: []string{"AIMI_SANDBOX_IMAGE=" + image, "AIMI_SANDBOX_MEMORY=512m", "AIMI_SANDBOX_SWAP=512m",
+				"AIMI_SWARM_STOP_GRACE=1s", "AIMI_SANDBOX_WARM_POOL=" + strconv.Itoa(pool)}})
+		return w
+	}
+	warm, cold := open("w", n), open("c", 0)
+	defer warm.p.stop(b)
+	defer cold.p.stop(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	// The first start of each repository builds its image.
+	warm.start(b, ctx, names("w", 0), false)
+	cold.start(b, ctx, names("c", 0), false)
+	var raw, warmAll, coldAll []time.Duration
+	var written int64
+	for r := 1; r <= rounds; r++ {
+		if !same {
+			addTaskFiles(b, warm.repo, names("w", r)...)
+			addTaskFiles(b, cold.repo, names("c", r)...)
+		}
+		// Each round's image is built after the round before (at its tip):
+		// the next round starts once it and the pool's sandboxes are made.
+		builds := r
+		if same {
+			builds = 1
+		}
+		img := waitBuilt(b, warm, builds)
+		waitBuilt(b, cold, builds)
+		waitPoolOf(b, ctx, cli, warm, img, n)
+		raw = append(raw, rawFanOutDocker(b, cli, image, run, n, r))
+		a, wr := cold.start(b, ctx, names("c", r), true)
+		coldAll, written = append(coldAll, a), max(written, wr)
+		a, wr = warm.start(b, ctx, names("w", r), true)
+		warmAll, written = append(warmAll, a), max(written, wr)
+	}
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	b.ReportMetric(med(raw).Seconds(), "s-raw")
+	b.ReportMetric(med(warmAll).Seconds(), "s-warm-all-work")
+	b.ReportMetric(med(coldAll).Seconds(), "s-cold-all-work")
+	b.ReportMetric(float64(med(warmAll))/float64(med(raw)), "warm-ratio")
+	b.ReportMetric(float64(med(coldAll))/float64(med(raw)), "cold-ratio")
+	b.ReportMetric(float64(written)/(1<<20), "MB-written-per-sandbox")
+	b.Logf("raw %v, warm %v, cold %v", raw, warmAll, coldAll)
+}
+
+// start starts files on w and returns when the last container first
+// worked, counted from the start, and the most a container wrote to its
+// writable layer; every container must run on a workspace image.
+func (w *wsDaemon) start(b *testing.B, ctx context.Context, files []string, fromImage bool) (all time.Duration, written int64) {
+	b.Helper()
+	var paths []string
+	for _, f := range files {
+		paths = append(paths, ".aimi/tasks/"+f+"-tasks.json")
+	}
+	begin := time.Now()
+	if code, _, errOut := aimi(ctx, "swarm", "start", "--force", "--local", "--max", strconv.Itoa(len(files)),
+		"--files", strings.Join(paths, ","), "--repo", w.repo, "--socket", w.sock); code != 0 {
+		b.Fatalf("start: exit %d %s", code, errOut)
+	}
+	waitStatus(b, ctx, w.repo, w.sock, "done", terminalIn, len(files))
+	sw := validState(b, w.repo)
+	at := firstWork(b, w.repo, sw)
+	if len(at) != len(files) {
+		b.Fatalf("%d of %d containers wrote an in_progress update; daemon log:\n%s", len(at), len(files), w.p.logs())
+	}
+	for _, t := range at {
+		all = max(all, t.Sub(begin))
+	}
+	cli := dockertest.Client(b)
+	for _, c := range sw.Containers {
+		in, _, err := cli.ContainerInspectWithRaw(ctx, c.ContainerID, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if in.SizeRw != nil {
+			written = max(written, *in.SizeRw)
+		}
+		if fromImage && !contract.IsWorkspaceImage(in.Config.Image) {
+			b.Errorf("%s ran on %s, not a workspace image", c.ContainerName, in.Config.Image)
+		}
+	}
+	aimi(ctx, "swarm", "cleanup", "--force", "--repo", w.repo, "--socket", w.sock)
+	return all, written
+}
+
+// waitBuilt waits until w's daemon built k workspace images and returns
+// the last one.
+func waitBuilt(b *testing.B, w *wsDaemon, k int) string {
+	b.Helper()
+	var built []string
+	testwait.Eventually(b, 5*time.Minute, fmt.Sprintf("%d workspace images built", k), func() error {
+		built = built[:0]
+		for _, line := range strings.Split(w.p.logs(), "\n") {
+			if strings.Contains(line, `msg="workspace image built"`) {
+				for _, f := range strings.Fields(line) {
+					if v, ok := strings.CutPrefix(f, "image="); ok {
+						built = append(built, v)
+					}
+				}
+			}
+		}
+		if len(built) < k {
+			return fmt.Errorf("%d built; daemon log:\n%s", len(built), w.p.logs())
+		}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
+	return built[len(built)-1]
+}
+
+// waitPoolOf waits until n pool sandboxes of image wait on w's daemon.
+func waitPoolOf(b *testing.B, ctx context.Context, cli *client.Client, w *wsDaemon, image string, n int) {
+	b.Helper()
+	testwait.Eventually(b, 5*time.Minute, fmt.Sprintf("%d pool sandboxes of %s", n, image), func() error {
+		k := 0
+		for _, in := range waitingIn(warmSandboxes(b, ctx, cli, w.instance)) {
+			if in.Config.Image == image {
+				k++
+			}
+		}
+		if k < n {
+			return fmt.Errorf("%d waiting; daemon log:\n%s", k, w.p.logs())
+		}
+		return nil
+	}, testwait.Every(500*time.Millisecond))
+}

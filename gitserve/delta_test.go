@@ -1,0 +1,119 @@
+package gitserve
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// applyForTest applies a difference as the runner does (runner's
+// applyDelta): the deleted paths first, then every entry written anew.
+func applyForTest(t *testing.T, dir string, data []byte) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(data))
+	h, err := tr.Next()
+	if err != nil || h.Name != contract.WorkspaceDeletedEntry {
+		t.Fatalf("first entry %v: %v", h, err)
+	}
+	list, _ := io.ReadAll(tr)
+	for _, p := range strings.Split(string(list), "\x00") {
+		if p != "" {
+			os.Remove(filepath.Join(dir, p))
+		}
+	}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := filepath.Join(dir, h.Name)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		os.Remove(full)
+		switch h.Typeflag {
+		case tar.TypeSymlink:
+			err = os.Symlink(h.Linkname, full)
+		case tar.TypeReg:
+			var b []byte
+			if b, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(full, b, os.FileMode(h.Mode)&0o777)
+			}
+		default:
+			t.Fatalf("entry %s of type %c", h.Name, h.Typeflag)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDeltaBringsAShallowCloneToTheTip: a depth-1 clone at base, with the
+// difference to a tip two commits on applied (a file changed, one added
+// in a new directory, one deleted, one made executable, a link, a file
+// back at a blob of base's history that base's tree lacks) and its
+// branch moved to the tip, is the tip checked out: status clean, HEAD's
+// tree the tip's, fsck --strict clean, and only what differs was sent.
+func TestDeltaBringsAShallowCloneToTheTip(t *testing.T) {
+	repo := newRepo(t)
+	commitFile(t, repo, "old.txt", "v1\n")
+	commitFile(t, repo, "gone.txt", "bye\n")
+	base := commitFile(t, repo, "old.txt", "v2\n")
+	clone := filepath.Join(t.TempDir(), "clone")
+	mustGit(t, "", "clone", "-q", "--depth", "1", "--no-tags", "file://"+repo, clone)
+
+	commitFile(t, repo, "old.txt", "v1\n") // a blob only base's history holds
+	os.MkdirAll(filepath.Join(repo, "new", "deep"), 0o755)
+	os.WriteFile(filepath.Join(repo, "new", "deep", "a.sh"), []byte("#!/bin/sh\n"), 0o755)
+	os.Symlink("../old.txt", filepath.Join(repo, "new", "link"))
+	mustGit(t, repo, "rm", "-q", "gone.txt")
+	mustGit(t, repo, "add", "-A")
+	mustGit(t, repo, "commit", "-q", "-m", "more")
+	tip := mustGit(t, repo, "rev-parse", "HEAD")
+
+	var buf bytes.Buffer
+	changed, deleted, err := treeDiff(t.Context(), repo, base, tip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeDelta(t.Context(), &buf, repo, base, tip, t.TempDir(), changed, deleted, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		names[h.Name] = true
+	}
+	for _, unchanged := range []string{"README.md"} {
+		if names[unchanged] {
+			t.Errorf("the difference holds %s, which did not change", unchanged)
+		}
+	}
+	applyForTest(t, clone, buf.Bytes())
+	if err := os.WriteFile(filepath.Join(clone, ".git", "refs", "heads", "main"), []byte(tip+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustGit(t, clone, "status", "--porcelain"); out != "" {
+		t.Errorf("the workspace differs from the tip:\n%s", out)
+	}
+	if got, want := mustGit(t, clone, "rev-parse", "HEAD^{tree}"), mustGit(t, repo, "rev-parse", tip+"^{tree}"); got != want {
+		t.Errorf("HEAD's tree %s, want the tip's %s", got, want)
+	}
+	mustGit(t, clone, "fsck", "--strict", "--no-progress")
+	if fi, err := os.Stat(filepath.Join(clone, "new", "deep", "a.sh")); err != nil || fi.Mode()&0o100 == 0 {
+		t.Errorf("the new script is not executable: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(clone, "gone.txt")); !os.IsNotExist(err) {
+		t.Errorf("a deleted file stayed: %v", err)
+	}
+	// The clone goes on: a commit on the tip.
+	commitFile(t, clone, "after.txt", "x\n")
+}
