@@ -24,6 +24,7 @@ import (
 	"github.com/aimi-tools/swarm/api"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/clustertest"
+	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
 )
 
@@ -209,8 +210,40 @@ func TestGVisorRuntimeRunsTheDemoSwarm(t *testing.T) {
 	if code, out, errOut := run("swarm", "cleanup"); code != 0 {
 		t.Errorf("cleanup: exit %d\n%s\n%s", code, out, errOut)
 	}
+	checkGVisorWorkspaceImage(t, ctx, node, repo, run, p)
 	p.stop(t)
 	t.Logf("total %s", time.Since(started).Round(time.Second))
+}
+
+// checkGVisorWorkspaceImage: the repository's workspace image, built on
+// the runsc engine after the first start, serves the next start's
+// sandbox under gVisor, which applies the moved tip's difference to it.
+func checkGVisorWorkspaceImage(t *testing.T, ctx context.Context, node *client.Client, repo string, run func(args ...string) (int, string, string), p *proc) {
+	t.Helper()
+	testwait.Eventually(t, 3*time.Minute, "the workspace image built on the runsc engine", func() error {
+		if !strings.Contains(p.logs(), "workspace image built") {
+			return fmt.Errorf("daemon log:\n%s", p.logs())
+		}
+		return nil
+	})
+	name := "again-" + fmt.Sprintf("%x", sha256.Sum256([]byte(repo)))[:6]
+	addTaskFiles(t, repo, name)
+	if code, out, errOut := run("swarm", "start", "--force", "--follow", "--local", "--file", ".aimi/tasks/"+name+"-tasks.json"); code != 0 {
+		t.Fatalf("the start on the workspace image: exit %d\n%s\n%s\ndaemon log:\n%s", code, out, errOut, p.logs())
+	}
+	sw := validState(t, repo)
+	for _, sc := range sw.Containers {
+		if sc.Status != state.StatusCompleted {
+			t.Errorf("%s: %s on the workspace image under gVisor", sc.ContainerName, sc.Status)
+		}
+		if from := workspaceFrom(t, repo, sw.SwarmID, sc.ContainerName); from != "from=image+delta" {
+			t.Errorf("%s: workspace %q under gVisor, want from=image+delta", sc.ContainerName, from)
+		}
+		checkGVisorSandbox(t, ctx, node, sc)
+		if in, err := node.ContainerInspect(ctx, sc.ContainerID); err != nil || !contract.IsWorkspaceImage(in.Config.Image) {
+			t.Errorf("%s: not created from a workspace image (%v)", sc.ContainerName, err)
+		}
+	}
 }
 
 // checkRunscNetwork: with gVisor's own network mode no container starts
