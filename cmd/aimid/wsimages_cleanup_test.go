@@ -42,7 +42,7 @@ func removeWorkspaceImages() {
 		ims, _ := cli.ImageList(ctx, image.ListOptions{All: true, Filters: own})
 		for _, im := range ims {
 			for _, ref := range append(im.RepoTags, im.ID) {
-				if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true}); err != nil && !errdefs.IsNotFound(err) {
+				if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{}); err != nil && !errdefs.IsNotFound(err) {
 					fmt.Fprintln(os.Stderr, "remove a workspace image:", err)
 				}
 			}

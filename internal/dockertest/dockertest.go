@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/docker/docker/api/types/build"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
@@ -138,15 +139,19 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
 		}
 	}
-	// Images made with the label (a daemon's workspace images), once no
-	// container of them is left.
-	ims, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: f})
+	// A daemon's workspace images made with the label, once no container
+	// of them is left. Only those: an engine commit copies its container's
+	// labels onto the image, so a test's sandbox image, committed from a
+	// build container with the test's label, carries it too, and other
+	// tests still use it.
+	wf := filters.NewArgs(filters.Arg("label", key+"="+value), filters.Arg("label", contract.LabelWorkspace+"=true"))
+	ims, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: wf})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list images labelled %s=%s: %w", key, value, err))
 	}
 	for _, im := range ims {
 		for _, ref := range append(im.RepoTags, im.ID) {
-			if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{PruneChildren: true}); err != nil && !errdefs.IsNotFound(err) {
+			if _, err := cli.ImageRemove(ctx, ref, image.RemoveOptions{}); err != nil && !errdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove image %s: %w", ref, err))
 			}
 		}
