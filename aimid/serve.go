@@ -26,6 +26,7 @@ import (
 	"github.com/aimi-tools/swarm/orchestrator"
 	"github.com/aimi-tools/swarm/sandboxnet"
 	"github.com/aimi-tools/swarm/usage/ledger"
+	"github.com/aimi-tools/swarm/warmpool"
 )
 
 // shutdownTimeout bounds the clean stop: in-flight requests, then the
@@ -106,11 +107,9 @@ func Serve(ctx context.Context, o Options) error {
 		return err
 	}
 	defer closeNet()
-	if err := checkRuntime(ctx, cfg, be, oc.Net != nil, log); err != nil {
+	if err := engineSettings(ctx, cfg, be, &oc, met, log); err != nil {
 		return err
 	}
-	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
-	oc.Observer = met
 	var mgr *orchestrator.Manager
 	ws, closeWorkspaces := openWorkspaces(ctx, life, cfg, o, be, git, pool, &mgr, log)
 	defer closeWorkspaces()
@@ -126,13 +125,32 @@ func Serve(ctx context.Context, o Options) error {
 		return err
 	}
 	defer stopMetrics()
-	return serveAPI(ctx, o, ln, mgr, daemon.ServerOptions{
+	inbox := openInbox(life, cfg, git, oc.Net, mgr, secrets, log)
+	return serveAPI(ctx, o, ln, mgr, apiOptions(cfg, loadOpts, o, git != nil, pool, mgr, oc.Workspaces, inbox, log))
+}
+
+// apiOptions are what the daemon's API serves: the manager's swarms,
+// their start preparation, the inbox, land and pick.
+func apiOptions(cfg *configs.Config, loadOpts configs.LoadOptions, o Options, local bool, pool *warmpool.Pool, mgr *orchestrator.Manager, ws orchestrator.WorkspaceImages, inbox daemon.Inbox, log *slog.Logger) daemon.ServerOptions {
+	return daemon.ServerOptions{
 		ResolveRepo: orchestrator.ResolveRepo, Swarms: mgr, Logger: log, Version: o.Version,
-		PrepareStart: configs.PrepareStart(cfg, loadOpts, git != nil, log, warmRepo(pool, mgr, oc.Workspaces)),
-		Inbox:        openInbox(life, cfg, git, oc.Net, mgr, secrets, log),
+		PrepareStart: configs.PrepareStart(cfg, loadOpts, local, log, warmRepo(pool, mgr, ws)),
+		Inbox:        inbox,
 		Land:         mgr.Land, // it says why in remote mode
 		Pick:         mgr.Pick,
-	})
+	}
+}
+
+// engineSettings checks the sandboxes' runtime against the engine and
+// gives oc what the engine decides: the sandboxes' disk limit, and the
+// metrics as its observer.
+func engineSettings(ctx context.Context, cfg *configs.Config, be backend, oc *orchestrator.Config, met *metrics.Metrics, log *slog.Logger) error {
+	if err := checkRuntime(ctx, cfg, be, oc.Net != nil, log); err != nil {
+		return err
+	}
+	oc.DiskBytes = diskLimit(ctx, cfg, be, oc.Labels, log)
+	oc.Observer = met
+	return nil
 }
 
 // openInbox starts the inbox of permission requests when the policy asks a
