@@ -51,9 +51,11 @@ type swarm struct {
 	origin  *originCopy // remote mode: the daemon's copy of origin, from first use
 
 	// landing is held by the swarm's one land at a time (Land); lastLand
-	// is its record (guarded by mu).
+	// is its record, landRead whether the state file's was read (guarded
+	// by mu).
 	landing  sync.Mutex
 	lastLand *api.LandReport
+	landRead bool
 	landSeq  int64 // the land journal's last seq (guarded by mu)
 	// costs folds the journals of the containers a land shows.
 	costs costFolds

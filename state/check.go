@@ -11,7 +11,7 @@ import (
 // Keys of the schema at each level: every allowed key, the required ones
 // first (spec/swarm-state.schema.json).
 var (
-	swarmKeys     = []string{"swarmId", "createdAt", "updatedAt", "containers"}
+	swarmKeys     = []string{"swarmId", "createdAt", "updatedAt", "containers", "attempts", "land"}
 	swarmRequired = 4
 	containerKeys = []string{"containerId", "containerName", "taskFilePath", "branchName", "status",
 		"storyProgress", "createdAt", "updatedAt", "prUrl", "acpPid"}

@@ -27,6 +27,9 @@ func TestCheckFileAgreesWithTheSchema(t *testing.T) {
 		{"bad container id", `"abc000abc000"`, `"ABC000ABC000"`},
 		{"bad date", `"createdAt":"2026-11-22T10:31:00Z","updatedAt"`, `"createdAt":"yesterday","updatedAt"`},
 		{"prUrl not a URI", `"prUrl":null`, `"prUrl":"not a uri"`},
+		{"with the attempts section", `"containers":`, `"attempts":[{"taskFilePath":"t.json","branchName":"feat/a","attempts":[]}],"containers":`},
+		{"with the land section", `"containers":`, `"land":{"branch":"aimi/land/6f1c2a3b","onto":"main","results":[{"container":"a","taskFile":"t.json","branch":"feat/a","outcome":"landed","tip":"abc","merge":"def","verify":"passed"}],"updated":"2026-11-22T10:31:00Z"},"containers":`},
+		{"null land", `"containers":`, `"land":null,"containers":`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -206,7 +206,7 @@ func decodeSwarm(b []byte, sw *Swarm) error {
 			out.Containers = append(out.Containers, c)
 		}
 	}
-	errs = append(errs, decodeAttempts(m, &out))
+	errs = append(errs, decodeAttempts(m, &out), decodeLand(m, &out))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

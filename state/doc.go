@@ -7,7 +7,9 @@
 // # Model
 //
 // Swarm, Container and Progress marshal to exactly the shape of
-// spec/swarm-state.schema.json (no extra fields). Timestamps are written as
+// spec/swarm-state.schema.json (no extra fields but its two optional
+// sections, attempts and land, which the shell tools ignore and the
+// Recorder's saves keep as the file has them). Timestamps are written as
 // RFC 3339 in UTC (nanosecond precision when the time has it). The two
 // optional-but-nullable fields, prUrl and acpPid, are always written, as null
 // when unset: readers (jq in the shell tools) see the same key either way,

@@ -60,6 +60,7 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte(`{"swarmId":"6f1c2a3b-4d5e-4f60-8a7b-9c0d1e2f3a4b","createdAt":"2026-11-22T10:31:00Z","updatedAt":"2026-11-22T10:31:00Z","containers":[{"containerId":"abc000abc000","containerName":"a","taskFilePath":"t.json","branchName":"feat/a","status":"running","prUrl":null,"storyProgress":{"total":2,"completed":1,"failed":0,"inProgress":1,"pending":0},"createdAt":"2026-11-22T10:31:00Z","updatedAt":"2026-11-22T10:31:00Z","acpPid":7}]}`))
 	f.Add([]byte(``))
 	f.Add([]byte(`{"swarmId":"x","containers":[null]}`))
+	f.Add([]byte(`{"swarmId":"x","containers":[],"land":{"branch":"aimi/land/x","onto":"main","results":[{"container":"a","taskFile":"t.json","branch":"feat/a","outcome":"held","reason":"r","tip":"t","files":["f"],"verify":"failed"}],"skipped":[{"name":"b","reason":"r"}],"running":true,"updated":"2026-11-22T11:31:00+01:00"}}`))
 	f.Add([]byte(`{"swarmId":"x","createdAt":"2026-11-22T11:31:00+01:00"} {}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sw, err := Decode(data)

@@ -44,6 +44,8 @@ type Swarm struct {
 	Containers []*Container
 	// Attempts is the additive attempts section (attempts.go).
 	Attempts []*AttemptSet
+	// Land is the additive land section (land.go), nil before a land.
+	Land *Land
 }
 
 // Container is one entry of swarm-state.json's containers array.
@@ -97,6 +99,7 @@ type swarmJSON struct {
 	UpdatedAt  jsonTime         `json:"updatedAt"`
 	Containers []*containerJSON `json:"containers"`
 	Attempts   []*AttemptSet    `json:"attempts,omitempty"`
+	Land       *Land            `json:"land,omitempty"`
 }
 
 type containerJSON struct {
@@ -124,7 +127,7 @@ func (s *Swarm) MarshalJSON() ([]byte, error) {
 			cs[i] = &shapes[i]
 		}
 	}
-	return json.Marshal(swarmJSON{s.SwarmID, jsonTime(s.CreatedAt), jsonTime(s.UpdatedAt), cs, s.Attempts})
+	return json.Marshal(swarmJSON{s.SwarmID, jsonTime(s.CreatedAt), jsonTime(s.UpdatedAt), cs, s.Attempts, s.Land})
 }
 
 // UnmarshalJSON reads the schema's shape, leniently (see decode.go). Times
@@ -158,6 +161,7 @@ func (s *Swarm) Clone() *Swarm {
 			out.Attempts[i] = a.Clone()
 		}
 	}
+	out.Land = s.Land.Clone()
 	return &out
 }
 

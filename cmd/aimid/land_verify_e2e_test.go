@@ -40,4 +40,17 @@ func TestLandChecksEachMergeWithTheVerifyCommand(t *testing.T) {
 	if n := gitOut(t, ls.repo, "rev-list", "--count", "--first-parent", ls.base+".."+rep.Branch); n != "1" {
 		t.Errorf("%s holds %s merges, want 1 (the checked one only)", rep.Branch, n)
 	}
+	// The record is the state file's land section, valid against the
+	// schema: the target, each branch's outcome in order, the merge commit
+	// and the check's result.
+	l := validState(t, ls.repo).Land
+	if l == nil || l.Running || l.Branch != rep.Branch || l.Onto != rep.Onto || l.OntoCommit != rep.OntoCommit || len(l.Results) != 2 {
+		t.Fatalf("the state file's land section: %+v, want the land's record", l)
+	}
+	if r := l.Results[0]; r.Container != a || r.Outcome != "landed" || r.Merge == "" || r.Merge != rep.Results[0].Merge || r.Verify != "passed" {
+		t.Errorf("state file, %s: %+v, want landed with its merge, verified", a, r)
+	}
+	if r := l.Results[1]; r.Container != b || r.Outcome != "held" || r.Verify != "failed" || r.Reason != rep.Results[1].Reason {
+		t.Errorf("state file, %s: %+v, want held with the reason", b, r)
+	}
 }
