@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -38,9 +37,7 @@ stay at refs/aimi/attempts/<swarm>/<container>. See docs/attempts.md.`,
 					return swarmErr(err)
 				}
 				if asJSON {
-					enc := json.NewEncoder(s.Out)
-					enc.SetIndent("", "  ")
-					return enc.Encode(v)
+					return writeIndented(s.Out, v)
 				}
 				printAttempts(s.Out, v)
 				return nil

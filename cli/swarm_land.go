@@ -73,12 +73,18 @@ func WriteLand(w io.Writer, rep api.LandReport, asJSON bool) error {
 		printLand(w, rep)
 		return nil
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(rep); err != nil {
+	if err := writeIndented(w, rep); err != nil {
 		return exitf(ExitUsage, "write: %v", err)
 	}
 	return nil
+}
+
+// writeIndented writes v as JSON indented by two spaces: a command's
+// --json answer a person may read too.
+func writeIndented(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // LandHeld is the land command's exit 1 when a branch was held (the

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -47,9 +46,7 @@ func newSwarmUsageCmd(s Streams) *cobra.Command {
 					return err
 				}
 				if asJSON {
-					enc := json.NewEncoder(s.Out)
-					enc.SetIndent("", "  ")
-					return enc.Encode(rep)
+					return writeIndented(s.Out, rep)
 				}
 				printUsage(s.Out, rep)
 				return nil

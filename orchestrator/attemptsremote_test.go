@@ -16,12 +16,7 @@ import (
 // (compare-and-swap) and refuses, moving nothing, once somebody moved it.
 func TestPushPickNeverForcesOriginsBranch(t *testing.T) {
 	ctx := t.Context()
-	root := t.TempDir()
-	bare := filepath.Join(root, "origin.git")
-	gittest.Git(t, root, "init", "-q", "--bare", "-b", "main", bare)
-	work := filepath.Join(root, "work")
-	gittest.Git(t, root, "init", "-q", "-b", "main", work)
-	gittest.Git(t, work, "remote", "add", "origin", bare)
+	root, bare, work := bareOriginAndWork(t)
 	base := gittest.CommitOn(t, work, "main", map[string]string{"a.txt": "a\n"})
 	a1 := gittest.CommitOn(t, work, "feat/x--a1", map[string]string{"a.txt": "attempt 1\n"})
 	gittest.Git(t, work, "branch", "feat/x--a2", base)

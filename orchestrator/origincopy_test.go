@@ -18,12 +18,7 @@ import (
 // scratch branch on origin by compare-and-swap.
 func TestOriginCopySyncsAndNeverForcesTheIntegrationBranch(t *testing.T) {
 	ctx := t.Context()
-	root := t.TempDir()
-	bare := filepath.Join(root, "origin.git")
-	gittest.Git(t, root, "init", "-q", "--bare", "-b", "main", bare)
-	work := filepath.Join(root, "work")
-	gittest.Git(t, root, "init", "-q", "-b", "main", work)
-	gittest.Git(t, work, "remote", "add", "origin", bare)
+	root, bare, work := bareOriginAndWork(t)
 	gittest.CommitOn(t, work, "main", map[string]string{"a.txt": "a\n"})
 	tip := gittest.CommitOn(t, work, "feat/x", map[string]string{"x.txt": "x\n"})
 	gittest.Git(t, work, "push", "-q", "origin", "main", "feat/x")
@@ -97,4 +92,17 @@ func FuzzOriginAnswers(f *testing.F) {
 			t.Fatalf("HEAD read as %q", head)
 		}
 	})
+}
+
+// bareOriginAndWork makes, under a temp dir root, a bare repository bare
+// (origin, default branch main) and a checkout work whose origin it is.
+func bareOriginAndWork(t *testing.T) (root, bare, work string) {
+	t.Helper()
+	root = t.TempDir()
+	bare = filepath.Join(root, "origin.git")
+	gittest.Git(t, root, "init", "-q", "--bare", "-b", "main", bare)
+	work = filepath.Join(root, "work")
+	gittest.Git(t, root, "init", "-q", "-b", "main", work)
+	gittest.Git(t, work, "remote", "add", "origin", bare)
+	return root, bare, work
 }

@@ -2,16 +2,11 @@ package warmpool
 
 import (
 	"context"
-	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aimi-tools/swarm/container"
-	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/engine"
-	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
@@ -60,21 +55,10 @@ func TestAPoolSandboxCreatedAsAStartBeganWaitsForIt(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	run := dockertest.RunID()
-	labels := map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: "warmpool-hold-" + run}
-	img := dockertest.BuildGoImage(t, ctx, map[string]string{"/standin": standin}, nil, nil)
-	dockertest.Cleanup(t, dockertest.LabelKey, run)
-	d, err := container.NewDocker(ctx, container.WithOwner(map[string]string{contract.LabelDaemon: labels[contract.LabelDaemon]}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, labels, img := poolEngine(t, ctx, "warmpool-hold-")
 	var p *Pool
 	eng := &startDuringCreate{Engine: d, pool: func() *Pool { return p }}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err = New(eng, Options{Dir: t.TempDir(), Labels: labels, MaxAge: time.Hour, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p = newHourPool(t, eng, labels)
 	spec := engine.Spec{Name: "aimi-x", Image: img, MemoryBytes: 64 << 20, MemorySwapBytes: 64 << 20}
 	p.SetTarget(spec, 1)
 	pctx, stop := context.WithCancel(ctx)

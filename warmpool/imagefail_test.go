@@ -39,20 +39,9 @@ func TestAFailedImageLookupKeepsThePool(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	run := dockertest.RunID()
-	labels := map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: "warmpool-imagefail-" + run}
-	img := dockertest.BuildGoImage(t, ctx, map[string]string{"/standin": standin}, nil, nil)
-	dockertest.Cleanup(t, dockertest.LabelKey, run)
-	d, err := container.NewDocker(ctx, container.WithOwner(map[string]string{contract.LabelDaemon: labels[contract.LabelDaemon]}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, labels, img := poolEngine(t, ctx, "warmpool-imagefail-")
 	eng := &imageIDFails{Engine: d}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := New(eng, Options{Dir: t.TempDir(), Labels: labels, MaxAge: time.Hour, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newHourPool(t, eng, labels)
 	spec := engine.Spec{Name: "aimi-x", Image: img, MemoryBytes: 64 << 20, MemorySwapBytes: 64 << 20}
 	p.SetTarget(spec, 1)
 	p.pass(ctx)
@@ -67,4 +56,32 @@ func TestAFailedImageLookupKeepsThePool(t *testing.T) {
 	if len(infos) != 1 || infos[0].ID != ids[0] {
 		t.Fatalf("after a pass whose image lookup failed the pool holds %v, want its sandbox %s", infos, ids[0])
 	}
+}
+
+// poolEngine is the real engine for one pool test: its owner labels (the
+// test run's, and a daemon named daemon plus the run), the stand-in's
+// image, and everything labelled with the run removed when the test ends.
+func poolEngine(t *testing.T, ctx context.Context, daemon string) (d *container.Docker, labels map[string]string, img string) {
+	t.Helper()
+	run := dockertest.RunID()
+	labels = map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: daemon + run}
+	img = dockertest.BuildGoImage(t, ctx, map[string]string{"/standin": standin}, nil, nil)
+	dockertest.Cleanup(t, dockertest.LabelKey, run)
+	d, err := container.NewDocker(ctx, container.WithOwner(map[string]string{contract.LabelDaemon: labels[contract.LabelDaemon]}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, labels, img
+}
+
+// newHourPool is a pool on eng whose sandboxes may wait an hour, logging
+// at debug level to stderr.
+func newHourPool(t *testing.T, eng Engine, labels map[string]string) *Pool {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p, err := New(eng, Options{Dir: t.TempDir(), Labels: labels, MaxAge: time.Hour, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
