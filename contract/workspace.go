@@ -75,3 +75,19 @@ const WorkspaceDeletedEntry = ".aimi-deleted"
 // WorkspaceDeltaHeader says whether the answer's body is the difference
 // ("true") or empty (the runner fetches the tip with git).
 const WorkspaceDeltaHeader = "Aimi-Workspace-Delta"
+
+// WorkspaceSparseHeader, sent with WorkspaceBaseHeader ("true"), says the
+// runner applies a sparse difference: when its branch is new (it starts
+// at the default branch's tip), the task files the tip added or changed
+// since the image's commit are not written into its work tree, only its
+// own. The others stay in its index (marked skip-worktree: git neither
+// shows them missing nor commits their absence) and in every commit: a
+// start's commit holds every container's task file, and writing them all
+// in every sandbox was most of what a sandbox wrote before its story.
+const WorkspaceSparseHeader = "Aimi-Workspace-Sparse"
+
+// WorkspaceSkippedEntry is, in a sparse difference, the entry right after
+// WorkspaceDeletedEntry: the paths its index marks skip-worktree, NUL
+// separated. The runner writes none of them but its own task file, whose
+// mark it clears; the entry itself is not written.
+const WorkspaceSkippedEntry = ".aimi-skipped"

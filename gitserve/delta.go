@@ -11,11 +11,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
+	"github.com/aimi-tools/swarm/tasks"
 )
 
 // A sandbox of a workspace image holds its repository checked out at the
@@ -47,11 +49,13 @@ func (s *Service) prepareDelta(key, branch, base string) {
 		defer ws.wg.Done()
 		ctx, cancel := context.WithTimeout(ws.ctx, workspaceBuildTime)
 		defer cancel()
-		tip, _, err := s.branchTip(ctx, key, branch)
+		tip, exists, err := s.branchTip(ctx, key, branch)
 		if err != nil || tip == base {
 			return
 		}
-		f, err := s.deltaTar(ctx, key, base, tip)
+		// A runner of this daemon's sandbox image asks for the sparse
+		// difference when its branch is new (answerBase).
+		f, err := s.deltaTar(ctx, key, base, tip, !exists)
 		if err != nil {
 			s.log.Debug("no ready-made difference ahead of the runner", "swarm", key, "branch", branch, "err", err)
 			return
@@ -61,12 +65,13 @@ func (s *Service) prepareDelta(key, branch, base string) {
 }
 
 // deltaTar opens the difference from base to tip in swarm key's mirror,
-// making it first (once, whoever asks).
-func (s *Service) deltaTar(ctx context.Context, key, base, tip string) (*os.File, error) {
+// making it first (once, whoever asks); sparse: the task files it changed
+// are marked skip-worktree (contract.WorkspaceSparseHeader).
+func (s *Service) deltaTar(ctx context.Context, key, base, tip string, sparse bool) (*os.File, error) {
 	if !gitref.ValidOID(base) || !gitref.ValidOID(tip) {
 		return nil, fmt.Errorf("%w: not commit ids", errNoDelta)
 	}
-	sum := sha256.Sum256([]byte("delta\x00" + base + "\x00" + tip))
+	sum := sha256.Sum256([]byte("delta\x00" + base + "\x00" + tip + "\x00" + strconv.FormatBool(sparse)))
 	dst := filepath.Join(s.dir, workspacesDir, key, hex.EncodeToString(sum[:12])+".tar")
 	if f, err := os.Open(dst); err == nil {
 		return f, nil
@@ -77,7 +82,7 @@ func (s *Service) deltaTar(ctx context.Context, key, base, tip string) (*os.File
 		}
 		bctx, cancel := context.WithTimeout(s.workspaces.ctx, workspaceBuildTime)
 		defer cancel()
-		return nil, s.buildDelta(bctx, s.mirrorPath(key), base, tip, dst)
+		return nil, s.buildDelta(bctx, s.mirrorPath(key), base, tip, dst, sparse)
 	})
 	if err != nil {
 		return nil, err
@@ -87,7 +92,7 @@ func (s *Service) deltaTar(ctx context.Context, key, base, tip string) (*os.File
 
 // buildDelta writes dst: the difference from base (which must be an
 // ancestor of tip: the clone's shallow boundary stays base) to tip.
-func (s *Service) buildDelta(ctx context.Context, mirror, base, tip, dst string) error {
+func (s *Service) buildDelta(ctx context.Context, mirror, base, tip, dst string, sparse bool) error {
 	if ok, err := mirrorGit.IsAncestor(ctx, mirror, base, tip); err != nil || !ok {
 		return fmt.Errorf("%w: %s is not an ancestor of the tip (%v)", errNoDelta, base, err)
 	}
@@ -109,7 +114,11 @@ func (s *Service) buildDelta(ctx context.Context, mirror, base, tip, dst string)
 		return err
 	}
 	defer os.Remove(out.Name())
-	err = writeDelta(ctx, out, mirror, base, tip, tmp, changed, deleted, s.limits.MaxWorkspace)
+	d := delta{mirror: mirror, base: base, tip: tip, tmp: tmp, changed: changed, deleted: deleted, max: s.limits.MaxWorkspace}
+	if sparse {
+		d.skipped = skippable(changed)
+	}
+	err = writeDelta(ctx, out, d)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -154,14 +163,42 @@ func treeDiff(ctx context.Context, mirror, base, tip string) (changed, deleted [
 	return changed, deleted, nil
 }
 
+// delta is what one difference is made of: tmp is a scratch directory;
+// skipped (a sparse difference) the changed paths its index marks
+// skip-worktree.
+type delta struct {
+	mirror, base, tip, tmp    string
+	changed, deleted, skipped []string
+	max                       int64
+}
+
+// skippable are the changed paths a sparse difference's runner need not
+// write: task files (each sandbox works on its own).
+func skippable(changed []string) []string {
+	var out []string
+	for _, p := range changed {
+		if tasks.InDir(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // writeDelta writes the difference's tar to w: the deleted paths' list
-// first, then the changed files (git archive of tip, those paths only),
-// the pack of what base's shallow clone lacks and tip's index.
-func writeDelta(ctx context.Context, w io.Writer, mirror, base, tip, tmp string, changed, deleted []string, max int64) error {
+// first (then, when sparse, the skipped paths' list), then the changed
+// files (git archive of tip, those paths only), the pack of what base's
+// shallow clone lacks and tip's index.
+func writeDelta(ctx context.Context, w io.Writer, d delta) error {
+	mirror, base, tip, tmp, changed, max := d.mirror, d.base, d.tip, d.tmp, d.changed, d.max
 	tw := tar.NewWriter(w)
-	list := []byte(strings.Join(deleted, "\x00"))
+	list := []byte(strings.Join(d.deleted, "\x00"))
 	if err := addFile(tw, contract.WorkspaceDeletedEntry, 0o644, list); err != nil {
 		return err
+	}
+	if d.skipped != nil {
+		if err := addFile(tw, contract.WorkspaceSkippedEntry, 0o644, []byte(strings.Join(d.skipped, "\x00"))); err != nil {
+			return err
+		}
 	}
 	var total int64
 	if len(changed) > 0 {
@@ -205,6 +242,9 @@ func writeDelta(ctx context.Context, w io.Writer, mirror, base, tip, tmp string,
 	// git keeps the version when it writes the index again; a 10,000-file
 	// tree's index is about a megabyte in version 2.
 	if _, err := mirrorGit.RunEnv(ctx, mirror, []string{"GIT_INDEX_FILE=" + index}, "-c", "index.version=4", "read-tree", tip); err != nil {
+		return err
+	}
+	if err := markSkipped(ctx, mirror, index, tmp, d.skipped); err != nil {
 		return err
 	}
 	if err := addPath(tw, ".git/index", index, 0o644, &total, max); err != nil {
@@ -257,4 +297,26 @@ func addPath(tw *tar.Writer, name, path string, mode int64, total *int64, max in
 		return errWorkspaceTooBig
 	}
 	return addFile(tw, name, mode, data)
+}
+
+// markSkipped marks paths skip-worktree in the index file at index. git
+// wants a work tree for it: an empty directory under tmp, which the mark
+// does not look into.
+func markSkipped(ctx context.Context, mirror, index, tmp string, paths []string) error {
+	if len(paths) == 0 {
+		return nil
+	}
+	wt := filepath.Join(tmp, "worktree")
+	if err := os.Mkdir(wt, 0o700); err != nil {
+		return err
+	}
+	cmd := mirrorGit.Command(ctx, mirror, "update-index", "--skip-worktree", "-z", "--stdin")
+	cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index, "GIT_WORK_TREE="+wt)
+	cmd.Stdin = strings.NewReader(strings.Join(paths, "\x00") + "\x00")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git update-index --skip-worktree: %w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
 }

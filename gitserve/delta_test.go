@@ -84,7 +84,7 @@ func TestDeltaBringsAShallowCloneToTheTip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeDelta(t.Context(), &buf, repo, base, tip, t.TempDir(), changed, deleted, 1<<30); err != nil {
+	if err := writeDelta(t.Context(), &buf, delta{mirror: repo, base: base, tip: tip, tmp: t.TempDir(), changed: changed, deleted: deleted, max: 1 << 30}); err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]bool{}

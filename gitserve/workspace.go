@@ -147,7 +147,8 @@ func (s *Service) answerBase(w http.ResponseWriter, r *http.Request, rec record,
 	w.Header().Set(contract.WorkspaceTipHeader, tip)
 	var f *os.File
 	if tip != base {
-		if f, err = s.deltaTar(r.Context(), rec.SwarmKey, base, tip); err != nil {
+		sparse := !exists && r.Header.Get(contract.WorkspaceSparseHeader) == "true"
+		if f, err = s.deltaTar(r.Context(), rec.SwarmKey, base, tip, sparse); err != nil {
 			s.log.Info("no ready-made difference; the runner fetches the tip", "container", rec.Container, "base", base, "tip", tip, "err", err)
 		}
 	}

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -18,67 +19,131 @@ import (
 // tree to its tip (gitserve's writeDelta) to the workspace at dir: the
 // paths of its first entry (contract.WorkspaceDeletedEntry) are removed,
 // every other entry (a file or a link, the tip's pack and index among
-// them) is written anew, at most max bytes of content. Everything goes
-// through an os.Root of dir: nothing is written outside it.
-func applyDelta(dir string, rd io.Reader, max int64) error {
+// them) is written anew, at most max bytes of content. A sparse
+// difference's skipped paths (contract.WorkspaceSkippedEntry) are not
+// written, but for own (the runner's task file), whose skip-worktree mark
+// is cleared in the index. Everything goes through an os.Root of dir:
+// nothing is written outside it.
+func applyDelta(dir string, rd io.Reader, max int64, own string) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
-	tr := tar.NewReader(rd)
-	h, err := tr.Next()
-	if err != nil || h.Name != contract.WorkspaceDeletedEntry || h.Size > max {
+	a := &deltaApply{root: root, tr: tar.NewReader(rd), max: max, own: own, made: map[string]bool{}}
+	h, err := a.tr.Next()
+	if err != nil || h.Name != contract.WorkspaceDeletedEntry {
 		return fmt.Errorf("the difference does not begin with its deleted paths (%v)", err)
 	}
-	list, err := io.ReadAll(io.LimitReader(tr, h.Size))
+	deleted, err := a.list(h)
 	if err != nil {
 		return err
 	}
-	total := h.Size
-	if len(list) > 0 {
-		for _, p := range strings.Split(string(list), "\x00") {
-			if !fs.ValidPath(p) || p == "." {
-				return fmt.Errorf("deleted path %q: not a relative path", p)
-			}
-			if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("remove %q: %w", p, err)
-			}
+	for _, p := range deleted {
+		if err := root.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %q: %w", p, err)
 		}
 	}
 	for {
-		h, err := tr.Next()
+		h, err := a.tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		name := path.Clean(h.Name)
-		if !fs.ValidPath(name) || name == "." || name != h.Name {
-			return fmt.Errorf("entry %q: not a clean relative path", h.Name)
-		}
-		if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
-			return err
-		}
-		if err := root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("replace %q: %w", name, err)
-		}
-		switch h.Typeflag {
-		case tar.TypeSymlink:
-			err = root.Symlink(h.Linkname, name)
-		case tar.TypeReg:
-			if total += h.Size; total > max {
-				return fmt.Errorf("more than %d bytes", max)
-			}
-			err = writeIn(root, name, fs.FileMode(h.Mode)&0o777, tr, h.Size)
-		default:
-			err = fmt.Errorf("entry %q: type %q is not applied", h.Name, h.Typeflag)
-		}
-		if err != nil {
+		if err := a.entry(h); err != nil {
 			return err
 		}
 	}
+}
+
+// deltaApply is one difference being applied.
+type deltaApply struct {
+	root    *os.Root
+	tr      *tar.Reader
+	max     int64
+	total   int64
+	own     string
+	skipped map[string]bool
+	made    map[string]bool // directories made or found
+}
+
+// list reads a list entry's NUL-separated relative paths.
+func (a *deltaApply) list(h *tar.Header) ([]string, error) {
+	if h.Size > a.max-a.total {
+		return nil, fmt.Errorf("the list %s is larger than the difference may be", h.Name)
+	}
+	data, err := io.ReadAll(io.LimitReader(a.tr, h.Size))
+	if err != nil {
+		return nil, err
+	}
+	a.total += h.Size
+	if len(data) == 0 {
+		return nil, nil
+	}
+	out := strings.Split(string(data), "\x00")
+	for _, p := range out {
+		if !fs.ValidPath(p) || p == "." {
+			return nil, fmt.Errorf("listed path %q: not a relative path", p)
+		}
+	}
+	return out, nil
+}
+
+// entry writes one entry of the difference (or records the skipped list).
+func (a *deltaApply) entry(h *tar.Header) error {
+	if h.Name == contract.WorkspaceSkippedEntry && a.skipped == nil {
+		paths, err := a.list(h)
+		a.skipped = map[string]bool{}
+		for _, p := range paths {
+			a.skipped[p] = true
+		}
+		return err
+	}
+	name := path.Clean(h.Name)
+	if !fs.ValidPath(name) || name == "." || name != h.Name {
+		return fmt.Errorf("entry %q: not a clean relative path", h.Name)
+	}
+	if a.skipped[name] && name != a.own {
+		return nil // in the index, marked skip-worktree; never written here
+	}
+	if dir := path.Dir(name); !a.made[dir] {
+		if err := a.root.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		a.made[dir] = true
+	}
+	if err := a.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("replace %q: %w", name, err)
+	}
+	switch h.Typeflag {
+	case tar.TypeSymlink:
+		return a.root.Symlink(h.Linkname, name)
+	case tar.TypeReg:
+		if a.total += h.Size; a.total > a.max {
+			return fmt.Errorf("more than %d bytes", a.max)
+		}
+		if name == ".git/index" && a.skipped[a.own] {
+			return a.ownIndex(name, h)
+		}
+		return writeIn(a.root, name, fs.FileMode(h.Mode)&0o777, a.tr, h.Size)
+	}
+	return fmt.Errorf("entry %q: type %q is not applied", h.Name, h.Typeflag)
+}
+
+// ownIndex writes the index with the runner's own task file's
+// skip-worktree mark cleared: it is written, and its changes must be
+// committed.
+func (a *deltaApply) ownIndex(name string, h *tar.Header) error {
+	data, err := io.ReadAll(io.LimitReader(a.tr, h.Size))
+	if err != nil {
+		return err
+	}
+	if _, err := clearSkipWorktree(data, a.own); err != nil {
+		return fmt.Errorf("the index: %w", err)
+	}
+	return writeIn(a.root, name, fs.FileMode(h.Mode)&0o777, bytes.NewReader(data), int64(len(data)))
 }
 
 func writeIn(root *os.Root, name string, mode fs.FileMode, src io.Reader, size int64) error {

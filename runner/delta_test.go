@@ -39,7 +39,7 @@ func TestApplyDeltaWritesOnlyInTheWorkspace(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "keep"), []byte("old"), 0o644)
 	os.WriteFile(filepath.Join(ws, "gone"), []byte("x"), 0o644)
 	os.Symlink(outside, filepath.Join(ws, "out"))
-	if err := applyDelta(ws, bytes.NewReader(deltaOf(t, "gone", [2]string{"keep", "new"}, [2]string{"a/b/c", "deep"}, [2]string{"@l", "keep"})), 1<<20); err != nil {
+	if err := applyDelta(ws, bytes.NewReader(deltaOf(t, "gone", [2]string{"keep", "new"}, [2]string{"a/b/c", "deep"}, [2]string{"@l", "keep"})), 1<<20, ""); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(ws, "keep")); string(b) != "new" {
@@ -57,14 +57,14 @@ func TestApplyDeltaWritesOnlyInTheWorkspace(t *testing.T) {
 		deltaOf(t, "", [2]string{"out/x", "no"}),
 		deltaOf(t, "", [2]string{"/abs", "no"}),
 	} {
-		if err := applyDelta(ws, bytes.NewReader(bad), 1<<20); err == nil {
+		if err := applyDelta(ws, bytes.NewReader(bad), 1<<20, ""); err == nil {
 			t.Error("a difference naming a path outside the workspace was applied")
 		}
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) > 0 {
 		t.Errorf("written outside the workspace: %v", ents)
 	}
-	if err := applyDelta(ws, bytes.NewReader(deltaOf(t, "", [2]string{"big", "0123456789"})), 5); err == nil {
+	if err := applyDelta(ws, bytes.NewReader(deltaOf(t, "", [2]string{"big", "0123456789"})), 5, ""); err == nil {
 		t.Error("a difference past its bound was applied")
 	}
 }
@@ -78,7 +78,7 @@ func FuzzApplyDelta(f *testing.F) {
 		outside := t.TempDir()
 		ws := filepath.Join(outside, "ws")
 		os.Mkdir(ws, 0o755)
-		_ = applyDelta(ws, bytes.NewReader(data), 1<<20)
+		_ = applyDelta(ws, bytes.NewReader(data), 1<<20, "own")
 		ents, _ := os.ReadDir(outside)
 		if len(ents) != 1 {
 			t.Fatalf("written outside the workspace: %v", ents)

@@ -60,9 +60,11 @@ func (r *run) fillPrefilled(ctx context.Context) (how string, err error) {
 	if delta != nil {
 		// The service made the difference once for every sandbox: it is
 		// written here, in this process.
-		if err := applyDelta(r.cfg.Workspace, delta, contract.MaxWorkspaceBytes); err != nil {
+		cr := &countingReader{r: delta}
+		if err := applyDelta(r.cfg.Workspace, cr, contract.MaxWorkspaceBytes, r.req.TaskFilePath); err != nil {
 			return "", fmt.Errorf("apply the difference: %w", err)
 		}
+		applied := time.Since(start)
 		if err := moveHead(r.cfg.Workspace, tip); err != nil {
 			return "", fmt.Errorf("move HEAD to the tip: %w", err)
 		}
@@ -70,7 +72,8 @@ func (r *run) fillPrefilled(ctx context.Context) (how string, err error) {
 			return "", fmt.Errorf("name the branch: %w", err)
 		}
 		r.log.Info("image workspace brought to the tip", "answer", answered.Round(time.Millisecond),
-			"apply", (time.Since(start) - answered).Round(time.Millisecond), "from", r.cfg.WorkspaceBase, "tip", tip)
+			"apply", (applied - answered).Round(time.Millisecond), "bytes", cr.n, "lastRead", (cr.last.Sub(start) - answered).Round(time.Millisecond),
+			"refs", (time.Since(start) - applied).Round(time.Millisecond), "from", r.cfg.WorkspaceBase, "tip", tip)
 		return "image+delta", nil
 	}
 	ref := "HEAD"
@@ -104,6 +107,7 @@ func (r *run) askTip(ctx context.Context) (same, exists bool, tip string, delta 
 	req.Header.Set("Authorization", ch.auth)
 	req.Header.Set(contract.WorkspaceBranchHeader, r.req.BranchName)
 	req.Header.Set(contract.WorkspaceBaseHeader, r.cfg.WorkspaceBase)
+	req.Header.Set(contract.WorkspaceSparseHeader, "true")
 	resp, err := ch.client.Do(req)
 	if err != nil {
 		ch.client.CloseIdleConnections()
@@ -157,4 +161,18 @@ func (r *run) fetchTip(ctx context.Context, ref string) error {
 		return fmt.Errorf("check the tip out: %w", err)
 	}
 	return nil
+}
+
+// countingReader counts what was read and when its last read returned.
+type countingReader struct {
+	r    io.Reader
+	n    int64
+	last time.Time
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	c.last = time.Now()
+	return n, err
 }

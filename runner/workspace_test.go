@@ -37,7 +37,7 @@ func serviceRepo(t *testing.T) (repo string, s *gitserve.Service) {
 	return repo, s
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

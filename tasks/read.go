@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/aimi-tools/swarm/internal/safefile"
 )
@@ -13,6 +14,12 @@ import (
 // (slash-separated): the CLI lists it and the daemon takes task files from
 // nowhere else.
 const Dir = ".aimi/tasks"
+
+// InDir reports whether a repository path (slash separated, relative to
+// its root) is a task file's: a .json file under Dir.
+func InDir(p string) bool {
+	return strings.HasPrefix(p, Dir+"/") && strings.HasSuffix(p, ".json")
+}
 
 // MaxFileBytes bounds a task file. Planners write a few KiB; the cap keeps a
 // file that is not a task file (a device, a huge blob) from filling memory.

@@ -95,3 +95,16 @@ func reportPhases(b *testing.B, rounds []map[string][]time.Duration) {
 		b.ReportMetric(med(last).Seconds(), "s-warm-"+ph)
 	}
 }
+
+// logPhases logs, for each of warmPhases, when the first and the last
+// container of one start got there.
+func logPhases(b testing.TB, at map[string][]time.Duration) {
+	b.Helper()
+	var parts []string
+	for _, ph := range warmPhases {
+		if d := at[ph]; len(d) > 0 {
+			parts = append(parts, ph+" "+slices.Min(d).Round(time.Millisecond).String()+"-"+slices.Max(d).Round(time.Millisecond).String())
+		}
+	}
+	b.Logf("phases (first-last container): %s", strings.Join(parts, ", "))
+}

@@ -161,6 +161,7 @@ func (w *wsDaemon) start(b *testing.B, ctx context.Context, files []string, from
 	for _, t := range at {
 		all = max(all, t.Sub(begin))
 	}
+	logPhases(b, phaseTimes(b, w.repo, sw, begin))
 	cli := dockertest.Client(b)
 	for _, c := range sw.Containers {
 		in, _, err := cli.ContainerInspectWithRaw(ctx, c.ContainerID, true)
@@ -218,3 +219,4 @@ func waitPoolOf(b *testing.B, ctx context.Context, cli *client.Client, w *wsDaem
 		return nil
 	}, testwait.Every(500*time.Millisecond))
 }
+
