@@ -219,4 +219,3 @@ func waitPoolOf(b *testing.B, ctx context.Context, cli *client.Client, w *wsDaem
 		return nil
 	}, testwait.Every(500*time.Millisecond))
 }
-
