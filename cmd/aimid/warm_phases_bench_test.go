@@ -55,6 +55,15 @@ func phaseTimes(b testing.TB, repo string, sw *state.Swarm, start time.Time) map
 				mark("workspace", runnerTime(r))
 			case strings.Contains(r.Raw, `msg="story started"`):
 				mark("story", runnerTime(r))
+			case strings.Contains(r.Raw, `msg="image workspace brought to the tip"`):
+				// Not a moment: how long the difference's apply took.
+				for _, f := range strings.Fields(r.Raw) {
+					if v, ok := strings.CutPrefix(f, "apply="); ok {
+						if d, err := time.ParseDuration(v); err == nil {
+							out["apply"] = append(out["apply"], d)
+						}
+					}
+				}
 			}
 		}
 	}
@@ -105,6 +114,9 @@ func logPhases(b testing.TB, at map[string][]time.Duration) {
 		if d := at[ph]; len(d) > 0 {
 			parts = append(parts, ph+" "+slices.Min(d).Round(time.Millisecond).String()+"-"+slices.Max(d).Round(time.Millisecond).String())
 		}
+	}
+	if d := at["apply"]; len(d) > 0 {
+		parts = append(parts, "difference applied in "+slices.Min(d).Round(time.Millisecond).String()+"-"+slices.Max(d).Round(time.Millisecond).String())
 	}
 	b.Logf("phases (first-last container): %s", strings.Join(parts, ", "))
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/demoagent"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/sandboximage/sandboxtest"
@@ -52,10 +54,34 @@ func BenchmarkWorkspaceStart(b *testing.B) {
 	}
 }
 
-// wsDaemon is one daemon of the benchmark on its own repository.
+// wsDaemon is one daemon of the benchmark on its own repository; waits:
+// the measured starts' stories wait as a real agent waits for its model
+// (AIMI_BENCH_WORKSPACE_AGENT=waits).
 type wsDaemon struct {
 	sock, repo, instance string
 	p                    *proc
+	waits                bool
+}
+
+// benchTaskFiles commits task files names to repo, their story marked
+// [demo:slow] when waits: a demo story otherwise ends within the start's
+// second, and its commit, push and exit then take the cores from the
+// containers still starting, which a real agent's story (minutes of
+// waiting for its model) does not.
+func benchTaskFiles(b *testing.B, repo string, waits bool, names ...string) {
+	b.Helper()
+	if !waits {
+		addTaskFiles(b, repo, names...)
+		return
+	}
+	for _, n := range names {
+		data := bytes.Replace(taskFileJSON("feat/"+n, 1), []byte(`"description": "`), []byte(`"description": "`+demoagent.MarkerSlow+` `), 1)
+		if err := os.WriteFile(filepath.Join(repo, ".aimi", "tasks", n+"-tasks.json"), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	gittest.Git(b, repo, "add", "-A")
+	gittest.Git(b, repo, "commit", "-q", "-m", "more task files")
 }
 
 func workspaceStart(b *testing.B, cli *client.Client, image string, project, same bool) {
@@ -68,7 +94,7 @@ func workspaceStart(b *testing.B, cli *client.Client, image string, project, sam
 	if v, err := strconv.Atoi(os.Getenv("AIMI_BENCH_WORKSPACE_FILES")); err == nil && v > 0 {
 		proj.Files, proj.Dirs = v, max(v/12, 1)
 	}
-	rounds := b.N
+	rounds, waits := b.N, os.Getenv("AIMI_BENCH_WORKSPACE_AGENT") == "waits"
 	names := func(d string, r int) []string {
 		out := make([]string, n)
 		for i := range out {
@@ -86,11 +112,11 @@ func workspaceStart(b *testing.B, cli *client.Client, image string, project, sam
 			for r := 1; r <= rounds; r++ {
 				all = append(all, names(d, r)...)
 			}
-			addTaskFiles(b, repo, all...)
+			benchTaskFiles(b, repo, waits, all...)
 		}
 		dir := shortDir(b)
 		sock := filepath.Join(dir, "aimid.sock")
-		w := &wsDaemon{sock: sock, repo: repo, instance: testInstance(sock)}
+		w := &wsDaemon{sock: sock, repo: repo, instance: testInstance(sock), waits: waits}
 		dockertest.Cleanup(b, contract.LabelDaemon, w.instance)
 		w.p = launch(b, daemonOpts{Sock: sock, DataDir: filepath.Join(dir, "data"),
 			Config: "agent:\n  kind: demo\ngit:\n  mode: local\n",
@@ -110,8 +136,8 @@ func workspaceStart(b *testing.B, cli *client.Client, image string, project, sam
 	var written int64
 	for r := 1; r <= rounds; r++ {
 		if !same {
-			addTaskFiles(b, warm.repo, names("w", r)...)
-			addTaskFiles(b, cold.repo, names("c", r)...)
+			benchTaskFiles(b, warm.repo, waits, names("w", r)...)
+			benchTaskFiles(b, cold.repo, waits, names("c", r)...)
 		}
 		// Each round's image is built after the round before (at its tip):
 		// the next round starts once it and the pool's sandboxes are made.
@@ -152,7 +178,16 @@ func (w *wsDaemon) start(b *testing.B, ctx context.Context, files []string, from
 		"--files", strings.Join(paths, ","), "--repo", w.repo, "--socket", w.sock); code != 0 {
 		b.Fatalf("start: exit %d %s", code, errOut)
 	}
-	waitStatus(b, ctx, w.repo, w.sock, "done", terminalIn, len(files))
+	if w.waits && fromImage {
+		testwait.Eventually(b, 5*time.Minute, "every container working", func() error {
+			if k := len(firstWork(b, w.repo, validState(b, w.repo))); k < len(files) {
+				return fmt.Errorf("%d of %d working; daemon log:\n%s", k, len(files), w.p.logs())
+			}
+			return nil
+		}, testwait.Every(100*time.Millisecond))
+	} else {
+		waitStatus(b, ctx, w.repo, w.sock, "done", terminalIn, len(files))
+	}
 	sw := validState(b, w.repo)
 	at := firstWork(b, w.repo, sw)
 	if len(at) != len(files) {
@@ -161,6 +196,7 @@ func (w *wsDaemon) start(b *testing.B, ctx context.Context, files []string, from
 	for _, t := range at {
 		all = max(all, t.Sub(begin))
 	}
+	b.Logf("start at %s", begin.UTC().Format(time.RFC3339Nano))
 	logPhases(b, phaseTimes(b, w.repo, sw, begin))
 	cli := dockertest.Client(b)
 	for _, c := range sw.Containers {
