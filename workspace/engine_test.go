@@ -130,7 +130,7 @@ func TestSandboxesOfAWorkspaceImageShareNothingTheyWrite(t *testing.T) {
 	m := workspace.New(d, workspace.Options{Labels: labels})
 	m.Prepare("/repo/a", base, func(context.Context) (workspace.Tree, error) {
 		return workspace.Tree{Commit: tip, Tar: io.NopCloser(bytes.NewReader(tarball))}, nil
-	})
+	}, nil)
 	m.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -202,7 +202,7 @@ func TestCleanupRemovesWhatAKilledDaemonLeft(t *testing.T) {
 	build := func(repo string) string {
 		m.Prepare(repo, base, func(context.Context) (workspace.Tree, error) {
 			return workspace.Tree{Commit: tip, Tar: io.NopCloser(bytes.NewReader(tarball))}, nil
-		})
+		}, nil)
 		m.Wait()
 		img, _, ok := m.Image(ctx, repo, base)
 		if !ok {
