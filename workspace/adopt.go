@@ -51,7 +51,7 @@ func (m *Manager) keep(ctx context.Context, repo, baseID string, diff DiffFunc) 
 	case d.Tip == cur.commit:
 		return true
 	case small(d):
-		m.log.Info("workspace image kept: the tip moved little from its commit", "repo", repo, "image", cur.ref,
+		m.log.Info("workspace image stays at its commit: the tip moved little", "repo", repo, "image", cur.ref,
 			"commit", cur.commit, "tip", d.Tip, "paths", d.Paths, "bytes", d.Bytes)
 		return true
 	}

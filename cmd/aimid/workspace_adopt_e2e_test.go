@@ -140,7 +140,13 @@ func TestWorkspaceImageAdoptedAfterARestart(t *testing.T) {
 		}
 		sw := w.start(p, w.files(r.round, 2))
 		checkFrom(t, ctx, w.cli, w.repo, sw, "image", p)
+		// Claimed sandboxes of the adopted image: the pool kept them.
 		w.onImage(sw, wsImage)
+		for _, c := range sw.Containers {
+			if !hasWarmNote(t, w.repo, sw.SwarmID, c.ContainerName) {
+				t.Errorf("%s: %s was created, not claimed from the pool", r.how, c.ContainerName)
+			}
+		}
 		if strings.Contains(p.logs(), "workspace image built") {
 			t.Errorf("%s: the daemon built the image again after the restart:\n%s", r.how, tail(p.logs(), 6000))
 		}
@@ -179,7 +185,7 @@ func TestWorkspaceImageKeptWhileTheTipMovesLittle(t *testing.T) {
 			t.Errorf("%s: its containers are %v, want the pool sandboxes that waited before it %v", round, claimed, before)
 		}
 		testwait.Eventually(t, 3*time.Minute, "the image kept after "+round, func() error {
-			if n := count("workspace image kept"); n != i+1 {
+			if n := count("workspace image stays at its commit"); n != i+1 {
 				return fmt.Errorf("said %d times; daemon log:\n%s", n, tail(p.logs(), 6000))
 			}
 			return nil
