@@ -198,13 +198,7 @@ func TestWorkspaceImageKeptWhileTheTipMovesLittle(t *testing.T) {
 		}
 	}
 	// Past the threshold: the next start's build makes a new image.
-	bulk := filepath.Join(w.repo, "bulk")
-	os.MkdirAll(bulk, 0o755)
-	for i := range workspace.RebuildPaths + 1 {
-		os.WriteFile(filepath.Join(bulk, fmt.Sprintf("f%04d.txt", i)), []byte(fmt.Sprintln("bulk", i)), 0o644)
-	}
-	gittest.Git(t, w.repo, "add", "-A")
-	gittest.Git(t, w.repo, "commit", "-q", "-m", "bulk")
+	addBulk(t, w.repo, workspace.RebuildPaths+1)
 	addTaskFiles(t, w.repo, w.files("kt4", 2)...)
 	w.start(p, w.files("kt4", 2))
 	testwait.Eventually(t, 3*time.Minute, "a second build past the threshold", func() error {
@@ -226,4 +220,20 @@ func TestWorkspaceImageKeptWhileTheTipMovesLittle(t *testing.T) {
 		return nil
 	}, testwait.Every(500*time.Millisecond))
 	p.stop(t)
+}
+
+// addBulk commits n small new files on main (a difference of n paths).
+func addBulk(t testing.TB, repo string, n int) {
+	t.Helper()
+	bulk := filepath.Join(repo, "bulk", dockertest.RunID())
+	if err := os.MkdirAll(bulk, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := os.WriteFile(filepath.Join(bulk, fmt.Sprintf("f%04d.txt", i)), []byte(fmt.Sprintln("bulk", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gittest.Git(t, repo, "add", "-A")
+	gittest.Git(t, repo, "commit", "-q", "-m", "bulk")
 }
