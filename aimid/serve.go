@@ -111,10 +111,10 @@ func Serve(ctx context.Context, o Options) error {
 		return err
 	}
 	var mgr *orchestrator.Manager
-	ws, closeWorkspaces := openWorkspaces(ctx, life, cfg, o, be, git, pool, &mgr, log)
+	ws, announceWorkspaces, closeWorkspaces := openWorkspaces(ctx, life, cfg, o, be, git, pool, &mgr, log)
 	defer closeWorkspaces()
 	oc.Workspaces = ws
-	mgr, err = startManager(ctx, life, oc, be.eng, pool, cfg)
+	mgr, err = startManager(ctx, life, oc, be.eng, pool, cfg, func(m *orchestrator.Manager) { mgr = m; announceWorkspaces() })
 	if err != nil {
 		return err
 	}

@@ -97,8 +97,10 @@ func warmRepo(pool *warmpool.Pool, mgr *orchestrator.Manager, ws orchestrator.Wo
 
 // startManager makes the Manager (on the pool's overlay of the engine,
 // when there is a pool: claimed sandboxes look like created containers to
-// it), adopts the swarms of the engine, then lets the pool fill.
-func startManager(ctx, life context.Context, oc orchestrator.Config, eng engine.Engine, pool *warmpool.Pool, cfg *configs.Config) (*orchestrator.Manager, error) {
+// it), adopts the swarms of the engine, calls made (the workspace images
+// adopted are handed to the pool: its first pass keeps their sandboxes),
+// then lets the pool fill.
+func startManager(ctx, life context.Context, oc orchestrator.Config, eng engine.Engine, pool *warmpool.Pool, cfg *configs.Config, made func(*orchestrator.Manager)) (*orchestrator.Manager, error) {
 	if pool != nil {
 		oc.Warm, eng = pool, pool.Overlay()
 	}
@@ -109,6 +111,7 @@ func startManager(ctx, life context.Context, oc orchestrator.Config, eng engine.
 	if err := mgr.Recover(ctx); err != nil {
 		return nil, fmt.Errorf("recover swarms: %w", err)
 	}
+	made(mgr)
 	if pool != nil {
 		pool.SetTarget(mgr.WarmSpec(cfg.Sandbox.Image), cfg.Sandbox.WarmPool)
 		go pool.Run(life)

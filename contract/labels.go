@@ -63,6 +63,15 @@ const (
 	// LabelWorkspaceBase holds the id of the sandbox image a workspace
 	// image was built on.
 	LabelWorkspaceBase = "org.aimi.workspace-base"
+	// LabelWorkspaceBaseRef holds the reference (name) of the sandbox
+	// image a workspace image was built on: a next daemon adopts the
+	// image only while that name still names LabelWorkspaceBase's id.
+	LabelWorkspaceBaseRef = "org.aimi.workspace-base-ref"
+	// LabelWorkspaceRepo holds the path of the repository a workspace
+	// image holds, for a next daemon to adopt it. Not LabelProject: every
+	// sandbox of the image inherits it, a pool sandbox's (no repository's
+	// container) included; nothing selects containers by this one.
+	LabelWorkspaceRepo = "org.aimi.workspace-repo"
 )
 
 // Label keys of the marker container by which a daemon holds its instance

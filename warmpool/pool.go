@@ -361,14 +361,16 @@ func newName() string {
 // SetRepoImage moves repo's pool to spec (its workspace image, package
 // workspace) with the number its last start asked for (SetRepo): the
 // pool fills sandboxes of that image, which only repo's starts claim
-// (the key holds the image). Nothing for a repository no start told.
-func (p *Pool) SetRepoImage(repo string, spec engine.Spec) {
+// (the key holds the image). A repository no start told since the
+// daemon started (an image adopted from the previous daemon) gets n
+// (the daemon's sandbox.warm_pool) until its next start says its own.
+func (p *Pool) SetRepoImage(repo string, spec engine.Spec, n int) {
 	p.mu.Lock()
-	n, ok := p.repoN[repo]
-	p.mu.Unlock()
-	if ok {
-		p.SetRepo(repo, spec, n)
+	if told, ok := p.repoN[repo]; ok {
+		n = told
 	}
+	p.mu.Unlock()
+	p.SetRepo(repo, spec, n)
 }
 
 // DropImage stops keeping sandboxes of image for any repository: its

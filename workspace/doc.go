@@ -17,5 +17,9 @@
 // tree; the ones refused are removed by a later sweep. Every image and
 // build container carries contract.LabelWorkspace and the daemon's
 // labels: Cleanup, at the daemon's start, removes what a killed daemon
-// left.
+// left and adopts the images a previous daemon of the same labels kept
+// (each names its repository, commit and sandbox image), when the sandbox
+// image they were built on is still current. A start whose tip moved
+// little from the image's commit (RebuildPaths, RebuildBytes) keeps the
+// image and its pool sandboxes.
 package workspace

@@ -9,11 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	dcontainer "github.com/docker/docker/api/types/container"
+	dimage "github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/container"
@@ -130,7 +132,7 @@ func TestSandboxesOfAWorkspaceImageShareNothingTheyWrite(t *testing.T) {
 	m := workspace.New(d, workspace.Options{Labels: labels})
 	m.Prepare("/repo/a", base, func(context.Context) (workspace.Tree, error) {
 		return workspace.Tree{Commit: tip, Tar: io.NopCloser(bytes.NewReader(tarball))}, nil
-	})
+	}, nil)
 	m.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -190,27 +192,39 @@ func TestSandboxesOfAWorkspaceImageShareNothingTheyWrite(t *testing.T) {
 }
 
 // TestCleanupRemovesWhatAKilledDaemonLeft: a build container (a daemon
-// killed mid-build) and an image no sandbox uses go at the next start's
-// Cleanup; an image a sandbox uses stays until the sandbox is gone.
+// killed mid-build) goes at the next start's Cleanup; so does an image
+// whose sandbox image's reference names another image now (a new
+// sandbox image), unless a sandbox uses it: then it stays until the
+// sandbox is gone. An image on the current sandbox image is adopted.
 func TestCleanupRemovesWhatAKilledDaemonLeft(t *testing.T) {
 	base, cli, d, run := onEngine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	labels := map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: "cow-" + run}
 	tarball, tip := project(t)
-	m := workspace.New(d, workspace.Options{Labels: labels}) // the killed daemon's
-	build := func(repo string) string {
-		m.Prepare(repo, base, func(context.Context) (workspace.Tree, error) {
+	// A second name of the sandbox image, moved away after the builds:
+	// what a new aimid with another sandbox image looks like.
+	old := "aimi-test-old-sandbox:" + run
+	if err := cli.ImageTag(ctx, base, old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.ImageRemove(context.Background(), old, dimage.RemoveOptions{}) })
+	m := workspace.New(d, workspace.Options{Labels: labels, MaxRepos: 3}) // the killed daemon's
+	build := func(repo, on string) string {
+		m.Prepare(repo, on, func(context.Context) (workspace.Tree, error) {
 			return workspace.Tree{Commit: tip, Tar: io.NopCloser(bytes.NewReader(tarball))}, nil
-		})
+		}, nil)
 		m.Wait()
-		img, _, ok := m.Image(ctx, repo, base)
+		img, _, ok := m.Image(ctx, repo, on)
 		if !ok {
 			t.Fatal("no image")
 		}
 		return img
 	}
-	used, unused := build("/repo/used"), build("/repo/unused")
+	used, unused, kept := build("/repo/used", old), build("/repo/unused", old), build("/repo/kept", base)
+	if _, err := cli.ImageRemove(ctx, old, dimage.RemoveOptions{}); err != nil { // only the name: base keeps the image
+		t.Fatal(err)
+	}
 	c, err := cli.ContainerCreate(ctx, &dcontainer.Config{Image: used, Labels: labels}, nil, nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
@@ -220,14 +234,25 @@ func TestCleanupRemovesWhatAKilledDaemonLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := workspace.New(d, workspace.Options{Labels: labels}) // the next daemon
+	var ready []string
+	next := workspace.New(d, workspace.Options{Labels: labels, Ready: func(repo, image string) { ready = append(ready, repo+" "+image) }}) // the next daemon
 	next.Cleanup(ctx)
+	next.Announce()
 	exists := func(ref string) bool { id, _ := d.ImageID(ctx, ref); return id != "" }
 	if exists(unused) {
-		t.Error("an image no sandbox uses outlived the next start's cleanup")
+		t.Error("an image of a former sandbox image no sandbox uses outlived the next start's cleanup")
 	}
 	if !exists(used) {
 		t.Error("an image a sandbox uses was removed")
+	}
+	if img, commit, ok := next.Image(ctx, "/repo/kept", base); !ok || img != kept || commit != tip {
+		t.Errorf("the image on the current sandbox image was not adopted: %q at %q (%t), want %s", img, commit, ok, kept)
+	}
+	if want := []string{"/repo/kept " + kept}; !slices.Equal(ready, want) {
+		t.Errorf("Ready heard %v, want %v", ready, want)
+	}
+	if _, _, ok := next.Image(ctx, "/repo/used", base); ok {
+		t.Error("an image of a former sandbox image was adopted")
 	}
 	if _, err := cli.ContainerInspect(ctx, left.ID); err == nil {
 		t.Error("a build container outlived the next start's cleanup")
@@ -242,4 +267,7 @@ func TestCleanupRemovesWhatAKilledDaemonLeft(t *testing.T) {
 		}
 		return nil
 	})
+	if !exists(kept) {
+		t.Error("the adopted image was swept")
+	}
 }

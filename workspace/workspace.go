@@ -47,6 +47,19 @@ type Tree struct {
 // TreeFunc makes the Tree of a repository's default branch.
 type TreeFunc func(ctx context.Context) (Tree, error)
 
+// Diff is how far a repository's default branch moved from an image's
+// commit (gitserve.DeltaSize).
+type Diff struct {
+	Tip      string
+	Descends bool
+	Paths    int
+	Bytes    int64
+}
+
+// DiffFunc measures the difference from commit to the default branch's
+// tip; an error counts as a large one.
+type DiffFunc func(ctx context.Context, commit string) (Diff, error)
+
 // Options configure a Manager.
 type Options struct {
 	// Labels are the daemon's (its instance): every image and build
@@ -154,9 +167,10 @@ func (m *Manager) once(key, msg string, args ...any) {
 }
 
 // Prepare builds repo's image on base in the background, once the
-// starts are over, unless it holds tree's commit already. tree is made
-// only then.
-func (m *Manager) Prepare(repo, base string, tree TreeFunc) {
+// starts are over, unless it holds tree's commit already or, with diff,
+// the tip moved too little from its commit to be worth a new image and
+// new pool sandboxes (small). tree is made only then.
+func (m *Manager) Prepare(repo, base string, tree TreeFunc, diff DiffFunc) {
 	m.mu.Lock()
 	if m.building[repo] || m.life.Err() != nil {
 		m.mu.Unlock()
@@ -175,7 +189,7 @@ func (m *Manager) Prepare(repo, base string, tree TreeFunc) {
 		ctx, cancel := context.WithTimeout(m.life, buildTime)
 		defer cancel()
 		m.opts.Quiet(ctx)
-		if err := m.build(ctx, repo, base, tree); err != nil {
+		if err := m.build(ctx, repo, base, tree, diff); err != nil {
 			m.once("build:"+repo+":"+err.Error(), "no workspace image for this repository; its sandboxes get their workspace as before",
 				"repo", repo, "err", err)
 		}
@@ -186,16 +200,16 @@ func (m *Manager) Prepare(repo, base string, tree TreeFunc) {
 func (m *Manager) Wait() { m.wg.Wait() }
 
 // Close is the daemon's shutdown: the builds under way stop (each removes
-// its build container), and every image no container uses goes (a next
-// daemon builds its repositories' again; those its sandboxes use, the
-// next start's Cleanup or sweep removes once they are gone).
+// its build container); the repositories' current images (at most
+// MaxRepos) stay for the next daemon to adopt (Cleanup), and every other
+// image no container uses goes (those its sandboxes use, the next
+// daemon's sweep removes once they are gone).
 func (m *Manager) Close(ctx context.Context) {
 	m.mu.Lock()
 	m.end()
 	m.mu.Unlock()
 	m.wg.Wait()
 	m.mu.Lock()
-	clear(m.repos)
 	clear(m.retired)
 	m.mu.Unlock()
 	m.Sweep(ctx)
@@ -204,10 +218,13 @@ func (m *Manager) Close(ctx context.Context) {
 // build makes repo's image of tree on base (nothing when the current one
 // is of the same base and commit), then makes it repo's and evicts the
 // least recently used repository past MaxRepos.
-func (m *Manager) build(ctx context.Context, repo, base string, tree TreeFunc) error {
+func (m *Manager) build(ctx context.Context, repo, base string, tree TreeFunc, diff DiffFunc) error {
 	baseID, err := m.eng.ImageID(ctx, base)
 	if err != nil || baseID == "" {
 		return fmt.Errorf("the sandbox image %s: %v", base, cmpErr(err, errors.New("not found")))
+	}
+	if m.keep(ctx, repo, baseID, diff) {
+		return nil
 	}
 	t, err := tree(ctx)
 	if err != nil {
@@ -222,13 +239,14 @@ func (m *Manager) build(ctx context.Context, repo, base string, tree TreeFunc) e
 			return nil
 		}
 	}
-	ref := fmt.Sprintf("%s:%s-%s-%.12s", contract.WorkspaceImageRepo, digest(fmt.Sprint(m.opts.Labels)), digest(repo), t.Commit)
+	ref := m.ref(repo, t.Commit)
 	start := time.Now()
 	id, err := m.eng.BuildImage(ctx, engine.ImageBuild{
 		Base: base, Ref: ref, Dir: contract.DefaultWorkspace, Tree: t.Tar,
-		// No repository path: every sandbox of the image inherits its
-		// labels, a pool sandbox's included.
-		Labels:    m.labels(map[string]string{contract.LabelWorkspaceCommit: t.Commit, contract.LabelWorkspaceBase: baseID}),
+		// Every sandbox of the image inherits its labels, a pool
+		// sandbox's included: the repository's path is not LabelProject.
+		Labels: m.labels(map[string]string{contract.LabelWorkspaceCommit: t.Commit, contract.LabelWorkspaceBase: baseID,
+			contract.LabelWorkspaceBaseRef: base, contract.LabelWorkspaceRepo: repo}),
 		BuildName: contract.WorkspaceBuildPrefix + digest(ref+time.Now().String()),
 		Env:       []string{contract.EnvWorkspaceBase + "=" + t.Commit},
 	})
@@ -313,8 +331,9 @@ func (m *Manager) Sweep(ctx context.Context) {
 }
 
 // Cleanup is the daemon's start: the build containers a killed daemon
-// left go, and so does every image of the manager that no sandbox uses
-// (a start builds its repository's again).
+// left go, the images a previous daemon left are adopted (adopt), and
+// every other image of the manager that no sandbox uses goes. Announce
+// tells Ready the adopted ones.
 func (m *Manager) Cleanup(ctx context.Context) {
 	cs, err := m.eng.List(ctx, m.labels(nil))
 	if err != nil {
@@ -328,6 +347,7 @@ func (m *Manager) Cleanup(ctx context.Context) {
 			m.log.Warn("workspace images: remove a build container", "container", c.Name, "err", err)
 		}
 	}
+	m.adopt(ctx)
 	m.Sweep(ctx)
 }
 

@@ -27,7 +27,8 @@ import (
 // every container of the daemon still has its image (the engine never
 // lets one go under a container), the swarm saved before the kill
 // completes on its workspace image, and once the swarm is cleaned up and
-// the pool is off, a restart leaves no image of the daemon behind.
+// the pool is off, a restart leaves no image of the daemon behind but the
+// one it adopted.
 func TestWorkspaceImageKill9LeavesNothingBehind(t *testing.T) {
 	parallel(t)
 	if testing.Short() {
@@ -110,7 +111,8 @@ func TestWorkspaceImageKill9LeavesNothingBehind(t *testing.T) {
 
 // cleanupLeavesNoImage: once the swarm of repo is cleaned up and the pool
 // (sandbox.warm_pool 0 on the daemon p) is empty, the daemon restart
-// removes every image of its instance. It returns the restarted daemon.
+// removes every image of its instance but the repository's one it
+// adopts. It returns the restarted daemon.
 func cleanupLeavesNoImage(t *testing.T, ctx context.Context, cli *client.Client, p *proc, sock, repo, instance string, restart func() *proc) *proc {
 	t.Helper()
 	if code, out, errOut := aimi(ctx, "swarm", "cleanup", "--force", "--repo", repo, "--socket", sock); code != 0 {
@@ -129,8 +131,14 @@ func cleanupLeavesNoImage(t *testing.T, ctx context.Context, cli *client.Client,
 		if err != nil {
 			return err
 		}
-		if len(ims) > 0 {
-			return fmt.Errorf("%d left: %v; daemon log:\n%s", len(ims), ims[0].RepoTags, p.logs())
+		var left []string
+		for _, im := range ims {
+			if len(im.RepoTags) != 1 || !strings.Contains(p.logs(), "image="+im.RepoTags[0]) || !strings.Contains(p.logs(), "workspace image adopted") {
+				left = append(left, fmt.Sprint(im.RepoTags))
+			}
+		}
+		if len(left) > 0 || len(ims) > 1 {
+			return fmt.Errorf("%d images, %d not adopted: %v; daemon log:\n%s", len(ims), len(left), left, p.logs())
 		}
 		return nil
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/aimi-tools/swarm/internal/gittest"
 	"github.com/aimi-tools/swarm/internal/testwait"
 	"github.com/aimi-tools/swarm/state"
+	"github.com/aimi-tools/swarm/workspace"
 )
 
 // TestWorkspaceImageOnAGeneratedProject: a swarm on a generated project
@@ -25,9 +26,11 @@ import (
 // keeps sandboxes of that image, and the next start's sandboxes (claimed
 // and created alike) start from it: at a tip past the image's commit the
 // runner applies the difference the git service made once for all
-// ("from=image+delta", no git process), and at the image's own tip it
-// only names its branch ("from=image"); a branch that exists and forked
-// before the image's commit is fetched ("from=image+fetch"). Each sandbox
+// ("from=image+delta", no git process) and, the commit being past the
+// rebuild threshold (workspace.RebuildPaths), the image is rebuilt at the
+// tip; at the image's own tip the runner only names its branch
+// ("from=image"); a branch that exists and forked before the image's
+// commit is fetched ("from=image+fetch"). Each sandbox
 // writes little (its
 // story included): its workspace is the image's, copy-on-write.
 func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
@@ -70,9 +73,12 @@ func TestWorkspaceImageOnAGeneratedProject(t *testing.T) {
 	start(round("wi1", 2))
 	wsImage := waitWorkspacePool(t, ctx, cli, instance, 2, p)
 
-	// The next start's task files are a commit the image does not hold;
-	// the one after it finds its tip in the image rebuilt meanwhile.
+	// The next start's task files are a commit the image does not hold,
+	// after one that moves the tip far (a few task files alone keep the
+	// image: TestWorkspaceImageKeptWhileTheTipMovesLittle); the one after
+	// it finds its tip in the image rebuilt meanwhile.
 	next, last := round("wi2", 3), round("wi3", 2)
+	addBulk(t, repo, workspace.RebuildPaths+1)
 	addTaskFiles(t, repo, append(append([]string(nil), next...), last...)...)
 	sw := start(next)
 	checkFrom(t, ctx, cli, repo, sw, "image+delta", p)
