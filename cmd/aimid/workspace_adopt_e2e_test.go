@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -176,6 +177,7 @@ func TestWorkspaceImageKeptWhileTheTipMovesLittle(t *testing.T) {
 		before := w.waiting(wsImage)
 		sw := w.start(p, w.files(round, 2))
 		checkFrom(t, ctx, w.cli, w.repo, sw, "image+delta", p)
+		checkSparse(t, ctx, w.cli, w.repo, sw)
 		var claimed []string
 		for _, c := range sw.Containers {
 			claimed = append(claimed, c.ContainerID)
@@ -236,4 +238,32 @@ func addBulk(t testing.TB, repo string, n int) {
 	}
 	gittest.Git(t, repo, "add", "-A")
 	gittest.Git(t, repo, "commit", "-q", "-m", "bulk")
+}
+
+// checkSparse checks that each container of sw (new branches, their
+// difference sparse) had only its own task file of the start in its
+// workspace, and that its branch still holds every task file of the start
+// as the start's commit had them, its own changed by its run.
+func checkSparse(t *testing.T, ctx context.Context, cli *client.Client, repo string, sw *state.Swarm) {
+	t.Helper()
+	for _, c := range sw.Containers {
+		for _, o := range sw.Containers {
+			rc, _, err := cli.CopyFromContainer(ctx, c.ContainerID, path.Join(contract.DefaultWorkspace, o.TaskFilePath))
+			if err == nil {
+				rc.Close()
+			}
+			if own := o.TaskFilePath == c.TaskFilePath; own != (err == nil) {
+				t.Errorf("%s: %s in its workspace: %v (own %v)", c.ContainerName, o.TaskFilePath, err == nil, own)
+			}
+			if o.TaskFilePath == c.TaskFilePath {
+				continue
+			}
+			if got, want := gittest.Git(t, repo, "rev-parse", c.BranchName+":"+o.TaskFilePath), gittest.Git(t, repo, "rev-parse", "main:"+o.TaskFilePath); got != want {
+				t.Errorf("%s's branch holds %s as %s, the start's commit as %s", c.ContainerName, o.TaskFilePath, got, want)
+			}
+		}
+		if d := gittest.Git(t, repo, "diff", "--name-only", "main", c.BranchName, "--", ".aimi/tasks"); d != c.TaskFilePath {
+			t.Errorf("%s's branch changed task files %q, want only its own", c.ContainerName, d)
+		}
+	}
 }
