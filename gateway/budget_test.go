@@ -61,6 +61,7 @@ func TestCallsPastTheBudgetAreRefusedAsABillingError(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("another container's call: %d", resp.StatusCode)
 	}
+	f.rec.waitCalls(t, 1)
 	f.rec.mu.Lock()
 	defer f.rec.mu.Unlock()
 	if len(f.rec.calls) == 0 || f.rec.calls[0].Status != 402 || f.rec.calls[0].Refused != "budget exceeded" {

@@ -15,12 +15,14 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/internal/testwait"
 )
 
 const realKey = "sk-real-0123456789abcdef"
@@ -77,6 +79,24 @@ func (r *recorder) End(c *Call) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, *c)
+}
+
+// waitCalls returns the calls observed once there are at least n: the
+// observer hears a call's end as the gateway closes the upstream's
+// answer, just after the sandbox read its last byte.
+func (r *recorder) waitCalls(t testing.TB, n int) []Call {
+	t.Helper()
+	var calls []Call
+	testwait.Eventually(t, time.Minute, fmt.Sprintf("the observer to hear %d calls", n), func() error {
+		r.mu.Lock()
+		calls = slices.Clone(r.calls)
+		r.mu.Unlock()
+		if len(calls) < n {
+			return fmt.Errorf("observed %d calls: %+v", len(calls), calls)
+		}
+		return nil
+	})
+	return calls
 }
 
 type fixture struct {
@@ -195,6 +215,7 @@ func TestGatewayPutsTheRealKeyInAndStreamsUnbuffered(t *testing.T) {
 		}
 	}
 	f.up.mu.Unlock()
+	f.rec.waitCalls(t, 2)
 	f.rec.mu.Lock()
 	if len(f.rec.calls) != 2 || f.rec.calls[0].Status != 200 || f.rec.calls[0].Header.Get("Anthropic-Ratelimit-Requests-Remaining") != "41" ||
 		f.rec.calls[0].Container != "aimi-one" || f.rec.calls[0].Path != "/v1/messages" || !strings.Contains(f.rec.body.String(), `"output_tokens":1`) {

@@ -36,9 +36,7 @@ func TestLimitedAnswerIsDecidedOnce(t *testing.T) {
 		t.Fatalf("call: %d, want the provider's 429", resp.StatusCode)
 	}
 	held := f.s.limiter.resetOf("anthropic", "ANTHROPIC_API_KEY")
-	f.rec.mu.Lock()
-	calls := append([]Call(nil), f.rec.calls...)
-	f.rec.mu.Unlock()
+	calls := f.rec.waitCalls(t, 1)
 	if len(calls) != 1 || calls[0].Limit == nil || calls[0].Limit.Source != "backoff" || !calls[0].Limit.Until.Equal(held) {
 		t.Fatalf("the Observer saw %+v; want one call limited until %v (the limiter's hold) from backoff", calls, held)
 	}
