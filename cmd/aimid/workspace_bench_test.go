@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
+	"github.com/docker/docker/errdefs"
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/demoagent"
@@ -208,6 +209,17 @@ func (w *wsDaemon) start(b *testing.B, ctx context.Context, files []string, from
 			b.Errorf("%s ran on %s, not a workspace image", c.ContainerName, in.Config.Image)
 		}
 	}
+	aimi(ctx, "swarm", "cleanup", "--force", "--repo", w.repo, "--socket", w.sock)
+	// Stopped mid-story (waits), a container pushes its branch on its way
+	// out: the next start is measured once none of them runs.
+	testwait.Eventually(b, 5*time.Minute, "the start's containers stopped", func() error {
+		for _, c := range sw.Containers {
+			if in, err := cli.ContainerInspect(ctx, c.ContainerID); !errdefs.IsNotFound(err) && (err != nil || in.State.Running) {
+				return fmt.Errorf("%s still runs (%v)", c.ContainerName, err)
+			}
+		}
+		return nil
+	}, testwait.Every(200*time.Millisecond))
 	aimi(ctx, "swarm", "cleanup", "--force", "--repo", w.repo, "--socket", w.sock)
 	return all, written
 }
