@@ -40,15 +40,7 @@ var errNoDelta = errors.New("no ready-made difference")
 // container's branch (or of the default branch) while its container is
 // created or claimed, so that its runner finds it made (or being made).
 func (s *Service) prepareDelta(key, branch, base string) {
-	ws := s.workspaces
-	if ws.ctx.Err() != nil {
-		return
-	}
-	ws.wg.Add(1)
-	go func() {
-		defer ws.wg.Done()
-		ctx, cancel := context.WithTimeout(ws.ctx, workspaceBuildTime)
-		defer cancel()
+	s.workspaces.ahead(func(ctx context.Context) {
 		tip, exists, err := s.branchTip(ctx, key, branch)
 		if err != nil || tip == base {
 			return
@@ -61,7 +53,7 @@ func (s *Service) prepareDelta(key, branch, base string) {
 			return
 		}
 		_ = f.Close()
-	}()
+	})
 }
 
 // deltaTar opens the difference from base to tip in swarm key's mirror,

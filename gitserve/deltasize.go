@@ -3,7 +3,6 @@ package gitserve
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/aimi-tools/swarm/gitref"
@@ -71,13 +70,8 @@ func blobSizes(ctx context.Context, mirror, tip string, paths []string) (int64, 
 	}
 	var total int64
 	for _, line := range strings.Split(strings.TrimSuffix(out, "\x00"), "\x00") {
-		meta, _, _ := strings.Cut(line, "\t")
-		f := strings.Fields(meta)
-		if len(f) != 4 {
-			continue
-		}
-		if n, err := strconv.ParseInt(f[3], 10, 64); err == nil {
-			total += n // "-" for a submodule: treeDiff refused those
+		if e, ok := parseTreeEntry([]byte(line)); ok && e.size > 0 {
+			total += e.size // -1 for a submodule: treeDiff refused those
 		}
 	}
 	return total, nil

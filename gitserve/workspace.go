@@ -68,7 +68,19 @@ func (ws *workspaces) stop() {
 // container is created, so that its runner, once it asks, finds it made
 // (or being made: it waits on the same one).
 func (s *Service) prepareWorkspace(key, branch string) {
-	ws := s.workspaces
+	s.workspaces.ahead(func(ctx context.Context) {
+		f, _, err := s.workspaceTar(ctx, key, branch)
+		if err != nil {
+			s.log.Debug("no ready-made workspace ahead of the runner", "swarm", key, "branch", branch, "err", err)
+			return
+		}
+		_ = f.Close()
+	})
+}
+
+// ahead runs work on its own goroutine, within workspaceBuildTime, unless
+// the workspaces are stopped; stop waits for it.
+func (ws *workspaces) ahead(work func(ctx context.Context)) {
 	if ws.ctx.Err() != nil {
 		return
 	}
@@ -77,12 +89,7 @@ func (s *Service) prepareWorkspace(key, branch string) {
 		defer ws.wg.Done()
 		ctx, cancel := context.WithTimeout(ws.ctx, workspaceBuildTime)
 		defer cancel()
-		f, _, err := s.workspaceTar(ctx, key, branch)
-		if err != nil {
-			s.log.Debug("no ready-made workspace ahead of the runner", "swarm", key, "branch", branch, "err", err)
-			return
-		}
-		_ = f.Close()
+		work(ctx)
 	}()
 }
 

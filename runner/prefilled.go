@@ -72,8 +72,7 @@ func (r *run) fillPrefilled(ctx context.Context) (how string, err error) {
 			return "", fmt.Errorf("name the branch: %w", err)
 		}
 		r.log.Info("image workspace brought to the tip", "answer", answered.Round(time.Millisecond),
-			"apply", (applied - answered).Round(time.Millisecond), "bytes", cr.n, "lastRead", (cr.last.Sub(start) - answered).Round(time.Millisecond),
-			"refs", (time.Since(start) - applied).Round(time.Millisecond), "from", r.cfg.WorkspaceBase, "tip", tip)
+			"apply", (applied - answered).Round(time.Millisecond), "bytes", cr.n, "refs", (time.Since(start) - applied).Round(time.Millisecond), "from", r.cfg.WorkspaceBase, "tip", tip)
 		return "image+delta", nil
 	}
 	ref := "HEAD"
@@ -163,16 +162,14 @@ func (r *run) fetchTip(ctx context.Context, ref string) error {
 	return nil
 }
 
-// countingReader counts what was read and when its last read returned.
+// countingReader counts what was read.
 type countingReader struct {
-	r    io.Reader
-	n    int64
-	last time.Time
+	r io.Reader
+	n int64
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
-	c.last = time.Now()
 	return n, err
 }
