@@ -155,7 +155,8 @@ func (s *Service) answerBase(w http.ResponseWriter, r *http.Request, rec record,
 	var f *os.File
 	if tip != base {
 		sparse := !exists && r.Header.Get(contract.WorkspaceSparseHeader) == "true"
-		if f, err = s.deltaTar(r.Context(), rec.SwarmKey, base, tip, sparse); err != nil {
+		shared := r.Header.Get(contract.WorkspaceSharedIndexHeader)
+		if f, err = s.deltaTar(r.Context(), rec.SwarmKey, base, tip, sparse, shared); err != nil {
 			s.log.Info("no ready-made difference; the runner fetches the tip", "container", rec.Container, "base", base, "tip", tip, "err", err)
 		}
 	}
@@ -273,6 +274,12 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, tip, dst s
 	if err := cloneWithin(ctx, mirror, branch, work, s.limits.MaxWorkspace); err != nil {
 		return fmt.Errorf("make a workspace: %w", err)
 	}
+	// A workspace image's index is split: its shared part is written once
+	// into the image, and a tip's difference carries only the entries
+	// that changed (splitindex.go). Without it, the whole index is sent.
+	if _, err := splitIndexFrom(ctx, work, filepath.Join(work, ".git"), "HEAD"); err != nil {
+		s.log.Info("a workspace's index is not split; differences from it send the whole index", "err", err)
+	}
 	// The reflogs name the daemon's own paths; a clone starts without.
 	if err := os.RemoveAll(filepath.Join(work, ".git", "logs")); err != nil {
 		return fmt.Errorf("make a workspace: %w", err)
@@ -304,13 +311,15 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, tip, dst s
 func cloneWithin(ctx context.Context, mirror, branch, work string, limit int64) error {
 	// The clone records the placeholder as origin; this command alone
 	// reads it as the mirror (file:// so that --depth holds). No
-	// template: the runner's git runs no hooks anyway.
-	args := []string{"-c", "url.file://" + mirror + ".insteadOf=" + contract.WorkspaceOrigin,
-		"clone", "--quiet", "--no-checkout", "--depth", "1", "--single-branch", "--no-tags", "--template="}
+	// template: the runner's git runs no hooks anyway. The rewrite goes
+	// in the environment: -c takes a key up to its first "=", and the
+	// mirror's path may hold one.
+	args := []string{"clone", "--quiet", "--no-checkout", "--depth", "1", "--single-branch", "--no-tags", "--template="}
 	if branch != "" {
 		args = append(args, "--branch", branch)
 	}
-	if _, err := mirrorGit.Run(ctx, filepath.Dir(work), append(args, "--", contract.WorkspaceOrigin, work)...); err != nil {
+	env := []string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=url.file://" + mirror + ".insteadOf", "GIT_CONFIG_VALUE_0=" + contract.WorkspaceOrigin}
+	if _, err := mirrorGit.RunEnv(ctx, filepath.Dir(work), env, append(args, "--", contract.WorkspaceOrigin, work)...); err != nil {
 		return err
 	}
 	gitBytes, err := diskUsage(filepath.Join(work, ".git"))
@@ -422,7 +431,8 @@ func pruneWorkspaces(dir string, keepFor time.Duration) {
 	}
 	for _, e := range ents {
 		info, err := e.Info()
-		if err == nil && info.Mode().IsRegular() && filepath.Ext(e.Name()) == ".tar" && time.Since(info.ModTime()) > keepFor {
+		ext := filepath.Ext(e.Name())
+		if err == nil && info.Mode().IsRegular() && (ext == ".tar" || ext == sharedSuffix) && time.Since(info.ModTime()) > keepFor {
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}

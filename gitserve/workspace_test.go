@@ -219,3 +219,21 @@ func unpackTar(t *testing.T, data []byte, dir string) map[string]bool {
 		}
 	}
 }
+
+// TestWorkspaceWhenTheDataDirHoldsAnEquals: a data directory whose path
+// holds "=" still gets ready-made workspaces (git reads a -c setting's key
+// up to its first "=", so the mirror's path cannot be in one).
+func TestWorkspaceWhenTheDataDirHoldsAnEquals(t *testing.T) {
+	repo := newRepo(t)
+	s, _ := newService(t, Options{DataDir: filepath.Join(t.TempDir(), "a=b", "data")})
+	if err := s.ListenOn(ctxT(t), "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	g, err := s.Grant(ctxT(t), contract.ContainerBranch{Repo: repo, Swarm: "sw1", Container: "aimi-c", Branch: "feat/c"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := getWorkspace(t, g, "feat/c"); status != http.StatusOK {
+		t.Fatalf("HTTP %d: %s", status, body)
+	}
+}
