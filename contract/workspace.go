@@ -78,8 +78,8 @@ const WorkspaceDeltaHeader = "Aimi-Workspace-Delta"
 
 // WorkspaceSparseHeader, sent with WorkspaceBaseHeader ("true"), says the
 // runner applies a sparse difference: when its branch is new (it starts
-// at the default branch's tip), the task files the tip added or changed
-// since the image's commit are not written into its work tree, only its
+// at the default branch's tip), the task files the tip added since the
+// image's commit are not written into its work tree, only its
 // own. The others stay in its index (marked skip-worktree: git neither
 // shows them missing nor commits their absence) and in every commit: a
 // start's commit holds every container's task file, and writing them all
@@ -91,3 +91,12 @@ const WorkspaceSparseHeader = "Aimi-Workspace-Sparse"
 // separated. The runner writes none of them but its own task file, whose
 // mark it clears; the entry itself is not written.
 const WorkspaceSkippedEntry = ".aimi-skipped"
+
+// WorkspaceSharedIndexHeader, sent with WorkspaceBaseHeader, names the
+// shared index the image's workspace holds (the hex of
+// .git/sharedindex.<hex>, git's split index: the image's commit's entries
+// written once, in the image). The git service then sends the tip's index
+// split against it (a few kilobytes: the entries the tip changed), when it
+// makes the same shared index from the image's commit; otherwise, or
+// without the header, the whole index.
+const WorkspaceSharedIndexHeader = "Aimi-Workspace-Shared-Index"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -46,8 +47,12 @@ func (s *Service) prepareDelta(key, branch, base string) {
 			return
 		}
 		// A runner of this daemon's sandbox image asks for the sparse
-		// difference when its branch is new (answerBase).
-		f, err := s.deltaTar(ctx, key, base, tip, !exists)
+		// difference when its branch is new, split against its image's
+		// shared index, which the service made (answerBase).
+		if !gitref.ValidOID(base) || !gitref.ValidOID(tip) {
+			return
+		}
+		f, err := s.deltaTarMade(ctx, key, base, tip, !exists, true)
 		if err != nil {
 			s.log.Debug("no ready-made difference ahead of the runner", "swarm", key, "branch", branch, "err", err)
 			return
@@ -57,13 +62,31 @@ func (s *Service) prepareDelta(key, branch, base string) {
 }
 
 // deltaTar opens the difference from base to tip in swarm key's mirror,
-// making it first (once, whoever asks); sparse: the task files it changed
-// are marked skip-worktree (contract.WorkspaceSparseHeader).
-func (s *Service) deltaTar(ctx context.Context, key, base, tip string, sparse bool) (*os.File, error) {
-	if !gitref.ValidOID(base) || !gitref.ValidOID(tip) {
+// making it first (once, whoever asks); sparse: the task files it added
+// are marked skip-worktree (contract.WorkspaceSparseHeader). shared, when
+// set, is the runner's shared index (contract.WorkspaceSharedIndexHeader):
+// the difference's index is split against it when the service's shared
+// index of base is the same, else whole.
+func (s *Service) deltaTar(ctx context.Context, key, base, tip string, sparse bool, shared string) (*os.File, error) {
+	if !gitref.ValidOID(base) || !gitref.ValidOID(tip) || (shared != "" && !gitref.ValidOID(shared)) {
 		return nil, fmt.Errorf("%w: not commit ids", errNoDelta)
 	}
-	sum := sha256.Sum256([]byte("delta\x00" + base + "\x00" + tip + "\x00" + strconv.FormatBool(sparse)))
+	f, err := s.deltaTarMade(ctx, key, base, tip, sparse, shared != "")
+	if err != nil || shared == "" {
+		return f, err
+	}
+	if made := readShared(f.Name()); made == "" || made == shared {
+		return f, nil
+	}
+	_ = f.Close()
+	s.log.Info("the image's shared index is not the service's; sending the whole index", "base", base, "image", shared)
+	return s.deltaTarMade(ctx, key, base, tip, sparse, false)
+}
+
+// deltaTarMade opens the difference made for (base, tip, sparse, split),
+// making it first.
+func (s *Service) deltaTarMade(ctx context.Context, key, base, tip string, sparse, split bool) (*os.File, error) {
+	sum := sha256.Sum256([]byte("delta\x00" + base + "\x00" + tip + "\x00" + strconv.FormatBool(sparse) + "\x00" + strconv.FormatBool(split)))
 	dst := filepath.Join(s.dir, workspacesDir, key, hex.EncodeToString(sum[:12])+".tar")
 	if f, err := os.Open(dst); err == nil {
 		return f, nil
@@ -74,7 +97,7 @@ func (s *Service) deltaTar(ctx context.Context, key, base, tip string, sparse bo
 		}
 		bctx, cancel := context.WithTimeout(s.workspaces.ctx, workspaceBuildTime)
 		defer cancel()
-		return nil, s.buildDelta(bctx, s.mirrorPath(key), base, tip, dst, sparse)
+		return nil, s.buildDelta(bctx, s.mirrorPath(key), base, tip, dst, sparse, split)
 	})
 	if err != nil {
 		return nil, err
@@ -84,11 +107,11 @@ func (s *Service) deltaTar(ctx context.Context, key, base, tip string, sparse bo
 
 // buildDelta writes dst: the difference from base (which must be an
 // ancestor of tip: the clone's shallow boundary stays base) to tip.
-func (s *Service) buildDelta(ctx context.Context, mirror, base, tip, dst string, sparse bool) error {
+func (s *Service) buildDelta(ctx context.Context, mirror, base, tip, dst string, sparse, split bool) error {
 	if ok, err := mirrorGit.IsAncestor(ctx, mirror, base, tip); err != nil || !ok {
 		return fmt.Errorf("%w: %s is not an ancestor of the tip (%v)", errNoDelta, base, err)
 	}
-	changed, deleted, err := treeDiff(ctx, mirror, base, tip)
+	changes, changed, deleted, err := treeDiff(ctx, mirror, base, tip)
 	if err != nil {
 		return err
 	}
@@ -106,16 +129,23 @@ func (s *Service) buildDelta(ctx context.Context, mirror, base, tip, dst string,
 		return err
 	}
 	defer os.Remove(out.Name())
-	d := delta{mirror: mirror, base: base, tip: tip, tmp: tmp, changed: changed, deleted: deleted, max: s.limits.MaxWorkspace}
+	d := delta{mirror: mirror, base: base, tip: tip, tmp: tmp, changes: changes, changed: changed, deleted: deleted,
+		split: split, max: s.limits.MaxWorkspace, log: s.log}
 	if sparse {
-		d.skipped = skippable(changed)
+		d.skipped = skippable(changes)
 	}
-	err = writeDelta(ctx, out, d)
+	shared, err := writeDelta(ctx, out, d)
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return fmt.Errorf("make a workspace's difference: %w", err)
+	}
+	// Before the tar: a tar found made is read with what it says.
+	if shared != "" {
+		if err := os.WriteFile(dst+sharedSuffix, []byte(shared+"\n"), 0o600); err != nil {
+			return err
+		}
 	}
 	if err := os.Rename(out.Name(), dst); err != nil {
 		return err
@@ -124,22 +154,24 @@ func (s *Service) buildDelta(ctx context.Context, mirror, base, tip, dst string,
 	return nil
 }
 
-// treeDiff lists the paths tip changed or added since base (files and
-// links) and the ones it deleted. A submodule's change is not sent.
-func treeDiff(ctx context.Context, mirror, base, tip string) (changed, deleted []string, err error) {
+// treeDiff lists what tip changed since base: each path's new mode and
+// object (changes), the paths of files and links it changed or added
+// (changed) and the ones it deleted. A submodule's change is not sent.
+func treeDiff(ctx context.Context, mirror, base, tip string) (changes []treeChange, changed, deleted []string, err error) {
 	out, err := mirrorGit.Run(ctx, mirror, "diff-tree", "-r", "-z", "--no-renames", "--raw", base, tip)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	f := strings.Split(strings.TrimSuffix(out, "\x00"), "\x00")
 	for i := 0; i+1 < len(f); i += 2 {
 		meta, path := strings.Fields(f[i]), f[i+1]
 		if len(meta) != 5 {
-			return nil, nil, fmt.Errorf("%w: git diff-tree said %q", errNoDelta, f[i])
+			return nil, nil, nil, fmt.Errorf("%w: git diff-tree said %q", errNoDelta, f[i])
 		}
 		if strings.HasPrefix(meta[0], ":160000") || meta[1] == "160000" {
-			return nil, nil, fmt.Errorf("%w: a submodule changed", errNoDelta)
+			return nil, nil, nil, fmt.Errorf("%w: a submodule changed", errNoDelta)
 		}
+		changes = append(changes, treeChange{mode: meta[1], oid: meta[3], path: path, added: meta[4] == "A"})
 		if meta[4] == "D" || meta[1] == "000000" {
 			deleted = append(deleted, path)
 		} else {
@@ -150,27 +182,34 @@ func treeDiff(ctx context.Context, mirror, base, tip string) (changed, deleted [
 		}
 	}
 	if len(changed)+len(deleted) > maxDeltaPaths {
-		return nil, nil, fmt.Errorf("%w: %d paths differ", errNoDelta, len(changed)+len(deleted))
+		return nil, nil, nil, fmt.Errorf("%w: %d paths differ", errNoDelta, len(changed)+len(deleted))
 	}
-	return changed, deleted, nil
+	return changes, changed, deleted, nil
 }
 
 // delta is what one difference is made of: tmp is a scratch directory;
 // skipped (a sparse difference) the changed paths its index marks
-// skip-worktree.
+// skip-worktree; split: its index is split against the service's shared
+// index of base.
 type delta struct {
 	mirror, base, tip, tmp    string
+	changes                   []treeChange
 	changed, deleted, skipped []string
+	split                     bool
 	max                       int64
+	log                       *slog.Logger
 }
 
-// skippable are the changed paths a sparse difference's runner need not
-// write: task files (each sandbox works on its own).
-func skippable(changed []string) []string {
+// skippable are the paths a sparse difference's runner need not write:
+// the task files the tip added (each sandbox works on its own). A task
+// file the tip changed is written by every runner: in a split index its
+// entry replaces the shared one and carries no path, so the runner could
+// not find its own to clear its mark.
+func skippable(changes []treeChange) []string {
 	var out []string
-	for _, p := range changed {
-		if tasks.InDir(p) {
-			out = append(out, p)
+	for _, c := range changes {
+		if c.added && tasks.InDir(c.path) {
+			out = append(out, c.path)
 		}
 	}
 	return out
@@ -179,45 +218,66 @@ func skippable(changed []string) []string {
 // writeDelta writes the difference's tar to w: the deleted paths' list
 // first (then, when sparse, the skipped paths' list), then the changed
 // files (git archive of tip, those paths only), the pack of what base's
-// shallow clone lacks and tip's index.
-func writeDelta(ctx context.Context, w io.Writer, d delta) error {
-	mirror, base, tip, tmp, changed, max := d.mirror, d.base, d.tip, d.tmp, d.changed, d.max
+// shallow clone lacks and tip's index. shared is the shared index that
+// index is split against ("": whole).
+func writeDelta(ctx context.Context, w io.Writer, d delta) (shared string, err error) {
 	tw := tar.NewWriter(w)
-	list := []byte(strings.Join(d.deleted, "\x00"))
-	if err := addFile(tw, contract.WorkspaceDeletedEntry, 0o644, list); err != nil {
-		return err
+	if err := addFile(tw, contract.WorkspaceDeletedEntry, 0o644, []byte(strings.Join(d.deleted, "\x00"))); err != nil {
+		return "", err
 	}
 	if d.skipped != nil {
 		if err := addFile(tw, contract.WorkspaceSkippedEntry, 0o644, []byte(strings.Join(d.skipped, "\x00"))); err != nil {
-			return err
+			return "", err
 		}
 	}
 	var total int64
-	if len(changed) > 0 {
-		args := []string{"archive", "--format=tar", tip, "--"}
-		for _, p := range changed {
-			args = append(args, ":(literal)"+p)
-		}
-		cmd := mirrorGit.Command(ctx, mirror, args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		r, err := cmd.StdoutPipe()
-		if err != nil {
-			return err
-		}
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		err = copyEntries(tw, tar.NewReader(r), &total, max)
-		if werr := cmd.Wait(); err == nil && werr != nil {
-			err = fmt.Errorf("git archive: %w: %s", werr, strings.TrimSpace(stderr.String()))
-		}
-		if err != nil {
-			return err
-		}
+	if err := addChanged(ctx, tw, d, &total); err != nil {
+		return "", err
 	}
-	cmd := mirrorGit.Command(ctx, mirror, "pack-objects", "--revs", "-q", filepath.Join(tmp, "pack"))
-	cmd.Stdin = strings.NewReader("--shallow " + base + "\n" + tip + "\n--not\n" + base + "\n")
+	if err := addPack(ctx, tw, d, &total); err != nil {
+		return "", err
+	}
+	index, shared, err := tipIndex(ctx, d)
+	if err != nil {
+		return "", err
+	}
+	if err := addPath(tw, ".git/index", index, 0o644, &total, d.max); err != nil {
+		return "", err
+	}
+	return shared, tw.Close()
+}
+
+// addChanged adds the files and links tip changed or added (git archive
+// of tip, those paths only).
+func addChanged(ctx context.Context, tw *tar.Writer, d delta, total *int64) error {
+	if len(d.changed) == 0 {
+		return nil
+	}
+	args := []string{"archive", "--format=tar", d.tip, "--"}
+	for _, p := range d.changed {
+		args = append(args, ":(literal)"+p)
+	}
+	cmd := mirrorGit.Command(ctx, d.mirror, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	r, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	err = copyEntries(tw, tar.NewReader(r), total, d.max)
+	if werr := cmd.Wait(); err == nil && werr != nil {
+		err = fmt.Errorf("git archive: %w: %s", werr, strings.TrimSpace(stderr.String()))
+	}
+	return err
+}
+
+// addPack adds the pack of the objects base's shallow clone lacks.
+func addPack(ctx context.Context, tw *tar.Writer, d delta, total *int64) error {
+	cmd := mirrorGit.Command(ctx, d.mirror, "pack-objects", "--revs", "-q", filepath.Join(d.tmp, "pack"))
+	cmd.Stdin = strings.NewReader("--shallow " + d.base + "\n" + d.tip + "\n--not\n" + d.base + "\n")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -225,24 +285,33 @@ func writeDelta(ctx context.Context, w io.Writer, d delta) error {
 	}
 	h := strings.TrimSpace(stdout.String())
 	for _, ext := range []string{".pack", ".idx"} {
-		if err := addPath(tw, ".git/objects/pack/pack-"+h+ext, filepath.Join(tmp, "pack-"+h+ext), 0o444, &total, max); err != nil {
+		if err := addPath(tw, ".git/objects/pack/pack-"+h+ext, filepath.Join(d.tmp, "pack-"+h+ext), 0o444, total, d.max); err != nil {
 			return err
 		}
 	}
-	index := filepath.Join(tmp, "index")
+	return nil
+}
+
+// tipIndex writes tip's index under d.tmp: split against the service's
+// shared index of base when asked and git can (shared: its hex), else
+// whole.
+func tipIndex(ctx context.Context, d delta) (index, shared string, err error) {
+	if d.split {
+		index, shared, err := splitTipIndex(ctx, d.mirror, d.tmp, d.base, d.changes, d.skipped)
+		if err == nil {
+			return index, shared, nil
+		}
+		d.log.Info("no split index for a workspace's difference; sending the whole index", "base", d.base, "tip", d.tip, "err", err)
+	}
+	index = filepath.Join(d.tmp, "index")
 	// Version 4 (prefix-compressed paths): each sandbox writes it, and
 	// git keeps the version when it writes the index again; a 10,000-file
 	// tree's index is about a megabyte in version 2.
-	if _, err := mirrorGit.RunEnv(ctx, mirror, []string{"GIT_INDEX_FILE=" + index}, "-c", "index.version=4", "read-tree", tip); err != nil {
-		return err
+	env := []string{"GIT_INDEX_FILE=" + index}
+	if _, err := mirrorGit.RunEnv(ctx, d.mirror, env, "-c", "index.version=4", "read-tree", d.tip); err != nil {
+		return "", "", err
 	}
-	if err := markSkipped(ctx, mirror, index, tmp, d.skipped); err != nil {
-		return err
-	}
-	if err := addPath(tw, ".git/index", index, 0o644, &total, max); err != nil {
-		return err
-	}
-	return tw.Close()
+	return index, "", markSkipped(ctx, d.mirror, d.tmp, d.skipped, env)
 }
 
 // copyEntries copies git archive's files and links (its directories and
@@ -291,10 +360,11 @@ func addPath(tw *tar.Writer, name, path string, mode int64, total *int64, max in
 	return addFile(tw, name, mode, data)
 }
 
-// markSkipped marks paths skip-worktree in the index file at index. git
-// wants a work tree for it: an empty directory under tmp, which the mark
-// does not look into.
-func markSkipped(ctx context.Context, mirror, index, tmp string, paths []string) error {
+// markSkipped marks paths skip-worktree in the index that env names
+// (GIT_INDEX_FILE), running git in dir with config before the command.
+// git wants a work tree for it: an empty directory under tmp, which the
+// mark does not look into.
+func markSkipped(ctx context.Context, dir, tmp string, paths, env []string, config ...string) error {
 	if len(paths) == 0 {
 		return nil
 	}
@@ -302,8 +372,8 @@ func markSkipped(ctx context.Context, mirror, index, tmp string, paths []string)
 	if err := os.Mkdir(wt, 0o700); err != nil {
 		return err
 	}
-	cmd := mirrorGit.Command(ctx, mirror, "update-index", "--skip-worktree", "-z", "--stdin")
-	cmd.Env = append(cmd.Env, "GIT_INDEX_FILE="+index, "GIT_WORK_TREE="+wt)
+	cmd := mirrorGit.Command(ctx, dir, append(config, "update-index", "--skip-worktree", "-z", "--stdin")...)
+	cmd.Env = append(append(cmd.Env, env...), "GIT_WORK_TREE="+wt)
 	cmd.Stdin = strings.NewReader(strings.Join(paths, "\x00") + "\x00")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

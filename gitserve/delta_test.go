@@ -4,7 +4,9 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,7 +64,16 @@ func applyForTest(t *testing.T, dir string, data []byte) {
 // back at a blob of base's history that base's tree lacks) and its
 // branch moved to the tip, is the tip checked out: status clean, HEAD's
 // tree the tip's, fsck --strict clean, and only what differs was sent.
+// Split: the clone's index is split as an image's is, the difference's
+// index split against the same shared part (a fraction of the whole
+// index), and git reads the two as the tip's index.
 func TestDeltaBringsAShallowCloneToTheTip(t *testing.T) {
+	for _, split := range []bool{false, true} {
+		t.Run(fmt.Sprintf("split=%v", split), func(t *testing.T) { deltaToTheTip(t, split) })
+	}
+}
+
+func deltaToTheTip(t *testing.T, split bool) {
 	repo := newRepo(t)
 	commitFile(t, repo, "old.txt", "v1\n")
 	commitFile(t, repo, "gone.txt", "bye\n")
@@ -79,13 +90,25 @@ func TestDeltaBringsAShallowCloneToTheTip(t *testing.T) {
 	mustGit(t, repo, "commit", "-q", "-m", "more")
 	tip := mustGit(t, repo, "rev-parse", "HEAD")
 
+	var imageShared string
+	if split {
+		var err error
+		if imageShared, err = splitIndexFrom(t.Context(), clone, filepath.Join(clone, ".git"), "HEAD"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var buf bytes.Buffer
-	changed, deleted, err := treeDiff(t.Context(), repo, base, tip)
+	changes, changed, deleted, err := treeDiff(t.Context(), repo, base, tip)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeDelta(t.Context(), &buf, delta{mirror: repo, base: base, tip: tip, tmp: t.TempDir(), changed: changed, deleted: deleted, max: 1 << 30}); err != nil {
+	shared, err := writeDelta(t.Context(), &buf, delta{mirror: repo, base: base, tip: tip, tmp: t.TempDir(), changes: changes,
+		changed: changed, deleted: deleted, split: split, max: 1 << 30, log: slog.New(slog.DiscardHandler)})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if shared != imageShared {
+		t.Fatalf("the difference's index is split against %q, the image's shared index is %q", shared, imageShared)
 	}
 	names := map[string]bool{}
 	tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
@@ -114,6 +137,31 @@ func TestDeltaBringsAShallowCloneToTheTip(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(clone, "gone.txt")); !os.IsNotExist(err) {
 		t.Errorf("a deleted file stayed: %v", err)
 	}
+	if split {
+		whole := filepath.Join(t.TempDir(), "whole")
+		if out, err := gitOut(clone, []string{"GIT_INDEX_FILE=" + whole}, "read-tree", tip); err != nil {
+			t.Fatalf("read-tree: %v\n%s", err, out)
+		}
+		wfi, _ := os.Stat(whole)
+		sent := len(tarEntry(t, buf.Bytes(), ".git/index"))
+		if wfi == nil || int64(sent) >= wfi.Size() {
+			t.Errorf("the split index sent is %d bytes, the whole index %v", sent, wfi)
+		}
+	}
 	// The clone goes on: a commit on the tip.
 	commitFile(t, clone, "after.txt", "x\n")
+}
+
+// tarEntry is the content of name in the tar data.
+func tarEntry(t *testing.T, data []byte, name string) []byte {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(data))
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		if h.Name == name {
+			b, _ := io.ReadAll(tr)
+			return b
+		}
+	}
+	t.Fatalf("no %s in the tar", name)
+	return nil
 }

@@ -44,7 +44,7 @@ func (s *Service) DefaultDeltaSize(ctx context.Context, swarmID, base string) (D
 		return d, nil
 	}
 	d.Descends = true
-	changed, deleted, err := treeDiff(ctx, mirror, base, tip)
+	_, changed, deleted, err := treeDiff(ctx, mirror, base, tip)
 	if err != nil {
 		return DeltaSize{}, err
 	}

@@ -140,8 +140,15 @@ func (a *deltaApply) ownIndex(name string, h *tar.Header) error {
 	if err != nil {
 		return err
 	}
-	if _, err := clearSkipWorktree(data, a.own); err != nil {
+	found, err := clearSkipWorktree(data, a.own)
+	if err != nil {
 		return fmt.Errorf("the index: %w", err)
+	}
+	if !found {
+		// Listed as skipped, yet no entry of that name carries the mark
+		// (a split index's entry may carry no name): git would ignore
+		// what the runner writes there.
+		return fmt.Errorf("the index: no skip-worktree entry of %s, which the difference lists as skipped", a.own)
 	}
 	return writeIn(a.root, name, fs.FileMode(h.Mode)&0o777, bytes.NewReader(data), int64(len(data)))
 }

@@ -107,6 +107,10 @@ func (r *run) askTip(ctx context.Context) (same, exists bool, tip string, delta 
 	req.Header.Set(contract.WorkspaceBranchHeader, r.req.BranchName)
 	req.Header.Set(contract.WorkspaceBaseHeader, r.cfg.WorkspaceBase)
 	req.Header.Set(contract.WorkspaceSparseHeader, "true")
+	// None, or more than one: the service sends the whole index.
+	if h, err := gitref.SharedIndex(filepath.Join(r.cfg.Workspace, ".git")); err == nil {
+		req.Header.Set(contract.WorkspaceSharedIndexHeader, h)
+	}
 	resp, err := ch.client.Do(req)
 	if err != nil {
 		ch.client.CloseIdleConnections()

@@ -1,7 +1,10 @@
 package runner
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gitref"
 	"github.com/aimi-tools/swarm/internal/gittest"
 )
 
@@ -22,8 +26,17 @@ import (
 // file but not the other task file; git sees a clean work tree (the other
 // file is skip-worktree, its own is not), and a commit of the runner's
 // changes to its task file keeps the other one as the tip had it and
-// pushes.
+// pushes. The image's index is split as the service makes it (its shared
+// part in the image): the difference's index is split against that part
+// and smaller than it; an image whose index is whole gets the whole
+// index.
 func TestSparseDifferenceWritesOnlyTheOwnTaskFile(t *testing.T) {
+	for _, split := range []bool{true, false} {
+		t.Run(fmt.Sprintf("split=%v", split), func(t *testing.T) { sparseDifference(t, split) })
+	}
+}
+
+func sparseDifference(t *testing.T, split bool) {
 	repo, s := serviceRepo(t)
 	g0, err := s.Grant(t.Context(), contract.ContainerBranch{Repo: repo, Swarm: "sw1", Container: "aimi-image", Branch: "feat/image"}, "")
 	must(t, err)
@@ -32,6 +45,15 @@ func TestSparseDifferenceWritesOnlyTheOwnTaskFile(t *testing.T) {
 	// As the image holds it: the default branch, origin a placeholder.
 	gittest.Git(t, image, "checkout", "-q", "-B", "main", base)
 	gittest.Git(t, image, "remote", "set-url", "origin", contract.WorkspaceOrigin)
+	shared, err := gitref.SharedIndex(filepath.Join(image, ".git"))
+	if err != nil {
+		t.Fatalf("the service's workspace holds no split index: %v", err)
+	}
+	if !split {
+		// An image made before indexes were split: one whole index.
+		gittest.Git(t, image, "update-index", "--no-split-index")
+		must(t, os.Remove(filepath.Join(image, ".git", "sharedindex."+shared)))
+	}
 
 	own, other := tasksPath("a"), tasksPath("b")
 	must(t, os.MkdirAll(filepath.Join(repo, ".aimi", "tasks"), 0o755))
@@ -63,6 +85,17 @@ func TestSparseDifferenceWritesOnlyTheOwnTaskFile(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(image, "README.md")); string(b) != "changed\n" {
 		t.Errorf("README.md = %q, want the tip's", b)
+	}
+	if now, _ := gitref.SharedIndex(filepath.Join(image, ".git")); split && now != shared {
+		t.Errorf("the image's shared index is now %q, want %s", now, shared)
+	}
+	// git's link extension names the shared part the index is split
+	// against.
+	data, err := os.ReadFile(filepath.Join(image, ".git", "index"))
+	must(t, err)
+	oid, _ := hex.DecodeString(shared)
+	if got := bytes.Contains(data, append([]byte("link"), 0, 0, 0)) && bytes.Contains(data, oid); got != split {
+		t.Errorf("the index written (%d bytes) is split against %s: %v, want %v", len(data), shared, got, split)
 	}
 	if got := gittest.Git(t, image, "rev-parse", "HEAD"); got != tip {
 		t.Errorf("HEAD %s, want the tip %s", got, tip)
