@@ -20,7 +20,7 @@ import (
 // or parallelCluster), and e2eSlots of them run at once. go test's own
 // -parallel limit (GOMAXPROCS, 2 here) is raised out of the way by
 // TestMain unless the command line sets one.
-const e2eSlots = 6
+const e2eSlots = 8
 
 // clusterSlots is how many of the e2eSlots the tests on the shared Swarm
 // mode cluster may hold at once. Its three engines run inside containers

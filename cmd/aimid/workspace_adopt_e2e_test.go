@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,7 +248,13 @@ func addBulk(t testing.TB, repo string, n int) {
 // as the start's commit had them, its own changed by its run.
 func checkSparse(t *testing.T, ctx context.Context, cli *client.Client, repo string, sw *state.Swarm) {
 	t.Helper()
+	whole := wholeIndexBytes(t, repo, "main")
 	for _, c := range sw.Containers {
+		// The difference's index is split against the image's shared
+		// part: the whole difference is smaller than the whole index.
+		if n := deltaBytes(t, repo, sw.SwarmID, c.ContainerName); n <= 0 || n >= whole {
+			t.Errorf("%s: the difference was %d bytes, the tip's whole index %d: want a split index", c.ContainerName, n, whole)
+		}
 		for _, o := range sw.Containers {
 			rc, _, err := cli.CopyFromContainer(ctx, c.ContainerID, path.Join(contract.DefaultWorkspace, o.TaskFilePath))
 			if err == nil {
@@ -266,4 +274,42 @@ func checkSparse(t *testing.T, ctx context.Context, cli *client.Client, repo str
 			t.Errorf("%s's branch changed task files %q, want only its own", c.ContainerName, d)
 		}
 	}
+}
+
+// wholeIndexBytes is the size of rev's whole index as the git service
+// writes one (version 4, no stat data).
+func wholeIndexBytes(t *testing.T, repo, rev string) int64 {
+	t.Helper()
+	index := filepath.Join(t.TempDir(), "index")
+	cmd := exec.Command("git", "-c", "index.version=4", "read-tree", rev)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "GIT_INDEX_FILE="+index)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("read-tree %s: %v\n%s", rev, err, out)
+	}
+	fi, err := os.Stat(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// deltaBytes is the bytes= of the runner's "image workspace brought to
+// the tip" line in a container's journal (-1: none).
+func deltaBytes(t *testing.T, repo, swarmID, name string) int64 {
+	t.Helper()
+	for _, r := range journalOf(t, repo, swarmID, name) {
+		if !strings.Contains(r.Raw, `msg="image workspace brought to the tip"`) {
+			continue
+		}
+		for _, f := range strings.Fields(r.Raw) {
+			if v, ok := strings.CutPrefix(f, "bytes="); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }
