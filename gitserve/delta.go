@@ -18,6 +18,7 @@ import (
 
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
+	"github.com/aimi-tools/swarm/state"
 	"github.com/aimi-tools/swarm/tasks"
 )
 
@@ -201,14 +202,16 @@ type delta struct {
 }
 
 // skippable are the paths a sparse difference's runner need not write:
-// the task files the tip added (each sandbox works on its own). A task
-// file the tip changed is written by every runner: in a split index its
-// entry replaces the shared one and carries no path, so the runner could
-// not find its own to clear its mark.
+// the task files the tip added (each sandbox works on its own) and the
+// daemon's own files a repository without a .gitignore for them commits
+// (the state file, journals: a start's commit holds the last start's). A
+// task file the tip changed is written by every runner: in a split index
+// its entry replaces the shared one and carries no path, so the runner
+// could not find its own to clear its mark.
 func skippable(changes []treeChange) []string {
 	var out []string
 	for _, c := range changes {
-		if c.added && tasks.InDir(c.path) {
+		if c.added && (tasks.InDir(c.path) || state.IsDaemonFile(c.path)) {
 			out = append(out, c.path)
 		}
 	}

@@ -21,9 +21,10 @@ import (
 
 // TestSparseDifferenceWritesOnlyTheOwnTaskFile: a sandbox of a workspace
 // image (its workspace at base) starting a new branch at a tip that added
-// two task files and changed a source file gets, from the real git
-// service, a difference that writes its own task file and the source
-// file but not the other task file; git sees a clean work tree (the other
+// two task files, a journal and a state file and changed a source file
+// gets, from the real git service, a difference that writes its own task
+// file and the source file but neither the other task file nor the
+// daemon's files; git sees a clean work tree (the other
 // file is skip-worktree, its own is not), and a commit of the runner's
 // changes to its task file keeps the other one as the tip had it and
 // pushes. The image's index is split as the service makes it (its shared
@@ -60,6 +61,12 @@ func sparseDifference(t *testing.T, split bool) {
 	must(t, os.WriteFile(filepath.Join(repo, own), []byte(`{"own":true}`), 0o644))
 	must(t, os.WriteFile(filepath.Join(repo, other), []byte(`{"other":true}`), 0o644))
 	must(t, os.WriteFile(filepath.Join(repo, "README.md"), []byte("changed\n"), 0o644))
+	// A repository without a .gitignore for the daemon's files commits
+	// the last start's journal and state file with its task files.
+	journal := ".aimi/swarm/s0/aimi-b.ndjson"
+	must(t, os.MkdirAll(filepath.Join(repo, ".aimi", "swarm", "s0"), 0o755))
+	must(t, os.WriteFile(filepath.Join(repo, journal), []byte("{}\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(repo, ".aimi", "swarm-state.json"), []byte("{}\n"), 0o644))
 	gittest.Git(t, repo, "add", "-A")
 	gittest.Git(t, repo, "commit", "-q", "-m", "task files")
 	tip := gittest.Git(t, repo, "rev-parse", "HEAD")
@@ -80,8 +87,10 @@ func sparseDifference(t *testing.T, split bool) {
 	if b, err := os.ReadFile(filepath.Join(image, own)); err != nil || string(b) != `{"own":true}` {
 		t.Errorf("its own task file: %q %v", b, err)
 	}
-	if _, err := os.Lstat(filepath.Join(image, other)); !os.IsNotExist(err) {
-		t.Errorf("the other container's task file was written: %v", err)
+	for _, p := range []string{other, journal, ".aimi/swarm-state.json"} {
+		if _, err := os.Lstat(filepath.Join(image, p)); !os.IsNotExist(err) {
+			t.Errorf("%s was written: %v", p, err)
+		}
 	}
 	if b, _ := os.ReadFile(filepath.Join(image, "README.md")); string(b) != "changed\n" {
 		t.Errorf("README.md = %q, want the tip's", b)

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,19 @@ const (
 	JournalDir    = "swarm"                 // journals: DirName/JournalDir/<swarmId>/<containerName>.ndjson
 	corruptSuffix = ".corrupt-"             // swarm-state.json.corrupt-<UTC time>
 )
+
+// IsDaemonFile reports whether p, a slash-separated path relative to the
+// repository root, is one of the files the daemon writes there (the state
+// file, its lock, a journal, or one a save set aside): a repository that
+// commits them (no .gitignore) still has no runner read them.
+func IsDaemonFile(p string) bool {
+	rest, ok := strings.CutPrefix(p, DirName+"/")
+	if !ok {
+		return false
+	}
+	return rest == StateFileName || rest == LockFileName || strings.HasPrefix(rest, JournalDir+"/") ||
+		strings.HasPrefix(rest, StateFileName+corruptSuffix)
+}
 
 // ErrNoState is returned by Load when the state file does not exist.
 var ErrNoState = errors.New("no swarm state file (start a swarm with 'aimi swarm start')")

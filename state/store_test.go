@@ -363,3 +363,20 @@ func TestLoadNamesTheFieldItCannotAccept(t *testing.T) {
 		}
 	}
 }
+
+func TestIsDaemonFile(t *testing.T) {
+	for p, want := range map[string]bool{
+		".aimi/swarm-state.json":                    true,
+		".aimi/swarm-state.json.lock":               true,
+		".aimi/swarm/s1/aimi-a.ndjson":              true,
+		".aimi/swarm-state.json.corrupt-2026-12-07": true,
+		".aimi/tasks/a-tasks.json":                  false,
+		".aimi/swarmish":                            false,
+		"src/.aimi/swarm-state.json":                false,
+		"swarm-state.json":                          false,
+	} {
+		if got := IsDaemonFile(p); got != want {
+			t.Errorf("IsDaemonFile(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
