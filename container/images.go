@@ -98,7 +98,14 @@ func numericUser(u string) (uid, gid int, ok bool) {
 	return uid, gid, true
 }
 
-// ownedTar is the tar stream in with every entry owned by uid:gid.
+// ownedTar is the tar stream in with every entry owned by uid:gid, but
+// regular files no one may write, which stay root's: git never writes
+// such a file again (a pack, an object, a split index's shared part), yet
+// it sets their times to now when it finds an object or reads the index
+// there ("freshens" them), which the owner may do, and a change to a
+// file of an image layer copies the whole file into the sandbox's
+// writable layer. Not the owner, git's freshening fails, which git
+// expects (it writes the object anew, or reads on).
 func ownedTar(in io.Reader, uid, gid int) io.Reader {
 	pr, pw := io.Pipe()
 	go func() {
@@ -110,6 +117,9 @@ func ownedTar(in io.Reader, uid, gid int) io.Reader {
 				break
 			}
 			h.Uid, h.Gid, h.Uname, h.Gname = uid, gid, "", ""
+			if h.Typeflag == tar.TypeReg && h.Mode&0o222 == 0 {
+				h.Uid, h.Gid = 0, 0
+			}
 			if err = tw.WriteHeader(h); err != nil {
 				break
 			}

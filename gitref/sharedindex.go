@@ -10,6 +10,9 @@ import (
 // git directory (git's Documentation/technical/split-index.txt).
 const sharedIndexPrefix = "sharedindex."
 
+// SharedIndexFile is the name of the shared part whose hex is h.
+func SharedIndexFile(h string) string { return sharedIndexPrefix + h }
+
 // SharedIndex is the hex of the one split index's shared part
 // (sharedindex.<hex>, a regular file) in gitDir.
 func SharedIndex(gitDir string) (string, error) {

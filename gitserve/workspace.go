@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gitref"
 )
 
 // A container's clone is most of its way from its start to its first
@@ -277,8 +278,13 @@ func (s *Service) buildWorkspace(ctx context.Context, mirror, branch, tip, dst s
 	// A workspace image's index is split: its shared part is written once
 	// into the image, and a tip's difference carries only the entries
 	// that changed (splitindex.go). Without it, the whole index is sent.
-	if _, err := splitIndexFrom(ctx, work, filepath.Join(work, ".git"), "HEAD"); err != nil {
+	if h, err := splitIndexFrom(ctx, work, filepath.Join(work, ".git"), "HEAD"); err != nil {
 		s.log.Info("a workspace's index is not split; differences from it send the whole index", "err", err)
+	} else if err := os.Chmod(filepath.Join(work, ".git", gitref.SharedIndexFile(h)), 0o444); err != nil {
+		// Read-only, it stays root's in an image (the engine's
+		// ImageBuild), so git's freshening of its time on every read
+		// does not copy it into each sandbox.
+		return fmt.Errorf("make a workspace: %w", err)
 	}
 	// The reflogs name the daemon's own paths; a clone starts without.
 	if err := os.RemoveAll(filepath.Join(work, ".git", "logs")); err != nil {

@@ -5,11 +5,13 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
 	"github.com/aimi-tools/swarm/contract"
@@ -158,6 +160,19 @@ func checkFrom(t testing.TB, ctx context.Context, cli *client.Client, repo strin
 		}
 		if !contract.IsWorkspaceImage(in.Config.Image) {
 			t.Errorf("%s runs on %s, not a workspace image", c.ContainerName, in.Config.Image)
+		}
+		// git freshens (sets the time of) a split index's shared part on
+		// every read and a pack whenever it finds an object there: of
+		// the sandbox's own user, each would be copied into its layer.
+		changes, err := cli.ContainerDiff(ctx, c.ContainerID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range changes {
+			base := path.Base(ch.Path)
+			if ch.Kind == container.ChangeModify && (strings.HasPrefix(base, "sharedindex.") || strings.HasSuffix(base, ".pack")) {
+				t.Errorf("%s: the image's %s was copied into its writable layer", c.ContainerName, ch.Path)
+			}
 		}
 		if in.SizeRw == nil || *in.SizeRw > 1<<20 {
 			t.Errorf("%s wrote %v bytes to its writable layer, want at most 1 MB", c.ContainerName, in.SizeRw)
