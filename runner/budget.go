@@ -118,15 +118,22 @@ func askBudget(ctx context.Context, ch *askChannel, target string, q contract.Bu
 // budgetAllows reports whether story id may begin, asking the daemon; it
 // notes when the story began for the daemon's count of its spend.
 func (r *run) budgetAllows(ctx context.Context, sc *sched, id string) bool {
+	var prior error // the question asked ahead went unanswered
+	asked, noted := false, false
 	if sc.gate == nil {
-		sc.gate = r.newBudgetGate()
+		if r.ahead != nil {
+			sc.gate, prior, noted = r.ahead.take(ctx, r, id)
+			asked = prior == nil
+		} else {
+			sc.gate = r.newBudgetGate()
+		}
 	}
 	g := sc.gate
 	if g.stop != "" {
 		return false
 	}
-	if !g.off {
-		g.check(ctx, r, id)
+	if !g.off && !asked {
+		g.check(ctx, r, id, prior, noted)
 	}
 	if ctx.Err() != nil {
 		return false // stopped while it waited: begin nothing
@@ -158,20 +165,24 @@ func (g *budgetGate) question() contract.BudgetRequest {
 }
 
 // check asks until the daemon answers (or the run is stopped). A wait
-// longer than g.note is said in next's status, once (next is "" when no
-// story waits to begin).
-func (g *budgetGate) check(ctx context.Context, r *run, next string) {
+// longer than g.note, or a question that went unanswered (prior: the one
+// asked ahead), is said in next's status, once (next is "" when no story
+// waits to begin; said: it was said already).
+func (g *budgetGate) check(ctx context.Context, r *run, next string, prior error, said bool) {
 	q := g.question()
 	start := time.Now()
 	var noted sync.Once
+	if said {
+		noted.Do(func() {})
+	}
 	say := func(why string) {
 		if next == "" {
 			return
 		}
-		noted.Do(func() {
-			r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: next, Status: r.storyStatus(next),
-				Output: acpmsg.TruncateOutput(fmt.Sprintf("%s waits for the daemon's answer to the budget question (swarm.budget, agent.story_budget) before it begins: %s; asking again until it answers.", next, why))})
-		})
+		noted.Do(func() { r.noteBudgetWait(next, why) })
+	}
+	if prior != nil {
+		say(oneLine(prior.Error(), 300))
 	}
 	slow := time.AfterFunc(g.note, func() { say("no answer yet") })
 	defer slow.Stop()
@@ -203,6 +214,13 @@ func (g *budgetGate) check(ctx context.Context, r *run, next string) {
 		case <-time.After(g.retry):
 		}
 	}
+}
+
+// noteBudgetWait says in next's status that it waits for the daemon's
+// answer to the budget question, and why.
+func (r *run) noteBudgetWait(next, why string) {
+	r.emit(acpmsg.TypeProgressUpdate, &acpmsg.ProgressUpdate{StoryID: next, Status: r.storyStatus(next),
+		Output: acpmsg.TruncateOutput(fmt.Sprintf("%s waits for the daemon's answer to the budget question (swarm.budget, agent.story_budget) before it begins: %s; asking again until it answers.", next, why))})
 }
 
 // budgetMessage is the daemon's stop message as the completion carries it:
@@ -254,7 +272,7 @@ func (r *run) budgetCut(ctx context.Context, sc *sched, res storyResult) storyRe
 		return res
 	}
 	if g.stop == "" {
-		g.check(ctx, r, "")
+		g.check(ctx, r, "", nil, false)
 	}
 	if g.stop != "" {
 		res.overBudget = true

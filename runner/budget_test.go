@@ -178,3 +178,56 @@ func TestBudgetQuestionGoesToTheBudgetSocket(t *testing.T) {
 		t.Fatalf("origin asked %d times; the socket %d times with auth %q", len(origin.seen), len(daemon.seen), daemon.auth)
 	}
 }
+
+// The first budget question is asked while the workspace is filled, not
+// after: the daemon's answer to it is a round trip every sandbox of a
+// start makes at once. Here the workspace is answered only once the
+// question arrived; a runner that asked after its workspace would find
+// no ready-made workspace (the wait ends at its deadline) and the test
+// says so. The answer asked ahead is the first story's: one question per
+// story, as before.
+func TestFirstBudgetQuestionIsAskedWhileTheWorkspaceFills(t *testing.T) {
+	f := fixture(t, linear)
+	s := newScenario(t, f, "budget-token")
+	s.cfg.CAFile, s.cfg.DaemonGit = s.srv.CAFile, true
+	d := &budgetDaemon{}
+	asked := make(chan struct{})
+	var once sync.Once
+	s.srv.Handle(contract.BudgetPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(asked) })
+		d.ServeHTTP(w, r)
+	}))
+	first := make(chan bool, 1)
+	s.srv.Handle(contract.WorkspacePath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-asked:
+			select {
+			case first <- true:
+			default:
+			}
+		case <-time.After(20 * time.Second):
+			select {
+			case first <- false:
+			default:
+			}
+		}
+		http.NotFound(w, r) // the runner clones
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out syncbuf.Buffer
+	Run(ctx, s.cfg, strings.NewReader(s.request(t)), &out)
+	select {
+	case ok := <-first:
+		if !ok {
+			t.Fatal("the workspace was asked for and no budget question came within 20 s: the runner asks only after its workspace")
+		}
+	default:
+		t.Fatal("the runner never asked for its workspace")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.seen) != 2 || len(d.seen[0].Stories) != 0 {
+		t.Fatalf("questions %+v, want the one asked ahead (for US-001) and one before US-002", d.seen)
+	}
+}

@@ -57,6 +57,7 @@ type run struct {
 	errs        []string       // completion errors
 	fatal       bool           // a runner-level failure happened after work began
 	gateway     *gatewayClient // nil: no model gateway to ask about limits
+	ahead       *budgetAhead   // the first budget question, asked while the workspace fills
 }
 
 // emit writes one message; a refused message is a bug here, so it is logged
@@ -153,6 +154,9 @@ func (r *run) main(ctx context.Context, stdin io.Reader) int {
 	}
 	defer r.git.close()
 	r.log.Info("task-request accepted", "taskFile", req.TaskFilePath, "repo", redactURL(req.RepoURL), "agent", r.cfg.Agent)
+	actx, cancelAhead := context.WithCancel(ctx)
+	defer cancelAhead()
+	r.ahead = r.askBudgetAhead(actx)
 
 	if err := r.prepare(ctx); err != nil {
 		var pe *prepError
