@@ -114,24 +114,34 @@ func (r *run) complete(status string) int {
 	return ExitOK
 }
 
-func (r *run) main(ctx context.Context, stdin io.Reader) int {
-	// The read blocks until the daemon writes the request; a stop must not
-	// wait for it. (The reading goroutine is left behind on a stop: the
-	// process exits right after.)
-	type intake struct {
-		msg  acpmsg.Message
-		req  *acpmsg.TaskRequest
-		perr *prepError
-	}
+// intake is what the daemon's first line said.
+type intake struct {
+	msg  acpmsg.Message
+	req  *acpmsg.TaskRequest
+	perr *prepError
+}
+
+// awaitRequest reads the task-request; ok false: stopped first. The read
+// blocks until the daemon writes the request; a stop must not wait for
+// it. (The reading goroutine is left behind on a stop: the process exits
+// right after.)
+func awaitRequest(ctx context.Context, stdin io.Reader) (in intake, ok bool) {
 	got := make(chan intake, 1)
 	go func() {
 		msg, req, perr := readRequest(stdin)
 		got <- intake{msg, req, perr}
 	}()
-	var in intake
 	select {
 	case in = <-got:
+		return in, true
 	case <-ctx.Done():
+		return intake{}, false
+	}
+}
+
+func (r *run) main(ctx context.Context, stdin io.Reader) int {
+	in, ok := awaitRequest(ctx, stdin)
+	if !ok {
 		r.log.Info("stopped before a task-request arrived")
 		return r.finalWithFallbackIDs(acpmsg.TypeCompletion, &acpmsg.Completion{Status: acpmsg.CompletionStopped, Errors: []string{}}, ExitOK)
 	}
