@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,12 +48,12 @@ func (s *Service) prepareDelta(key, branch, base string) {
 		if err != nil || tip == base {
 			return
 		}
-		// A runner of this daemon's sandbox image asks for the sparse
-		// difference when its branch is new, split against its image's
-		// shared index, which the service made (answerBase).
 		if !gitref.ValidOID(base) || !gitref.ValidOID(tip) {
 			return
 		}
+		// A runner of this daemon's sandbox image asks for the sparse
+		// difference when its branch is new, split against its image's
+		// shared index, which the service made (answerBase).
 		f, err := s.deltaTarMade(ctx, key, base, tip, !exists, true)
 		if err != nil {
 			s.log.Debug("no ready-made difference ahead of the runner", "swarm", key, "branch", branch, "err", err)
@@ -279,14 +280,12 @@ func addChanged(ctx context.Context, tw *tar.Writer, d delta, total *int64) erro
 
 // addPack adds the pack of the objects base's shallow clone lacks.
 func addPack(ctx context.Context, tw *tar.Writer, d delta, total *int64) error {
-	cmd := mirrorGit.Command(ctx, d.mirror, "pack-objects", "--revs", "-q", filepath.Join(d.tmp, "pack"))
-	cmd.Stdin = strings.NewReader("--shallow " + d.base + "\n" + d.tip + "\n--not\n" + d.base + "\n")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git pack-objects: %w: %s", err, strings.TrimSpace(stderr.String()))
+	revs := strings.NewReader("--shallow " + d.base + "\n" + d.tip + "\n--not\n" + d.base + "\n")
+	out, err := mirrorGit.RunInput(ctx, d.mirror, nil, revs, "pack-objects", "--revs", "-q", filepath.Join(d.tmp, "pack"))
+	if err != nil {
+		return err
 	}
-	h := strings.TrimSpace(stdout.String())
+	h := strings.TrimSpace(out)
 	for _, ext := range []string{".pack", ".idx"} {
 		if err := addPath(tw, ".git/objects/pack/pack-"+h+ext, filepath.Join(d.tmp, "pack-"+h+ext), 0o444, total, d.max); err != nil {
 			return err
@@ -375,13 +374,7 @@ func markSkipped(ctx context.Context, dir, tmp string, paths, env []string, conf
 	if err := os.Mkdir(wt, 0o700); err != nil {
 		return err
 	}
-	cmd := mirrorGit.Command(ctx, dir, append(config, "update-index", "--skip-worktree", "-z", "--stdin")...)
-	cmd.Env = append(append(cmd.Env, env...), "GIT_WORK_TREE="+wt)
-	cmd.Stdin = strings.NewReader(strings.Join(paths, "\x00") + "\x00")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git update-index --skip-worktree: %w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return nil
+	_, err := mirrorGit.RunInput(ctx, dir, append(slices.Clip(env), "GIT_WORK_TREE="+wt), strings.NewReader(strings.Join(paths, "\x00")+"\x00"),
+		append(slices.Clip(config), "update-index", "--skip-worktree", "-z", "--stdin")...)
+	return err
 }

@@ -32,7 +32,7 @@ func splitConfig() []string {
 // split index in the git directory gitDir (run from dir): its index and
 // its sharedindex.<hex>. It returns the hex.
 func splitIndexFrom(ctx context.Context, dir, gitDir, commit string) (string, error) {
-	env := []string{"GIT_DIR=" + gitDir, "GIT_INDEX_FILE=" + filepath.Join(gitDir, "index")}
+	env := indexEnv(gitDir)
 	if _, err := mirrorGit.RunEnv(ctx, dir, env, "-c", "index.version=4", "read-tree", commit); err != nil {
 		return "", fmt.Errorf("read the commit's tree into an index: %w", err)
 	}
@@ -40,6 +40,11 @@ func splitIndexFrom(ctx context.Context, dir, gitDir, commit string) (string, er
 		return "", fmt.Errorf("split the index: %w", err)
 	}
 	return gitref.SharedIndex(gitDir)
+}
+
+// indexEnv points git at the git directory gitDir and its index.
+func indexEnv(gitDir string) []string {
+	return []string{"GIT_DIR=" + gitDir, "GIT_INDEX_FILE=" + filepath.Join(gitDir, "index")}
 }
 
 // scratchGitDir makes an empty git directory under tmp that reads its
@@ -92,14 +97,9 @@ func splitTipIndex(ctx context.Context, mirror, tmp, base string, changes []tree
 	for _, c := range changes {
 		fmt.Fprintf(&info, "%s %s\t%s\x00", c.mode, c.oid, c.path)
 	}
-	env := []string{"GIT_DIR=" + g, "GIT_INDEX_FILE=" + filepath.Join(g, "index")}
-	cmd := mirrorGit.Command(ctx, g, append(splitConfig(), "update-index", "-z", "--index-info")...)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdin = &info
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return "", "", fmt.Errorf("git update-index --index-info: %w: %s", err, strings.TrimSpace(stderr.String()))
+	env := indexEnv(g)
+	if _, err := mirrorGit.RunInput(ctx, g, env, &info, append(splitConfig(), "update-index", "-z", "--index-info")...); err != nil {
+		return "", "", err
 	}
 	if err := markSkipped(ctx, g, tmp, skipped, env, splitConfig()...); err != nil {
 		return "", "", err

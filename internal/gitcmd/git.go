@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -48,11 +49,23 @@ func (g Git) RunEnv(ctx context.Context, dir string, env []string, args ...strin
 	return out, err
 }
 
+// RunInput is RunEnv with stdin as git's input (pack-objects' revisions,
+// update-index's paths).
+func (g Git) RunInput(ctx context.Context, dir string, env []string, stdin io.Reader, args ...string) (string, error) {
+	out, _, err := g.run(ctx, dir, env, stdin, args)
+	return out, err
+}
+
 // RunEnvCPU is RunEnv that also says how much CPU (user and system) git
 // took: what a caller that bounds its share of the machine counts.
 func (g Git) RunEnvCPU(ctx context.Context, dir string, env []string, args ...string) (string, time.Duration, error) {
+	return g.run(ctx, dir, env, nil, args)
+}
+
+func (g Git) run(ctx context.Context, dir string, env []string, stdin io.Reader, args []string) (string, time.Duration, error) {
 	cmd := g.Command(ctx, dir, args...)
 	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
