@@ -109,6 +109,9 @@ func onEngine(t *testing.T) (base string, cli *client.Client, d *container.Docke
 	base = sandboxtest.Image(t)
 	cli = dockertest.Client(t)
 	run = dockertest.RunID()
+	// Cleanups run last first: the workspace images, which go by their
+	// daemon's label only, after every container of the run.
+	dockertest.Cleanup(t, contract.LabelDaemon, "cow-"+run)
 	dockertest.Cleanup(t, dockertest.LabelKey, run)
 	d, err := container.NewDocker(t.Context())
 	if err != nil {
@@ -128,7 +131,7 @@ func onEngine(t *testing.T) (base string, cli *client.Client, d *container.Docke
 func TestSandboxesOfAWorkspaceImageShareNothingTheyWrite(t *testing.T) {
 	base, cli, d, run := onEngine(t)
 	tarball, tip := project(t)
-	labels := map[string]string{dockertest.LabelKey: run}
+	labels := map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: "cow-" + run}
 	m := workspace.New(d, workspace.Options{Labels: labels})
 	m.Prepare("/repo/a", base, func(context.Context) (workspace.Tree, error) {
 		return workspace.Tree{Commit: tip, Tar: io.NopCloser(bytes.NewReader(tarball))}, nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/internal/dockertest"
 	"github.com/aimi-tools/swarm/workspace"
 )
@@ -22,7 +23,7 @@ func TestPrepareKeepsTheImageWhileTheTipMovedLittle(t *testing.T) {
 	defer cancel()
 	tarball, tip := project(t)
 	ready := 0
-	m := workspace.New(d, workspace.Options{Labels: map[string]string{dockertest.LabelKey: run}, Ready: func(string, string) { ready++ }})
+	m := workspace.New(d, workspace.Options{Labels: map[string]string{dockertest.LabelKey: run, contract.LabelDaemon: "cow-" + run}, Ready: func(string, string) { ready++ }})
 	trees := 0
 	prepare := func(commit string, diff workspace.Diff) {
 		t.Helper()

@@ -93,6 +93,7 @@ type Manager struct {
 	repos    map[string]*entry
 	retired  map[string]time.Time // image id -> when it stopped being a repository's
 	building map[string]bool
+	making   map[string]bool // refs a build is committing: no repository's yet, never swept
 	said     map[string]bool // what was logged once
 	wg       sync.WaitGroup
 	life     context.Context // ended by Close: no build starts or goes on
@@ -112,7 +113,7 @@ func New(eng Engine, opts Options) *Manager {
 	}
 	life, end := context.WithCancel(context.Background())
 	return &Manager{eng: eng, opts: opts, log: opts.Logger, repos: map[string]*entry{}, retired: map[string]time.Time{},
-		building: map[string]bool{}, said: map[string]bool{}, life: life, end: end}
+		building: map[string]bool{}, making: map[string]bool{}, said: map[string]bool{}, life: life, end: end}
 }
 
 // labels are the manager's selector, with extra.
@@ -241,6 +242,14 @@ func (m *Manager) build(ctx context.Context, repo, base string, tree TreeFunc, d
 	}
 	ref := m.ref(repo, t.Commit)
 	start := time.Now()
+	m.mu.Lock()
+	m.making[ref] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.making, ref)
+		m.mu.Unlock()
+	}()
 	id, err := m.eng.BuildImage(ctx, engine.ImageBuild{
 		Base: base, Ref: ref, Dir: contract.DefaultWorkspace, Tree: t.Tar,
 		// Every sandbox of the image inherits its labels, a pool
@@ -311,6 +320,11 @@ func (m *Manager) Sweep(ctx context.Context) {
 			keep[id] = true
 		} else {
 			delete(m.retired, id)
+		}
+	}
+	for _, im := range ims {
+		if slices.ContainsFunc(im.Tags, func(tag string) bool { return m.making[tag] }) {
+			keep[im.ID] = true
 		}
 	}
 	m.mu.Unlock()

@@ -139,15 +139,17 @@ func cleanupByLabel(ctx context.Context, cli *client.Client, key, value string) 
 			errs = append(errs, fmt.Errorf("remove container %s: %w", c.ID, err))
 		}
 	}
-	// A daemon's workspace images made with the label, once no container
-	// of them is left. Only those: an engine commit copies its container's
-	// labels onto the image, so a test's sandbox image, committed from a
-	// build container with the test's label, carries it too, and other
-	// tests still use it.
-	wf := filters.NewArgs(filters.Arg("label", key+"="+value), filters.Arg("label", contract.LabelWorkspace+"=true"))
-	ims, err := cli.ImageList(ctx, image.ListOptions{All: true, Filters: wf})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("list images labelled %s=%s: %w", key, value, err))
+	// A daemon's workspace images, once no container of them is left, and
+	// only by the daemon's own label: an engine commit copies its
+	// container's labels onto the image, so a test's sandbox image carries
+	// the test run's label and so does every workspace image made over it,
+	// including those of other tests' daemons still running.
+	var ims []image.Summary
+	if key == contract.LabelDaemon {
+		wf := filters.NewArgs(filters.Arg("label", key+"="+value), filters.Arg("label", contract.LabelWorkspace+"=true"))
+		if ims, err = cli.ImageList(ctx, image.ListOptions{All: true, Filters: wf}); err != nil {
+			errs = append(errs, fmt.Errorf("list images labelled %s=%s: %w", key, value, err))
+		}
 	}
 	for _, im := range ims {
 		for _, ref := range append(im.RepoTags, im.ID) {
