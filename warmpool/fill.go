@@ -82,6 +82,9 @@ func (p *Pool) pass(ctx context.Context) {
 			return
 		}
 		images[k] = id
+		if p.imageMissing(s.Image, id == "") {
+			want[k] = 0
+		}
 	}
 	idle := map[string][]string{}
 	for _, in := range infos {
@@ -111,6 +114,26 @@ func (p *Pool) pass(ctx context.Context) {
 	for k, n := range want {
 		p.topUp(ctx, k, specs[k], n)
 	}
+}
+
+// imageMissing says once that image is gone and is missing: a create of
+// it fails every time, so its pool waits for it or for a new target
+// instead of trying at every pass. Sandboxes of an image keep it, so
+// none waits of a missing one.
+func (p *Pool) imageMissing(image string, missing bool) bool {
+	p.mu.Lock()
+	said := p.missing[image]
+	if missing {
+		p.missing[image] = true
+	} else {
+		delete(p.missing, image)
+	}
+	p.mu.Unlock()
+	if missing && !said {
+		p.log.Warn("warm pool: its image is gone; no sandbox is made of it until it is back (make sandbox-image) or a start sets another",
+			"image", image)
+	}
+	return missing
 }
 
 // keepFree drops the ids a claim took meanwhile (p.mu held).

@@ -85,3 +85,37 @@ func newHourPool(t *testing.T, eng Engine, labels map[string]string) *Pool {
 	}
 	return p
 }
+
+// countCreates is the engine counting its creates.
+type countCreates struct {
+	Engine
+	n atomic.Int32
+}
+
+func (e *countCreates) Create(ctx context.Context, s engine.Spec) (string, error) {
+	e.n.Add(1)
+	return e.Engine.Create(ctx, s)
+}
+
+// TestAPoolOfAMissingImageCreatesNothing: a target whose image is gone
+// (removed by hand, or a workspace image lost) makes no create at every
+// pass, each failing the same way: the pool waits for a target or an
+// image again.
+func TestAPoolOfAMissingImageCreatesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real engine")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	d, labels, _ := poolEngine(t, ctx, "warmpool-missing-")
+	eng := &countCreates{Engine: d}
+	p := newHourPool(t, eng, labels)
+	spec := engine.Spec{Name: "aimi-x", Image: "aimi-test/no-such-image:" + dockertest.RunID(), MemoryBytes: 64 << 20, MemorySwapBytes: 64 << 20}
+	p.SetTarget(spec, 2)
+	for range 3 {
+		p.pass(ctx)
+	}
+	if n := eng.n.Load(); n != 0 {
+		t.Fatalf("%d creates of a missing image, want none", n)
+	}
+}

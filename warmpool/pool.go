@@ -81,6 +81,7 @@ type Pool struct {
 	busy    int                 // starts in progress
 	quiet   time.Time           // when the last start ended
 	kick    chan struct{}
+	missing map[string]bool // images found gone, said once until they are back
 }
 
 // New opens the pool's claim records in opts.Dir. Nothing runs until Run.
@@ -92,7 +93,7 @@ func New(eng Engine, opts Options) (*Pool, error) {
 	p := &Pool{
 		eng: eng, claims: c, labels: maps.Clone(opts.Labels), maxAge: opts.MaxAge, socks: opts.SocketRoot, log: opts.Logger,
 		targets: map[string]*target{}, repoKey: map[string]string{}, repoN: map[string]int{},
-		idle: map[string][]string{}, taking: map[string]bool{}, kick: make(chan struct{}, 1),
+		idle: map[string][]string{}, taking: map[string]bool{}, kick: make(chan struct{}, 1), missing: map[string]bool{},
 	}
 	if p.maxAge <= 0 {
 		p.maxAge = DefaultMaxAge
