@@ -172,11 +172,8 @@ func (g *budgetGate) check(ctx context.Context, r *run, next string, prior error
 	q := g.question()
 	start := time.Now()
 	var noted sync.Once
-	if said {
-		noted.Do(func() {})
-	}
 	say := func(why string) {
-		if next == "" {
+		if next == "" || said {
 			return
 		}
 		noted.Do(func() { r.noteBudgetWait(next, why) })

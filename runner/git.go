@@ -287,13 +287,14 @@ func (g *git) remoteHasBranch(ctx context.Context, branch string) (bool, error) 
 	return false, nil
 }
 
-// checkout switches to branch after clone: the clone made it when it
-// cloned the branch (cloned), else it is made here from HEAD. Either way
+// checkout switches to branch after the workspace is filled: already
+// there when onBranch (the branch was cloned, or the image's workspace
+// was brought to it), else it is made here from HEAD. Either way
 // the repository holds HEAD then.
-func (g *git) checkout(ctx context.Context, branch string, cloned bool) error {
+func (g *git) checkout(ctx context.Context, branch string, onBranch bool) error {
 	var head string
 	var err error
-	if cloned {
+	if onBranch {
 		head, err = g.head(ctx, branch)
 	} else {
 		head, err = g.startBranch(ctx, branch)

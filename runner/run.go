@@ -304,17 +304,17 @@ func (r *run) prepare(ctx context.Context) error {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
 	}
 	start := time.Now()
-	cloned, how, err := r.fillWorkspace(ctx)
+	onBranch, how, err := r.fillWorkspace(ctx)
 	if err != nil {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("clone %s: %v", redactURL(r.req.RepoURL), err)}
 	}
 	cloneTook := time.Since(start)
-	if err := r.git.checkout(ctx, r.req.BranchName, cloned); err != nil {
+	if err := r.git.checkout(ctx, r.req.BranchName, onBranch); err != nil {
 		return &prepError{acpmsg.CodeGitCheckoutFailed, fmt.Sprintf("check out %s: %v", r.req.BranchName, err)}
 	}
 	// The clone is most of a sandbox's way from its claim to its first
 	// story: its share is worth a line.
-	r.log.Info("workspace ready", "from", how, "branchExisted", cloned, "clone", cloneTook.Round(time.Millisecond),
+	r.log.Info("workspace ready", "from", how, "onBranch", onBranch, "clone", cloneTook.Round(time.Millisecond),
 		"checkout", (time.Since(start) - cloneTook).Round(time.Millisecond))
 	// The branch is the agent's and the repository's: the task file may be
 	// a link, a FIFO or a blob of any size. Read it as the daemon does.

@@ -22,13 +22,13 @@ import (
 )
 
 // fillWorkspace makes the workspace hold the branch to work on (or the
-// default branch it starts from: cloned false). From the daemon's own git
+// default branch it starts from: onBranch false). From the daemon's own git
 // service it first takes the ready-made workspace (contract.WorkspacePath):
 // one tar unpacked in this process instead of a clone's five git
 // processes, which a fan-out runs in every sandbox at once on few cores.
 // Anything amiss there (an older daemon, a workspace too big, a broken
 // answer) leaves the workspace empty again and clones as before.
-func (r *run) fillWorkspace(ctx context.Context) (cloned bool, how string, err error) {
+func (r *run) fillWorkspace(ctx context.Context) (onBranch bool, how string, err error) {
 	if r.cfg.WorkspaceBase != "" {
 		if r.cfg.DaemonGit {
 			how, err := r.fillPrefilled(ctx)
@@ -51,8 +51,8 @@ func (r *run) fillWorkspace(ctx context.Context) (cloned bool, how string, err e
 			return false, "", fmt.Errorf("empty the workspace after a broken ready-made one: %w", err)
 		}
 	}
-	cloned, err = r.git.clone(ctx, r.req.BranchName, r.req.BranchExists, r.cfg.PushRetry)
-	return cloned, "clone", err
+	onBranch, err = r.git.clone(ctx, r.req.BranchName, r.req.BranchExists, r.cfg.PushRetry)
+	return onBranch, "clone", err
 }
 
 // fetchWorkspace unpacks the daemon's ready-made workspace of the branch
