@@ -114,9 +114,9 @@ func (m *merger) clean() { os.RemoveAll(m.scratch) }
 const maxCached = 4096
 
 // merge says what merging commits a and b would give. Only a pair whose
-// sides changed a file in common since their merge base is merged (in
-// the object database): sides that changed different files merge
-// cleanly, so most pairs cost no git process once each tip's changes are
+// sides changed a path in common since their merge base (touching) is
+// merged (in the object database): sides that changed unrelated paths
+// merge cleanly, so most pairs cost no git process once each tip's changes are
 // known. A conflict names the conflicted files; a clean merge of sides
 // that changed the same files is an overlap naming them.
 func (m *merger) merge(ctx context.Context, a, b string) (outcome, error) {
@@ -132,12 +132,7 @@ func (m *merger) merge(ctx context.Context, a, b string) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
-	var both []string
-	for _, f := range fa {
-		if _, ok := slices.BinarySearch(fb, f); ok {
-			both = append(both, f)
-		}
-	}
+	both := touching(fa, fb)
 	if len(both) == 0 {
 		return outcome{}, nil
 	}
@@ -155,6 +150,30 @@ func (m *merger) merge(ctx context.Context, a, b string) (outcome, error) {
 	default:
 		return outcome{}, err
 	}
+}
+
+// touching is the paths of sorted fa and fb that one side's merge with
+// the other may clash on: those both changed, and a path one side changed
+// where the other changed something under it as a directory (a file
+// against a directory of the same name shares no path, yet conflicts).
+func touching(fa, fb []string) []string {
+	var out []string
+	under := func(dir string, in []string) bool {
+		i, _ := slices.BinarySearch(in, dir+"/")
+		return i < len(in) && strings.HasPrefix(in[i], dir+"/")
+	}
+	for _, f := range fa {
+		if _, ok := slices.BinarySearch(fb, f); ok || under(f, fb) {
+			out = append(out, f)
+		}
+	}
+	for _, f := range fb {
+		if _, ok := slices.BinarySearch(fa, f); !ok && under(f, fa) {
+			out = append(out, f)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // base is a and b's merge base: the one both share with the landing

@@ -186,3 +186,26 @@ func TestOldGitIsRefusedClearly(t *testing.T) {
 		t.Errorf("err %v, want ErrOldGit naming 2.38", err)
 	}
 }
+
+// A branch that adds a file where another adds a directory of the same
+// name shares no path with it, yet their merge conflicts: the radar
+// reports the pair.
+func TestFileAgainstDirectoryIsAConflict(t *testing.T) {
+	r := newRepo(t)
+	tips := map[string]string{
+		"a": r.write("a", map[string]string{"docs": "a file\n"}),
+		"b": r.write("b", map[string]string{"docs/guide.md": "a directory\n"}),
+		"c": r.write("c", map[string]string{"docsx": "a neighbour, not a clash\n"}),
+	}
+	rep, err := r.radar().Look(context.Background(), Target{}, tips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab := find(rep.Pairs, pairKey("a", "b"))
+	if ab == nil || ab.Kind != KindConflict || len(ab.Files) == 0 {
+		t.Fatalf("a and b: %+v, want a conflict (file docs against directory docs/)", ab)
+	}
+	if len(rep.Pairs) != 1 {
+		t.Errorf("pairs %+v, want a and b only (docsx clashes with neither)", rep.Pairs)
+	}
+}

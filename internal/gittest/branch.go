@@ -18,6 +18,9 @@ func CommitOn(t testing.TB, dir, branch string, files map[string]string) string 
 		Git(t, dir, "checkout", "-q", branch)
 	}
 	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
