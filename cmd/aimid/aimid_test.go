@@ -78,8 +78,11 @@ func TestMain(m *testing.M) {
 	raiseParallel()
 	code := m.Run()
 	closeCluster()
-	removeImages()
+	// The workspace images and their build containers first: those
+	// containers are of the sandbox image, whose tag the engine keeps
+	// while any container of it exists.
 	removeWorkspaceImages()
+	removeImages()
 	for _, b := range []*builtBinary{&aimidBuild, &aimiBuild} {
 		if b.path != "" {
 			os.RemoveAll(filepath.Dir(b.path))
