@@ -260,3 +260,44 @@ func TestBackendSlotsPerContainerAndInTotal(t *testing.T) {
 		t.Fatal("a slot given back was not taken")
 	}
 }
+
+// TestTheUsersHistoryDoesNotCountAgainstMaxMirror: what the mirror holds
+// of the user's own commits, those it was made from and those a grant
+// brings in later (before the swarm's first push and after it), is not
+// the swarm's: only what its containers push counts against MaxMirror.
+func TestTheUsersHistoryDoesNotCountAgainstMaxMirror(t *testing.T) {
+	ctx := ctxT(t)
+	repo := newRepo(t)
+	commitRandom(t, repo, "history.bin", 3<<20)
+	s, _ := newService(t, Options{Limits: Limits{MaxPush: 2 << 20, MaxMirror: 2 << 20}})
+	if err := s.ListenOn(ctx, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	grant := func(container string) Grant {
+		t.Helper()
+		g, err := s.Grant(ctx, contract.ContainerBranch{Repo: repo, Swarm: "swarm-h", Container: container, Branch: "feat/" + container}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	push := func(g Grant, container, file string) {
+		t.Helper()
+		env := clientEnv(g.CAFile, bearer(g.Token))
+		work := filepath.Join(t.TempDir(), "work")
+		if out, err := gitOut("", env, "clone", "-q", g.RepoURL, work); err != nil {
+			t.Fatalf("clone: %v\n%s", err, out)
+		}
+		mustGit(t, work, "checkout", "-q", "-b", "feat/"+container)
+		commitRandom(t, work, file, 600<<10)
+		if out, err := gitOut(work, env, "push", "origin", "HEAD:refs/heads/feat/"+container); err != nil {
+			t.Fatalf("a 600 KiB push with a 2 MiB mirror limit over 3 MiB of the user's history: %v\n%s", err, out)
+		}
+	}
+	a := grant("aimi-a")
+	commitRandom(t, repo, "later.bin", 3<<20) // the user commits before the first push
+	push(grant("aimi-b"), "aimi-b", "b.bin")
+	commitRandom(t, repo, "again.bin", 3<<20) // and after it
+	push(grant("aimi-c"), "aimi-c", "c.bin")
+	push(a, "aimi-a", "a.bin")
+}

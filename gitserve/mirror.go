@@ -128,14 +128,11 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 	if err := os.WriteFile(filepath.Join(work, "hooks", "pre-receive"), []byte(preReceive), 0o755); err != nil {
 		return "", fmt.Errorf("git service: install the mirror's pre-receive hook: %w", err)
 	}
-	// What the user's history takes does not count against git.max_mirror.
-	size, err := dirBytes(work)
-	if err == nil {
-		err = writeBase(work, size)
-	}
-	if err != nil {
-		return "", fmt.Errorf("git service: make the mirror of %s: %w", repoPath, err)
-	}
+	// What the user's history takes does not count against
+	// git.max_mirror: the first push's check takes the mirror's size as
+	// its base (pushedBytes), the user's commits a refresh brought in
+	// before it included. Not here: walking the mirror's files held every
+	// grant of the start.
 	if err := os.Rename(work, dst); err != nil {
 		return "", fmt.Errorf("git service: place the mirror at %s: %w", dst, err)
 	}
@@ -151,15 +148,23 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 // backwards or sideways, and git reports such refs as rejected, which is
 // expected and only logged. The mirror keeps serving whatever happens.
 func (s *Service) refreshMirror(ctx context.Context, repoPath, key, mirror string) {
-	before, berr := dirBytes(mirror)
+	// Without a base yet (no push so far), the first push takes the whole
+	// mirror as its base: nothing to measure here.
+	_, noBase := os.Stat(filepath.Join(mirror, baseName))
+	before, berr := int64(0), noBase
+	if noBase == nil {
+		before, berr = dirBytes(mirror)
+	}
 	_, err := mirrorGit.Run(ctx, mirror, "fetch", "--quiet", "--no-tags", repoPath,
 		"refs/heads/*:refs/heads/*", "refs/tags/*:refs/tags/*")
 	// The user's new commits are theirs: they do not count against the
 	// swarm's git.max_mirror (a push under way at the same moment may be
 	// counted as theirs too).
-	if after, aerr := dirBytes(mirror); berr == nil && aerr == nil {
-		if werr := addBase(mirror, after-before); werr != nil {
-			s.log.Info("git service: the user's new commits count against git.max_mirror", "swarm", key, "err", werr)
+	if berr == nil {
+		if after, aerr := dirBytes(mirror); aerr == nil {
+			if werr := addBase(mirror, after-before); werr != nil {
+				s.log.Info("git service: the user's new commits count against git.max_mirror", "swarm", key, "err", werr)
+			}
 		}
 	}
 	if err != nil {

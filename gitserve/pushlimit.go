@@ -176,8 +176,9 @@ func (s *Service) reserveMirror(key string, n int64) (release func(), used int64
 }
 
 // pushedBytes is what the pushes of swarm key added to its mirror: its
-// size minus its base. A mirror without a base (made before bases were
-// kept) takes its size now as its base.
+// size minus its base. A mirror without a base (no push checked yet:
+// every push is, under the quota's lock, before it writes) takes its
+// size now as its base.
 func (s *Service) pushedBytes(key string) (int64, error) {
 	mirror := s.mirrorPath(key)
 	size, err := dirBytes(mirror)
@@ -199,12 +200,16 @@ func (s *Service) pushedBytes(key string) (int64, error) {
 }
 
 // addBase adds the growth of a mirror that the user's own commits made
-// (a refresh) to its base.
+// (a refresh) to its base. A mirror without a base yet (no push so far)
+// takes it whole at its first push.
 func addBase(mirror string, grew int64) error {
 	if grew <= 0 {
 		return nil
 	}
 	b, err := os.ReadFile(filepath.Join(mirror, baseName))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
