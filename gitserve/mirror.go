@@ -150,9 +150,9 @@ func (s *Service) ensureMirror(ctx context.Context, repoPath, key string) (strin
 func (s *Service) refreshMirror(ctx context.Context, repoPath, key, mirror string) {
 	// Without a base yet (no push so far), the first push takes the whole
 	// mirror as its base: nothing to measure here.
-	_, noBase := os.Stat(filepath.Join(mirror, baseName))
-	before, berr := int64(0), noBase
-	if noBase == nil {
+	var before int64
+	_, berr := os.Stat(filepath.Join(mirror, baseName))
+	if berr == nil {
 		before, berr = dirBytes(mirror)
 	}
 	_, err := mirrorGit.Run(ctx, mirror, "fetch", "--quiet", "--no-tags", repoPath,

@@ -62,5 +62,8 @@ func (a *budgetAhead) take(ctx context.Context, r *run, next string) (g *budgetG
 	case <-ctx.Done():
 		<-a.done
 	}
+	if ctx.Err() != nil {
+		return g, nil, said // stopped: its unanswered question is no news for next's status
+	}
 	return g, a.err, said
 }
