@@ -126,7 +126,11 @@ func TestSwarmBackendStoppedBeforeAnyPushIsCleanedUp(t *testing.T) {
 	if code, _, errOut := run("swarm", "start", "--all", "--local"); code != 0 {
 		t.Fatalf("start again: exit %d %s", code, errOut)
 	}
-	v = waitFor(t, sock, repo, 3*time.Minute, "the container started again", func(v api.SwarmView) bool { return len(v.Containers) == 1 })
+	// Running a story, as before the first stop: a task stopped before its
+	// node started it has no exit code for allExited to see.
+	v = waitFor(t, sock, repo, 3*time.Minute, "the container running a story again", func(v api.SwarmView) bool {
+		return len(v.Containers) == 1 && len(v.State.Containers) == 1 && v.State.Containers[0].StoryProgress.InProgress == 1
+	})
 	if v.Containers[0].Name != name {
 		t.Errorf("the second start named the container %s, want %s again", v.Containers[0].Name, name)
 	}
