@@ -72,24 +72,42 @@ func (m *Manager) watchForeignStops(ctx context.Context) {
 // foreignStops lists the containers the file says are stopped while the
 // daemon has them pending or running and no stop was asked for yet.
 func (sw *swarm) foreignStops(ctx context.Context) []string {
+	// The daemon's view is taken on both sides of the file's read: a
+	// resume between them (a stopped container reopened, the file
+	// rewritten) made a stale "stopped" look like another tool's stop, and
+	// a container that stopped itself just after the read made the daemon's
+	// own "stopped" look like one. Another tool's stop holds on both sides;
+	// one the two views disagree on is looked at again at the next change.
+	before := sw.led.snapshot()
 	file, err := sw.store.Load(ctx)
 	if err != nil || file.SwarmID != sw.id {
 		return nil
 	}
-	mine := sw.led.snapshot()
-	var names []string
-	for _, fc := range file.Containers {
-		mc := mine.Container(fc.ContainerName)
-		c := sw.find(fc.ContainerName)
-		if mc == nil || c == nil || !state.ForeignStop(mc, fc) {
-			continue
+	return foreignStopNames(before, file, sw.led.snapshot(), func(name string) bool {
+		c := sw.find(name)
+		if c == nil {
+			return true
 		}
 		sw.mu.Lock()
-		asked := c.stopReq
-		sw.mu.Unlock()
-		if !asked {
-			names = append(names, c.name)
+		defer sw.mu.Unlock()
+		return c.stopReq
+	})
+}
+
+// foreignStopNames is the containers file says are stopped while the
+// daemon's views before and after its read both have them pending or
+// running, and no stop was asked for (asked).
+func foreignStopNames(before, file, after *state.Swarm, asked func(name string) bool) []string {
+	var names []string
+	for _, fc := range file.Containers {
+		if fc == nil {
+			continue
 		}
+		b, a := before.Container(fc.ContainerName), after.Container(fc.ContainerName)
+		if b == nil || a == nil || !state.ForeignStop(b, fc) || !state.ForeignStop(a, fc) || asked(fc.ContainerName) {
+			continue
+		}
+		names = append(names, fc.ContainerName)
 	}
 	return names
 }

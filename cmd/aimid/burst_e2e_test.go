@@ -28,7 +28,7 @@ func burstRounds() int {
 	if n, err := strconv.Atoi(os.Getenv("AIMI_BURST_ROUNDS")); err == nil && n > 0 {
 		return n
 	}
-	return 2
+	return 1
 }
 
 // longBurstRounds is the count: the wedge it proves absent was

@@ -41,6 +41,9 @@ type Shell struct {
 	former    []string
 	closed    bool
 	stopSweep chan struct{} // closed by Close
+	// swept is closed when the sweeping goroutine has ended, its last
+	// write included: Close waits for it (nil before Start).
+	swept     chan struct{}
 	sandboxes map[*http.Server]bool
 }
 
@@ -72,7 +75,14 @@ func (h *Shell) Start(interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultSweepInterval
 	}
-	go every(interval, h.stopSweep, h.sweep)
+	swept := make(chan struct{})
+	h.opts.Lock.Lock()
+	h.swept = swept
+	h.opts.Lock.Unlock()
+	go func() {
+		defer close(swept)
+		every(interval, h.stopSweep, h.sweep)
+	}()
 }
 
 // SavedLocked are the addresses to persist (from Persist).
@@ -172,7 +182,13 @@ func (h *Shell) Close() error {
 	h.closed = true
 	shutdown := h.set.Detach()
 	srvs := slices.Collect(maps.Keys(h.sandboxes))
+	swept := h.swept
 	h.opts.Lock.Unlock()
+	if swept != nil {
+		// A sweep under way stages its write under the lock and makes it
+		// after: the owner's state must hold it once Close returns.
+		<-swept
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for _, srv := range srvs {

@@ -140,3 +140,47 @@ func TestShellServesASandboxUntilClose(t *testing.T) {
 		t.Error("ListenOn after Close succeeded")
 	}
 }
+
+// Close returns only after a sweep's write of the addresses it staged:
+// an owner reading its state file after Close (a daemon's next start)
+// must not find an address the sweep had already dropped.
+func TestCloseWaitsForASweepsWrite(t *testing.T) {
+	staged, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var mu sync.Mutex
+	h := NewShell(Options{Name: "test service", Channel: contract.ServiceGit, Log: slog.New(slog.DiscardHandler),
+		Lock: &mu, Conns: NewConns("test service", 4, 4, nil),
+		Persist: func() func() error {
+			return func() error {
+				once.Do(func() { close(staged) })
+				<-release
+				return nil
+			}
+		}})
+	// An address no interface of the host holds (TEST-NET-1, never dialled):
+	// the first sweep drops it and stages a write.
+	_, subnet, _ := net.ParseCIDR("192.0.2.0/24")
+	h.set.listeners["192.0.2.1"] = &listener{srv: &http.Server{}, subnet: subnet, done: make(chan struct{})}
+	h.set.ips["192.0.2.1"] = true
+	h.Start(5 * time.Millisecond)
+	select {
+	case <-staged:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no sweep dropped the gone address")
+	}
+	closed := make(chan struct{})
+	go func() { h.Close(); close(closed) }()
+	select {
+	case <-closed:
+		close(release)
+		t.Fatal("Close returned while the sweep's write was still under way")
+	case <-time.After(300 * time.Millisecond):
+		// Close is still waiting: let the write end, then Close must.
+		close(release)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return after the sweep's write ended")
+	}
+}
