@@ -300,7 +300,9 @@ func (e *prepError) Error() string { return e.code + ": " + e.msg }
 // prepare clones, checks out and loads the task file.
 func (r *run) prepare(ctx context.Context) error {
 	ws := r.cfg.Workspace
-	if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 && r.cfg.WorkspaceBase == "" {
+	// Only a clone needs the directory empty: on a workspace image's tree
+	// the listing is a read through the storage driver for nothing.
+	if ents, err := listUnlessImage(ws, r.cfg.WorkspaceBase); err == nil && len(ents) > 0 {
 		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
 	}
 	start := time.Now()
@@ -335,6 +337,15 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.file = f
 	return nil
+}
+
+// listUnlessImage lists dir, or nothing when the workspace is an image's
+// (base set).
+func listUnlessImage(dir, base string) ([]os.DirEntry, error) {
+	if base != "" {
+		return nil, nil
+	}
+	return os.ReadDir(dir)
 }
 
 func (r *run) backend() (backend, error) {

@@ -53,6 +53,7 @@ func run(args []string) int {
 	// A warm-pool sandbox waits here for its claim, which brings the
 	// environment a created container has from the start.
 	stdin := bufio.NewReader(os.Stdin)
+	runner.WarmUp(os.Getenv, os.TempDir())
 	if err := runner.ApplyWarmClaim(os.Getenv, os.Setenv, stdin, os.TempDir()); err != nil {
 		log.Error("configuration", "err", err)
 		reportConfigError(runner.Config{}, err)

@@ -1,0 +1,75 @@
+package runner
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
+	"github.com/aimi-tools/swarm/gitref"
+)
+
+// claimWrites are the directories of a workspace image's workspace that a
+// claim writes into (the origin in .git/config, the difference's pack and
+// index, the branch's ref, the task file): on the sandbox's copy-on-write
+// root the first write into each copies it up, a round trip to the storage
+// driver's daemon per directory, which a claimed sandbox should not pay.
+var claimWrites = []string{".", ".git", ".git/objects", ".git/objects/pack", ".git/refs", ".git/refs/heads", ".aimi", ".aimi/tasks"}
+
+// WarmUp is a warm-pool sandbox's preparation while it waits for its
+// claim (contract.EnvWarm): what a claim would otherwise do first on the
+// cores every claimed sandbox shares. It copies up the directories a claim
+// writes into (tmpDir, where the claim's files go, and those of the
+// image's workspace), reads the workspace's index once (into the page
+// cache), and fills encoding/json's caches of the messages the runner
+// decodes. Nothing is left behind; every step is best effort, a failure
+// only leaves the work to the claim.
+func WarmUp(getenv func(string) string, tmpDir string) {
+	if getenv(contract.EnvWarm) != "1" {
+		return
+	}
+	dirs := []string{tmpDir}
+	if ws := getenv(contract.EnvWorkspace); ws != "" && getenv(contract.EnvWorkspaceBase) != "" {
+		for _, d := range claimWrites {
+			dirs = append(dirs, filepath.Join(ws, d))
+		}
+		git := filepath.Join(ws, ".git")
+		_, _ = gitref.SharedIndex(git)
+		if b, err := os.ReadFile(filepath.Join(git, "index")); err == nil {
+			_ = len(b)
+		}
+	}
+	for _, d := range dirs {
+		copyUp(d)
+	}
+	// A request of the daemon's shape through the parser and validator
+	// the claim's own goes through (their caches are filled on first use).
+	if line, err := warmRequest(); err == nil {
+		_, _, _ = acpmsg.ParseTaskRequest(line)
+	}
+	_, _ = parseTaskFile([]byte(`{"userStories":[{}]}`))
+}
+
+// copyUp makes dir's copy in the sandbox's writable layer (a file made
+// and removed in it), when dir is a directory already.
+func copyUp(dir string) {
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return
+	}
+	f, err := os.CreateTemp(dir, ".aimi-warm-*")
+	if err != nil {
+		return
+	}
+	name := f.Name()
+	f.Close()
+	os.Remove(name)
+}
+
+// warmRequest is a valid task-request of no swarm, for WarmUp.
+func warmRequest() ([]byte, error) {
+	return json.Marshal(acpmsg.Message{Type: acpmsg.TypeTaskRequest, Timestamp: "2026-01-01T00:00:00Z",
+		SwarmID: "00000000-0000-4000-8000-000000000000", ContainerID: "aimi-warm",
+		Payload: &acpmsg.TaskRequest{TaskFilePath: ".aimi/tasks/warm-tasks.json", BranchName: "feat/warm",
+			RepoURL: "https://127.0.0.1/warm.git", EnvVars: map[string]string{"AIMI_WARM_X": "1"}}})
+}

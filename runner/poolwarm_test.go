@@ -1,0 +1,51 @@
+package runner
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
+)
+
+// WarmUp's request goes the whole way through the parser and validator (a
+// rejected one would stop before the caches it is there to fill).
+func TestWarmUpsRequestIsValid(t *testing.T) {
+	line, err := warmRequest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := acpmsg.ParseTaskRequest(line); err != nil {
+		t.Fatalf("the warm-up's task-request is refused: %v", err)
+	}
+}
+
+// WarmUp leaves the workspace and the claim's directory as they were, and
+// does nothing outside a warm-pool sandbox.
+func TestWarmUpLeavesNothingBehind(t *testing.T) {
+	ws, tmp := t.TempDir(), t.TempDir()
+	for _, d := range claimWrites {
+		if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(ws, ".git", "index"), []byte("DIRC"), 0o644)
+	list := func() []string {
+		var all []string
+		for _, root := range []string{ws, tmp} {
+			filepath.WalkDir(root, func(p string, _ os.DirEntry, _ error) error { all = append(all, p); return nil })
+		}
+		return all
+	}
+	before := list()
+	env := map[string]string{contract.EnvWarm: "1", contract.EnvWorkspace: ws, contract.EnvWorkspaceBase: "0123"}
+	WarmUp(func(k string) string { return env[k] }, tmp)
+	if after := list(); !slices.Equal(before, after) {
+		t.Fatalf("WarmUp left %v, had %v", after, before)
+	}
+	os.Chmod(tmp, 0o500) // a write there would fail: outside a pool sandbox none is tried
+	defer os.Chmod(tmp, 0o700)
+	WarmUp(func(string) string { return "" }, tmp)
+}
