@@ -8,6 +8,7 @@ import (
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
 	"github.com/aimi-tools/swarm/gitref"
+	acp "github.com/coder/acp-go-sdk"
 )
 
 // claimWrites are the directories of a workspace image's workspace that a
@@ -49,6 +50,15 @@ func WarmUp(getenv func(string) string, tmpDir string) {
 		_, _, _ = acpmsg.ParseTaskRequest(line)
 	}
 	_, _ = parseTaskFile([]byte(`{"userStories":[{}]}`))
+	// The agent's first exchanges (encoding/json builds a type's coder on
+	// its first use, tens of microseconds each).
+	for _, v := range []any{&acp.InitializeRequest{}, &acp.InitializeResponse{}, &acp.NewSessionRequest{},
+		&acp.NewSessionResponse{}, &acp.PromptRequest{}, &acp.PromptResponse{}, &acp.SessionNotification{},
+		acpmsg.NewMessage(acpmsg.TypeProgressUpdate, "", "", &acpmsg.ProgressUpdate{})} {
+		if b, err := json.Marshal(v); err == nil {
+			_ = json.Unmarshal(b, v)
+		}
+	}
 }
 
 // copyUp makes dir's copy in the sandbox's writable layer (a file made
