@@ -50,11 +50,8 @@ func run(args []string) int {
 		}
 	}
 
-	// A warm-pool sandbox waits here for its claim, which brings the
-	// environment a created container has from the start.
 	stdin := bufio.NewReader(os.Stdin)
-	runner.WarmUp(os.Getenv, os.TempDir())
-	if err := runner.ApplyWarmClaim(os.Getenv, os.Setenv, stdin, os.TempDir()); err != nil {
+	if err := awaitClaim(stdin); err != nil {
 		log.Error("configuration", "err", err)
 		reportConfigError(runner.Config{}, err)
 		return 2
@@ -103,6 +100,15 @@ func run(args []string) int {
 	}
 	defer in.Close()
 	return runner.Run(ctx, cfg, in, os.Stdout)
+}
+
+// awaitClaim is a warm-pool sandbox's wait for its claim, which brings the
+// environment a created container has from the start; it prepares what
+// the claim will need first while it waits. Nothing to do in a created
+// container.
+func awaitClaim(stdin *bufio.Reader) error {
+	runner.WarmUp(os.Getenv, os.TempDir())
+	return runner.ApplyWarmClaim(os.Getenv, os.Setenv, stdin, os.TempDir())
 }
 
 // reportConfigError emits the one error message a misconfigured runner owes
