@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -30,19 +31,15 @@ func WarmUp(getenv func(string) string, tmpDir string) {
 	if getenv(contract.EnvWarm) != "1" {
 		return
 	}
-	dirs := []string{tmpDir}
+	copyUp(tmpDir, ".")
 	if ws := getenv(contract.EnvWorkspace); ws != "" && getenv(contract.EnvWorkspaceBase) != "" {
 		for _, d := range claimWrites {
-			dirs = append(dirs, filepath.Join(ws, d))
+			copyUp(ws, d)
 		}
+		// .git is the image build's clone, not the repository's content.
 		git := filepath.Join(ws, ".git")
 		_, _ = gitref.SharedIndex(git)
-		if b, err := os.ReadFile(filepath.Join(git, "index")); err == nil {
-			_ = len(b)
-		}
-	}
-	for _, d := range dirs {
-		copyUp(d)
+		_, _ = os.ReadFile(filepath.Join(git, "index"))
 	}
 	// A request of the daemon's shape through the parser and validator
 	// the claim's own goes through (their caches are filled on first use).
@@ -61,19 +58,27 @@ func WarmUp(getenv func(string) string, tmpDir string) {
 	}
 }
 
-// copyUp makes dir's copy in the sandbox's writable layer (a file made
-// and removed in it), when dir is a directory already.
-func copyUp(dir string) {
-	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
-		return
-	}
-	f, err := os.CreateTemp(dir, ".aimi-warm-*")
+// copyUp makes the copy of directory dir under root in the sandbox's
+// writable layer (a file made and removed in it). The workspace's tree is
+// the repository's, links included, and the runner is still root here:
+// everything goes through an os.Root, so a link never takes the write
+// out of root.
+func copyUp(root, dir string) {
+	r, err := os.OpenRoot(root)
 	if err != nil {
 		return
 	}
-	name := f.Name()
+	defer r.Close()
+	if fi, err := r.Lstat(dir); err != nil || !fi.IsDir() {
+		return
+	}
+	name := filepath.Join(dir, fmt.Sprintf(".aimi-warm-%d", os.Getpid()))
+	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return
+	}
 	f.Close()
-	os.Remove(name)
+	_ = r.Remove(name)
 }
 
 // warmRequest is a valid task-request of no swarm, for WarmUp.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
 	"github.com/aimi-tools/swarm/contract"
@@ -48,4 +49,30 @@ func TestWarmUpLeavesNothingBehind(t *testing.T) {
 	os.Chmod(tmp, 0o500) // a write there would fail: outside a pool sandbox none is tried
 	defer os.Chmod(tmp, 0o700)
 	WarmUp(func(string) string { return "" }, tmp)
+}
+
+// The workspace's tree is the repository's: a link in it (here .aimi, to
+// a directory outside) never takes the warm-up's write out of it, though
+// the runner is still root when it runs.
+func TestWarmUpWritesNothingThroughALink(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(outside, "tasks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, ".aimi")); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, d := range []string{outside, filepath.Join(outside, "tasks")} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := map[string]string{contract.EnvWarm: "1", contract.EnvWorkspace: ws, contract.EnvWorkspaceBase: "0123"}
+	WarmUp(func(k string) string { return env[k] }, t.TempDir())
+	for _, d := range []string{outside, filepath.Join(outside, "tasks")} {
+		if fi, err := os.Stat(d); err != nil || !fi.ModTime().Equal(old) {
+			t.Fatalf("%s was written through the workspace's link (modified %v, %v)", d, fi.ModTime(), err)
+		}
+	}
 }
