@@ -33,9 +33,7 @@ func WarmUp(getenv func(string) string, tmpDir string) {
 	}
 	copyUp(tmpDir, ".")
 	if ws := getenv(contract.EnvWorkspace); ws != "" && getenv(contract.EnvWorkspaceBase) != "" {
-		for _, d := range claimWrites {
-			copyUp(ws, d)
-		}
+		copyUp(ws, claimWrites...)
 		// .git is the image build's clone, not the repository's content.
 		git := filepath.Join(ws, ".git")
 		_, _ = gitref.SharedIndex(git)
@@ -58,27 +56,29 @@ func WarmUp(getenv func(string) string, tmpDir string) {
 	}
 }
 
-// copyUp makes the copy of directory dir under root in the sandbox's
-// writable layer (a file made and removed in it). The workspace's tree is
-// the repository's, links included, and the runner is still root here:
-// everything goes through an os.Root, so a link never takes the write
-// out of root.
-func copyUp(root, dir string) {
+// copyUp makes the copies of root's directories dirs in the sandbox's
+// writable layer (a file made and removed in each). The workspace's tree
+// is the repository's, links included, and the runner is still root here:
+// everything goes through an os.Root, so a link never takes the write out
+// of root.
+func copyUp(root string, dirs ...string) {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return
 	}
 	defer r.Close()
-	if fi, err := r.Lstat(dir); err != nil || !fi.IsDir() {
-		return
+	for _, dir := range dirs {
+		if fi, err := r.Lstat(dir); err != nil || !fi.IsDir() {
+			continue
+		}
+		name := filepath.Join(dir, fmt.Sprintf(".aimi-warm-%d", os.Getpid()))
+		f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			continue
+		}
+		f.Close()
+		_ = r.Remove(name)
 	}
-	name := filepath.Join(dir, fmt.Sprintf(".aimi-warm-%d", os.Getpid()))
-	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return
-	}
-	f.Close()
-	_ = r.Remove(name)
 }
 
 // warmRequest is a valid task-request of no swarm, for WarmUp.

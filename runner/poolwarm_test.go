@@ -46,9 +46,21 @@ func TestWarmUpLeavesNothingBehind(t *testing.T) {
 	if after := list(); !slices.Equal(before, after) {
 		t.Fatalf("WarmUp left %v, had %v", after, before)
 	}
-	os.Chmod(tmp, 0o500) // a write there would fail: outside a pool sandbox none is tried
-	defer os.Chmod(tmp, 0o700)
-	WarmUp(func(string) string { return "" }, tmp)
+	// Outside a pool sandbox nothing is written: a file made and removed
+	// would move the directories' times.
+	old := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, d := range []string{tmp, ws, filepath.Join(ws, ".git")} {
+		if err := os.Chtimes(d, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env[contract.EnvWarm] = ""
+	WarmUp(func(k string) string { return env[k] }, tmp)
+	for _, d := range []string{tmp, ws, filepath.Join(ws, ".git")} {
+		if fi, err := os.Stat(d); err != nil || !fi.ModTime().Equal(old) {
+			t.Fatalf("%s was written outside a pool sandbox (modified %v, %v)", d, fi.ModTime(), err)
+		}
+	}
 }
 
 // The workspace's tree is the repository's: a link in it (here .aimi, to

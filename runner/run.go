@@ -302,8 +302,10 @@ func (r *run) prepare(ctx context.Context) error {
 	ws := r.cfg.Workspace
 	// Only a clone needs the directory empty: on a workspace image's tree
 	// the listing is a read through the storage driver for nothing.
-	if ents, err := listUnlessImage(ws, r.cfg.WorkspaceBase); err == nil && len(ents) > 0 {
-		return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
+	if r.cfg.WorkspaceBase == "" {
+		if ents, err := os.ReadDir(ws); err == nil && len(ents) > 0 {
+			return &prepError{acpmsg.CodeGitCloneFailed, fmt.Sprintf("workspace %s is not empty; the runner clones into an empty directory (set %s)", ws, contract.EnvWorkspace)}
+		}
 	}
 	start := time.Now()
 	onBranch, how, err := r.fillWorkspace(ctx)
@@ -337,15 +339,6 @@ func (r *run) prepare(ctx context.Context) error {
 	}
 	r.file = f
 	return nil
-}
-
-// listUnlessImage lists dir, or nothing when the workspace is an image's
-// (base set).
-func listUnlessImage(dir, base string) ([]os.DirEntry, error) {
-	if base != "" {
-		return nil, nil
-	}
-	return os.ReadDir(dir)
 }
 
 func (r *run) backend() (backend, error) {
