@@ -344,6 +344,7 @@ func (sw *swarm) createAs(ctx context.Context, c *ctr) error {
 		}
 		return nil
 	}
+	sw.startWave().creating()
 	ng, err := sw.openNet(ctx, c)
 	var id string
 	if err == nil {

@@ -110,7 +110,7 @@ func (f *follower) begin(start bool) bool {
 		_ = sw.led.update(f.c.name, func(sc *state.Container) { sc.ACPPID = &pid })
 	}
 	sw.event(f.c, api.EventContainerStarted, nil)
-	if !f.deliver(start, tr) {
+	if !f.deliver(start, claimed != nil, tr) {
 		return false
 	}
 	if start {
@@ -165,16 +165,16 @@ func (f *follower) inspect(known *engine.Info) (engine.Info, bool) {
 // container); a started one waits for the rest of its start wave first.
 // A request that cannot be sent stops the container; false only when ctx
 // ended.
-func (f *follower) deliver(start bool, tr *tracer) bool {
+func (f *follower) deliver(start, claimed bool, tr *tracer) bool {
 	sw := f.sw
 	journaled, answered := false, false
 	if !start {
 		journaled, answered = sw.requestState(f.c)
 	}
 	if !answered {
-		if start {
+		if w := sw.startWave(); start && !(claimed && w.claimedMayGo()) {
 			// The rest of the start wave first (startWave).
-			sw.startWave().wait(f.ctx, waveMaxWait)
+			w.wait(f.ctx, waveMaxWait)
 			tr.mark("start wave done")
 		}
 		if err := sw.sendRequest(f.ctx, f.c, !journaled); err != nil {

@@ -4,18 +4,24 @@ package orchestrator
 // read, message lines, and scripted steps.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/aimi-tools/swarm/acpmsg"
+	"github.com/aimi-tools/swarm/contract"
 )
 
-// readRequest reads the task-request and returns swarm and container ids.
+// readRequest reads the task-request (past a claimed sandbox's claim
+// lines) and returns swarm and container ids.
 func readRequest(ctx context.Context, stdin <-chan []byte) (swarmID, containerID string, ok bool) {
 	select {
 	case line := <-stdin:
+		if bytes.HasPrefix(line, []byte(contract.WarmClaimPrefix)) {
+			return readRequest(ctx, stdin)
+		}
 		var m struct {
 			SwarmID     string `json:"swarmId"`
 			ContainerID string `json:"containerId"`

@@ -21,6 +21,16 @@ const waveMaxWait = 30 * time.Second
 // wave is started, which for the last container is sooner and for the
 // first a few seconds later (bounded by waveMaxWait).
 //
+// A sandbox claimed from the warm pool runs already: its claim asks the
+// engine for an inspect and a rename, not a start, so while no container
+// of its wave is being created it is given its work at once, on cores the
+// claims leave idle (measured on 2 cores, 32 claimed sandboxes: the first
+// worked at 0.34-0.48 s instead of 0.44-0.67 s, the last at 0.83-0.99 s
+// instead of 0.93-1.25 s). Once one is created (the pool
+// ran dry) the claimed ones wait for the wave as created ones do; those
+// given their work before that compete with the creates, which is
+// bounded by the pool's size.
+//
 // A container counts from the moment its supervisor is launched with a
 // run slot until its start returned (or it gave up); containers queued for
 // a slot are not part of the wave. Each swarm has a wave of its own (its
@@ -31,6 +41,7 @@ type startWave struct {
 	mu      sync.Mutex
 	pending int
 	idle    chan struct{} // closed while pending == 0
+	cold    bool          // a container of the wave is being created
 }
 
 func newStartWave() *startWave {
@@ -56,6 +67,7 @@ func (w *startWave) join() (leave func()) {
 	defer w.mu.Unlock()
 	if w.pending == 0 {
 		w.idle = make(chan struct{})
+		w.cold = false
 	}
 	w.pending++
 	var once sync.Once
@@ -84,4 +96,20 @@ func (w *startWave) wait(ctx context.Context, max time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+}
+
+// creating notes that a container of the wave is being created, not
+// claimed: claimed sandboxes wait for the wave from now on.
+func (w *startWave) creating() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.cold = true
+}
+
+// claimedMayGo reports whether a claimed sandbox may be given its work
+// without waiting for the wave: none of the wave is being created.
+func (w *startWave) claimedMayGo() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.cold
 }
