@@ -162,7 +162,8 @@ func (f *follower) inspect(known *engine.Info) (engine.Info, bool) {
 }
 
 // deliver sends the task-request unless it was sent before (a re-attached
-// container); a started one waits for the rest of its start wave first.
+// container); a started one waits for the rest of its start wave first,
+// a claimed one only once its wave creates (startWave).
 // A request that cannot be sent stops the container; false only when ctx
 // ended.
 func (f *follower) deliver(start, claimed bool, tr *tracer) bool {

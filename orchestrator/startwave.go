@@ -26,10 +26,9 @@ const waveMaxWait = 30 * time.Second
 // of its wave is being created it is given its work at once, on cores the
 // claims leave idle (measured on 2 cores, 32 claimed sandboxes: the first
 // worked at 0.34-0.48 s instead of 0.44-0.67 s, the last at 0.83-0.99 s
-// instead of 0.93-1.25 s). Once one is created (the pool
-// ran dry) the claimed ones wait for the wave as created ones do; those
-// given their work before that compete with the creates, which is
-// bounded by the pool's size.
+// instead of 0.93-1.25 s). Once one is created (the pool ran dry) the
+// claimed ones wait for the wave as created ones do; those given their
+// work before that compete with the creates, at most the pool's size.
 //
 // A container counts from the moment its supervisor is launched with a
 // run slot until its start returned (or it gave up); containers queued for
