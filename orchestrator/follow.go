@@ -173,9 +173,8 @@ func (f *follower) deliver(start, claimed bool, tr *tracer) bool {
 		journaled, answered = sw.requestState(f.c)
 	}
 	if !answered {
-		if w := sw.startWave(); start && !(claimed && w.claimedMayGo()) {
-			// The rest of the start wave first (startWave).
-			w.wait(f.ctx, waveMaxWait)
+		// The rest of the start wave first (startWave).
+		if start && sw.startWave().wait(f.ctx, waveMaxWait, claimed) {
 			tr.mark("start wave done")
 		}
 		if err := sw.sendRequest(f.ctx, f.c, !journaled); err != nil {

@@ -83,11 +83,16 @@ func (w *startWave) join() (leave func()) {
 }
 
 // wait returns once no container of the wave is still starting, after
-// max, or when ctx ends.
-func (w *startWave) wait(ctx context.Context, max time.Duration) {
+// max, or when ctx ends; for a claimed sandbox (already running) at once
+// while no container of the wave is being created. False when it did not
+// wait.
+func (w *startWave) wait(ctx context.Context, max time.Duration, claimed bool) bool {
 	w.mu.Lock()
-	idle := w.idle
+	idle, cold := w.idle, w.cold
 	w.mu.Unlock()
+	if claimed && !cold {
+		return false
+	}
 	t := time.NewTimer(max)
 	defer t.Stop()
 	select {
@@ -95,6 +100,7 @@ func (w *startWave) wait(ctx context.Context, max time.Duration) {
 	case <-t.C:
 	case <-ctx.Done():
 	}
+	return true
 }
 
 // creating notes that a container of the wave is being created, not
@@ -103,12 +109,4 @@ func (w *startWave) creating() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.cold = true
-}
-
-// claimedMayGo reports whether a claimed sandbox may be given its work
-// without waiting for the wave: none of the wave is being created.
-func (w *startWave) claimedMayGo() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return !w.cold
 }

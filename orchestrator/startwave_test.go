@@ -89,14 +89,14 @@ func TestStartWaveWaitIsBounded(t *testing.T) {
 	leave := w.join()
 	defer leave()
 	start := time.Now()
-	w.wait(context.Background(), 50*time.Millisecond)
+	w.wait(context.Background(), 50*time.Millisecond, false)
 	if time.Since(start) < 50*time.Millisecond {
 		t.Fatal("wait returned before its bound with a container still starting")
 	}
 	leave()
 	leave() // a second call changes nothing
 	done := make(chan struct{})
-	go func() { w.wait(context.Background(), time.Hour); close(done) }()
+	go func() { w.wait(context.Background(), time.Hour, false); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
